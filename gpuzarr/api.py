@@ -1,0 +1,184 @@
+"""Public entry points: open, create, open_array, open_group, create_group."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from .array import Array
+from .create import build_v3_metadata
+from .errors import (
+    ArrayNotFoundError,
+    ContainsNodeError,
+    GroupNotFoundError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
+from .group import Group
+from .node import node_exists, node_prefix, read_node_document, require_node_document
+from .spec.v3 import ZARR_JSON, ArrayMetadata
+from .store import StoreLike, make_store
+from .store.base import Store
+
+Mode = Literal["r", "r+", "a", "w", "w-"]
+MODES = ("r", "r+", "a", "w", "w-")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
+
+
+def _join(base: str, path: str) -> str:
+    return "/".join(p for p in (base.strip("/"), path.strip("/")) if p)
+
+
+def open_node(store: Store, path: str, device: str = "auto") -> Array | Group:
+    """Open whatever node lives at ``path`` (array or group)."""
+    doc = require_node_document(store, path)
+    if doc["node_type"] == "array":
+        try:
+            metadata = ArrayMetadata.from_json(doc)
+        except MetadataError as exc:
+            raise MetadataError(f"{node_prefix(path)}{ZARR_JSON}: {exc}") from exc
+        return Array(store, path, metadata, device=device)
+    attrs = doc.get("attributes", {})
+    if not isinstance(attrs, dict):
+        raise MetadataError(f"{node_prefix(path)}{ZARR_JSON}: attributes: expected an object")
+    return Group(store, path, attrs, device=device)
+
+
+def open(  # noqa: A001 - the public name, as in zarr-python
+    store: StoreLike,
+    *,
+    path: str = "",
+    mode: Mode = "a",
+    device: str = "auto",
+    **create_kwargs: Any,
+) -> Array | Group:
+    """Open the array or group at ``store`` (a path, URL, Store or kvstore dict).
+
+    ``mode`` has zarr-python's meanings: "r" read only; "r+" read/write, must exist; "a"
+    read/write, created if missing (only when ``shape`` is given); "w" create, replacing what
+    exists; "w-" create, failing if something exists. Keyword arguments other than these are
+    passed to :func:`create` when an array is created.
+    """
+    _check_mode(mode)
+    s, base = make_store(store, read_only=(mode == "r"))
+    full = _join(base, path)
+    if mode in ("w", "w-") or (mode == "a" and not node_exists(s, full) and "shape" in create_kwargs):
+        return create(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
+    return open_node(s, full, device=device)
+
+
+def open_array(store: StoreLike, *, path: str = "", mode: Mode = "a", device: str = "auto", **kwargs: Any) -> Array:
+    """Like :func:`open`, for an array (raises ArrayNotFoundError for a group or nothing)."""
+    try:
+        node = open(store, path=path, mode=mode, device=device, **kwargs)
+    except NodeNotFoundError as exc:
+        raise ArrayNotFoundError(str(exc)) from None
+    if not isinstance(node, Array):
+        raise ArrayNotFoundError(f"{path or '/'!r} is a group, not an array")
+    return node
+
+
+def open_group(store: StoreLike, *, path: str = "", mode: Mode = "a", device: str = "auto") -> Group:
+    """Open a group; with mode "a", "w" or "w-" it is created when missing."""
+    _check_mode(mode)
+    s, base = make_store(store, read_only=(mode == "r"))
+    full = _join(base, path)
+    if mode in ("w", "w-") or (mode == "a" and read_node_document(s, full) is None):
+        return create_group(s, path=full, overwrite=(mode == "w"), device=device)
+    node = open_node(s, full, device=device) if node_exists(s, full) else None
+    if not isinstance(node, Group):
+        raise GroupNotFoundError(f"no group at {full or '/'!r} in {s!r}")
+    return node
+
+
+def _prepare_new_node(store: Store, path: str, overwrite: bool) -> None:
+    if store.read_only:
+        raise ReadOnlyError(f"cannot create a node in read-only {store!r}")
+    if node_exists(store, path):
+        if not overwrite:
+            raise ContainsNodeError(
+                f"a node already exists at {path or '/'!r} in {store!r} (pass overwrite=True)"
+            )
+        store.erase_prefix(node_prefix(path))
+    elif overwrite:
+        # Stale chunks of an earlier node (whose metadata is gone) must not leak into a new one.
+        store.erase_prefix(node_prefix(path))
+
+
+def create_group(
+    store: StoreLike,
+    *,
+    path: str = "",
+    attributes: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    device: str = "auto",
+) -> Group:
+    """Create a v3 group (zarr.json with node_type "group")."""
+    s, base = make_store(store)
+    full = _join(base, path)
+    _prepare_new_node(s, full, overwrite)
+    group = Group(s, full, {}, device=device)
+    group._put_attributes(dict(attributes or {}))
+    return group
+
+
+def create(
+    store: StoreLike,
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = None,
+    shards: Any = None,
+    zarr_format: int = 3,
+    codecs: Any = None,
+    compressor: Any = None,
+    filters: Any = None,
+    order: str = "C",
+    fill_value: Any = None,
+    dimension_names: Any = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: str | None = None,
+    overwrite: bool = False,
+    device: str = "auto",
+    path: str = "",
+) -> Array:
+    """Create an array (see DESIGN §2 for every argument) and return it open for writing.
+
+    ``shards`` wraps the codec chain in ``sharding_indexed`` with inner chunks ``chunks``.
+    Creating where a node exists raises ContainsNodeError unless ``overwrite=True``, which
+    discards the old node and its data.
+    """
+    if zarr_format != 3:
+        raise MetadataError(f"zarr_format: only 3 is supported for create, got {zarr_format!r}")
+    metadata = build_v3_metadata(
+        shape=shape,
+        dtype=dtype,
+        chunks=chunks,
+        shards=shards,
+        codecs=codecs,
+        compressor=compressor,
+        filters=filters,
+        order=order,
+        fill_value=fill_value,
+        dimension_names=dimension_names,
+        attributes=attributes,
+        chunk_key_encoding=chunk_key_encoding,
+        dimension_separator=dimension_separator,
+    )
+    try:
+        json.dumps(metadata.attributes, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+    s, base = make_store(store)
+    full = _join(base, path)
+    # Resolve the codec chain before touching the store: bad codecs fail without side effects.
+    array = Array(s, full, metadata, device=device)
+    _prepare_new_node(s, full, overwrite)
+    s.set(node_prefix(full) + ZARR_JSON, metadata.to_bytes())
+    return array

@@ -1,0 +1,278 @@
+"""``Array``: the user-facing handle of one Zarr array (a thin facade over the engine)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from .attributes import Attributes
+from .backends import cpu
+from .backends.device import resolve_device
+from .engine.layout import StorageLayout
+from .engine.read import read_plan
+from .engine.write import write_plan
+from .errors import MetadataError, ReadOnlyError
+from .plan.selection import ReadPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .spec.v3 import ZARR_JSON, ArrayMetadata
+from .store.base import Store
+
+
+class Array:
+    """A Zarr array in a store. Create with :func:`gpuzarr.open` or :func:`gpuzarr.create`.
+
+    Indexing reads (``a[...]``, ``a.oindex[...]``, ``a.vindex[...]``) and writes
+    (``a[...] = x``) with NumPy's semantics on the whole array.
+    """
+
+    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, device: str = "auto") -> None:
+        self.store = store
+        self.path = path.strip("/")
+        self._device = resolve_device(device)
+        self._set_metadata(metadata)
+
+    def _set_metadata(self, metadata: ArrayMetadata) -> None:
+        self._metadata = metadata
+        self._layout = StorageLayout.from_metadata(metadata, self._prefix)
+
+    @property
+    def _prefix(self) -> str:
+        return self.path + "/" if self.path else ""
+
+    # -- description -----------------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> ArrayMetadata:
+        return self._metadata
+
+    @property
+    def zarr_format(self) -> int:
+        return self._metadata.zarr_format
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._metadata.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._metadata.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The shape of a chunk as read and decoded: the inner chunk when sharded."""
+        sharding = self._layout.pipeline.array_to_bytes[0]
+        inner = getattr(sharding, "chunk_shape", None)
+        return tuple(inner) if inner is not None and self._layout.sharding is not None else self._metadata.chunk_shape
+
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        """The shard shape, or None when the array is not sharded."""
+        return self._metadata.chunk_shape if self._layout.sharding is not None else None
+
+    @property
+    def fill_value(self) -> Any:
+        return self._metadata.fill_value
+
+    @property
+    def dimension_names(self) -> tuple[str | None, ...] | None:
+        return self._metadata.dimension_names
+
+    @property
+    def codecs(self) -> list[dict[str, Any]]:
+        return self._layout.pipeline.to_json()
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def read_only(self) -> bool:
+        return self.store.read_only
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(lambda: self._metadata.attributes, self._put_attributes)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        where = f"{self.store!r}" + (f" path={self.path!r}" if self.path else "")
+        return f"<gpuzarr.Array {where} shape={self.shape} dtype={self.dtype} chunks={self.chunks}>"
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _dims(self) -> Any:
+        return self._layout.dimensions()
+
+    def _execute_read(self, plan: ReadPlan, out: Any = None) -> np.ndarray[Any, Any]:
+        if out is None:
+            buffer = cpu.empty(plan.buffer_shape, self.dtype)
+        else:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"out: expected a numpy.ndarray on device 'cpu', got {type(out).__name__}")
+            if out.shape != plan.shape or out.dtype != self.dtype:
+                raise ValueError(
+                    f"out: expected shape {plan.shape} and dtype {self.dtype}, "
+                    f"got {out.shape} and {out.dtype}"
+                )
+            if not out.flags.writeable:
+                raise ValueError("out: the buffer is read-only")
+            buffer = out if plan.buffer_shape == plan.shape else out.reshape(plan.buffer_shape)
+            if not np.shares_memory(buffer, out) and buffer.size:
+                raise ValueError("out: a point selection needs a contiguous output buffer")
+        read_plan(self._layout, self.store, plan, buffer)
+        result = buffer.reshape(plan.shape) if buffer.shape != plan.shape else buffer
+        return result if out is None else out
+
+    def __getitem__(self, selection: Any) -> Any:
+        result = self._execute_read(plan_selection(selection, self._dims()))
+        return result[()] if result.ndim == 0 and not self._keep_0d(selection) else result
+
+    def _keep_0d(self, selection: Any) -> bool:
+        # NumPy returns a scalar for a[()] on a 0-d array and a[i, j] on 2-d; an Ellipsis keeps 0-d.
+        entries = selection if isinstance(selection, tuple) else (selection,)
+        return any(s is Ellipsis for s in entries)
+
+    def read(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:
+        """Read a (basic or single-array) selection, optionally into ``out`` (same shape/dtype)."""
+        return self._execute_read(plan_selection(selection, self._dims()), out)
+
+    def get_orthogonal_selection(self, selection: Any) -> Any:
+        return self._execute_read(plan_orthogonal(selection, self._dims()))
+
+    def get_coordinate_selection(self, selection: Any) -> Any:
+        return self._execute_read(plan_vectorized(selection, self._dims()))
+
+    @property
+    def oindex(self) -> _OrthogonalIndexer:
+        return _OrthogonalIndexer(self)
+
+    @property
+    def vindex(self) -> _VectorizedIndexer:
+        return _VectorizedIndexer(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        data = self._execute_read(plan_selection(Ellipsis, self._dims()))
+        return data if dtype is None else data.astype(dtype, copy=False)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _execute_write(self, plan: ReadPlan, value: Any) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
+        arr = cpu.as_host_array(value, self.dtype)
+        try:
+            arr = np.broadcast_to(arr, plan.shape)
+        except ValueError as exc:
+            raise ValueError(
+                f"could not broadcast value of shape {arr.shape} to selection shape {plan.shape}"
+            ) from exc
+        if plan.buffer_shape != plan.shape:
+            arr = arr.reshape(plan.buffer_shape)
+        write_plan(self._layout, self.store, plan, arr)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._execute_write(plan_selection(selection, self._dims()), value)
+
+    def write(self, selection: Any, value: Any) -> None:
+        self._execute_write(plan_selection(selection, self._dims()), value)
+
+    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        self._execute_write(plan_orthogonal(selection, self._dims()), value)
+
+    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        self._execute_write(plan_vectorized(selection, self._dims()), value)
+
+    # -- metadata changes ------------------------------------------------------------------------
+
+    def _write_metadata(self, metadata: ArrayMetadata) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
+        self.store.set(self._prefix + ZARR_JSON, metadata.to_bytes())
+        self._set_metadata(metadata)
+
+    def _put_attributes(self, attrs: dict[str, Any]) -> None:
+        try:
+            json.dumps(attrs, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+        self._write_metadata(self._metadata.evolve(attributes=attrs))
+
+    def resize(self, *shape: Any) -> None:
+        """Change the shape. Growing reads the new region as fill; shrinking erases the data
+        outside the new shape (so it never reappears when the array grows again)."""
+        new_shape = tuple(int(s) for s in (shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape))
+        if len(new_shape) != self.ndim:
+            raise ValueError(f"resize: expected {self.ndim} dimensions, got {len(new_shape)}")
+        if any(s < 0 for s in new_shape):
+            raise ValueError(f"resize: shape entries must be >= 0, got {new_shape}")
+        if self.read_only:
+            raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
+        old_shape = self.shape
+        stored = self._metadata.chunk_shape
+        for axis, (new, old, c) in enumerate(zip(new_shape, old_shape, stored, strict=True)):
+            if new < old and new % c:
+                # Clear the tail of the stored chunks that straddle the new edge.
+                edge_stop = min(old, -(-new // c) * c)
+                sel = tuple(slice(new, edge_stop) if a == axis else slice(None) for a in range(self.ndim))
+                self[sel] = self.fill_value
+        old_grid = self._metadata.chunk_grid.grid_shape(old_shape)
+        new_grid = self._metadata.chunk_grid.grid_shape(new_shape)
+        if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
+            for coords in itertools.product(*(range(o) for o in old_grid)):
+                if any(c >= n for c, n in zip(coords, new_grid, strict=True)):
+                    self.store.erase(self._layout.key(coords))
+        self._write_metadata(self._metadata.evolve(shape=new_shape))
+
+    def info(self) -> dict[str, Any]:
+        """A summary: shape, dtype, chunking, codecs, device."""
+        return {
+            "zarr_format": self.zarr_format,
+            "shape": self.shape,
+            "dtype": str(self.dtype),
+            "chunks": self.chunks,
+            "shards": self.shards,
+            "codecs": self.codecs,
+            "fill_value": self._metadata.data_type.fill_value_to_json(self.fill_value),
+            "device": self.device,
+        }
+
+
+class _OrthogonalIndexer:
+    def __init__(self, array: Array) -> None:
+        self.array = array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self.array.get_orthogonal_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self.array.set_orthogonal_selection(selection, value)
+
+
+class _VectorizedIndexer:
+    def __init__(self, array: Array) -> None:
+        self.array = array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self.array.get_coordinate_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self.array.set_coordinate_selection(selection, value)

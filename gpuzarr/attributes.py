@@ -1,0 +1,47 @@
+"""``Array.attrs`` / ``Group.attrs``: a dict that writes through to the node's metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+
+class Attributes(MutableMapping[str, Any]):
+    """A mutable mapping of JSON values; every change is persisted at once."""
+
+    def __init__(self, get: Callable[[], dict[str, Any]], put: Callable[[dict[str, Any]], None]):
+        self._get = get
+        self._put = put
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        attrs = dict(self._get())
+        del attrs[key]
+        self._put(attrs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """Apply several changes with a single metadata write."""
+        attrs = dict(self._get())
+        attrs.update(*args, **kwargs)
+        self._put(attrs)
+
+    def put(self, attrs: dict[str, Any]) -> None:
+        """Replace all attributes."""
+        self._put(dict(attrs))
+
+    def asdict(self) -> dict[str, Any]:
+        return dict(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())

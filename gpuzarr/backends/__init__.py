@@ -1,0 +1,1 @@
+"""Device backends. Only backends/cuda/ may import cupy, nvidia.nvcomp or kvikio."""

@@ -1,0 +1,133 @@
+"""Codec base classes.
+
+Lifecycle of a codec — spec, resolve, prepare, run:
+
+1. **spec**: ``{"name": ..., "configuration": {...}}`` from zarr.json, possibly partial (a
+   ``bytes`` codec without ``endian`` for a 1-byte type, ``blosc`` without ``typesize``).
+   ``Codec.from_config`` validates it and builds an immutable codec object.
+2. **resolve**: ``codec.resolve(chunk_spec)`` fills what depends on the data type and chunk shape
+   (blosc's typesize, checks that a transpose order has the right rank) and returns the final
+   codec; ``codec.output_spec(chunk_spec)`` says what the next codec in the chain receives.
+3. **prepare**: :class:`~gpuzarr.codecs.pipeline.CodecPipeline` is built once per chunk shape
+   and precomputes what the hot loop needs (every stage's ChunkSpec, the fast-path flags, the
+   inverse transpose).
+4. **run**: ``decode`` / ``encode`` on one chunk, ``decode_batch`` / ``encode_batch`` on many;
+   ``None`` in a batch is a missing chunk. The CPU engine calls them from a thread pool (the
+   numcodecs compressors release the GIL); a device backend overrides the batch forms.
+
+Three kinds, in the order they appear in a chain: array->array (transpose), exactly one
+array->bytes (bytes, sharding_indexed), then bytes->bytes (gzip, zstd, blosc, crc32c).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ..store.base import Buffer
+
+CodecKind = Literal["array_to_array", "array_to_bytes", "bytes_to_bytes"]
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """What a codec stage sees: the (decoded) chunk shape, native dtype and fill value."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    fill_value: Any
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for s in self.shape:
+            n *= s
+        return n
+
+
+class Codec(ABC):
+    """One codec of a chain: immutable, built from its JSON configuration."""
+
+    name: ClassVar[str]
+    kind: ClassVar[CodecKind]
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: dict[str, Any]) -> Codec:
+        """Validate a JSON ``configuration`` object and build the codec."""
+
+    @abstractmethod
+    def configuration(self) -> dict[str, Any] | None:
+        """The JSON configuration (None when the codec has none)."""
+
+    def to_json(self) -> dict[str, Any]:
+        config = self.configuration()
+        if config is None:
+            return {"name": self.name}
+        return {"name": self.name, "configuration": config}
+
+    def resolve(self, spec: ChunkSpec) -> Codec:
+        """This codec with the defaults that depend on ``spec`` filled in, after validation."""
+        return self
+
+    def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        """The spec the next codec receives (array->array codecs change it)."""
+        return spec
+
+    def encoded_size(self, input_nbytes: int) -> int | None:
+        """Size of the encoding of ``input_nbytes`` bytes, when it is fixed (else None)."""
+        return None
+
+
+class ArrayToArrayCodec(Codec):
+    kind: ClassVar[CodecKind] = "array_to_array"
+
+    @abstractmethod
+    def decode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        """``spec`` is this codec's *input* spec (the decoded side)."""
+
+    @abstractmethod
+    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]: ...
+
+    def encoded_size(self, input_nbytes: int) -> int | None:
+        return input_nbytes
+
+
+class ArrayToBytesCodec(Codec):
+    kind: ClassVar[CodecKind] = "array_to_bytes"
+
+    @abstractmethod
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        """Bytes -> an array of ``spec.shape`` (read-only views are allowed)."""
+
+    @abstractmethod
+    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer: ...
+
+
+class BytesToBytesCodec(Codec):
+    kind: ClassVar[CodecKind] = "bytes_to_bytes"
+
+    @abstractmethod
+    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+        """Decode ``data``; when ``out`` (a contiguous uint8 buffer) is given, and the codec can,
+        decode straight into it and return it. Callers check the size of what is returned."""
+
+    @abstractmethod
+    def encode(self, data: Buffer) -> Buffer: ...
+
+    def decode_batch(self, items: Sequence[Buffer | None]) -> list[Buffer | None]:
+        return [None if d is None else self.decode(d) for d in items]
+
+    def encode_batch(self, items: Sequence[Buffer | None]) -> list[Buffer | None]:
+        return [None if d is None else self.encode(d) for d in items]
+
+
+def as_uint8(data: Buffer) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """A flat uint8 view of any contiguous buffer (no copy)."""
+    if isinstance(data, np.ndarray):
+        return data.reshape(-1).view(np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)

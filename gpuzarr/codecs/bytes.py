@@ -1,0 +1,73 @@
+"""``bytes`` — array -> bytes, element by element in C order with a byte order.
+
+Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/bytes/index.html
+v3 name ``bytes`` (v2: the dtype string's byte order). Configuration::
+
+    {"name": "bytes", "configuration": {"endian": "little"}}
+
+``endian`` ("little" | "big") is required for types wider than one byte and may be omitted for
+one-byte types.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError
+from ..store.base import Buffer
+from .base import ArrayToBytesCodec, ChunkSpec, as_uint8
+from .registry import register_codec
+
+
+@register_codec
+@dataclass(frozen=True)
+class BytesCodec(ArrayToBytesCodec):
+    name = "bytes"
+    endian: str | None = "little"
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> BytesCodec:
+        extra = set(config) - {"endian"}
+        if extra:
+            raise MetadataError(f"configuration: unexpected members {sorted(extra)}")
+        endian = config.get("endian")
+        if endian not in (None, "little", "big"):
+            raise MetadataError(f"configuration.endian: expected 'little' or 'big', got {endian!r}")
+        return cls(endian)
+
+    def configuration(self) -> dict[str, Any] | None:
+        return None if self.endian is None else {"endian": self.endian}
+
+    def resolve(self, spec: ChunkSpec) -> BytesCodec:
+        if self.endian is None and spec.dtype.itemsize > 1:
+            raise MetadataError(
+                f"configuration.endian: required for {spec.dtype.itemsize}-byte data types"
+            )
+        return self
+
+    def stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
+        """The dtype of the encoded elements (native dtype with this codec's byte order)."""
+        if dtype.itemsize == 1 or self.endian is None:
+            return dtype
+        return dtype.newbyteorder("<" if self.endian == "little" else ">")
+
+    @property
+    def is_native(self) -> bool:
+        return self.endian is None or self.endian == sys.byteorder
+
+    def encoded_size(self, input_nbytes: int) -> int:
+        return input_nbytes
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        raw = as_uint8(data)
+        if raw.size != spec.nbytes:
+            raise ValueError(f"decoded chunk has {raw.size} bytes, expected {spec.nbytes}")
+        return raw.view(self.stored_dtype(spec.dtype)).reshape(spec.shape)
+
+    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer:
+        stored = np.ascontiguousarray(chunk, dtype=self.stored_dtype(spec.dtype))
+        return stored.reshape(-1).view(np.uint8)

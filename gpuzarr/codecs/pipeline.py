@@ -1,0 +1,175 @@
+"""A resolved codec chain for one chunk shape: the "prepare" step of codecs/base.py.
+
+``CodecPipeline`` validates the order of the chain (array->array*, one array->bytes,
+bytes->bytes*), resolves every codec against the spec it receives, and offers
+
+* ``decode(raw, key)`` -> a chunk array (possibly a read-only or strided view),
+* ``decode_into(raw, key, out, out_selection, chunk_selection)`` which writes the selected part
+  of a chunk into ``out`` with a single copy (transpose and byte order are strides and dtypes of
+  a view, applied by that copy), decompressing straight into ``out`` when the whole chunk lands
+  in a contiguous region of it,
+* ``encode(chunk)`` -> bytes.
+
+Every failure while decoding becomes a CorruptChunkError naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptChunkError, MetadataError
+from ..store.base import Buffer
+from .base import (
+    ArrayToArrayCodec,
+    ArrayToBytesCodec,
+    BytesToBytesCodec,
+    ChunkSpec,
+    Codec,
+    as_uint8,
+)
+from .bytes import BytesCodec
+from .registry import codec_from_json
+
+
+@dataclass(frozen=True, eq=False)
+class CodecPipeline:
+    array_to_array: tuple[tuple[ArrayToArrayCodec, ChunkSpec], ...]
+    array_to_bytes: tuple[ArrayToBytesCodec, ChunkSpec]
+    bytes_to_bytes: tuple[BytesToBytesCodec, ...]
+    spec: ChunkSpec
+
+    @classmethod
+    def from_codecs(
+        cls, codecs: Sequence[Codec | dict[str, Any]], spec: ChunkSpec, field: str = "codecs"
+    ) -> CodecPipeline:
+        built = [
+            c if isinstance(c, Codec) else codec_from_json(c, f"{field}[{i}]")
+            for i, c in enumerate(codecs)
+        ]
+        a2a: list[tuple[ArrayToArrayCodec, ChunkSpec]] = []
+        a2b: tuple[ArrayToBytesCodec, ChunkSpec] | None = None
+        b2b: list[BytesToBytesCodec] = []
+        current = spec
+        for i, codec in enumerate(built):
+            where = f"{field}[{i}] ({codec.name})"
+            if isinstance(codec, ArrayToArrayCodec):
+                if a2b is not None:
+                    raise MetadataError(f"{where}: array->array codec after the array->bytes codec")
+                resolved = codec.resolve(current)
+                assert isinstance(resolved, ArrayToArrayCodec)
+                a2a.append((resolved, current))
+                current = resolved.output_spec(current)
+            elif isinstance(codec, ArrayToBytesCodec):
+                if a2b is not None:
+                    raise MetadataError(f"{where}: a chain has exactly one array->bytes codec")
+                resolved_ab = codec.resolve(current)
+                assert isinstance(resolved_ab, ArrayToBytesCodec)
+                a2b = (resolved_ab, current)
+            else:
+                assert isinstance(codec, BytesToBytesCodec)
+                if a2b is None:
+                    raise MetadataError(f"{where}: bytes->bytes codec before the array->bytes codec")
+                resolved_bb = codec.resolve(current)
+                assert isinstance(resolved_bb, BytesToBytesCodec)
+                b2b.append(resolved_bb)
+        if a2b is None:
+            raise MetadataError(f"{field}: the chain needs an array->bytes codec (e.g. 'bytes')")
+        return cls(tuple(a2a), a2b, tuple(b2b), spec)
+
+    # -- introspection -------------------------------------------------------------------------
+
+    @property
+    def codecs(self) -> tuple[Codec, ...]:
+        return (*(c for c, _ in self.array_to_array), self.array_to_bytes[0], *self.bytes_to_bytes)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [c.to_json() for c in self.codecs]
+
+    def encoded_size(self) -> int | None:
+        """The encoded size of every chunk when it is fixed (e.g. bytes + crc32c), else None."""
+        size: int | None = self.spec.nbytes
+        for codec in self.codecs:
+            size = None if size is None else codec.encoded_size(size)
+        return size
+
+    @property
+    def bytes_codec(self) -> BytesCodec | None:
+        """The ``bytes`` codec, when the chain's array->bytes codec is that one."""
+        codec = self.array_to_bytes[0]
+        return codec if isinstance(codec, BytesCodec) else None
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def _decode_bytes(self, raw: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+        data = raw
+        last = len(self.bytes_to_bytes) - 1
+        for i, codec in enumerate(reversed(self.bytes_to_bytes)):
+            data = codec.decode(data, out if i == last else None)
+        return data
+
+    def decode(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:
+        """Decode one chunk to an array of ``spec.shape`` (a view when no copy was needed)."""
+        try:
+            data = self._decode_bytes(raw)
+            a2b, a2b_spec = self.array_to_bytes
+            chunk = a2b.decode(data, a2b_spec)
+            for codec, codec_spec in reversed(self.array_to_array):
+                chunk = codec.decode(chunk, codec_spec)
+        except CorruptChunkError as exc:
+            if exc.key == key:
+                raise
+            raise CorruptChunkError(key, f"{exc.key}: {exc.reason}") from exc
+        except Exception as exc:  # noqa: BLE001 - any decoder failure means corrupt input
+            raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+        if chunk.shape != self.spec.shape:
+            raise CorruptChunkError(key, f"decoded shape {chunk.shape}, expected {self.spec.shape}")
+        return chunk
+
+    def decode_into(
+        self,
+        raw: Buffer,
+        key: str,
+        out: np.ndarray[Any, Any],
+        out_selection: tuple[Any, ...],
+        chunk_selection: tuple[Any, ...],
+        direct: bool = False,
+    ) -> None:
+        """``out[out_selection] = decode(raw)[chunk_selection]`` with one copy.
+
+        ``direct=True`` (the caller checked that ``out[out_selection]`` is a C-contiguous view
+        covering the whole chunk) lets the innermost decompressor write into ``out`` directly.
+        """
+        if direct and not self.array_to_array and self.bytes_to_bytes:
+            bc = self.bytes_codec
+            if bc is not None and bc.is_native:
+                target = out[out_selection]
+                flat = target.reshape(-1).view(np.uint8)
+                try:
+                    data = self._decode_bytes(raw, flat)
+                except Exception as exc:  # noqa: BLE001
+                    raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+                got = as_uint8(data)
+                if got.size != flat.size:
+                    raise CorruptChunkError(
+                        key, f"decoded chunk has {got.size} bytes, expected {flat.size}"
+                    )
+                if got.ctypes.data != flat.ctypes.data:
+                    flat[...] = got
+                return
+        chunk = self.decode(raw, key)
+        out[out_selection] = chunk[chunk_selection]
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def encode(self, chunk: np.ndarray[Any, Any]) -> Buffer:
+        for codec, codec_spec in self.array_to_array:
+            chunk = codec.encode(chunk, codec_spec)
+        a2b, a2b_spec = self.array_to_bytes
+        data = a2b.encode(chunk, a2b_spec)
+        for codec in self.bytes_to_bytes:
+            data = codec.encode(data)
+        return data

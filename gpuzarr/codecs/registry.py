@@ -1,0 +1,50 @@
+"""The codec registry: Zarr v3 codec name -> codec class."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import MetadataError, UnknownCodecError
+from .base import Codec
+
+_REGISTRY: dict[str, type[Codec]] = {}
+_builtins_loaded = False
+
+
+def register_codec(cls: type[Codec]) -> type[Codec]:
+    """Class decorator: make ``cls`` available under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered_codecs() -> list[str]:
+    _load_builtin_codecs()
+    return sorted(_REGISTRY)
+
+
+def codec_from_json(spec: dict[str, Any], field: str = "codecs") -> Codec:
+    """Build a codec from ``{"name": ..., "configuration": {...}}``."""
+    _load_builtin_codecs()
+    name = spec.get("name")
+    cls = _REGISTRY.get(name)  # type: ignore[arg-type]
+    if cls is None:
+        raise UnknownCodecError(
+            f"{field}: unknown codec {name!r} (known: {', '.join(sorted(_REGISTRY))})"
+        )
+    config = spec.get("configuration") or {}
+    if not isinstance(config, dict):
+        raise MetadataError(f"{field}.configuration: expected an object, got {config!r}")
+    try:
+        return cls.from_config(config)
+    except MetadataError as exc:
+        raise type(exc)(f"{field} ({name}): {exc}") from exc
+
+
+def _load_builtin_codecs() -> None:
+    # Imported on first use, not at package import, so `import gpuzarr` stays cheap.
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    from . import blosc, bytes, crc32c, gzip, sharding, transpose, zstd  # noqa: F401
+
+    _builtins_loaded = True

@@ -1,0 +1,205 @@
+"""``sharding_indexed`` — array -> bytes, many inner chunks in one stored object plus an index.
+
+Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+v3 name ``sharding_indexed``. Configuration::
+
+    {"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [64, 64, 64],
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                   {"name": "zstd", "configuration": {"level": 3}}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                         {"name": "crc32c"}],
+        "index_location": "end"}}
+
+This class encodes and decodes *whole* shards (used when the chain has codecs around it that
+prevent partial reads, for nested sharding, and for writes). Partial reads go through
+``store.sharding`` with :attr:`ShardingCodec.layout`, and the engine decodes the inner chunks with
+:attr:`ShardingCodec.inner` in batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptChunkError, MetadataError
+from ..spec.dtypes import fill_value_bytes_equal
+from ..spec.v3 import normalize_codec_json
+from ..store.base import Buffer
+from ..store.sharding import EMPTY, ShardIndex, ShardLayout
+from .base import ArrayToBytesCodec, ChunkSpec
+from .pipeline import CodecPipeline
+from .registry import register_codec
+
+DEFAULT_INDEX_CODECS: tuple[dict[str, Any], ...] = (
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "crc32c"},
+)
+
+
+@register_codec
+@dataclass(frozen=True, eq=False)
+class ShardingCodec(ArrayToBytesCodec):
+    name = "sharding_indexed"
+    chunk_shape: tuple[int, ...]
+    codecs: tuple[dict[str, Any], ...] = ({"name": "bytes", "configuration": {"endian": "little"}},)
+    index_codecs: tuple[dict[str, Any], ...] = DEFAULT_INDEX_CODECS
+    index_location: str = "end"
+    # Filled by resolve():
+    shard_shape: tuple[int, ...] | None = field(default=None, compare=False)
+    inner: CodecPipeline | None = field(default=None, compare=False, repr=False)
+    index: CodecPipeline | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ShardingCodec:
+        extra = set(config) - {"chunk_shape", "codecs", "index_codecs", "index_location"}
+        if extra:
+            raise MetadataError(f"configuration: unexpected members {sorted(extra)}")
+        shape = config.get("chunk_shape")
+        if not isinstance(shape, list) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in shape
+        ):
+            raise MetadataError(
+                f"configuration.chunk_shape: expected a list of positive integers, got {shape!r}"
+            )
+        location = config.get("index_location", "end")
+        if location not in ("start", "end"):
+            raise MetadataError(
+                f"configuration.index_location: expected 'start' or 'end', got {location!r}"
+            )
+        codecs = config.get("codecs", [])
+        index_codecs = config.get("index_codecs", list(DEFAULT_INDEX_CODECS))
+        for name, value in (("codecs", codecs), ("index_codecs", index_codecs)):
+            if not isinstance(value, list) or not value:
+                raise MetadataError(f"configuration.{name}: expected a non-empty list, got {value!r}")
+        return cls(
+            tuple(shape),
+            tuple(normalize_codec_json(c, f"configuration.codecs[{i}]") for i, c in enumerate(codecs)),
+            tuple(
+                normalize_codec_json(c, f"configuration.index_codecs[{i}]")
+                for i, c in enumerate(index_codecs)
+            ),
+            location,
+        )
+
+    def configuration(self) -> dict[str, Any]:
+        inner = self.inner.to_json() if self.inner is not None else [dict(c) for c in self.codecs]
+        index = (
+            self.index.to_json() if self.index is not None else [dict(c) for c in self.index_codecs]
+        )
+        return {
+            "chunk_shape": list(self.chunk_shape),
+            "codecs": inner,
+            "index_codecs": index,
+            "index_location": self.index_location,
+        }
+
+    def resolve(self, spec: ChunkSpec) -> ShardingCodec:
+        if len(self.chunk_shape) != len(spec.shape):
+            raise MetadataError(
+                f"configuration.chunk_shape: must have {len(spec.shape)} entries, "
+                f"got {len(self.chunk_shape)}"
+            )
+        if any(s % c for s, c in zip(spec.shape, self.chunk_shape, strict=True)):
+            raise MetadataError(
+                f"configuration.chunk_shape: {list(self.chunk_shape)} must divide the shard "
+                f"shape {list(spec.shape)}"
+            )
+        inner = CodecPipeline.from_codecs(
+            self.codecs,
+            ChunkSpec(self.chunk_shape, spec.dtype, spec.fill_value),
+            "configuration.codecs",
+        )
+        per_shard = tuple(s // c for s, c in zip(spec.shape, self.chunk_shape, strict=True))
+        index = CodecPipeline.from_codecs(
+            self.index_codecs,
+            ChunkSpec((*per_shard, 2), np.dtype(np.uint64), EMPTY),
+            "configuration.index_codecs",
+        )
+        if index.encoded_size() is None:
+            raise MetadataError(
+                "configuration.index_codecs: the index must have a fixed encoded size "
+                "(use bytes and crc32c only)"
+            )
+        return ShardingCodec(
+            self.chunk_shape, self.codecs, self.index_codecs, self.index_location,
+            tuple(spec.shape), inner, index,
+        )
+
+    # -- layout --------------------------------------------------------------------------------
+
+    @property
+    def chunks_per_shard(self) -> tuple[int, ...]:
+        assert self.shard_shape is not None, "resolve() first"
+        return tuple(s // c for s, c in zip(self.shard_shape, self.chunk_shape, strict=True))
+
+    @property
+    def layout(self) -> ShardLayout:
+        assert self.index is not None, "resolve() first"
+        nbytes = self.index.encoded_size()
+        assert nbytes is not None
+        return ShardLayout(nbytes, self.index_location == "end", self.chunks_per_shard, self._decode_index)
+
+    def _decode_index(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:
+        assert self.index is not None
+        try:
+            return self.index.decode(raw, key)
+        except CorruptChunkError as exc:
+            raise CorruptChunkError(key, f"shard index: {exc.reason}") from exc
+
+    def encode_index(self, index: ShardIndex) -> bytes:
+        assert self.index is not None
+        return bytes(memoryview(self.index.encode(index.table(self.chunks_per_shard))).cast("B"))
+
+    def inner_slices(self, i: int) -> tuple[slice, ...]:
+        """The region of the shard covered by inner chunk ``i`` (C order)."""
+        coords = np.unravel_index(i, self.chunks_per_shard)
+        return tuple(
+            slice(int(c) * n, (int(c) + 1) * n) for c, n in zip(coords, self.chunk_shape, strict=True)
+        )
+
+    # -- whole-shard codec ---------------------------------------------------------------------
+
+    def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        assert self.inner is not None
+        key = "inner shard"
+        index = self.layout.index_from_shard(data, key)
+        view = memoryview(data).cast("B")
+        out = np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
+        for i in range(self.layout.n_inner):
+            if index.is_empty(i):
+                continue
+            start, n = int(index.offsets[i]), int(index.nbytes[i])
+            out[self.inner_slices(i)] = self.inner.decode(view[start : start + n], key)
+        return out
+
+    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer:
+        assert self.inner is not None
+        parts = [
+            None
+            if fill_value_bytes_equal(chunk[self.inner_slices(i)], spec.fill_value)
+            else self.inner.encode(chunk[self.inner_slices(i)])
+            for i in range(self.layout.n_inner)
+        ]
+        return self.assemble(parts)
+
+    def assemble(self, parts: list[Buffer | None]) -> bytes:
+        """A shard from encoded inner chunks (None = empty), index placed per index_location."""
+        layout = self.layout
+        index = ShardIndex.empty(layout.n_inner)
+        offset = 0 if layout.index_at_end else layout.index_nbytes
+        blobs = []
+        for i, part in enumerate(parts):
+            if part is None:
+                continue
+            raw = memoryview(part).cast("B")
+            index.offsets[i] = offset
+            index.nbytes[i] = len(raw)
+            offset += len(raw)
+            blobs.append(raw)
+        encoded_index = self.encode_index(index)
+        if layout.index_at_end:
+            return b"".join([*blobs, encoded_index])
+        return b"".join([encoded_index, *blobs])

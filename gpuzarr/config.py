@@ -1,0 +1,69 @@
+"""Process-wide settings.
+
+``concurrency`` is the single knob for CPU parallelism: the number of chunks decoded or encoded
+at once (numcodecs' compressors release the GIL, so threads scale across cores). It defaults to
+the number of CPUs this process may use. Change it with ``gpuzarr.config.set(concurrency=8)``;
+the thread pool is created on first use, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+_lock = threading.Lock()
+_settings: dict[str, Any] = {"concurrency": None}
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def _default_concurrency() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def get(name: str) -> Any:
+    if name not in _settings:
+        raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
+    value = _settings[name]
+    if name == "concurrency" and value is None:
+        return _default_concurrency()
+    return value
+
+
+def set(**settings: Any) -> None:  # noqa: A001 - mirrors zarr.config.set
+    """Change settings, e.g. ``gpuzarr.config.set(concurrency=4)``."""
+    for name, value in settings.items():
+        if name not in _settings:
+            raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
+        if name == "concurrency" and value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"concurrency must be a positive integer, got {value!r}")
+        _settings[name] = value
+
+
+def thread_pool() -> ThreadPoolExecutor:
+    """The shared worker pool, (re)created to match ``concurrency``."""
+    global _pool, _pool_size
+    size = get("concurrency")
+    with _lock:
+        if _pool is None or _pool_size != size:
+            old = _pool
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr")
+            _pool_size = size
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _after_fork() -> None:
+    # Threads do not survive fork(): a child must build its own pool.
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

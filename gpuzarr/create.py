@@ -1,0 +1,140 @@
+"""Turning ``gpuzarr.create(...)`` keyword arguments into v3 array metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import MetadataError
+from .spec.chunk_grid import RegularChunkGrid
+from .spec.chunk_key_encoding import ChunkKeyEncoding
+from .spec.dtypes import DataType
+from .spec.v3 import ArrayMetadata, normalize_codec_json
+
+DEFAULT_COMPRESSOR: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
+_ARRAY_TO_BYTES = ("bytes", "sharding_indexed")
+_ARRAY_TO_ARRAY = ("transpose",)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _shape_tuple(value: Any, field: str) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,)
+    try:
+        shape = tuple(int(v) for v in value)
+    except TypeError as exc:
+        raise MetadataError(f"{field}: expected a sequence of integers, got {value!r}") from exc
+    return shape
+
+
+def build_codec_chain(
+    dtype: DataType,
+    ndim: int,
+    codecs: Any,
+    compressor: Any,
+    filters: Any,
+    order: str,
+) -> list[dict[str, Any]]:
+    """The chain for a v3 array: explicit ``codecs``, or filters + bytes + compressor(s)."""
+    if codecs is not None:
+        if compressor is not None or filters is not None:
+            raise MetadataError("codecs: give either codecs or compressor/filters, not both")
+        chain = [normalize_codec_json(c, f"codecs[{i}]") for i, c in enumerate(_as_list(codecs))]
+        if not any(c["name"] in _ARRAY_TO_BYTES for c in chain):
+            # Like zarr-python: a chain without an array->bytes codec gets the default one.
+            n_a2a = sum(1 for c in chain if c["name"] in _ARRAY_TO_ARRAY)
+            chain.insert(n_a2a, _bytes_codec(dtype))
+    else:
+        compressors = _as_list(compressor) if compressor is not None else [DEFAULT_COMPRESSOR]
+        chain = [
+            *(normalize_codec_json(f, "filters") for f in _as_list(filters)),
+            _bytes_codec(dtype),
+            *(normalize_codec_json(c, "compressor") for c in compressors),
+        ]
+    if order == "F" and ndim > 1:
+        chain.insert(0, {"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
+    elif order not in ("C", "F"):
+        raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
+    return chain
+
+
+def _bytes_codec(dtype: DataType) -> dict[str, Any]:
+    if dtype.itemsize == 1:
+        return {"name": "bytes", "configuration": {}}
+    return {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def build_v3_metadata(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = None,
+    shards: Any = None,
+    codecs: Any = None,
+    compressor: Any = None,
+    filters: Any = None,
+    order: str = "C",
+    fill_value: Any = None,
+    dimension_names: Any = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: str | None = None,
+) -> ArrayMetadata:
+    shape_t = _shape_tuple(shape, "shape")
+    data_type = DataType.from_numpy(dtype)
+    chunk_shape = shape_t if chunks is None else _shape_tuple(chunks, "chunks")
+    if chunks is None:
+        chunk_shape = tuple(max(s, 1) for s in shape_t)
+    if len(chunk_shape) != len(shape_t):
+        raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
+    chain = build_codec_chain(data_type, len(shape_t), codecs, compressor, filters, order)
+    grid_shape = chunk_shape
+    if shards is not None:
+        shard_shape = _shape_tuple(shards, "shards")
+        if len(shard_shape) != len(shape_t):
+            raise MetadataError(f"shards: must have {len(shape_t)} entries, got {len(shard_shape)}")
+        if any(s % c for s, c in zip(shard_shape, chunk_shape, strict=True)):
+            raise MetadataError(
+                f"shards: shard shape {list(shard_shape)} must be a multiple of chunks "
+                f"{list(chunk_shape)}"
+            )
+        chain = [
+            {
+                "name": "sharding_indexed",
+                "configuration": {
+                    "chunk_shape": list(chunk_shape),
+                    "codecs": chain,
+                    "index_codecs": [
+                        {"name": "bytes", "configuration": {"endian": "little"}},
+                        {"name": "crc32c"},
+                    ],
+                    "index_location": "end",
+                },
+            }
+        ]
+        grid_shape = shard_shape
+    if isinstance(chunk_key_encoding, str):
+        cke = ChunkKeyEncoding(chunk_key_encoding, dimension_separator or ("/" if chunk_key_encoding == "default" else "."))
+    elif isinstance(chunk_key_encoding, dict):
+        cke = ChunkKeyEncoding.from_json(chunk_key_encoding)
+    elif chunk_key_encoding is None:
+        cke = ChunkKeyEncoding("default", dimension_separator or "/")
+    else:
+        raise MetadataError(f"chunk_key_encoding: expected a name or an object, got {chunk_key_encoding!r}")
+    names = None if dimension_names is None else tuple(dimension_names)
+    return ArrayMetadata(
+        shape=shape_t,
+        data_type=data_type,
+        chunk_grid=RegularChunkGrid.from_json(
+            {"name": "regular", "configuration": {"chunk_shape": list(grid_shape)}}, len(shape_t)
+        ),
+        fill_value=data_type.fill_value_from_python(fill_value),
+        codecs=tuple(chain),
+        chunk_key_encoding=cke,
+        attributes=dict(attributes or {}),
+        dimension_names=names,
+    )

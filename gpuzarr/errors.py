@@ -1,0 +1,61 @@
+"""The exceptions gpuzarr raises.
+
+Every error subclasses :class:`GpuZarrError` *and* the builtin it resembles, so that plain
+``except ValueError`` / ``except FileNotFoundError`` clauses keep working. Messages name the key
+or metadata field and say what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+
+class GpuZarrError(Exception):
+    """Base class of every gpuzarr error."""
+
+
+class MetadataError(GpuZarrError, ValueError):
+    """Array or group metadata is malformed, unsupported or inconsistent."""
+
+
+class UnknownCodecError(MetadataError):
+    """A codec name (v3) or id (v2) is not known to gpuzarr."""
+
+
+class NodeNotFoundError(GpuZarrError, FileNotFoundError):
+    """No array or group exists at the given path."""
+
+
+class ArrayNotFoundError(NodeNotFoundError):
+    """No array exists at the given path."""
+
+
+class GroupNotFoundError(NodeNotFoundError):
+    """No group exists at the given path."""
+
+
+class ContainsNodeError(GpuZarrError, FileExistsError):
+    """A node already exists where one was to be created."""
+
+
+class ReadOnlyError(GpuZarrError, PermissionError):
+    """A write was attempted on a store or array opened read-only."""
+
+
+class CorruptChunkError(GpuZarrError, ValueError):
+    """Stored chunk or shard bytes cannot be decoded into what the metadata promises."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class InvalidKeyError(GpuZarrError, ValueError):
+    """A store key is not a valid relative path (contains '..', a leading '/' or a backslash)."""
+
+
+class DeviceError(GpuZarrError, RuntimeError):
+    """The requested device cannot be used."""
+
+
+class BoundsCheckError(GpuZarrError, IndexError):
+    """A selection lies outside the array."""

@@ -1,0 +1,19 @@
+"""Selection planning: selection + chunk grid -> chunk projections (pure NumPy)."""
+
+from .selection import (
+    ChunkProjection,
+    ReadPlan,
+    expand_ellipsis,
+    plan_orthogonal,
+    plan_selection,
+    plan_vectorized,
+)
+
+__all__ = [
+    "ChunkProjection",
+    "ReadPlan",
+    "expand_ellipsis",
+    "plan_orthogonal",
+    "plan_selection",
+    "plan_vectorized",
+]

@@ -1,0 +1,122 @@
+"""Per-axis projection of a selection onto a chunk grid.
+
+Each axis selection (an integer, a slice, or an integer array) becomes a list of
+:class:`DimensionProjection` — one per chunk the selection touches along that axis — giving the
+chunk number, what to take from the chunk, and where it lands in the output. The plan for the
+whole array is the product of the per-axis lists, so the work is O(sum of chunks per axis) in
+NumPy plus O(chunks touched) to emit projections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+
+from ..spec.chunk_grid import DimensionGrid
+
+IntArray = np.ndarray[Any, np.dtype[np.intp]]
+AxisSelection = Union[int, slice, IntArray]
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionProjection:
+    """One chunk's share of one axis selection.
+
+    ``out`` is None when the axis is dropped from the output (an integer selection).
+    ``complete`` means the selection covers every in-bounds element of the chunk along the axis.
+    """
+
+    chunk: int
+    selection: AxisSelection
+    out: slice | IntArray | None
+    complete: bool
+
+
+def project_integer(index: int, dim: DimensionGrid) -> list[DimensionProjection]:
+    chunk = int(dim.chunk_of(index))
+    local = index - int(dim.chunk_start(chunk))
+    return [DimensionProjection(chunk, local, None, dim.chunk_valid(chunk) == 1)]
+
+
+def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[DimensionProjection]:
+    """Project ``range(start, stop, step)`` (already normalised by ``slice.indices``)."""
+    count = len(range(start, stop, step))
+    if count == 0:
+        return []
+    if step < 0:
+        # Walk the same elements in ascending order, then flip both sides per chunk: the chunk is
+        # read with a negative step and the output stays a forward, contiguous slice.
+        lowest = start + (count - 1) * step
+        ascending = project_slice(lowest, start + 1, -step, dim)
+        flipped = []
+        for p in ascending:
+            assert isinstance(p.selection, slice) and isinstance(p.out, slice)
+            s = -step
+            n = len(range(p.selection.start, p.selection.stop, s))
+            first = p.selection.start + (n - 1) * s
+            end = p.selection.start - s
+            sel = slice(first, end if end >= 0 else None, -s)
+            out = slice(count - p.out.stop, count - p.out.start)
+            flipped.append(DimensionProjection(p.chunk, sel, out, p.complete))
+        return flipped[::-1]
+    last = start + (count - 1) * step
+    first_chunk = int(dim.chunk_of(start))
+    last_chunk = int(dim.chunk_of(last))
+    chunks = np.arange(first_chunk, last_chunk + 1, dtype=np.int64)
+    chunk_starts = np.asarray(dim.chunk_start(chunks), dtype=np.int64)
+    chunk_ends = np.minimum(np.append(chunk_starts[1:], dim.size), dim.size)
+    # First selected index at or after each chunk's start.
+    offset = np.maximum(chunk_starts - start, 0)
+    firsts = start + -(-offset // step) * step
+    ends = np.minimum(chunk_ends, stop)
+    counts = np.maximum(-(-(ends - firsts) // step), 0)
+    out_starts = (firsts - start) // step
+    result = []
+    for c, cs, ce, f, n, o in zip(
+        chunks.tolist(),
+        chunk_starts.tolist(),
+        chunk_ends.tolist(),
+        firsts.tolist(),
+        counts.tolist(),
+        out_starts.tolist(),
+        strict=True,
+    ):
+        if n <= 0:
+            continue
+        local = f - cs
+        sel = slice(local, local + (n - 1) * step + 1, step)
+        complete = step == 1 and f == cs and f + n == ce
+        result.append(DimensionProjection(c, sel, slice(o, o + n), complete))
+    return result
+
+
+def project_array(indices: IntArray, dim: DimensionGrid) -> list[DimensionProjection]:
+    """Project an integer array (any order, duplicates allowed, already bounds-checked)."""
+    if indices.size == 0:
+        return []
+    chunk_ids = np.asarray(dim.chunk_of(indices))
+    if indices.size > 1 and np.all(indices[1:] >= indices[:-1]):
+        order = np.arange(indices.size)
+        sorted_chunks = chunk_ids
+    else:
+        order = np.argsort(chunk_ids, kind="stable")
+        sorted_chunks = chunk_ids[order]
+    bounds = np.flatnonzero(np.diff(sorted_chunks)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [indices.size]))
+    result = []
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+        positions = order[a:b]
+        chunk = int(sorted_chunks[a])
+        local = indices[positions] - int(dim.chunk_start(chunk))
+        out: slice | IntArray
+        # A stable sort keeps positions ascending within a chunk, so this means "contiguous".
+        if positions[-1] - positions[0] == b - a - 1:
+            out = slice(int(positions[0]), int(positions[-1]) + 1)
+        else:
+            out = positions
+        complete = np.unique(local).size == dim.chunk_valid(chunk)
+        result.append(DimensionProjection(chunk, local, out, bool(complete)))
+    return result

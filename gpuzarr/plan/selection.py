@@ -1,0 +1,280 @@
+"""Selections -> chunk projections.
+
+Three kinds of selection, all with NumPy's meaning on the whole array:
+
+* basic: integers (negative allowed), slices with any step, Ellipsis;
+* orthogonal (``oindex``): per-axis integers, slices, integer arrays or boolean arrays, combined
+  as an outer product;
+* vectorised (``vindex``): integer arrays broadcast together (or one boolean mask of the array's
+  shape) selecting points.
+
+Every kind produces a :class:`ReadPlan`: the output shape and a list of
+:class:`ChunkProjection` records that the CPU and GPU engines execute alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BoundsCheckError
+from ..spec.chunk_grid import DimensionGrid
+from .dimension import (
+    DimensionProjection,
+    project_array,
+    project_integer,
+    project_slice,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkProjection:
+    """How one chunk contributes to a selection.
+
+    ``chunk_selection`` indexes the decoded chunk and ``out_selection`` the output buffer (which
+    has shape ``ReadPlan.buffer_shape``); ``is_complete`` means every in-bounds element of the
+    chunk is selected, so a write needs no read-modify-write.
+    """
+
+    chunk_coords: tuple[int, ...]
+    chunk_selection: tuple[Any, ...]
+    out_selection: tuple[Any, ...]
+    is_complete: bool
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """The output ``shape``, the ``buffer_shape`` the projections index (they differ only for
+    vectorised selections, which fill a flat buffer), and the projections themselves."""
+
+    shape: tuple[int, ...]
+    buffer_shape: tuple[int, ...]
+    projections: list[ChunkProjection]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def _is_integer(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_array_like(x: Any) -> bool:
+    return isinstance(x, (list, np.ndarray)) or (
+        hasattr(x, "__array__") and not isinstance(x, (str, bytes))
+    )
+
+
+def _check_integer(index: int, size: int, axis: int) -> int:
+    i = int(index)
+    if i < -size or i >= size:
+        raise BoundsCheckError(f"index {i} is out of bounds for axis {axis} with size {size}")
+    return i + size if i < 0 else i
+
+
+def _normalize_int_array(value: Any, size: int, axis: int) -> np.ndarray[Any, Any]:
+    arr = np.asarray(value)
+    if arr.dtype == bool:
+        if arr.ndim != 1 or arr.shape[0] != size:
+            raise BoundsCheckError(
+                f"boolean index for axis {axis} must have shape ({size},), got {arr.shape}"
+            )
+        return np.flatnonzero(arr)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    if arr.dtype.kind not in "iu":
+        raise IndexError(f"index arrays must hold integers or booleans, got dtype {arr.dtype}")
+    arr = arr.astype(np.intp, copy=False)
+    if arr.min() < -size or arr.max() >= size:
+        bad = arr[(arr < -size) | (arr >= size)][0]
+        raise BoundsCheckError(f"index {bad} is out of bounds for axis {axis} with size {size}")
+    return np.where(arr < 0, arr + size, arr)
+
+
+def expand_ellipsis(selection: Any, ndim: int) -> tuple[Any, ...]:
+    """Make a selection a tuple of exactly ``ndim`` entries (Ellipsis and missing -> ``:``)."""
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    n_ellipsis = sum(1 for s in selection if s is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_ellipsis == 1:
+        i = next(k for k, s in enumerate(selection) if s is Ellipsis)
+        fill = ndim - (len(selection) - 1)
+        selection = selection[:i] + (slice(None),) * max(fill, 0) + selection[i + 1 :]
+    if len(selection) > ndim:
+        raise IndexError(
+            f"too many indices for array: array is {ndim}-dimensional, "
+            f"but {len(selection)} were indexed"
+        )
+    return selection + (slice(None),) * (ndim - len(selection))
+
+
+def _project_axis(
+    sel: Any, dim: DimensionGrid, axis: int, allow_arrays: bool
+) -> tuple[list[DimensionProjection], int | None]:
+    """Projections for one axis, and its output length (None if the axis is dropped)."""
+    if _is_integer(sel):
+        return project_integer(_check_integer(sel, dim.size, axis), dim), None
+    if isinstance(sel, slice):
+        start, stop, step = sel.indices(dim.size)
+        if step == 0:
+            raise ValueError("slice step cannot be zero")
+        return project_slice(start, stop, step, dim), len(range(start, stop, step))
+    if allow_arrays and _is_array_like(sel):
+        arr = _normalize_int_array(sel, dim.size, axis)
+        if arr.ndim != 1:
+            raise IndexError(f"orthogonal index arrays must be 1-D, axis {axis} got {arr.ndim}-D")
+        return project_array(arr, dim), int(arr.size)
+    if sel is None:
+        raise IndexError("np.newaxis is not supported in array selections")
+    raise IndexError(
+        f"unsupported selection {sel!r} for axis {axis}: expected an integer, a slice"
+        + (", an integer array or a boolean array" if allow_arrays else "")
+    )
+
+
+def _slice_to_indices(s: slice) -> np.ndarray[Any, Any]:
+    step = s.step or 1
+    stop = s.stop if s.stop is not None else (-1 if step < 0 else None)
+    return np.arange(s.start or 0, stop, step)
+
+
+def _ix(selection: list[Any], lengths: list[int | None]) -> tuple[Any, ...]:
+    """With two or more array entries, turn slices into ranges and make an outer product."""
+    if sum(isinstance(s, np.ndarray) for s in selection) < 2:
+        return tuple(selection)
+    kept = [i for i, n in enumerate(lengths) if n is not None]
+    arrays = []
+    for i in kept:
+        s = selection[i]
+        arrays.append(_slice_to_indices(s) if isinstance(s, slice) else s)
+    grids = np.ix_(*arrays)
+    out = list(selection)
+    for i, g in zip(kept, grids, strict=True):
+        out[i] = g
+    return tuple(out)
+
+
+def plan_orthogonal(
+    selection: Any, dims: tuple[DimensionGrid, ...], allow_arrays: bool = True
+) -> ReadPlan:
+    """Plan a basic (``allow_arrays=False``) or orthogonal selection."""
+    sel = expand_ellipsis(selection, len(dims))
+    per_axis: list[list[DimensionProjection]] = []
+    out_lengths: list[int | None] = []
+    for axis, (s, dim) in enumerate(zip(sel, dims, strict=True)):
+        projections, length = _project_axis(s, dim, axis, allow_arrays)
+        per_axis.append(projections)
+        out_lengths.append(length)
+    shape = tuple(n for n in out_lengths if n is not None)
+    result = []
+    for combo in itertools.product(*per_axis):
+        chunk_sel = [p.selection for p in combo]
+        out_sel = [p.out for p in combo]
+        chunk_lengths: list[int | None] = [
+            None if _is_integer(p.selection) else 0 for p in combo
+        ]
+        result.append(
+            ChunkProjection(
+                chunk_coords=tuple(p.chunk for p in combo),
+                chunk_selection=_ix(chunk_sel, chunk_lengths),
+                out_selection=_ix([o for o in out_sel if o is not None], [0] * len(shape)),
+                is_complete=all(p.complete for p in combo),
+            )
+        )
+    return ReadPlan(shape, shape, result)
+
+
+def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
+    """Plan a point selection: integer arrays broadcast together, or one full-shape mask."""
+    ndim = len(dims)
+    shape_of_array = tuple(d.size for d in dims)
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    if len(selection) == 1 and _is_array_like(selection[0]):
+        mask = np.asarray(selection[0])
+        if mask.dtype == bool:
+            if mask.shape != shape_of_array:
+                raise BoundsCheckError(
+                    f"boolean mask must have the array's shape {shape_of_array}, got {mask.shape}"
+                )
+            selection = tuple(np.nonzero(mask))
+    if len(selection) != ndim:
+        raise IndexError(
+            f"vectorised selection needs one integer array per axis ({ndim}), got {len(selection)}"
+        )
+    arrays = []
+    for axis, (s, dim) in enumerate(zip(selection, dims, strict=True)):
+        if isinstance(s, slice) or not (_is_integer(s) or _is_array_like(s)):
+            raise IndexError(
+                f"vectorised selection: axis {axis} must be an integer array, got {s!r}"
+            )
+        arr = np.asarray(s)
+        if arr.dtype.kind not in "iu" and arr.size:
+            raise IndexError(f"vectorised selection: axis {axis} must hold integers, got {arr.dtype}")
+        arrays.append(arr.astype(np.intp, copy=False))
+    try:
+        broadcast = np.broadcast_arrays(*arrays)
+    except ValueError as exc:
+        raise IndexError(f"vectorised selection: index arrays do not broadcast ({exc})") from exc
+    out_shape = broadcast[0].shape if broadcast else ()
+    flat = []
+    for axis, (arr, dim) in enumerate(zip(broadcast, dims, strict=True)):
+        a = arr.reshape(-1)
+        if a.size and (a.min() < -dim.size or a.max() >= dim.size):
+            bad = a[(a < -dim.size) | (a >= dim.size)][0]
+            raise BoundsCheckError(f"index {bad} is out of bounds for axis {axis} with size {dim.size}")
+        flat.append(np.where(a < 0, a + dim.size, a))
+    npoints = math.prod(out_shape)
+    if npoints == 0:
+        return ReadPlan(out_shape, (0,), [])
+    chunk_coords = np.stack([np.asarray(d.chunk_of(a)) for a, d in zip(flat, dims, strict=True)])
+    grid_shape = tuple(max(d.nchunks, 1) for d in dims)
+    linear = np.ravel_multi_index(tuple(chunk_coords), grid_shape) if ndim else np.zeros(npoints, np.intp)
+    order = np.argsort(linear, kind="stable")
+    sorted_linear = linear[order]
+    bounds = np.flatnonzero(np.diff(sorted_linear)) + 1
+    starts = np.concatenate(([0], bounds)).tolist()
+    stops = np.concatenate((bounds, [npoints])).tolist()
+    result = []
+    for a, b in zip(starts, stops, strict=True):
+        positions = order[a:b]
+        coords = tuple(int(chunk_coords[k, positions[0]]) for k in range(ndim))
+        local = tuple(
+            flat[k][positions] - int(dims[k].chunk_start(coords[k])) for k in range(ndim)
+        )
+        result.append(ChunkProjection(coords, local, (positions,), False))
+    return ReadPlan(out_shape, (npoints,), result)
+
+
+def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
+    """Plan ``array[selection]`` with NumPy's meaning.
+
+    Basic selections and selections with a single index array are orthogonal (where NumPy agrees);
+    selections made only of integer arrays and integers are vectorised, as in NumPy. Other mixes
+    of several arrays with slices have no unambiguous chunked meaning here and raise, pointing at
+    ``oindex`` / ``vindex``.
+    """
+    entries = selection if isinstance(selection, tuple) else (selection,)
+    arrays = [s for s in entries if _is_array_like(s)]
+    if not arrays:
+        return plan_orthogonal(selection, dims, allow_arrays=False)
+    if len(arrays) == 1 and len(entries) == 1:
+        first = np.asarray(arrays[0])
+        if first.dtype == bool and first.ndim == len(dims) and len(dims) > 1:
+            return plan_vectorized(selection, dims)
+    if len(arrays) == 1 and np.asarray(arrays[0]).ndim == 1:
+        return plan_orthogonal(selection, dims)
+    if len(entries) == len(dims) and all(_is_array_like(s) or _is_integer(s) for s in entries):
+        return plan_vectorized(selection, dims)
+    raise IndexError(
+        "this mix of index arrays and slices is ambiguous for a chunked array: "
+        "use .oindex[...] for an outer product or .vindex[...] for points"
+    )

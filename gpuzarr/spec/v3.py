@@ -1,0 +1,175 @@
+"""Zarr v3 array metadata (``zarr.json`` with ``node_type: "array"``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError
+from .chunk_grid import RegularChunkGrid
+from .chunk_key_encoding import ChunkKeyEncoding
+from .dtypes import DataType
+from .json_util import expect_dict, expect_int_list, split_name_configuration
+
+ZARR_JSON = "zarr.json"
+
+_ARRAY_FIELDS = {
+    "zarr_format",
+    "node_type",
+    "shape",
+    "data_type",
+    "chunk_grid",
+    "chunk_key_encoding",
+    "fill_value",
+    "codecs",
+    "attributes",
+    "dimension_names",
+    "storage_transformers",
+}
+
+
+def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:
+    """``"gzip"`` or ``{"name": "gzip", "configuration": {...}}`` -> the object form."""
+    name, config = split_name_configuration(value, field)
+    if isinstance(value, dict) and value.get("must_understand") is False:
+        return {"name": name, "configuration": dict(config), "must_understand": False}
+    return {"name": name, "configuration": dict(config)}
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayMetadata:
+    """Validated, normalised Zarr v3 array metadata.
+
+    ``codecs`` holds the JSON codec chain (each ``{"name", "configuration"}``); the codec
+    implementations resolve it (codecs.pipeline) so that this layer stays pure.
+    """
+
+    shape: tuple[int, ...]
+    data_type: DataType
+    chunk_grid: RegularChunkGrid
+    fill_value: np.generic
+    codecs: tuple[dict[str, Any], ...]
+    chunk_key_encoding: ChunkKeyEncoding = field(default_factory=ChunkKeyEncoding)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    dimension_names: tuple[str | None, ...] | None = None
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+    zarr_format: int = 3
+
+    def __post_init__(self) -> None:
+        if any(s < 0 for s in self.shape):
+            raise MetadataError(f"shape: entries must be >= 0, got {list(self.shape)}")
+        if self.dimension_names is not None and len(self.dimension_names) != len(self.shape):
+            raise MetadataError(
+                f"dimension_names: must have {len(self.shape)} entries, "
+                f"got {len(self.dimension_names)}"
+            )
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.data_type.numpy_dtype
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        return self.chunk_grid.chunk_shape
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        return self.chunk_key_encoding.encode(coords)
+
+    def evolve(self, **changes: Any) -> ArrayMetadata:
+        return replace(self, **changes)
+
+    # -- JSON ----------------------------------------------------------------------------------
+
+    @classmethod
+    def from_json(cls, doc: Any) -> ArrayMetadata:
+        doc = expect_dict(doc, "zarr.json")
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"zarr_format: expected 3, got {doc.get('zarr_format')!r}")
+        if doc.get("node_type") != "array":
+            raise MetadataError(f"node_type: expected 'array', got {doc.get('node_type')!r}")
+        extra: dict[str, Any] = {}
+        for key in set(doc) - _ARRAY_FIELDS:
+            value = doc[key]
+            if isinstance(value, dict) and value.get("must_understand") is False:
+                extra[key] = value
+            else:
+                raise MetadataError(
+                    f"{key}: unknown metadata field (only objects with "
+                    "\"must_understand\": false may be ignored)"
+                )
+        for required in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
+            if required not in doc:
+                raise MetadataError(f"{required}: required field is missing")
+        shape = tuple(expect_int_list(doc["shape"], "shape"))
+        data_type = DataType.from_json(doc["data_type"])
+        chunk_grid = RegularChunkGrid.from_json(doc["chunk_grid"], len(shape))
+        cke = ChunkKeyEncoding.from_json(doc["chunk_key_encoding"])
+        fill_value = data_type.fill_value_from_json(doc["fill_value"])
+        raw_codecs = doc["codecs"]
+        if not isinstance(raw_codecs, list) or not raw_codecs:
+            raise MetadataError(f"codecs: expected a non-empty list, got {raw_codecs!r}")
+        codecs = tuple(normalize_codec_json(c, f"codecs[{i}]") for i, c in enumerate(raw_codecs))
+        transformers = doc.get("storage_transformers", [])
+        if transformers not in ([], None):
+            raise MetadataError(
+                f"storage_transformers: no storage transformer is supported, got {transformers!r}"
+            )
+        attributes = expect_dict(doc.get("attributes", {}), "attributes")
+        dim_names = doc.get("dimension_names")
+        if dim_names is not None:
+            if not isinstance(dim_names, list) or not all(
+                n is None or isinstance(n, str) for n in dim_names
+            ):
+                raise MetadataError(
+                    f"dimension_names: expected a list of strings or nulls, got {dim_names!r}"
+                )
+            dim_names = tuple(dim_names)
+        return cls(
+            shape=shape,
+            data_type=data_type,
+            chunk_grid=chunk_grid,
+            fill_value=fill_value,
+            codecs=codecs,
+            chunk_key_encoding=cke,
+            attributes=dict(attributes),
+            dimension_names=dim_names,
+            extra_fields=extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": list(self.shape),
+            "data_type": self.data_type.to_json(),
+            "chunk_grid": self.chunk_grid.to_json(),
+            "chunk_key_encoding": self.chunk_key_encoding.to_json(),
+            "fill_value": self.data_type.fill_value_to_json(self.fill_value),
+            "codecs": [dict(c) for c in self.codecs],
+            "attributes": self.attributes,
+        }
+        if self.dimension_names is not None:
+            doc["dimension_names"] = list(self.dimension_names)
+        doc.update(self.extra_fields)
+        return doc
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), indent=2, allow_nan=False).encode()
+
+
+def parse_json_document(raw: bytes, key: str) -> dict[str, Any]:
+    """Decode a metadata document, naming its key when it is not a JSON object."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetadataError(f"{key}: not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{key}: expected a JSON object, got {type(doc).__name__}")
+    return doc

@@ -1,0 +1,68 @@
+"""Stores (local directory, memory) and the shard reader."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from ..errors import MetadataError
+from .base import ByteRange, Store, validate_key
+from .local import LocalStore
+from .memory import MemoryStore
+
+_named_memory: dict[str, dict[str, bytes]] = {}
+_named_lock = threading.Lock()
+
+StoreLike = Any  # str | os.PathLike | Store | dict (kvstore spec)
+
+
+def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
+    """A memory store; the same non-empty ``name`` gives stores sharing one dict in a process."""
+    if not name:
+        return MemoryStore(read_only=read_only)
+    with _named_lock:
+        data = _named_memory.setdefault(name, {})
+    return MemoryStore(data, read_only=read_only)
+
+
+def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
+    """A Store and the node path inside it from anything the public API accepts.
+
+    Paths and ``file://`` URLs give a LocalStore rooted at that directory; ``memory://name`` a
+    named MemoryStore; a dict a kvstore spec ``{"driver": "file"|"memory", "path": ...}``.
+    """
+    if isinstance(store, Store):
+        if read_only and not store.read_only:
+            # Same data, refusing writes: never mutate the caller's object.
+            if isinstance(store, LocalStore):
+                return LocalStore(store.root, read_only=True), ""
+            if isinstance(store, MemoryStore):
+                return MemoryStore(store.data, read_only=True), ""
+        return store, ""
+    if isinstance(store, dict):
+        driver = store.get("driver")
+        path = store.get("path", "")
+        if not isinstance(path, str):
+            raise MetadataError(f"kvstore.path: expected a string, got {path!r}")
+        if driver == "file":
+            return LocalStore(path, read_only=read_only), ""
+        if driver == "memory":
+            return memory_store("", read_only), path.strip("/") + ("/" if path.strip("/") else "")
+        raise MetadataError(f"kvstore.driver: expected 'file' or 'memory', got {driver!r}")
+    if isinstance(store, os.PathLike):
+        return LocalStore(store, read_only=read_only), ""
+    if isinstance(store, str):
+        if store.startswith("memory://"):
+            return memory_store(store[len("memory://") :].strip("/"), read_only), ""
+        if store.startswith("file://"):
+            return LocalStore(unquote(urlparse(store).path), read_only=read_only), ""
+        if "://" in store:
+            scheme = store.split("://", 1)[0]
+            raise MetadataError(f"store: unsupported URL scheme {scheme!r} in {store!r}")
+        return LocalStore(store, read_only=read_only), ""
+    raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
+
+
+__all__ = ["ByteRange", "LocalStore", "MemoryStore", "Store", "make_store", "memory_store", "validate_key"]

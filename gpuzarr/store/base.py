@@ -1,0 +1,122 @@
+"""The store interface: a small synchronous key -> bytes map with byte-range reads.
+
+Keys are '/'-separated relative paths. A missing key reads as ``None`` (never an exception), so
+that missing chunks are cheap to detect. Every store passes tests/store/conformance.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidKeyError, ReadOnlyError
+
+Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """``length`` bytes from ``offset``; ``length=None`` reads to the end. A negative ``offset``
+    with no length is a suffix request: the last ``-offset`` bytes."""
+
+    offset: int
+    length: int | None = None
+
+    @classmethod
+    def suffix(cls, nbytes: int) -> ByteRange:
+        return cls(-nbytes, None)
+
+    def resolve(self, size: int) -> tuple[int, int]:
+        """``(start, stop)`` within an object of ``size`` bytes (clamped to it)."""
+        if self.offset < 0:
+            return max(size + self.offset, 0), size
+        stop = size if self.length is None else min(self.offset + self.length, size)
+        return min(self.offset, size), stop
+
+
+def validate_key(key: str) -> str:
+    """Refuse keys that could escape the store's root or mean different things on other OSes."""
+    if not isinstance(key, str):
+        raise InvalidKeyError(f"store keys must be strings, got {type(key).__name__}")
+    if key.startswith("/") or "\\" in key:
+        raise InvalidKeyError(f"invalid store key {key!r}: no leading '/' or backslash allowed")
+    parts = key.split("/")
+    if any(p in ("..", ".") for p in parts) or "" in parts[:-1]:
+        raise InvalidKeyError(f"invalid store key {key!r}: '.', '..' and empty segments are refused")
+    return key
+
+
+def validate_prefix(prefix: str) -> str:
+    if prefix == "":
+        return prefix
+    validate_key(prefix.rstrip("/") or "x")
+    return prefix
+
+
+class Store(ABC):
+    """Base class of all stores."""
+
+    #: True when get() with a ByteRange costs only the bytes asked for.
+    supports_partial_reads: bool = True
+
+    def __init__(self, read_only: bool = False) -> None:
+        self.read_only = read_only
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        """The value at ``key`` (or the requested part of it), or None if absent."""
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        """Several parts of one value; None if the key is absent."""
+        out = []
+        for r in ranges:
+            value = self.get(key, r)
+            if value is None:
+                return None
+            out.append(value)
+        return out
+
+    def exists(self, key: str) -> bool:
+        return self.get(key, ByteRange(0, 0)) is not None
+
+    @abstractmethod
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """Every key starting with ``prefix``."""
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """Keys directly under ``prefix`` and the child prefixes (ending in '/'), both full."""
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        keys, dirs = set(), set()
+        for key in self.list_prefix(prefix):
+            rest = key[len(prefix) :]
+            if "/" in rest:
+                dirs.add(prefix + rest.split("/", 1)[0] + "/")
+            else:
+                keys.add(key)
+        return sorted(keys), sorted(dirs)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"{self!r} is read-only")
+
+    @abstractmethod
+    def set(self, key: str, value: Buffer) -> None:
+        """Store ``value`` at ``key`` atomically (readers see the old or the new value)."""
+
+    @abstractmethod
+    def erase(self, key: str) -> None:
+        """Remove ``key``; removing an absent key is not an error."""
+
+    def erase_prefix(self, prefix: str) -> None:
+        for key in list(self.list_prefix(prefix)):
+            self.erase(key)
+
+    def close(self) -> None:
+        """Release any handles the store holds."""

@@ -1,0 +1,146 @@
+"""A store on a local directory: one file per key, atomic writes by rename."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+
+#: Marks in-progress writes; listing skips them so readers never see a half-written key.
+TEMP_MARKER = ".__gpuzarr_partial_"
+
+
+class LocalStore(Store):
+    """Keys are files below ``root``; '/' in a key is a directory separator."""
+
+    def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self.root = Path(root).expanduser().absolute()
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalStore) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def path_of(self, key: str) -> str:
+        return os.path.join(self.root, validate_key(key))
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        path = self.path_of(key)
+        try:
+            if byte_range is None:
+                with open(path, "rb", buffering=0) as f:
+                    return f.read()
+            fd = os.open(path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        try:
+            start, stop = byte_range.resolve(os.fstat(fd).st_size)
+            return _pread_all(fd, stop - start, start)
+        finally:
+            os.close(fd)
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        try:
+            fd = os.open(self.path_of(key), os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            out: list[Buffer] = []
+            for r in ranges:
+                start, stop = r.resolve(size)
+                out.append(_pread_all(fd, stop - start, start))
+            return out
+        finally:
+            os.close(fd)
+
+    def exists(self, key: str) -> bool:
+        return os.path.isfile(self.path_of(key))
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        validate_prefix(prefix)
+        # Walk only the directory the prefix names, not the whole store.
+        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = os.path.join(self.root, base_dir)
+        if not os.path.isdir(top):
+            return iter(())
+        found = []
+        for dirpath, _dirnames, filenames in os.walk(top):
+            rel = os.path.relpath(dirpath, self.root)
+            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            for name in filenames:
+                key = rel + name
+                if key.startswith(prefix) and TEMP_MARKER not in name:
+                    found.append(key)
+        return iter(sorted(found))
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        validate_prefix(prefix)
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        try:
+            entries = list(os.scandir(os.path.join(self.root, prefix)))
+        except (FileNotFoundError, NotADirectoryError):
+            return [], []
+        keys = sorted(prefix + e.name for e in entries if e.is_file() and TEMP_MARKER not in e.name)
+        dirs = sorted(prefix + e.name + "/" for e in entries if e.is_dir())
+        return keys, dirs
+
+    def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        path = self.path_of(key)
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        temp = f"{path}{TEMP_MARKER}{uuid.uuid4().hex}"
+        try:
+            with open(temp, "wb", buffering=0) as f:
+                view = memoryview(value).cast("B")
+                while view:
+                    written = f.write(view)
+                    view = view[written:]
+            os.replace(temp, path)
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    def erase(self, key: str) -> None:
+        # Empty directories are left in place: removing them could race with a concurrent
+        # set() that has just created the directory for its temporary file.
+        self._check_writable()
+        try:
+            os.unlink(self.path_of(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+
+    def erase_prefix(self, prefix: str) -> None:
+        self._check_writable()
+        super().erase_prefix(prefix)
+
+
+def _pread_all(fd: int, length: int, offset: int) -> bytes:
+    """pread that loops until ``length`` bytes or end of file."""
+    if length <= 0:
+        return b""
+    data = os.pread(fd, length, offset)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)

@@ -1,0 +1,44 @@
+"""An in-memory store (a dict of bytes), for tests and scratch data."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+
+
+class MemoryStore(Store):
+    """Keys and values in a dict. ``MemoryStore(data)`` shares ``data`` with the caller."""
+
+    def __init__(self, data: dict[str, bytes] | None = None, read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self.data: dict[str, bytes] = {} if data is None else data
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(<{len(self.data)} keys>)"
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        value = self.data.get(validate_key(key))
+        if value is None or byte_range is None:
+            return value
+        start, stop = byte_range.resolve(len(value))
+        return memoryview(value)[start:stop]
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        validate_prefix(prefix)
+        with self._lock:
+            keys = list(self.data)
+        return iter(sorted(k for k in keys if k.startswith(prefix)))
+
+    def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        data = bytes(memoryview(value).cast("B")) if not isinstance(value, bytes) else value
+        with self._lock:
+            self.data[validate_key(key)] = data
+
+    def erase(self, key: str) -> None:
+        self._check_writable()
+        with self._lock:
+            self.data.pop(validate_key(key), None)

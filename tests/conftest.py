@@ -1,0 +1,25 @@
+"""Shared fixtures: a local and a memory store per test."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpuzarr
+
+
+@pytest.fixture(params=["local", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path):  # type: ignore[no-untyped-def]
+    if request.param == "local":
+        return gpuzarr.LocalStore(tmp_path / "data.zarr")
+    return gpuzarr.MemoryStore()
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    from gpuzarr.backends.device import gpu_available
+
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no usable CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
