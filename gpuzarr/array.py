@@ -16,7 +16,7 @@ from .engine.layout import StorageLayout
 from .engine.read import read_plan
 from .engine.write import write_plan
 from .errors import MetadataError, ReadOnlyError
-from .plan.selection import ReadPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .plan.selection import ChunkProjection, ReadPlan, plan_orthogonal, plan_selection, plan_vectorized
 from .spec.v3 import ZARR_JSON, ArrayMetadata
 from .store.base import Store
 
@@ -154,6 +154,35 @@ class Array:
     def read(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:
         """Read a (basic or single-array) selection, optionally into ``out`` (same shape/dtype)."""
         return self._execute_read(plan_selection(selection, self._dims()), out)
+
+    def read_batch(self, selections: Any, *, out: Any = None) -> Any:
+        """Read many selections of one shape at once and stack them: shape ``(n, *shape)``.
+
+        The data-loader case: all crops are planned together and their chunks decoded in one
+        parallel pass, so a batch costs little more than its chunks.
+        """
+        selections = list(selections)
+        plans = [plan_selection(s, self._dims()) for s in selections]
+        if not plans:
+            raise ValueError("read_batch: no selections given")
+        shape = plans[0].shape
+        if any(p.shape != shape or p.buffer_shape != p.shape for p in plans):
+            raise ValueError("read_batch: every selection must be a box selection of the same shape")
+        if out is None:
+            out = cpu.empty((len(plans), *shape), self.dtype)
+        elif not isinstance(out, np.ndarray) or out.shape != (len(plans), *shape) or out.dtype != self.dtype:
+            raise ValueError(f"out: expected a numpy.ndarray of shape {(len(plans), *shape)} and dtype {self.dtype}")
+        batched = ReadPlan(
+            out.shape,
+            out.shape,
+            [
+                ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), False)
+                for i, plan in enumerate(plans)
+                for p in plan.projections
+            ],
+        )
+        read_plan(self._layout, self.store, batched, out)
+        return out
 
     def get_orthogonal_selection(self, selection: Any) -> Any:
         return self._execute_read(plan_orthogonal(selection, self._dims()))
