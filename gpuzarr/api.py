@@ -6,7 +6,7 @@ import json
 from typing import Any, Literal
 
 from .array import Array
-from .create import build_v3_metadata
+from .create import build_v2_metadata, build_v3_metadata
 from .errors import (
     ArrayNotFoundError,
     ContainsNodeError,
@@ -16,8 +16,9 @@ from .errors import (
     ReadOnlyError,
 )
 from .group import Group
-from .node import node_exists, node_prefix, read_node_document, require_node_document
-from .spec.v3 import ZARR_JSON, ArrayMetadata
+from .node import array_metadata, node_exists, node_prefix, read_node, require_node
+from .spec.v2 import ZGROUP, ArrayMetadataV2
+from .spec.v3 import ArrayMetadata
 from .store import StoreLike, make_store
 from .store.base import Store
 
@@ -35,18 +36,11 @@ def _join(base: str, path: str) -> str:
 
 
 def open_node(store: Store, path: str, device: str = "auto") -> Array | Group:
-    """Open whatever node lives at ``path`` (array or group)."""
-    doc = require_node_document(store, path)
-    if doc["node_type"] == "array":
-        try:
-            metadata = ArrayMetadata.from_json(doc)
-        except MetadataError as exc:
-            raise MetadataError(f"{node_prefix(path)}{ZARR_JSON}: {exc}") from exc
-        return Array(store, path, metadata, device=device)
-    attrs = doc.get("attributes", {})
-    if not isinstance(attrs, dict):
-        raise MetadataError(f"{node_prefix(path)}{ZARR_JSON}: attributes: expected an object")
-    return Group(store, path, attrs, device=device)
+    """Open whatever node lives at ``path``: a v3 or v2 array or group, or an implicit group."""
+    info = require_node(store, path)
+    if info.node_type == "array":
+        return Array(store, path, array_metadata(info, path), device=device)
+    return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format)
 
 
 def open(  # noqa: A001 - the public name, as in zarr-python
@@ -83,14 +77,16 @@ def open_array(store: StoreLike, *, path: str = "", mode: Mode = "a", device: st
     return node
 
 
-def open_group(store: StoreLike, *, path: str = "", mode: Mode = "a", device: str = "auto") -> Group:
+def open_group(
+    store: StoreLike, *, path: str = "", mode: Mode = "a", device: str = "auto", zarr_format: int = 3
+) -> Group:
     """Open a group; with mode "a", "w" or "w-" it is created when missing."""
     _check_mode(mode)
     s, base = make_store(store, read_only=(mode == "r"))
     full = _join(base, path)
-    if mode in ("w", "w-") or (mode == "a" and read_node_document(s, full) is None):
-        return create_group(s, path=full, overwrite=(mode == "w"), device=device)
-    node = open_node(s, full, device=device) if node_exists(s, full) else None
+    if mode in ("w", "w-") or (mode == "a" and read_node(s, full) is None):
+        return create_group(s, path=full, overwrite=(mode == "w"), device=device, zarr_format=zarr_format)
+    node = open_node(s, full, device=device) if read_node(s, full) is not None else None
     if not isinstance(node, Group):
         raise GroupNotFoundError(f"no group at {full or '/'!r} in {s!r}")
     return node
@@ -117,12 +113,17 @@ def create_group(
     attributes: dict[str, Any] | None = None,
     overwrite: bool = False,
     device: str = "auto",
+    zarr_format: int = 3,
 ) -> Group:
-    """Create a v3 group (zarr.json with node_type "group")."""
+    """Create a group: v3 (zarr.json with node_type "group") or v2 (.zgroup + .zattrs)."""
+    if zarr_format not in (2, 3):
+        raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
     s, base = make_store(store)
     full = _join(base, path)
     _prepare_new_node(s, full, overwrite)
-    group = Group(s, full, {}, device=device)
+    if zarr_format == 2:
+        s.set(node_prefix(full) + ZGROUP, b'{\n  "zarr_format": 2\n}')
+    group = Group(s, full, {}, device=device, zarr_format=zarr_format)
     group._put_attributes(dict(attributes or {}))
     return group
 
@@ -136,7 +137,7 @@ def create(
     shards: Any = None,
     zarr_format: int = 3,
     codecs: Any = None,
-    compressor: Any = None,
+    compressor: Any = "auto",
     filters: Any = None,
     order: str = "C",
     fill_value: Any = None,
@@ -154,23 +155,41 @@ def create(
     Creating where a node exists raises ContainsNodeError unless ``overwrite=True``, which
     discards the old node and its data.
     """
-    if zarr_format != 3:
-        raise MetadataError(f"zarr_format: only 3 is supported for create, got {zarr_format!r}")
-    metadata = build_v3_metadata(
-        shape=shape,
-        dtype=dtype,
-        chunks=chunks,
-        shards=shards,
-        codecs=codecs,
-        compressor=compressor,
-        filters=filters,
-        order=order,
-        fill_value=fill_value,
-        dimension_names=dimension_names,
-        attributes=attributes,
-        chunk_key_encoding=chunk_key_encoding,
-        dimension_separator=dimension_separator,
-    )
+    metadata: ArrayMetadata | ArrayMetadataV2
+    if zarr_format == 3:
+        metadata = build_v3_metadata(
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            shards=shards,
+            codecs=codecs,
+            compressor=compressor,
+            filters=filters,
+            order=order,
+            fill_value=fill_value,
+            dimension_names=dimension_names,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            dimension_separator=dimension_separator,
+        )
+    elif zarr_format == 2:
+        for name, value in (("shards", shards), ("codecs", codecs), ("dimension_names", dimension_names),
+                            ("chunk_key_encoding", chunk_key_encoding)):
+            if value is not None:
+                raise MetadataError(f"{name}: not available for zarr_format=2")
+        metadata = build_v2_metadata(
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            compressor=compressor,
+            filters=filters,
+            order=order,
+            fill_value=fill_value,
+            attributes=attributes,
+            dimension_separator=dimension_separator,
+        )
+    else:
+        raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
     try:
         json.dumps(metadata.attributes, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -180,5 +199,6 @@ def create(
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
     array = Array(s, full, metadata, device=device)
     _prepare_new_node(s, full, overwrite)
-    s.set(node_prefix(full) + ZARR_JSON, metadata.to_bytes())
+    for key, document in metadata.documents().items():
+        s.set(node_prefix(full) + key, document)
     return array

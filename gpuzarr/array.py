@@ -17,7 +17,8 @@ from .engine.read import read_plan
 from .engine.write import write_plan
 from .errors import MetadataError, ReadOnlyError
 from .plan.selection import ChunkProjection, ReadPlan, plan_orthogonal, plan_selection, plan_vectorized
-from .spec.v3 import ZARR_JSON, ArrayMetadata
+from .spec.v2 import ArrayMetadataV2
+from .spec.v3 import ArrayMetadata
 from .store.base import Store
 
 
@@ -28,13 +29,13 @@ class Array:
     (``a[...] = x``) with NumPy's semantics on the whole array.
     """
 
-    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, device: str = "auto") -> None:
+    def __init__(self, store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, device: str = "auto") -> None:
         self.store = store
         self.path = path.strip("/")
         self._device = resolve_device(device)
         self._set_metadata(metadata)
 
-    def _set_metadata(self, metadata: ArrayMetadata) -> None:
+    def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
         self._metadata = metadata
         self._layout = StorageLayout.from_metadata(metadata, self._prefix)
 
@@ -45,7 +46,7 @@ class Array:
     # -- description -----------------------------------------------------------------------------
 
     @property
-    def metadata(self) -> ArrayMetadata:
+    def metadata(self) -> ArrayMetadata | ArrayMetadataV2:
         return self._metadata
 
     @property
@@ -232,10 +233,11 @@ class Array:
 
     # -- metadata changes ------------------------------------------------------------------------
 
-    def _write_metadata(self, metadata: ArrayMetadata) -> None:
+    def _write_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        self.store.set(self._prefix + ZARR_JSON, metadata.to_bytes())
+        for key, document in metadata.documents().items():
+            self.store.set(self._prefix + key, document)
         self._set_metadata(metadata)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from .errors import MetadataError
 from .spec.chunk_grid import RegularChunkGrid
 from .spec.chunk_key_encoding import ChunkKeyEncoding
 from .spec.dtypes import DataType
+from .spec.v2 import ArrayMetadataV2, v2_dtype_string
 from .spec.v3 import ArrayMetadata, normalize_codec_json
 
 DEFAULT_COMPRESSOR: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
@@ -41,7 +42,7 @@ def build_codec_chain(
 ) -> list[dict[str, Any]]:
     """The chain for a v3 array: explicit ``codecs``, or filters + bytes + compressor(s)."""
     if codecs is not None:
-        if compressor is not None or filters is not None:
+        if compressor not in (None, "auto") or filters is not None:
             raise MetadataError("codecs: give either codecs or compressor/filters, not both")
         chain = [normalize_codec_json(c, f"codecs[{i}]") for i, c in enumerate(_as_list(codecs))]
         if not any(c["name"] in _ARRAY_TO_BYTES for c in chain):
@@ -49,7 +50,7 @@ def build_codec_chain(
             n_a2a = sum(1 for c in chain if c["name"] in _ARRAY_TO_ARRAY)
             chain.insert(n_a2a, _bytes_codec(dtype))
     else:
-        compressors = _as_list(compressor) if compressor is not None else [DEFAULT_COMPRESSOR]
+        compressors = [DEFAULT_COMPRESSOR] if compressor == "auto" else _as_list(compressor)
         chain = [
             *(normalize_codec_json(f, "filters") for f in _as_list(filters)),
             _bytes_codec(dtype),
@@ -75,7 +76,7 @@ def build_v3_metadata(
     chunks: Any = None,
     shards: Any = None,
     codecs: Any = None,
-    compressor: Any = None,
+    compressor: Any = "auto",
     filters: Any = None,
     order: str = "C",
     fill_value: Any = None,
@@ -138,3 +139,69 @@ def build_v3_metadata(
         attributes=dict(attributes or {}),
         dimension_names=names,
     )
+
+
+DEFAULT_V2_COMPRESSOR: dict[str, Any] = {"id": "zstd", "level": 0, "checksum": False}
+
+
+def build_v2_metadata(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = None,
+    compressor: Any = "auto",
+    filters: Any = None,
+    order: str = "C",
+    fill_value: Any = None,
+    attributes: dict[str, Any] | None = None,
+    dimension_separator: str | None = None,
+) -> ArrayMetadataV2:
+    """v2 metadata from create() arguments; ``compressor``/``filters`` are numcodecs JSON dicts.
+
+    ``dtype`` may carry a byte order (">f4") or be a structured dtype; it is written as given.
+    """
+    from .spec.v2 import parse_v2_dtype
+
+    shape_t = _shape_tuple(shape, "shape")
+    chunk_shape = tuple(max(s, 1) for s in shape_t) if chunks is None else _shape_tuple(chunks, "chunks")
+    if len(chunk_shape) != len(shape_t):
+        raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
+    import numpy as np
+
+    npdt = np.dtype(dtype) if not isinstance(dtype, str) or dtype not in _V3_NAMES else np.dtype(_V3_NAMES[dtype])
+    descr: Any = npdt.descr if npdt.fields is not None else npdt.str
+    if npdt.fields is None and npdt.itemsize > 1 and npdt.byteorder == "=":
+        descr = npdt.newbyteorder("<").str
+    data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
+    if compressor == "auto":
+        compressor = DEFAULT_V2_COMPRESSOR
+    if order not in ("C", "F"):
+        raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
+    fill: Any
+    if fill_value is None:
+        fill = None
+    elif data_type.numpy_dtype.fields is not None:
+        fill = np.asarray(fill_value, dtype=data_type.numpy_dtype)[()]
+    else:
+        fill = data_type.fill_value_from_python(fill_value)
+    metadata = ArrayMetadataV2(
+        shape=shape_t,
+        data_type=data_type,
+        chunk_grid=RegularChunkGrid(chunk_shape),
+        fill_value_v2=fill,
+        endian=endian,
+        order=order,
+        compressor=dict(compressor) if compressor is not None else None,
+        filters=tuple(dict(f) for f in _as_list(filters)) or None,
+        dimension_separator=dimension_separator or ".",
+        attributes=dict(attributes or {}),
+    )
+    v2_dtype_string(data_type, endian)
+    return metadata
+
+
+_V3_NAMES = {
+    "bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "|u1",
+    "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "float16": "<f2", "float32": "<f4",
+    "float64": "<f8", "complex64": "<c8", "complex128": "<c16",
+}

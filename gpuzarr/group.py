@@ -8,7 +8,8 @@ from typing import Any
 
 from .attributes import Attributes
 from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .node import node_prefix, read_node_document
+from .node import node_prefix, read_node
+from .spec.v2 import ZATTRS
 from .spec.v3 import ZARR_JSON
 from .store.base import Store
 
@@ -29,18 +30,21 @@ def validate_node_name(name: str) -> str:
 class Group:
     """A group node. ``g["a/b"]`` opens a descendant; ``list(g)`` lists the children's names."""
 
-    def __init__(self, store: Store, path: str, attributes: dict[str, Any], device: str = "auto") -> None:
+    def __init__(
+        self, store: Store, path: str, attributes: dict[str, Any], device: str = "auto", zarr_format: int = 3
+    ) -> None:
         self.store = store
         self.path = path.strip("/")
         self._attributes = dict(attributes)
         self._device = device
+        self._zarr_format = zarr_format
 
     def __repr__(self) -> str:
         return f"<gpuzarr.Group {self.store!r} path={self.path or '/'!r}>"
 
     @property
     def zarr_format(self) -> int:
-        return 3
+        return self._zarr_format
 
     @property
     def attrs(self) -> Attributes:
@@ -50,11 +54,14 @@ class Group:
         if self.store.read_only:
             raise ReadOnlyError(f"group {self.path or '/'!r} is read-only")
         try:
-            doc = {"zarr_format": 3, "node_type": "group", "attributes": attrs}
+            if self._zarr_format == 2:
+                key, doc = ZATTRS, attrs
+            else:
+                key, doc = ZARR_JSON, {"zarr_format": 3, "node_type": "group", "attributes": attrs}
             raw = json.dumps(doc, indent=2, allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
-        self.store.set(node_prefix(self.path) + ZARR_JSON, raw)
+        self.store.set(node_prefix(self.path) + key, raw)
         self._attributes = dict(attrs)
 
     def _child_path(self, name: str) -> str:
@@ -74,15 +81,16 @@ class Group:
         if not isinstance(name, str):
             return False
         try:
-            return read_node_document(self.store, self._child_path(name)) is not None
+            return read_node(self.store, self._child_path(name)) is not None
         except MetadataError:
             return False
 
     def __iter__(self) -> Iterator[str]:
+        """Names of the child arrays and groups (explicit, v2, or implicit), sorted."""
         _keys, dirs = self.store.list_dir(node_prefix(self.path))
         for d in dirs:
             name = d.rstrip("/").rsplit("/", 1)[-1]
-            if read_node_document(self.store, d.rstrip("/")) is not None:
+            if read_node(self.store, d.rstrip("/")) is not None:
                 yield name
 
     def __len__(self) -> int:
@@ -104,12 +112,17 @@ class Group:
     def create_group(self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False) -> Group:
         from .api import create_group
 
-        return create_group(self.store, path=self._child_path(name), attributes=attributes, overwrite=overwrite)
+        return create_group(
+            self.store, path=self._child_path(name), attributes=attributes, overwrite=overwrite,
+            device=self._device, zarr_format=self._zarr_format,
+        )
 
     def create_array(self, name: str, **kwargs: Any) -> Any:
+        """Create a child array; takes :func:`gpuzarr.create`'s keyword arguments."""
         from .api import create
 
         kwargs.setdefault("device", self._device)
+        kwargs.setdefault("zarr_format", self._zarr_format)
         return create(self.store, path=self._child_path(name), **kwargs)
 
     def require_group(self, name: str) -> Group:

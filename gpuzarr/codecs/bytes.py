@@ -43,7 +43,8 @@ class BytesCodec(ArrayToBytesCodec):
         return None if self.endian is None else {"endian": self.endian}
 
     def resolve(self, spec: ChunkSpec) -> BytesCodec:
-        if self.endian is None and spec.dtype.itemsize > 1:
+        # Structured (v2) types keep each field's own byte order in the dtype itself.
+        if self.endian is None and spec.dtype.itemsize > 1 and spec.dtype.fields is None:
             raise MetadataError(
                 f"configuration.endian: required for {spec.dtype.itemsize}-byte data types"
             )
@@ -51,7 +52,7 @@ class BytesCodec(ArrayToBytesCodec):
 
     def stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
         """The dtype of the encoded elements (native dtype with this codec's byte order)."""
-        if dtype.itemsize == 1 or self.endian is None:
+        if dtype.itemsize == 1 or self.endian is None or dtype.fields is not None:
             return dtype
         return dtype.newbyteorder("<" if self.endian == "little" else ">")
 

@@ -26,6 +26,14 @@ def codec_from_json(spec: dict[str, Any], field: str = "codecs") -> Codec:
     """Build a codec from ``{"name": ..., "configuration": {...}}``."""
     _load_builtin_codecs()
     name = spec.get("name")
+    if isinstance(name, str) and name.startswith("numcodecs."):
+        from .numcodecs_codec import NumcodecsCodec
+
+        config = spec.get("configuration") or {}
+        try:
+            return NumcodecsCodec.from_id(name[len("numcodecs.") :], dict(config))
+        except MetadataError as exc:
+            raise type(exc)(f"{field} ({name}): {exc}") from exc
     cls = _REGISTRY.get(name)  # type: ignore[arg-type]
     if cls is None:
         raise UnknownCodecError(

@@ -19,19 +19,20 @@ from ..codecs.base import ChunkSpec
 from ..codecs.pipeline import CodecPipeline
 from ..codecs.sharding import ShardingCodec
 from ..spec.chunk_grid import DimensionGrid, RegularChunkGrid
+from ..spec.v2 import ArrayMetadataV2
 from ..spec.v3 import ArrayMetadata
 
 
 @dataclass(frozen=True, eq=False)
 class StorageLayout:
-    metadata: ArrayMetadata
+    metadata: ArrayMetadata | ArrayMetadataV2
     prefix: str
     pipeline: CodecPipeline
     chunk_pipeline: CodecPipeline
     sharding: ShardingCodec | None
 
     @classmethod
-    def from_metadata(cls, metadata: ArrayMetadata, prefix: str = "") -> StorageLayout:
+    def from_metadata(cls, metadata: ArrayMetadata | ArrayMetadataV2, prefix: str = "") -> StorageLayout:
         spec = ChunkSpec(metadata.chunk_shape, metadata.dtype, metadata.fill_value)
         pipeline = CodecPipeline.from_codecs(metadata.codecs, spec)
         a2b = pipeline.array_to_bytes[0]

@@ -90,7 +90,8 @@ class ArrayMetadata:
     @classmethod
     def from_json(cls, doc: Any) -> ArrayMetadata:
         doc = expect_dict(doc, "zarr.json")
-        if doc.get("zarr_format") != 3:
+        zarr_format = doc.get("zarr_format")
+        if isinstance(zarr_format, bool) or not isinstance(zarr_format, int) or zarr_format != 3:
             raise MetadataError(f"zarr_format: expected 3, got {doc.get('zarr_format')!r}")
         if doc.get("node_type") != "array":
             raise MetadataError(f"node_type: expected 'array', got {doc.get('node_type')!r}")
@@ -162,6 +163,10 @@ class ArrayMetadata:
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_json(), indent=2, allow_nan=False).encode()
+
+    def documents(self) -> dict[str, bytes]:
+        """The metadata documents to store, by key relative to the array."""
+        return {ZARR_JSON: self.to_bytes()}
 
 
 def parse_json_document(raw: bytes, key: str) -> dict[str, Any]:

@@ -1,0 +1,305 @@
+"""Zarr v2 metadata (``.zarray`` + ``.zattrs``), normalised into the v3 chain model.
+
+Everything above spec/ sees one model: a v2 array becomes a :class:`ArrayMetadataV2` whose
+``codecs`` is a v3-style chain —
+
+* ``order: "F"``                 -> a reversing ``transpose`` codec,
+* the dtype's byte order         -> the ``bytes`` codec's ``endian``,
+* ``filters`` and ``compressor`` -> bytes->bytes codecs (``blosc``, ``zstd``, ``gzip`` map to the
+  native codecs; every other numcodecs id to ``numcodecs.<id>``),
+* ``dimension_separator``        -> the ``v2`` chunk key encoding,
+
+while the original v2 fields are kept so that the metadata is written back as v2.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError
+from .chunk_grid import RegularChunkGrid
+from .chunk_key_encoding import ChunkKeyEncoding
+from .dtypes import CORE_DATA_TYPES, DataType
+from .json_util import expect_dict, expect_int_list
+
+ZARRAY = ".zarray"
+ZATTRS = ".zattrs"
+ZGROUP = ".zgroup"
+
+_V2_FIELDS = {
+    "zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters",
+    "dimension_separator",
+}
+_NATIVE_COMPRESSORS = {"blosc", "zstd", "gzip"}
+_BLOSC_SHUFFLE_NAMES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+
+
+def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str | None]:
+    """A v2 dtype (string or structured list) -> (DataType, bytes-codec endian or None)."""
+    if isinstance(value, list):
+        try:
+            npdt = np.dtype([tuple(f) for f in value])
+        except (TypeError, ValueError) as exc:
+            raise MetadataError(f"{field_name}: invalid structured dtype {value!r} ({exc})") from exc
+        return DataType("structured", npdt), None
+    if not isinstance(value, str):
+        raise MetadataError(f"{field_name}: expected a dtype string or a list of fields, got {value!r}")
+    try:
+        npdt = np.dtype(value)
+    except TypeError as exc:
+        raise MetadataError(f"{field_name}: {value!r} is not a valid dtype string") from exc
+    if len(value) < 3 or value[0] not in "<>|":
+        raise MetadataError(f"{field_name}: {value!r} must start with a byte order '<', '>' or '|'")
+    if npdt.kind not in "biufc":
+        raise MetadataError(f"{field_name}: data type {value!r} is not supported (numeric types only)")
+    native = npdt.newbyteorder("=")
+    name = next((n for n, code in CORE_DATA_TYPES.items() if np.dtype(code) == native.newbyteorder("<")), None)
+    if name is None:
+        raise MetadataError(f"{field_name}: data type {value!r} is not supported")
+    data_type = DataType(name, native)
+    if npdt.itemsize == 1:
+        return data_type, None
+    if value[0] == "|":
+        raise MetadataError(f"{field_name}: {value!r} needs a byte order ('<' or '>')")
+    return data_type, "little" if value[0] == "<" else "big"
+
+
+def v2_dtype_string(data_type: DataType, endian: str | None) -> Any:
+    dt = data_type.numpy_dtype
+    if dt.fields is not None:
+        return [list(_field_descr(f)) for f in dt.descr]
+    if dt.itemsize == 1:
+        return "|" + dt.str[1:]
+    return ("<" if endian != "big" else ">") + dt.str[1:]
+
+
+def _field_descr(descr: tuple[Any, ...]) -> tuple[Any, ...]:
+    return descr if len(descr) == 3 else descr[:2]
+
+
+def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value") -> np.generic | None:
+    if value is None:
+        return None
+    dt = data_type.numpy_dtype
+    if dt.fields is not None or (isinstance(value, str) and dt.kind not in "fc" and value not in ("NaN", "Infinity", "-Infinity")):
+        if not isinstance(value, str):
+            raise MetadataError(f"{field_name}: expected base64 bytes for a structured type, got {value!r}")
+        try:
+            raw = base64.standard_b64decode(value)
+        except ValueError as exc:
+            raise MetadataError(f"{field_name}: {value!r} is not valid base64") from exc
+        if len(raw) != dt.itemsize:
+            raise MetadataError(f"{field_name}: base64 value has {len(raw)} bytes, expected {dt.itemsize}")
+        return np.frombuffer(raw, dtype=dt)[0]  # type: ignore[no-any-return]
+    if dt.kind == "c" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return dt.type(value)  # type: ignore[no-any-return]
+    if dt.kind == "f" and isinstance(value, int) and not isinstance(value, bool):
+        return dt.type(value)  # type: ignore[no-any-return]
+    if dt.kind == "b" and isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return np.bool_(value)
+    return data_type.fill_value_from_json(value, field_name)
+
+
+def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
+    if value is None:
+        return None
+    dt = data_type.numpy_dtype
+    if dt.fields is not None:
+        return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
+    if dt.kind == "f":
+        f = float(value)  # type: ignore[arg-type]
+        if math.isnan(f):
+            return "NaN"
+        if math.isinf(f):
+            return "Infinity" if f > 0 else "-Infinity"
+        return f
+    return data_type.fill_value_to_json(value)
+
+
+def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) -> dict[str, Any]:
+    """A numcodecs compressor/filter config -> a v3-style codec JSON object."""
+    config = expect_dict(config, field_name)
+    codec_id = config.get("id")
+    if not isinstance(codec_id, str):
+        raise MetadataError(f"{field_name}.id: expected a codec id string, got {codec_id!r}")
+    params = {k: v for k, v in config.items() if k != "id"}
+    if codec_id == "blosc":
+        shuffle = params.get("shuffle", 1)
+        if shuffle == -1:  # AUTOSHUFFLE: bit-shuffle for 1-byte types, byte-shuffle otherwise
+            shuffle = 2 if typesize == 1 else 1
+        if shuffle not in _BLOSC_SHUFFLE_NAMES:
+            raise MetadataError(f"{field_name}.shuffle: expected -1, 0, 1 or 2, got {shuffle!r}")
+        return {
+            "name": "blosc",
+            "configuration": {
+                "cname": params.get("cname", "lz4"),
+                "clevel": params.get("clevel", 5),
+                "shuffle": _BLOSC_SHUFFLE_NAMES[shuffle],
+                "typesize": typesize,
+                "blocksize": params.get("blocksize", 0),
+            },
+        }
+    if codec_id == "zstd":
+        return {"name": "zstd", "configuration": {"level": params.get("level", 1), "checksum": params.get("checksum", False)}}
+    if codec_id == "gzip":
+        return {"name": "gzip", "configuration": {"level": params.get("level", 1)}}
+    return {"name": f"numcodecs.{codec_id}", "configuration": params}
+
+
+def codec_to_compressor(codec: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`compressor_to_codec` (for writing .zarray)."""
+    name = codec["name"]
+    config = dict(codec.get("configuration") or {})
+    if name == "blosc":
+        shuffle = {v: k for k, v in _BLOSC_SHUFFLE_NAMES.items()}[config.get("shuffle", "noshuffle")]
+        return {"id": "blosc", "cname": config.get("cname", "lz4"), "clevel": config.get("clevel", 5),
+                "shuffle": shuffle, "blocksize": config.get("blocksize", 0)}
+    if name in ("zstd", "gzip"):
+        return {"id": name, **config}
+    if name.startswith("numcodecs."):
+        return {"id": name[len("numcodecs."):], **config}
+    raise MetadataError(f"codec {name!r} has no Zarr v2 equivalent")
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayMetadataV2:
+    """Validated Zarr v2 array metadata with its v3-model view (``codecs`` etc.)."""
+
+    shape: tuple[int, ...]
+    data_type: DataType
+    chunk_grid: RegularChunkGrid
+    fill_value_v2: np.generic | None
+    endian: str | None
+    order: str = "C"
+    compressor: dict[str, Any] | None = None
+    filters: tuple[dict[str, Any], ...] | None = None
+    dimension_separator: str = "."
+    attributes: dict[str, Any] = field(default_factory=dict)
+    zarr_format: int = 2
+
+    def __post_init__(self) -> None:
+        if any(s < 0 for s in self.shape):
+            raise MetadataError(f"shape: entries must be >= 0, got {list(self.shape)}")
+        # Validate the codec configs now so bad metadata fails at open time.
+        self.codecs  # noqa: B018
+
+    # -- the v3 model ----------------------------------------------------------------------------
+
+    @property
+    def fill_value(self) -> np.generic:
+        if self.fill_value_v2 is None:
+            return np.zeros((), dtype=self.data_type.numpy_dtype)[()]  # type: ignore[no-any-return]
+        return self.fill_value_v2
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.data_type.numpy_dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        return self.chunk_grid.chunk_shape
+
+    @property
+    def dimension_names(self) -> None:
+        return None
+
+    @property
+    def chunk_key_encoding(self) -> ChunkKeyEncoding:
+        return ChunkKeyEncoding("v2", self.dimension_separator)
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        return self.chunk_key_encoding.encode(coords)
+
+    @property
+    def codecs(self) -> tuple[dict[str, Any], ...]:
+        chain: list[dict[str, Any]] = []
+        if self.order == "F" and self.ndim > 1:
+            chain.append({"name": "transpose", "configuration": {"order": list(range(self.ndim))[::-1]}})
+        bytes_config = {} if self.endian is None else {"endian": self.endian}
+        chain.append({"name": "bytes", "configuration": bytes_config})
+        typesize = self.dtype.itemsize
+        for i, f in enumerate(self.filters or ()):
+            chain.append(compressor_to_codec(f, typesize, f"filters[{i}]"))
+        if self.compressor is not None:
+            chain.append(compressor_to_codec(self.compressor, typesize, "compressor"))
+        return tuple(chain)
+
+    def evolve(self, **changes: Any) -> ArrayMetadataV2:
+        return replace(self, **changes)
+
+    # -- JSON ------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_json(cls, doc: Any, attributes: Any = None) -> ArrayMetadataV2:
+        doc = expect_dict(doc, ZARRAY)
+        if doc.get("zarr_format") != 2:
+            raise MetadataError(f"zarr_format: expected 2, got {doc.get('zarr_format')!r}")
+        unknown = set(doc) - _V2_FIELDS
+        if unknown:
+            raise MetadataError(f"{sorted(unknown)[0]}: unknown .zarray field")
+        for required in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
+            if required not in doc:
+                raise MetadataError(f"{required}: required field is missing")
+        shape = tuple(expect_int_list(doc["shape"], "shape"))
+        chunks = expect_int_list(doc["chunks"], "chunks")
+        if len(chunks) != len(shape):
+            raise MetadataError(f"chunks: must have {len(shape)} entries, got {len(chunks)}")
+        if any(c <= 0 for c in chunks):
+            raise MetadataError(f"chunks: entries must be positive, got {chunks}")
+        data_type, endian = parse_v2_dtype(doc["dtype"])
+        order = doc["order"]
+        if order not in ("C", "F"):
+            raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
+        compressor = doc["compressor"]
+        if compressor is not None:
+            compressor = expect_dict(compressor, "compressor")
+        filters = doc["filters"]
+        if filters is not None:
+            if not isinstance(filters, list):
+                raise MetadataError(f"filters: expected a list or null, got {filters!r}")
+            filters = tuple(expect_dict(f, f"filters[{i}]") for i, f in enumerate(filters))
+        separator = doc.get("dimension_separator", ".")
+        if separator not in (".", "/"):
+            raise MetadataError(f"dimension_separator: expected '.' or '/', got {separator!r}")
+        fill = _fill_from_v2(doc["fill_value"], data_type)
+        return cls(
+            shape=shape,
+            data_type=data_type,
+            chunk_grid=RegularChunkGrid(tuple(chunks)),
+            fill_value_v2=fill,
+            endian=endian,
+            order=order,
+            compressor=compressor,
+            filters=filters or None,
+            dimension_separator=separator,
+            attributes=dict(expect_dict(attributes, ZATTRS)) if attributes is not None else {},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "zarr_format": 2,
+            "shape": list(self.shape),
+            "chunks": list(self.chunk_shape),
+            "dtype": v2_dtype_string(self.data_type, self.endian),
+            "compressor": self.compressor,
+            "fill_value": _fill_to_v2(self.fill_value_v2, self.data_type),
+            "order": self.order,
+            "filters": list(self.filters) if self.filters else None,
+            "dimension_separator": self.dimension_separator,
+        }
+
+    def documents(self) -> dict[str, bytes]:
+        """The metadata documents to store, by key relative to the array."""
+        docs = {ZARRAY: json.dumps(self.to_json(), indent=2, allow_nan=False).encode()}
+        docs[ZATTRS] = json.dumps(self.attributes, indent=2, allow_nan=False).encode()
+        return docs
