@@ -74,11 +74,12 @@ class Array:
         return self.size * self.dtype.itemsize
 
     @property
-    def chunks(self) -> tuple[int, ...]:
-        """The shape of a chunk as read and decoded: the inner chunk when sharded."""
-        sharding = self._layout.pipeline.array_to_bytes[0]
-        inner = getattr(sharding, "chunk_shape", None)
-        return tuple(inner) if inner is not None and self._layout.sharding is not None else self._metadata.chunk_shape
+    def chunks(self) -> tuple[Any, ...]:
+        """The shape of a chunk as read and decoded: the inner chunk when sharded. For a
+        rectilinear grid, each axis is its chunk size or the tuple of its chunk sizes."""
+        if self._layout.sharding is not None:
+            return self._layout.sharding.chunk_shape
+        return tuple(getattr(self._metadata.chunk_grid, "chunk_shapes", self._metadata.chunk_shape))
 
     @property
     def shards(self) -> tuple[int, ...] | None:
@@ -258,20 +259,25 @@ class Array:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         old_shape = self.shape
-        stored = self._metadata.chunk_shape
-        for axis, (new, old, c) in enumerate(zip(new_shape, old_shape, stored, strict=True)):
-            if new < old and new % c:
-                # Clear the tail of the stored chunks that straddle the new edge.
-                edge_stop = min(old, -(-new // c) * c)
-                sel = tuple(slice(new, edge_stop) if a == axis else slice(None) for a in range(self.ndim))
-                self[sel] = self.fill_value
+        for axis, (new, old, dim) in enumerate(
+            zip(new_shape, old_shape, self._metadata.chunk_grid.dimensions(old_shape), strict=True)
+        ):
+            if new < old:
+                edge = int(dim.chunk_of(new))
+                edge_start = int(dim.chunk_start(edge))
+                if edge_start != new:
+                    # Clear the tail of the stored chunk that straddles the new edge.
+                    edge_stop = min(old, edge_start + dim.chunk_extent(edge))
+                    sel = tuple(slice(new, edge_stop) if a == axis else slice(None) for a in range(self.ndim))
+                    self[sel] = self.fill_value
         old_grid = self._metadata.chunk_grid.grid_shape(old_shape)
         new_grid = self._metadata.chunk_grid.grid_shape(new_shape)
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
             for coords in itertools.product(*(range(o) for o in old_grid)):
                 if any(c >= n for c, n in zip(coords, new_grid, strict=True)):
                     self.store.erase(self._layout.key(coords))
-        self._write_metadata(self._metadata.evolve(shape=new_shape))
+        new_metadata = self._metadata.evolve(shape=new_shape)
+        self._write_metadata(new_metadata)
 
     def info(self) -> dict[str, Any]:
         """A summary: shape, dtype, chunking, codecs, device."""

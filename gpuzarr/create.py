@@ -6,6 +6,7 @@ from typing import Any
 
 from .errors import MetadataError
 from .spec.chunk_grid import RegularChunkGrid
+from .spec.rectilinear import RectilinearChunkGrid
 from .spec.chunk_key_encoding import ChunkKeyEncoding
 from .spec.dtypes import DataType
 from .spec.v2 import ArrayMetadataV2, v2_dtype_string
@@ -69,6 +70,26 @@ def _bytes_codec(dtype: DataType) -> dict[str, Any]:
     return {"name": "bytes", "configuration": {"endian": "little"}}
 
 
+def _is_rectilinear(chunks: Any) -> bool:
+    return isinstance(chunks, (list, tuple)) and any(isinstance(c, (list, tuple)) for c in chunks)
+
+
+def _rectilinear(chunks: Any, ndim: int, field: str) -> RectilinearChunkGrid:
+    config = {"kind": "inline", "chunk_shapes": [c if isinstance(c, int) else list(c) for c in chunks]}
+    try:
+        return RectilinearChunkGrid.from_json({"name": "rectilinear", "configuration": config}, ndim)
+    except MetadataError as exc:
+        raise MetadataError(f"{field}: {exc}") from exc
+
+
+def _validated_grid(
+    grid: RegularChunkGrid | RectilinearChunkGrid, ndim: int
+) -> RegularChunkGrid | RectilinearChunkGrid:
+    if isinstance(grid, RegularChunkGrid):
+        return RegularChunkGrid.from_json(grid.to_json(), ndim)
+    return grid
+
+
 def build_v3_metadata(
     *,
     shape: Any,
@@ -87,22 +108,30 @@ def build_v3_metadata(
 ) -> ArrayMetadata:
     shape_t = _shape_tuple(shape, "shape")
     data_type = DataType.from_numpy(dtype)
-    chunk_shape = shape_t if chunks is None else _shape_tuple(chunks, "chunks")
-    if chunks is None:
-        chunk_shape = tuple(max(s, 1) for s in shape_t)
+    if shards is None and _is_rectilinear(chunks):
+        grid: RegularChunkGrid | RectilinearChunkGrid = _rectilinear(chunks, len(shape_t), "chunks")
+        chunk_shape = grid.chunk_shape
+    else:
+        chunk_shape = tuple(max(s, 1) for s in shape_t) if chunks is None else _shape_tuple(chunks, "chunks")
+        grid = RegularChunkGrid(chunk_shape)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     chain = build_codec_chain(data_type, len(shape_t), codecs, compressor, filters, order)
-    grid_shape = chunk_shape
     if shards is not None:
-        shard_shape = _shape_tuple(shards, "shards")
-        if len(shard_shape) != len(shape_t):
-            raise MetadataError(f"shards: must have {len(shape_t)} entries, got {len(shard_shape)}")
-        if any(s % c for s, c in zip(shard_shape, chunk_shape, strict=True)):
-            raise MetadataError(
-                f"shards: shard shape {list(shard_shape)} must be a multiple of chunks "
-                f"{list(chunk_shape)}"
-            )
+        if _is_rectilinear(shards):
+            grid = _rectilinear(shards, len(shape_t), "shards")
+        else:
+            grid = RegularChunkGrid(_shape_tuple(shards, "shards"))
+        per_axis = [
+            [s] if isinstance(s, int) else list(s) for s in getattr(grid, "chunk_shapes", grid.chunk_shape)
+        ]
+        if len(per_axis) != len(shape_t):
+            raise MetadataError(f"shards: must have {len(shape_t)} entries, got {len(per_axis)}")
+        for axis, (sizes, c) in enumerate(zip(per_axis, chunk_shape, strict=True)):
+            if any(n % c for n in sizes):
+                raise MetadataError(
+                    f"shards: shard extents {sizes} on axis {axis} must be multiples of the chunk size {c}"
+                )
         chain = [
             {
                 "name": "sharding_indexed",
@@ -117,7 +146,6 @@ def build_v3_metadata(
                 },
             }
         ]
-        grid_shape = shard_shape
     if isinstance(chunk_key_encoding, str):
         cke = ChunkKeyEncoding(chunk_key_encoding, dimension_separator or ("/" if chunk_key_encoding == "default" else "."))
     elif isinstance(chunk_key_encoding, dict):
@@ -130,9 +158,7 @@ def build_v3_metadata(
     return ArrayMetadata(
         shape=shape_t,
         data_type=data_type,
-        chunk_grid=RegularChunkGrid.from_json(
-            {"name": "regular", "configuration": {"chunk_shape": list(grid_shape)}}, len(shape_t)
-        ),
+        chunk_grid=_validated_grid(grid, len(shape_t)),
         fill_value=data_type.fill_value_from_python(fill_value),
         codecs=tuple(chain),
         chunk_key_encoding=cke,

@@ -1,16 +1,20 @@
 """How an array's chunks are stored: the bridge from metadata to the read/write engines.
 
 The engines plan selections over the *planning grid* and decode *planning chunks* with
-``chunk_pipeline``. For an unsharded array those are the array's chunks. For an array whose
-chain is ``[sharding_indexed]`` (optionally preceded by nothing and followed by nothing) the
-planning grid is the grid of *inner* chunks, so that a selection reads only the inner chunks it
-touches; ``shard_of`` maps an inner chunk to its shard key and its position in the shard. Any
-other chain that contains sharding is handled as whole shards through the generic path.
+``pipeline_at(coords)``. For an unsharded array those are the array's chunks. For an array whose
+chain is just ``[sharding_indexed]`` the planning grid is the grid of *inner* chunks, so that a
+selection reads only the inner chunks it touches; ``shard_of`` maps an inner chunk to its shard
+and its position in the shard. Any other chain that contains sharding is handled as whole shards
+through the generic path.
+
+Chunk grids may be regular or rectilinear: chunk (and shard) shapes can vary with position, so
+codec pipelines are prepared once per distinct shape and cached.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,53 +22,137 @@ import numpy as np
 from ..codecs.base import ChunkSpec
 from ..codecs.pipeline import CodecPipeline
 from ..codecs.sharding import ShardingCodec
-from ..spec.chunk_grid import DimensionGrid, RegularChunkGrid
+from ..errors import MetadataError
+from ..spec.chunk_grid import DimensionGrid
+from ..spec.rectilinear import VariableDimensionGrid
 from ..spec.v2 import ArrayMetadataV2
 from ..spec.v3 import ArrayMetadata
 
+AnyDimension = DimensionGrid | VariableDimensionGrid
 
-@dataclass(frozen=True, eq=False)
+
+def _is_fast_sharded(pipeline: CodecPipeline) -> bool:
+    a2b = pipeline.array_to_bytes[0]
+    return isinstance(a2b, ShardingCodec) and not pipeline.array_to_array and not pipeline.bytes_to_bytes
+
+
+@dataclass(eq=False)
 class StorageLayout:
     metadata: ArrayMetadata | ArrayMetadataV2
     prefix: str
     pipeline: CodecPipeline
-    chunk_pipeline: CodecPipeline
     sharding: ShardingCodec | None
+    _pipelines: dict[tuple[int, ...], CodecPipeline] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _dims_cache: dict[tuple[int, ...], Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_metadata(cls, metadata: ArrayMetadata | ArrayMetadataV2, prefix: str = "") -> StorageLayout:
-        spec = ChunkSpec(metadata.chunk_shape, metadata.dtype, metadata.fill_value)
-        pipeline = CodecPipeline.from_codecs(metadata.codecs, spec)
-        a2b = pipeline.array_to_bytes[0]
-        if isinstance(a2b, ShardingCodec) and not pipeline.array_to_array and not pipeline.bytes_to_bytes:
-            assert a2b.inner is not None
-            return cls(metadata, prefix, pipeline, a2b.inner, a2b)
-        return cls(metadata, prefix, pipeline, pipeline, None)
+        pipeline = CodecPipeline.from_codecs(metadata.codecs, cls._spec(metadata, metadata.chunk_shape))
+        sharding = pipeline.array_to_bytes[0] if _is_fast_sharded(pipeline) else None
+        assert sharding is None or isinstance(sharding, ShardingCodec)
+        layout = cls(metadata, prefix, pipeline, sharding)
+        layout._pipelines[metadata.chunk_shape] = pipeline
+        if sharding is not None:
+            layout._check_shard_extents(sharding.chunk_shape)
+        return layout
+
+    def _check_shard_extents(self, inner: tuple[int, ...]) -> None:
+        grid = self.metadata.chunk_grid
+        for axis, sizes in enumerate(getattr(grid, "chunk_shapes", ())):
+            listed = [sizes] if isinstance(sizes, int) else sizes
+            bad = [n for n in listed if n % inner[axis]]
+            if bad:
+                raise MetadataError(
+                    f"chunk_grid.configuration.chunk_shapes[{axis}]: shard extent {bad[0]} is not a "
+                    f"multiple of the inner chunk size {inner[axis]}"
+                )
+
+    def _stored_dims(self) -> tuple[AnyDimension, ...]:
+        dims = self._dims_cache.get(self.metadata.shape)
+        if dims is None:
+            dims = self.metadata.chunk_grid.dimensions(self.metadata.shape)
+            self._dims_cache = {self.metadata.shape: dims}
+        return dims
+
+    @staticmethod
+    def _spec(metadata: ArrayMetadata | ArrayMetadataV2, shape: tuple[int, ...]) -> ChunkSpec:
+        return ChunkSpec(shape, metadata.dtype, metadata.fill_value)
+
+    def stored_pipeline(self, shape: tuple[int, ...]) -> CodecPipeline:
+        """The full chain prepared for a stored chunk (or shard) of ``shape``."""
+        pipeline = self._pipelines.get(shape)
+        if pipeline is None:
+            pipeline = CodecPipeline.from_codecs(self.metadata.codecs, self._spec(self.metadata, shape))
+            with self._lock:
+                self._pipelines[shape] = pipeline
+        return pipeline
+
+    # -- the planning grid -----------------------------------------------------------------------
+
+    @property
+    def chunk_pipeline(self) -> CodecPipeline:
+        """The pipeline of the largest planning chunk (all of them, on a regular grid)."""
+        if self.sharding is not None:
+            assert self.sharding.inner is not None
+            return self.sharding.inner
+        return self.pipeline
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:
-        """Shape of a planning chunk (the inner chunk when sharded)."""
         return self.chunk_pipeline.spec.shape
 
-    @property
-    def grid(self) -> RegularChunkGrid:
-        return RegularChunkGrid(self.chunk_shape)
+    def stored_shape_at(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """Shape of the stored object (chunk, or shard when sharded) at grid ``coords``."""
+        return self.metadata.chunk_grid.chunk_shape_at(coords)
 
-    def dimensions(self, shape: tuple[int, ...] | None = None) -> tuple[DimensionGrid, ...]:
-        return self.grid.dimensions(self.metadata.shape if shape is None else shape)
+    def pipeline_at(self, coords: tuple[int, ...]) -> CodecPipeline:
+        """Pipeline of the planning chunk at ``coords``."""
+        if self.sharding is not None:
+            return self.chunk_pipeline
+        return self.stored_pipeline(self.stored_shape_at(coords))
+
+    def chunk_shape_at(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        return self.pipeline_at(coords).spec.shape
+
+    def fill_chunk(self, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        spec = self.pipeline_at(coords).spec
+        return np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
+
+    def dimensions(self, shape: tuple[int, ...] | None = None) -> tuple[AnyDimension, ...]:
+        """The planning grid's axes for an array of ``shape`` (default: the array's)."""
+        shape = self.metadata.shape if shape is None else shape
+        stored = self.metadata.chunk_grid.dimensions(shape)
+        if self.sharding is None:
+            return stored
+        # Every shard extent is a multiple of the inner chunk shape (checked when the layout is
+        # built), so inner chunks form a regular grid even when the shard grid is rectilinear.
+        return tuple(DimensionGrid(d.size, c) for d, c in zip(stored, self.sharding.chunk_shape, strict=True))
+
+    # -- shards ----------------------------------------------------------------------------------
 
     def key(self, stored_coords: tuple[int, ...]) -> str:
         """Store key of a stored object (a chunk, or a shard when sharded)."""
         return self.prefix + self.metadata.chunk_key(stored_coords)
 
+    def sharding_at(self, shard: tuple[int, ...]) -> ShardingCodec:
+        codec = self.stored_pipeline(self.stored_shape_at(shard)).array_to_bytes[0]
+        assert isinstance(codec, ShardingCodec)
+        return codec
+
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         """(shard coordinates, C-order position in the shard) of an inner chunk."""
         assert self.sharding is not None
-        per = self.sharding.chunks_per_shard
-        shard = tuple(c // p for c, p in zip(coords, per, strict=True))
-        within = tuple(c % p for c, p in zip(coords, per, strict=True))
-        return shard, int(np.ravel_multi_index(within, per)) if per else 0
-
-    def fill_chunk(self) -> np.ndarray[Any, Any]:
-        spec = self.chunk_pipeline.spec
-        return np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
+        inner = self.sharding.chunk_shape
+        shard: list[int] = []
+        within: list[int] = []
+        per: list[int] = []
+        for c, dim, n in zip(coords, self._stored_dims(), inner, strict=True):
+            start = c * n
+            s = int(dim.chunk_of(start))
+            shard.append(s)
+            within.append((start - int(dim.chunk_start(s))) // n)
+            per.append(dim.chunk_extent(s) // n)
+        if not per:
+            return (), 0
+        return tuple(shard), int(np.ravel_multi_index(tuple(within), tuple(per)))

@@ -38,9 +38,12 @@ def _store_chunk_into(
     if raw is None:
         out[p.out_selection] = layout.metadata.fill_value
         return
-    pipeline = layout.chunk_pipeline
+    pipeline = layout.pipeline_at(p.chunk_coords)
     direct = _is_direct(out, p, pipeline.spec.shape)
-    pipeline.decode_into(raw, key, out, p.out_selection, p.chunk_selection, direct)
+    # A trailing Ellipsis makes ``out[selection]`` a view even for a 0-d ``out`` (where ``out[()]``
+    # is a scalar copy, and decoding into it would be lost).
+    out_selection = (*p.out_selection, Ellipsis) if direct else p.out_selection
+    pipeline.decode_into(raw, key, out, out_selection, p.chunk_selection, direct)
 
 
 def read_plan(layout: StorageLayout, store: Store, plan: ReadPlan, out: np.ndarray[Any, Any]) -> None:
@@ -67,7 +70,6 @@ def _read_sharded(
     layout: StorageLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
 ) -> None:
     assert layout.sharding is not None
-    shard_layout = layout.sharding.layout
     by_shard: dict[tuple[int, ...], list[tuple[int, ChunkProjection]]] = defaultdict(list)
     for p in projections:
         shard, position = layout.shard_of(p.chunk_coords)
@@ -78,6 +80,7 @@ def _read_sharded(
     def fetch(item: tuple[tuple[int, ...], list[tuple[int, ChunkProjection]]]) -> list[Any]:
         shard, wanted = item
         key = layout.key(shard)
+        shard_layout = layout.sharding_at(shard).layout
         index = read_shard_index(store, key, shard_layout)
         if index is None:
             return [(None, key, p) for _, p in wanted]

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs.sharding import ShardingCodec
 from ..plan.selection import ChunkProjection, ReadPlan
 from ..spec.dtypes import fill_value_bytes_equal
 from ..store.base import Buffer, Store
@@ -38,18 +39,18 @@ def _new_chunk(
     layout: StorageLayout, p: ChunkProjection, value: np.ndarray[Any, Any], old: np.ndarray[Any, Any] | None
 ) -> np.ndarray[Any, Any]:
     """The chunk after writing ``value[p.out_selection]`` into it (``old`` = its old content)."""
-    shape = layout.chunk_shape
+    shape = layout.chunk_shape_at(p.chunk_coords)
     if _covers_whole_chunk(p, shape):
         return np.ascontiguousarray(value[p.out_selection]).reshape(shape)
-    chunk = layout.fill_chunk() if old is None else np.array(old, order="C")
+    chunk = layout.fill_chunk(p.chunk_coords) if old is None else np.array(old, order="C")
     chunk[p.chunk_selection] = value[p.out_selection]
     return chunk
 
 
-def _encode_or_none(layout: StorageLayout, chunk: np.ndarray[Any, Any]) -> Buffer | None:
+def _encode_or_none(layout: StorageLayout, coords: tuple[int, ...], chunk: np.ndarray[Any, Any]) -> Buffer | None:
     if fill_value_bytes_equal(chunk, layout.metadata.fill_value):
         return None
-    return layout.chunk_pipeline.encode(chunk)
+    return layout.pipeline_at(coords).encode(chunk)
 
 
 def write_plan(layout: StorageLayout, store: Store, plan: ReadPlan, value: np.ndarray[Any, Any]) -> None:
@@ -70,8 +71,8 @@ def _write_chunks(
         old = None
         if not p.is_complete:
             raw = store.get(key)
-            old = None if raw is None else layout.chunk_pipeline.decode(raw, key)
-        encoded = _encode_or_none(layout, _new_chunk(layout, p, value, old))
+            old = None if raw is None else layout.pipeline_at(p.chunk_coords).decode(raw, key)
+        encoded = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
         if encoded is None:
             store.erase(key)
         else:
@@ -83,42 +84,45 @@ def _write_chunks(
 @dataclass
 class _ShardWrite:
     key: str
+    codec: ShardingCodec
     parts: list[Buffer | None]
-    edits: list[tuple[int, np.ndarray[Any, Any]]] = field(default_factory=list)
-    existed: bool = False
+    edits: list[tuple[int, ChunkProjection, np.ndarray[Any, Any]]] = field(default_factory=list)
+
+
+def _inner_chunks_in_bounds(layout: StorageLayout, shard: tuple[int, ...], codec: ShardingCodec) -> int:
+    """How many of a shard's inner chunks intersect the array."""
+    n = 1
+    for dim, s, inner, per in zip(
+        layout.metadata.chunk_grid.dimensions(layout.metadata.shape),
+        shard,
+        codec.chunk_shape,
+        codec.chunks_per_shard,
+        strict=True,
+    ):
+        start = int(dim.chunk_start(s))
+        n *= max(0, min(per, -(-(dim.size - start) // inner)))
+    return n
 
 
 def _write_sharded(
     layout: StorageLayout, store: Store, projections: list[ChunkProjection], value: np.ndarray[Any, Any]
 ) -> None:
-    sharding = layout.sharding
-    assert sharding is not None
-    shard_layout = sharding.layout
-    inner_grid = tuple(d.nchunks for d in layout.dimensions())
     by_shard: dict[tuple[int, ...], list[tuple[int, ChunkProjection]]] = defaultdict(list)
     for p in projections:
         shard, position = layout.shard_of(p.chunk_coords)
         by_shard[shard].append((position, p))
 
-    def inner_positions_in_bounds(shard: tuple[int, ...]) -> int:
-        """How many of the shard's inner chunks intersect the array."""
-        n = 1
-        for s, per, total in zip(shard, sharding.chunks_per_shard, inner_grid, strict=True):
-            n *= max(0, min(per, total - s * per))
-        return n
-
     def gather(item: tuple[tuple[int, ...], list[tuple[int, ChunkProjection]]]) -> _ShardWrite:
         shard, touched = item
         key = layout.key(shard)
-        work = _ShardWrite(key, [None] * shard_layout.n_inner)
-        all_complete = all(p.is_complete for _, p in touched)
-        old_shard = None
-        old_view = memoryview(b"")
-        index = None
-        if not (all_complete and len(touched) == inner_positions_in_bounds(shard)):
-            old_shard = store.get(key)
+        codec = layout.sharding_at(shard)
+        shard_layout = codec.layout
+        work = _ShardWrite(key, codec, [None] * shard_layout.n_inner)
+        rewrites_everything = all(p.is_complete for _, p in touched) and len(touched) == _inner_chunks_in_bounds(
+            layout, shard, codec
+        )
+        old_shard = None if rewrites_everything else store.get(key)
         if old_shard is not None:
-            work.existed = True
             index = shard_layout.index_from_shard(old_shard, key)
             old_view = memoryview(old_shard).cast("B")
             for i in range(shard_layout.n_inner):
@@ -127,17 +131,18 @@ def _write_sharded(
                     work.parts[i] = old_view[start : start + int(index.nbytes[i])]
         for i, p in touched:
             old = None
-            if not p.is_complete and work.parts[i] is not None:
-                old = layout.chunk_pipeline.decode(work.parts[i], f"{key} (inner chunk {i})")
-            work.edits.append((i, _new_chunk(layout, p, value, old)))
+            part = work.parts[i]
+            if not p.is_complete and part is not None:
+                old = layout.pipeline_at(p.chunk_coords).decode(part, f"{key} (inner chunk {i})")
+            work.edits.append((i, p, _new_chunk(layout, p, value, old)))
         return work
 
     shard_writes = run_tasks(gather, list(by_shard.items()))
-    edits = [(w, i, chunk) for w in shard_writes for i, chunk in w.edits]
+    edits = [(w, i, p, chunk) for w in shard_writes for i, p, chunk in w.edits]
 
-    def encode(edit: tuple[_ShardWrite, int, np.ndarray[Any, Any]]) -> None:
-        w, i, chunk = edit
-        w.parts[i] = _encode_or_none(layout, chunk)
+    def encode(edit: tuple[_ShardWrite, int, ChunkProjection, np.ndarray[Any, Any]]) -> None:
+        w, i, p, chunk = edit
+        w.parts[i] = _encode_or_none(layout, p.chunk_coords, chunk)
 
     run_tasks(encode, edits)
 
@@ -145,6 +150,6 @@ def _write_sharded(
         if all(part is None for part in w.parts):
             store.erase(w.key)
         else:
-            store.set(w.key, sharding.assemble(w.parts))
+            store.set(w.key, w.codec.assemble(w.parts))
 
     run_tasks(assemble, shard_writes)

@@ -66,7 +66,7 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
     last_chunk = int(dim.chunk_of(last))
     chunks = np.arange(first_chunk, last_chunk + 1, dtype=np.int64)
     chunk_starts = np.asarray(dim.chunk_start(chunks), dtype=np.int64)
-    chunk_ends = np.minimum(np.append(chunk_starts[1:], dim.size), dim.size)
+    chunk_ends = np.minimum(np.asarray(dim.chunk_start(chunks + 1), dtype=np.int64), dim.size)
     # First selected index at or after each chunk's start.
     offset = np.maximum(chunk_starts - start, 0)
     firsts = start + -(-offset // step) * step

@@ -13,6 +13,7 @@ from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import DataType
 from .json_util import expect_dict, expect_int_list, split_name_configuration
+from .rectilinear import RectilinearChunkGrid
 
 ZARR_JSON = "zarr.json"
 
@@ -29,6 +30,14 @@ _ARRAY_FIELDS = {
     "dimension_names",
     "storage_transformers",
 }
+
+
+def parse_chunk_grid(value: Any, ndim: int) -> RegularChunkGrid | RectilinearChunkGrid:
+    """A ``chunk_grid`` object: ``regular``, or the ``rectilinear`` extension (ZEP 3)."""
+    name, _config = split_name_configuration(value, "chunk_grid")
+    if name == "rectilinear":
+        return RectilinearChunkGrid.from_json(value, ndim)
+    return RegularChunkGrid.from_json(value, ndim)
 
 
 def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:
@@ -49,7 +58,7 @@ class ArrayMetadata:
 
     shape: tuple[int, ...]
     data_type: DataType
-    chunk_grid: RegularChunkGrid
+    chunk_grid: RegularChunkGrid | RectilinearChunkGrid
     fill_value: np.generic
     codecs: tuple[dict[str, Any], ...]
     chunk_key_encoding: ChunkKeyEncoding = field(default_factory=ChunkKeyEncoding)
@@ -61,6 +70,8 @@ class ArrayMetadata:
     def __post_init__(self) -> None:
         if any(s < 0 for s in self.shape):
             raise MetadataError(f"shape: entries must be >= 0, got {list(self.shape)}")
+        if isinstance(self.chunk_grid, RectilinearChunkGrid):
+            self.chunk_grid.validate_shape(self.shape)
         if self.dimension_names is not None and len(self.dimension_names) != len(self.shape):
             raise MetadataError(
                 f"dimension_names: must have {len(self.shape)} entries, "
@@ -110,7 +121,9 @@ class ArrayMetadata:
                 raise MetadataError(f"{required}: required field is missing")
         shape = tuple(expect_int_list(doc["shape"], "shape"))
         data_type = DataType.from_json(doc["data_type"])
-        chunk_grid = RegularChunkGrid.from_json(doc["chunk_grid"], len(shape))
+        chunk_grid = parse_chunk_grid(doc["chunk_grid"], len(shape))
+        if isinstance(chunk_grid, RectilinearChunkGrid):
+            chunk_grid.validate_shape(shape)
         cke = ChunkKeyEncoding.from_json(doc["chunk_key_encoding"])
         fill_value = data_type.fill_value_from_json(doc["fill_value"])
         raw_codecs = doc["codecs"]

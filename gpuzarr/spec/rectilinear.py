@@ -1,0 +1,161 @@
+"""Rectilinear chunk grids (ZEP 3, published as the zarr-extensions ``rectilinear`` grid).
+
+``{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [...]}}`` where each
+axis is an integer (a regular chunk size), or a list whose entries are chunk sizes or
+``[size, count]`` run-length pairs::
+
+    "chunk_shapes": [[5, 5, 5, 15, 15, 20, 35], 10]      # axis 0: 7 chunks, axis 1: regular 10
+    "chunk_shapes": [[[10, 4], 3], [[2, 50]]]            # axis 0: 10,10,10,10,3; axis 1: 2 x 50
+
+The sizes along an axis must add up to at least the array's extent on that axis. Each chunk is
+stored with exactly its listed extent (unlike a regular grid, no padding past the array edge
+except in a final chunk that reaches past it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError
+from .chunk_grid import DimensionGrid
+from .json_util import expect_dict, split_name_configuration
+
+
+@dataclass(frozen=True, eq=False)
+class VariableDimensionGrid:
+    """One axis cut into chunks of listed sizes: same interface as DimensionGrid."""
+
+    size: int
+    boundaries: np.ndarray[Any, np.dtype[np.int64]]  # chunk starts, plus the end of the last chunk
+
+    @property
+    def nchunks(self) -> int:
+        return int(np.searchsorted(self.boundaries, self.size, side="left")) if self.size else 0
+
+    def chunk_of(self, index: Any) -> Any:
+        found = np.searchsorted(self.boundaries, index, side="right") - 1
+        return int(found) if np.ndim(found) == 0 else found
+
+    def chunk_start(self, chunk: Any) -> Any:
+        if np.ndim(chunk) == 0:
+            return int(self.boundaries[int(chunk)])
+        return self.boundaries[np.asarray(chunk)]
+
+    def chunk_extent(self, chunk: int) -> int:
+        return int(self.boundaries[chunk + 1] - self.boundaries[chunk])
+
+    def chunk_valid(self, chunk: int) -> int:
+        return int(min(self.boundaries[chunk + 1], self.size) - self.boundaries[chunk])
+
+
+AxisChunks = int | tuple[int, ...]
+
+
+def _expand_axis(value: Any, field: str) -> AxisChunks:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise MetadataError(f"{field}: chunk size must be positive, got {value}")
+        return value
+    if not isinstance(value, list):
+        raise MetadataError(f"{field}: expected an integer or a list of sizes, got {value!r}")
+    sizes: list[int] = []
+    for i, entry in enumerate(value):
+        if isinstance(entry, int) and not isinstance(entry, bool):
+            if entry <= 0:
+                raise MetadataError(f"{field}[{i}]: chunk size must be positive, got {entry}")
+            sizes.append(entry)
+        elif (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in entry)
+        ):
+            size, count = entry
+            if size <= 0 or count < 0:
+                raise MetadataError(f"{field}[{i}]: [size, count] needs size > 0 and count >= 0, got {entry}")
+            sizes.extend([size] * count)
+        else:
+            raise MetadataError(f"{field}[{i}]: expected a size or a [size, count] pair, got {entry!r}")
+    if not sizes:
+        raise MetadataError(f"{field}: needs at least one chunk size")
+    return tuple(sizes)
+
+
+def _compress_axis(sizes: AxisChunks) -> Any:
+    """Sizes -> the JSON form, with runs of equal sizes written as [size, count]."""
+    if isinstance(sizes, int):
+        return sizes
+    out: list[Any] = []
+    i = 0
+    while i < len(sizes):
+        j = i
+        while j < len(sizes) and sizes[j] == sizes[i]:
+            j += 1
+        out.append([sizes[i], j - i] if j - i > 1 else sizes[i])
+        i = j
+    return out
+
+
+@dataclass(frozen=True)
+class RectilinearChunkGrid:
+    chunk_shapes: tuple[AxisChunks, ...]
+
+    @classmethod
+    def from_json(cls, value: Any, ndim: int) -> RectilinearChunkGrid:
+        name, config = split_name_configuration(value, "chunk_grid")
+        if name != "rectilinear":
+            raise MetadataError(f"chunk_grid.name: expected 'rectilinear', got {name!r}")
+        config = expect_dict(config, "chunk_grid.configuration")
+        kind = config.get("kind", "inline")
+        if kind != "inline":
+            raise MetadataError(f"chunk_grid.configuration.kind: only 'inline' is supported, got {kind!r}")
+        shapes = config.get("chunk_shapes")
+        field = "chunk_grid.configuration.chunk_shapes"
+        if not isinstance(shapes, list):
+            raise MetadataError(f"{field}: expected a list, got {shapes!r}")
+        if len(shapes) != ndim:
+            raise MetadataError(f"{field}: must have {ndim} entries, got {len(shapes)}")
+        return cls(tuple(_expand_axis(s, f"{field}[{i}]") for i, s in enumerate(shapes)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": "rectilinear",
+            "configuration": {"kind": "inline", "chunk_shapes": [_compress_axis(s) for s in self.chunk_shapes]},
+        }
+
+    def validate_shape(self, shape: tuple[int, ...]) -> None:
+        for axis, (n, sizes) in enumerate(zip(shape, self.chunk_shapes, strict=True)):
+            if not isinstance(sizes, int) and sum(sizes) < n:
+                raise MetadataError(
+                    f"chunk_grid.configuration.chunk_shapes[{axis}]: chunk sizes add up to "
+                    f"{sum(sizes)}, less than the array's extent {n}"
+                )
+
+    def dimensions(self, shape: tuple[int, ...]) -> tuple[DimensionGrid | VariableDimensionGrid, ...]:
+        self.validate_shape(shape)
+        dims: list[DimensionGrid | VariableDimensionGrid] = []
+        for n, sizes in zip(shape, self.chunk_shapes, strict=True):
+            if isinstance(sizes, int):
+                dims.append(DimensionGrid(n, sizes))
+            else:
+                dims.append(VariableDimensionGrid(n, np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)))
+        return tuple(dims)
+
+    def grid_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(d.nchunks for d in self.dimensions(shape))
+
+    def chunk_shape_at(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(
+            s if isinstance(s, int) else s[c] for s, c in zip(self.chunk_shapes, coords, strict=True)
+        )
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        """The largest chunk along each axis (the shape buffers are sized for)."""
+        return tuple(s if isinstance(s, int) else max(s) for s in self.chunk_shapes)
+
+    @property
+    def is_regular(self) -> bool:
+        return all(isinstance(s, int) for s in self.chunk_shapes)
