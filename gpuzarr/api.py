@@ -47,7 +47,7 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     store: StoreLike,
     *,
     path: str = "",
-    mode: Mode = "a",
+    mode: Mode | None = None,
     device: str = "auto",
     **create_kwargs: Any,
 ) -> Array | Group:
@@ -56,18 +56,33 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     ``mode`` has zarr-python's meanings: "r" read only; "r+" read/write, must exist; "a"
     read/write, created if missing (only when ``shape`` is given); "w" create, replacing what
     exists; "w-" create, failing if something exists. Keyword arguments other than these are
-    passed to :func:`create` when an array is created.
+    passed to :func:`create` when an array is created; "w" and "w-" without ``shape`` create a
+    group, as zarr-python does. ``mode`` defaults to "a".
+
+    A TensorStore spec (a dict whose ``driver`` is "zarr3", "zarr2" or "zarr") is opened by
+    :func:`gpuzarr.tensorstore_open.open_spec`: its open/create/delete_existing flags decide,
+    ``mode`` (if given) must agree with them, and keyword arguments are spec options.
     """
+    if isinstance(store, dict) and store.get("driver") in ("zarr3", "zarr2", "zarr"):
+        from .tensorstore_open import open_spec
+
+        return open_spec(store, mode=mode, device=device, path=path or None, **create_kwargs)  # type: ignore[no-any-return]
+    mode = "a" if mode is None else mode
     _check_mode(mode)
     s, base = make_store(store, read_only=(mode == "r"))
     full = _join(base, path)
+    if mode in ("w", "w-") and "shape" not in create_kwargs:
+        return create_group(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
     if mode in ("w", "w-") or (mode == "a" and not node_exists(s, full) and "shape" in create_kwargs):
         return create(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
     return open_node(s, full, device=device)
 
 
-def open_array(store: StoreLike, *, path: str = "", mode: Mode = "a", device: str = "auto", **kwargs: Any) -> Array:
+def open_array(store: StoreLike, *, path: str = "", mode: Mode | None = None, device: str = "auto", **kwargs: Any) -> Array:
     """Like :func:`open`, for an array (raises ArrayNotFoundError for a group or nothing)."""
+    if mode in ("w", "w-") and "shape" not in kwargs:
+        # Checked first: open() would replace the node with a group before failing.
+        raise TypeError(f"open_array: mode {mode!r} creates an array and needs shape and dtype")
     try:
         node = open(store, path=path, mode=mode, device=device, **kwargs)
     except NodeNotFoundError as exc:

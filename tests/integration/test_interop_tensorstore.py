@@ -1,0 +1,103 @@
+"""gpuzarr and TensorStore (zarr3 driver) read each other's arrays identically (both directions).
+
+The matrix is in interop_cases.py; TensorStore refuses bytes->bytes codecs after
+sharding_indexed, so the one case that has them is left out here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+
+from .interop_cases import (
+    TENSORSTORE_CASES,
+    Case,
+    assert_fill,
+    assert_same,
+    codec_names,
+    numpy_select,
+    select,
+    stored_keys,
+    stored_metadata,
+    write_gpuzarr,
+    write_tensorstore,
+)
+
+ts = pytest.importorskip("tensorstore")
+
+
+def _open_tensorstore(path: Path) -> Any:
+    return ts.open(
+        {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path) + "/"}}, open=True
+    ).result()
+
+
+def _read(t: Any, kind: str, sel: Any) -> np.ndarray[Any, Any]:
+    if kind == "basic":
+        return np.asarray(t[sel].read().result())
+    if kind == "oindex":
+        return np.asarray(t.oindex[sel].read().result())
+    return np.asarray(t.vindex[sel].read().result())
+
+
+@pytest.mark.parametrize("case", TENSORSTORE_CASES, ids=lambda c: c.id)
+def test_gpuzarr_reads_tensorstore(case: Case, tmp_path: Path) -> None:
+    path = tmp_path / "ts.zarr"
+    write_tensorstore(case, path)
+    expected = case.expected()
+    a = gpuzarr.open(str(path), mode="r")
+    assert isinstance(a, gpuzarr.Array)
+    assert a.shape == case.shape
+    assert a.dtype == case.np_dtype
+    assert (a.chunks, a.shards) == case.chunks_and_shards()
+    assert_fill(a.fill_value, case.fill_scalar())
+    assert dict(a.attrs) == case.attributes
+    if case.dimension_names is not None and any(case.dimension_names):
+        assert a.dimension_names == tuple(case.dimension_names)
+    else:  # TensorStore leaves out dimension_names that are all null
+        assert a.dimension_names in (None, (None,) * len(case.shape))
+    assert_same(a[...], expected, bits=True)
+    for kind, sel in case.selections():
+        assert_same(select(a, kind, sel), numpy_select(expected, kind, sel), bits=True)
+
+
+@pytest.mark.parametrize("case", TENSORSTORE_CASES, ids=lambda c: c.id)
+def test_tensorstore_reads_gpuzarr(case: Case, tmp_path: Path) -> None:
+    path = tmp_path / "gz.zarr"
+    write_gpuzarr(case, path)
+    expected = case.expected()
+    t = _open_tensorstore(path)
+    assert tuple(t.shape) == case.shape
+    assert t.dtype.numpy_dtype == case.np_dtype
+    if case.dimension_names is not None:
+        assert list(t.domain.labels) == [n or "" for n in case.dimension_names]
+    metadata = t.spec().to_json()["metadata"]
+    assert metadata.get("attributes", {}) == case.attributes
+    assert codec_names(metadata["codecs"]) == codec_names(case.full_codecs)
+    assert_fill(np.asarray(t.fill_value), case.fill_scalar())
+    assert_same(t.read().result(), expected, bits=True)
+    for kind, sel in case.selections():
+        assert_same(_read(t, kind, sel), numpy_select(expected, kind, sel), bits=True)
+    # Both writers skip fill-valued chunks: the same objects are stored.
+    reference = tmp_path / "ts.zarr"
+    write_tensorstore(case, reference)
+    assert stored_keys(path) == stored_keys(reference)
+    assert stored_metadata(path)["fill_value"] == stored_metadata(reference)["fill_value"] or (
+        case.np_dtype.kind in "fc"
+    )
+
+
+def test_tensorstore_opens_gpuzarr_spec(tmp_path: Path) -> None:
+    """A gpuzarr array opened through a TensorStore-style spec dict is the same array."""
+    case = TENSORSTORE_CASES[0]
+    path = tmp_path / "gz.zarr"
+    write_gpuzarr(case, path)
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path) + "/"}}
+    t = ts.open(spec, open=True).result()
+    a = gpuzarr.open(spec["kvstore"], mode="r")
+    assert_same(a[...], np.asarray(t.read().result()))

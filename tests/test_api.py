@@ -1,0 +1,257 @@
+"""The public entry points: create/open and their modes, attributes, dimension names, read-only
+handling, devices, and what ``import gpuzarr`` loads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import ContainsNodeError, DeviceError, NodeNotFoundError, ReadOnlyError
+
+
+def _new(store: gpuzarr.Store | str, **kwargs: object) -> gpuzarr.Array:
+    kwargs.setdefault("shape", (6, 5))
+    kwargs.setdefault("dtype", "int32")
+    kwargs.setdefault("chunks", (4, 2))
+    return gpuzarr.create(store, **kwargs)  # type: ignore[arg-type]
+
+
+# -- create / overwrite ----------------------------------------------------------------------------
+
+
+def test_create_on_existing_node_raises(store: gpuzarr.Store) -> None:
+    a = _new(store)
+    a[...] = 1
+    with pytest.raises(ContainsNodeError):
+        _new(store)
+    with pytest.raises(FileExistsError):  # also the builtin
+        _new(store, shape=(3,), chunks=(3,))
+    np.testing.assert_array_equal(gpuzarr.open(store)[...], np.ones((6, 5)))
+
+
+def test_create_on_existing_group_raises(store: gpuzarr.Store) -> None:
+    gpuzarr.create_group(store)
+    with pytest.raises(ContainsNodeError):
+        _new(store)
+
+
+def test_overwrite_discards_old_data(store: gpuzarr.Store) -> None:
+    a = _new(store)
+    a[...] = 7
+    b = _new(store, overwrite=True, fill_value=-1)
+    np.testing.assert_array_equal(b[...], np.full((6, 5), -1))
+    assert [k for k in store.list_prefix("") if k != "zarr.json"] == []
+    c = _new(store, overwrite=True, shape=(10,), chunks=(3,), dtype="float32")
+    assert c.shape == (10,) and c.dtype == np.float32
+    np.testing.assert_array_equal(gpuzarr.open(store)[...], np.zeros(10, "float32"))
+
+
+def test_bad_codecs_leave_the_store_untouched(store: gpuzarr.Store) -> None:
+    with pytest.raises(gpuzarr.errors.MetadataError):
+        _new(store, codecs=[{"name": "bytes"}, {"name": "no-such-codec"}])
+    assert list(store.list_prefix("")) == []
+
+
+# -- attributes and dimension names ------------------------------------------------------------------
+
+
+def test_attrs_behave_like_a_dict_and_persist(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    a = _new(path, attributes={"units": "m"})
+    attrs = a.attrs
+    assert dict(attrs) == {"units": "m"} and len(attrs) == 1 and "units" in attrs
+    attrs["scale"] = [1, 2.5]
+    attrs.update({"nested": {"k": None}}, flag=True)
+    del attrs["units"]
+    assert attrs.get("units") is None
+    with pytest.raises(KeyError):
+        attrs["units"]
+    assert sorted(attrs) == ["flag", "nested", "scale"]
+    reopened = gpuzarr.open(path)
+    assert dict(reopened.attrs) == {"scale": [1, 2.5], "nested": {"k": None}, "flag": True}
+    assert json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())["attributes"] == dict(reopened.attrs)
+    reopened.attrs.put({"only": 1})
+    assert dict(gpuzarr.open(path).attrs) == {"only": 1}
+    with pytest.raises(ValueError):
+        reopened.attrs["bad"] = object()
+    with pytest.raises(ValueError):
+        reopened.attrs["nan"] = float("nan")
+    assert dict(gpuzarr.open(path).attrs) == {"only": 1}
+
+
+def test_attributes_must_be_json(store: gpuzarr.Store) -> None:
+    with pytest.raises(gpuzarr.errors.MetadataError):
+        _new(store, attributes={"x": object()})
+
+
+def test_group_attrs_persist(store: gpuzarr.Store) -> None:
+    g = gpuzarr.create_group(store, attributes={"a": 1})
+    g.attrs["b"] = 2
+    assert dict(gpuzarr.open_group(store).attrs) == {"a": 1, "b": 2}
+
+
+def test_dimension_names_stored(tmp_path: Path) -> None:
+    path = tmp_path / "a.zarr"
+    a = _new(str(path), dimension_names=["y", None])
+    assert a.dimension_names == ("y", None)
+    assert json.loads((path / "zarr.json").read_text())["dimension_names"] == ["y", None]
+    assert gpuzarr.open(str(path)).dimension_names == ("y", None)
+    b = _new(str(tmp_path / "b.zarr"))
+    assert b.dimension_names is None
+    assert "dimension_names" not in json.loads((tmp_path / "b.zarr" / "zarr.json").read_text())
+    with pytest.raises(ValueError):
+        _new(str(tmp_path / "c.zarr"), dimension_names=["only-one"])
+
+
+# -- modes -----------------------------------------------------------------------------------------
+
+
+def test_mode_r_refuses_every_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    _new(path)[...] = 3
+    a = gpuzarr.open(path, mode="r")
+    assert a.read_only
+    with pytest.raises(ReadOnlyError):
+        a[0, 0] = 1
+    with pytest.raises(ReadOnlyError):
+        a.oindex[[0], :] = 1
+    with pytest.raises(ReadOnlyError):
+        a.vindex[[0], [0]] = 1
+    with pytest.raises(PermissionError):
+        a.attrs["x"] = 1
+    with pytest.raises(ReadOnlyError):
+        a.resize((2, 2))
+    with pytest.raises(ReadOnlyError):
+        gpuzarr.open(path, mode="r").attrs.update(x=1)
+    np.testing.assert_array_equal(a[...], np.full((6, 5), 3))
+    assert a.shape == (6, 5) and dict(a.attrs) == {}
+    on_read_only_store = gpuzarr.open(gpuzarr.LocalStore(path, read_only=True), mode="r+")
+    with pytest.raises(ReadOnlyError):
+        on_read_only_store[0, 0] = 1
+
+
+def test_mode_r_on_a_read_only_view_leaves_the_callers_store_writable() -> None:
+    store = gpuzarr.MemoryStore()
+    _new(store)
+    gpuzarr.open(store, mode="r")
+    assert not store.read_only
+    _new(store, overwrite=True)
+
+
+def test_mode_r_and_r_plus_need_an_existing_node(tmp_path: Path) -> None:
+    for mode in ("r", "r+"):
+        with pytest.raises(NodeNotFoundError):
+            gpuzarr.open(str(tmp_path / f"missing-{mode}.zarr"), mode=mode)
+        with pytest.raises(FileNotFoundError):
+            gpuzarr.open(str(tmp_path / f"missing-{mode}.zarr"), mode=mode, shape=(2,), dtype="i1")
+
+
+def test_mode_r_plus_reads_and_writes(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    _new(path)
+    a = gpuzarr.open(path, mode="r+")
+    a[1, 1] = 5
+    a.attrs["k"] = "v"
+    b = gpuzarr.open(path, mode="r")
+    assert b[1, 1] == 5 and b.attrs["k"] == "v"
+
+
+def test_mode_a_opens_or_creates(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    a = gpuzarr.open(path, mode="a", shape=(4,), dtype="uint8", chunks=(2,))
+    a[...] = [1, 2, 3, 4]
+    again = gpuzarr.open(path, mode="a", shape=(9,), dtype="uint8", chunks=(3,))
+    assert again.shape == (4,)  # existing data is kept, not replaced
+    np.testing.assert_array_equal(again[...], [1, 2, 3, 4])
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open(str(tmp_path / "nothing.zarr"), mode="a")  # no shape: nothing to create
+
+
+def test_mode_w_replaces(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    _new(path)[...] = 9
+    a = gpuzarr.open(path, mode="w", shape=(3,), dtype="float64", chunks=(2,))
+    assert a.shape == (3,)
+    np.testing.assert_array_equal(gpuzarr.open(path)[...], np.zeros(3))
+    files = [p.name for p in (tmp_path / "a.zarr").rglob("*") if p.is_file()]
+    assert files == ["zarr.json"]
+
+
+def test_mode_w_minus_fails_if_it_exists(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    gpuzarr.open(path, mode="w-", shape=(3,), dtype="int8", chunks=(3,))[...] = 1
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.open(path, mode="w-", shape=(3,), dtype="int8", chunks=(3,))
+    np.testing.assert_array_equal(gpuzarr.open(path, mode="r")[...], [1, 1, 1])
+
+
+def test_unknown_mode(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="mode"):
+        gpuzarr.open(str(tmp_path / "a.zarr"), mode="x")  # type: ignore[arg-type]
+
+
+def test_open_group_modes(tmp_path: Path) -> None:
+    path = str(tmp_path / "g.zarr")
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open_group(path, mode="r")
+    g = gpuzarr.open_group(path, mode="a")
+    g.create_array("x", shape=(2,), dtype="i2", chunks=(2,))
+    assert list(gpuzarr.open_group(path, mode="r")) == ["x"]
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.open_group(path, mode="w-")
+    assert list(gpuzarr.open_group(path, mode="w")) == []
+
+
+# -- devices and imports ---------------------------------------------------------------------------
+
+
+def test_device_gpu_raises_and_auto_works(store: gpuzarr.Store) -> None:
+    with pytest.raises(DeviceError):
+        _new(store, device="gpu")
+    assert list(store.list_prefix("")) == []
+    a = _new(store, device="auto")
+    a[...] = 2
+    assert isinstance(a[...], np.ndarray)
+    for device in ("gpu", "cuda", "cuda:0"):
+        with pytest.raises(DeviceError):
+            gpuzarr.open(store, device=device)
+    with pytest.raises(DeviceError):
+        gpuzarr.open(store, device="tpu")
+    assert gpuzarr.open(store, device="cpu").device == "cpu"
+    assert isinstance(gpuzarr.open(store, device="auto")[...], np.ndarray)
+
+
+def test_import_loads_no_gpu_library() -> None:
+    code = (
+        "import sys, gpuzarr\n"
+        "a = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype='f4', chunks=(2,))\n"
+        "a[...] = 1; a[...]\n"
+        "bad = [m for m in ('cupy', 'kvikio', 'nvidia.nvcomp', 'nvidia') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+def test_import_starts_no_threads() -> None:
+    code = "import threading, gpuzarr\nassert threading.active_count() == 1, threading.enumerate()\n"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+def test_mode_w_without_shape_creates_a_group_like_zarr_python(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    _new(path)[...] = 1
+    g = gpuzarr.open(path, mode="w")
+    assert isinstance(g, gpuzarr.Group) and list(g) == []
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.open(path, mode="w-")
+    assert isinstance(gpuzarr.open(str(tmp_path / "new.zarr"), mode="w-"), gpuzarr.Group)
+    _new(path, overwrite=True)
+    with pytest.raises(TypeError):
+        gpuzarr.open_array(path, mode="w")
+    assert isinstance(gpuzarr.open(path), gpuzarr.Array)  # not replaced by the failed call
