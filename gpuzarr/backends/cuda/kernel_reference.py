@@ -1,0 +1,226 @@
+"""NumPy models of the CUDA kernels in ``kernels/*.cu``.
+
+Each function takes the arguments of its kernel launch in the same order, with two changes: a
+device array of pointers becomes a list of NumPy ``uint8`` buffers (``None`` for a null pointer),
+and output arguments are NumPy arrays written in place. The models say what a launch computes
+(element for element, byte for byte), so that the host-side preparation of a launch can be
+tested on machines without a GPU, and so that the GPU tests have something to compare against.
+They are written for clarity, not speed. This module never imports cupy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+MAX_NDIM = 8
+ITEMSIZES = (1, 2, 4, 8, 16)
+CRC32C_POLY = 0x82F63B78
+
+UInt8Array = npt.NDArray[np.uint8]
+Int64Array = npt.NDArray[np.int64]
+
+
+def _swap_groups(items: UInt8Array, swap_width: int) -> UInt8Array:
+    """Reverse every ``swap_width``-byte group along the last axis (bytes of one item)."""
+    itemsize = items.shape[-1]
+    if swap_width <= 1:
+        return items
+    if itemsize % swap_width:
+        raise ValueError(f"swap_width {swap_width} does not divide itemsize {itemsize}")
+    groups = items.reshape(*items.shape[:-1], itemsize // swap_width, swap_width)
+    return groups[..., ::-1].reshape(items.shape)
+
+
+def _item_view(
+    buffer: UInt8Array, base: int, shape: Sequence[int], strides: Sequence[int], itemsize: int
+) -> UInt8Array:
+    """A (*shape, itemsize) byte view of ``buffer``; NumPy rejects any view that leaves it."""
+    if base < 0:
+        raise ValueError(f"view starts at element {base}, before the buffer")
+    return np.ndarray(
+        shape=(*shape, itemsize),
+        dtype=np.uint8,
+        buffer=buffer,
+        offset=base * itemsize,
+        strides=(*(s * itemsize for s in strides), 1),
+    )
+
+
+def assemble_chunks(
+    out: UInt8Array,
+    out_strides: Int64Array,
+    sources: Sequence[UInt8Array | None],
+    src_strides: Int64Array,
+    src_offsets: Int64Array,
+    src_steps: Int64Array,
+    dst_offsets: Int64Array,
+    extents: Int64Array,
+    fill_value: UInt8Array,
+    nchunks: int,
+    ndim: int,
+    itemsize: int,
+    swap_width: int,
+) -> None:
+    """Model of ``assemble_chunks`` (kernels/assemble.cu).
+
+    For chunk ``c`` the region ``extents[c]`` of the output starting at ``dst_offsets[c]`` receives
+    the chunk's elements ``src_offsets[c] + r * src_steps[c]`` (``r`` the index in the region), read
+    with element strides ``src_strides[c]`` and byte-swapped in groups of ``swap_width`` bytes, or
+    ``fill_value`` where ``sources[c]`` is ``None``. ``out`` is the output's bytes (``uint8``,
+    base pointer first), the per-axis tables have 8 columns of which ``ndim`` are read.
+    """
+    if itemsize not in ITEMSIZES:
+        raise ValueError(f"itemsize must be one of {ITEMSIZES}, got {itemsize}")
+    if not 0 <= ndim <= MAX_NDIM:
+        raise ValueError(f"ndim must be in 0..{MAX_NDIM}, got {ndim}")
+    fill = np.asarray(fill_value, dtype=np.uint8)[:itemsize]
+    for c in range(nchunks):
+        shape = [int(e) for e in extents[c, :ndim]]
+        if 0 in shape:
+            continue
+        dst_base = int(np.dot(dst_offsets[c, :ndim], out_strides[:ndim]))
+        dst = _item_view(out, dst_base, shape, [int(s) for s in out_strides[:ndim]], itemsize)
+        source = sources[c]
+        if source is None:
+            dst[...] = fill
+            continue
+        src_base = int(np.dot(src_offsets[c, :ndim], src_strides[c, :ndim]))
+        steps = [int(a) * int(b) for a, b in zip(src_strides[c, :ndim], src_steps[c, :ndim])]
+        src = _item_view(source, src_base, shape, steps, itemsize)
+        dst[...] = _swap_groups(src, swap_width)
+
+
+def byteswap(src: UInt8Array, dst: UInt8Array, nitems: int, itemsize: int, swap_width: int) -> None:
+    """Model of ``byteswap`` (kernels/byteswap.cu); ``dst`` may be ``src`` (in place)."""
+    if itemsize not in (2, 4, 8, 16):
+        raise ValueError(f"itemsize must be 2, 4, 8 or 16, got {itemsize}")
+    nbytes = nitems * itemsize
+    items = np.array(src[:nbytes]).reshape(nitems, itemsize)
+    dst[:nbytes] = _swap_groups(items, swap_width).reshape(-1)
+
+
+def byte_unshuffle(
+    src: Sequence[UInt8Array],
+    dst: Sequence[UInt8Array],
+    nbytes: Int64Array,
+    typesizes: npt.NDArray[np.int32],
+    nblocks: int,
+) -> None:
+    """Model of ``byte_unshuffle`` (kernels/shuffle.cu): c-blosc1's unshuffle of each block."""
+    for b in range(nblocks):
+        size, typesize = int(nbytes[b]), max(int(typesizes[b]), 1)
+        n = size // typesize
+        s, d = src[b], dst[b]
+        d[: n * typesize] = s[: n * typesize].reshape(typesize, n).T.reshape(-1)
+        d[n * typesize : size] = s[n * typesize : size]
+
+
+def bit_unshuffle(
+    src: Sequence[UInt8Array],
+    dst: Sequence[UInt8Array],
+    nbytes: Int64Array,
+    typesizes: npt.NDArray[np.int32],
+    nblocks: int,
+    partial_rule: int,
+) -> None:
+    """Model of ``bit_unshuffle`` (kernels/shuffle.cu).
+
+    The bit-shuffled part of a block holds ``typesize * 8`` bit rows of ``m / 8`` bytes; row
+    ``j * 8 + b`` holds bit ``b`` of byte ``j`` of elements ``0 .. m - 1``, least significant bit
+    first. ``partial_rule`` 0 copies a block whose element count is not a multiple of 8 verbatim
+    (c-blosc1), 1 bit-un-shuffles its first ``n - n % 8`` elements (c-blosc2 frame formats >= 3).
+    """
+    for b in range(nblocks):
+        size, typesize = int(nbytes[b]), max(int(typesizes[b]), 1)
+        n = size // typesize
+        m = n - n % 8
+        if m != n and partial_rule == 0:
+            m = 0
+        s, d = src[b], dst[b]
+        shuffled = m * typesize
+        if m:
+            rows = s[:shuffled].reshape(typesize, 8, m // 8)
+            bits = np.unpackbits(rows, axis=-1, bitorder="little")  # [byte j, bit b, element i]
+            d[:shuffled] = np.packbits(bits.transpose(2, 0, 1), axis=-1, bitorder="little").reshape(-1)
+        d[shuffled:size] = s[shuffled:size]
+
+
+def _crc32c_table() -> npt.NDArray[np.uint32]:
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(CRC32C_POLY), table >> 1).astype(np.uint32)
+    return table
+
+
+def _multmodp(a: int, b: int) -> int:
+    """``a * b`` modulo the CRC-32C polynomial, reflected bit order (as in crc32c.cu)."""
+    m, p = 1 << 31, 0
+    while True:
+        if a & m:
+            p ^= b
+            if a & (m - 1) == 0:
+                return p
+        m >>= 1
+        b = (b >> 1) ^ CRC32C_POLY if b & 1 else b >> 1
+
+
+def _x8nmodp(nbytes: int) -> int:
+    """x^(8 * nbytes) modulo the polynomial."""
+    p, x2n = 1 << 31, 1 << 30  # x^0, then x^(2^k) for k = 0, 1, ...
+    for _ in range(3):
+        x2n = _multmodp(x2n, x2n)
+    while nbytes:
+        if nbytes & 1:
+            p = _multmodp(x2n, p)
+        nbytes >>= 1
+        x2n = _multmodp(x2n, x2n)
+    return p
+
+
+def crc32c_batch(
+    buffers: Sequence[UInt8Array],
+    sizes: Int64Array,
+    crcs: npt.NDArray[np.uint32],
+    nbuffers: int,
+    *,
+    block_threads: int = 256,
+) -> None:
+    """Model of ``crc32c_batch`` (kernels/crc32c.cu), including its split into ``block_threads``
+    segments per buffer and the merge of the segment CRCs, so the merge arithmetic is tested too.
+    """
+    table = _crc32c_table()
+    for b in range(nbuffers):
+        n = int(sizes[b])
+        data = buffers[b][:n]
+        seg = -(-n // block_threads)
+        seg = (seg + 7) & ~7
+        # All segments advance together, one byte per step (the kernel's slicing-by-8 gives the
+        # same register as eight single-byte steps).
+        padded = np.zeros(block_threads * seg, dtype=np.uint8)
+        padded[:n] = data
+        lanes = padded.reshape(block_threads, seg)
+        lengths = np.clip(n - np.arange(block_threads) * seg, 0, seg)
+        regs = np.zeros(block_threads, dtype=np.uint32)
+        for k in range(seg):
+            active = lengths > k
+            stepped = table[(regs ^ lanes[:, k]) & 0xFF] ^ (regs >> 8)
+            regs = np.where(active, stepped, regs).astype(np.uint32)
+        partial = [int(r) for r in regs]
+        width = 1
+        while width < block_threads:
+            for t in range(0, block_threads - width, 2 * width):
+                right = min((t + 2 * width) * seg, n) - min((t + width) * seg, n)
+                partial[t] = _multmodp(_x8nmodp(right), partial[t]) ^ partial[t + width]
+            width *= 2
+        init = _multmodp(_x8nmodp(n), 0xFFFFFFFF)
+        crcs[b] = partial[0] ^ init ^ 0xFFFFFFFF
+
+
+def as_uint8(buffer: Any) -> UInt8Array:
+    """A flat ``uint8`` view of a contiguous NumPy array (helper for callers of the models)."""
+    array = np.ascontiguousarray(buffer)
+    return array.reshape(-1).view(np.uint8)

@@ -1,0 +1,359 @@
+"""The CUDA kernels of ``kernels/*.cu``: lazy loading through ``cupy.RawModule`` and checked launches.
+
+Nothing here touches CUDA at import time. The first call that needs a kernel imports CuPy
+(raising an ImportError that names the ``gpu`` extra when it is missing) and compiles that
+kernel's source file with NVRTC through ``cupy.RawModule``; CuPy caches the compiled module per
+device and on disk.
+
+Every ``launch_*`` function checks sizes, offsets and alignment on the host first, with the pure
+NumPy ``check_*`` functions below, so that corrupt input becomes a ``ValueError`` and never an
+out-of-bounds device access. The launches are asynchronous on CuPy's current stream.
+``kernel_reference`` holds a NumPy model of each kernel with the same arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+MAX_NDIM = 8
+BLOCK_THREADS = 256
+MAX_GRID_Y = 65535
+MAX_GRID_X = 65535
+
+#: kernel family -> (source file in kernels/, extern "C" kernel names)
+KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "assemble": ("assemble.cu", ("assemble_chunks",)),
+    "byteswap": ("byteswap.cu", ("byteswap",)),
+    "shuffle": ("shuffle.cu", ("byte_unshuffle", "bit_unshuffle")),
+    "crc32c": ("crc32c.cu", ("crc32c_batch",)),
+}
+#: options given to NVRTC for every kernel file; the sources include no headers
+NVRTC_OPTIONS = ("--std=c++17",)
+
+GPU_EXTRA_HINT = 'install the gpu extra: pip install "gpuzarr[gpu]"'
+
+Int64Table = npt.NDArray[np.int64]
+
+
+def import_cupy() -> ModuleType:
+    """Import CuPy, or raise an ImportError that says which extra provides it."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise ImportError(
+            f"gpuzarr's GPU kernels need CuPy, which is not installed; {GPU_EXTRA_HINT}"
+        ) from exc
+    module: ModuleType = cupy
+    return module
+
+
+def kernel_source_dir() -> Path:
+    """The folder holding the ``.cu`` files: package data when installed, ``kernels/`` in a checkout."""
+    package_root = Path(__file__).resolve().parents[2]
+    for candidate in (package_root / "kernels", package_root.parent / "kernels"):
+        if (candidate / "assemble.cu").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"gpuzarr's CUDA kernel sources were not found in {package_root / 'kernels'} "
+        f"or {package_root.parent / 'kernels'}"
+    )
+
+
+def kernel_source(family: str) -> str:
+    """The CUDA C source of one kernel family (a key of ``KERNEL_FAMILIES``)."""
+    if family not in KERNEL_FAMILIES:
+        raise KeyError(f"unknown kernel family {family!r}; expected one of {sorted(KERNEL_FAMILIES)}")
+    return (kernel_source_dir() / KERNEL_FAMILIES[family][0]).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _raw_module(family: str) -> Any:
+    cupy = import_cupy()
+    return cupy.RawModule(code=kernel_source(family), options=NVRTC_OPTIONS, backend="nvrtc")
+
+
+def get_kernel(name: str) -> Any:
+    """The ``cupy.RawKernel`` called ``name`` (compiled on first use)."""
+    for family, (_, names) in KERNEL_FAMILIES.items():
+        if name in names:
+            return _raw_module(family).get_function(name)
+    raise KeyError(f"unknown kernel {name!r}")
+
+
+# --- host-side checks (pure NumPy) -------------------------------------------------------------
+
+
+def _table(name: str, values: Any, rows: int, ndim: int, pad: int) -> Int64Table:
+    """An int64 (rows, 8) table from a (rows, ndim) array-like, padded with ``pad``."""
+    array = np.asarray(values, dtype=np.int64)
+    if array.shape != (rows, ndim):
+        raise ValueError(f"{name}: expected shape {(rows, ndim)}, got {array.shape}")
+    table = np.full((rows, MAX_NDIM), pad, dtype=np.int64)
+    table[:, :ndim] = array
+    return table
+
+
+def _span(base: npt.NDArray[np.int64], extents: Int64Table, strides: Int64Table) -> tuple[Any, Any]:
+    """Lowest and highest element index touched by each row's strided region."""
+    reach = (extents - 1) * strides
+    low = base + np.where(reach < 0, reach, 0).sum(axis=1)
+    high = base + np.where(reach > 0, reach, 0).sum(axis=1)
+    return low, high
+
+
+def check_assemble(
+    out_nbytes: int,
+    out_strides: Sequence[int],
+    source_nbytes: Sequence[int | None],
+    src_strides: Any,
+    src_offsets: Any,
+    src_steps: Any,
+    dst_offsets: Any,
+    extents: Any,
+    itemsize: int,
+    swap_width: int,
+) -> tuple[Int64Table, ...]:
+    """Validate the geometry of an ``assemble_chunks`` launch; return the padded (n, 8) tables.
+
+    Raises ValueError when any element read or written would fall outside its buffer, when a
+    step or extent is negative, or when itemsize/swap_width are not supported. Returns
+    ``(out_strides[8], src_strides, src_offsets, src_steps, dst_offsets, extents)``.
+    """
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise ValueError(f"assemble: itemsize must be 1, 2, 4, 8 or 16, got {itemsize}")
+    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
+        raise ValueError(f"assemble: swap_width {swap_width} does not divide itemsize {itemsize}")
+    ndim = len(out_strides)
+    if ndim > MAX_NDIM:
+        raise ValueError(f"assemble: at most {MAX_NDIM} dimensions, got {ndim}")
+    n = len(source_nbytes)
+    out_table = _table("out_strides", [list(out_strides)], 1, ndim, 0)
+    strides = _table("src_strides", src_strides, n, ndim, 0)
+    offsets = _table("src_offsets", src_offsets, n, ndim, 0)
+    steps = _table("src_steps", src_steps, n, ndim, 1)
+    dst = _table("dst_offsets", dst_offsets, n, ndim, 0)
+    ext = _table("extents", extents, n, ndim, 1)
+    for name, table in (("src_offsets", offsets), ("dst_offsets", dst), ("extents", ext)):
+        if (table < 0).any():
+            raise ValueError(f"assemble: {name} must not be negative, got {table[:, :ndim].tolist()}")
+    if (steps < 1).any():
+        raise ValueError(f"assemble: src_steps must be >= 1, got {steps[:, :ndim].tolist()}")
+    live = ext.prod(axis=1) > 0
+    out_low, out_high = _span((dst * out_table).sum(axis=1), ext, np.broadcast_to(out_table, ext.shape))
+    bad = live & ((out_low < 0) | ((out_high + 1) * itemsize > out_nbytes))
+    if bad.any():
+        c = int(np.argmax(bad))
+        raise ValueError(
+            f"assemble: chunk {c} writes output elements {int(out_low[c])}..{int(out_high[c])}, "
+            f"outside the output of {out_nbytes // itemsize} elements"
+        )
+    src_low, src_high = _span((offsets * strides).sum(axis=1), ext, strides * steps)
+    for c, nbytes in enumerate(source_nbytes):
+        if nbytes is None or not live[c]:
+            continue
+        if src_low[c] < 0 or (src_high[c] + 1) * itemsize > nbytes:
+            raise ValueError(
+                f"assemble: chunk {c} reads elements {int(src_low[c])}..{int(src_high[c])}, "
+                f"outside its decoded buffer of {nbytes // itemsize} elements"
+            )
+    return out_table[0], strides, offsets, steps, dst, ext
+
+
+def check_blocks(
+    kernel: str, src_nbytes: Sequence[int], dst_nbytes: Sequence[int], nbytes: Any, typesizes: Any
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Validate the per-block arguments of ``byte_unshuffle``/``bit_unshuffle``."""
+    sizes = np.asarray(nbytes, dtype=np.int64).reshape(-1)
+    types = np.asarray(typesizes, dtype=np.int32).reshape(-1)
+    if not (len(src_nbytes) == len(dst_nbytes) == sizes.size == types.size):
+        raise ValueError(
+            f"{kernel}: got {len(src_nbytes)} sources, {len(dst_nbytes)} destinations, "
+            f"{sizes.size} sizes and {types.size} typesizes"
+        )
+    if ((types < 1) | (types > 255)).any():
+        raise ValueError(f"{kernel}: typesizes must be in 1..255, got {types.tolist()}")
+    for b, (size, s, d) in enumerate(zip(sizes.tolist(), src_nbytes, dst_nbytes)):
+        if size < 0 or size > s or size > d:
+            raise ValueError(
+                f"{kernel}: block {b} has {size} bytes; its source holds {s} and its destination {d}"
+            )
+    return sizes, types
+
+
+def check_byteswap(src_nbytes: int, dst_nbytes: int, nitems: int, itemsize: int, swap_width: int) -> None:
+    """Validate a ``byteswap`` launch."""
+    if itemsize not in (2, 4, 8, 16):
+        raise ValueError(f"byteswap: itemsize must be 2, 4, 8 or 16, got {itemsize}")
+    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
+        raise ValueError(f"byteswap: swap_width {swap_width} does not divide itemsize {itemsize}")
+    if nitems < 0 or nitems * itemsize > min(src_nbytes, dst_nbytes):
+        raise ValueError(
+            f"byteswap: {nitems} items of {itemsize} bytes do not fit source ({src_nbytes} bytes) "
+            f"and destination ({dst_nbytes} bytes)"
+        )
+
+
+def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any) -> npt.NDArray[np.int64]:
+    """Validate a ``crc32c_batch`` launch."""
+    lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
+    if lengths.size != len(buffer_nbytes):
+        raise ValueError(f"crc32c: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
+    for b, (size, held) in enumerate(zip(lengths.tolist(), buffer_nbytes)):
+        if size < 0 or size > held:
+            raise ValueError(f"crc32c: buffer {b} is {held} bytes long, size says {size}")
+    return lengths
+
+
+# --- launches (need CuPy and a GPU) ------------------------------------------------------------
+
+
+def _pointers(cupy: ModuleType, arrays: Sequence[Any | None]) -> Any:
+    return cupy.asarray(np.array([0 if a is None else a.data.ptr for a in arrays], dtype=np.uint64))
+
+
+def _grid(work_items: int, rows: int, block: int) -> tuple[int, int, int]:
+    x = max(1, min(-(-work_items // block), MAX_GRID_X))
+    return (x, max(1, min(rows, MAX_GRID_Y)), 1)
+
+
+def _check_alignment(kernel: str, arrays: Sequence[Any | None], itemsize: int) -> None:
+    alignment = min(itemsize, 8)
+    for i, a in enumerate(arrays):
+        if a is not None and a.data.ptr % alignment:
+            raise ValueError(f"{kernel}: buffer {i} is not aligned to {alignment} bytes")
+
+
+def launch_assemble(
+    out: Any,
+    sources: Sequence[Any | None],
+    src_strides: Any,
+    src_offsets: Any,
+    src_steps: Any,
+    dst_offsets: Any,
+    extents: Any,
+    fill_value: bytes,
+    *,
+    swap_width: int = 0,
+    block: int = BLOCK_THREADS,
+) -> None:
+    """Scatter decoded chunks into the CuPy array ``out`` with one ``assemble_chunks`` launch.
+
+    ``sources`` are CuPy arrays (decoded chunk bytes, any dtype, C-contiguous) or ``None`` for a
+    missing chunk; the per-chunk tables are (nchunks, out.ndim) integer array-likes in elements of
+    ``out.dtype``. ``fill_value`` is the fill value's bytes in ``out``'s byte order.
+    """
+    cupy = import_cupy()
+    itemsize = out.dtype.itemsize
+    out_strides = [s // itemsize for s in out.strides]
+    if any(s * itemsize != t for s, t in zip(out_strides, out.strides)):
+        raise ValueError(f"assemble: output strides {out.strides} are not multiples of {itemsize}")
+    if len(fill_value) != itemsize:
+        raise ValueError(f"assemble: fill_value has {len(fill_value)} bytes, expected {itemsize}")
+    # The lowest address of `out` is its base pointer only when its strides are not negative.
+    if any(s < 0 for s in out_strides):
+        raise ValueError("assemble: the output must have non-negative strides")
+    out_nbytes = (sum((n - 1) * s for n, s in zip(out.shape, out_strides)) + 1) * itemsize if out.size else 0
+    tables = check_assemble(
+        out_nbytes,
+        out_strides,
+        [None if s is None else s.nbytes for s in sources],
+        src_strides,
+        src_offsets,
+        src_steps,
+        dst_offsets,
+        extents,
+        itemsize,
+        swap_width,
+    )
+    if not sources or out.size == 0:
+        return
+    _check_alignment("assemble", [out, *sources], itemsize)
+    out_table, strides, offsets, steps, dst, ext = (cupy.asarray(t) for t in tables)
+    fill = cupy.asarray(np.frombuffer(fill_value, dtype=np.uint8))
+    largest = int(tables[5][:, : out.ndim].prod(axis=1).max())
+    get_kernel("assemble_chunks")(
+        _grid(largest, len(sources), block),
+        (block,),
+        (
+            out,
+            out_table,
+            _pointers(cupy, sources),
+            strides,
+            offsets,
+            steps,
+            dst,
+            ext,
+            fill,
+            np.int32(len(sources)),
+            np.int32(out.ndim),
+            np.int32(itemsize),
+            np.int32(swap_width),
+        ),
+    )
+
+
+def launch_byteswap(
+    src: Any, dst: Any, nitems: int, itemsize: int, swap_width: int, *, block: int = BLOCK_THREADS
+) -> None:
+    """Byte-swap ``nitems`` items from CuPy array ``src`` into ``dst`` (may be ``src``)."""
+    check_byteswap(src.nbytes, dst.nbytes, nitems, itemsize, swap_width)
+    if nitems == 0:
+        return
+    _check_alignment("byteswap", [src, dst], itemsize)
+    get_kernel("byteswap")(
+        _grid(nitems, 1, block)[:1],
+        (block,),
+        (src, dst, np.int64(nitems), np.int32(itemsize), np.int32(swap_width)),
+    )
+
+
+def launch_unshuffle(
+    kernel: str,
+    src: Sequence[Any],
+    dst: Sequence[Any],
+    nbytes: Any,
+    typesizes: Any,
+    *,
+    partial_rule: int = 0,
+    block: int = BLOCK_THREADS,
+) -> None:
+    """Run ``byte_unshuffle`` or ``bit_unshuffle`` over Blosc blocks (CuPy arrays, per block)."""
+    if kernel not in ("byte_unshuffle", "bit_unshuffle"):
+        raise ValueError(f"unshuffle: unknown kernel {kernel!r}")
+    cupy = import_cupy()
+    sizes, types = check_blocks(kernel, [s.nbytes for s in src], [d.nbytes for d in dst], nbytes, typesizes)
+    if sizes.size == 0:
+        return
+    args: tuple[Any, ...] = (
+        _pointers(cupy, src),
+        _pointers(cupy, dst),
+        cupy.asarray(sizes),
+        cupy.asarray(types),
+        np.int32(sizes.size),
+    )
+    if kernel == "bit_unshuffle":
+        args += (np.int32(partial_rule),)
+    get_kernel(kernel)(_grid(int(sizes.max()), sizes.size, block), (block,), args)
+
+
+def launch_crc32c(buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
+    """CRC-32C of each CuPy buffer's first ``sizes[i]`` bytes; returns a CuPy ``uint32`` array."""
+    if not 32 <= block <= 1024:
+        raise ValueError(f"crc32c: block must hold 32..1024 threads, got {block}")
+    cupy = import_cupy()
+    lengths = check_crc32c([b.nbytes for b in buffers], sizes)
+    crcs = cupy.zeros(lengths.size, dtype=cupy.uint32)
+    if lengths.size:
+        get_kernel("crc32c_batch")(
+            (min(lengths.size, MAX_GRID_X),),
+            (block,),
+            (_pointers(cupy, buffers), cupy.asarray(lengths), crcs, np.int32(lengths.size)),
+        )
+    return crcs

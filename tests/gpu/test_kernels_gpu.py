@@ -1,0 +1,172 @@
+"""Each CUDA kernel on random data against its NumPy model (kernel_reference).
+
+Outputs are poisoned with 0xAB before each launch so that an element the kernel fails to write
+shows up. Skipped without a usable GPU (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpuzarr.backends.cuda import kernel_reference as ref
+from gpuzarr.backends.cuda import kernels
+
+pytestmark = pytest.mark.gpu
+
+POISON = 0xAB
+
+
+@pytest.fixture
+def cp() -> Any:
+    return kernels.import_cupy()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+def _random_chunk_geometry(rng: np.random.Generator, ndim: int, nchunks: int) -> dict[str, Any]:
+    """Chunks of random shape, random axis permutations, steps and offsets, tiled along axis 0 of
+    the output so that their destination regions are disjoint."""
+    chunk_shapes = rng.integers(1, 6, size=(nchunks, ndim))
+    steps = rng.integers(1, 3, size=(nchunks, ndim))
+    offsets = np.zeros((nchunks, ndim), np.int64)
+    extents = np.zeros((nchunks, ndim), np.int64)
+    for c in range(nchunks):
+        for d in range(ndim):
+            offsets[c, d] = rng.integers(0, chunk_shapes[c, d])
+            extents[c, d] = rng.integers(0, (chunk_shapes[c, d] - 1 - offsets[c, d]) // steps[c, d] + 2)
+    out_shape = [int(extents[:, 0].sum())] + [int(extents[:, d].max()) for d in range(1, ndim)]
+    dst = np.zeros((nchunks, ndim), np.int64)
+    dst[:, 0] = np.concatenate([[0], np.cumsum(extents[:, 0])[:-1]])
+    return {
+        "chunk_shapes": chunk_shapes,
+        "steps": steps,
+        "offsets": offsets,
+        "extents": extents,
+        "dst": dst,
+        "out_shape": out_shape,
+    }
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize(
+    ("dtype", "big_endian"),
+    [("u1", False), ("<u2", True), ("<f4", False), ("<f8", True), ("<c8", True), ("<c16", True)],
+)
+def test_assemble_chunks(cp: Any, rng: np.random.Generator, ndim: int, dtype: str, big_endian: bool) -> None:
+    native = np.dtype(dtype)
+    itemsize = native.itemsize
+    geometry = _random_chunk_geometry(rng, ndim, nchunks=int(rng.integers(1, 40)))
+    host_sources: list[np.ndarray | None] = []
+    strides = []
+    for c, shape in enumerate(geometry["chunk_shapes"]):
+        order = rng.permutation(ndim)
+        stored = rng.integers(0, 256, int(np.prod(shape)) * itemsize, dtype=np.uint8)
+        stored_shape = [int(shape[a]) for a in order]
+        stored_strides = np.cumprod([1, *stored_shape[::-1]])[:-1][::-1]
+        strides.append([int(stored_strides[list(order).index(d)]) for d in range(ndim)])
+        host_sources.append(None if c % 4 == 3 else stored)
+    swap_width = (itemsize // 2 if native.kind == "c" else itemsize) if big_endian else 0
+    fill = rng.integers(0, 256, itemsize, dtype=np.uint8)
+
+    out = cp.full(geometry["out_shape"], 0, dtype=native)
+    out.view(cp.uint8)[...] = POISON
+    device_sources = [None if s is None else cp.asarray(s) for s in host_sources]
+    kernels.launch_assemble(
+        out,
+        device_sources,
+        strides,
+        geometry["offsets"],
+        geometry["steps"],
+        geometry["dst"],
+        geometry["extents"],
+        fill.tobytes(),
+        swap_width=swap_width,
+    )
+
+    expected = np.full(out.nbytes, POISON, np.uint8)
+    tables = kernels.check_assemble(
+        expected.nbytes,
+        [s // itemsize for s in out.strides],
+        [None if s is None else s.nbytes for s in host_sources],
+        strides,
+        geometry["offsets"],
+        geometry["steps"],
+        geometry["dst"],
+        geometry["extents"],
+        itemsize,
+        swap_width,
+    )
+    ref.assemble_chunks(
+        expected, tables[0], host_sources, *tables[1:], fill, len(host_sources), ndim, itemsize, swap_width
+    )
+    np.testing.assert_array_equal(cp.asnumpy(out).reshape(-1).view(np.uint8), expected)
+
+
+def test_assemble_into_a_strided_output(cp: Any, rng: np.random.Generator) -> None:
+    # A transposed (Fortran-ordered) output view of a larger array.
+    base = cp.full((9, 12), 0, dtype=cp.float32)
+    base.view(cp.uint8)[...] = POISON
+    out = base[1:7, 2:10].T  # shape (8, 6), strides (4, 48)
+    chunk = rng.standard_normal((8, 6)).astype("<f4")
+    kernels.launch_assemble(
+        out,
+        [cp.asarray(chunk.reshape(-1).view(np.uint8))],
+        [[6, 1]],
+        [[0, 0]],
+        [[1, 1]],
+        [[0, 0]],
+        [[8, 6]],
+        b"\0" * 4,
+    )
+    np.testing.assert_array_equal(cp.asnumpy(out), chunk)
+    untouched = np.ones((9, 12), bool)
+    untouched[1:7, 2:10] = False
+    assert (cp.asnumpy(base).view(np.uint8).reshape(9, 12, 4)[untouched] == POISON).all()
+
+
+@pytest.mark.parametrize(("itemsize", "swap_width"), [(2, 2), (4, 4), (8, 8), (8, 4), (16, 16), (16, 8)])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_byteswap(cp: Any, rng: np.random.Generator, itemsize: int, swap_width: int, in_place: bool) -> None:
+    nitems = 100_003
+    host = rng.integers(0, 256, nitems * itemsize, dtype=np.uint8)
+    src = cp.asarray(host)
+    dst = src if in_place else cp.full(host.size, POISON, dtype=cp.uint8)
+    kernels.launch_byteswap(src, dst, nitems, itemsize, swap_width)
+    expected = np.full(host.size, POISON, np.uint8)
+    ref.byteswap(host, expected, nitems, itemsize, swap_width)
+    np.testing.assert_array_equal(cp.asnumpy(dst), expected)
+
+
+@pytest.mark.parametrize("kernel", ["byte_unshuffle", "bit_unshuffle"])
+@pytest.mark.parametrize("partial_rule", [0, 1])
+def test_unshuffle(cp: Any, rng: np.random.Generator, kernel: str, partial_rule: int) -> None:
+    typesizes = rng.choice([1, 2, 3, 4, 8, 16, 17], size=60).astype(np.int32)
+    nbytes = np.array([int(rng.integers(0, 70_000)) for _ in typesizes], np.int64)
+    nbytes[:4] = [0, 1, 8 * 16, 8 * 16 + 5]
+    host_src = [rng.integers(0, 256, n, dtype=np.uint8) for n in nbytes]
+    src = [cp.asarray(s) for s in host_src]
+    dst = [cp.full(int(n), POISON, dtype=cp.uint8) for n in nbytes]
+    kernels.launch_unshuffle(kernel, src, dst, nbytes, typesizes, partial_rule=partial_rule)
+    expected = [np.full(int(n), POISON, np.uint8) for n in nbytes]
+    if kernel == "byte_unshuffle":
+        ref.byte_unshuffle(host_src, expected, nbytes, typesizes, len(expected))
+    else:
+        ref.bit_unshuffle(host_src, expected, nbytes, typesizes, len(expected), partial_rule)
+    for got, want in zip(dst, expected):
+        np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("block", [32, 96, 256, 1024])
+def test_crc32c(cp: Any, rng: np.random.Generator, block: int) -> None:
+    sizes = np.array([0, 1, 7, 8, 9, 255, 4097, 1 << 20, *rng.integers(0, 200_000, 30)], np.int64)
+    host = [rng.integers(0, 256, int(n) + 3, dtype=np.uint8) for n in sizes]  # 3 bytes past the size
+    crcs = kernels.launch_crc32c([cp.asarray(h) for h in host], sizes, block=block)
+    expected = np.zeros(sizes.size, np.uint32)
+    ref.crc32c_batch(host, sizes, expected, sizes.size, block_threads=block)
+    np.testing.assert_array_equal(cp.asnumpy(crcs), expected)
