@@ -87,7 +87,8 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
             continue
         local = f - cs
         sel = slice(local, local + (n - 1) * step + 1, step)
-        complete = step == 1 and f == cs and f + n == ce
+        # A step > 1 still covers a chunk whose only in-bounds element it selects.
+        complete = f == cs and n == ce - cs and (step == 1 or n == 1)
         result.append(DimensionProjection(c, sel, slice(o, o + n), complete))
     return result
 

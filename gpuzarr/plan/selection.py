@@ -66,8 +66,9 @@ def _is_integer(x: Any) -> bool:
 
 
 def _is_array_like(x: Any) -> bool:
+    # NumPy scalars have __array__ too, but index like the Python scalars they hold.
     return isinstance(x, (list, np.ndarray)) or (
-        hasattr(x, "__array__") and not isinstance(x, (str, bytes))
+        hasattr(x, "__array__") and not isinstance(x, (str, bytes, np.generic))
     )
 
 
@@ -147,8 +148,16 @@ def _slice_to_indices(s: slice) -> np.ndarray[Any, Any]:
 
 
 def _ix(selection: list[Any], lengths: list[int | None]) -> tuple[Any, ...]:
-    """With two or more array entries, turn slices into ranges and make an outer product."""
-    if sum(isinstance(s, np.ndarray) for s in selection) < 2:
+    """With two or more array entries, or an array beside an integer, turn slices into ranges
+    and make an outer product.
+
+    NumPy broadcasts an integer with the index arrays and, when a slice separates them, moves the
+    broadcast axes to the front; turning every kept axis into an ``np.ix_`` grid keeps the output
+    axes in order whatever the mix.
+    """
+    n_arrays = sum(isinstance(s, np.ndarray) for s in selection)
+    n_integers = sum(n is None for n in lengths)
+    if n_arrays == 0 or (n_arrays == 1 and n_integers == 0):
         return tuple(selection)
     kept = [i for i, n in enumerate(lengths) if n is not None]
     arrays = []
@@ -195,6 +204,8 @@ def plan_orthogonal(
 def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
     """Plan a point selection: integer arrays broadcast together, or one full-shape mask."""
     ndim = len(dims)
+    if ndim == 0:
+        raise IndexError("vectorised selection: a 0-d array has no axes to index with arrays")
     shape_of_array = tuple(d.size for d in dims)
     if not isinstance(selection, tuple):
         selection = (selection,)
@@ -250,8 +261,41 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan
         local = tuple(
             flat[k][positions] - int(dims[k].chunk_start(coords[k])) for k in range(ndim)
         )
-        result.append(ChunkProjection(coords, local, (positions,), False))
+        valid = [dims[k].chunk_valid(coords[k]) for k in range(ndim)]
+        # Complete when the points, duplicates aside, cover every in-bounds element of the chunk.
+        complete = b - a >= math.prod(valid) and (
+            np.unique(np.ravel_multi_index(local, valid)).size == math.prod(valid)
+        )
+        result.append(ChunkProjection(coords, local, (positions,), bool(complete)))
     return ReadPlan(out_shape, (npoints,), result)
+
+
+def _numpy_axis_order(plan: ReadPlan, selection: Any, ndim: int) -> ReadPlan:
+    """Move the index array's output axis first where NumPy does.
+
+    NumPy broadcasts integers together with the index array; when a slice separates two of these
+    advanced indices (``a[0, :, [1, 2]]``), the broadcast axis goes to the front of the result.
+    """
+    sel = expand_ellipsis(selection, ndim)
+    advanced = [i for i, s in enumerate(sel) if _is_integer(s) or _is_array_like(s)]
+    if advanced[-1] - advanced[0] == len(advanced) - 1:
+        return plan
+    kept = [s for s in sel if not _is_integer(s)]
+    axis = next(i for i, s in enumerate(kept) if _is_array_like(s))
+    order = [axis, *(i for i in range(len(kept)) if i != axis)]
+    shape = tuple(plan.shape[i] for i in order)
+    # With an integer beside the array, every kept axis of a chunk selection is an np.ix_ grid
+    # (see _ix); transposing the grids reorders the axes of what they select.
+    projections = [
+        ChunkProjection(
+            p.chunk_coords,
+            tuple(s.transpose(order) if isinstance(s, np.ndarray) else s for s in p.chunk_selection),
+            tuple(p.out_selection[i] for i in order),
+            p.is_complete,
+        )
+        for p in plan.projections
+    ]
+    return ReadPlan(shape, shape, projections)
 
 
 def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
@@ -271,7 +315,7 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
         if first.dtype == bool and first.ndim == len(dims) and len(dims) > 1:
             return plan_vectorized(selection, dims)
     if len(arrays) == 1 and np.asarray(arrays[0]).ndim == 1:
-        return plan_orthogonal(selection, dims)
+        return _numpy_axis_order(plan_orthogonal(selection, dims), selection, len(dims))
     if len(entries) == len(dims) and all(_is_array_like(s) or _is_integer(s) for s in entries):
         return plan_vectorized(selection, dims)
     raise IndexError(

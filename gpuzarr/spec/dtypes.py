@@ -7,6 +7,7 @@ NumPy dtype (byte order on disk is the ``bytes`` codec's business, not the data 
 from __future__ import annotations
 
 import math
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,21 +164,29 @@ def _float_from_json(value: Any, dt: np.dtype[Any], field: str, name: str) -> np
     if isinstance(value, bool):
         raise MetadataError(f"{field}: expected a number for {name}, got {value!r}")
     if isinstance(value, (int, float)):
-        return dt.type(value)  # type: ignore[no-any-return]
+        try:
+            f = float(value)
+        except OverflowError:
+            raise MetadataError(f"{field}: {value!r} is out of range for {name}") from None
+        with np.errstate(over="ignore"):
+            result = dt.type(f)
+        # A finite JSON number that does not fit the type is an error, not a silent infinity.
+        if np.isinf(result) and not math.isinf(f):
+            raise MetadataError(f"{field}: {value!r} is out of range for {name}")
+        return result  # type: ignore[no-any-return]
     if isinstance(value, str):
         if value in _SPECIAL_FLOATS:
             return dt.type(_SPECIAL_FLOATS[value])  # type: ignore[no-any-return]
         if value.startswith("0x"):
             digits = value[2:]
+            if not all(c in string.hexdigits for c in digits):
+                raise MetadataError(f"{field}: {value!r} is not a hex bit pattern")
             if len(digits) != 2 * dt.itemsize:
                 raise MetadataError(
                     f"{field}: hex fill value for {name} must have {2 * dt.itemsize} digits, "
                     f"got {value!r}"
                 )
-            try:
-                bits = int(digits, 16)
-            except ValueError as exc:
-                raise MetadataError(f"{field}: {value!r} is not a hex bit pattern") from exc
+            bits = int(digits, 16)
             return np.array(bits, dtype=_UINT_FOR_SIZE[dt.itemsize]).view(dt)[()]  # type: ignore[no-any-return]
     raise MetadataError(
         f"{field}: expected a number, \"NaN\", \"Infinity\", \"-Infinity\" or a hex bit pattern "

@@ -1,0 +1,558 @@
+"""Selection planning checked against NumPy.
+
+Every plan is executed the way the engines execute it: a zero-padded chunk is decoded for each
+projection, ``out[out_selection] = chunk[chunk_selection]`` fills a buffer of
+``plan.buffer_shape``, and the buffer is reshaped to ``plan.shape``. The result must equal NumPy's
+answer on the whole array.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from gpuzarr.errors import BoundsCheckError
+from gpuzarr.plan import ReadPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
+from gpuzarr.spec.chunk_grid import DimensionGrid, all_chunk_coords
+
+PAD = -1  # padding beyond the array's edge; data is >= 0, so reading padding shows up
+
+
+def dims_of(shape: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[DimensionGrid, ...]:
+    return tuple(DimensionGrid(s, c) for s, c in zip(shape, chunks, strict=True))
+
+
+def values_of(shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    return np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+
+
+def padded_chunk(a: np.ndarray[Any, Any], chunks: tuple[int, ...], coords: tuple[int, ...]) -> Any:
+    block = a[tuple(slice(c * n, (c + 1) * n) for c, n in zip(coords, chunks, strict=True))]
+    chunk = np.full(chunks, PAD, dtype=a.dtype)
+    chunk[tuple(slice(0, n) for n in block.shape)] = block
+    return chunk
+
+
+def check_plan(plan: ReadPlan, a: np.ndarray[Any, Any], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """Execute ``plan`` over ``a`` cut into ``chunks``, checking its invariants on the way."""
+    dims = dims_of(a.shape, chunks)
+    grid = tuple(d.nchunks for d in dims)
+    out = np.full(plan.buffer_shape, -2, dtype=a.dtype)
+    cover = np.zeros(plan.buffer_shape, dtype=np.int64)
+    seen = set()
+    for p in plan.projections:
+        assert len(p.chunk_coords) == a.ndim
+        assert all(0 <= c < n for c, n in zip(p.chunk_coords, grid, strict=True)), p.chunk_coords
+        assert p.chunk_coords not in seen, f"chunk {p.chunk_coords} projected twice"
+        seen.add(p.chunk_coords)
+        chunk = padded_chunk(a, chunks, p.chunk_coords)
+        values = chunk[p.chunk_selection]
+        assert not np.any(values == PAD), "plan reads chunk padding"
+        out[p.out_selection] = values
+        cover[p.out_selection] += 1
+        # is_complete iff every in-bounds element of the chunk is selected.
+        marked = np.zeros(chunks, dtype=bool)
+        marked[p.chunk_selection] = True
+        valid = tuple(
+            slice(0, d.chunk_valid(c)) for d, c in zip(dims, p.chunk_coords, strict=True)
+        )
+        assert p.is_complete == bool(marked[valid].all()), (p, marked)
+    assert np.all(cover == 1), "output elements written zero or several times"
+    assert math.prod(plan.buffer_shape) == math.prod(plan.shape)
+    return out.reshape(plan.shape)
+
+
+def oindex_reference(a: np.ndarray[Any, Any], selection: tuple[Any, ...]) -> np.ndarray[Any, Any]:
+    """Orthogonal indexing with NumPy, one axis at a time."""
+    sel = expand_ellipsis(selection, a.ndim)
+    out = a
+    axis = 0
+    for s in sel:
+        if isinstance(s, slice):
+            out = out[(slice(None),) * axis + (s,)]
+            axis += 1
+        elif isinstance(s, (int, np.integer)):
+            out = np.take(out, s, axis=axis)
+        else:
+            arr = np.asarray(s)
+            if arr.dtype == bool:
+                arr = np.flatnonzero(arr)
+            out = np.take(out, arr.astype(np.intp), axis=axis)
+            axis += 1
+    return out
+
+
+def numpy_index(sel: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The selection as NumPy takes it (an empty list would otherwise become a float array)."""
+    return tuple(np.asarray(s, dtype=np.intp) if isinstance(s, list) else s for s in sel)
+
+
+# -- strategies -----------------------------------------------------------------------------------
+
+
+@st.composite
+def shapes_and_chunks(draw: st.DrawFn, min_ndim: int = 0, max_ndim: int = 3, min_size: int = 0) -> Any:
+    ndim = draw(st.integers(min_ndim, max_ndim))
+    largest = 9 if ndim < 3 else 6  # keeps 3-D plans to a few hundred chunks at most
+    shape = tuple(draw(st.lists(st.integers(min_size, largest), min_size=ndim, max_size=ndim)))
+    chunks = tuple(draw(st.lists(st.integers(1, 7), min_size=ndim, max_size=ndim)))
+    return shape, chunks
+
+
+def slices(size: int) -> st.SearchStrategy[slice]:
+    bound = st.none() | st.integers(-size - 3, size + 3)
+    step = st.none() | st.integers(-4, 4).filter(lambda s: s != 0)
+    return st.builds(slice, bound, bound, step)
+
+
+def in_range_ints(size: int) -> st.SearchStrategy[int]:
+    return st.integers(-size, size - 1)
+
+
+def int_arrays(size: int) -> st.SearchStrategy[Any]:
+    elems = st.lists(in_range_ints(size), min_size=0, max_size=6) if size else st.just([])
+    return elems.map(lambda v: np.asarray(v, dtype=np.int64)) | elems
+
+
+def bool_arrays(size: int) -> st.SearchStrategy[Any]:
+    return st.lists(st.booleans(), min_size=size, max_size=size).map(lambda v: np.asarray(v, dtype=bool))
+
+
+def with_ellipsis_or_short(draw: st.DrawFn, entries: list[Any], keep: int = -1) -> tuple[Any, ...]:
+    """Leave out trailing entries, or stand Ellipsis in for a run of them (they become ``:``);
+    entry ``keep`` is never left out."""
+    how = draw(st.sampled_from(["full", "short", "ellipsis"]))
+    if how == "short":
+        return tuple(entries[: draw(st.integers(keep + 1, len(entries)))])
+    if how == "ellipsis":
+        if draw(st.booleans()):
+            i = draw(st.integers(keep + 1, len(entries)))
+        else:
+            i = draw(st.integers(0, max(keep, 0)))
+        j = draw(st.integers(i, len(entries) if i > keep else max(keep, i)))
+        return (*entries[:i], Ellipsis, *entries[j:])
+    return tuple(entries)
+
+
+@st.composite
+def basic_selections(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    entries: list[Any] = []
+    for size in shape:
+        options = [slices(size)]
+        if size:
+            options.append(in_range_ints(size))
+        entries.append(draw(st.one_of(*options)))
+    return with_ellipsis_or_short(draw, entries)
+
+
+@st.composite
+def orthogonal_selections(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    entries: list[Any] = []
+    for size in shape:
+        options = [slices(size), int_arrays(size), bool_arrays(size)]
+        if size:
+            options.append(in_range_ints(size))
+        entries.append(draw(st.one_of(*options)))
+    return tuple(entries)
+
+
+# -- basic selections -----------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_basic_matches_numpy(data: st.DataObject) -> None:
+    shape, chunks = data.draw(shapes_and_chunks())
+    sel = data.draw(basic_selections(shape))
+    a = values_of(shape)
+    expected = a[sel]
+    for plan in (plan_orthogonal(sel, dims_of(shape, chunks), allow_arrays=False),
+                 plan_selection(sel, dims_of(shape, chunks))):
+        assert plan.shape == expected.shape
+        np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        (),
+        (Ellipsis,),
+        (0,),
+        (-1,),
+        (-9, slice(None)),
+        (slice(None, None, -1),),
+        (slice(None, None, -3), slice(None, None, -2)),
+        (slice(8, 2, -2), slice(-1, None, -1)),
+        (slice(-100, 100), slice(100, -100, -1)),
+        (slice(5, 2), slice(None)),
+        (slice(3, 3), 1),
+        (slice(None, None, 4), 1),
+        (Ellipsis, 2),
+        (1, Ellipsis),
+        (1, Ellipsis, 2),
+        (np.int64(3), slice(1, 5)),
+        (np.int32(-2), np.uint8(4)),
+        (slice(np.int64(1), np.int64(7), np.int64(3)),),
+    ],
+)
+def test_basic_examples(sel: tuple[Any, ...]) -> None:
+    shape, chunks = (9, 7), (4, 3)
+    a = values_of(shape)
+    plan = plan_selection(sel, dims_of(shape, chunks))
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[sel])
+
+
+@pytest.mark.parametrize("sel", [(), Ellipsis, (Ellipsis,)])
+def test_zero_dimensional(sel: Any) -> None:
+    a = np.array(42, dtype=np.int64)
+    plan = plan_selection(sel, ())
+    assert plan.shape == ()
+    assert len(plan.projections) == 1 and plan.projections[0].chunk_coords == ()
+    assert plan.projections[0].is_complete
+    assert check_plan(plan, a, ()) == 42
+
+
+def test_zero_dimensional_too_many_indices() -> None:
+    with pytest.raises(IndexError):
+        plan_selection(0, ())
+    with pytest.raises(IndexError):
+        plan_orthogonal(([0],), ())
+    with pytest.raises(IndexError):
+        plan_vectorized((), ())
+
+
+def test_empty_selections_have_no_projections() -> None:
+    dims = dims_of((9, 7), (4, 3))
+    for sel in [(slice(5, 2),), (slice(None), slice(0, 0)), (slice(None, None, -1), slice(7, None))]:
+        plan = plan_selection(sel, dims)
+        assert plan.projections == [] and 0 in plan.shape
+    plan = plan_selection((), dims_of((0, 3), (2, 2)))
+    assert plan.shape == (0, 3) and plan.projections == []
+
+
+def test_single_slice_of_chunks_is_complete() -> None:
+    dims = dims_of((10,), (4,))
+    plan = plan_selection(slice(None), dims)
+    assert [p.is_complete for p in plan.projections] == [True, True, True]  # last chunk is partial
+    plan = plan_selection(slice(1, None), dims)
+    assert [p.is_complete for p in plan.projections] == [False, True, True]
+    plan = plan_selection(slice(None, None, -1), dims)
+    assert [p.is_complete for p in plan.projections] == [True, True, True]
+    plan = plan_selection(slice(None, None, 2), dims_of((10,), (1,)))
+    assert all(p.is_complete for p in plan.projections)
+
+
+@pytest.mark.parametrize(
+    "sel", [(9,), (-10,), (0, 7), (0, -8), (100,), (slice(None), 7)]
+)
+def test_out_of_range_integer(sel: tuple[Any, ...]) -> None:
+    with pytest.raises(IndexError, match="out of bounds"):
+        plan_selection(sel, dims_of((9, 7), (4, 3)))
+    with pytest.raises(BoundsCheckError):
+        plan_orthogonal(sel, dims_of((9, 7), (4, 3)))
+
+
+@pytest.mark.parametrize(
+    "sel", [(0, 0, 0), (slice(None),) * 3, (Ellipsis, 0, 0, 0), (0, Ellipsis, 0, 0)]
+)
+def test_too_many_indices(sel: tuple[Any, ...]) -> None:
+    with pytest.raises(IndexError, match="too many indices"):
+        plan_selection(sel, dims_of((9, 7), (4, 3)))
+    with pytest.raises(IndexError, match="too many indices"):
+        plan_orthogonal(sel, dims_of((9, 7), (4, 3)))
+
+
+@pytest.mark.parametrize(
+    "sel", [(Ellipsis, Ellipsis), (None,), ("a",), (1.5,), (True,), (slice(None, None, 0),)]
+)
+def test_invalid_basic(sel: tuple[Any, ...]) -> None:
+    with pytest.raises((IndexError, ValueError)):
+        plan_selection(sel, dims_of((9, 7), (4, 3)))
+
+
+def test_basic_rejects_arrays_when_asked() -> None:
+    with pytest.raises(IndexError):
+        plan_orthogonal(([1, 2],), dims_of((9,), (4,)), allow_arrays=False)
+
+
+# -- orthogonal selections ------------------------------------------------------------------------
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_orthogonal_matches_numpy(data: st.DataObject) -> None:
+    shape, chunks = data.draw(shapes_and_chunks())
+    sel = data.draw(orthogonal_selections(shape))
+    a = values_of(shape)
+    expected = oindex_reference(a, sel)
+    plan = plan_orthogonal(sel, dims_of(shape, chunks))
+    assert plan.shape == expected.shape
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        ([3, 0, 8, 0, -1], slice(None)),
+        ([5, 5, 5], [6, 0, 6, -7]),
+        (np.array([True, False] * 4 + [True]), [2, 1]),
+        (0, slice(None), [1, 2]),  # integer and array separated by a slice
+        ([1, 2], slice(None), 0),
+        (2, [4, 0], 1),
+        ([0, 8], 3, [1, 0, 1]),
+        (slice(None, None, -2), [1, 4], slice(1, None, 3)),
+        ([], slice(None), 0),
+        (Ellipsis, [2, 0]),
+        ([1, 2],),
+    ],
+)
+def test_orthogonal_examples(sel: tuple[Any, ...]) -> None:
+    shape, chunks = (9, 7, 5), (4, 3, 2)
+    a = values_of(shape)
+    plan = plan_orthogonal(sel, dims_of(shape, chunks))
+    expected = oindex_reference(a, sel)
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+def test_orthogonal_matches_ix() -> None:
+    shape, chunks = (9, 7), (4, 3)
+    a = values_of(shape)
+    rows, cols = np.array([8, 1, 1, -3]), np.array([6, 0, 2, 2])
+    plan = plan_orthogonal((rows, cols), dims_of(shape, chunks))
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[np.ix_(rows % 9, cols)])
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        ([9],),
+        ([-10],),
+        ([0, 1, 100],),
+        (np.array([True, False]),),  # wrong length
+        (np.ones(10, dtype=bool),),
+        (np.ones((9, 1), dtype=bool),),
+        ([[0, 1]],),  # 2-D index arrays have no orthogonal meaning
+        ([0.5],),
+        (slice(None), [7]),
+    ],
+)
+def test_orthogonal_invalid(sel: tuple[Any, ...]) -> None:
+    with pytest.raises(IndexError):
+        plan_orthogonal(sel, dims_of((9, 7), (4, 3)))
+
+
+def test_orthogonal_completeness() -> None:
+    dims = dims_of((10, 6), (4, 3))
+    plan = plan_orthogonal(([3, 2, 1, 0, 0], slice(None)), dims)
+    by_chunk = {p.chunk_coords: p.is_complete for p in plan.projections}
+    assert by_chunk == {(0, 0): True, (0, 1): True}
+    plan = plan_orthogonal((np.arange(8, 10), [5, 4, 3]), dims)
+    assert [p.is_complete for p in plan.projections] == [True]  # the last chunk holds only 2 rows
+
+
+# -- vectorised selections ------------------------------------------------------------------------
+
+
+@st.composite
+def vectorized_selections(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    ndim = len(shape)
+    bshape = tuple(draw(st.lists(st.integers(0, 3), min_size=0, max_size=2)))
+    entries: list[Any] = []
+    for size in shape:
+        # Each array takes the broadcast shape or a broadcast-compatible reduction of it.
+        own = tuple(n if draw(st.booleans()) else 1 for n in bshape)
+        own = own[draw(st.integers(0, len(own))):]
+        if draw(st.integers(0, 4)) == 0:
+            entries.append(draw(in_range_ints(size)))
+            continue
+        values = draw(st.lists(in_range_ints(size), min_size=math.prod(own), max_size=math.prod(own)))
+        entries.append(np.asarray(values, dtype=np.int64).reshape(own))
+    assert len(entries) == ndim
+    return tuple(entries)
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_vectorized_matches_numpy(data: st.DataObject) -> None:
+    shape, chunks = data.draw(shapes_and_chunks(min_ndim=1, min_size=1))
+    sel = data.draw(vectorized_selections(shape))
+    a = values_of(shape)
+    expected = a[sel]
+    for plan in (plan_vectorized(sel, dims_of(shape, chunks)), plan_selection(sel, dims_of(shape, chunks))):
+        assert plan.shape == expected.shape
+        np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_vectorized_mask_matches_numpy(data: st.DataObject) -> None:
+    shape, chunks = data.draw(shapes_and_chunks(min_ndim=1))
+    mask = np.asarray(
+        data.draw(st.lists(st.booleans(), min_size=math.prod(shape), max_size=math.prod(shape))), dtype=bool
+    ).reshape(shape)
+    a = values_of(shape)
+    plan = plan_vectorized(mask, dims_of(shape, chunks))
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[mask])
+    plan = plan_vectorized((mask,), dims_of(shape, chunks))
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[mask])
+    plan = plan_selection(mask, dims_of(shape, chunks))
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[mask])
+
+
+def test_vectorized_full_cover_is_complete() -> None:
+    shape, chunks = (5, 4), (2, 3)
+    a = values_of(shape)
+    rows, cols = np.indices(shape)
+    plan = plan_vectorized((rows[::-1], cols), dims_of(shape, chunks))
+    assert all(p.is_complete for p in plan.projections)
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[rows[::-1], cols])
+    plan = plan_vectorized(np.ones(shape, dtype=bool), dims_of(shape, chunks))
+    assert all(p.is_complete for p in plan.projections)
+    plan = plan_vectorized(([0, 0, 1, 1], [0, 1, 0, 1]), dims_of(shape, chunks))
+    assert [p.is_complete for p in plan.projections] == [False]
+
+
+def test_vectorized_empty() -> None:
+    dims = dims_of((5, 4), (2, 3))
+    plan = plan_vectorized((np.zeros((0, 2), dtype=int), 1), dims)
+    assert plan.shape == (0, 2) and plan.projections == []
+    plan = plan_vectorized(([], []), dims)
+    assert plan.shape == (0,) and plan.projections == []
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        ([0, 5], [0, 0]),
+        ([0, -6], [0, 0]),
+        ([0], [4]),
+        (np.ones((5, 3), dtype=bool),),  # mask of the wrong shape
+        ([0, 1], [0, 1, 2]),  # does not broadcast
+        ([0, 1],),  # one array for two axes
+        ([0], [0], [0]),
+        (slice(None), [0]),
+        ([0.5], [1]),
+        ([True, False], [0, 1]),
+    ],
+)
+def test_vectorized_invalid(sel: tuple[Any, ...]) -> None:
+    with pytest.raises(IndexError):
+        plan_vectorized(sel, dims_of((5, 4), (2, 3)))
+
+
+# -- plan_selection dispatch: NumPy's meaning -----------------------------------------------------
+
+
+@st.composite
+def numpy_selections(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """A selection with exactly one 1-D index array among integers, slices and maybe Ellipsis."""
+    axis = draw(st.integers(0, len(shape) - 1))
+    entries: list[Any] = []
+    for i, size in enumerate(shape):
+        if i == axis:
+            entries.append(draw(int_arrays(size) | bool_arrays(size)))
+        else:
+            options = [slices(size)]
+            if size:
+                options.append(in_range_ints(size))
+            entries.append(draw(st.one_of(*options)))
+    sel = with_ellipsis_or_short(draw, entries, keep=axis)
+    assert any(isinstance(s, (list, np.ndarray)) for s in sel)
+    return sel
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_selection_with_one_array_matches_numpy(data: st.DataObject) -> None:
+    shape, chunks = data.draw(shapes_and_chunks(min_ndim=1))
+    sel = data.draw(numpy_selections(shape))
+    a = values_of(shape)
+    expected = a[numpy_index(sel)]
+    plan = plan_selection(sel, dims_of(shape, chunks))
+    assert plan.shape == expected.shape
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        (0, slice(None), [1, 2]),
+        (0, slice(None), [3, 0, 3]),
+        ([2, 1], slice(1, 3), 1),
+        (1, slice(None), slice(None, None, -1), [4, 0]),
+        (Ellipsis, 0, slice(None), [1]),
+        (0, Ellipsis, [1, 1]),
+        (0, [1, 2], slice(None)),
+        ([0, 1], [1, 2], [0, 0]),
+        ([[0, 1], [2, 3]], 1, [[0], [3]]),
+        (np.int64(2), slice(None)),
+        (np.int64(2),),
+    ],
+)
+def test_selection_examples_match_numpy(sel: tuple[Any, ...]) -> None:
+    shape = (4, 5, 5) if len(expand_ellipsis(sel, 3) if Ellipsis in sel else sel) <= 3 else (4, 5, 5, 6)
+    if len([s for s in sel if s is not Ellipsis]) == 4:
+        shape = (4, 5, 5, 6)
+    chunks = (3, 2, 4, 5)[: len(shape)]
+    a = values_of(shape)
+    expected = a[numpy_index(sel)]
+    plan = plan_selection(sel, dims_of(shape, chunks))
+    assert plan.shape == expected.shape
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+def test_selection_ambiguous_mix_raises() -> None:
+    dims = dims_of((4, 5, 6), (3, 2, 4))
+    with pytest.raises(IndexError, match="oindex"):
+        plan_selection(([0, 1], slice(None), [1, 2]), dims)
+    with pytest.raises(IndexError, match="oindex"):
+        plan_selection(([0, 1], [1, 2]), dims)
+
+
+def test_selection_one_dimensional_mask_is_orthogonal() -> None:
+    shape, chunks = (7,), (3,)
+    a = values_of(shape)
+    mask = np.array([True, False, True, True, False, False, True])
+    plan = plan_selection(mask, dims_of(shape, chunks))
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), a[mask])
+
+
+@given(shape_chunks=shapes_and_chunks(min_ndim=1, min_size=1), data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_out_of_range_arrays_raise(shape_chunks: Any, data: st.DataObject) -> None:
+    shape, chunks = shape_chunks
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    size = shape[axis]
+    bad = data.draw(st.integers(size, size + 5) | st.integers(-size - 5, -size - 1))
+    sel: list[Any] = [slice(None)] * len(shape)
+    sel[axis] = [0, bad]
+    with pytest.raises(IndexError, match="out of bounds"):
+        plan_orthogonal(tuple(sel), dims_of(shape, chunks))
+    with pytest.raises(IndexError, match="out of bounds"):
+        plan_selection(tuple(sel), dims_of(shape, chunks))
+    points: list[Any] = [[0, 0]] * len(shape)
+    points[axis] = [0, bad]
+    with pytest.raises(IndexError, match="out of bounds"):
+        plan_vectorized(tuple(points), dims_of(shape, chunks))
+
+
+# -- whole-grid invariants ------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape_chunks=shapes_and_chunks())
+def test_full_selection_touches_every_chunk_once_and_completely(shape_chunks: Any) -> None:
+    shape, chunks = shape_chunks
+    assume(0 not in shape)
+    dims = dims_of(shape, chunks)
+    plan = plan_selection(Ellipsis, dims)
+    coords = sorted(p.chunk_coords for p in plan.projections)
+    grid = tuple(d.nchunks for d in dims)
+    assert coords == sorted(tuple(int(c) for c in row) for row in all_chunk_coords(grid))
+    assert all(p.is_complete for p in plan.projections)
+    np.testing.assert_array_equal(check_plan(plan, values_of(shape), chunks), values_of(shape))

@@ -1,0 +1,116 @@
+"""Zarr v3 core data types: parsing, NumPy mapping, rejection of everything else."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuzarr.errors import MetadataError
+from gpuzarr.spec.dtypes import CORE_DATA_TYPES, DataType
+
+CORE = {
+    "bool": np.bool_,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+    "uint64": np.uint64,
+    "float16": np.float16,
+    "float32": np.float32,
+    "float64": np.float64,
+    "complex64": np.complex64,
+    "complex128": np.complex128,
+}
+
+
+def test_core_table_is_complete() -> None:
+    assert set(CORE_DATA_TYPES) == set(CORE)
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_core_type_parses(name: str) -> None:
+    dt = DataType.from_json(name)
+    assert dt.name == name
+    assert dt.numpy_dtype == np.dtype(CORE[name])
+    assert dt.numpy_dtype.isnative
+    assert dt.itemsize == np.dtype(CORE[name]).itemsize
+    assert dt.to_json() == name
+    assert DataType.from_json(dt.to_json()) == dt
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_from_numpy(name: str) -> None:
+    npdt = np.dtype(CORE[name])
+    assert DataType.from_numpy(npdt).name == name
+    assert DataType.from_numpy(npdt.newbyteorder(">")).name == name
+    assert DataType.from_numpy(name).name == name
+    assert DataType.from_numpy(DataType.from_json(name)).name == name
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_default_fill_value_is_zero(name: str) -> None:
+    dt = DataType.from_json(name)
+    fill = dt.default_fill_value()
+    assert fill.dtype == dt.numpy_dtype
+    assert not fill
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "bfloat16",
+        "float8_e4m3",
+        "string",
+        "r16",
+        "<f4",
+        "Int32",
+        "int 32",
+        "",
+        "datetime64",
+        3,
+        None,
+        True,
+        ["int32"],
+        {"name": "foo"},
+        {"name": "datetime", "configuration": {"unit": "ns"}},
+        {"configuration": {}},
+    ],
+)
+def test_unknown_or_extension_type_raises(value: object) -> None:
+    with pytest.raises(MetadataError, match="data_type"):
+        DataType.from_json(value)
+
+
+def test_extension_error_names_custom_field() -> None:
+    with pytest.raises(MetadataError, match=r"^codecs\[0\]\.dtype: .*'foo'"):
+        DataType.from_json({"name": "foo"}, field="codecs[0].dtype")
+
+
+def test_extension_error_names_type() -> None:
+    with pytest.raises(MetadataError, match="'bfloat16'"):
+        DataType.from_json("bfloat16")
+    with pytest.raises(MetadataError, match="'foo'"):
+        DataType.from_json({"name": "foo"})
+
+
+def test_metadata_error_is_value_error() -> None:
+    with pytest.raises(ValueError):
+        DataType.from_json("bfloat16")
+
+
+@pytest.mark.parametrize("dtype", ["U4", "S3", "O", "M8[ns]", "m8[s]", "V2", [("a", "i4")], "float128"])
+def test_from_numpy_rejects_non_core(dtype: object) -> None:
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        pytest.skip("dtype unavailable on this platform")
+    with pytest.raises(MetadataError, match="dtype"):
+        DataType.from_numpy(dtype)
+
+
+def test_from_numpy_rejects_non_dtype() -> None:
+    with pytest.raises(MetadataError, match="dtype"):
+        DataType.from_numpy(object())
