@@ -8,7 +8,7 @@ from .errors import MetadataError
 from .spec.chunk_grid import RegularChunkGrid
 from .spec.rectilinear import RectilinearChunkGrid
 from .spec.chunk_key_encoding import ChunkKeyEncoding
-from .spec.dtypes import DataType
+from .spec.dtypes import EXTENSION_DATA_TYPES, DataType
 from .spec.v2 import ArrayMetadataV2, v2_dtype_string
 from .spec.v3 import ArrayMetadata, normalize_codec_json
 
@@ -167,7 +167,8 @@ def build_v3_metadata(
     )
 
 
-DEFAULT_V2_COMPRESSOR: dict[str, Any] = {"id": "zstd", "level": 0, "checksum": False}
+# No "checksum" member: TensorStore's zarr2 driver rejects it, and false is the default anyway.
+DEFAULT_V2_COMPRESSOR: dict[str, Any] = {"id": "zstd", "level": 0}
 
 
 def build_v2_metadata(
@@ -194,10 +195,17 @@ def build_v2_metadata(
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     import numpy as np
 
-    npdt = np.dtype(dtype) if not isinstance(dtype, str) or dtype not in _V3_NAMES else np.dtype(_V3_NAMES[dtype])
-    descr: Any = npdt.descr if npdt.fields is not None else npdt.str
-    if npdt.fields is None and npdt.itemsize > 1 and npdt.byteorder == "=":
-        descr = npdt.newbyteorder("<").str
+    descr: Any
+    if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
+        data_type_v3 = DataType.from_numpy(dtype)
+        descr = dtype if dtype in EXTENSION_DATA_TYPES else f"|V{data_type_v3.itemsize}"
+    else:
+        npdt = np.dtype(_V3_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+        descr = npdt.descr if npdt.fields is not None else npdt.str
+        if npdt.name in EXTENSION_DATA_TYPES:
+            descr = npdt.name
+        elif npdt.fields is None and npdt.itemsize > 1 and npdt.byteorder == "=":
+            descr = npdt.newbyteorder("<").str
     data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
     if compressor == "auto":
         compressor = DEFAULT_V2_COMPRESSOR

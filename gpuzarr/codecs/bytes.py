@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import MetadataError
 from ..store.base import Buffer
+from ..spec.dtypes import ML_FLOAT_TYPES
 from .base import ArrayToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
 
@@ -43,18 +44,24 @@ class BytesCodec(ArrayToBytesCodec):
         return None if self.endian is None else {"endian": self.endian}
 
     def resolve(self, spec: ChunkSpec) -> BytesCodec:
-        # Structured (v2) types keep each field's own byte order in the dtype itself.
-        if self.endian is None and spec.dtype.itemsize > 1 and spec.dtype.fields is None:
+        if self.endian is None and _has_byte_order(spec.dtype):
             raise MetadataError(
                 f"configuration.endian: required for {spec.dtype.itemsize}-byte data types"
             )
         return self
 
     def stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
-        """The dtype of the encoded elements (native dtype with this codec's byte order)."""
-        if dtype.itemsize == 1 or self.endian is None or dtype.fields is not None:
+        """The dtype of the encoded elements (native dtype with this codec's byte order).
+
+        Types NumPy cannot byte-swap by dtype (ml_dtypes' bfloat16) keep their dtype here and
+        are swapped through an unsigned view by decode/encode.
+        """
+        if not _has_byte_order(dtype) or self.endian is None or dtype.kind == "V":
             return dtype
         return dtype.newbyteorder("<" if self.endian == "little" else ">")
+
+    def _swaps_by_view(self, dtype: np.dtype[Any]) -> bool:
+        return dtype.kind == "V" and _has_byte_order(dtype) and not self.is_native
 
     @property
     def is_native(self) -> bool:
@@ -67,8 +74,23 @@ class BytesCodec(ArrayToBytesCodec):
         raw = as_uint8(data)
         if raw.size != spec.nbytes:
             raise ValueError(f"decoded chunk has {raw.size} bytes, expected {spec.nbytes}")
+        if self._swaps_by_view(spec.dtype):
+            unsigned = np.dtype(f"u{spec.dtype.itemsize}")
+            return raw.view(unsigned).byteswap().view(spec.dtype).reshape(spec.shape)
         return raw.view(self.stored_dtype(spec.dtype)).reshape(spec.shape)
 
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer:
+        if self._swaps_by_view(spec.dtype):
+            unsigned = np.dtype(f"u{spec.dtype.itemsize}")
+            native = np.ascontiguousarray(chunk, dtype=spec.dtype)
+            return native.reshape(-1).view(unsigned).byteswap().view(np.uint8)
         stored = np.ascontiguousarray(chunk, dtype=self.stored_dtype(spec.dtype))
         return stored.reshape(-1).view(np.uint8)
+
+
+def _has_byte_order(dtype: np.dtype[Any]) -> bool:
+    """Whether encoding ``dtype`` needs an ``endian``: multi-byte numbers, not raw bytes or
+    structured types (those carry each field's byte order in the dtype itself)."""
+    if dtype.itemsize == 1 or dtype.fields is not None:
+        return False
+    return dtype.kind != "V" or dtype.name in ML_FLOAT_TYPES

@@ -1,7 +1,12 @@
-"""Zarr v3 core data types and their fill values.
+"""Zarr data types and their fill values.
 
 A Zarr data type is identified by its v3 name (``"uint16"``); in memory it is a native-endian
 NumPy dtype (byte order on disk is the ``bytes`` codec's business, not the data type's).
+
+Besides the v3 core types this knows the extensions TensorStore writes — ``bfloat16``, the
+``float8_*`` / ``float4_e2m1fn`` formats and the 1-byte-padded ``int4`` / ``int2`` (NumPy dtypes
+from ml_dtypes, imported only when such an array is opened) — and the core spec's raw types
+``r8``, ``r16``, … (read as NumPy void, ``V1``, ``V2``, …; their fill value is a list of bytes).
 """
 
 from __future__ import annotations
@@ -32,6 +37,51 @@ CORE_DATA_TYPES: dict[str, str] = {
     "complex128": "<c16",
 }
 
+#: Extension types (name -> ml_dtypes attribute): floats first, then padded small integers.
+ML_FLOAT_TYPES = (
+    "bfloat16",
+    "float8_e3m4",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+)
+ML_INT_TYPES = ("int4", "int2")
+EXTENSION_DATA_TYPES = ML_FLOAT_TYPES + ML_INT_TYPES
+
+
+def _ml_dtype(name: str, field: str) -> np.dtype[Any]:
+    try:
+        import ml_dtypes
+    except ImportError as exc:  # pragma: no cover - ml_dtypes is a dependency
+        raise MetadataError(f"{field}: data type {name!r} needs the ml_dtypes package") from exc
+    try:
+        return np.dtype(getattr(ml_dtypes, name))
+    except AttributeError as exc:
+        raise MetadataError(
+            f"{field}: data type {name!r} needs a newer ml_dtypes ({ml_dtypes.__version__})"
+        ) from exc
+
+
+def _raw_bits(value: str) -> int | None:
+    """``"r16"`` -> 16; None when ``value`` is not a raw type name."""
+    if len(value) > 1 and value[0] == "r" and value[1:].isdigit():
+        return int(value[1:])
+    return None
+
+
+def is_float_like(dtype: np.dtype[Any]) -> bool:
+    """Real or complex floating point, ml_dtypes' floats included (NaN-aware comparisons)."""
+    return dtype.kind in "fc" or dtype.name in ML_FLOAT_TYPES
+
+
+def is_integer_like(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind in "iu" or dtype.name in ML_INT_TYPES
+
+
 _NAME_BY_KIND_SIZE = {
     (np.dtype(code).kind, np.dtype(code).itemsize): name for name, code in CORE_DATA_TYPES.items()
 }
@@ -48,6 +98,13 @@ class DataType:
     def from_json(cls, value: Any, field: str = "data_type") -> DataType:
         if isinstance(value, str) and value in CORE_DATA_TYPES:
             return cls(value, np.dtype(CORE_DATA_TYPES[value]).newbyteorder("="))
+        if isinstance(value, str) and value in EXTENSION_DATA_TYPES:
+            return cls(value, _ml_dtype(value, field))
+        bits = _raw_bits(value) if isinstance(value, str) else None
+        if bits is not None:
+            if bits <= 0 or bits % 8:
+                raise MetadataError(f"{field}: raw data type {value!r} needs a positive multiple of 8 bits")
+            return cls(value, np.dtype(f"V{bits // 8}"))
         if isinstance(value, dict):
             name = value.get("name")
             raise MetadataError(
@@ -65,10 +122,16 @@ class DataType:
             return dtype
         if isinstance(dtype, str) and dtype in CORE_DATA_TYPES:
             return cls.from_json(dtype)
+        if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or _raw_bits(dtype) is not None):
+            return cls.from_json(dtype)
         try:
             npdt = np.dtype(dtype)
         except TypeError as exc:
             raise MetadataError(f"dtype: {dtype!r} is not a data type") from exc
+        if npdt.name in EXTENSION_DATA_TYPES:
+            return cls.from_json(npdt.name)
+        if npdt.kind == "V" and npdt.fields is None and npdt.subdtype is None:
+            return cls.from_json(f"r{8 * npdt.itemsize}")
         name = _NAME_BY_KIND_SIZE.get((npdt.kind, npdt.itemsize))
         if name is None:
             raise MetadataError(f"dtype: NumPy dtype {npdt} has no Zarr v3 core data type")
@@ -83,15 +146,29 @@ class DataType:
 
     # -- fill values -------------------------------------------------------------------------
 
+    @property
+    def fill_kind(self) -> str:
+        """"b" bool, "i" integer, "f" real float, "c" complex, "r" raw bytes."""
+        dt = self.numpy_dtype
+        if dt.kind == "b":
+            return "b"
+        if is_integer_like(dt):
+            return "i"
+        if dt.kind == "c":
+            return "c"
+        if is_float_like(dt):
+            return "f"
+        return "r"
+
     def fill_value_from_json(self, value: Any, field: str = "fill_value") -> np.generic:
         """Parse a v3 JSON fill value for this type (every form the core spec allows)."""
         dt = self.numpy_dtype
-        kind = dt.kind
+        kind = self.fill_kind
         if kind == "b":
             if isinstance(value, bool):
                 return np.bool_(value)
             raise MetadataError(f"{field}: expected true or false for bool, got {value!r}")
-        if kind in "iu":
+        if kind == "i":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise MetadataError(f"{field}: expected an integer for {self.name}, got {value!r}")
             if isinstance(value, float):
@@ -100,10 +177,10 @@ class DataType:
                         f"{field}: expected an integer for {self.name}, got {value!r}"
                     )
                 value = int(value)
-            info = np.iinfo(dt)
-            if not info.min <= value <= info.max:
+            low, high = _integer_range(dt)
+            if not low <= value <= high:
                 raise MetadataError(
-                    f"{field}: {value} is out of range for {self.name} [{info.min}, {info.max}]"
+                    f"{field}: {value} is out of range for {self.name} [{low}, {high}]"
                 )
             return dt.type(value)  # type: ignore[no-any-return]
         if kind == "f":
@@ -120,49 +197,73 @@ class DataType:
             out.real = re
             out.imag = im
             return out[()]  # type: ignore[no-any-return]
-        raise MetadataError(f"{field}: cannot parse a fill value for {self.name}")  # pragma: no cover
+        if (
+            isinstance(value, list)
+            and len(value) == dt.itemsize
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in value)
+        ):
+            return np.frombuffer(bytes(value), dtype=dt)[0]  # type: ignore[no-any-return]
+        raise MetadataError(
+            f"{field}: expected a list of {dt.itemsize} byte values (0-255) for {self.name}, got {value!r}"
+        )
 
     def fill_value_to_json(self, value: np.generic) -> Any:
         """The normalised JSON form of a fill value (round-trips through fill_value_from_json)."""
-        kind = self.numpy_dtype.kind
+        kind = self.fill_kind
         if kind == "b":
             return bool(value)
-        if kind in "iu":
+        if kind == "i":
             return int(value)  # type: ignore[call-overload]
         if kind == "f":
             return _float_to_json(value)
         if kind == "c":
             return [_float_to_json(value.real), _float_to_json(value.imag)]  # type: ignore[attr-defined]
-        raise MetadataError(f"fill_value: cannot encode a fill value for {self.name}")  # pragma: no cover
+        return list(np.asarray(value, dtype=self.numpy_dtype).tobytes())
 
     def default_fill_value(self) -> np.generic:
-        return self.numpy_dtype.type(0)  # type: ignore[no-any-return]
+        return np.zeros((), dtype=self.numpy_dtype)[()]  # type: ignore[no-any-return]
 
     def fill_value_from_python(self, value: Any) -> np.generic:
         """A fill value given by a user: a Python/NumPy scalar, or any JSON form."""
         if value is None:
             return self.default_fill_value()
         if isinstance(value, (str, list, tuple, dict)):
-            return self.fill_value_from_json(value)
+            return self.fill_value_from_json(list(value) if isinstance(value, tuple) else value)
         if isinstance(value, np.generic) and value.dtype == self.numpy_dtype:
             return value
-        kind = self.numpy_dtype.kind
-        if kind in "fc" or (kind in "iu" and isinstance(value, (int, np.integer))):
-            if kind in "iu":
-                return self.fill_value_from_json(int(value))
-            return self.numpy_dtype.type(value)  # type: ignore[no-any-return]
+        kind = self.fill_kind
+        if kind == "i" and isinstance(value, (int, np.integer)):
+            return self.fill_value_from_json(int(value))
+        if kind in "fc":
+            with np.errstate(over="ignore"):
+                return self.numpy_dtype.type(value)  # type: ignore[no-any-return]
         if kind == "b":
             return np.bool_(bool(value))
+        if kind == "r" and isinstance(value, (bytes, np.void)):
+            return self.fill_value_from_json(list(bytes(value)))
         return self.fill_value_from_json(value.item() if isinstance(value, np.generic) else value)
 
 
+def _integer_range(dt: np.dtype[Any]) -> tuple[int, int]:
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+    else:
+        import ml_dtypes
+
+        info = ml_dtypes.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-_UINT_FOR_SIZE = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_UINT_FOR_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _float_from_json(value: Any, dt: np.dtype[Any], field: str, name: str) -> np.generic:
     if isinstance(value, bool):
         raise MetadataError(f"{field}: expected a number for {name}, got {value!r}")
+    if isinstance(value, (int, float)) and value == 0 and dt.name == "float8_e8m0fnu":
+        # This format has no zero; TensorStore stores a 0 fill as its smallest value (bits 0x00).
+        return np.zeros((), dtype=dt)[()]  # type: ignore[no-any-return]
     if isinstance(value, (int, float)):
         try:
             f = float(value)
@@ -211,7 +312,12 @@ def _float_to_json(value: Any) -> Any:
 
 def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
     """True if every element of ``a`` equals ``fill``; NaN compares equal to NaN."""
-    if a.dtype.kind in "fc" and np.isnan(fill):
+    if a.dtype.kind == "V" and not is_float_like(a.dtype):
+        # Raw and structured types: compare the bytes (NaN fields compare by bit pattern).
+        fill_bytes = np.frombuffer(np.asarray(fill, dtype=a.dtype).tobytes(), dtype=np.uint8)
+        flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8).reshape(-1, a.dtype.itemsize)
+        return bool(np.all(flat == fill_bytes))
+    if is_float_like(a.dtype) and np.isnan(fill):
         if a.dtype.kind == "c":
             f = complex(fill)  # type: ignore[arg-type]
             re_ok = np.isnan(a.real) if math.isnan(f.real) else a.real == f.real

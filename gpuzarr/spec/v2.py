@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import MetadataError
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
-from .dtypes import CORE_DATA_TYPES, DataType
+from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import expect_dict, expect_int_list
 
 ZARRAY = ".zarray"
@@ -50,6 +50,12 @@ def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str
         return DataType("structured", npdt), None
     if not isinstance(value, str):
         raise MetadataError(f"{field_name}: expected a dtype string or a list of fields, got {value!r}")
+    if value in EXTENSION_DATA_TYPES:
+        # TensorStore's extensions, written without a byte order (always little endian).
+        data_type = DataType.from_json(value, field_name)
+        return data_type, "little" if data_type.itemsize > 1 else None
+    if len(value) >= 3 and value[0] in "|<>" and value[1] == "V" and value[2:].isdigit():
+        return DataType.from_json(f"r{8 * int(value[2:])}", field_name), None
     try:
         npdt = np.dtype(value)
     except TypeError as exc:
@@ -74,6 +80,10 @@ def v2_dtype_string(data_type: DataType, endian: str | None) -> Any:
     dt = data_type.numpy_dtype
     if dt.fields is not None:
         return [list(_field_descr(f)) for f in dt.descr]
+    if data_type.name in EXTENSION_DATA_TYPES:
+        return data_type.name
+    if data_type.fill_kind == "r":
+        return f"|V{dt.itemsize}"
     if dt.itemsize == 1:
         return "|" + dt.str[1:]
     return ("<" if endian != "big" else ">") + dt.str[1:]
@@ -87,7 +97,8 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
     if value is None:
         return None
     dt = data_type.numpy_dtype
-    if dt.fields is not None or (isinstance(value, str) and dt.kind not in "fc" and value not in ("NaN", "Infinity", "-Infinity")):
+    raw = dt.fields is not None or data_type.fill_kind == "r"
+    if raw or (isinstance(value, str) and data_type.fill_kind not in "fc" and value not in ("NaN", "Infinity", "-Infinity")):
         if not isinstance(value, str):
             raise MetadataError(f"{field_name}: expected base64 bytes for a structured type, got {value!r}")
         try:
@@ -99,7 +110,7 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
         return np.frombuffer(raw, dtype=dt)[0]  # type: ignore[no-any-return]
     if dt.kind == "c" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return dt.type(value)  # type: ignore[no-any-return]
-    if dt.kind == "f" and isinstance(value, int) and not isinstance(value, bool):
+    if data_type.fill_kind == "f" and isinstance(value, int) and not isinstance(value, bool):
         return dt.type(value)  # type: ignore[no-any-return]
     if dt.kind == "b" and isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return np.bool_(value)
@@ -110,9 +121,9 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     if value is None:
         return None
     dt = data_type.numpy_dtype
-    if dt.fields is not None:
+    if dt.fields is not None or data_type.fill_kind == "r":
         return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
-    if dt.kind == "f":
+    if data_type.fill_kind == "f":
         f = float(value)  # type: ignore[arg-type]
         if math.isnan(f):
             return "NaN"

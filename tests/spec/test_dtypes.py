@@ -61,10 +61,10 @@ def test_default_fill_value_is_zero(name: str) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        "bfloat16",
         "float8_e4m3",
         "string",
-        "r16",
+        "r12",
+        "r0",
         "<f4",
         "Int32",
         "int 32",
@@ -90,18 +90,18 @@ def test_extension_error_names_custom_field() -> None:
 
 
 def test_extension_error_names_type() -> None:
-    with pytest.raises(MetadataError, match="'bfloat16'"):
-        DataType.from_json("bfloat16")
+    with pytest.raises(MetadataError, match="'uint4'"):
+        DataType.from_json("uint4")
     with pytest.raises(MetadataError, match="'foo'"):
         DataType.from_json({"name": "foo"})
 
 
 def test_metadata_error_is_value_error() -> None:
     with pytest.raises(ValueError):
-        DataType.from_json("bfloat16")
+        DataType.from_json("bfloat17")
 
 
-@pytest.mark.parametrize("dtype", ["U4", "S3", "O", "M8[ns]", "m8[s]", "V2", [("a", "i4")], "float128"])
+@pytest.mark.parametrize("dtype", ["U4", "S3", "O", "M8[ns]", "m8[s]", [("a", "i4")], "float128"])
 def test_from_numpy_rejects_non_core(dtype: object) -> None:
     try:
         np.dtype(dtype)

@@ -92,7 +92,7 @@ def test_required_fields(field: str) -> None:
         ({"shape": [True, 4]}, "shape"),
         ({"shape": "10"}, "shape"),
         ({"shape": None}, "shape"),
-        ({"data_type": "bfloat16"}, "data_type"),
+        ({"data_type": "bfloat17"}, "data_type"),
         ({"data_type": {"name": "foo"}}, "data_type"),
         ({"fill_value": None}, "fill_value"),
         ({"fill_value": "nan"}, "fill_value"),
