@@ -29,15 +29,29 @@ class Array:
     (``a[...] = x``) with NumPy's semantics on the whole array.
     """
 
-    def __init__(self, store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, device: str = "auto") -> None:
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata | ArrayMetadataV2,
+        device: str = "auto",
+        *,
+        fill_missing_data_reads: bool = True,
+        store_data_equal_to_fill_value: bool = False,
+    ) -> None:
         self.store = store
         self.path = path.strip("/")
         self._device = resolve_device(device)
+        # TensorStore's options: raise on missing chunks / store chunks equal to the fill value.
+        self.fill_missing_data_reads = fill_missing_data_reads
+        self.store_data_equal_to_fill_value = store_data_equal_to_fill_value
         self._set_metadata(metadata)
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
         self._metadata = metadata
         self._layout = StorageLayout.from_metadata(metadata, self._prefix)
+        self._layout.fill_missing_data_reads = self.fill_missing_data_reads
+        self._layout.store_data_equal_to_fill_value = self.store_data_equal_to_fill_value
 
     @property
     def _prefix(self) -> str:
@@ -278,6 +292,13 @@ class Array:
                     self.store.erase(self._layout.key(coords))
         new_metadata = self._metadata.evolve(shape=new_shape)
         self._write_metadata(new_metadata)
+
+    def spec(self) -> dict[str, Any]:
+        """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array
+        with :func:`gpuzarr.open` and, for a local store, with ``tensorstore.open``."""
+        from .tensorstore_open import array_spec
+
+        return array_spec(self)
 
     def info(self) -> dict[str, Any]:
         """A summary: shape, dtype, chunking, codecs, device."""

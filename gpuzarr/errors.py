@@ -49,6 +49,14 @@ class CorruptChunkError(GpuZarrError, ValueError):
         self.reason = reason
 
 
+class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
+    """A chunk is missing and the array was opened with ``fill_missing_data_reads=False``."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key}: chunk is missing (fill_missing_data_reads is false)")
+        self.key = key
+
+
 class InvalidKeyError(GpuZarrError, ValueError):
     """A store key is not a valid relative path (contains '..', a leading '/' or a backslash)."""
 

@@ -42,6 +42,10 @@ class StorageLayout:
     prefix: str
     pipeline: CodecPipeline
     sharding: ShardingCodec | None
+    #: False: reading a missing chunk raises ChunkNotFoundError instead of giving the fill value.
+    fill_missing_data_reads: bool = True
+    #: True: chunks equal to the fill value are stored, not erased.
+    store_data_equal_to_fill_value: bool = False
     _pipelines: dict[tuple[int, ...], CodecPipeline] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _dims_cache: dict[tuple[int, ...], Any] = field(default_factory=dict, repr=False)

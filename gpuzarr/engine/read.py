@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ChunkNotFoundError, CorruptChunkError
 from ..plan.selection import ChunkProjection, ReadPlan
 from ..store.base import Buffer, Store
 from ..store.sharding import read_inner_chunks, read_shard_index
@@ -36,6 +37,8 @@ def _store_chunk_into(
     layout: StorageLayout, raw: Buffer | None, key: str, out: np.ndarray[Any, Any], p: ChunkProjection
 ) -> None:
     if raw is None:
+        if not layout.fill_missing_data_reads:
+            raise ChunkNotFoundError(key)
         out[p.out_selection] = layout.metadata.fill_value
         return
     pipeline = layout.pipeline_at(p.chunk_coords)
@@ -83,15 +86,17 @@ def _read_sharded(
         shard_layout = layout.sharding_at(shard).layout
         index = read_shard_index(store, key, shard_layout)
         if index is None:
-            return [(None, key, p) for _, p in wanted]
+            return [(None, key, i, p) for i, p in wanted]
         blobs = read_inner_chunks(store, key, index, [i for i, _ in wanted], shard_layout)
-        return [
-            (blob, f"{key} (inner chunk {i})", p) for (i, p), blob in zip(wanted, blobs, strict=True)
-        ]
+        return [(blob, key, i, p) for (i, p), blob in zip(wanted, blobs, strict=True)]
 
-    def decode(task: tuple[Buffer | None, str, ChunkProjection]) -> None:
-        raw, key, p = task
-        _store_chunk_into(layout, raw, key, out, p)
+    def decode(task: tuple[Buffer | None, str, int, ChunkProjection]) -> None:
+        raw, key, i, p = task
+        try:
+            _store_chunk_into(layout, raw, key, out, p)
+        except CorruptChunkError as exc:
+            # The error names the shard's store key; the reason says which inner chunk.
+            raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc
 
     sizes = [len(w) * chunk_nbytes for _, w in shards]
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..codecs.sharding import ShardingCodec
+from ..errors import CorruptChunkError
 from ..plan.selection import ChunkProjection, ReadPlan
 from ..spec.dtypes import fill_value_bytes_equal
 from ..store.base import Buffer, Store
@@ -48,7 +49,7 @@ def _new_chunk(
 
 
 def _encode_or_none(layout: StorageLayout, coords: tuple[int, ...], chunk: np.ndarray[Any, Any]) -> Buffer | None:
-    if fill_value_bytes_equal(chunk, layout.metadata.fill_value):
+    if not layout.store_data_equal_to_fill_value and fill_value_bytes_equal(chunk, layout.metadata.fill_value):
         return None
     return layout.pipeline_at(coords).encode(chunk)
 
@@ -133,7 +134,10 @@ def _write_sharded(
             old = None
             part = work.parts[i]
             if not p.is_complete and part is not None:
-                old = layout.pipeline_at(p.chunk_coords).decode(part, f"{key} (inner chunk {i})")
+                try:
+                    old = layout.pipeline_at(p.chunk_coords).decode(part, key)
+                except CorruptChunkError as exc:
+                    raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc
             work.edits.append((i, p, _new_chunk(layout, p, value, old)))
         return work
 

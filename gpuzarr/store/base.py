@@ -24,9 +24,19 @@ class ByteRange:
     offset: int
     length: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.length is not None and (self.length < 0 or self.offset < 0):
+            raise ValueError(
+                f"byte range: expected offset >= 0 and length >= 0 (or a suffix with no length), "
+                f"got offset {self.offset}, length {self.length}"
+            )
+
     @classmethod
     def suffix(cls, nbytes: int) -> ByteRange:
-        return cls(-nbytes, None)
+        if nbytes < 0:
+            raise ValueError(f"byte range: a suffix needs nbytes >= 0, got {nbytes}")
+        # offset -0 would be 0, which reads everything: the empty suffix is an empty range.
+        return cls(-nbytes, None) if nbytes else cls(0, 0)
 
     def resolve(self, size: int) -> tuple[int, int]:
         """``(start, stop)`` within an object of ``size`` bytes (clamped to it)."""
@@ -40,6 +50,8 @@ def validate_key(key: str) -> str:
     """Refuse keys that could escape the store's root or mean different things on other OSes."""
     if not isinstance(key, str):
         raise InvalidKeyError(f"store keys must be strings, got {type(key).__name__}")
+    if key == "" or key.endswith("/"):
+        raise InvalidKeyError(f"invalid store key {key!r}: a key must be non-empty and not end in '/'")
     if key.startswith("/") or "\\" in key:
         raise InvalidKeyError(f"invalid store key {key!r}: no leading '/' or backslash allowed")
     parts = key.split("/")
@@ -49,9 +61,10 @@ def validate_key(key: str) -> str:
 
 
 def validate_prefix(prefix: str) -> str:
+    """Refuse prefixes that are not a valid key plus at most one trailing '/' ("" is the root)."""
     if prefix == "":
         return prefix
-    validate_key(prefix.rstrip("/") or "x")
+    validate_key(prefix[:-1] if prefix.endswith("/") else prefix)
     return prefix
 
 
@@ -115,6 +128,8 @@ class Store(ABC):
         """Remove ``key``; removing an absent key is not an error."""
 
     def erase_prefix(self, prefix: str) -> None:
+        """Remove every key starting with ``prefix``."""
+        self._check_writable()
         for key in list(self.list_prefix(prefix)):
             self.erase(key)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -42,7 +43,11 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         try:
-            start, stop = byte_range.resolve(os.fstat(fd).st_size)
+            info = os.fstat(fd)
+            # os.open succeeds on a directory; a directory is not a key.
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            start, stop = byte_range.resolve(info.st_size)
             return _pread_all(fd, stop - start, start)
         finally:
             os.close(fd)
@@ -53,7 +58,10 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         try:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            size = info.st_size
             out: list[Buffer] = []
             for r in ranges:
                 start, stop = r.resolve(size)
@@ -91,7 +99,9 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return [], []
         keys = sorted(prefix + e.name for e in entries if e.is_file() and TEMP_MARKER not in e.name)
-        dirs = sorted(prefix + e.name + "/" for e in entries if e.is_dir())
+        # erase() leaves empty directories behind: a child prefix is listed only when it holds a
+        # key, as in every other store.
+        dirs = sorted(prefix + e.name + "/" for e in entries if e.is_dir() and _holds_a_key(e.path))
         return keys, dirs
 
     def set(self, key: str, value: Buffer) -> None:
@@ -123,9 +133,13 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return
 
-    def erase_prefix(self, prefix: str) -> None:
-        self._check_writable()
-        super().erase_prefix(prefix)
+
+def _holds_a_key(directory: str) -> bool:
+    """Whether ``directory`` or any directory below it holds a file other than a partial write."""
+    for _dirpath, _dirnames, filenames in os.walk(directory):
+        if any(TEMP_MARKER not in name for name in filenames):
+            return True
+    return False
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:

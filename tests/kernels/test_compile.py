@@ -29,14 +29,14 @@ def compile_to_cubin(source: str, filename: str, arch: str) -> tuple[bytes, str]
         options = [f"--gpu-architecture={arch}".encode(), *(o.encode() for o in NVRTC_OPTIONS)]
         (compiled,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
         (log_size,) = _check(nvrtc.nvrtcGetProgramLogSize(program))
-        log = b" " * log_size
+        log = bytearray(log_size)  # never b" " * n: CPython shares b" " and NVRTC writes into it
         _check(nvrtc.nvrtcGetProgramLog(program, log))
-        log_text = log.rstrip(b"\0 ").decode(errors="replace")
+        log_text = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         assert compiled == nvrtc.nvrtcResult.NVRTC_SUCCESS, f"{filename} for {arch}:\n{log_text}"
         (size,) = _check(nvrtc.nvrtcGetCUBINSize(program))
-        cubin = b" " * size
+        cubin = bytearray(size)
         _check(nvrtc.nvrtcGetCUBIN(program, cubin))
-        return cubin, log_text
+        return bytes(cubin), log_text
     finally:
         nvrtc.nvrtcDestroyProgram(program)
 

@@ -1,0 +1,133 @@
+"""LocalStore: the conformance suite plus atomic writes, directories and file:// URLs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpuzarr.store import LocalStore, make_store
+from gpuzarr.store.base import Store
+from gpuzarr.store.local import TEMP_MARKER
+
+from .conformance import StoreConformance
+
+
+class TestLocalStore(StoreConformance):
+    @pytest.fixture
+    def make_store(self, tmp_path: Any) -> Store:
+        return LocalStore(tmp_path / "store")
+
+    def make_read_only(self, store: Store) -> Store:
+        assert isinstance(store, LocalStore)
+        return LocalStore(store.root, read_only=True)
+
+
+def test_keys_are_files(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("a/b/c", b"xyz")
+    assert (tmp_path / "a" / "b" / "c").read_bytes() == b"xyz"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "e").write_bytes(b"made outside")
+    assert store.get("d/e") == b"made outside"
+    assert store.list_dir("") == ([], ["a/", "d/"])
+
+
+def test_root_need_not_exist(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "not" / "yet")
+    assert store.get("k") is None
+    assert list(store.list_prefix("")) == []
+    assert store.list_dir("") == ([], [])
+    store.set("k", b"v")
+    assert store.get("k") == b"v"
+
+
+def test_temp_files_are_not_listed(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("a/k", b"v")
+    # A write in progress (or one a killed process left behind).
+    (tmp_path / "a" / f"k{TEMP_MARKER}0123").write_bytes(b"partial")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / f"x{TEMP_MARKER}0123").write_bytes(b"partial")
+    assert list(store.list_prefix("")) == ["a/k"]
+    assert store.list_dir("a/") == (["a/k"], [])
+    assert store.list_dir("") == ([], ["a/"])
+
+
+def test_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    for i in range(3):
+        store.set("a/k", np.full(100, i, np.uint8))
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["k"]
+
+
+class _Exploding:
+    """A buffer whose export fails half-way through a write."""
+
+    def __buffer__(self, flags: int) -> memoryview:
+        raise RuntimeError("disk on fire")
+
+
+def test_failing_write_keeps_old_value(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("k", b"old")
+    with pytest.raises((RuntimeError, TypeError)):
+        store.set("k", _Exploding())
+    assert store.get("k") == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["k"]
+
+
+def test_failing_write_mid_file_keeps_old_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LocalStore(tmp_path)
+    store.set("k", b"old")
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("rename failed")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="rename failed"):
+        store.set("k", b"new value")
+    monkeypatch.undo()
+    assert store.get("k") == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["k"]
+
+
+def test_read_only_does_not_create_root(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "absent", read_only=True)
+    assert store.get("k") is None
+    assert not (tmp_path / "absent").exists()
+
+
+def test_file_url(tmp_path: Path) -> None:
+    (tmp_path / "my data").mkdir()
+    store, path = make_store("file://" + str(tmp_path / "my%20data"))
+    assert isinstance(store, LocalStore)
+    assert path == ""
+    assert store.root == tmp_path / "my data"
+    store.set("zarr.json", b"{}")
+    assert (tmp_path / "my data" / "zarr.json").read_bytes() == b"{}"
+
+
+def test_plain_paths_and_kvstore_dicts(tmp_path: Path) -> None:
+    for arg in (str(tmp_path), tmp_path, {"driver": "file", "path": str(tmp_path)}):
+        store, path = make_store(arg)
+        assert isinstance(store, LocalStore)
+        assert store.root == tmp_path
+        assert path == ""
+
+
+def test_make_store_read_only(tmp_path: Path) -> None:
+    store, _ = make_store(str(tmp_path), read_only=True)
+    assert store.read_only
+    writable = LocalStore(tmp_path)
+    ro, _ = make_store(writable, read_only=True)
+    assert ro.read_only and not writable.read_only
+
+
+def test_equality_by_root(tmp_path: Path) -> None:
+    assert LocalStore(tmp_path) == LocalStore(str(tmp_path))
+    assert hash(LocalStore(tmp_path)) == hash(LocalStore(str(tmp_path)))
+    assert LocalStore(tmp_path) != LocalStore(tmp_path / "x")

@@ -1,0 +1,60 @@
+"""MemoryStore: the conformance suite plus named shared stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuzarr.store import MemoryStore, make_store, memory_store
+from gpuzarr.store.base import Store
+
+from .conformance import StoreConformance
+
+
+class TestMemoryStore(StoreConformance):
+    @pytest.fixture
+    def make_store(self, tmp_path: Any) -> Store:
+        return MemoryStore()
+
+    def make_read_only(self, store: Store) -> Store:
+        assert isinstance(store, MemoryStore)
+        return MemoryStore(store.data, read_only=True)
+
+
+def test_shared_dict() -> None:
+    data: dict[str, bytes] = {}
+    MemoryStore(data).set("k", b"v")
+    assert data == {"k": b"v"}
+
+
+def test_stored_values_are_bytes() -> None:
+    store = MemoryStore()
+    store.set("k", bytearray(b"abc"))
+    assert type(store.data["k"]) is bytes
+
+
+def test_named_memory_stores_share_data() -> None:
+    a = memory_store("test_memory_shared")
+    a.set("k", b"v")
+    b = memory_store("test_memory_shared")
+    assert b.get("k") == b"v"
+    assert memory_store("").get("k") is None
+    assert memory_store("test_memory_other").get("k") is None
+
+
+def test_memory_url() -> None:
+    store, path = make_store("memory://test_memory_url")
+    assert isinstance(store, MemoryStore)
+    assert path == ""
+    store.set("zarr.json", b"{}")
+    again, _ = make_store("memory://test_memory_url")
+    assert again.get("zarr.json") == b"{}"
+
+
+def test_make_store_read_only_wraps_without_mutating() -> None:
+    store = MemoryStore()
+    ro, _ = make_store(store, read_only=True)
+    assert ro.read_only and not store.read_only
+    store.set("k", b"v")
+    assert ro.get("k") == b"v"
