@@ -29,6 +29,12 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
     """Whether the whole chunk maps onto a C-contiguous region of ``out``."""
     if not p.is_complete or not all(isinstance(s, slice) for s in p.out_selection):
         return False
+    # The chunk must be taken whole and in order (a complete selection may still reverse it).
+    if not all(
+        isinstance(s, slice) and s.indices(n) == (0, n, 1)
+        for s, n in zip(p.chunk_selection, chunk_shape, strict=True)
+    ):
+        return False
     target = out[p.out_selection]
     return target.shape == chunk_shape and target.flags.c_contiguous
 
