@@ -7,7 +7,6 @@ other opens and reads, and both write the same metadata.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -52,24 +51,51 @@ def normalized_codecs(chain: list[Any]) -> list[Any]:
 
 CREATE_SPECS_V3 = {
     "default": {"schema": {"domain": {"shape": [100, 200]}, "dtype": "uint16"}},
-    "sharded_inner_order": {"schema": {
-        "domain": {"shape": [10, 20]}, "dtype": "int32",
-        "chunk_layout": {"read_chunk": {"shape": [4, 4]}, "write_chunk": {"shape": [8, 8]}, "inner_order": [1, 0]}}},
-    "aspect_ratio": {"schema": {
-        "domain": {"shape": [300, 400, 50]}, "dtype": "uint8",
-        "chunk_layout": {"chunk": {"aspect_ratio": [1, 2, 2], "elements": 20000}}}},
-    "labels_units_fill": {"schema": {
-        "domain": {"shape": [10, 20], "labels": ["y", "x"]}, "dtype": "float32", "fill_value": 3,
-        "dimension_units": ["4nm", "5 um"]}},
-    "metadata_codecs": {"metadata": {
-        "shape": [30, 40], "data_type": "float64",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [7, 9]}},
-        "chunk_key_encoding": {"name": "v2"}, "codecs": [{"name": "zstd", "configuration": {"level": 3}}],
-        "fill_value": "NaN", "dimension_names": ["a", "b"]}},
-    "metadata_sharding": {"metadata": {
-        "shape": [16, 16], "data_type": "int16",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
-        "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}]}},
+    "sharded_inner_order": {
+        "schema": {
+            "domain": {"shape": [10, 20]},
+            "dtype": "int32",
+            "chunk_layout": {
+                "read_chunk": {"shape": [4, 4]},
+                "write_chunk": {"shape": [8, 8]},
+                "inner_order": [1, 0],
+            },
+        }
+    },
+    "aspect_ratio": {
+        "schema": {
+            "domain": {"shape": [300, 400, 50]},
+            "dtype": "uint8",
+            "chunk_layout": {"chunk": {"aspect_ratio": [1, 2, 2], "elements": 20000}},
+        }
+    },
+    "labels_units_fill": {
+        "schema": {
+            "domain": {"shape": [10, 20], "labels": ["y", "x"]},
+            "dtype": "float32",
+            "fill_value": 3,
+            "dimension_units": ["4nm", "5 um"],
+        }
+    },
+    "metadata_codecs": {
+        "metadata": {
+            "shape": [30, 40],
+            "data_type": "float64",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [7, 9]}},
+            "chunk_key_encoding": {"name": "v2"},
+            "codecs": [{"name": "zstd", "configuration": {"level": 3}}],
+            "fill_value": "NaN",
+            "dimension_names": ["a", "b"],
+        }
+    },
+    "metadata_sharding": {
+        "metadata": {
+            "shape": [16, 16],
+            "data_type": "int16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
+            "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}],
+        }
+    },
 }
 
 
@@ -98,13 +124,30 @@ def test_zarr3_create_writes_what_tensorstore_writes(tmp_path: Path, case: str) 
 
 
 def test_zarr2_create_writes_what_tensorstore_writes(tmp_path: Path) -> None:
-    for i, members in enumerate([
-        {"schema": {"domain": {"shape": [1000, 2000]}, "dtype": "float32"}},
-        {"metadata": {"shape": [30, 40], "chunks": [7, 9], "dtype": ">i2", "order": "F", "compressor": {"id": "zstd", "level": 2},
-                      "fill_value": 5, "dimension_separator": "/"}},
-        {"schema": {"domain": {"shape": [50, 60]}, "dtype": "uint8", "chunk_layout": {"inner_order": [1, 0]}},
-         "metadata": {"compressor": None}},
-    ]):
+    for i, members in enumerate(
+        [
+            {"schema": {"domain": {"shape": [1000, 2000]}, "dtype": "float32"}},
+            {
+                "metadata": {
+                    "shape": [30, 40],
+                    "chunks": [7, 9],
+                    "dtype": ">i2",
+                    "order": "F",
+                    "compressor": {"id": "zstd", "level": 2},
+                    "fill_value": 5,
+                    "dimension_separator": "/",
+                }
+            },
+            {
+                "schema": {
+                    "domain": {"shape": [50, 60]},
+                    "dtype": "uint8",
+                    "chunk_layout": {"inner_order": [1, 0]},
+                },
+                "metadata": {"compressor": None},
+            },
+        ]
+    ):
         ours, theirs = tmp_path / f"ours{i}", tmp_path / f"theirs{i}"
         a = gpuzarr.open({"driver": "zarr2", "kvstore": kv(ours), "create": True, **members})
         ts_open({"driver": "zarr2", "kvstore": kv(theirs), "create": True, **members})
@@ -115,11 +158,24 @@ def test_zarr2_create_writes_what_tensorstore_writes(tmp_path: Path) -> None:
 
 
 def test_tensorstore_creates_gpuzarr_opens_the_same_spec(tmp_path: Path) -> None:
-    spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a"), "metadata": {
-        "shape": [20, 30], "data_type": "uint32",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [10, 10]}},
-        "codecs": [{"name": "sharding_indexed", "configuration": {
-            "chunk_shape": [5, 5], "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "gzip"}]}}]}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": kv(tmp_path / "a"),
+        "metadata": {
+            "shape": [20, 30],
+            "data_type": "uint32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [10, 10]}},
+            "codecs": [
+                {
+                    "name": "sharding_indexed",
+                    "configuration": {
+                        "chunk_shape": [5, 5],
+                        "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "gzip"}],
+                    },
+                }
+            ],
+        },
+    }
     t = ts_open(spec, create=True)
     data = np.arange(600, dtype=np.uint32).reshape(20, 30)
     t[...] = data
@@ -130,10 +186,25 @@ def test_tensorstore_creates_gpuzarr_opens_the_same_spec(tmp_path: Path) -> None
 
 
 def test_spec_round_trips_through_both_libraries(tmp_path: Path) -> None:
-    v3 = gpuzarr.create(str(tmp_path / "v3"), shape=(12, 10), dtype="int16", chunks=(4, 5), shards=(8, 10),
-                        fill_value=-1, dimension_names=["y", "x"])
-    v2 = gpuzarr.create(str(tmp_path / "v2"), zarr_format=2, shape=(12, 10), dtype=">f8", chunks=(5, 5), order="F",
-                        fill_value=float("nan"), compressor={"id": "zlib", "level": 3})
+    v3 = gpuzarr.create(
+        str(tmp_path / "v3"),
+        shape=(12, 10),
+        dtype="int16",
+        chunks=(4, 5),
+        shards=(8, 10),
+        fill_value=-1,
+        dimension_names=["y", "x"],
+    )
+    v2 = gpuzarr.create(
+        str(tmp_path / "v2"),
+        zarr_format=2,
+        shape=(12, 10),
+        dtype=">f8",
+        chunks=(5, 5),
+        order="F",
+        fill_value=float("nan"),
+        compressor={"id": "zlib", "level": 3},
+    )
     for array in (v3, v2):
         data = np.arange(120).reshape(12, 10).astype(array.dtype)
         array[...] = data
@@ -155,8 +226,16 @@ def test_spec_of_an_array_in_a_subpath_and_named_memory_store(tmp_path: Path) ->
     assert spec["kvstore"]["path"].endswith("root.zarr/raw/")
     np.testing.assert_array_equal(ts_open(spec).read().result(), [1, 2, 3, 4])
 
-    mem = gpuzarr.open({"driver": "zarr3", "kvstore": "memory://ts-spec-test", "path": "a/b", "create": True,
-                        "delete_existing": True, "metadata": {"shape": [3], "data_type": "int8"}})
+    mem = gpuzarr.open(
+        {
+            "driver": "zarr3",
+            "kvstore": "memory://ts-spec-test",
+            "path": "a/b",
+            "create": True,
+            "delete_existing": True,
+            "metadata": {"shape": [3], "data_type": "int8"},
+        }
+    )
     mem[...] = [7, 8, 9]
     spec = mem.spec()
     assert (spec["kvstore"], spec["path"]) == ("memory://ts-spec-test", "a/b")
@@ -165,8 +244,12 @@ def test_spec_of_an_array_in_a_subpath_and_named_memory_store(tmp_path: Path) ->
 
 def test_store_object_as_kvstore() -> None:
     store = gpuzarr.MemoryStore()
-    a = open_spec({"driver": "zarr3", "kvstore": store, "path": "x", "create": True},
-                  shape=[5], dtype="uint16", fill_value=9)
+    a = open_spec(
+        {"driver": "zarr3", "kvstore": store, "path": "x", "create": True},
+        shape=[5],
+        dtype="uint16",
+        fill_value=9,
+    )
     np.testing.assert_array_equal(a[...], [9] * 5)
     assert "x/zarr.json" in set(store.list_prefix(""))
     assert open_spec({"driver": "zarr3", "kvstore": store, "path": "x"}).shape == (5,)
@@ -185,16 +268,18 @@ def test_open_create_delete_existing(tmp_path: Path) -> None:
     with pytest.raises(ContainsNodeError):
         gpuzarr.open({**base, **meta, "create": True})
     assert gpuzarr.open({**base, **meta, "open": True, "create": True})[0] == 5
-    b = gpuzarr.open({**base, "create": True, "delete_existing": True, "metadata": {"shape": [6], "data_type": "int8"}})
+    b = gpuzarr.open(
+        {**base, "create": True, "delete_existing": True, "metadata": {"shape": [6], "data_type": "int8"}}
+    )
     assert b.shape == (6,) and b[0] == 0
-    with pytest.raises(MetadataError, match="^delete_existing"):
+    with pytest.raises(MetadataError, match=r"^delete_existing"):
         gpuzarr.open({**base, "delete_existing": True})
-    with pytest.raises(MetadataError, match="^create: .*mode='r'"):
+    with pytest.raises(MetadataError, match=r"^create: .*mode='r'"):
         gpuzarr.open({**base, "create": True}, mode="r")
     ro = gpuzarr.open(base, mode="r")
     assert ro.read_only
     assert gpuzarr.open(base, mode="w", metadata={"shape": [2], "data_type": "uint8"}).shape == (2,)
-    with pytest.raises(MetadataError, match="^metadata.shape: required"):
+    with pytest.raises(MetadataError, match=r"^metadata.shape: required"):
         gpuzarr.open({**base, "create": True, "delete_existing": True})
 
 
@@ -203,43 +288,61 @@ def test_constraint_mismatch_on_open_names_the_field(tmp_path: Path) -> None:
     gpuzarr.open({**spec, "create": True, "metadata": {"shape": [10, 20], "data_type": "uint16"}})
     with pytest.raises(MetadataError, match=r"^metadata.shape: expected \[10, 30\], stored \[10, 20\]"):
         gpuzarr.open({**spec, "metadata": {"shape": [10, 30]}})
-    with pytest.raises(MetadataError, match="^dtype: expected \"float32\", stored \"uint16\""):
+    with pytest.raises(MetadataError, match=r'^dtype: expected "float32", stored "uint16"'):
         gpuzarr.open({**spec, "dtype": "float32"})
-    with pytest.raises(MetadataError, match="^rank"):
+    with pytest.raises(MetadataError, match=r"^rank"):
         gpuzarr.open({**spec, "rank": 3})
-    with pytest.raises(MetadataError, match="^schema.chunk_layout.write_chunk.shape"):
+    with pytest.raises(MetadataError, match=r"^schema.chunk_layout.write_chunk.shape"):
         gpuzarr.open({**spec, "schema": {"chunk_layout": {"write_chunk": {"shape": [5, 5]}}}})
-    assert gpuzarr.open({**spec, "dtype": "uint16", "rank": 2, "schema": {"domain": {"shape": [10, 20]}}}).shape == (10, 20)
+    assert gpuzarr.open(
+        {**spec, "dtype": "uint16", "rank": 2, "schema": {"domain": {"shape": [10, 20]}}}
+    ).shape == (10, 20)
     # TensorStore agrees on what matches and what does not.
     ts_open({**spec, "dtype": "uint16", "rank": 2, "schema": {"domain": {"shape": [10, 20]}}})
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"shape"):
         ts_open({**spec, "metadata": {"shape": [10, 30]}})
-    with pytest.raises(MetadataError, match="^driver"):
+    with pytest.raises(MetadataError, match=r"^driver"):
         gpuzarr.open({"driver": "zarr2", "kvstore": kv(tmp_path / "a")})
 
 
 def test_dimension_units_constraint_on_open(tmp_path: Path) -> None:
     spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a")}
-    ts_open({**spec, "schema": {"domain": {"shape": [3, 4]}, "dtype": "uint8", "dimension_units": ["nm", "2 s"]}},
-            create=True)
+    ts_open(
+        {**spec, "schema": {"domain": {"shape": [3, 4]}, "dtype": "uint8", "dimension_units": ["nm", "2 s"]}},
+        create=True,
+    )
     a = gpuzarr.open({**spec, "schema": {"dimension_units": ["1nm", "2s"]}})
     assert a.attrs["dimension_units"] == ["nm", "2 s"]
-    with pytest.raises(MetadataError, match="^schema.dimension_units"):
+    with pytest.raises(MetadataError, match=r"^schema.dimension_units"):
         gpuzarr.open({**spec, "schema": {"dimension_units": ["um", None]}})
-    with pytest.raises(MetadataError, match="^schema.dimension_units: the zarr2 driver"):
-        gpuzarr.open({"driver": "zarr2", "kvstore": kv(tmp_path / "b"), "create": True,
-                      "schema": {"domain": {"shape": [3]}, "dtype": "uint8", "dimension_units": ["nm"]}})
+    with pytest.raises(MetadataError, match=r"^schema.dimension_units: the zarr2 driver"):
+        gpuzarr.open(
+            {
+                "driver": "zarr2",
+                "kvstore": kv(tmp_path / "b"),
+                "create": True,
+                "schema": {"domain": {"shape": [3]}, "dtype": "uint8", "dimension_units": ["nm"]},
+            }
+        )
 
 
 def test_assume_metadata(tmp_path: Path) -> None:
-    spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a"), "assume_metadata": True,
-            "metadata": {"shape": [8], "data_type": "int32", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}}}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": kv(tmp_path / "a"),
+        "assume_metadata": True,
+        "metadata": {
+            "shape": [8],
+            "data_type": "int32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        },
+    }
     a = gpuzarr.open(spec)
     a[...] = np.arange(8)
     assert not (tmp_path / "a" / "zarr.json").exists()
     np.testing.assert_array_equal(a[...], np.arange(8))
     np.testing.assert_array_equal(ts_open(spec).read().result(), np.arange(8))
-    with pytest.raises(MetadataError, match="assume_metadata"):
+    with pytest.raises(MetadataError, match=r"assume_metadata"):
         a.resize(10)
     cached = gpuzarr.open({**spec, "assume_metadata": False, "assume_cached_metadata": True})
     cached.resize(12)
@@ -251,9 +354,21 @@ def test_assume_metadata(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("driver", ["zarr3", "zarr2"])
 def test_fill_missing_data_reads_false_raises_naming_the_key(tmp_path: Path, driver: str) -> None:
-    meta = ({"shape": [4, 6], "data_type": "int32", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}}}
-            if driver == "zarr3" else {"shape": [4, 6], "chunks": [2, 3], "dtype": "<i4"})
-    spec = {"driver": driver, "kvstore": kv(tmp_path / "a"), "metadata": meta, "fill_missing_data_reads": False}
+    meta = (
+        {
+            "shape": [4, 6],
+            "data_type": "int32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
+        }
+        if driver == "zarr3"
+        else {"shape": [4, 6], "chunks": [2, 3], "dtype": "<i4"}
+    )
+    spec = {
+        "driver": driver,
+        "kvstore": kv(tmp_path / "a"),
+        "metadata": meta,
+        "fill_missing_data_reads": False,
+    }
     a = gpuzarr.open({**spec, "create": True})
     a[0:2, 0:3] = 1
     np.testing.assert_array_equal(a[0:2, 0:3], 1)
@@ -261,7 +376,7 @@ def test_fill_missing_data_reads_false_raises_naming_the_key(tmp_path: Path, dri
     with pytest.raises(ChunkNotFoundError, match=key.replace(".", r"\.")) as info:
         a[3, 5]
     assert info.value.key == key and isinstance(info.value, FileNotFoundError)
-    with pytest.raises(ValueError, match="missing"):
+    with pytest.raises(ValueError, match=r"missing"):
         ts_open(spec).read().result()
     a[2:4, 3:6] = 2  # a partial write of a missing chunk still starts from the fill value
     assert a.spec()["fill_missing_data_reads"] is False
@@ -269,41 +384,76 @@ def test_fill_missing_data_reads_false_raises_naming_the_key(tmp_path: Path, dri
 
 
 def test_fill_missing_data_reads_in_shards(tmp_path: Path) -> None:
-    spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a"), "fill_missing_data_reads": False,
-            "schema": {"domain": {"shape": [8]}, "dtype": "uint8",
-                       "chunk_layout": {"read_chunk": {"shape": [2]}, "write_chunk": {"shape": [4]}}}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": kv(tmp_path / "a"),
+        "fill_missing_data_reads": False,
+        "schema": {
+            "domain": {"shape": [8]},
+            "dtype": "uint8",
+            "chunk_layout": {"read_chunk": {"shape": [2]}, "write_chunk": {"shape": [4]}},
+        },
+    }
     a = gpuzarr.open({**spec, "create": True})
     a[0:2] = 3
     np.testing.assert_array_equal(a[0:2], [3, 3])
-    with pytest.raises(ChunkNotFoundError, match="inner chunk 1"):
+    with pytest.raises(ChunkNotFoundError, match=r"^c/0\b"):
         a[2]
-    with pytest.raises(ChunkNotFoundError, match="c/1"):
+    with pytest.raises(ChunkNotFoundError, match=r"c/1"):
         a[6]
 
 
 @pytest.mark.parametrize("driver", ["zarr3", "zarr2"])
 def test_store_data_equal_to_fill_value(tmp_path: Path, driver: str) -> None:
-    meta = ({"shape": [4, 6], "data_type": "int32", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}}}
-            if driver == "zarr3" else {"shape": [4, 6], "chunks": [2, 3], "dtype": "<i4"})
+    meta = (
+        {
+            "shape": [4, 6],
+            "data_type": "int32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
+        }
+        if driver == "zarr3"
+        else {"shape": [4, 6], "chunks": [2, 3], "dtype": "<i4"}
+    )
     listings = []
     for who in ("gpuzarr", "tensorstore"):
         path = tmp_path / who
-        spec = {"driver": driver, "kvstore": kv(path), "metadata": meta, "create": True,
-                "store_data_equal_to_fill_value": True}
+        spec = {
+            "driver": driver,
+            "kvstore": kv(path),
+            "metadata": meta,
+            "create": True,
+            "store_data_equal_to_fill_value": True,
+        }
         array = gpuzarr.open(spec) if who == "gpuzarr" else ts_open(spec)
         array[0:2, 0:3] = 0
-        listings.append(sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()))
-    assert listings[0] == listings[1] and len(listings[0]) == 2
-    plain = gpuzarr.open({"driver": driver, "kvstore": kv(tmp_path / "plain"), "metadata": meta, "create": True})
+        listings.append(chunk_files(path))
+    assert listings[0] == listings[1] and len(listings[0]) == 1
+    plain = gpuzarr.open(
+        {"driver": driver, "kvstore": kv(tmp_path / "plain"), "metadata": meta, "create": True}
+    )
     plain[0:2, 0:3] = 0
-    assert len(os.listdir(tmp_path / "plain")) == 1
+    assert chunk_files(tmp_path / "plain") == []
+
+
+def chunk_files(path: Path) -> list[str]:
+    """Stored keys other than metadata documents."""
+    return sorted(
+        str(p.relative_to(path))
+        for p in path.rglob("*")
+        if p.is_file() and p.name not in ("zarr.json", ".zarray", ".zattrs")
+    )
 
 
 # -- fields of structured zarr2 arrays ------------------------------------------------------------
 
 
 def test_structured_field_both_ways(tmp_path: Path) -> None:
-    meta = {"shape": [4, 6], "chunks": [2, 3], "dtype": [["x", "<u2", [2, 3]], ["y", "<f4"]], "compressor": None}
+    meta = {
+        "shape": [4, 6],
+        "chunks": [2, 3],
+        "dtype": [["x", "<u2", [2, 3]], ["y", "<f4"]],
+        "compressor": None,
+    }
     base = {"driver": "zarr2", "kvstore": kv(tmp_path / "s")}
     tx = ts_open({**base, "metadata": meta, "field": "x"}, create=True)
     xdata = np.arange(4 * 6 * 6, dtype=np.uint16).reshape(4, 6, 2, 3)
@@ -321,17 +471,29 @@ def test_structured_field_both_ways(tmp_path: Path) -> None:
     np.testing.assert_array_equal(ts_open({**base, "field": "y"}).read().result(), ydata)
     np.testing.assert_array_equal(fx[...], xdata)  # the other field is untouched
     assert gpuzarr.open(fy.spec())[...].tolist() == ydata.tolist()
-    with pytest.raises(MetadataError, match="^field: expected one of"):
+    with pytest.raises(MetadataError, match=r"^field: expected one of"):
         gpuzarr.open({**base, "field": "z"})
-    with pytest.raises(MetadataError, match="^dtype"):
+    with pytest.raises(MetadataError, match=r"^dtype"):
         gpuzarr.open({**base, "field": "y", "dtype": "uint8"})
-    with pytest.raises(IndexError, match="subarray"):
+    with pytest.raises(IndexError, match=r"subarray"):
         fx[0, 0, [0, 1]]
 
 
 def test_gpuzarr_creates_a_structured_field(tmp_path: Path) -> None:
-    spec = {"driver": "zarr2", "kvstore": kv(tmp_path / "s"), "field": "b",
-            "metadata": {"shape": [5], "chunks": [2], "dtype": [["a", "<i4"], ["b", "<f8", [2]]]}}
+    spec = {
+        "driver": "zarr2",
+        "kvstore": kv(tmp_path / "s"),
+        "field": "b",
+        "metadata": {"shape": [5], "chunks": [2], "dtype": [["a", "<i4"], ["b", "<f8", [2]]]},
+    }
     fb = gpuzarr.open({**spec, "create": True})
     fb[...] = np.arange(10.0).reshape(5, 2)
     np.testing.assert_array_equal(ts_open(spec).read().result(), np.arange(10.0).reshape(5, 2))
+
+
+def test_spec_of_a_rectilinear_array_reopens_in_gpuzarr(tmp_path: Path) -> None:
+    a = gpuzarr.create(str(tmp_path / "r"), shape=(5, 4), dtype="uint8", chunks=[[2, 3], [4]])
+    a[...] = np.arange(20).reshape(5, 4)
+    np.testing.assert_array_equal(gpuzarr.open(a.spec())[...], np.arange(20).reshape(5, 4))
+    with pytest.raises(MetadataError, match=r"^metadata.chunk_grid.name: only 'regular'"):
+        gpuzarr.open({**a.spec(), "kvstore": kv(tmp_path / "new"), "create": True})

@@ -1,0 +1,431 @@
+"""Parsing and validation of TensorStore-style JSON specs (gpuzarr.spec.tensorstore)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuzarr.errors import MetadataError
+from gpuzarr.spec.tensorstore import (
+    KvStoreSpec,
+    Schema,
+    StoredSchema,
+    TensorStoreSpec,
+    check_metadata_constraints,
+    check_schema_constraints,
+    codecs_match,
+    normalize_unit,
+)
+
+FILE = {"driver": "file", "path": "/tmp/x.zarr/"}
+
+
+def parse(**members: object) -> TensorStoreSpec:
+    return TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE, **members})
+
+
+# -- driver, kvstore, path ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("driver", "expected"), [("zarr3", "zarr3"), ("zarr2", "zarr2"), ("zarr", "zarr2")])
+def test_driver_names(driver: str, expected: str) -> None:
+    spec = TensorStoreSpec.from_json({"driver": driver, "kvstore": FILE})
+    assert spec.driver == expected
+    assert spec.zarr_format == (3 if expected == "zarr3" else 2)
+
+
+def test_unknown_driver_and_missing_kvstore() -> None:
+    with pytest.raises(MetadataError, match=r"driver"):
+        TensorStoreSpec.from_json({"driver": "n5", "kvstore": FILE})
+    with pytest.raises(MetadataError, match=r"kvstore"):
+        TensorStoreSpec.from_json({"driver": "zarr3"})
+
+
+def test_kvstore_forms_and_path_join() -> None:
+    assert parse(path="a/b").kvstore == KvStoreSpec("file", "/tmp/x.zarr/a/b")
+    url = TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": "file:///tmp/y%20z.zarr/", "path": "raw"})
+    assert url.kvstore == KvStoreSpec("file", "/tmp/y z.zarr/raw")
+    mem = TensorStoreSpec.from_json(
+        {"driver": "zarr3", "kvstore": {"driver": "memory", "path": "p/"}, "path": "q"}
+    )
+    assert mem.kvstore == KvStoreSpec("memory", "p/q")
+    assert mem.kvstore.to_json() == {"driver": "memory", "path": "p/q/"}
+    named = TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": "memory://name", "path": "q"})
+    assert (named.kvstore.url, named.kvstore.path) == ("memory://name", "q")
+
+
+@pytest.mark.parametrize(
+    ("kvstore", "match"),
+    [
+        ({"driver": "gcs", "bucket": "b"}, "kvstore.driver"),
+        ({"driver": "file"}, "kvstore.path"),
+        ({"driver": "file", "path": "/x", "bogus": 1}, "kvstore.bogus"),
+        ("s3://bucket/x", "kvstore"),
+        ("file:///x|zarr3:", "kvstore"),
+    ],
+)
+def test_bad_kvstores(kvstore: object, match: str) -> None:
+    with pytest.raises(MetadataError, match=match):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": kvstore})
+
+
+def test_kvstore_resource_members_are_ignored() -> None:
+    kv = {**FILE, "file_io_sync": True, "file_io_concurrency": {}, "context": {}}
+    assert TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": kv}).kvstore.path == "/tmp/x.zarr"
+
+
+# -- open flags -----------------------------------------------------------------------------------
+
+
+def test_open_defaults_to_true_without_open_or_create() -> None:
+    spec = parse()
+    assert (spec.open, spec.create, spec.delete_existing) == (True, False, False)
+    spec = parse(create=True)
+    assert (spec.open, spec.create) == (False, True)
+    spec = parse(open=True, create=True)
+    assert (spec.open, spec.create) == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "name"),
+    [
+        ({"delete_existing": True}, "delete_existing"),
+        ({"delete_existing": True, "create": True, "open": True}, "delete_existing"),
+        ({"assume_metadata": True, "create": True}, "assume_metadata"),
+        ({"assume_cached_metadata": True, "create": True}, "assume_cached_metadata"),
+        ({"open": False}, "open"),
+        ({"create": "yes"}, "create"),
+    ],
+)
+def test_contradictory_open_flags(flags: dict[str, object], name: str) -> None:
+    with pytest.raises(MetadataError, match=rf"^{name}:"):
+        parse(**flags)
+
+
+def test_valid_flag_combinations() -> None:
+    assert parse(create=True, delete_existing=True).delete_existing
+    assert parse(assume_metadata=True).assume_metadata
+    assert parse(open=True, assume_cached_metadata=True).assume_cached_metadata
+
+
+def test_mode_is_merged_into_the_flags() -> None:
+    spec = TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE}, mode="w")
+    assert (spec.open, spec.create, spec.delete_existing) == (False, True, True)
+    spec = TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE}, mode="r")
+    assert spec.read_only and spec.open and not spec.create
+    spec = TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE, "open": True}, mode="a")
+    assert spec.open and spec.create
+    with pytest.raises(MetadataError, match=r"^create: .*mode='r'"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE, "create": True}, mode="r")
+    with pytest.raises(MetadataError, match=r"^open:"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE, "open": True}, mode="w")
+    with pytest.raises(ValueError, match=r"mode"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE}, mode="x")
+
+
+def test_keyword_options_are_merged() -> None:
+    spec = TensorStoreSpec.from_json(
+        {"driver": "zarr3", "kvstore": FILE},
+        create=True,
+        shape=[4, 5],
+        dtype="uint16",
+        fill_value=3,
+        dimension_units=["nm", "nm"],
+        path="sub",
+    )
+    assert spec.create and spec.schema.shape == (4, 5) and spec.schema.dtype == "uint16"
+    assert spec.schema.fill_value == 3 and spec.kvstore.path == "/tmp/x.zarr/sub"
+    with pytest.raises(MetadataError, match=r"^dtype:"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE, "dtype": "int8"}, dtype="uint8")
+    with pytest.raises(TypeError, match=r"chunks"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": FILE}, chunks=[1])
+
+
+# -- members --------------------------------------------------------------------------------------
+
+
+def test_ignored_and_unknown_members() -> None:
+    spec = parse(
+        context={"cache_pool": {"total_bytes_limit": 1}},
+        cache_pool="cache_pool",
+        recheck_cached_data=False,
+        recheck_cached_metadata="open",
+        data_copy_concurrency={},
+    )
+    assert spec.open
+    with pytest.raises(MetadataError, match=r"^creat: unknown"):
+        parse(creat=True)
+
+
+def test_fill_missing_and_store_equal_flags() -> None:
+    spec = parse()
+    assert spec.fill_missing_data_reads and not spec.store_data_equal_to_fill_value
+    spec = parse(fill_missing_data_reads=False, store_data_equal_to_fill_value=True)
+    assert not spec.fill_missing_data_reads and spec.store_data_equal_to_fill_value
+    with pytest.raises(MetadataError, match=r"fill_missing_data_reads"):
+        parse(fill_missing_data_reads="no")
+
+
+def test_transforms_other_than_identity_are_refused() -> None:
+    identity = {"input_inclusive_min": [0, 0], "input_exclusive_max": [[10], [20]]}
+    assert parse(transform=identity).schema.rank == 2
+    for bad in (
+        {"input_inclusive_min": [0], "input_exclusive_max": [5]},
+        {"input_inclusive_min": [2], "input_exclusive_max": [[5]]},
+        {"input_rank": 1, "output": [{"offset": 3}]},
+    ):
+        with pytest.raises(MetadataError, match=r"^transform.*not supported"):
+            parse(transform=bad)
+
+
+def test_field_only_for_zarr2() -> None:
+    with pytest.raises(MetadataError, match=r"^field:"):
+        parse(field="x")
+    spec = TensorStoreSpec.from_json({"driver": "zarr2", "kvstore": FILE, "field": "x"})
+    assert spec.field == "x"
+
+
+def test_zarr2_key_encoding_and_metadata_key() -> None:
+    spec = TensorStoreSpec.from_json({"driver": "zarr2", "kvstore": FILE, "key_encoding": "/"})
+    assert spec.metadata["dimension_separator"] == "/"
+    with pytest.raises(MetadataError, match=r"^key_encoding"):
+        TensorStoreSpec.from_json(
+            {
+                "driver": "zarr2",
+                "kvstore": FILE,
+                "key_encoding": "/",
+                "metadata": {"dimension_separator": "."},
+            }
+        )
+    with pytest.raises(MetadataError, match=r"^metadata_key"):
+        TensorStoreSpec.from_json({"driver": "zarr2", "kvstore": FILE, "metadata_key": "zarray"})
+
+
+# -- metadata constraints -------------------------------------------------------------------------
+
+
+def test_v3_metadata_constraints_are_validated() -> None:
+    spec = parse(
+        metadata={
+            "shape": [3],
+            "data_type": "uint8",
+            "codecs": ["zstd"],
+            "chunk_key_encoding": {"name": "v2"},
+        }
+    )
+    assert spec.metadata["codecs"] == [{"name": "zstd", "configuration": {}}]
+    for bad, field in (
+        ({"data_type": "uint7"}, "metadata.data_type"),
+        ({"shape": [-1]}, "metadata.shape"),
+        ({"zarr_format": 2}, "metadata.zarr_format"),
+        ({"chunk_grid": {"name": 3}}, "metadata.chunk_grid.name"),
+        ({"chunk_grid": {"configuration": {"chunk_shape": [0]}}}, "metadata.chunk_grid"),
+        ({"shape": [3], "dimension_names": ["a", "b"]}, "metadata.dimension_names"),
+        ({"codecs": "zstd"}, "metadata.codecs"),
+        ({"chunks": [3]}, "metadata.chunks"),
+    ):
+        with pytest.raises(MetadataError, match=rf"^{field}"):
+            parse(metadata=bad)
+
+
+def test_v2_metadata_constraints_are_validated() -> None:
+    spec = TensorStoreSpec.from_json(
+        {"driver": "zarr2", "kvstore": FILE, "metadata": {"dtype": "<f4", "fill_value": "NaN", "order": "F"}}
+    )
+    assert spec.metadata == {"dtype": "<f4", "fill_value": "NaN", "order": "F"}
+    for bad, field in (
+        ({"dtype": "f4"}, "metadata.dtype"),
+        ({"order": "K"}, "metadata.order"),
+        ({"chunks": [0]}, "metadata.chunks"),
+        ({"data_type": "uint8"}, "metadata.data_type"),
+        ({"compressor": {"level": 1}}, "metadata.compressor.id"),
+    ):
+        with pytest.raises(MetadataError, match=rf"^{field}"):
+            TensorStoreSpec.from_json({"driver": "zarr2", "kvstore": FILE, "metadata": bad})
+
+
+# -- schema ---------------------------------------------------------------------------------------
+
+
+def test_schema_domain_forms() -> None:
+    assert Schema.from_json({"domain": {"shape": [3, 4]}}, "zarr3").shape == (3, 4)
+    s = Schema.from_json(
+        {"domain": {"inclusive_min": [0, 0], "exclusive_max": [[3], [4]], "labels": ["y", "x"]}}, "zarr3"
+    )
+    assert (s.shape, s.labels, s.rank) == ((3, 4), ("y", "x"), 2)
+    assert Schema.from_json({"domain": {"inclusive_max": [2, 3]}}, "zarr3").shape == (3, 4)
+    with pytest.raises(MetadataError, match=r"inclusive_min: zarr arrays have a zero origin"):
+        Schema.from_json({"domain": {"inclusive_min": [1], "exclusive_max": [4]}}, "zarr3")
+    with pytest.raises(MetadataError, match=r"labels.*rank"):
+        Schema.from_json({"domain": {"shape": [3], "labels": ["a", "b"]}}, "zarr3")
+    with pytest.raises(MetadataError, match=r"schema.codec.driver"):
+        Schema.from_json({"codec": {"driver": "zarr"}}, "zarr3")
+    with pytest.raises(MetadataError, match=r"schema.dtype"):
+        Schema.from_json({"dtype": "string"}, "zarr3")
+
+
+def test_dtype_and_rank_must_agree() -> None:
+    assert parse(dtype="uint16", schema={"dtype": "uint16"}).schema.dtype == "uint16"
+    with pytest.raises(MetadataError, match=r"^dtype:"):
+        parse(dtype="uint16", schema={"dtype": "float32"})
+    with pytest.raises(MetadataError, match=r"^rank:"):
+        parse(rank=3, schema={"domain": {"shape": [1, 2]}})
+
+
+@pytest.mark.parametrize(
+    ("unit", "expected"),
+    [
+        ("nm", "nm"),
+        ("1nm", "nm"),
+        ("4.0nm", "4 nm"),
+        ("1.5 um", "1.5 um"),
+        ("", "1"),
+        ("2", "2"),
+        ("1e3 nm", "1000 nm"),
+        (None, None),
+        ([4, "nm"], "4 nm"),
+    ],
+)
+def test_normalize_unit(unit: object, expected: str | None) -> None:
+    assert normalize_unit(unit) == expected
+
+
+# -- constraints against stored metadata ----------------------------------------------------------
+
+
+STORED_V3 = {
+    "zarr_format": 3,
+    "node_type": "array",
+    "shape": [10, 20],
+    "data_type": "uint16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 5]}},
+    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+    "fill_value": 0,
+    "codecs": [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "zstd", "configuration": {"level": 3, "checksum": False}},
+    ],
+    "attributes": {"a": 1},
+}
+
+
+def test_matching_metadata_constraints_pass() -> None:
+    spec = parse(
+        metadata={
+            "shape": [10, 20],
+            "data_type": "uint16",
+            "codecs": [{"name": "zstd"}],
+            "chunk_key_encoding": {"name": "default"},
+            "fill_value": 0.0,
+            "attributes": {"a": 1},
+            "chunk_grid": {"configuration": {"chunk_shape": [5, 5]}},
+        }
+    )
+    check_metadata_constraints(spec, STORED_V3)
+
+
+@pytest.mark.parametrize(
+    ("constraint", "message"),
+    [
+        ({"shape": [10, 30]}, "metadata.shape: expected [10, 30], stored [10, 20]"),
+        ({"data_type": "int16"}, "metadata.data_type"),
+        ({"codecs": ["gzip"]}, "metadata.codecs"),
+        (
+            {"chunk_key_encoding": {"name": "default", "configuration": {"separator": "."}}},
+            "metadata.chunk_key_encoding",
+        ),
+        ({"fill_value": 1}, "metadata.fill_value"),
+        ({"attributes": {"a": 2}}, "metadata.attributes"),
+        ({"chunk_grid": {"configuration": {"chunk_shape": [5, 4]}}}, "metadata.chunk_grid"),
+    ],
+)
+def test_mismatched_metadata_constraints_raise(constraint: dict[str, object], message: str) -> None:
+    with pytest.raises(MetadataError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        check_metadata_constraints(parse(metadata=constraint), STORED_V3)
+
+
+def test_v2_metadata_constraints_against_stored() -> None:
+    stored = {
+        "zarr_format": 2,
+        "shape": [4],
+        "chunks": [2],
+        "dtype": "<f4",
+        "fill_value": "NaN",
+        "order": "C",
+        "compressor": {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
+        "filters": None,
+    }
+    ok = TensorStoreSpec.from_json(
+        {
+            "driver": "zarr2",
+            "kvstore": FILE,
+            "metadata": {
+                "dtype": "<f4",
+                "fill_value": "NaN",
+                "compressor": {"id": "blosc"},
+                "dimension_separator": ".",
+            },
+        }
+    )
+    check_metadata_constraints(ok, stored)
+    bad = TensorStoreSpec.from_json({"driver": "zarr2", "kvstore": FILE, "metadata": {"dtype": ">f4"}})
+    with pytest.raises(MetadataError, match=r"^metadata.dtype"):
+        check_metadata_constraints(bad, stored)
+    bad = TensorStoreSpec.from_json({"driver": "zarr2", "kvstore": FILE, "metadata": {"compressor": None}})
+    with pytest.raises(MetadataError, match=r"^metadata.compressor"):
+        check_metadata_constraints(bad, stored)
+
+
+def test_codecs_match_leaves_array_to_bytes_unconstrained_when_absent() -> None:
+    stored = STORED_V3["codecs"]
+    assert codecs_match([{"name": "zstd", "configuration": {}}], stored)  # type: ignore[arg-type]
+    assert codecs_match(
+        [{"name": "bytes", "configuration": {}}, {"name": "zstd", "configuration": {"level": 3}}], stored
+    )  # type: ignore[arg-type]
+    assert not codecs_match(
+        [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "zstd", "configuration": {}}], stored
+    )  # type: ignore[arg-type]
+    assert not codecs_match([], stored)  # type: ignore[arg-type]
+
+
+def test_schema_constraints_against_stored() -> None:
+    stored = StoredSchema(
+        dtype="uint16",
+        shape=(10, 20),
+        labels=("y", "x"),
+        fill_value=0,
+        dimension_units=("4 nm", None),
+        write_chunk=(8, 8),
+        read_chunk=(4, 4),
+        inner_order=(1, 0),
+        codec={"driver": "zarr3", "codecs": []},
+    )
+    check_schema_constraints(
+        Schema.from_json(
+            {
+                "dtype": "uint16",
+                "domain": {"shape": [10, 20], "labels": ["y", "x"]},
+                "fill_value": 0,
+                "dimension_units": ["4nm", None],
+                "chunk_layout": {
+                    "write_chunk": {"shape": [8, 0]},
+                    "read_chunk": {"shape": [4, 4]},
+                    "inner_order": [1, 0],
+                },
+            },
+            "zarr3",
+        ),
+        stored,
+    )
+    for schema, field in (
+        ({"dtype": "int16"}, "dtype"),
+        ({"rank": 3}, "rank"),
+        ({"domain": {"shape": [10, 21]}}, "schema.domain.shape"),
+        ({"domain": {"labels": ["x", "y"]}}, "schema.domain.labels"),
+        ({"fill_value": 1}, "schema.fill_value"),
+        ({"dimension_units": ["nm", None]}, "schema.dimension_units"),
+        ({"chunk_layout": {"write_chunk": {"shape": [4, 4]}}}, "schema.chunk_layout.write_chunk.shape"),
+        ({"chunk_layout": {"chunk": {"shape": [8, 8]}}}, "schema.chunk_layout.chunk.shape"),
+        ({"chunk_layout": {"inner_order": [0, 1]}}, "schema.chunk_layout.inner_order"),
+    ):
+        with pytest.raises(MetadataError, match=rf"^{field}: expected"):
+            check_schema_constraints(Schema.from_json(schema, "zarr3"), stored)
