@@ -41,7 +41,7 @@ def demo(size: int, device: str, keep: str | None) -> int:
         arr[...] = data
         t_write = time.perf_counter() - t0
         stored = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
-        reopened = gpuzarr.open(path, mode="r", device=device)
+        reopened = gpuzarr.open_array(path, mode="r", device=device)
         t0 = time.perf_counter()
         back = reopened[...]
         t_read = time.perf_counter() - t0

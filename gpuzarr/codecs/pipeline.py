@@ -166,10 +166,10 @@ class CodecPipeline:
     # -- encoding ------------------------------------------------------------------------------
 
     def encode(self, chunk: np.ndarray[Any, Any]) -> Buffer:
-        for codec, codec_spec in self.array_to_array:
-            chunk = codec.encode(chunk, codec_spec)
+        for a2a, a2a_spec in self.array_to_array:
+            chunk = a2a.encode(chunk, a2a_spec)
         a2b, a2b_spec = self.array_to_bytes
         data = a2b.encode(chunk, a2b_spec)
-        for codec in self.bytes_to_bytes:
-            data = codec.encode(data)
+        for b2b in self.bytes_to_bytes:
+            data = b2b.encode(data)
         return data

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import string
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -196,7 +196,7 @@ class DataType:
             out = np.zeros((), dtype=dt)
             out.real = re
             out.imag = im
-            return out[()]  # type: ignore[no-any-return]
+            return _scalar(out)
         if (
             isinstance(value, list)
             and len(value) == dt.itemsize
@@ -221,7 +221,7 @@ class DataType:
         return list(np.asarray(value, dtype=self.numpy_dtype).tobytes())
 
     def default_fill_value(self) -> np.generic:
-        return np.zeros((), dtype=self.numpy_dtype)[()]  # type: ignore[no-any-return]
+        return _scalar(np.zeros((), dtype=self.numpy_dtype))
 
     def fill_value_from_python(self, value: Any) -> np.generic:
         """A fill value given by a user: a Python/NumPy scalar, or any JSON form."""
@@ -240,18 +240,22 @@ class DataType:
         if kind == "b":
             return np.bool_(bool(value))
         if kind == "r" and isinstance(value, (bytes, np.void)):
-            return self.fill_value_from_json(list(bytes(value)))
+            return self.fill_value_from_json(list(np.asarray(value).tobytes()))
         return self.fill_value_from_json(value.item() if isinstance(value, np.generic) else value)
+
+
+def _scalar(a: np.ndarray[Any, Any]) -> np.generic:
+    """The scalar held by a 0-d array, keeping its exact dtype (and NaN payload)."""
+    return cast(np.generic, a[()])
 
 
 def _integer_range(dt: np.dtype[Any]) -> tuple[int, int]:
     if dt.kind in "iu":
-        info = np.iinfo(dt)
-    else:
-        import ml_dtypes
+        return int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+    import ml_dtypes
 
-        info = ml_dtypes.iinfo(dt)
-    return int(info.min), int(info.max)
+    ml_info = ml_dtypes.iinfo(dt)
+    return int(ml_info.min), int(ml_info.max)
 
 
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -263,7 +267,7 @@ def _float_from_json(value: Any, dt: np.dtype[Any], field: str, name: str) -> np
         raise MetadataError(f"{field}: expected a number for {name}, got {value!r}")
     if isinstance(value, (int, float)) and value == 0 and dt.name == "float8_e8m0fnu":
         # This format has no zero; TensorStore stores a 0 fill as its smallest value (bits 0x00).
-        return np.zeros((), dtype=dt)[()]  # type: ignore[no-any-return]
+        return _scalar(np.zeros((), dtype=dt))
     if isinstance(value, (int, float)):
         try:
             f = float(value)
@@ -288,7 +292,7 @@ def _float_from_json(value: Any, dt: np.dtype[Any], field: str, name: str) -> np
                     f"got {value!r}"
                 )
             bits = int(digits, 16)
-            return np.array(bits, dtype=_UINT_FOR_SIZE[dt.itemsize]).view(dt)[()]  # type: ignore[no-any-return]
+            return _scalar(np.array(bits, dtype=_UINT_FOR_SIZE[dt.itemsize]).view(dt))
     raise MetadataError(
         f"{field}: expected a number, \"NaN\", \"Infinity\", \"-Infinity\" or a hex bit pattern "
         f"for {name}, got {value!r}"
