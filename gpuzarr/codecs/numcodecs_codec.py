@@ -7,19 +7,22 @@ ids other than blosc, zstd and gzip normalise to this. Configuration example::
     {"name": "numcodecs.zlib", "configuration": {"level": 5}}
 
 Filters that change the element type (``fixedscaleoffset`` with ``astype``, ``quantize``) work
-because numcodecs filters interpret their input with their own configured dtype.
+because numcodecs filters interpret their input with their own configured dtype. Codecs without
+one (``bitround``) check the type of what they are given, so the chunk's bytes are handed to them
+as elements of the array's data type, as zarr-python does; the output of an earlier numcodecs
+filter is passed on with its own type.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import MetadataError, UnknownCodecError
 from ..store.base import Buffer
-from .base import BytesToBytesCodec, as_uint8
+from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 
 PREFIX = "numcodecs."
 
@@ -30,6 +33,8 @@ class NumcodecsCodec(BytesToBytesCodec):
     codec_id: str
     config: dict[str, Any]
     _impl: Any = field(default=None, repr=False)
+    #: The array's data type (set by ``resolve``): how raw chunk bytes are typed for ``encode``.
+    _dtype: np.dtype[Any] | None = field(default=None, repr=False)
 
     @classmethod
     def from_id(cls, codec_id: str, config: dict[str, Any]) -> NumcodecsCodec:
@@ -49,6 +54,9 @@ class NumcodecsCodec(BytesToBytesCodec):
     def from_config(cls, config: dict[str, Any]) -> NumcodecsCodec:  # pragma: no cover - via from_id
         raise MetadataError("numcodecs codecs are named 'numcodecs.<id>'")
 
+    def resolve(self, spec: ChunkSpec) -> NumcodecsCodec:
+        return replace(self, _dtype=spec.dtype)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": PREFIX + self.codec_id, "configuration": dict(self.config)}
 
@@ -63,4 +71,10 @@ class NumcodecsCodec(BytesToBytesCodec):
         return np.ascontiguousarray(arr)
 
     def encode(self, data: Buffer) -> Buffer:
-        return self._impl.encode(as_uint8(data))  # type: ignore[no-any-return]
+        if isinstance(data, np.ndarray) and data.dtype != np.uint8:
+            return self._impl.encode(data.reshape(-1))  # type: ignore[no-any-return]
+        raw = as_uint8(data)
+        dt = self._dtype
+        if dt is not None and dt.fields is None and dt.kind in "biufc" and raw.size % dt.itemsize == 0:
+            return self._impl.encode(raw.view(dt))  # type: ignore[no-any-return]
+        return self._impl.encode(raw)  # type: ignore[no-any-return]

@@ -1,0 +1,368 @@
+"""Hierarchies: v3 explicit groups, v2 groups (.zgroup/.zattrs), implicit groups, node detection,
+group navigation and creation, node-name rules, and zarr-python interop in both directions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import (
+    ArrayNotFoundError,
+    ContainsNodeError,
+    GroupNotFoundError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
+
+
+def _json(store: gpuzarr.Store, key: str) -> Any:
+    raw = store.get(key)
+    assert raw is not None, key
+    return json.loads(bytes(raw))
+
+
+@pytest.fixture(params=[3, 2], ids=["v3", "v2"])
+def zarr_format(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+def _build(store: gpuzarr.Store, zarr_format: int) -> gpuzarr.Group:
+    """root{a: array, sub{b: array, deeper{}}}"""
+    root = gpuzarr.create_group(store, zarr_format=zarr_format, attributes={"title": "root"})
+    root.create_array("a", shape=(4,), dtype="int32", chunks=(2,), fill_value=0)[...] = np.arange(4)
+    sub = root.create_group("sub", attributes={"level": 1})
+    sub.create_array("b", shape=(3, 3), dtype="float32", chunks=(2, 2), fill_value=0.5)
+    sub.create_group("deeper")
+    return root
+
+
+# -- creation and stored documents ----------------------------------------------------------------
+
+
+def test_v3_group_documents(store: gpuzarr.Store) -> None:
+    _build(store, 3)
+    assert _json(store, "zarr.json") == {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"title": "root"},
+    }
+    assert _json(store, "sub/zarr.json")["attributes"] == {"level": 1}
+    assert _json(store, "sub/deeper/zarr.json")["node_type"] == "group"
+    assert _json(store, "sub/b/zarr.json")["node_type"] == "array"
+    assert not any(k.endswith((".zgroup", ".zarray", ".zattrs")) for k in store.list_prefix(""))
+
+
+def test_v2_group_documents(store: gpuzarr.Store) -> None:
+    _build(store, 2)
+    assert _json(store, ".zgroup") == {"zarr_format": 2}
+    assert _json(store, ".zattrs") == {"title": "root"}
+    assert _json(store, "sub/.zgroup") == {"zarr_format": 2}
+    assert _json(store, "sub/.zattrs") == {"level": 1}
+    assert _json(store, "sub/b/.zarray")["zarr_format"] == 2
+    assert _json(store, "sub/deeper/.zgroup") == {"zarr_format": 2}
+    assert not any(k.endswith("zarr.json") for k in store.list_prefix(""))
+
+
+def test_navigation(store: gpuzarr.Store, zarr_format: int) -> None:
+    _build(store, zarr_format)
+    g = gpuzarr.open_group(store, mode="r")
+    assert g.zarr_format == zarr_format
+    assert list(g) == ["a", "sub"]
+    assert g.keys() == ["a", "sub"]
+    assert len(g) == 2
+    assert len(g["sub"]) == 2
+    assert list(g["sub"]) == ["b", "deeper"]
+    assert "a" in g and "sub" in g and "sub/b" in g and "sub/deeper" in g
+    assert "b" not in g and "sub/nope" not in g and "a/x" not in g and 3 not in g and "" not in g
+    a = g["a"]
+    assert isinstance(a, gpuzarr.Array) and a.zarr_format == zarr_format
+    np.testing.assert_array_equal(a[...], np.arange(4))
+    b = g["sub/b"]
+    assert isinstance(b, gpuzarr.Array)
+    np.testing.assert_array_equal(b[...], np.full((3, 3), 0.5, dtype="float32"))
+    assert isinstance(g["sub"]["deeper"], gpuzarr.Group)
+    assert g["/sub/deeper/"].path == "sub/deeper"
+    with pytest.raises(KeyError):
+        g["missing"]
+    with pytest.raises(KeyError):
+        g["sub/b/c"]
+
+
+def test_members(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = _build(store, zarr_format)
+    assert [name for name, _ in g.members()] == ["a", "sub"]
+    members = dict(g.members(recursive=True))
+    assert sorted(members) == ["a", "sub", "sub/b", "sub/deeper"]
+    assert isinstance(members["sub/b"], gpuzarr.Array)
+    assert isinstance(members["sub/deeper"], gpuzarr.Group)
+    assert members["sub/b"].shape == (3, 3)
+    assert g["sub"].members(recursive=True)[0][0] == "b"
+
+
+def test_open_detects_node_type_and_format(tmp_path: Path, zarr_format: int) -> None:
+    path = tmp_path / "h.zarr"
+    _build(gpuzarr.LocalStore(path), zarr_format)
+    for target, kind in [("", gpuzarr.Group), ("a", gpuzarr.Array), ("sub", gpuzarr.Group),
+                         ("sub/b", gpuzarr.Array), ("sub/deeper", gpuzarr.Group)]:  # fmt: skip
+        by_url = gpuzarr.open(str(path / target) if target else str(path), mode="r")
+        by_path = gpuzarr.open(str(path), path=target, mode="r")
+        for node in (by_url, by_path):
+            assert isinstance(node, kind), target
+            assert node.zarr_format == zarr_format
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open(str(path / "nothing"), mode="r")
+    with pytest.raises(ArrayNotFoundError):
+        gpuzarr.open_array(str(path), path="sub", mode="r")
+    with pytest.raises(GroupNotFoundError):
+        gpuzarr.open_group(str(path), path="a", mode="r")
+    with pytest.raises(GroupNotFoundError):
+        gpuzarr.open_group(str(path), path="nothing", mode="r")
+
+
+def test_attrs_persist(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = _build(store, zarr_format)
+    g.attrs["added"] = [1, 2, {"x": None}]
+    g["sub"].attrs.update({"level": 2, "name": "s"})
+    del g.attrs["title"]
+    reopened = gpuzarr.open_group(store, mode="r")
+    assert dict(reopened.attrs) == {"added": [1, 2, {"x": None}]}
+    assert dict(reopened["sub"].attrs) == {"level": 2, "name": "s"}
+    # Writing attributes leaves the members alone.
+    assert list(reopened) == ["a", "sub"]
+    with pytest.raises(MetadataError, match="attributes"):
+        g.attrs["bad"] = float("nan")
+    with pytest.raises(ReadOnlyError):
+        reopened.attrs["x"] = 1
+    assert dict(gpuzarr.open_group(store, mode="r").attrs) == {"added": [1, 2, {"x": None}]}
+
+
+def test_create_existing_and_overwrite(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = _build(store, zarr_format)
+    with pytest.raises(ContainsNodeError):
+        g.create_group("sub")
+    with pytest.raises(ContainsNodeError):
+        g.create_array("a", shape=(1,), dtype="int8")
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.create_group(store, zarr_format=zarr_format)
+    fresh = g.create_group("sub", overwrite=True, attributes={"new": True})
+    assert list(fresh) == []
+    assert "sub/b" not in g
+    assert dict(g["sub"].attrs) == {"new": True}
+    replaced = g.create_array("a", shape=(2,), dtype="int8", fill_value=3, overwrite=True)
+    np.testing.assert_array_equal(replaced[...], [3, 3])
+
+
+def test_nested_names_create_explicit_parents(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = gpuzarr.create_group(store, zarr_format=zarr_format)
+    g.create_array("x/y/arr", shape=(2,), dtype="int16", chunks=(2,))
+    g.create_group("p/q")
+    group_doc = "zarr.json" if zarr_format == 3 else ".zgroup"
+    for parent in ("x", "x/y", "p"):
+        assert store.exists(f"{parent}/{group_doc}"), parent
+        assert isinstance(g[parent], gpuzarr.Group)
+        assert g[parent].zarr_format == zarr_format
+    assert [n for n, _ in g.members(recursive=True)] == ["p", "p/q", "x", "x/y", "x/y/arr"]
+
+
+def test_no_nodes_inside_arrays(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = _build(store, zarr_format)
+    with pytest.raises(ContainsNodeError, match="'a'"):
+        g.create_group("a/inner")
+    with pytest.raises(ContainsNodeError, match="'sub/b'"):
+        g["sub"].create_array("b/inner", shape=(1,), dtype="int8")
+    assert not any(k.startswith(("a/inner", "sub/b/inner")) for k in store.list_prefix(""))
+
+
+def test_require_group(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = _build(store, zarr_format)
+    sub = g.require_group("sub")
+    assert isinstance(sub, gpuzarr.Group) and dict(sub.attrs) == {"level": 1}
+    assert list(sub) == ["b", "deeper"]
+    made = g.require_group("made")
+    assert made.zarr_format == zarr_format
+    assert "made" in g
+    assert g.require_group("made").path == "made"
+    with pytest.raises(ContainsNodeError):
+        g.require_group("a")
+
+
+def test_open_group_modes(tmp_path: Path) -> None:
+    path = str(tmp_path / "modes.zarr")
+    with pytest.raises(GroupNotFoundError):
+        gpuzarr.open_group(path, mode="r")
+    g = gpuzarr.open_group(path, mode="a")
+    g.create_group("kept")
+    assert list(gpuzarr.open_group(path, mode="a")) == ["kept"]
+    assert list(gpuzarr.open_group(path, mode="r+")) == ["kept"]
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.open_group(path, mode="w-")
+    assert list(gpuzarr.open_group(path, mode="w")) == []
+    v2 = gpuzarr.open_group(path, path="two", mode="w", zarr_format=2)
+    assert v2.zarr_format == 2
+    assert gpuzarr.open_group(path, path="two", mode="r").zarr_format == 2
+    assert isinstance(gpuzarr.open(path, path="new", mode="w"), gpuzarr.Group)
+
+
+# -- implicit groups ------------------------------------------------------------------------------
+
+
+def test_implicit_groups(store: gpuzarr.Store) -> None:
+    root = gpuzarr.create_group(store)
+    gpuzarr.create(store, path="imp/deep/arr", shape=(3,), dtype="uint8", chunks=(2,), fill_value=1)
+    gpuzarr.create_group(store, path="imp/other")
+    assert not store.exists("imp/zarr.json") and not store.exists("imp/deep/zarr.json")
+    assert list(root) == ["imp"]
+    assert "imp" in root and "imp/deep" in root and "imp/deep/arr" in root
+    imp = root["imp"]
+    assert isinstance(imp, gpuzarr.Group)
+    assert dict(imp.attrs) == {}
+    assert list(imp) == ["deep", "other"]
+    assert sorted(n for n, _ in root.members(recursive=True)) == [
+        "imp", "imp/deep", "imp/deep/arr", "imp/other",
+    ]  # fmt: skip
+    np.testing.assert_array_equal(root["imp/deep/arr"][...], [1, 1, 1])
+    opened = gpuzarr.open(store, path="imp/deep", mode="r")
+    assert isinstance(opened, gpuzarr.Group) and opened.zarr_format == 3
+    # Attributes on an implicit group make it explicit.
+    imp.attrs["now"] = "explicit"
+    assert _json(store, "imp/zarr.json") == {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"now": "explicit"},
+    }
+    assert list(root["imp"]) == ["deep", "other"]
+
+
+def test_prefix_with_only_chunks_is_not_a_group(store: gpuzarr.Store) -> None:
+    root = gpuzarr.create_group(store)
+    store.set("stray/c/0", b"\x00")
+    store.set("stray/notes.txt", b"hello")
+    assert list(root) == []
+    assert "stray" not in root
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open(store, path="stray", mode="r")
+    # An array's chunk directories are not groups either.
+    a = root.create_array("arr", shape=(4, 4), dtype="int8", chunks=(2, 2), fill_value=0)
+    a[...] = 1
+    assert list(root) == ["arr"]
+    assert "arr/c" not in root
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open(store, path="arr/c", mode="r")
+
+
+def test_empty_store_is_not_a_group(store: gpuzarr.Store) -> None:
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open(store, mode="r")
+
+
+# -- node names -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [(".", "periods"), ("..", "periods"), ("...", "periods"), ("__reserved", "reserved"),
+     ("__", "reserved"), ("", "non-empty"), ("ok/..", "periods"), ("ok/__x", "reserved")],
+)  # fmt: skip
+def test_invalid_node_names(store: gpuzarr.Store, zarr_format: int, name: str, reason: str) -> None:
+    g = gpuzarr.create_group(store, zarr_format=zarr_format)
+    with pytest.raises(MetadataError, match=reason):
+        g.create_group(name)
+    with pytest.raises(MetadataError, match=reason):
+        g.create_array(name, shape=(1,), dtype="int8")
+    with pytest.raises(MetadataError, match=reason):
+        g.require_group(name) if name else g.create_group(name)
+    assert [k for k in store.list_prefix("") if k not in ("zarr.json", ".zgroup", ".zattrs")] == []
+
+
+def test_slash_in_a_single_name_is_rejected() -> None:
+    from gpuzarr.group import validate_node_name
+
+    with pytest.raises(MetadataError, match="'/'"):
+        validate_node_name("a/b")
+    for ok in ("a", "a.b", ".a", "_a", "a__", "ünïcode", "1", "a-b c"):
+        assert validate_node_name(ok) == ok
+
+
+@pytest.mark.parametrize("name", [".hidden", "a.b", "_x", "x__y", "über"])
+def test_valid_unusual_names(store: gpuzarr.Store, name: str) -> None:
+    g = gpuzarr.create_group(store)
+    g.create_group(name)
+    assert list(g) == [name]
+    assert name in g
+
+
+# -- zarr-python interop --------------------------------------------------------------------------
+
+
+def test_gpuzarr_reads_zarr_python_hierarchy(tmp_path: Path, zarr_format: int) -> None:
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "zp.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=zarr_format, attributes={"root": True})
+    x = root.create_array("x", shape=(5, 4), chunks=(2, 3), dtype="int16", fill_value=0)
+    x[...] = np.arange(20).reshape(5, 4)
+    x.attrs["units"] = "m"
+    s = root.create_group("s")
+    s.attrs["lvl"] = 1
+    y = s.create_group("t").create_array("y", shape=(3,), chunks=(2,), dtype="float64", fill_value=1.5)
+    y[:1] = 9
+    g = gpuzarr.open(str(path), mode="r", device="cpu")
+    assert isinstance(g, gpuzarr.Group)
+    assert g.zarr_format == zarr_format
+    assert dict(g.attrs) == {"root": True}
+    assert list(g) == ["s", "x"]
+    assert [n for n, _ in g.members(recursive=True)] == ["s", "s/t", "s/t/y", "x"]
+    np.testing.assert_array_equal(g["x"][...], np.arange(20).reshape(5, 4))
+    assert dict(g["x"].attrs) == {"units": "m"}
+    assert dict(g["s"].attrs) == {"lvl": 1}
+    np.testing.assert_array_equal(g["s/t/y"][...], [9.0, 1.5, 1.5])
+    assert g["s/t/y"].zarr_format == zarr_format
+
+
+def test_zarr_python_reads_gpuzarr_hierarchy(tmp_path: Path, zarr_format: int) -> None:
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "gz.zarr"
+    g = _build(gpuzarr.LocalStore(path), zarr_format)
+    g["sub/b"][0:2, 1:3] = np.array([[1, 2], [3, 4]], dtype="float32")
+    g.create_array("nested/deep/c", shape=(2, 2), dtype="uint8", chunks=(1, 2), fill_value=0)[...] = 7
+    g["sub"].attrs["extra"] = "yes"
+    zg = zarr.open_group(str(path), mode="r")
+    assert zg.metadata.zarr_format == zarr_format
+    assert dict(zg.attrs) == {"title": "root"}
+    members = dict(zg.members(max_depth=None))
+    assert sorted(members) == ["a", "nested", "nested/deep", "nested/deep/c", "sub", "sub/b", "sub/deeper"]
+    assert isinstance(members["sub"], zarr.Group) and isinstance(members["sub/b"], zarr.Array)
+    assert dict(members["sub"].attrs) == {"level": 1, "extra": "yes"}
+    np.testing.assert_array_equal(zg["a"][...], np.arange(4))
+    expected = np.full((3, 3), 0.5, dtype="float32")
+    expected[0:2, 1:3] = [[1, 2], [3, 4]]
+    np.testing.assert_array_equal(zg["sub/b"][...], expected)
+    np.testing.assert_array_equal(zg["nested/deep/c"][...], np.full((2, 2), 7))
+    assert sorted(zg.group_keys()) == ["nested", "sub"]
+
+
+def test_gpuzarr_extends_zarr_python_hierarchy(tmp_path: Path, zarr_format: int) -> None:
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "mixed.zarr"
+    zarr.open_group(str(path), mode="w", zarr_format=zarr_format).create_group("s")
+    g = gpuzarr.open_group(str(path), mode="r+")
+    assert g.zarr_format == zarr_format
+    g["s"].create_array("arr", shape=(3,), dtype="int32", chunks=(2,), fill_value=0)[...] = [1, 2, 3]
+    g.attrs["by"] = "gpuzarr"
+    zg = zarr.open_group(str(path), mode="r")
+    assert dict(zg.attrs) == {"by": "gpuzarr"}
+    assert sorted(n for n, _ in zg.members(max_depth=None)) == ["s", "s/arr"]
+    np.testing.assert_array_equal(zg["s/arr"][...], [1, 2, 3])
+
+
+def test_failed_nested_create_leaves_no_parents(store: gpuzarr.Store, zarr_format: int) -> None:
+    g = gpuzarr.create_group(store, zarr_format=zarr_format)
+    with pytest.raises(MetadataError):
+        g.create_array("p/q/arr", shape=(2,), dtype="int8", chunks=(2,), order="Z")
+    assert list(g) == []
+    assert [k for k in store.list_prefix("") if k not in ("zarr.json", ".zgroup", ".zattrs")] == []
