@@ -107,6 +107,31 @@ def open_group(
     return node
 
 
+def _missing_parents(store: Store, path: str) -> list[str]:
+    """The ancestors of ``path`` (below the store root) that have no metadata yet.
+
+    An array among the ancestors is an error: arrays cannot contain nodes.
+    """
+    parts = path.split("/") if path else []
+    missing = []
+    for i in range(1, len(parts)):
+        ancestor = "/".join(parts[:i])
+        info = read_node(store, ancestor, allow_implicit=False)
+        if info is None:
+            missing.append(ancestor)
+        elif info.node_type == "array":
+            raise ContainsNodeError(f"{ancestor!r} is an array: it cannot contain {path!r}")
+    return missing
+
+
+def _create_parents(store: Store, missing: list[str], zarr_format: int) -> None:
+    # Written explicitly: v2 has no implicit groups, and zarr-python warns about directories
+    # without metadata. Called after the child exists, so a child that fails validation leaves
+    # nothing behind.
+    for ancestor in missing:
+        create_group(store, path=ancestor, zarr_format=zarr_format)
+
+
 def _prepare_new_node(store: Store, path: str, overwrite: bool) -> None:
     if store.read_only:
         raise ReadOnlyError(f"cannot create a node in read-only {store!r}")
@@ -135,11 +160,13 @@ def create_group(
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
     s, base = make_store(store)
     full = _join(base, path)
+    missing = _missing_parents(s, full)
     _prepare_new_node(s, full, overwrite)
     if zarr_format == 2:
         s.set(node_prefix(full) + ZGROUP, b'{\n  "zarr_format": 2\n}')
     group = Group(s, full, {}, device=device, zarr_format=zarr_format)
     group._put_attributes(dict(attributes or {}))
+    _create_parents(s, missing, zarr_format)
     return group
 
 
@@ -213,7 +240,9 @@ def create(
     full = _join(base, path)
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
     array = Array(s, full, metadata, device=device)
+    missing = _missing_parents(s, full)
     _prepare_new_node(s, full, overwrite)
     for key, document in metadata.documents().items():
         s.set(node_prefix(full) + key, document)
+    _create_parents(s, missing, zarr_format)
     return array

@@ -109,42 +109,16 @@ class Group:
                 out.extend((f"{name}/{sub}", child) for sub, child in node.members(recursive=True))
         return out
 
-    def _missing_parents(self, path: str) -> list[str]:
-        """The groups missing between this group and ``path``'s parent; an array there is an error."""
-        parts = path.split("/")
-        depth = len(self.path.split("/")) if self.path else 0
-        missing = []
-        for i in range(depth + 1, len(parts)):
-            ancestor = "/".join(parts[:i])
-            info = read_node(self.store, ancestor, allow_implicit=False)
-            if info is None:
-                missing.append(ancestor)
-            elif info.node_type == "array":
-                raise ContainsNodeError(f"{ancestor!r} is an array: it cannot contain {path!r}")
-        return missing
-
-    def _create_parents(self, missing: list[str], zarr_format: int) -> None:
-        # Written explicitly: v2 has no implicit groups, and zarr-python warns about
-        # directories without metadata. Done after the child exists, so a child that fails
-        # validation leaves nothing behind.
-        from .api import create_group
-
-        for ancestor in missing:
-            create_group(self.store, path=ancestor, device=self._device, zarr_format=zarr_format)
-
     def create_group(
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
     ) -> Group:
+        """Create a child group (``name`` may be nested: "a/b"; missing parents are created)."""
         from .api import create_group
 
-        path = self._child_path(name)
-        missing = self._missing_parents(path)
-        group = create_group(
-            self.store, path=path, attributes=attributes, overwrite=overwrite,
+        return create_group(
+            self.store, path=self._child_path(name), attributes=attributes, overwrite=overwrite,
             device=self._device, zarr_format=self._zarr_format,
         )
-        self._create_parents(missing, self._zarr_format)
-        return group
 
     def create_array(self, name: str, **kwargs: Any) -> Any:
         """Create a child array; takes :func:`gpuzarr.create`'s keyword arguments."""
@@ -152,11 +126,7 @@ class Group:
 
         kwargs.setdefault("device", self._device)
         kwargs.setdefault("zarr_format", self._zarr_format)
-        path = self._child_path(name)
-        missing = self._missing_parents(path)
-        array = create(self.store, path=path, **kwargs)
-        self._create_parents(missing, kwargs["zarr_format"])
-        return array
+        return create(self.store, path=self._child_path(name), **kwargs)
 
     def require_group(self, name: str) -> Group:
         if name in self:

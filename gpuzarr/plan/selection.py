@@ -277,7 +277,10 @@ def _numpy_axis_order(plan: ReadPlan, selection: Any, ndim: int) -> ReadPlan:
     advanced indices (``a[0, :, [1, 2]]``), the broadcast axis goes to the front of the result.
     """
     sel = expand_ellipsis(selection, ndim)
-    advanced = [i for i, s in enumerate(sel) if _is_integer(s) or _is_array_like(s)]
+    # Adjacency is judged in the index as written: an Ellipsis separates advanced indices even
+    # when it stands for no axis at all.
+    written = selection if isinstance(selection, tuple) else (selection,)
+    advanced = [i for i, s in enumerate(written) if _is_integer(s) or _is_array_like(s)]
     if advanced[-1] - advanced[0] == len(advanced) - 1:
         return plan
     kept = [s for s in sel if not _is_integer(s)]
