@@ -78,7 +78,9 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     return open_node(s, full, device=device)
 
 
-def open_array(store: StoreLike, *, path: str = "", mode: Mode | None = None, device: str = "auto", **kwargs: Any) -> Array:
+def open_array(
+    store: StoreLike, *, path: str = "", mode: Mode | None = None, device: str = "auto", **kwargs: Any
+) -> Array:
     """Like :func:`open`, for an array (raises ArrayNotFoundError for a group or nothing)."""
     if mode in ("w", "w-") and "shape" not in kwargs:
         # Checked first: open() would replace the node with a group before failing.

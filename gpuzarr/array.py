@@ -265,7 +265,8 @@ class Array:
     def resize(self, *shape: Any) -> None:
         """Change the shape. Growing reads the new region as fill; shrinking erases the data
         outside the new shape (so it never reappears when the array grows again)."""
-        new_shape = tuple(int(s) for s in (shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape))
+        given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        new_shape = tuple(int(s) for s in given)
         if len(new_shape) != self.ndim:
             raise ValueError(f"resize: expected {self.ndim} dimensions, got {len(new_shape)}")
         if any(s < 0 for s in new_shape):

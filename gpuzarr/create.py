@@ -6,9 +6,9 @@ from typing import Any
 
 from .errors import MetadataError
 from .spec.chunk_grid import RegularChunkGrid
-from .spec.rectilinear import RectilinearChunkGrid
 from .spec.chunk_key_encoding import ChunkKeyEncoding
 from .spec.dtypes import EXTENSION_DATA_TYPES, DataType
+from .spec.rectilinear import RectilinearChunkGrid
 from .spec.v2 import ArrayMetadataV2, v2_dtype_string
 from .spec.v3 import ArrayMetadata, normalize_codec_json
 
@@ -147,7 +147,8 @@ def build_v3_metadata(
             }
         ]
     if isinstance(chunk_key_encoding, str):
-        cke = ChunkKeyEncoding(chunk_key_encoding, dimension_separator or ("/" if chunk_key_encoding == "default" else "."))
+        default_separator = "/" if chunk_key_encoding == "default" else "."
+        cke = ChunkKeyEncoding(chunk_key_encoding, dimension_separator or default_separator)
     elif isinstance(chunk_key_encoding, dict):
         cke = ChunkKeyEncoding.from_json(chunk_key_encoding)
     elif chunk_key_encoding is None:

@@ -29,9 +29,9 @@ def gpu_available() -> bool:
     """True when CuPy is installed and sees a usable CUDA device (imports CuPy lazily)."""
     try:
         import cupy
-    except Exception:  # noqa: BLE001 - any import failure means "no GPU path here"
+    except Exception:
         return False
     try:
         return bool(cupy.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError
-from ..store.base import Buffer
 from ..spec.dtypes import ML_FLOAT_TYPES
+from ..store.base import Buffer
 from .base import ArrayToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
 

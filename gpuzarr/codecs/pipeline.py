@@ -123,7 +123,7 @@ class CodecPipeline:
             if exc.key == key:
                 raise
             raise CorruptChunkError(key, f"{exc.key}: {exc.reason}") from exc
-        except Exception as exc:  # noqa: BLE001 - any decoder failure means corrupt input
+        except Exception as exc:
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
         if chunk.shape != self.spec.shape:
             raise CorruptChunkError(key, f"decoded shape {chunk.shape}, expected {self.spec.shape}")
@@ -150,7 +150,7 @@ class CodecPipeline:
                 flat = target.reshape(-1).view(np.uint8)
                 try:
                     data = self._decode_bytes(raw, flat)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
                 got = as_uint8(data)
                 if got.size != flat.size:

@@ -10,14 +10,14 @@ NumPy plus O(chunks touched) to emit projections.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from ..spec.chunk_grid import DimensionGrid
 
 IntArray = np.ndarray[Any, np.dtype[np.intp]]
-AxisSelection = Union[int, slice, IntArray]
+AxisSelection = int | slice | IntArray
 
 
 @dataclass(frozen=True, slots=True)

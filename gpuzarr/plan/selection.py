@@ -222,7 +222,7 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan
             f"vectorised selection needs one integer array per axis ({ndim}), got {len(selection)}"
         )
     arrays = []
-    for axis, (s, dim) in enumerate(zip(selection, dims, strict=True)):
+    for axis, s in enumerate(selection):
         if isinstance(s, slice) or not (_is_integer(s) or _is_array_like(s)):
             raise IndexError(
                 f"vectorised selection: axis {axis} must be an integer array, got {s!r}"

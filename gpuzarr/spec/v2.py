@@ -18,7 +18,7 @@ import base64
 import json
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -97,17 +97,20 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
     if value is None:
         return None
     dt = data_type.numpy_dtype
-    raw = dt.fields is not None or data_type.fill_kind == "r"
-    if raw or (isinstance(value, str) and data_type.fill_kind not in "fc" and value not in ("NaN", "Infinity", "-Infinity")):
+    is_bytes = dt.fields is not None or data_type.fill_kind == "r"
+    special = ("NaN", "Infinity", "-Infinity")
+    if is_bytes or (isinstance(value, str) and data_type.fill_kind not in "fc" and value not in special):
         if not isinstance(value, str):
             raise MetadataError(f"{field_name}: expected base64 bytes for a structured type, got {value!r}")
         try:
-            raw = base64.standard_b64decode(value)
+            decoded = base64.standard_b64decode(value)
         except ValueError as exc:
             raise MetadataError(f"{field_name}: {value!r} is not valid base64") from exc
-        if len(raw) != dt.itemsize:
-            raise MetadataError(f"{field_name}: base64 value has {len(raw)} bytes, expected {dt.itemsize}")
-        return np.frombuffer(raw, dtype=dt)[0]  # type: ignore[no-any-return]
+        if len(decoded) != dt.itemsize:
+            raise MetadataError(
+                f"{field_name}: base64 value has {len(decoded)} bytes, expected {dt.itemsize}"
+            )
+        return cast(np.generic, np.frombuffer(decoded, dtype=dt)[0])
     if dt.kind == "c" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return dt.type(value)  # type: ignore[no-any-return]
     if data_type.fill_kind == "f" and isinstance(value, int) and not isinstance(value, bool):
@@ -157,7 +160,8 @@ def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) 
             },
         }
     if codec_id == "zstd":
-        return {"name": "zstd", "configuration": {"level": params.get("level", 1), "checksum": params.get("checksum", False)}}
+        level, checksum = params.get("level", 1), params.get("checksum", False)
+        return {"name": "zstd", "configuration": {"level": level, "checksum": checksum}}
     if codec_id == "gzip":
         return {"name": "gzip", "configuration": {"level": params.get("level", 1)}}
     return {"name": f"numcodecs.{codec_id}", "configuration": params}
@@ -205,7 +209,7 @@ class ArrayMetadataV2:
     @property
     def fill_value(self) -> np.generic:
         if self.fill_value_v2 is None:
-            return np.zeros((), dtype=self.data_type.numpy_dtype)[()]  # type: ignore[no-any-return]
+            return self.data_type.default_fill_value()
         return self.fill_value_v2
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import uuid
@@ -118,10 +119,8 @@ class LocalStore(Store):
                     view = view[written:]
             os.replace(temp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
-            except FileNotFoundError:
-                pass
             raise
 
     def erase(self, key: str) -> None:

@@ -73,7 +73,11 @@ def test_v3_interop_with_tensorstore(tmp_path, name: str, direction: str) -> Non
         spec = {
             "driver": "zarr3",
             "kvstore": {"driver": "file", "path": path},
-            "metadata": {"data_type": name, "shape": [10], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}}},
+            "metadata": {
+                "data_type": name,
+                "shape": [10],
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+            },
         }
         t = ts.open(spec, create=True).result()
         t[:7].write(x).result()
