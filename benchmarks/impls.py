@@ -1,0 +1,265 @@
+"""The implementations under test, behind one small interface.
+
+Each implementation opens an array (outside the timed region) and then reads the whole array,
+one crop, a batch of crops, or writes the whole array. ``unavailable()`` says why it cannot run
+here (a missing optional package, no GPU); such implementations are skipped with that note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class SkipImpl(Exception):
+    """This implementation cannot handle this dataset (reported as skipped, not as an error)."""
+
+
+def _missing(module: str) -> str | None:
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        return f"{module} not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _gpu_note() -> str | None:
+    try:
+        from gpuzarr.backends.device import gpu_available
+    except Exception as exc:
+        return f"gpuzarr not importable ({exc})"
+    return None if gpu_available() else "no usable CUDA GPU (CuPy missing or no device)"
+
+
+def _sync_gpu() -> None:
+    import cupy
+
+    cupy.cuda.get_current_stream().synchronize()
+
+
+class Impl:
+    name = ""
+    device = "cpu"
+    is_gpuzarr = False
+
+    def unavailable(self) -> str | None:
+        return None
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        yield
+
+    def open(self, path: Path, zarr_format: int, write: bool = False) -> Any:
+        raise NotImplementedError
+
+    def read_full(self, h: Any) -> Any:
+        return h[...]
+
+    def read_one(self, h: Any, sel: tuple[slice, ...]) -> Any:
+        return h[sel]
+
+    def read_each(self, h: Any, sels: list[tuple[slice, ...]]) -> list[Any]:
+        return [self.read_one(h, s) for s in sels]
+
+    def read_batch(self, h: Any, sels: list[tuple[slice, ...]]) -> Any:
+        return self.read_each(h, sels)
+
+    def write_full(self, h: Any, data: np.ndarray[Any, Any]) -> None:
+        h[...] = data
+
+    def finish(self) -> None:
+        """Called at the end of every timed call (GPU implementations synchronise here)."""
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(x)
+
+
+# -- gpuzarr ------------------------------------------------------------------------------------------
+
+
+class GpuzarrCPU(Impl):
+    name = "gpuzarr-cpu"
+    is_gpuzarr = True
+    _device = "cpu"
+
+    def unavailable(self) -> str | None:
+        return _missing("gpuzarr")
+
+    def open(self, path: Path, zarr_format: int, write: bool = False) -> Any:
+        import gpuzarr
+        from gpuzarr.errors import DeviceError
+
+        try:
+            return gpuzarr.open(str(path), mode="r+" if write else "r", device=self._device)
+        except DeviceError as exc:
+            raise SkipImpl(f"device {self._device!r} unavailable: {exc}") from exc
+        except Exception as exc:
+            if zarr_format == 2:
+                raise SkipImpl(f"cannot open a v2 array: {type(exc).__name__}: {exc}") from exc
+            raise
+
+    def read_full(self, h: Any) -> Any:
+        return h.read()
+
+    def read_batch(self, h: Any, sels: list[tuple[slice, ...]]) -> Any:
+        return h.read_batch(sels)
+
+
+class GpuzarrGPU(GpuzarrCPU):
+    name = "gpuzarr-gpu"
+    device = "gpu"
+    _device = "gpu"
+
+    def unavailable(self) -> str | None:
+        return _missing("gpuzarr") or _gpu_note()
+
+    def read_full(self, h: Any) -> Any:
+        from gpuzarr.errors import DeviceError
+
+        try:
+            return h.read()
+        except DeviceError as exc:
+            raise SkipImpl(f"GPU read path unavailable: {exc}") from exc
+
+    def finish(self) -> None:
+        _sync_gpu()
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        import cupy
+
+        return cupy.asnumpy(x) if isinstance(x, cupy.ndarray) else np.asarray(x)
+
+
+# -- zarr-python ---------------------------------------------------------------------------------------
+
+
+class ZarrPython(Impl):
+    name = "zarr-python"
+
+    def unavailable(self) -> str | None:
+        return _missing("zarr")
+
+    def open(self, path: Path, zarr_format: int, write: bool = False) -> Any:
+        import zarr
+
+        with self.context():
+            return zarr.open_array(store=str(path), mode="r+" if write else "r", zarr_format=zarr_format)
+
+
+class ZarrPythonZarrs(ZarrPython):
+    name = "zarr-python+zarrs"
+
+    def unavailable(self) -> str | None:
+        return _missing("zarr") or _missing("zarrs")
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        import zarr
+
+        with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
+            yield
+
+    def open(self, path: Path, zarr_format: int, write: bool = False) -> Any:
+        arr = super().open(path, zarr_format, write)
+        pipeline = type(arr._async_array.codec_pipeline).__name__
+        if "Zarrs" not in pipeline:
+            raise SkipImpl(f"zarrs pipeline not selected (got {pipeline})")
+        return arr
+
+
+class ZarrPythonGPU(ZarrPython):
+    name = "zarr-python-gpu"
+    device = "gpu"
+
+    def unavailable(self) -> str | None:
+        return _missing("zarr") or _gpu_note()
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        import zarr
+
+        with zarr.config.enable_gpu():
+            yield
+
+    def finish(self) -> None:
+        _sync_gpu()
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        import cupy
+
+        return cupy.asnumpy(x) if isinstance(x, cupy.ndarray) else np.asarray(x)
+
+
+# -- TensorStore -----------------------------------------------------------------------------------------
+
+
+class TensorStore(Impl):
+    name = "tensorstore"
+
+    def unavailable(self) -> str | None:
+        return _missing("tensorstore")
+
+    def open(self, path: Path, zarr_format: int, write: bool = False) -> Any:
+        import tensorstore as ts
+
+        spec = {
+            "driver": "zarr3" if zarr_format == 3 else "zarr",
+            "kvstore": {"driver": "file", "path": str(path)},
+        }
+        # No chunk cache (TensorStore's default): every read decodes, as for the others.
+        return ts.open(spec, open=True, read=True, write=write).result()
+
+    def _out(self, x: Any) -> Any:
+        return x
+
+    def read_full(self, h: Any) -> Any:
+        return self._out(h.read().result())
+
+    def read_one(self, h: Any, sel: tuple[slice, ...]) -> Any:
+        return self._out(h[sel].read().result())
+
+    def read_batch(self, h: Any, sels: list[tuple[slice, ...]]) -> Any:
+        futures = [h[s].read() for s in sels]  # all in flight at once
+        return [self._out(f.result()) for f in futures]
+
+    def write_full(self, h: Any, data: np.ndarray[Any, Any]) -> None:
+        h.write(data).result()
+
+
+class TensorStoreCuPy(TensorStore):
+    name = "tensorstore+cupy"
+    device = "gpu"
+
+    def unavailable(self) -> str | None:
+        return _missing("tensorstore") or _gpu_note()
+
+    def _out(self, x: Any) -> Any:
+        import cupy
+
+        return cupy.asarray(x)
+
+    def write_full(self, h: Any, data: np.ndarray[Any, Any]) -> None:
+        raise SkipImpl("write: same as tensorstore (host data)")
+
+    def finish(self) -> None:
+        _sync_gpu()
+
+    def to_numpy(self, x: Any) -> np.ndarray[Any, Any]:
+        import cupy
+
+        return cupy.asnumpy(x) if isinstance(x, cupy.ndarray) else np.asarray(x)
+
+
+CPU_IMPLS: list[type[Impl]] = [GpuzarrCPU, ZarrPython, ZarrPythonZarrs, TensorStore]
+GPU_IMPLS: list[type[Impl]] = [GpuzarrGPU, ZarrPythonGPU, TensorStoreCuPy]
+ALL_IMPL_NAMES = [c.name for c in CPU_IMPLS + GPU_IMPLS]
+
+
+def implementations(device: str) -> list[Impl]:
+    classes = CPU_IMPLS + (GPU_IMPLS if device == "gpu" else [])
+    return [c() for c in classes]

@@ -1,0 +1,53 @@
+"""The benchmark harness, end to end on a tiny dataset, so that it cannot rot.
+
+No timing assertions: only that every step runs, every result is checked against the ground
+truth, and the reports are written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_harness_end_to_end(tmp_path: Path) -> None:
+    pytest.importorskip("zarr")
+    pytest.importorskip("tensorstore")
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable, "-m", "benchmarks.run",
+        "--size-mib", "1", "--repeats", "1", "--crops", "4", "--boxes", "2",
+        "--data-dir", str(tmp_path / "data"), "--out", str(out),
+        "--save-results", "--results-dir", str(tmp_path / "results"), "--machine", "smoke",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "### Throughput" in proc.stdout
+
+    payload = json.loads((out / "results.json").read_text())
+    results = payload["results"]
+    assert {r["workload"] for r in results} == {
+        "full-read", "crops-each", "crops-batch", "shard-partial", "full-write"
+    }  # fmt: skip
+    assert {r["dataset"] for r in results} == set(payload["datasets"])
+    assert not [r for r in results if r["status"] == "MISMATCH"]
+    # The reference peers must always work; gpuzarr must at least run somewhere.
+    peers = [r for r in results if r["impl"] in ("zarr-python", "tensorstore")]
+    assert peers and all(r["status"] == "ok" for r in peers), [r for r in peers if r["status"] != "ok"]
+    assert any(r["impl"] == "gpuzarr-cpu" and r["status"] == "ok" for r in results)
+    assert (out / "results.md").exists()
+    assert list((tmp_path / "results").glob("*-smoke.md"))
+
+    # A second run reuses the generated data (no "generated"/"wrote dataset" lines).
+    proc2 = subprocess.run(
+        [*cmd[:-5], "--only", "zstd", "full-read", "gpuzarr-cpu"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert "wrote dataset" not in proc2.stderr and "generated ground truth" not in proc2.stderr
