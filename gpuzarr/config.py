@@ -46,9 +46,10 @@ def set(**settings: Any) -> None:  # noqa: A001 - mirrors zarr.config.set
 
 
 def thread_pool() -> ThreadPoolExecutor:
-    """The shared worker pool, (re)created to match ``concurrency``."""
+    """The shared worker pool: ``concurrency - 1`` threads, since the calling thread works too
+    (see engine.parallel.run_tasks). (Re)created to match ``concurrency``."""
     global _pool, _pool_size
-    size = get("concurrency")
+    size = max(get("concurrency") - 1, 1)
     with _lock:
         if _pool is None or _pool_size != size:
             old = _pool

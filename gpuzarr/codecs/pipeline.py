@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import buffers
 from ..errors import CorruptChunkError, MetadataError
 from ..store.base import Buffer
 from .base import (
@@ -143,25 +144,47 @@ class CodecPipeline:
         ``direct=True`` (the caller checked that ``out[out_selection]`` is a C-contiguous view
         covering the whole chunk) lets the innermost decompressor write into ``out`` directly.
         """
-        if direct and not self.array_to_array and self.bytes_to_bytes:
-            bc = self.bytes_codec
-            if bc is not None and bc.is_native:
-                target = out[out_selection]
-                flat = target.reshape(-1).view(np.uint8)
-                try:
-                    data = self._decode_bytes(raw, flat)
-                except Exception as exc:
-                    raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
-                got = as_uint8(data)
-                if got.size != flat.size:
-                    raise CorruptChunkError(
-                        key, f"decoded chunk has {got.size} bytes, expected {flat.size}"
-                    )
-                if got.ctypes.data != flat.ctypes.data:
-                    flat[...] = got
-                return
-        chunk = self.decode(raw, key)
+        if direct and self._decodes_to_raw_bytes:
+            target = out[out_selection]
+            self._decode_bytes_into(raw, key, target.reshape(-1).view(np.uint8))
+            return
+        chunk = self.decode_scratch(raw, key)
         out[out_selection] = chunk[chunk_selection]
+
+    def decode_scratch(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:
+        """Like :meth:`decode`, but the result may live in a buffer this thread reuses: it is
+        valid only until this thread's next ``decode_scratch`` (copy out of it at once)."""
+        if not self._decodes_to_raw_bytes:
+            return self.decode(raw, key)
+        scratch = buffers.scratch(self.spec.nbytes, "decoded")
+        self._decode_bytes_into(raw, key, scratch)
+        bc = self.bytes_codec
+        assert bc is not None
+        return bc.decode(scratch, self.array_to_bytes[1])
+
+    @property
+    def is_uncompressed(self) -> bool:
+        """The chain is only ``bytes``: a chunk's stored bytes are its elements, so any byte
+        range of it can be read and viewed without decoding the rest."""
+        return not self.array_to_array and not self.bytes_to_bytes and self.bytes_codec is not None
+
+    @property
+    def _decodes_to_raw_bytes(self) -> bool:
+        """The chain is ``bytes`` + compressors: decoded bytes are the chunk's elements."""
+        bc = self.bytes_codec
+        return not self.array_to_array and bool(self.bytes_to_bytes) and bc is not None and bc.is_native
+
+    def _decode_bytes_into(self, raw: Buffer, key: str, target: np.ndarray[Any, Any]) -> None:
+        """Run the bytes->bytes codecs so that ``target`` (uint8, chunk-sized) holds the result."""
+        try:
+            data = self._decode_bytes(raw, target)
+        except Exception as exc:  # noqa: BLE001 - any decoder failure means corrupt input
+            raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+        got = as_uint8(data)
+        if got.size != target.size:
+            raise CorruptChunkError(key, f"decoded chunk has {got.size} bytes, expected {target.size}")
+        if got.ctypes.data != target.ctypes.data:
+            target[...] = got
 
     # -- encoding ------------------------------------------------------------------------------
 
@@ -173,3 +196,4 @@ class CodecPipeline:
         for b2b in self.bytes_to_bytes:
             data = b2b.encode(data)
         return data
+

@@ -15,8 +15,30 @@ import numpy as np
 
 from ..errors import MetadataError
 from ..store.base import Buffer
-from .base import BytesToBytesCodec
+from .base import BytesToBytesCodec, as_uint8
 from .registry import register_codec
+
+
+_MAGIC = 0xFD2FB528
+_FCS_FIELD_BYTES = (0, 2, 4, 8)
+_DICT_ID_BYTES = (0, 1, 2, 4)
+
+
+def frame_content_size(data: Buffer) -> int | None:
+    """The decompressed size a Zstandard frame header declares, or None when it declares none
+    (or ``data`` does not start with a frame header)."""
+    raw = as_uint8(data)
+    if raw.size < 6 or int.from_bytes(raw[:4].tobytes(), "little") != _MAGIC:
+        return None
+    descriptor = int(raw[4])
+    single_segment = bool(descriptor & 0x20)
+    fcs_flag = descriptor >> 6
+    position = 5 + (0 if single_segment else 1) + _DICT_ID_BYTES[descriptor & 0x3]
+    size = _FCS_FIELD_BYTES[fcs_flag] or (1 if single_segment else 0)
+    if size == 0 or raw.size < position + size:
+        return None
+    value = int.from_bytes(raw[position : position + size].tobytes(), "little")
+    return value + 256 if size == 2 else value
 
 
 @register_codec
@@ -49,6 +71,10 @@ class ZstdCodec(BytesToBytesCodec):
         return {"level": self.level, "checksum": self.checksum}
 
     def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+        # numcodecs fills ``out`` silently when a frame holds fewer bytes than it: only decode
+        # into it when the frame header promises exactly its size.
+        if out is not None and frame_content_size(data) != out.nbytes:
+            out = None
         return self._impl.decode(data, out)  # type: ignore[no-any-return]
 
     def encode(self, data: Buffer) -> Buffer:

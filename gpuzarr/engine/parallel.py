@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -12,11 +14,13 @@ R = TypeVar("R")
 
 
 def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2) -> list[R]:
-    """``[func(x) for x in items]``, spread over the pool in a few groups per worker.
+    """``[func(x) for x in items]``, shared between the calling thread and the pool.
 
-    Grouping amortises the pool's per-task cost; running inline below ``min_parallel`` items (or
-    with one worker) keeps small reads, such as a data loader's crops, free of thread hand-offs.
-    Exceptions propagate from the first failing group.
+    Items are cut into a few groups per worker (amortising hand-offs); the caller and
+    ``concurrency - 1`` pool threads take groups from one counter until none are left, so the
+    caller starts work at once instead of waiting on the pool. Small jobs (below
+    ``min_parallel`` items, or one worker) run inline. The first exception stops further groups
+    from starting and is raised once every group in progress has finished.
     """
     workers = config.get("concurrency")
     if workers <= 1 or len(items) < min_parallel:
@@ -24,14 +28,35 @@ def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2)
     ngroups = min(len(items), workers * 4)
     size = -(-len(items) // ngroups)
     groups = [items[i : i + size] for i in range(0, len(items), size)]
+    results: list[list[R] | None] = [None] * len(groups)
+    next_group = itertools.count()
+    failed = threading.Event()
 
-    def run_group(group: Sequence[T]) -> list[R]:
-        return [func(x) for x in group]
+    def drain() -> None:
+        while not failed.is_set():
+            i = next(next_group)  # atomic in CPython: no two threads get the same group
+            if i >= len(groups):
+                return
+            try:
+                results[i] = [func(x) for x in groups[i]]
+            except BaseException:
+                failed.set()
+                raise
 
-    results: list[R] = []
-    for part in config.thread_pool().map(run_group, groups):
-        results.extend(part)
-    return results
+    pool = config.thread_pool()
+    helpers = [pool.submit(drain) for _ in range(min(workers - 1, len(groups) - 1))]
+    error: BaseException | None = None
+    try:
+        drain()
+    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the helpers stop
+        error = exc
+    for future in helpers:
+        exc = future.exception()
+        if error is None and exc is not None:
+            error = exc
+    if error is not None:
+        raise error
+    return [r for part in results if part is not None for r in part]
 
 
 def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:

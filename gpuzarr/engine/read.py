@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import buffers
+from ..codecs.pipeline import CodecPipeline
 from ..errors import ChunkNotFoundError, CorruptChunkError
 from ..plan.selection import ChunkProjection, ReadPlan
 from ..store.base import Buffer, Store
@@ -40,19 +42,34 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
 
 
 def _store_chunk_into(
-    layout: StorageLayout, raw: Buffer | None, key: str, out: np.ndarray[Any, Any], p: ChunkProjection
+    layout: StorageLayout, raw: Buffer | None, key: str, out: np.ndarray[Any, Any], targets: list[ChunkProjection]
 ) -> None:
+    """Decode one chunk once and copy it to every place in ``out`` that ``targets`` name."""
     if raw is None:
         if not layout.fill_missing_data_reads:
             raise ChunkNotFoundError(key)
-        out[p.out_selection] = layout.metadata.fill_value
+        for p in targets:
+            out[p.out_selection] = layout.metadata.fill_value
         return
-    pipeline = layout.pipeline_at(p.chunk_coords)
-    direct = _is_direct(out, p, pipeline.spec.shape)
-    # A trailing Ellipsis makes ``out[selection]`` a view even for a 0-d ``out`` (where ``out[()]``
-    # is a scalar copy, and decoding into it would be lost).
-    out_selection = (*p.out_selection, Ellipsis) if direct else p.out_selection
-    pipeline.decode_into(raw, key, out, out_selection, p.chunk_selection, direct)
+    pipeline = layout.pipeline_at(targets[0].chunk_coords)
+    if len(targets) == 1 and _is_direct(out, targets[0], pipeline.spec.shape):
+        # A trailing Ellipsis makes ``out[selection]`` a view even for a 0-d ``out`` (where
+        # ``out[()]`` is a scalar copy, and decoding into it would be lost).
+        p = targets[0]
+        pipeline.decode_into(raw, key, out, (*p.out_selection, Ellipsis), p.chunk_selection, direct=True)
+        return
+    chunk = pipeline.decode_scratch(raw, key)
+    for p in targets:
+        out[p.out_selection] = chunk[p.chunk_selection]
+
+
+def _by_chunk(projections: list[ChunkProjection]) -> list[list[ChunkProjection]]:
+    """Projections grouped by chunk, so that a chunk several selections share (a batch of
+    overlapping crops) is fetched and decoded once."""
+    groups: dict[tuple[int, ...], list[ChunkProjection]] = {}
+    for p in projections:
+        groups.setdefault(p.chunk_coords, []).append(p)
+    return list(groups.values())
 
 
 def read_plan(layout: StorageLayout, store: Store, plan: ReadPlan, out: np.ndarray[Any, Any]) -> None:
@@ -68,38 +85,75 @@ def read_plan(layout: StorageLayout, store: Store, plan: ReadPlan, out: np.ndarr
 def _read_chunks(
     layout: StorageLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
 ) -> None:
-    def work(p: ChunkProjection) -> None:
-        key = layout.key(p.chunk_coords)
-        _store_chunk_into(layout, store.get(key), key, out, p)
+    def work(targets: list[ChunkProjection]) -> None:
+        key = layout.key(targets[0].chunk_coords)
+        pipeline = layout.pipeline_at(targets[0].chunk_coords)
+        if (
+            pipeline.is_uncompressed
+            and len(targets) == 1
+            and pipeline.bytes_codec is not None
+            and pipeline.bytes_codec.is_native
+            and _is_direct(out, targets[0], pipeline.spec.shape)
+        ):
+            _read_uncompressed_direct(layout, pipeline, store, key, out, targets[0])
+            return
+        got = store.get_into(key, lambda n: buffers.growable(n, "encoded"))
+        _store_chunk_into(layout, None if got is None else got[0], key, out, targets)
 
-    run_tasks(work, projections)
+    run_tasks(work, _by_chunk(projections))
+
+
+def _read_uncompressed_direct(
+    layout: StorageLayout,
+    pipeline: CodecPipeline,
+    store: Store,
+    key: str,
+    out: np.ndarray[Any, Any],
+    p: ChunkProjection,
+) -> None:
+    """An uncompressed chunk that lands whole in a contiguous part of ``out``: read its bytes
+    straight into ``out`` (no intermediate buffer, no copy)."""
+    nbytes = pipeline.spec.nbytes
+    region = out[(*p.out_selection, Ellipsis)].reshape(-1).view(np.uint8)
+    got = store.get_into(key, lambda n: region[:n] if n == nbytes else buffers.growable(n, "encoded"))
+    if got is None:
+        _store_chunk_into(layout, None, key, out, [p])
+        return
+    view, total = got
+    if total != nbytes or len(view) != nbytes:
+        raise CorruptChunkError(key, f"uncompressed chunk has {total} bytes, expected {nbytes}")
+    data = np.frombuffer(view, dtype=np.uint8)
+    if data.ctypes.data != region.ctypes.data:  # the store handed out its own memory
+        region[...] = data
 
 
 def _read_sharded(
     layout: StorageLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
 ) -> None:
     assert layout.sharding is not None
-    by_shard: dict[tuple[int, ...], list[tuple[int, ChunkProjection]]] = defaultdict(list)
-    for p in projections:
-        shard, position = layout.shard_of(p.chunk_coords)
-        by_shard[shard].append((position, p))
+    # shard -> inner chunks wanted (position in the shard, every projection of that inner chunk)
+    by_shard: dict[tuple[int, ...], list[tuple[int, list[ChunkProjection]]]] = defaultdict(list)
+    for targets in _by_chunk(projections):
+        shard, position = layout.shard_of(targets[0].chunk_coords)
+        by_shard[shard].append((position, targets))
     shards = list(by_shard.items())
     chunk_nbytes = layout.chunk_pipeline.spec.nbytes
+    Task = tuple[Buffer | None, str, int, list[ChunkProjection]]
 
-    def fetch(item: tuple[tuple[int, ...], list[tuple[int, ChunkProjection]]]) -> list[Any]:
+    def fetch(item: tuple[tuple[int, ...], list[tuple[int, list[ChunkProjection]]]]) -> list[Task]:
         shard, wanted = item
         key = layout.key(shard)
         shard_layout = layout.sharding_at(shard).layout
         index = read_shard_index(store, key, shard_layout)
         if index is None:
-            return [(None, key, i, p) for i, p in wanted]
+            return [(None, key, i, targets) for i, targets in wanted]
         blobs = read_inner_chunks(store, key, index, [i for i, _ in wanted], shard_layout)
-        return [(blob, key, i, p) for (i, p), blob in zip(wanted, blobs, strict=True)]
+        return [(blob, key, i, targets) for (i, targets), blob in zip(wanted, blobs, strict=True)]
 
-    def decode(task: tuple[Buffer | None, str, int, ChunkProjection]) -> None:
-        raw, key, i, p = task
+    def decode(task: Task) -> None:
+        raw, key, i, targets = task
         try:
-            _store_chunk_into(layout, raw, key, out, p)
+            _store_chunk_into(layout, raw, key, out, targets)
         except CorruptChunkError as exc:
             # The error names the shard's store key; the reason says which inner chunk.
             raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc

@@ -7,7 +7,7 @@ that missing chunks are cheap to detect. Every store passes tests/store/conforma
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,26 @@ class Store(ABC):
                 return None
             out.append(value)
         return out
+
+    def get_into(
+        self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
+    ) -> tuple[memoryview, int] | None:
+        """Read ``length`` bytes from ``start`` (to the end when None) of ``key``.
+
+        ``buffer_for(n)`` supplies a writable uint8 buffer of ``n`` bytes to read into, so that
+        hot loops can reuse memory. Returns (a view of the bytes read, the value's total size),
+        or None when the key is absent. Stores holding values in memory may return a view of
+        their own memory instead of filling the buffer.
+        """
+        value = self.get(key)
+        if value is None:
+            return None
+        view = memoryview(value).cast("B")
+        stop = len(view) if length is None else min(start + length, len(view))
+        part = view[min(start, len(view)) : stop]
+        target = memoryview(buffer_for(len(part))).cast("B")
+        target[:] = part
+        return target, len(view)
 
     def exists(self, key: str) -> bool:
         return self.get(key, ByteRange(0, 0)) is not None

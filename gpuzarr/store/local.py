@@ -6,7 +6,8 @@ import contextlib
 import os
 import stat
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from pathlib import Path
 
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
@@ -50,6 +51,31 @@ class LocalStore(Store):
                 return None
             start, stop = byte_range.resolve(info.st_size)
             return _pread_all(fd, stop - start, start)
+        finally:
+            os.close(fd)
+
+    def get_into(
+        self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
+    ) -> tuple[memoryview, int] | None:
+        try:
+            fd = os.open(self.path_of(key), os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            size = info.st_size
+            begin = min(start, size)
+            stop = size if length is None else min(start + length, size)
+            target = memoryview(buffer_for(stop - begin)).cast("B")
+            got = 0
+            while got < len(target):
+                n = os.preadv(fd, [target[got:]], begin + got)
+                if n == 0:  # the file shrank under us: report what is there
+                    return target[:got], begin + got
+                got += n
+            return target, size
         finally:
             os.close(fd)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
 
@@ -25,6 +26,17 @@ class MemoryStore(Store):
             return value
         start, stop = byte_range.resolve(len(value))
         return memoryview(value)[start:stop]
+
+    def get_into(
+        self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
+    ) -> tuple[memoryview, int] | None:
+        # The value is already in memory: hand out a view of it, no copy.
+        value = self.data.get(validate_key(key))
+        if value is None:
+            return None
+        view = memoryview(value).cast("B")
+        stop = len(view) if length is None else min(start + length, len(view))
+        return view[min(start, len(view)) : stop], len(view)
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)

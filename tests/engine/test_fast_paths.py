@@ -1,0 +1,89 @@
+"""The read engine's fast paths give the same results as the general path, and fail safely."""
+
+from __future__ import annotations
+
+import numcodecs
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr import buffers
+from gpuzarr.engine.parallel import run_tasks
+from gpuzarr.errors import CorruptChunkError
+
+RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
+ZSTD = [*RAW, {"name": "zstd", "configuration": {"level": 1}}]
+
+
+class CountingStore(gpuzarr.MemoryStore):
+    """Counts reads of each key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
+        self.reads[key] = self.reads.get(key, 0) + 1
+        return super().get_into(key, buffer_for, start, length)
+
+
+@pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
+def test_image_stack_reads_straight_into_output(store, codecs) -> None:
+    # (1, H, W) chunks of a (N, H, W) stack land whole and contiguous in a full read.
+    x = np.random.default_rng(0).integers(0, 2**16, (6, 16, 12), dtype=np.uint16)
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 16, 12), codecs=codecs)
+    a[...] = x
+    np.testing.assert_array_equal(a[...], x)
+    np.testing.assert_array_equal(a[2:5], x[2:5])
+    out = np.full(x.shape, 7, dtype=np.uint16)
+    a.read(..., out=out)
+    np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
+def test_short_chunk_is_corrupt_even_on_the_direct_path(codecs) -> None:
+    store = gpuzarr.MemoryStore()
+    a = gpuzarr.create(store, shape=(2, 8, 8), dtype="uint16", chunks=(1, 8, 8), codecs=codecs)
+    a[...] = 1
+    short = np.ones((1, 8, 7), dtype=np.uint16).tobytes()
+    store.data["c/1/0/0"] = short if codecs is RAW else numcodecs.Zstd(1).encode(short)
+    with pytest.raises(CorruptChunkError) as info:
+        a[...]
+    assert info.value.key == "c/1/0/0"
+
+
+def test_read_batch_reads_each_shared_chunk_once() -> None:
+    store = CountingStore()
+    x = np.arange(32 * 32, dtype=np.int32).reshape(32, 32)
+    a = gpuzarr.create(store, shape=x.shape, dtype="int32", chunks=(16, 16), codecs=ZSTD)
+    a[...] = x
+    store.reads.clear()
+    crops = [np.s_[0:8, 0:8], np.s_[4:12, 2:10], np.s_[8:16, 8:16], np.s_[10:18, 10:18]]
+    batch = a.read_batch(crops)
+    for got, sel in zip(batch, crops, strict=True):
+        np.testing.assert_array_equal(got, x[sel])
+    assert store.reads == {"c/0/0": 1, "c/0/1": 1, "c/1/0": 1, "c/1/1": 1}
+
+
+def test_aligned_buffers_start_on_a_page() -> None:
+    for shape in [(7,), (3, 5), (64, 64, 64)]:
+        buf = buffers.aligned_empty(shape, np.uint16)
+        assert buf.shape == shape and buf.ctypes.data % buffers.PAGE == 0 and buf.flags.c_contiguous
+    assert buffers.scratch(1000, "t").ctypes.data % buffers.PAGE == 0
+    assert buffers.growable(10, "t").size == 10
+
+
+def test_run_tasks_keeps_order_and_raises_the_first_error() -> None:
+    gpuzarr.config.set(concurrency=3)
+    try:
+        assert run_tasks(lambda v: v * v, list(range(100))) == [v * v for v in range(100)]
+
+        def boom(v: int) -> int:
+            if v == 57:
+                raise KeyError(v)
+            return v
+
+        with pytest.raises(KeyError):
+            run_tasks(boom, list(range(100)))
+    finally:
+        gpuzarr.config.set(concurrency=None)
