@@ -178,7 +178,7 @@ class CodecPipeline:
         """Run the bytes->bytes codecs so that ``target`` (uint8, chunk-sized) holds the result."""
         try:
             data = self._decode_bytes(raw, target)
-        except Exception as exc:  # noqa: BLE001 - any decoder failure means corrupt input
+        except Exception as exc:  # any decoder failure means corrupt input
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
         got = as_uint8(data)
         if got.size != target.size:

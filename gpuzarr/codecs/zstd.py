@@ -18,7 +18,6 @@ from ..store.base import Buffer
 from .base import BytesToBytesCodec, as_uint8
 from .registry import register_codec
 
-
 _MAGIC = 0xFD2FB528
 _FCS_FIELD_BYTES = (0, 2, 4, 8)
 _DICT_ID_BYTES = (0, 1, 2, 4)

@@ -48,12 +48,12 @@ def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2)
     error: BaseException | None = None
     try:
         drain()
-    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the helpers stop
+    except BaseException as exc:  # re-raised below, after the helpers stop
         error = exc
     for future in helpers:
-        exc = future.exception()
-        if error is None and exc is not None:
-            error = exc
+        helper_error = future.exception()
+        if error is None and helper_error is not None:
+            error = helper_error
     if error is not None:
         raise error
     return [r for part in results if part is not None for r in part]

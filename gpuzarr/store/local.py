@@ -7,8 +7,8 @@ import os
 import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
 
