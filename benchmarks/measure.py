@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import resource
 import statistics
-import threading
 from typing import Any
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -31,41 +30,53 @@ def process_peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-class PeakRSS:
-    """Samples RSS in a background thread while active: ``delta`` = peak - RSS at entry."""
+def _read_hwm() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
-    def __init__(self, interval: float = 0.005) -> None:
-        self.interval = interval
+
+def _reset_hwm() -> bool:
+    """Reset the kernel's peak-RSS counter (Linux: write 5 to clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class PeakRSS:
+    """Peak RSS during a block: ``delta`` = peak - RSS at entry.
+
+    Uses the kernel's resettable high-water mark, so no sampling thread runs during the timed
+    call (a Python sampler would compete for the GIL with the implementations measured).
+    Without /proc it reports nothing.
+    """
+
+    def __init__(self) -> None:
         self.start = current_rss()
-        self.peak = self.start
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.peak: int | None = None
+        self._usable = False
 
     def __enter__(self) -> PeakRSS:
-        if self.start is not None:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
+        self._usable = self.start is not None and _reset_hwm()
         return self
 
-    def _sample(self) -> None:
-        while not self._stop.wait(self.interval):
-            rss = current_rss()
-            if rss is not None and (self.peak is None or rss > self.peak):
-                self.peak = rss
-
     def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        rss = current_rss()
-        if rss is not None and (self.peak is None or rss > self.peak):
-            self.peak = rss
+        if self._usable:
+            self.peak = _read_hwm()
 
     @property
     def delta(self) -> int | None:
         if self.start is None or self.peak is None:
             return None
-        return self.peak - self.start
+        return max(self.peak - self.start, 0)
 
 
 def summarise(times: list[float], nbytes: int, items: int) -> dict[str, Any]:
