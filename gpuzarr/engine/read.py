@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import buffers
+from .. import buffers, config
 from ..codecs.pipeline import CodecPipeline
 from ..errors import ChunkNotFoundError, CorruptChunkError
 from ..plan.selection import ChunkProjection, ReadPlan
@@ -158,6 +158,16 @@ def _read_sharded(
             # The error names the shard's store key; the reason says which inner chunk.
             raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc
 
+    if len(shards) >= 2 * config.get("concurrency"):
+        # Enough shards to keep every worker busy: each task fetches one shard and decodes it
+        # at once, so reading and decoding overlap and only a few shards are held in memory.
+        def fetch_and_decode(item: tuple[tuple[int, ...], list[tuple[int, list[ChunkProjection]]]]) -> None:
+            for task in fetch(item):
+                decode(task)
+
+        run_tasks(fetch_and_decode, shards)
+        return
+    # Few shards: fetch them, then spread their inner chunks over the workers.
     sizes = [len(w) * chunk_nbytes for _, w in shards]
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         fetched = run_tasks(fetch, [shards[i] for i in run])

@@ -64,6 +64,20 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
     last = start + (count - 1) * step
     first_chunk = int(dim.chunk_of(start))
     last_chunk = int(dim.chunk_of(last))
+    if last_chunk - first_chunk < _VECTORISE_ABOVE:
+        # Few chunks (a crop): plain integer arithmetic beats NumPy's per-call overhead.
+        chunk_list = list(range(first_chunk, last_chunk + 2))
+        bounds = [int(dim.chunk_start(c)) for c in chunk_list]
+        starts_list = bounds[:-1]
+        ends_list = [min(b, dim.size) for b in bounds[1:]]
+        firsts_list = [start + -(-max(cs - start, 0) // step) * step for cs in starts_list]
+        counts_list = [
+            max(-(-(min(ce, stop) - f) // step), 0) for f, ce in zip(firsts_list, ends_list, strict=True)
+        ]
+        outs_list = [(f - start) // step for f in firsts_list]
+        return _slice_projections(
+            chunk_list[:-1], starts_list, ends_list, firsts_list, counts_list, outs_list, step
+        )
     chunks = np.arange(first_chunk, last_chunk + 1, dtype=np.int64)
     chunk_starts = np.asarray(dim.chunk_start(chunks), dtype=np.int64)
     chunk_ends = np.minimum(np.asarray(dim.chunk_start(chunks + 1), dtype=np.int64), dim.size)
@@ -73,16 +87,32 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
     ends = np.minimum(chunk_ends, stop)
     counts = np.maximum(-(-(ends - firsts) // step), 0)
     out_starts = (firsts - start) // step
-    result = []
-    for c, cs, ce, f, n, o in zip(
+    return _slice_projections(
         chunks.tolist(),
         chunk_starts.tolist(),
         chunk_ends.tolist(),
         firsts.tolist(),
         counts.tolist(),
         out_starts.tolist(),
-        strict=True,
-    ):
+        step,
+    )
+
+
+#: Above this many chunks along an axis, project_slice computes with NumPy arrays.
+_VECTORISE_ABOVE = 64
+
+
+def _slice_projections(
+    chunks: list[int],
+    chunk_starts: list[int],
+    chunk_ends: list[int],
+    firsts: list[int],
+    counts: list[int],
+    out_starts: list[int],
+    step: int,
+) -> list[DimensionProjection]:
+    result = []
+    for c, cs, ce, f, n, o in zip(chunks, chunk_starts, chunk_ends, firsts, counts, out_starts, strict=True):
         if n <= 0:
             continue
         local = f - cs
