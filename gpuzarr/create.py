@@ -7,7 +7,7 @@ from typing import Any
 from .errors import MetadataError
 from .spec.chunk_grid import RegularChunkGrid
 from .spec.chunk_key_encoding import ChunkKeyEncoding
-from .spec.dtypes import EXTENSION_DATA_TYPES, DataType
+from .spec.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .spec.rectilinear import RectilinearChunkGrid
 from .spec.v2 import ArrayMetadataV2, v2_dtype_string
 from .spec.v3 import ArrayMetadata, normalize_codec_json
@@ -201,7 +201,7 @@ def build_v2_metadata(
         data_type_v3 = DataType.from_numpy(dtype)
         descr = dtype if dtype in EXTENSION_DATA_TYPES else f"|V{data_type_v3.itemsize}"
     else:
-        npdt = np.dtype(_V3_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+        npdt = np.dtype(CORE_DATA_TYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
         descr = npdt.descr if npdt.fields is not None else npdt.str
         if npdt.name in EXTENSION_DATA_TYPES:
             descr = npdt.name
@@ -233,10 +233,3 @@ def build_v2_metadata(
     )
     v2_dtype_string(data_type, endian)
     return metadata
-
-
-_V3_NAMES = {
-    "bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "|u1",
-    "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "float16": "<f2", "float32": "<f4",
-    "float64": "<f8", "complex64": "<c8", "complex128": "<c16",
-}

@@ -28,7 +28,7 @@ from .array import Array
 from .errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from .node import array_metadata, node_exists, node_prefix, read_node
 from .spec.chunk_layout import ChunkLayoutConstraints, choose_chunk_shapes
-from .spec.dtypes import DataType
+from .spec.dtypes import CORE_DATA_TYPES, DataType
 from .spec.tensorstore import (
     KvStoreSpec,
     StoredSchema,
@@ -380,22 +380,6 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
     return ArrayMetadata.from_json(doc)
 
 
-_TS_TO_V2_DTYPE = {
-    "bool": "|b1",
-    "int8": "|i1",
-    "int16": "<i2",
-    "int32": "<i4",
-    "int64": "<i8",
-    "uint8": "|u1",
-    "uint16": "<u2",
-    "uint32": "<u4",
-    "uint64": "<u8",
-    "float16": "<f2",
-    "float32": "<f4",
-    "float64": "<f8",
-    "complex64": "<c8",
-    "complex128": "<c16",
-}
 
 
 def _subarray_shape(v2_dtype: Any, field_name: str | None) -> tuple[int, ...]:
@@ -413,7 +397,7 @@ def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
     if v2_dtype is None:
         if schema.dtype is None:
             raise MetadataError("metadata.dtype: required to create an array (or give dtype)")
-        v2_dtype = _TS_TO_V2_DTYPE[schema.dtype]
+        v2_dtype = CORE_DATA_TYPES[schema.dtype]
     elif (
         schema.dtype is not None
         and spec.field is None

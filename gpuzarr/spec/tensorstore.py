@@ -36,7 +36,7 @@ from ..errors import MetadataError
 from .dtypes import CORE_DATA_TYPES, DataType
 from .json_util import expect_dict, expect_int, expect_int_list, expect_str
 from .v2 import _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
-from .v3 import normalize_codec_json
+from .v3 import ARRAY_FIELDS, normalize_codec_json
 
 Driver = Literal["zarr3", "zarr2"]
 
@@ -87,21 +87,7 @@ _KVSTORE_IGNORED = frozenset(
         "atomic",
     }
 )
-_V3_METADATA_MEMBERS = frozenset(
-    {
-        "zarr_format",
-        "node_type",
-        "shape",
-        "data_type",
-        "chunk_grid",
-        "chunk_key_encoding",
-        "fill_value",
-        "codecs",
-        "attributes",
-        "dimension_names",
-        "storage_transformers",
-    }
-)
+_V3_METADATA_MEMBERS = ARRAY_FIELDS
 _V2_METADATA_MEMBERS = frozenset(
     {
         "zarr_format",

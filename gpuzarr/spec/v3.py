@@ -17,7 +17,7 @@ from .rectilinear import RectilinearChunkGrid
 
 ZARR_JSON = "zarr.json"
 
-_ARRAY_FIELDS = {
+ARRAY_FIELDS = frozenset({
     "zarr_format",
     "node_type",
     "shape",
@@ -29,7 +29,7 @@ _ARRAY_FIELDS = {
     "attributes",
     "dimension_names",
     "storage_transformers",
-}
+})
 
 
 def parse_chunk_grid(value: Any, ndim: int) -> RegularChunkGrid | RectilinearChunkGrid:
@@ -107,7 +107,7 @@ class ArrayMetadata:
         if doc.get("node_type") != "array":
             raise MetadataError(f"node_type: expected 'array', got {doc.get('node_type')!r}")
         extra: dict[str, Any] = {}
-        for key in set(doc) - _ARRAY_FIELDS:
+        for key in set(doc) - ARRAY_FIELDS:
             value = doc[key]
             if isinstance(value, dict) and value.get("must_understand") is False:
                 extra[key] = value

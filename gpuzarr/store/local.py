@@ -36,36 +36,35 @@ class LocalStore(Store):
         return os.path.join(self.root, validate_key(key))
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
-        path = self.path_of(key)
+        with self._open(key) as opened:
+            if opened is None:
+                return None
+            fd, size = opened
+            start, stop = (0, size) if byte_range is None else byte_range.resolve(size)
+            return _pread_all(fd, stop - start, start)
+
+    @contextlib.contextmanager
+    def _open(self, key: str) -> Iterator[tuple[int, int] | None]:
+        """(file descriptor, size) of the file holding ``key``, or None when there is none."""
         try:
-            if byte_range is None:
-                with open(path, "rb", buffering=0) as f:
-                    return f.read()
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(self.path_of(key), os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+            yield None
+            return
         try:
             info = os.fstat(fd)
             # os.open succeeds on a directory; a directory is not a key.
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            start, stop = byte_range.resolve(info.st_size)
-            return _pread_all(fd, stop - start, start)
+            yield (fd, info.st_size) if stat.S_ISREG(info.st_mode) else None
         finally:
             os.close(fd)
 
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
-        try:
-            fd = os.open(self.path_of(key), os.O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
+        with self._open(key) as opened:
+            if opened is None:
                 return None
-            size = info.st_size
+            fd, size = opened
             begin = min(start, size)
             stop = size if length is None else min(start + length, size)
             target = memoryview(buffer_for(stop - begin)).cast("B")
@@ -76,26 +75,13 @@ class LocalStore(Store):
                     return target[:got], begin + got
                 got += n
             return target, size
-        finally:
-            os.close(fd)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
-        try:
-            fd = os.open(self.path_of(key), os.O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
+        with self._open(key) as opened:
+            if opened is None:
                 return None
-            size = info.st_size
-            out: list[Buffer] = []
-            for r in ranges:
-                start, stop = r.resolve(size)
-                out.append(_pread_all(fd, stop - start, start))
-            return out
-        finally:
-            os.close(fd)
+            fd, size = opened
+            return [_pread_all(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
 
     def exists(self, key: str) -> bool:
         return os.path.isfile(self.path_of(key))
