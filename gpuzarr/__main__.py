@@ -14,12 +14,13 @@ import numpy as np
 
 
 def sample_volume(shape: tuple[int, ...], seed: int = 0) -> np.ndarray[Any, Any]:
-    """A smooth field plus noise, quantised to uint16: compresses like real imaging data."""
+    """A smooth field plus sensor noise, quantised to uint16 like a 12-bit camera (values about
+    400..3600): it compresses like real imaging data, neither zeros nor random bytes."""
     rng = np.random.default_rng(seed)
-    axes = np.meshgrid(*(np.linspace(0, 4 * np.pi, n, dtype=np.float32) for n in shape), indexing="ij", sparse=True)
-    field = sum(np.sin(a * (1 + 0.3 * i)) for i, a in enumerate(axes))
-    noise = rng.normal(0, 0.004, size=shape).astype(np.float32)
-    return ((field + noise + len(shape)) * 4000).clip(0, 65535).astype(np.uint16)
+    axes = np.meshgrid(*(np.linspace(0, 3 * np.pi, n, dtype=np.float32) for n in shape), indexing="ij", sparse=True)
+    field = sum(np.sin(a * (1 + 0.3 * i)) for i, a in enumerate(axes)) / len(shape)
+    noise = rng.normal(0, 6, size=shape).astype(np.float32)
+    return (2000 + 1600 * field + noise).clip(0, 4095).astype(np.uint16)
 
 
 def demo(size: int, device: str, keep: str | None) -> int:
