@@ -26,6 +26,9 @@ Mode = Literal["r", "r+", "a", "w", "w-"]
 MODES = ("r", "r+", "a", "w", "w-")
 
 
+_CREATE_PARAMETERS: frozenset[str] = frozenset()  # filled at the end of this module
+
+
 def _check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
@@ -69,13 +72,32 @@ def open(  # noqa: A001 - the public name, as in zarr-python
         return open_spec(store, mode=mode, device=device, path=path or None, **create_kwargs)  # type: ignore[no-any-return]
     mode = "a" if mode is None else mode
     _check_mode(mode)
+    field = create_kwargs.pop("field", None)
+    unknown = set(create_kwargs) - _CREATE_PARAMETERS
+    if unknown:
+        raise TypeError(f"open: unexpected keyword arguments {sorted(unknown)}")
     s, base = make_store(store, read_only=(mode == "r"))
     full = _join(base, path)
     if mode in ("w", "w-") and "shape" not in create_kwargs:
-        return create_group(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
-    if mode in ("w", "w-") or (mode == "a" and not node_exists(s, full) and "shape" in create_kwargs):
-        return create(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
-    return open_node(s, full, device=device)
+        node: Any = create_group(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
+    elif mode in ("w", "w-") or (mode == "a" and not node_exists(s, full) and "shape" in create_kwargs):
+        node = create(s, path=full, overwrite=(mode == "w"), device=device, **create_kwargs)
+    else:
+        # Creation arguments with mode "a" only apply when nothing exists yet.
+        node = open_node(s, full, device=device)
+    if field is None:
+        return node  # type: ignore[no-any-return]
+    if not isinstance(node, Array):
+        raise MetadataError(f"field: {field!r} given, but {full or '/'!r} is a group")
+    from .tensorstore_open import select_field
+
+    return select_field(node, field)  # type: ignore[return-value]
+
+
+def _create_parameter_names() -> frozenset[str]:
+    import inspect
+
+    return frozenset(inspect.signature(create).parameters) - {"store", "path", "device"}
 
 
 def open_array(
@@ -248,3 +270,6 @@ def create(
         s.set(node_prefix(full) + key, document)
     _create_parents(s, missing, zarr_format)
     return array
+
+
+_CREATE_PARAMETERS = _create_parameter_names() | {"attributes", "zarr_format", "overwrite"}

@@ -547,16 +547,19 @@ def stored_schema(array: Array, field_name: str | None = None) -> StoredSchema:
 
 
 def _select_field(array: Array, spec: TensorStoreSpec) -> Any:
-    if spec.field is None:
-        return array
+    return array if spec.field is None else select_field(array, spec.field)
+
+
+def select_field(array: Array, field_name: str) -> FieldArray:
+    """One field of a structured array, checked to exist."""
     fields = array.dtype.fields
     if fields is None:
         raise MetadataError(
-            f"field: {spec.field!r} given, but the array's data type {array.dtype} has no fields"
+            f"field: {field_name!r} given, but the array's data type {array.dtype} has no fields"
         )
-    if spec.field not in fields:
-        raise MetadataError(f"field: expected one of {list(fields)}, got {spec.field!r}")
-    return FieldArray(array, spec.field)
+    if field_name not in fields:
+        raise MetadataError(f"field: expected one of {list(fields)}, got {field_name!r}")
+    return FieldArray(array, field_name)
 
 
 class FieldArray:

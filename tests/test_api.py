@@ -255,3 +255,26 @@ def test_mode_w_without_shape_creates_a_group_like_zarr_python(tmp_path: Path) -
     with pytest.raises(TypeError):
         gpuzarr.open_array(path, mode="w")
     assert isinstance(gpuzarr.open(path), gpuzarr.Array)  # not replaced by the failed call
+
+
+def test_open_with_field_reads_one_field_of_a_structured_array(tmp_path) -> None:
+    dt = np.dtype([("a", "<i4"), ("b", "<f8", (3,))])
+    x = np.zeros(5, dt)
+    x["a"] = np.arange(5)
+    x["b"] = np.arange(15).reshape(5, 3)
+    a = gpuzarr.create(str(tmp_path / "s.zarr"), zarr_format=2, shape=(5,), chunks=(2,), dtype=dt)
+    a[...] = x
+    assert gpuzarr.open(str(tmp_path / "s.zarr"))[...].tobytes() == x.tobytes()
+    b = gpuzarr.open(str(tmp_path / "s.zarr"), field="b")
+    assert b.shape == (5, 3) and b.dtype == np.float64
+    np.testing.assert_array_equal(b[1:3, 1:], x["b"][1:3, 1:])
+    with pytest.raises(gpuzarr.errors.MetadataError, match="field"):
+        gpuzarr.open(str(tmp_path / "s.zarr"), field="c")
+
+
+def test_open_rejects_unknown_keywords(tmp_path) -> None:
+    gpuzarr.create(str(tmp_path / "a.zarr"), shape=(4,), dtype="i2")
+    with pytest.raises(TypeError, match="feild"):
+        gpuzarr.open(str(tmp_path / "a.zarr"), feild="x")
+    # Creation arguments with mode "a" apply only when nothing exists: the array is opened as is.
+    assert gpuzarr.open(str(tmp_path / "a.zarr"), mode="a", shape=(9,), dtype="i4").shape == (4,)

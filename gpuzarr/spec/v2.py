@@ -44,7 +44,8 @@ def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str
     """A v2 dtype (string or structured list) -> (DataType, bytes-codec endian or None)."""
     if isinstance(value, list):
         try:
-            npdt = np.dtype([tuple(f) for f in value])
+            # JSON gives a subarray field's shape as a list; NumPy wants a tuple.
+            npdt = np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else tuple(f) for f in value])
         except (TypeError, ValueError) as exc:
             raise MetadataError(f"{field_name}: invalid structured dtype {value!r} ({exc})") from exc
         return DataType("structured", npdt), None
