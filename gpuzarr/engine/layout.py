@@ -49,6 +49,7 @@ class StorageLayout:
     _pipelines: dict[tuple[int, ...], CodecPipeline] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _dims_cache: dict[tuple[int, ...], Any] = field(default_factory=dict, repr=False)
+    _planning_dims: tuple[AnyDimension, ...] | None = field(default=None, repr=False)
 
     @classmethod
     def from_metadata(cls, metadata: ArrayMetadata | ArrayMetadataV2, prefix: str = "") -> StorageLayout:
@@ -124,8 +125,11 @@ class StorageLayout:
         return np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
 
     def dimensions(self, shape: tuple[int, ...] | None = None) -> tuple[AnyDimension, ...]:
-        """The planning grid's axes for an array of ``shape`` (default: the array's)."""
-        shape = self.metadata.shape if shape is None else shape
+        """The planning grid's axes for an array of ``shape`` (default: the array's, cached)."""
+        if shape is None:
+            if self._planning_dims is None:
+                self._planning_dims = self.dimensions(self.metadata.shape)
+            return self._planning_dims
         stored = self.metadata.chunk_grid.dimensions(shape)
         if self.sharding is None:
             return stored
