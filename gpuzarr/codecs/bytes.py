@@ -44,7 +44,7 @@ class BytesCodec(ArrayToBytesCodec):
         return None if self.endian is None else {"endian": self.endian}
 
     def resolve(self, spec: ChunkSpec) -> BytesCodec:
-        if self.endian is None and _has_byte_order(spec.dtype):
+        if self.endian is None and has_byte_order(spec.dtype):
             raise MetadataError(
                 f"configuration.endian: required for {spec.dtype.itemsize}-byte data types"
             )
@@ -56,12 +56,12 @@ class BytesCodec(ArrayToBytesCodec):
         Types NumPy cannot byte-swap by dtype (ml_dtypes' bfloat16) keep their dtype here and
         are swapped through an unsigned view by decode/encode.
         """
-        if not _has_byte_order(dtype) or self.endian is None or dtype.kind == "V":
+        if not has_byte_order(dtype) or self.endian is None or dtype.kind == "V":
             return dtype
         return dtype.newbyteorder("<" if self.endian == "little" else ">")
 
     def _swaps_by_view(self, dtype: np.dtype[Any]) -> bool:
-        return dtype.kind == "V" and _has_byte_order(dtype) and not self.is_native
+        return dtype.kind == "V" and has_byte_order(dtype) and not self.is_native
 
     @property
     def is_native(self) -> bool:
@@ -88,7 +88,7 @@ class BytesCodec(ArrayToBytesCodec):
         return stored.reshape(-1).view(np.uint8)
 
 
-def _has_byte_order(dtype: np.dtype[Any]) -> bool:
+def has_byte_order(dtype: np.dtype[Any]) -> bool:
     """Whether encoding ``dtype`` needs an ``endian``: multi-byte numbers, not raw bytes or
     structured types (those carry each field's byte order in the dtype itself)."""
     if dtype.itemsize == 1 or dtype.fields is not None:

@@ -1,0 +1,365 @@
+"""Encoded chunks -> raw streams that nvCOMP's batched decompressors accept.
+
+nvCOMP decodes *raw* bitstreams (``BitstreamKind.RAW``): Zstandard frames, raw deflate (RFC 1951)
+and LZ4 blocks. The containers Zarr stores around them are taken apart here, on the host, and
+every size and offset is checked against the length of the encoded chunk first, so a truncated or
+forged chunk becomes a ``ValueError`` naming what is wrong and never an out-of-bounds device
+access:
+
+* ``zstd`` (v3 ``zstd``, v2 ``zstd``): the frame as it is.
+* ``gzip`` (v3 ``gzip``, v2 ``gzip``, RFC 1952): header (with the optional FEXTRA, FNAME,
+  FCOMMENT and FHCRC fields) and the 8-byte trailer are stripped; CRC-32 and ISIZE are kept for
+  verification.
+* ``numcodecs.zlib`` (RFC 1950): the 2-byte header and the Adler-32 trailer are stripped; streams
+  with a preset dictionary are rejected.
+* ``numcodecs.lz4``: a 4-byte little-endian decoded size, then one LZ4 block.
+* ``blosc`` (Blosc1 frames, format versions 1-4 as written by c-blosc 1.x and numcodecs): one
+  stream per block, or ``typesize`` streams per block when the block is split; lz4/lz4hc streams
+  are LZ4 blocks, zstd streams Zstandard frames, zlib streams zlib streams (stripped to raw
+  deflate). Streams whose compressed size equals their decoded size are stored bytes. blosclz and
+  snappy streams have no nvCOMP decoder (:class:`UnsupportedStreamError`).
+
+Every function returns :class:`Stream` records whose offsets are relative to the encoded chunk
+and whose ``decoded_offset`` is relative to the chunk's decoded bytes (for shuffled Blosc frames:
+to the shuffled bytes, which the un-shuffle kernels turn into the chunk). Pure Python and NumPy.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ...codecs.base import as_uint8
+from ...codecs.zstd import frame_content_size
+from ...store.base import Buffer
+
+#: nvCOMP algorithm of a stream; "copy" is stored bytes (no decompression).
+Algorithm = Literal["zstd", "deflate", "lz4", "copy"]
+Shuffle = Literal["none", "byte", "bit"]
+
+BLOSC_HEADER_NBYTES = 16
+BLOSC_MAX_SPLITS = 16
+BLOSC_MIN_BUFFERSIZE = 128
+_BLOSC_FLAG_SHUFFLE = 0x1
+_BLOSC_FLAG_MEMCPYED = 0x2
+_BLOSC_FLAG_BITSHUFFLE = 0x4
+_BLOSC_FLAG_DONT_SPLIT = 0x10
+#: Blosc compressor codes (bits 5-7 of the flags) -> (name, raw stream kind or None)
+_BLOSC_COMPRESSORS: dict[int, tuple[str, Literal["lz4", "zstd", "zlib"] | None]] = {
+    0: ("blosclz", None),
+    1: ("lz4", "lz4"),
+    2: ("snappy", None),
+    3: ("zlib", "zlib"),
+    4: ("zstd", "zstd"),
+}
+
+
+class UnsupportedStreamError(ValueError):
+    """A well-formed stream that no nvCOMP decoder handles (the chunk is decoded on the CPU)."""
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One raw stream of an encoded chunk: ``nbytes`` at ``offset`` decode to ``decoded_nbytes``
+    bytes at ``decoded_offset``."""
+
+    algorithm: Algorithm
+    offset: int
+    nbytes: int
+    decoded_offset: int
+    decoded_nbytes: int
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """A checksum the container carries for the decoded bytes (gzip CRC-32, zlib Adler-32)."""
+
+    kind: Literal["crc32", "adler32"]
+    value: int
+
+
+@dataclass(frozen=True)
+class BloscBlock:
+    """One Blosc block to un-shuffle: ``nbytes`` at ``offset`` of the decoded chunk."""
+
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class SplitChunk:
+    """What one encoded chunk becomes: its streams, and how the decoded streams form the chunk."""
+
+    streams: tuple[Stream, ...]
+    decoded_nbytes: int
+    #: "none": the streams decode straight into the chunk; else into a scratch buffer that the
+    #: byte or bit un-shuffle kernel turns into the chunk, block by block.
+    shuffle: Shuffle = "none"
+    typesize: int = 1
+    blocks: tuple[BloscBlock, ...] = ()
+    #: bit_unshuffle's ``partial_rule`` (0: c-blosc1 frame format <= 2, 1: later formats)
+    partial_rule: int = 0
+    checksum: Checksum | None = None
+
+
+def _u8(data: Buffer) -> np.ndarray:  # type: ignore[type-arg]
+    return as_uint8(data)
+
+
+# --- zstd ---------------------------------------------------------------------------------------
+
+
+def split_zstd(data: Buffer, decoded_nbytes: int) -> SplitChunk:
+    """A Zstandard frame decodes as it is; a declared content size must match the chunk's."""
+    raw = _u8(data)
+    if raw.size < 6 or int.from_bytes(raw[:4].tobytes(), "little") != 0xFD2FB528:
+        raise ValueError(f"zstd: {raw.size}-byte chunk does not start with a Zstandard frame header")
+    declared = frame_content_size(raw)
+    if declared is not None and declared != decoded_nbytes:
+        raise ValueError(f"zstd: frame declares {declared} decoded bytes, expected {decoded_nbytes}")
+    return SplitChunk((Stream("zstd", 0, int(raw.size), 0, decoded_nbytes),), decoded_nbytes)
+
+
+# --- gzip (RFC 1952) ----------------------------------------------------------------------------
+
+_FHCRC, _FEXTRA, _FNAME, _FCOMMENT = 0x02, 0x04, 0x08, 0x10
+
+
+def gzip_payload(data: Buffer) -> tuple[int, int, int, int]:
+    """Parse a gzip member spanning all of ``data``: (deflate offset, deflate nbytes, CRC-32, ISIZE)."""
+    raw = _u8(data)
+    n = int(raw.size)
+    if n < 18:
+        raise ValueError(f"gzip: stream of {n} bytes is shorter than a header and trailer (18 bytes)")
+    if raw[0] != 0x1F or raw[1] != 0x8B:
+        raise ValueError(f"gzip: bad magic bytes {int(raw[0]):#04x} {int(raw[1]):#04x}, expected 0x1f 0x8b")
+    if raw[2] != 8:
+        raise ValueError(f"gzip: compression method {int(raw[2])}, expected 8 (deflate)")
+    flags = int(raw[3])
+    if flags & 0xE0:
+        raise ValueError(f"gzip: reserved flag bits set ({flags:#04x})")
+    pos = 10
+    limit = n - 8  # the trailer
+    if flags & _FEXTRA:
+        if pos + 2 > limit:
+            raise ValueError("gzip: FEXTRA length runs past the end of the stream")
+        xlen = int(raw[pos]) | int(raw[pos + 1]) << 8
+        pos += 2 + xlen
+        if pos > limit:
+            raise ValueError(f"gzip: FEXTRA field of {xlen} bytes runs past the end of the stream")
+    for flag, name in ((_FNAME, "FNAME"), (_FCOMMENT, "FCOMMENT")):
+        if flags & flag:
+            zeros = np.flatnonzero(raw[pos:limit] == 0)
+            if zeros.size == 0:
+                raise ValueError(f"gzip: {name} field is not zero-terminated")
+            pos += int(zeros[0]) + 1
+    if flags & _FHCRC:
+        if pos + 2 > limit:
+            raise ValueError("gzip: FHCRC field runs past the end of the stream")
+        stored = int(raw[pos]) | int(raw[pos + 1]) << 8
+        actual = zlib.crc32(raw[:pos].tobytes()) & 0xFFFF
+        if stored != actual:
+            raise ValueError(f"gzip: header CRC16 mismatch: stored {stored:#06x}, computed {actual:#06x}")
+        pos += 2
+    if pos >= limit:
+        raise ValueError(f"gzip: no deflate data between the {pos}-byte header and the trailer")
+    crc, isize = struct.unpack_from("<II", raw[limit:].tobytes())
+    return pos, limit - pos, crc, isize
+
+
+def split_gzip(data: Buffer, decoded_nbytes: int) -> SplitChunk:
+    """A one-member gzip stream -> raw deflate, with its CRC-32 kept for verification.
+
+    A stream whose ISIZE differs from the chunk's size is either corrupt or made of several
+    members (legal, rare); raw deflate cannot express the latter, so it is left to the CPU.
+    """
+    offset, nbytes, crc, isize = gzip_payload(data)
+    if isize != decoded_nbytes & 0xFFFFFFFF:
+        raise UnsupportedStreamError(
+            f"gzip: trailer ISIZE {isize} differs from the chunk size {decoded_nbytes} "
+            "(several members, or corrupt)"
+        )
+    return SplitChunk(
+        (Stream("deflate", offset, nbytes, 0, decoded_nbytes),),
+        decoded_nbytes,
+        checksum=Checksum("crc32", crc),
+    )
+
+
+# --- zlib (RFC 1950) ----------------------------------------------------------------------------
+
+
+def zlib_payload(data: Buffer) -> tuple[int, int, int]:
+    """Parse a zlib stream spanning all of ``data``: (deflate offset, deflate nbytes, Adler-32)."""
+    raw = _u8(data)
+    n = int(raw.size)
+    if n < 7:
+        raise ValueError(f"zlib: stream of {n} bytes is shorter than a header and trailer (7 bytes)")
+    cmf, flg = int(raw[0]), int(raw[1])
+    if cmf & 0x0F != 8:
+        raise ValueError(f"zlib: compression method {cmf & 0x0F}, expected 8 (deflate)")
+    if cmf >> 4 > 7:
+        raise ValueError(f"zlib: window size field {cmf >> 4} exceeds 7")
+    if (cmf << 8 | flg) % 31:
+        raise ValueError(f"zlib: header check bits are wrong ({cmf:#04x} {flg:#04x})")
+    if flg & 0x20:
+        raise ValueError("zlib: the stream needs a preset dictionary, which Zarr chunks cannot supply")
+    (adler,) = struct.unpack_from(">I", raw[n - 4 :].tobytes())
+    return 2, n - 6, adler
+
+
+def split_zlib(data: Buffer, decoded_nbytes: int) -> SplitChunk:
+    """A zlib stream (numcodecs ``zlib``) -> raw deflate, Adler-32 kept for verification."""
+    offset, nbytes, adler = zlib_payload(data)
+    return SplitChunk(
+        (Stream("deflate", offset, nbytes, 0, decoded_nbytes),),
+        decoded_nbytes,
+        checksum=Checksum("adler32", adler),
+    )
+
+
+# --- numcodecs lz4 ------------------------------------------------------------------------------
+
+
+def split_lz4(data: Buffer, decoded_nbytes: int) -> SplitChunk:
+    """numcodecs' LZ4 format: a 4-byte little-endian decoded size, then one LZ4 block."""
+    raw = _u8(data)
+    if raw.size < 5:
+        raise ValueError(f"lz4: stream of {raw.size} bytes is shorter than its 4-byte size and a block")
+    declared = int.from_bytes(raw[:4].tobytes(), "little")
+    if declared != decoded_nbytes:
+        raise ValueError(f"lz4: size prefix says {declared} decoded bytes, expected {decoded_nbytes}")
+    return SplitChunk((Stream("lz4", 4, int(raw.size) - 4, 0, decoded_nbytes),), decoded_nbytes)
+
+
+# --- Blosc1 -------------------------------------------------------------------------------------
+
+
+def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
+    """A Blosc1 frame -> one raw stream per (split) block, plus the blocks to un-shuffle.
+
+    Follows c-blosc1's ``blosc_d``: the header's flags say whether the frame is stored
+    (memcpyed), shuffled or bit-shuffled and which compressor made the streams; a table of
+    ``nblocks`` int32 block starts follows the header; each block holds ``nsplits`` streams, each
+    a little-endian int32 compressed size and that many bytes.
+    """
+    raw = _u8(data)
+    n = int(raw.size)
+    if n < BLOSC_HEADER_NBYTES:
+        raise ValueError(f"blosc: frame of {n} bytes is shorter than its 16-byte header")
+    version, _, flags, typesize, nbytes, blocksize, cbytes = struct.unpack_from(
+        "<BBBBIII", raw[:BLOSC_HEADER_NBYTES].tobytes()
+    )
+    if not 1 <= version <= 4:
+        raise UnsupportedStreamError(f"blosc: frame format version {version} is not a Blosc1 frame")
+    if cbytes != n:
+        raise ValueError(f"blosc: header says {cbytes} compressed bytes, frame has {n}")
+    if nbytes != decoded_nbytes:
+        raise ValueError(f"blosc: header says {nbytes} decoded bytes, expected {decoded_nbytes}")
+    if typesize == 0:
+        raise ValueError("blosc: header typesize is 0")
+    partial_rule = 0 if version <= 2 else 1
+    if flags & _BLOSC_FLAG_MEMCPYED:
+        if n != BLOSC_HEADER_NBYTES + nbytes:
+            raise ValueError(
+                f"blosc: stored (memcpyed) frame has {n - BLOSC_HEADER_NBYTES} data bytes, "
+                f"header says {nbytes}"
+            )
+        stored = (Stream("copy", BLOSC_HEADER_NBYTES, nbytes, 0, nbytes),) if nbytes else ()
+        return SplitChunk(stored, nbytes, typesize=typesize)
+    if nbytes == 0:
+        return SplitChunk((), 0, typesize=typesize)
+    if blocksize == 0:
+        raise ValueError("blosc: header blocksize is 0 for a non-empty frame")
+    compcode = flags >> 5
+    name, kind = _BLOSC_COMPRESSORS.get(compcode, (f"code {compcode}", None))
+    if compcode not in _BLOSC_COMPRESSORS:
+        raise ValueError(f"blosc: unknown compressor code {compcode}")
+    nblocks = -(-nbytes // blocksize)
+    table_end = BLOSC_HEADER_NBYTES + 4 * nblocks
+    if table_end > n:
+        raise ValueError(f"blosc: table of {nblocks} block starts runs past the {n}-byte frame")
+    starts = np.frombuffer(raw[BLOSC_HEADER_NBYTES:table_end].tobytes(), dtype="<i4").astype(np.int64)
+    shuffle: Shuffle = "none"
+    if flags & _BLOSC_FLAG_SHUFFLE and typesize > 1:
+        shuffle = "byte"
+    elif flags & _BLOSC_FLAG_BITSHUFFLE and blocksize >= typesize:
+        shuffle = "bit"
+    dont_split = bool(flags & _BLOSC_FLAG_DONT_SPLIT)
+    streams: list[Stream] = []
+    blocks: list[BloscBlock] = []
+    for b in range(nblocks):
+        start = int(starts[b])
+        if not table_end <= start < n:
+            raise ValueError(f"blosc: block {b} starts at {start}, outside the frame's data ({table_end}..{n})")
+        block_offset = b * blocksize
+        bsize = min(blocksize, nbytes - block_offset)
+        leftover = bsize != blocksize
+        split = (
+            not dont_split
+            and not leftover
+            and typesize <= BLOSC_MAX_SPLITS
+            and bsize // typesize >= BLOSC_MIN_BUFFERSIZE
+        )
+        nsplits = typesize if split else 1
+        if bsize % nsplits:
+            raise ValueError(f"blosc: block {b} of {bsize} bytes does not split into {nsplits} streams")
+        neblock = bsize // nsplits
+        pos = start
+        for s in range(nsplits):
+            if pos + 4 > n:
+                raise ValueError(f"blosc: block {b} stream {s}: size field runs past the {n}-byte frame")
+            (size,) = struct.unpack_from("<i", raw[pos : pos + 4].tobytes())
+            pos += 4
+            if size <= 0 or pos + size > n:
+                raise ValueError(
+                    f"blosc: block {b} stream {s}: {size} compressed bytes at offset {pos} "
+                    f"do not fit the {n}-byte frame"
+                )
+            decoded_offset = block_offset + s * neblock
+            if size == neblock:
+                streams.append(Stream("copy", pos, size, decoded_offset, neblock))
+            elif kind is None:
+                raise UnsupportedStreamError(f"blosc: {name} streams have no GPU decoder")
+            elif kind == "zlib":
+                try:
+                    offset, deflate_nbytes, _ = zlib_payload(raw[pos : pos + size])
+                except ValueError as exc:
+                    raise ValueError(f"blosc: block {b} stream {s}: {exc}") from exc
+                streams.append(Stream("deflate", pos + offset, deflate_nbytes, decoded_offset, neblock))
+            else:
+                streams.append(Stream(kind, pos, size, decoded_offset, neblock))
+            pos += size
+        blocks.append(BloscBlock(block_offset, bsize))
+    return SplitChunk(
+        tuple(streams),
+        nbytes,
+        shuffle=shuffle,
+        typesize=typesize,
+        blocks=tuple(blocks) if shuffle != "none" else (),
+        partial_rule=partial_rule,
+    )
+
+
+#: route name -> splitter
+SPLITTERS = {
+    "zstd": split_zstd,
+    "gzip": split_gzip,
+    "zlib": split_zlib,
+    "lz4": split_lz4,
+    "blosc": split_blosc,
+}
+
+
+def split_chunk(route: str, data: Buffer, decoded_nbytes: int) -> SplitChunk:
+    """Split an encoded chunk of a GPU route ("raw", "zstd", "gzip", "zlib", "lz4", "blosc")."""
+    if route == "raw":
+        n = int(_u8(data).size)
+        if n != decoded_nbytes:
+            raise ValueError(f"uncompressed chunk has {n} bytes, expected {decoded_nbytes}")
+        return SplitChunk((Stream("copy", 0, n, 0, n),) if n else (), n)
+    return SPLITTERS[route](data, decoded_nbytes)

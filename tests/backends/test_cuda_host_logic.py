@@ -1,0 +1,212 @@
+"""The GPU read path's host-side logic, run on the CPU.
+
+The plan (batches, streams, staging layout, alignment, kernel arguments) and the executor run
+unchanged with CpuEmulatedDevice: CPU decoders of nvCOMP's raw bitstreams and the NumPy models of
+the kernels stand in for the device calls. Every result must equal the CPU engine's, bit for bit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.backends.cuda.executor import CpuEmulatedDevice, read_gpu_plan
+from gpuzarr.backends.cuda.plan import (
+    ALIGNMENT,
+    GpuPlanError,
+    bind_batch,
+    build_gpu_read_plan,
+    decode_route,
+)
+from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
+from gpuzarr.plan.selection import plan_selection
+
+from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+
+
+def emulated_read(array: gpuzarr.Array, selection: Any, budget: int = 1 << 28) -> tuple[Any, CpuEmulatedDevice]:
+    layout = array._layout
+    plan = plan_selection(selection, layout.dimensions())
+    device = CpuEmulatedDevice()
+    out = read_gpu_plan(layout, array.store, plan, device, budget=budget)
+    return out.reshape(plan.shape), device
+
+
+@pytest.fixture(scope="module", params=sorted(ARRAYS))
+def array(request: pytest.FixtureRequest) -> gpuzarr.Array:
+    return make_array(request.param)
+
+
+@pytest.mark.parametrize("selection", sorted(SELECTIONS))
+def test_matches_cpu_engine(array: gpuzarr.Array, selection: str) -> None:
+    sel = SELECTIONS[selection]
+    got, _ = emulated_read(array, sel)
+    assert_bitwise_equal(got, cpu_result(array, sel))
+
+
+def test_small_budget_gives_many_batches(array: gpuzarr.Array) -> None:
+    plan = build_gpu_read_plan(array._layout, plan_selection(Ellipsis, array._layout.dimensions()), budget=1)
+    assert len(plan.batches) == len(plan.tasks)
+    got, _ = emulated_read(array, Ellipsis, budget=1)
+    assert_bitwise_equal(got, cpu_result(array, Ellipsis))
+
+
+EXPECTED_ROUTES = {
+    "v3-zstd-f4": "zstd",
+    "v3-gzip-i2": "gzip",
+    "v3-raw-u1": "raw",
+    "v3-blosc-zlib-shuffle-i4": "blosc",
+    "v3-blosc-blosclz-cpu": "cpu",
+    "v3-transpose-outside-sharding-cpu": "cpu",
+    "v2-zlib-bigendian-i4": "zlib",
+    "v2-lz4-f8": "lz4",
+    "v2-delta-filter-cpu": "cpu",
+    "v3-sharded-zstd-crc32c": "zstd",
+}
+
+
+@pytest.mark.parametrize(("name", "route"), sorted(EXPECTED_ROUTES.items()))
+def test_routes(name: str, route: str) -> None:
+    layout = make_array(name)._layout
+    got = decode_route(layout.chunk_pipeline)
+    assert got.name == route
+    assert (got.reason is not None) == (route == "cpu")
+
+
+def test_device_calls_are_batched() -> None:
+    """One nvCOMP call per algorithm and one assemble launch per batch, chunks of many shards mixed."""
+    array = make_array("v3-sharded-zstd-crc32c")
+    _, device = emulated_read(array, Ellipsis)
+    names = [name for name, _ in device.calls]
+    assert names.count("zstd") == 1 and names.count("assemble_chunks") == 1
+    blosc = make_array("v3-blosc-zstd-bitshuffle-f8")
+    _, device = emulated_read(blosc, Ellipsis)
+    assert [n for n, _ in device.calls if n != "copy"] == ["zstd", "bit_unshuffle", "assemble_chunks"]
+
+
+def test_staging_and_work_offsets_are_aligned() -> None:
+    array = make_array("v3-blosc-lz4-shuffle-u2")
+    layout = array._layout
+    plan = build_gpu_read_plan(layout, plan_selection(Ellipsis, layout.dimensions()))
+    encoded = [array.store.get(plan.tasks[t].key) for t in plan.batches[0]]
+    bound = bind_batch(layout, plan, 0, encoded)
+    for group in bound.groups.values():
+        assert all(o % ALIGNMENT == 0 for o in group.src_offsets)
+    assert all(o % ALIGNMENT == 0 for o in bound.assemble.source_offsets.tolist() if o >= 0)
+    for launch in bound.unshuffles:
+        assert launch.kernel == "byte_unshuffle"
+        assert all(t == 2 for t in launch.typesizes)
+    assert bound.staging.size % ALIGNMENT == 0
+
+
+def test_assemble_arguments_layout() -> None:
+    """The assemble tables follow kernels/assemble.cu: 8 columns, a dropped axis has out stride 0,
+    a transpose shows as permuted source strides, big-endian data as swap_width."""
+    array = make_array("v3-transpose-zstd")
+    layout = array._layout
+    plan = build_gpu_read_plan(layout, plan_selection((slice(None), 30), layout.dimensions()))
+    assert plan.out_strides.tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
+    route = plan.tasks[0].route
+    # chunk (16, 24) stored transposed as (24, 16): decoded axis 0 has stride 1, axis 1 stride 16
+    assert route.source_strides == (1, 16)
+    assert plan.src_offsets.shape[1] == 8 and plan.extents[:, 1].tolist() == [1] * len(plan.tasks)
+    be = make_array("v3-zstd-bigendian-c8")
+    be_plan = build_gpu_read_plan(be._layout, plan_selection(Ellipsis, be._layout.dimensions()))
+    assert be_plan.swap_width == 4 and be_plan.dtype.itemsize == 8
+
+
+@pytest.mark.parametrize(
+    "selection", [([1, 2, 3], slice(None)), (slice(None, None, -1), slice(None))], ids=["index-array", "negative-step"]
+)
+def test_unsupported_selections_raise(selection: Any) -> None:
+    array = make_array("v3-zstd-f4")
+    with pytest.raises(GpuPlanError):
+        build_gpu_read_plan(array._layout, plan_selection(selection, array._layout.dimensions()))
+
+
+def test_missing_chunks_raise_when_not_filled() -> None:
+    array = make_array("v3-missing-chunks-gzip")
+    layout = array._layout
+    layout.fill_missing_data_reads = False
+    try:
+        with pytest.raises(ChunkNotFoundError):
+            emulated_read(array, Ellipsis)
+    finally:
+        layout.fill_missing_data_reads = True
+
+
+def test_cpu_fallback_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    array = make_array("v2-delta-filter-cpu")
+    with caplog.at_level(logging.INFO, logger="gpuzarr"):
+        emulated_read(array, Ellipsis)
+    messages = [r.getMessage() for r in caplog.records if "on the CPU" in r.getMessage()]
+    assert len(messages) == 1 and "numcodecs.delta" in messages[0]
+
+
+# --- malformed chunks ---------------------------------------------------------------------------
+
+
+def _corrupt(array: gpuzarr.Array, key: str, how: str) -> None:
+    raw = bytes(array.store.get(key))  # type: ignore[arg-type]
+    if how == "truncate":
+        array.store.set(key, raw[: len(raw) // 2])
+    elif how == "truncate-tail":
+        array.store.set(key, raw[:-3])
+    else:  # flip bytes in the middle
+        mid = len(raw) // 2
+        array.store.set(key, raw[:mid] + bytes(b ^ 0x5A for b in raw[mid : mid + 8]) + raw[mid + 8 :])
+
+
+MALFORMED = [
+    ("v3-blosc-lz4-shuffle-u2", "truncate"),
+    ("v3-blosc-zstd-bitshuffle-f8", "truncate-tail"),
+    ("v3-blosc-zlib-shuffle-i4", "truncate"),
+    ("v3-gzip-i2", "truncate"),
+    ("v3-gzip-i2", "truncate-tail"),
+    ("v3-gzip-i2", "flip"),
+    ("v2-zlib-bigendian-i4", "truncate"),
+    ("v2-zlib-bigendian-i4", "flip"),
+    ("v2-lz4-f8", "truncate"),
+    ("v2-lz4-f8", "truncate-tail"),
+    ("v3-zstd-f4", "truncate"),
+    ("v3-gzip-crc32c-f8", "flip"),
+    ("v3-raw-u1", "truncate"),
+]
+
+
+@pytest.mark.parametrize(("name", "how"), MALFORMED)
+def test_malformed_chunk_raises_naming_key(name: str, how: str) -> None:
+    array = make_array(name)
+    key = array._layout.key((1, 1))
+    _corrupt(array, key, how)
+    with pytest.raises(CorruptChunkError) as info:
+        emulated_read(array, Ellipsis)
+    assert info.value.key == key
+    # The CPU engine agrees that the chunk is corrupt.
+    with pytest.raises(CorruptChunkError):
+        cpu_result(array, Ellipsis)
+
+
+def test_malformed_inner_chunk_names_shard_key() -> None:
+    array = make_array("v3-sharded-zstd-crc32c")
+    layout = array._layout
+    key = layout.key((0, 0))
+    raw = bytearray(bytes(array.store.get(key)))  # type: ignore[arg-type]
+    raw[20] ^= 0xFF  # inside the first inner chunk: its crc32c no longer matches
+    array.store.set(key, bytes(raw))
+    with pytest.raises(CorruptChunkError, match="inner chunk") as info:
+        emulated_read(array, Ellipsis)
+    assert info.value.key == key
+
+
+def test_result_is_fully_written() -> None:
+    """Nothing of the poisoned output survives a read (every element assembled or filled)."""
+    array = make_array("v3-sharded-blosc-transpose")
+    got, _ = emulated_read(array, Ellipsis)
+    expected = cpu_result(array, Ellipsis)
+    assert_bitwise_equal(got, expected)
+    assert np.count_nonzero(got == np.frombuffer(b"\xab" * 4, "<f4")[0]) == 0
