@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.store.sharding import EMPTY
+from tests.resize_model import check_random_resizes
 
 ZSTD = [
     {"name": "bytes", "configuration": {"endian": "little"}},
@@ -455,19 +456,4 @@ def test_random_writes_and_reads_match_numpy(
 def test_random_resizes_and_writes_match_numpy(steps: list[tuple[int, int, int]], sharded: bool) -> None:
     store = gpuzarr.MemoryStore()
     a = make(store, sharded, shape=SHAPE, dtype="int16", fill_value=-1)
-    model = np.full(SHAPE, -1, dtype="int16")
-    for rows, cols, seed in steps:
-        a.resize(rows, cols)
-        grown = np.full((rows, cols), -1, dtype="int16")
-        keep = (slice(0, min(rows, model.shape[0])), slice(0, min(cols, model.shape[1])))
-        grown[keep] = model[keep]
-        model = grown
-        np.testing.assert_array_equal(a[...], model)
-        rng = np.random.default_rng(seed)
-        r0, r1 = sorted(rng.integers(0, rows + 1, size=2))
-        c0, c1 = sorted(rng.integers(0, cols + 1, size=2))
-        block = rng.integers(0, 5, size=(r1 - r0, c1 - c0)).astype("int16")
-        a[r0:r1, c0:c1] = block
-        model[r0:r1, c0:c1] = block
-        np.testing.assert_array_equal(a[...], model)
-    np.testing.assert_array_equal(gpuzarr.open(store, mode="r")[...], model)
+    check_random_resizes(a, store, steps, -1)
