@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from . import config
 from .attributes import Attributes
 from .backends import cpu
-from .backends.device import resolve_device
+from .backends.device import device_index, resolve_device
 from .engine.layout import StorageLayout
 from .engine.read import read_plan
 from .engine.write import write_plan
@@ -38,10 +39,15 @@ class Array:
         *,
         fill_missing_data_reads: bool = True,
         store_data_equal_to_fill_value: bool = False,
+        strict: bool | None = None,
     ) -> None:
         self.store = store
         self.path = path.strip("/")
         self._device = resolve_device(device)
+        #: GPU reads: raise DeviceError instead of running any part on the CPU (None: the
+        #: ``strict`` setting of gpuzarr.config)
+        self.strict = strict
+        self._gpu_reader: Any = None
         # TensorStore's options: raise on missing chunks / store chunks equal to the fill value.
         self.fill_missing_data_reads = fill_missing_data_reads
         self.store_data_equal_to_fill_value = store_data_equal_to_fill_value
@@ -138,7 +144,21 @@ class Array:
     def _dims(self) -> Any:
         return self._layout.dimensions()
 
-    def _execute_read(self, plan: ReadPlan, out: Any = None) -> np.ndarray[Any, Any]:
+    def _gpu(self) -> Any:
+        if self._gpu_reader is None:
+            from .backends.cuda.reader import GpuReader
+
+            index = device_index(self._device)
+            assert index is not None
+            self._gpu_reader = GpuReader(index)
+        return self._gpu_reader
+
+    def _strict(self) -> bool:
+        return bool(config.get("strict") if self.strict is None else self.strict)
+
+    def _execute_read(self, plan: ReadPlan, out: Any = None, stream: Any = None) -> Any:
+        if self._device != "cpu":
+            return self._gpu().read(self._layout, self.store, plan, out=out, stream=stream, strict=self._strict())
         if out is None:
             buffer = cpu.empty(plan.buffer_shape, self.dtype)
         else:
@@ -167,15 +187,23 @@ class Array:
         entries = selection if isinstance(selection, tuple) else (selection,)
         return any(s is Ellipsis for s in entries)
 
-    def read(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:
-        """Read a (basic or single-array) selection, optionally into ``out`` (same shape/dtype)."""
-        return self._execute_read(plan_selection(selection, self._dims()), out)
+    def read(self, selection: Any = Ellipsis, *, out: Any = None, stream: Any = None) -> Any:
+        """Read a (basic or single-array) selection, optionally into ``out`` (same shape/dtype:
+        a NumPy array on the CPU, a CuPy array on a GPU).
 
-    def read_batch(self, selections: Any, *, out: Any = None) -> Any:
+        ``stream`` (GPU reads: a CuPy or PyTorch CUDA stream, or a ``cudaStream_t`` int) is the
+        stream the read is ordered on; the result is ready for work queued on that stream
+        afterwards, e.g. a ``torch.from_dlpack`` on it. On the CPU it is ignored, so one data
+        loader runs on both.
+        """
+        return self._execute_read(plan_selection(selection, self._dims()), out, stream)
+
+    def read_batch(self, selections: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Read many selections of one shape at once and stack them: shape ``(n, *shape)``.
 
         The data-loader case: all crops are planned together and their chunks decoded in one
-        parallel pass, so a batch costs little more than its chunks.
+        parallel pass (on a GPU: one batched decode and one assemble launch), so a batch costs
+        little more than its chunks.
         """
         selections = list(selections)
         plans = [plan_selection(s, self._dims()) for s in selections]
@@ -184,19 +212,22 @@ class Array:
         shape = plans[0].shape
         if any(p.shape != shape or p.buffer_shape != p.shape for p in plans):
             raise ValueError("read_batch: every selection must be a box selection of the same shape")
-        if out is None:
-            out = cpu.empty((len(plans), *shape), self.dtype)
-        elif not isinstance(out, np.ndarray) or out.shape != (len(plans), *shape) or out.dtype != self.dtype:
-            raise ValueError(f"out: expected a numpy.ndarray of shape {(len(plans), *shape)} and dtype {self.dtype}")
+        full_shape = (len(plans), *shape)
         batched = ReadPlan(
-            out.shape,
-            out.shape,
+            full_shape,
+            full_shape,
             [
                 ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), False)
                 for i, plan in enumerate(plans)
                 for p in plan.projections
             ],
         )
+        if self._device != "cpu":
+            return self._execute_read(batched, out, stream)
+        if out is None:
+            out = cpu.empty(full_shape, self.dtype)
+        elif not isinstance(out, np.ndarray) or out.shape != full_shape or out.dtype != self.dtype:
+            raise ValueError(f"out: expected a numpy.ndarray of shape {full_shape} and dtype {self.dtype}")
         read_plan(self._layout, self.store, batched, out)
         return out
 
@@ -216,6 +247,8 @@ class Array:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
         data = self._execute_read(plan_selection(Ellipsis, self._dims()))
+        if not isinstance(data, np.ndarray):
+            data = data.get()  # a device array: NumPy asked for host memory
         return data if dtype is None else data.astype(dtype, copy=False)
 
     # -- writing ---------------------------------------------------------------------------------

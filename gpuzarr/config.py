@@ -1,9 +1,11 @@
 """Process-wide settings.
 
-``concurrency`` is the single knob for CPU parallelism: the number of chunks decoded or encoded
+``concurrency`` is the knob for CPU parallelism: the number of chunks decoded or encoded
 at once (numcodecs' compressors release the GIL, so threads scale across cores). It defaults to
 the number of CPUs this process may use. Change it with ``gpuzarr.config.set(concurrency=8)``;
 the thread pool is created on first use, never at import.
+
+GPU reads add ``gpu_batch_bytes``, ``io_threads`` and ``strict`` (see ``_settings`` below).
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _lock = threading.Lock()
-_settings: dict[str, Any] = {"concurrency": None}
+_settings: dict[str, Any] = {
+    "concurrency": None,
+    # GPU reads: device bytes one batch may use (None: from free memory, see
+    # backends/cuda/reader.batch_budget); kvikio's I/O threads (None: kvikio's default);
+    # whether a part of a GPU read that would run on the CPU raises instead.
+    "gpu_batch_bytes": None,
+    "io_threads": None,
+    "strict": False,
+}
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
@@ -40,8 +50,11 @@ def set(**settings: Any) -> None:  # noqa: A001 - mirrors zarr.config.set
     for name, value in settings.items():
         if name not in _settings:
             raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
-        if name == "concurrency" and value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"concurrency must be a positive integer, got {value!r}")
+        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads")
+        if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if name == "strict" and not isinstance(value, bool):
+            raise ValueError(f"strict must be True or False, got {value!r}")
         _settings[name] = value
 
 

@@ -1,37 +1,109 @@
-"""Device selection: ``device="auto" | "cpu" | "gpu" | "cuda" | "cuda:N"``."""
+"""Device selection: ``device="auto" | "cpu" | "gpu" | "cuda" | "cuda:N"``.
+
+A device string resolves once, when an array is opened, to ``"cpu"`` or ``"cuda:N"``:
+
+* ``"cpu"``: NumPy results.
+* ``"gpu"`` / ``"cuda"``: the current CUDA device; ``"cuda:N"``: device N. Raises DeviceError,
+  naming what is missing, when the GPU path cannot run (CuPy or nvCOMP not installed, no device).
+* ``"auto"``: the GPU when the GPU path can run, else the CPU. The environment variable
+  ``GPUZARR_DEVICE`` (``cpu``, ``gpu``, ``cuda:N``), when set, is what ``"auto"`` means: CI jobs
+  and test suites on GPU hosts use it to keep NumPy results.
+
+Probing imports CuPy only when it is installed (``importlib.util.find_spec`` first), so a
+machine without the GPU extra pays nothing. The probe runs once per process.
+"""
 
 from __future__ import annotations
+
+import functools
+import importlib.util
+import os
 
 from ..errors import DeviceError
 
 DEVICES = ("auto", "cpu", "gpu", "cuda")
+ENVIRONMENT_VARIABLE = "GPUZARR_DEVICE"
+GPU_EXTRA_HINT = 'install the gpu extra: pip install "gpuzarr[gpu]"'
 
 
-def resolve_device(device: str) -> str:
-    """The concrete device reads run on.
+@functools.cache
+def _probe() -> tuple[str | None, int]:
+    """(why the GPU path cannot run or None, number of CUDA devices)."""
+    if importlib.util.find_spec("cupy") is None:
+        return f"CuPy is not installed; {GPU_EXTRA_HINT}", 0
+    try:
+        import cupy
 
-    This build executes reads on the CPU. ``"auto"`` therefore resolves to ``"cpu"``; asking
-    for a GPU explicitly raises, rather than silently returning host memory.
-    """
-    if not isinstance(device, str):
-        raise DeviceError(f"device: expected a string, got {device!r}")
-    if device in ("auto", "cpu"):
-        return "cpu"
-    if device in ("gpu", "cuda") or device.startswith("cuda:"):
-        raise DeviceError(
-            f"device={device!r}: the GPU read path is not available in this build of gpuzarr; "
-            "use device='cpu' or 'auto'"
-        )
-    raise DeviceError(f"device: expected one of {list(DEVICES)} or 'cuda:N', got {device!r}")
+        if not cupy.is_available():
+            return "CuPy sees no usable CUDA device", 0
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:
+        return f"CuPy cannot reach a CUDA device ({type(exc).__name__}: {exc})", 0
+    try:
+        if importlib.util.find_spec("nvidia.nvcomp") is None:
+            return f"nvCOMP (nvidia-nvcomp) is not installed; {GPU_EXTRA_HINT}", count
+    except ModuleNotFoundError:  # no "nvidia" namespace package at all
+        return f"nvCOMP (nvidia-nvcomp) is not installed; {GPU_EXTRA_HINT}", count
+    return None, count
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why the GPU read path cannot run in this process, or None when it can."""
+    return _probe()[0]
 
 
 def gpu_available() -> bool:
-    """True when CuPy is installed and sees a usable CUDA device (imports CuPy lazily)."""
-    try:
-        import cupy
-    except Exception:
-        return False
-    try:
-        return bool(cupy.is_available())
-    except Exception:
-        return False
+    """True when CuPy and nvCOMP are installed and CuPy sees a usable CUDA device."""
+    return gpu_unavailable_reason() is None
+
+
+def device_count() -> int:
+    return _probe()[1]
+
+
+def _current_device() -> int:
+    import cupy
+
+    return int(cupy.cuda.runtime.getDevice())
+
+
+def _cuda(device: str) -> str:
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        raise DeviceError(f"device={device!r}: the GPU read path cannot run here: {reason}")
+    if device in ("gpu", "cuda"):
+        return f"cuda:{_current_device()}"
+    index_text = device.partition(":")[2]
+    if not index_text.isdigit():
+        raise DeviceError(f"device={device!r}: expected 'cuda:N' with a device number N")
+    index = int(index_text)
+    if index >= device_count():
+        raise DeviceError(f"device={device!r}: this machine has {device_count()} CUDA device(s)")
+    return f"cuda:{index}"
+
+
+def _is_cuda(device: str) -> bool:
+    return device in ("gpu", "cuda") or device.startswith("cuda:")
+
+
+def resolve_device(device: str) -> str:
+    """The concrete device reads run on: ``"cpu"`` or ``"cuda:N"``."""
+    if not isinstance(device, str):
+        raise DeviceError(f"device: expected a string, got {device!r}")
+    if device == "cpu":
+        return "cpu"
+    if _is_cuda(device):
+        return _cuda(device)
+    if device != "auto":
+        raise DeviceError(f"device: expected one of {list(DEVICES)} or 'cuda:N', got {device!r}")
+    forced = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+    if forced and forced != "auto":
+        if forced != "cpu" and not _is_cuda(forced):
+            raise DeviceError(f"{ENVIRONMENT_VARIABLE}={forced!r}: expected cpu, gpu, cuda or cuda:N")
+        return resolve_device(forced)
+    return _cuda("cuda") if gpu_available() else "cpu"
+
+
+def device_index(resolved: str) -> int | None:
+    """N of a resolved ``"cuda:N"``, None for ``"cpu"``."""
+    return None if resolved == "cpu" else int(resolved.partition(":")[2])

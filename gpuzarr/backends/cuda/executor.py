@@ -18,20 +18,28 @@ first time each reason occurs it is logged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import stat
 import struct
+import threading
 import zlib
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from ... import config
 from ...engine.layout import StorageLayout
 from ...engine.parallel import run_tasks
 from ...errors import CorruptChunkError
 from ...plan.selection import ReadPlan
 from ...store.base import Buffer, Store
+from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, read_inner_chunks, read_shard_index
 from . import kernel_reference, kernels
 from .plan import (
@@ -39,10 +47,14 @@ from .plan import (
     BATCH_BYTES,
     AssembleLaunch,
     BoundBatch,
+    ChunkTask,
+    FileRead,
+    FileSpan,
     GpuReadPlan,
     bind_batch,
     build_gpu_read_plan,
     check_assemble_launch,
+    reads_directly,
 )
 
 logger = logging.getLogger("gpuzarr")
@@ -52,6 +64,33 @@ ChecksumKind = Literal["crc32", "adler32"]
 
 class Device(Protocol):
     """What the executor needs from a device. Buffers are flat ``uint8`` device arrays."""
+
+    #: whether :meth:`read_files` reads local files straight into device buffers
+    reads_files: bool
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        """Make this device (and its stream) current for the work inside the block."""
+
+    def free_memory(self) -> int | None:
+        """Free device memory in bytes, None when unknown."""
+
+    def is_array(self, value: Any) -> bool:
+        """Whether ``value`` is an array in this device's memory."""
+
+    def is_contiguous(self, value: Any) -> bool:
+        """Whether the device array ``value`` is C-contiguous."""
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        """A device copy of a host array."""
+
+    def copy(self, dst: Any, src: Any) -> None:
+        """``dst[...] = src`` between device arrays of one shape and dtype."""
+
+    def read_files(self, reads: Sequence[FileRead], staging: Any, work: Any) -> list[int]:
+        """Read each file span into its place in ``staging`` or ``work``; bytes read per span."""
+
+    def gather(self, box: Any, index: npt.NDArray[np.intp]) -> Any:
+        """``box.ravel()[index]``: a new device array of ``index``'s shape."""
 
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of ``nbytes`` bytes (contents undefined), 8-byte aligned."""
@@ -119,18 +158,67 @@ def read_gpu_plan(
     return out
 
 
-def execute(layout: StorageLayout, store: Store, plan: GpuReadPlan, device: Device, out: Any) -> None:
-    """Run every batch of ``plan`` into ``out`` (a C-contiguous device array of the plan's shape)."""
+def execute(
+    layout: StorageLayout,
+    store: Store,
+    plan: GpuReadPlan,
+    device: Device,
+    out: Any,
+    *,
+    on_fallback: Callable[[str], None] | None = None,
+) -> None:
+    """Run every batch of ``plan`` into ``out`` (a C-contiguous device array of the plan's shape).
+
+    The host prepares batch k+1 (reads, stream splitting, launch arguments) on a helper thread
+    while the device works on batch k. ``on_fallback`` hears each reason a chunk is decoded on
+    the CPU (once per reason and read); by default it is logged.
+    """
     indexes: dict[str, ShardIndex | None] = {}
-    logged: set[str] = set()
-    for batch in range(len(plan.batches)):
-        encoded = fetch_batch(layout, store, plan, batch, indexes)
-        bound = bind_batch(layout, plan, batch, encoded)
+    direct = bool(getattr(device, "reads_files", False)) and isinstance(store, LocalStore)
+    reported: set[str] = set()
+
+    def prepare(batch: int) -> BoundBatch:
+        encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
+        return bind_batch(layout, plan, batch, encoded)
+
+    def report(bound: BoundBatch) -> None:
         for decoded in bound.host_decoded:
-            if decoded.reason not in logged:
-                logged.add(decoded.reason)
-                logger.info("gpuzarr: decoding on the CPU and copying to the GPU: %s", decoded.reason)
+            if decoded.reason not in reported:
+                reported.add(decoded.reason)
+                if on_fallback is not None:
+                    on_fallback(decoded.reason)
+                else:
+                    logger.info("gpuzarr: decoding on the CPU and copying to the GPU: %s", decoded.reason)
+
+    nbatches = len(plan.batches)
+    if nbatches == 1:
+        bound = prepare(0)
+        report(bound)
         run_batch(plan, bound, device, out)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuzarr-prefetch") as prefetch:
+        pending: Future[BoundBatch] = prefetch.submit(prepare, 0)
+        for batch in range(nbatches):
+            bound = pending.result()
+            if batch + 1 < nbatches:
+                pending = prefetch.submit(prepare, batch + 1)
+            report(bound)
+            try:
+                run_batch(plan, bound, device, out)
+            except BaseException:
+                pending.cancel()
+                raise
+
+
+def _stat(path: str) -> tuple[int, tuple[int, int]] | None:
+    """(size, version) of a regular file, None when there is none."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return info.st_size, (info.st_ino, info.st_mtime_ns)
 
 
 def fetch_batch(
@@ -139,18 +227,34 @@ def fetch_batch(
     plan: GpuReadPlan,
     batch: int,
     indexes: dict[str, ShardIndex | None] | None = None,
-) -> list[Buffer | None]:
-    """The encoded bytes of every task of a batch (None: missing), read on the host."""
+    *,
+    direct: bool = False,
+) -> list[Buffer | FileSpan | None]:
+    """The encoded bytes of every task of a batch (None: missing), read on the host.
+
+    With ``direct`` (a LocalStore and a device that reads files), tasks whose route lets the
+    device read their bytes as they are (:func:`reads_directly`) get a :class:`FileSpan`
+    instead; shard indexes are still read on the host.
+    """
     task_ids = plan.batches[batch]
     tasks = [plan.tasks[t] for t in task_ids]
+    local = store if direct and isinstance(store, LocalStore) else None
+
+    def whole(task: ChunkTask) -> Buffer | FileSpan | None:
+        if local is not None and reads_directly(task.route):
+            path = local.path_of(task.key)
+            found = _stat(path)
+            return None if found is None else FileSpan(path, 0, found[0], found[1])
+        return store.get(task.key)
+
     if not plan.sharded:
-        return run_tasks(lambda task: store.get(task.key), tasks)
+        return run_tasks(whole, tasks)
     indexes = {} if indexes is None else indexes
     by_shard: dict[str, list[int]] = {}
     for i, task in enumerate(tasks):
         by_shard.setdefault(task.key, []).append(i)
 
-    def fetch(item: tuple[str, list[int]]) -> list[tuple[int, Buffer | None]]:
+    def fetch(item: tuple[str, list[int]]) -> list[tuple[int, Buffer | FileSpan | None]]:
         key, members = item
         shard = layout.shard_of(tasks[members[0]].coords)[0]
         shard_layout = layout.sharding_at(shard).layout
@@ -159,23 +263,51 @@ def fetch_batch(
         index = indexes[key]
         if index is None:
             return [(i, None) for i in members]
+        if local is not None and all(reads_directly(tasks[i].route) for i in members):
+            return [(i, _inner_span(local, key, index, tasks[i])) for i in members]
         wanted = [tasks[i].inner for i in members]
         blobs = read_inner_chunks(store, key, index, [w for w in wanted if w is not None], shard_layout)
         return list(zip(members, blobs, strict=True))
 
-    result: list[Buffer | None] = [None] * len(tasks)
+    result: list[Buffer | FileSpan | None] = [None] * len(tasks)
     for part in run_tasks(fetch, list(by_shard.items())):
         for i, blob in part:
             result[i] = blob
     return result
 
 
+def _inner_span(store: LocalStore, key: str, index: ShardIndex, task: ChunkTask) -> FileSpan | None:
+    inner = task.inner if task.inner is not None else 0
+    if index.is_empty(inner):
+        return None
+    path = store.path_of(key)
+    found = _stat(path)
+    if found is None:
+        raise CorruptChunkError(key, "shard disappeared while it was being read")
+    size, version = found
+    start, n = int(index.offsets[inner]), int(index.nbytes[inner])
+    if start + n > size:
+        raise CorruptChunkError(
+            key, f"inner chunk {inner} (offset {start}, nbytes {n}) lies past the shard end ({size} bytes)"
+        )
+    return FileSpan(path, start, n, version)
+
+
 def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) -> None:
     """The device work of one bound batch: copy, decompress, verify, un-shuffle, assemble."""
-    staging = device.alloc(max(bound.staging.size, ALIGNMENT))
+    staging = device.alloc(max(bound.staging_nbytes, bound.staging.size, ALIGNMENT))
     if bound.staging.size:
         device.copy_host_to_device(bound.staging, staging)
     work = device.alloc(max(bound.work_nbytes, ALIGNMENT))
+    if bound.file_reads:
+        got_bytes = device.read_files(bound.file_reads, staging, work)
+        for read, n in zip(bound.file_reads, got_bytes, strict=True):
+            if n != read.span.nbytes:
+                task = plan.tasks[read.task]
+                raise CorruptChunkError(
+                    task.key,
+                    f"{task.where}the file ended after {n} of {read.span.nbytes} bytes at offset {read.span.offset}",
+                )
     for algorithm, group in bound.groups.items():
         if algorithm == "copy":
             device.copy_spans(staging, group.src_offsets, work, group.dst_offsets, group.src_nbytes)
@@ -261,8 +393,53 @@ class CpuEmulatedDevice:
     of the kernels: the executor's host-side logic runs unchanged and can be checked on any
     machine. New buffers are filled with 0xAB so that bytes nobody writes show up."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: int = 0, stream: Any = None, *, reads_files: bool = True) -> None:
+        self.index = index
+        self.stream = stream
+        self.reads_files = reads_files
         self.calls: list[tuple[str, int]] = []
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def free_memory(self) -> int | None:
+        return None
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
+    def is_contiguous(self, value: Any) -> bool:
+        return bool(value.flags.c_contiguous)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        self.calls.append(("from_host", host.nbytes))
+        return np.array(host, copy=True)
+
+    def copy(self, dst: np.ndarray[Any, Any], src: np.ndarray[Any, Any]) -> None:
+        dst[...] = src
+
+    def gather(self, box: np.ndarray[Any, Any], index: npt.NDArray[np.intp]) -> np.ndarray[Any, Any]:
+        self.calls.append(("gather", index.size))
+        if index.size and (index.min() < 0 or index.max() >= box.size):
+            raise ValueError(f"gather: an index leaves the {box.size}-element box")
+        return np.ascontiguousarray(box).reshape(-1)[index]
+
+    def read_files(
+        self, reads: Sequence[FileRead], staging: npt.NDArray[np.uint8], work: npt.NDArray[np.uint8]
+    ) -> list[int]:
+        self.calls.append(("read_files", len(reads)))
+        done = []
+        for read in reads:
+            buffer = staging if read.target == "staging" else work
+            n = read.span.nbytes
+            if read.offset < 0 or read.offset + n > buffer.size:
+                raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
+            with open(read.span.path, "rb") as f:
+                f.seek(read.span.offset)
+                data = f.read(n)
+            buffer[read.offset : read.offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+            done.append(len(data))
+        return done
 
     def alloc(self, nbytes: int) -> npt.NDArray[np.uint8]:
         return np.full(nbytes, POISON, dtype=np.uint8)
@@ -364,36 +541,114 @@ class CpuEmulatedDevice:
 
 
 _NVCOMP_ALGORITHMS = {"zstd": "Zstd", "deflate": "Deflate", "lz4": "LZ4"}
+#: open kvikio file handles, keyed by path and file version (see FileSpan.version), so that a
+#: file replaced by a writer is reopened rather than read through a stale handle
+_FILE_HANDLES: OrderedDict[tuple[str, tuple[int, int]], Any] = OrderedDict()
+_FILE_HANDLES_MAX = 256
+_file_lock = threading.Lock()
+_kvikio_threads: int | None = None
+
+
+def _kvikio() -> Any:
+    """kvikio, configured with ``gpuzarr.config`` ``io_threads``; None when it is not installed.
+
+    gpuzarr never sets kvikio's compatibility mode: kvikio chooses GDS where cuFile works and
+    POSIX reads through host bounce buffers otherwise.
+    """
+    global _kvikio_threads
+    try:
+        import kvikio
+        import kvikio.defaults
+    except ImportError:
+        return None
+    threads = config.get("io_threads")
+    if threads is not None and threads != _kvikio_threads:
+        kvikio.defaults.set("num_threads", int(threads))
+        _kvikio_threads = threads
+    return kvikio
+
+
+def as_cupy_stream(stream: Any) -> Any:
+    """A CuPy stream for ``stream``: a cupy Stream, anything with ``cuda_stream`` (a PyTorch
+    stream) or ``ptr``, or a raw ``cudaStream_t`` as an int."""
+    cupy = kernels.import_cupy()
+    if isinstance(stream, cupy.cuda.Stream | cupy.cuda.ExternalStream):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):
+        if hasattr(stream, attribute):
+            return cupy.cuda.ExternalStream(int(getattr(stream, attribute)))
+    if isinstance(stream, int):
+        return cupy.cuda.ExternalStream(stream)
+    raise TypeError(f"stream: expected a CuPy or PyTorch CUDA stream or a cudaStream_t int, got {stream!r}")
 
 
 class CudaDevice:
-    """CuPy buffers, nvCOMP's batched decoders (``nvidia.nvcomp``, RAW bitstreams) and the CUDA
-    kernels of kernels/*.cu. Every import happens inside the methods.
+    """CuPy buffers, nvCOMP's batched decoders (``nvidia.nvcomp``, RAW bitstreams), kvikio file
+    reads and the CUDA kernels of kernels/*.cu, on device ``index`` and ``stream`` (the current
+    CuPy stream when None). Every import happens inside the methods.
 
-    Written against the documented APIs of CuPy and ``nvidia.nvcomp`` and NOT YET RUN ON A GPU:
-    tests/gpu/test_gpu_read.py is the check that has to pass before this is used. Known costs:
-    nvCOMP's Python ``Codec.decode`` allocates its own outputs, so each decoded stream is copied
-    once more into the work buffer; stored streams are copied one slice at a time; checksums of
-    gzip/zlib streams are not verified on the device (their sizes are).
+    Written against the documented APIs of CuPy, kvikio 26 and ``nvidia.nvcomp`` 6 and NOT YET
+    RUN ON A GPU: tests/gpu/ is the check that has to pass before this is trusted. Choices:
+
+    * nvCOMP 6 carves a batch out of one buffer (``nvcomp.as_arrays(buffer, offsets, sizes)``),
+      so streams decode straight into the work buffer; with an older nvCOMP each stream is
+      decoded into its own allocation and copied. When a batched call fails, its streams are
+      decoded one at a time to name the corrupt chunk.
+    * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
+      before file reads land in buffers that the memory pool may have handed back from work
+      still queued.
+    * Checksums of gzip/zlib streams are not verified on the device (their sizes are); stored
+      Blosc blocks are copied one slice at a time.
     """
 
-    def __init__(self) -> None:
-        self._codecs: dict[str, Any] = {}
+    def __init__(self, index: int = 0, stream: Any = None) -> None:
+        self.index = index
+        self._user_stream = stream
+        self._codecs: dict[tuple[str, int], Any] = {}
+        self.reads_files = _kvikio() is not None
 
     @staticmethod
     def _cupy() -> Any:
         return kernels.import_cupy()
 
-    def _codec(self, algorithm: str) -> Any:
-        codec = self._codecs.get(algorithm)
-        if codec is None:
-            try:
-                from nvidia import nvcomp
-            except ImportError as exc:
-                raise ImportError(f"gpuzarr's GPU decoders need nvidia-nvcomp; {kernels.GPU_EXTRA_HINT}") from exc
-            codec = nvcomp.Codec(algorithm=_NVCOMP_ALGORITHMS[algorithm], bitstream_kind=nvcomp.BitstreamKind.RAW)
-            self._codecs[algorithm] = codec
-        return codec
+    # -- context ---------------------------------------------------------------------------------
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        cupy = self._cupy()
+        stack = contextlib.ExitStack()
+        stack.enter_context(cupy.cuda.Device(self.index))
+        if self._user_stream is not None:
+            stack.enter_context(as_cupy_stream(self._user_stream))
+        return stack
+
+    def _stream(self) -> Any:
+        return self._cupy().cuda.get_current_stream()
+
+    def free_memory(self) -> int | None:
+        cupy = self._cupy()
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+
+    # -- arrays ----------------------------------------------------------------------------------
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, self._cupy().ndarray)
+
+    def is_contiguous(self, value: Any) -> bool:
+        return bool(value.flags.c_contiguous)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        return self._cupy().asarray(host)
+
+    def copy(self, dst: Any, src: Any) -> None:
+        self._cupy().copyto(dst, src)
+
+    def gather(self, box: Any, index: npt.NDArray[np.intp]) -> Any:
+        if index.size and (index.min() < 0 or index.max() >= box.size):
+            raise ValueError(f"gather: an index leaves the {box.size}-element box")
+        cupy = self._cupy()
+        compact = index.astype(np.int32) if box.size < 2**31 else index  # half the bytes to copy
+        return cupy.take(box.reshape(-1), cupy.asarray(compact))
 
     def alloc(self, nbytes: int) -> Any:
         cupy = self._cupy()
@@ -405,7 +660,57 @@ class CudaDevice:
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
-        dst[offset : offset + host.size].set(host)
+        dst[offset : offset + host.size].set(host, stream=self._stream())
+
+    # -- file reads ------------------------------------------------------------------------------
+
+    def _file(self, kvikio: Any, span: FileSpan) -> Any:
+        key = (span.path, span.version)
+        with _file_lock:
+            handle = _FILE_HANDLES.get(key)
+            if handle is not None:
+                _FILE_HANDLES.move_to_end(key)
+                return handle
+        handle = kvikio.CuFile(span.path, "r")
+        with _file_lock:
+            _FILE_HANDLES[key] = handle
+            while len(_FILE_HANDLES) > _FILE_HANDLES_MAX:
+                _FILE_HANDLES.popitem(last=False)  # closed when the last reader drops it
+        return handle
+
+    def read_files(self, reads: Sequence[FileRead], staging: Any, work: Any) -> list[int]:
+        kvikio = _kvikio()
+        if kvikio is None:
+            raise RuntimeError("read_files needs kvikio")
+        self._stream().synchronize()
+        futures: list[Any] = []
+        for read in reads:
+            buffer = staging if read.target == "staging" else work
+            n = read.span.nbytes
+            if read.offset < 0 or read.offset + n > buffer.size:
+                raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
+            if n == 0:
+                futures.append(None)
+                continue
+            view = buffer[read.offset : read.offset + n]
+            futures.append(self._file(kvikio, read.span).pread(view, n, read.span.offset))
+        return [0 if f is None else int(f.get()) for f in futures]
+
+    # -- decoding --------------------------------------------------------------------------------
+
+    def _codec(self, algorithm: str) -> Any:
+        ptr = int(self._stream().ptr)
+        codec = self._codecs.get((algorithm, ptr))
+        if codec is None:
+            nvcomp = _nvcomp()
+            codec = nvcomp.Codec(
+                algorithm=_NVCOMP_ALGORITHMS[algorithm],
+                bitstream_kind=nvcomp.BitstreamKind.RAW,
+                device_id=self.index,
+                cuda_stream=ptr,
+            )
+            self._codecs[(algorithm, ptr)] = codec
+        return codec
 
     def decompress_batch(
         self,
@@ -417,17 +722,43 @@ class CudaDevice:
         dst_offsets: Sequence[int],
         dst_nbytes: Sequence[int],
     ) -> npt.NDArray[np.int64]:
-        from nvidia import nvcomp
-
-        cupy = self._cupy()
-        inputs = [nvcomp.as_array(src[o : o + n]) for o, n in zip(src_offsets, src_nbytes, strict=True)]
-        sizes = np.full(len(inputs), -1, dtype=np.int64)
+        nvcomp = _nvcomp()
+        codec = self._codec(algorithm)
+        ptr = int(self._stream().ptr)
         try:
-            outputs = self._codec(algorithm).decode(inputs)
+            srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=ptr)
+            outs = nvcomp.as_arrays(dst, list(dst_offsets), list(dst_nbytes), cuda_stream=ptr)
+        except TypeError:  # nvCOMP before 6 cannot carve a batch out of one buffer
+            return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
+        try:
+            result = codec.decode(srcs, out=outs)
+            sizes = getattr(result, "buffer_sizes", None)
+            got = list(dst_nbytes) if sizes is None else [int(n) for n in sizes]
         except Exception:
-            return sizes  # the batch failed as a whole: every stream is reported as failed
-        for i, (decoded, do, dn) in enumerate(zip(outputs, dst_offsets, dst_nbytes, strict=True)):
-            data = cupy.asarray(decoded).reshape(-1).view(cupy.uint8)
+            return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
+        return np.asarray(got, dtype=np.int64)
+
+    def _decode_one_by_one(
+        self,
+        codec: Any,
+        src: Any,
+        src_offsets: Sequence[int],
+        src_nbytes: Sequence[int],
+        dst: Any,
+        dst_offsets: Sequence[int],
+        dst_nbytes: Sequence[int],
+    ) -> npt.NDArray[np.int64]:
+        """Decode each stream into its own allocation and copy it to its place; -1 where a
+        stream fails or does not fit."""
+        nvcomp = _nvcomp()
+        cupy = self._cupy()
+        sizes = np.full(len(src_offsets), -1, dtype=np.int64)
+        for i, (so, sn, do, dn) in enumerate(zip(src_offsets, src_nbytes, dst_offsets, dst_nbytes, strict=True)):
+            try:
+                decoded = codec.decode(nvcomp.as_array(src[so : so + sn]))
+                data = cupy.asarray(decoded).reshape(-1).view(cupy.uint8)
+            except Exception:
+                continue
             if data.size <= dn:
                 dst[do : do + data.size] = data
                 sizes[i] = data.size
@@ -441,6 +772,8 @@ class CudaDevice:
 
     def checksums(self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]) -> None:
         return None
+
+    # -- kernels ---------------------------------------------------------------------------------
 
     def launch_unshuffle(
         self,
@@ -498,4 +831,21 @@ class CudaDevice:
         )
 
 
-__all__ = ["CpuEmulatedDevice", "CudaDevice", "Device", "execute", "fetch_batch", "read_gpu_plan", "run_batch"]
+def _nvcomp() -> Any:
+    try:
+        from nvidia import nvcomp
+    except ImportError as exc:
+        raise ImportError(f"gpuzarr's GPU decoders need nvidia-nvcomp; {kernels.GPU_EXTRA_HINT}") from exc
+    return nvcomp
+
+
+__all__ = [
+    "CpuEmulatedDevice",
+    "CudaDevice",
+    "Device",
+    "as_cupy_stream",
+    "execute",
+    "fetch_batch",
+    "read_gpu_plan",
+    "run_batch",
+]

@@ -258,22 +258,40 @@ def build_gpu_read_plan(layout: StorageLayout, plan: ReadPlan, budget: int = BAT
     rows_dst: list[list[int]] = []
     rows_ext: list[list[int]] = []
     first_kept: list[bool] | None = None
+    # A batched read (Array.read_batch) prefixes each out_selection with the selection's index
+    # along a leading output axis. The kernel knows only chunk axes, so that index becomes an
+    # element offset on the last kept axis, whose output stride is 1.
+    lead = 0
     for p in plan.projections:
         kept = [isinstance(s, slice) for s in p.chunk_selection]
         if first_kept is None:
             first_kept = kept
+            lead = len(p.out_selection) - sum(kept)
+            if lead == 1 and not isinstance(p.out_selection[0], (int, np.integer)):
+                raise GpuPlanError("point (vectorised) selections are not supported by the GPU assemble kernel")
+            if lead not in (0, 1) or len(plan.buffer_shape) != sum(kept) + lead:
+                raise GpuPlanError("the output selection does not match the chunk selection")
+            if lead and not any(kept):
+                raise GpuPlanError("a batch of single-element selections has no axis to carry the batch index")
         elif kept != first_kept:
             raise GpuPlanError("projections drop different axes")
-        o, s, d, e = _row(p.chunk_selection, p.out_selection, layout.chunk_shape_at(p.chunk_coords))
+        out_selection = p.out_selection[lead:]
+        o, s, d, e = _row(p.chunk_selection, out_selection, layout.chunk_shape_at(p.chunk_coords))
+        if lead:
+            index = p.out_selection[0]
+            if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < plan.buffer_shape[0]:
+                raise GpuPlanError(f"batch index {index!r} is not an integer within the batch")
+            last_kept = len(kept) - 1 - kept[::-1].index(True)
+            d[last_kept] += int(index) * math.prod(plan.buffer_shape[1:])
         by_chunk.setdefault(p.chunk_coords, []).append(len(rows_src))
         rows_src.append(o)
         rows_step.append(s)
         rows_dst.append(d)
         rows_ext.append(e)
-    buffer_strides = iter(_c_strides(plan.buffer_shape))
+    buffer_strides = iter(_c_strides(plan.buffer_shape[lead:]))
     out_strides = np.zeros(MAX_NDIM, dtype=np.int64)
     for axis, is_kept in enumerate(first_kept or [True] * ndim):
-        out_strides[axis] = next(buffer_strides) if is_kept else 0
+        out_strides[axis] = next(buffer_strides, 0) if is_kept else 0
     routes: dict[tuple[int, ...], DecodeRoute] = {}
     tasks: list[ChunkTask] = []
     for coords, rows in by_chunk.items():
@@ -376,6 +394,38 @@ class ChecksumCheck:
 
 
 @dataclass(frozen=True)
+class FileSpan:
+    """Encoded bytes that stay in a local file, for the device to read straight into its buffer
+    (kvikio): ``nbytes`` bytes at ``offset`` of ``path``."""
+
+    path: str
+    offset: int
+    nbytes: int
+    #: (inode, modification time in ns) when the span was located: tells a replaced file apart
+    version: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One device read: ``span`` into ``target`` ("staging" or "work") at byte ``offset``."""
+
+    task: int
+    span: FileSpan
+    target: Literal["staging", "work"]
+    offset: int
+
+
+#: routes whose stored bytes are their own nvCOMP stream (or the decoded chunk), so the device
+#: can read them from the file without the host looking at them
+DIRECT_ROUTES = ("raw", "zstd")
+
+
+def reads_directly(route: DecodeRoute) -> bool:
+    """Whether chunks of ``route`` may go from a file straight to the device."""
+    return route.name in DIRECT_ROUTES and not route.crc32c
+
+
+@dataclass(frozen=True)
 class HostDecoded:
     """A chunk decoded on the CPU, to be copied to ``offset`` of the work buffer."""
 
@@ -397,6 +447,10 @@ class BoundBatch:
     checksums: list[ChecksumCheck]
     host_decoded: list[HostDecoded]
     assemble: AssembleLaunch
+    #: device reads from files; their staging spans follow the host-filled prefix of the
+    #: staging buffer (``staging``), so the two never overlap
+    file_reads: list[FileRead] = field(default_factory=list)
+    staging_nbytes: int = 0
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:
@@ -419,9 +473,10 @@ def _host_decode(
 
 
 def bind_batch(
-    layout: StorageLayout, plan: GpuReadPlan, batch: int, encoded: Sequence[Buffer | None]
+    layout: StorageLayout, plan: GpuReadPlan, batch: int, encoded: Sequence[Buffer | FileSpan | None]
 ) -> BoundBatch:
-    """Bind batch ``batch`` of ``plan`` to the encoded bytes read for its tasks (None: missing).
+    """Bind batch ``batch`` of ``plan`` to the encoded bytes read for its tasks (None: missing;
+    a :class:`FileSpan`: bytes the device reads from a file itself, see :func:`reads_directly`).
 
     Raises CorruptChunkError naming the key for malformed chunks, ChunkNotFoundError for missing
     chunks when the array does not fill them, and ValueError if a launch would leave a buffer.
@@ -438,11 +493,17 @@ def bind_batch(
     host_decoded: list[HostDecoded] = []
     source_of: dict[int, tuple[int, int]] = {}  # task -> (work offset, nbytes)
 
+    direct: list[tuple[int, FileSpan]] = []
     for t, raw in zip(task_ids, encoded, strict=True):
         task = plan.tasks[t]
         if raw is None:
             if not plan.fill_missing:
                 raise ChunkNotFoundError(task.key)
+            continue
+        if isinstance(raw, FileSpan):
+            if not reads_directly(task.route):
+                raise ValueError(f"{task.key}: route {task.route.name!r} cannot be read straight from a file")
+            direct.append((t, raw))
             continue
         data = as_uint8(raw)
         if task.route.crc32c:
@@ -505,6 +566,34 @@ def bind_batch(
     staging = np.zeros(align(staging_nbytes), dtype=np.uint8)
     for start, part in staging_parts:
         staging[start : start + part.size] = part
+    # Chunks the device reads from files go after the host-filled prefix of the staging buffer
+    # (zstd streams) or straight to their place in the work buffer (uncompressed chunks).
+    file_reads: list[FileRead] = []
+    staging_nbytes = staging.size
+    for t, span in direct:
+        task = plan.tasks[t]
+        offset = work_nbytes
+        work_nbytes = align(offset + task.decoded_nbytes)
+        source_of[t] = (offset, task.decoded_nbytes)
+        if task.route.name == "raw":
+            if span.nbytes != task.decoded_nbytes:
+                raise CorruptChunkError(
+                    task.key,
+                    f"{task.where}uncompressed chunk has {span.nbytes} bytes, expected {task.decoded_nbytes}",
+                )
+            file_reads.append(FileRead(t, span, "work", offset))
+            continue
+        if span.nbytes < 6:
+            raise CorruptChunkError(task.key, f"{task.where}zstd: {span.nbytes}-byte chunk cannot hold a frame")
+        start = staging_nbytes
+        staging_nbytes = align(start + span.nbytes)
+        file_reads.append(FileRead(t, span, "staging", start))
+        group = groups.setdefault("zstd", StreamGroup("zstd"))
+        group.src_offsets.append(start)
+        group.src_nbytes.append(span.nbytes)
+        group.dst_offsets.append(offset)
+        group.dst_nbytes.append(task.decoded_nbytes)
+        group.owners.append(t)
     assemble = _assemble_launch(plan, task_ids, source_of, work_nbytes)
     for launch in unshuffles.values():
         kernels.check_blocks(
@@ -515,9 +604,22 @@ def bind_batch(
             launch.typesizes,
         )
     for group in groups.values():
-        _check_spans(group, staging.size, work_nbytes)
+        _check_spans(group, staging_nbytes, work_nbytes)
+    for read in file_reads:
+        limit = staging_nbytes if read.target == "staging" else work_nbytes
+        if read.offset < 0 or read.offset + read.span.nbytes > limit:
+            raise ValueError(f"file read of {read.span.nbytes} bytes at {read.offset} leaves the {read.target} buffer")
     return BoundBatch(
-        tuple(task_ids), staging, work_nbytes, groups, list(unshuffles.values()), checksums, host_decoded, assemble
+        tuple(task_ids),
+        staging,
+        work_nbytes,
+        groups,
+        list(unshuffles.values()),
+        checksums,
+        host_decoded,
+        assemble,
+        file_reads,
+        staging_nbytes,
     )
 
 

@@ -1,0 +1,175 @@
+"""Reads of one array on one CUDA device: the bridge between ``Array`` and the executor.
+
+``GpuReader.read`` turns a ReadPlan into a device array:
+
+1. plan the GPU read (:func:`.plan.build_gpu_read_plan`); selections the assemble kernel cannot
+   express (index arrays, points, negative steps) are read as their bounding box and gathered
+   on the device (:mod:`.gather`), or, when that box is much larger than the result or the
+   data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
+   copied to the device once;
+2. run it through :func:`.executor.execute` on a device object (:class:`.executor.CudaDevice`
+   on a GPU; tests inject :class:`.executor.CpuEmulatedDevice` through :data:`make_device`);
+3. write into the caller's ``out`` when given (in place when it is C-contiguous).
+
+Under ``strict`` every CPU step (a selection or a codec the GPU cannot do) raises DeviceError
+instead; otherwise each distinct reason is logged once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ... import config
+from ...engine.layout import StorageLayout
+from ...engine.read import read_plan
+from ...errors import DeviceError
+from ...plan.selection import ReadPlan, plan_orthogonal
+from ...store.base import Store
+from ..cpu import empty as host_empty
+from .executor import CudaDevice, Device, execute
+from .gather import gather_plan
+from .plan import BATCH_BYTES, GpuPlanError, build_gpu_read_plan
+
+logger = logging.getLogger("gpuzarr")
+
+#: ``(device index, stream) -> Device``; replaced in tests to run the whole path on the CPU
+make_device: Callable[[int, Any], Device] = CudaDevice
+
+_logged: set[str] = set()
+_logged_lock = threading.Lock()
+
+
+def log_fallback(reason: str) -> None:
+    """Log ``reason`` (why something runs on the CPU) once per process."""
+    with _logged_lock:
+        if reason in _logged:
+            return
+        _logged.add(reason)
+    logger.warning("gpuzarr: %s; this part of the read runs on the CPU and is copied to the GPU", reason)
+
+
+def batch_budget(device: Device) -> int:
+    """Device bytes one batch may use: ``gpuzarr.config`` ``gpu_batch_bytes``, or a quarter of
+    the free device memory capped at :data:`.plan.BATCH_BYTES` (two batches are in flight)."""
+    configured = config.get("gpu_batch_bytes")
+    if configured is not None:
+        return int(configured)
+    free = device.free_memory()
+    return max(1 << 20, min(BATCH_BYTES, free // 4)) if free is not None else BATCH_BYTES
+
+
+class GpuReader:
+    """Reads for arrays on CUDA device ``index``."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def read(
+        self,
+        layout: StorageLayout,
+        store: Store,
+        plan: ReadPlan,
+        *,
+        out: Any = None,
+        stream: Any = None,
+        strict: bool = False,
+    ) -> Any:
+        """The selection ``plan`` describes as a device array of ``plan.shape`` (or ``out``)."""
+        device = make_device(self.index, stream)
+        dtype = np.dtype(layout.metadata.dtype)
+        with device.activate():
+            if out is not None:
+                _check_out(device, out, plan.shape, dtype)
+            if math.prod(plan.shape) == 0:
+                return out if out is not None else device.empty(plan.shape, dtype)
+            budget = batch_budget(device)
+            try:
+                gpu_plan = build_gpu_read_plan(layout, plan, budget)
+            except GpuPlanError as exc:
+                return self._read_gathered(device, layout, store, plan, out, strict, budget, exc)
+            direct = out is not None and device.is_contiguous(out)
+            target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
+            _execute(device, layout, store, gpu_plan, target, strict)
+            return out if direct else _deliver(device, target, plan, out)
+
+    def _read_gathered(
+        self,
+        device: Device,
+        layout: StorageLayout,
+        store: Store,
+        plan: ReadPlan,
+        out: Any,
+        strict: bool,
+        budget: int,
+        cause: GpuPlanError,
+    ) -> Any:
+        """A selection that is not a strided box: read its bounding box on the device and gather
+        from it (see .gather), or, when the box is too large or not readable either, read it on
+        the CPU and copy it over."""
+        dtype = np.dtype(layout.metadata.dtype)
+        gathered = gather_plan(layout, plan)
+        reason = f"the GPU path cannot read this selection: {cause}"
+        if gathered is not None:
+            dims: Any = layout.dimensions()
+            box_plan = plan_orthogonal(gathered.box, dims, allow_arrays=False)
+            try:
+                box_gpu_plan = build_gpu_read_plan(layout, box_plan, budget)
+            except GpuPlanError as exc:
+                reason = f"the GPU path cannot read this selection: {exc}"
+            else:
+                box = device.empty(box_plan.buffer_shape, dtype)
+                _execute(device, layout, store, box_gpu_plan, box, strict)
+                return _deliver(device, device.gather(box, gathered.index), plan, out)
+        else:
+            reason += " and its bounding box is much larger than the result"
+        if strict:
+            raise DeviceError(f"{reason} (strict=True)") from cause
+        log_fallback(reason)
+        return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
+
+
+def _execute(device: Device, layout: StorageLayout, store: Store, gpu_plan: Any, target: Any, strict: bool) -> None:
+    """Run a GPU plan into ``target``; CPU decoding is logged, or raises under ``strict``."""
+    if strict:
+        for task in gpu_plan.tasks:
+            if task.route.reason is not None:
+                raise DeviceError(f"{task.key}: {task.route.reason} (strict=True)")
+
+    def fallback(reason: str) -> None:
+        if strict:
+            raise DeviceError(f"{reason} (strict=True)")
+        log_fallback(reason)
+
+    execute(layout, store, gpu_plan, device, target, on_fallback=fallback)
+
+
+def _read_on_host(layout: StorageLayout, store: Store, plan: ReadPlan, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    buffer = host_empty(plan.buffer_shape, dtype)
+    read_plan(layout, store, plan, buffer)
+    return buffer
+
+
+def _deliver(device: Device, data: Any, plan: ReadPlan, out: Any) -> Any:
+    """``data`` (a device array of ``plan.buffer_shape``) as one of ``plan.shape``, written into
+    ``out`` when given."""
+    data = data.reshape(plan.shape)
+    if out is None:
+        return data
+    device.copy(out, data)
+    return out
+
+
+def _check_out(device: Device, out: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+    if not device.is_array(out):
+        raise TypeError(f"out: expected an array on the GPU (cupy.ndarray), got {type(out).__name__}")
+    if tuple(out.shape) != shape or np.dtype(out.dtype) != dtype:
+        raise ValueError(f"out: expected shape {shape} and dtype {dtype}, got {tuple(out.shape)} and {out.dtype}")
+
+
+__all__ = ["GpuReader", "batch_budget", "log_fallback", "make_device"]

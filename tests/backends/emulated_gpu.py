@@ -1,0 +1,49 @@
+"""Run the GPU read path of ``Array`` on the CPU: the device probe says a GPU is there, and
+every device object the reader makes is a CpuEmulatedDevice (NumPy buffers, CPU decoders of
+nvCOMP's formats, the NumPy kernel models). Everything from ``Array.read`` to the assemble
+launch then runs as on a GPU, except the device calls themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gpuzarr.backends import device as device_module
+from gpuzarr.backends.cuda import reader as reader_module
+from gpuzarr.backends.cuda.executor import CpuEmulatedDevice
+
+DEVICE_COUNT = 2
+
+
+class EmulatedGpu:
+    """The devices made so far (one per read), to look at the calls they saw."""
+
+    def __init__(self, reads_files: bool = True) -> None:
+        self.reads_files = reads_files
+        self.devices: list[CpuEmulatedDevice] = []
+
+    def make(self, index: int, stream: Any) -> CpuEmulatedDevice:
+        device = CpuEmulatedDevice(index, stream, reads_files=self.reads_files)
+        self.devices.append(device)
+        return device
+
+    def calls(self) -> list[tuple[str, int]]:
+        return [call for d in self.devices for call in d.calls]
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls()]
+
+
+@pytest.fixture
+def emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatedGpu]:
+    gpu = EmulatedGpu()
+    monkeypatch.setattr(device_module, "gpu_unavailable_reason", lambda: None)
+    monkeypatch.setattr(device_module, "device_count", lambda: DEVICE_COUNT)
+    monkeypatch.setattr(device_module, "_current_device", lambda: 0)
+    monkeypatch.setattr(reader_module, "make_device", gpu.make)
+    monkeypatch.delenv(device_module.ENVIRONMENT_VARIABLE, raising=False)
+    # Each test sees every fallback reason logged afresh.
+    monkeypatch.setattr(reader_module, "_logged", set())
+    yield gpu

@@ -1,0 +1,312 @@
+"""``Array`` reads on device="gpu", run end to end with an emulated device (see emulated_gpu.py):
+device resolution, the reader's fallbacks and strict mode, ``out=``, ``read_batch``, direct file
+reads (the kvikio route), batches prepared ahead, and corrupt input, all against the CPU engine."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr import config
+from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError, DeviceError
+
+from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+from .emulated_gpu import EmulatedGpu
+
+# -- device resolution ---------------------------------------------------------------------------
+
+
+def test_device_strings_resolve(emulated_gpu: EmulatedGpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create(store, shape=(4,), dtype="u1", chunks=(2,))
+    assert gpuzarr.open(store, device="gpu").device == "cuda:0"
+    assert gpuzarr.open(store, device="cuda").device == "cuda:0"
+    assert gpuzarr.open(store, device="cuda:1").device == "cuda:1"
+    assert gpuzarr.open(store, device="auto").device == "cuda:0"
+    assert gpuzarr.open(store).device == "cuda:0"
+    assert gpuzarr.open(store, device="cpu").device == "cpu"
+    with pytest.raises(DeviceError, match="2 CUDA device"):
+        gpuzarr.open(store, device="cuda:2")
+    with pytest.raises(DeviceError, match="cuda:N"):
+        gpuzarr.open(store, device="cuda:x")
+    monkeypatch.setenv("GPUZARR_DEVICE", "cpu")
+    assert gpuzarr.open(store).device == "cpu"
+    assert gpuzarr.open(store, device="gpu").device == "cuda:0"  # explicit beats the variable
+    monkeypatch.setenv("GPUZARR_DEVICE", "cuda:1")
+    assert gpuzarr.open(store).device == "cuda:1"
+    monkeypatch.setenv("GPUZARR_DEVICE", "tpu")
+    with pytest.raises(DeviceError, match="GPUZARR_DEVICE"):
+        gpuzarr.open(store)
+
+
+def test_without_a_gpu_auto_is_cpu_and_gpu_names_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuzarr.backends import device
+
+    monkeypatch.setattr(device, "gpu_unavailable_reason", lambda: "CuPy is not installed; install the gpu extra")
+    monkeypatch.delenv("GPUZARR_DEVICE", raising=False)
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create(store, shape=(4,), dtype="u1", chunks=(2,))
+    assert gpuzarr.open(store).device == "cpu"
+    with pytest.raises(DeviceError, match="gpu extra"):
+        gpuzarr.open(store, device="gpu")
+
+
+# -- the matrix, through Array ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=sorted(ARRAYS))
+def local_array(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> gpuzarr.Array:
+    root = tmp_path_factory.mktemp("matrix") / f"{request.param}.zarr"
+    return make_array(request.param, gpuzarr.LocalStore(root))
+
+
+def _on_gpu(array: gpuzarr.Array, **kwargs: Any) -> gpuzarr.Array:
+    opened = gpuzarr.open(array.store, device="gpu", **kwargs)
+    assert isinstance(opened, gpuzarr.Array)
+    return opened
+
+
+@pytest.mark.parametrize("selection", sorted(SELECTIONS))
+def test_gpu_array_reads_match_cpu(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array, selection: str) -> None:
+    gpu = _on_gpu(local_array)
+    sel = SELECTIONS[selection]
+    got = gpu.read(sel)
+    assert_bitwise_equal(np.asarray(got), cpu_result(local_array, sel))
+    item = gpu[sel]
+    assert_bitwise_equal(np.asarray(item), np.asarray(cpu_result(local_array, sel)))
+
+
+def test_direct_file_reads_for_zstd_and_raw(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array) -> None:
+    name = Path(str(local_array.store.root)).name
+    _on_gpu(local_array)[...]
+    assert ("read_files" in emulated_gpu.names()) == (name in DIRECT), emulated_gpu.calls()
+
+
+#: the arrays whose chunks the device reads from their files (zstd or uncompressed, no crc32c)
+DIRECT = {
+    "v3-zstd-f4.zarr",
+    "v3-zstd-bigendian-i8.zarr",
+    "v3-zstd-bigendian-c8.zarr",
+    "v3-raw-u1.zarr",
+    "v3-transpose-zstd.zarr",
+}
+
+
+def test_memory_store_reads_through_the_host(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-zstd-f4")
+    assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    assert "read_files" not in emulated_gpu.names()
+    assert ("zstd", 9) in emulated_gpu.calls()  # 45 x 61 in 16 x 24 chunks: 3 x 3 streams, one call
+
+
+@pytest.mark.parametrize("budget", [1, 5000])
+def test_many_batches_prepared_ahead(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array, budget: int) -> None:
+    with config_set(gpu_batch_bytes=budget):
+        got = _on_gpu(local_array)[...]
+    assert_bitwise_equal(got, cpu_result(local_array, Ellipsis))
+    assert emulated_gpu.names().count("assemble_chunks") > 1
+
+
+class config_set:
+    def __init__(self, **settings: Any) -> None:
+        self.settings = settings
+        self.saved = {k: config.get(k) for k in settings}
+
+    def __enter__(self) -> None:
+        config.set(**self.settings)
+
+    def __exit__(self, *exc: object) -> None:
+        config.set(**self.saved)
+
+
+# -- read_batch, out=, stream= -----------------------------------------------------------------------
+
+
+def test_read_batch_is_one_assemble_launch(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-sharded-zstd-crc32c")
+    gpu = _on_gpu(array)
+    boxes = [(slice(3, 20), slice(7, 30)), (slice(20, 37), slice(30, 53)), (slice(0, 17), slice(0, 23))]
+    got = gpu.read_batch(boxes)
+    expected = np.stack([cpu_result(array, b) for b in boxes])
+    assert_bitwise_equal(got, expected)
+    assert emulated_gpu.names().count("assemble_chunks") == 1
+    out = np.empty_like(expected)
+    assert gpu.read_batch(boxes, out=out) is out
+    assert_bitwise_equal(out, expected)
+
+
+def test_read_batch_of_rows_and_of_points(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-gzip-i2")
+    gpu = _on_gpu(array)
+    rows = [(3, slice(5, 50)), (40, slice(5, 50))]
+    assert_bitwise_equal(gpu.read_batch(rows), np.stack([cpu_result(array, r) for r in rows]))
+    points = [(1, 2), (44, 60)]  # no axis to carry the batch index: read on the CPU, copied once
+    assert_bitwise_equal(gpu.read_batch(points), np.stack([cpu_result(array, p) for p in points]))
+
+
+def test_out_is_filled_in_place(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-blosc-lz4-shuffle-u2")
+    gpu = _on_gpu(array)
+    sel = (slice(2, 40), slice(3, 50))
+    expected = cpu_result(array, sel)
+    out = np.zeros(expected.shape, expected.dtype)
+    assert gpu.read(sel, out=out, stream=object()) is out
+    assert_bitwise_equal(out, expected)
+    big = np.zeros((expected.shape[0], expected.shape[1] * 2), expected.dtype)
+    strided = big[:, ::2]
+    assert gpu.read(sel, out=strided) is strided
+    assert_bitwise_equal(strided, expected)
+    assert not big[:, 1::2].any()
+    with pytest.raises(ValueError, match="shape"):
+        gpu.read(sel, out=np.zeros((2, 2), expected.dtype))
+    with pytest.raises(TypeError, match="cupy"):
+        gpu.read(sel, out=[[0]])
+
+
+def test_device_array_converts_to_numpy(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-raw-u1")
+    assert_bitwise_equal(np.asarray(_on_gpu(array)), cpu_result(array, Ellipsis))
+
+
+# -- fallbacks and strict ----------------------------------------------------------------------------
+
+
+def test_selections_that_are_not_boxes_are_gathered_on_the_device(
+    emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture
+) -> None:
+    array = make_array("v3-sharded-blosc-transpose")
+    gpu = _on_gpu(array)
+    cpu = gpuzarr.open(array.store, device="cpu")
+    rows = np.array([40, 3, 9, 3])
+    mask = np.zeros(61, dtype=bool)
+    mask[[0, 7, 60]] = True
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(gpu.oindex[rows, 5:20], cpu.oindex[rows, 5:20])
+        assert_bitwise_equal(gpu.oindex[rows, mask], cpu.oindex[rows, mask])
+        assert_bitwise_equal(gpu.vindex[rows, rows + 1], cpu.vindex[rows, rows + 1])
+        assert_bitwise_equal(gpu[::-1, 3], cpu[::-1, 3])
+        assert_bitwise_equal(gpu[rows], cpu[rows])
+        assert_bitwise_equal(gpu[5, [9, 2]], cpu[5, [9, 2]])
+        assert_bitwise_equal(gpu[40:2:-7, ::-3], cpu[40:2:-7, ::-3])
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert emulated_gpu.names().count("gather") == 7
+    strict = _on_gpu(array)
+    strict.strict = True
+    assert_bitwise_equal(strict.vindex[rows, rows], cpu.vindex[rows, rows])
+
+
+def test_sparse_points_fall_back_to_the_cpu_once(emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture) -> None:
+    store = gpuzarr.MemoryStore()
+    array = gpuzarr.create(store, shape=(20000, 20000), dtype="u1", chunks=(1000, 1000), fill_value=3)
+    array[0:2, 0:2] = np.array([[1, 2], [4, 5]], dtype="u1")
+    gpu = _on_gpu(array)
+    points = (np.array([0, 19999, 1]), np.array([1, 19999, 0]))
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert gpu.vindex[points].tolist() == [2, 3, 4]
+        assert gpu.vindex[points].tolist() == [2, 3, 4]
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and "bounding box" in messages[0], messages
+    assert "from_host" in emulated_gpu.names()
+    strict = _on_gpu(array)
+    strict.strict = True
+    with pytest.raises(DeviceError, match="strict"):
+        strict.vindex[points]
+    with config_set(strict=True), pytest.raises(DeviceError, match="strict"):
+        _on_gpu(array).vindex[points]
+
+
+def test_item_sizes_without_a_kernel_fall_back(emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture) -> None:
+    store = gpuzarr.MemoryStore()
+    dtype = np.dtype([("a", "<i4"), ("b", "<f8", (2,))])
+    array = gpuzarr.create(store, zarr_format=2, shape=(9,), dtype=dtype, chunks=(4,))
+    data = np.zeros(9, dtype=dtype)
+    data["a"] = np.arange(9)
+    data["b"] = np.arange(18).reshape(9, 2) / 3
+    array[...] = data
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[1:8], data[1:8])
+        assert_bitwise_equal(_on_gpu(array)[[7, 1]], data[[7, 1]])
+    assert any("20-byte items" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("name", ["v2-delta-filter-cpu", "v3-blosc-blosclz-cpu", "v3-transpose-outside-sharding-cpu"])
+def test_codecs_without_a_gpu_decoder(
+    emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    array = make_array(name)
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    assert any("runs on the CPU" in r.getMessage() for r in caplog.records)
+    strict = _on_gpu(array)
+    strict.strict = True
+    with pytest.raises(DeviceError, match="strict"):
+        strict[...]
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+
+
+def _local(tmp_path: Path, name: str) -> gpuzarr.Array:
+    return make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
+
+
+def _chunk_files(array: gpuzarr.Array) -> list[str]:
+    root = Path(str(array.store.root))
+    return sorted(str(p) for p in root.rglob("*") if p.is_file() and not p.name.startswith(("zarr.json", ".z")))
+
+
+def test_truncated_raw_chunk_names_its_key(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    array = _local(tmp_path, "v3-raw-u1")
+    victim = _chunk_files(array)[0]
+    os.truncate(victim, 10)
+    with pytest.raises(CorruptChunkError, match=r"c/0/0.*10 bytes"):
+        _on_gpu(array)[...]
+
+
+def test_corrupt_zstd_chunk_read_from_the_file(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    array = _local(tmp_path, "v3-zstd-f4")
+    victim = _chunk_files(array)[1]
+    data = bytearray(Path(victim).read_bytes())
+    data[len(data) // 2 :] = b"\x00" * (len(data) - len(data) // 2)
+    Path(victim).write_bytes(bytes(data))
+    key = Path(victim).relative_to(tmp_path / "a.zarr").as_posix()
+    with pytest.raises(CorruptChunkError, match=key):
+        _on_gpu(array)[...]
+    Path(victim).write_bytes(b"\x28\xb5")
+    with pytest.raises(CorruptChunkError, match=key):
+        _on_gpu(array)[...]
+
+
+def test_shard_whose_index_points_past_its_end(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}]
+    kwargs = {"shards": (32, 48), "codecs": codecs}
+    array = gpuzarr.create(
+        gpuzarr.LocalStore(tmp_path / "s.zarr"), shape=(64, 96), dtype="u2", chunks=(16, 24), **kwargs
+    )
+    array[...] = np.arange(64 * 96, dtype="u2").reshape(64, 96)
+    shard = tmp_path / "s.zarr" / "c" / "0" / "0"
+    data = bytearray(shard.read_bytes())
+    index = np.frombuffer(bytes(data[-(16 * 4 + 4) : -4]), dtype="<u8").reshape(4, 2).copy()
+    index[0, 0] = len(data) - 10  # inner chunk 0 now runs past the shard's end
+    data[-(16 * 4 + 4) : -4] = index.tobytes()
+    from gpuzarr.codecs.crc32c import crc32c
+
+    data[-4:] = int(crc32c(np.frombuffer(bytes(data[-(16 * 4 + 4) : -4]), np.uint8))).to_bytes(4, "little")
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CorruptChunkError, match="c/0/0"):
+        _on_gpu(array)[0:16, 0:24]
+
+
+def test_missing_chunks_raise_when_asked(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-missing-chunks-gzip")
+    gpu = _on_gpu(array)
+    gpu.fill_missing_data_reads = False
+    gpu._set_metadata(gpu.metadata)
+    with pytest.raises(ChunkNotFoundError):
+        gpu[...]

@@ -1,0 +1,79 @@
+"""Random selections through the GPU read path (emulated device) against the CPU engine:
+basic selections (negative steps included), orthogonal ones, points, and batches of crops, over
+random shapes, chunkings and shardings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import gpuzarr
+
+from ..plan.test_selection import basic_selections, orthogonal_selections, shapes_and_chunks
+from .emulated_gpu import EmulatedGpu
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _pair(shape: tuple[int, ...], chunks: tuple[int, ...], sharded: bool) -> tuple[Any, Any, np.ndarray[Any, Any]]:
+    store = gpuzarr.MemoryStore()
+    kwargs: dict[str, Any] = {"codecs": [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "zstd"}]}
+    if sharded and shape:
+        kwargs["shards"] = tuple(2 * c for c in chunks)
+    array = gpuzarr.create(store, shape=shape, dtype="<i4", chunks=chunks, fill_value=-1, **kwargs)
+    values = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape) * 3 + 1
+    if values.size:
+        array[...] = values
+    return gpuzarr.open(store, device="gpu"), gpuzarr.open(store, device="cpu"), values
+
+
+def _same(got: Any, expected: Any) -> None:
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+@SETTINGS
+@given(data=st.data(), sharded=st.booleans())
+def test_basic_and_orthogonal(emulated_gpu: EmulatedGpu, data: st.DataObject, sharded: bool) -> None:
+    shape, chunks = data.draw(shapes_and_chunks(min_ndim=1))
+    gpu, cpu, _ = _pair(shape, chunks, sharded)
+    sel = data.draw(basic_selections(shape))
+    _same(gpu[sel], cpu[sel])
+    osel = data.draw(orthogonal_selections(shape))
+    _same(gpu.oindex[osel], cpu.oindex[osel])
+
+
+@SETTINGS
+@given(data=st.data(), sharded=st.booleans())
+def test_points(emulated_gpu: EmulatedGpu, data: st.DataObject, sharded: bool) -> None:
+    shape, chunks = data.draw(shapes_and_chunks(min_ndim=1, min_size=1))
+    gpu, cpu, _ = _pair(shape, chunks, sharded)
+    n = data.draw(st.integers(0, 6))
+    points = tuple(
+        np.asarray(data.draw(st.lists(st.integers(-size, size - 1), min_size=n, max_size=n)), dtype=np.intp)
+        for size in shape
+    )
+    _same(gpu.vindex[points], cpu.vindex[points])
+
+
+@SETTINGS
+@given(data=st.data(), sharded=st.booleans())
+def test_batches_of_crops(emulated_gpu: EmulatedGpu, data: st.DataObject, sharded: bool) -> None:
+    shape, chunks = data.draw(shapes_and_chunks(min_ndim=1, min_size=2))
+    gpu, cpu, _ = _pair(shape, chunks, sharded)
+    crop = tuple(data.draw(st.integers(1, size)) for size in shape)
+    corner = st.tuples(*(st.integers(0, size - c) for size, c in zip(shape, crop, strict=True)))
+    starts = data.draw(st.lists(corner, min_size=1, max_size=4))
+    boxes = [tuple(slice(s, s + c) for s, c in zip(start, crop, strict=True)) for start in starts]
+    _same(gpu.read_batch(boxes), cpu.read_batch(boxes))
+
+
+@pytest.mark.parametrize("selection", [(slice(None, None, -1),), ([2, 0, 2],), (np.array([True, False, True]),)])
+def test_one_dimensional_examples(emulated_gpu: EmulatedGpu, selection: tuple[Any, ...]) -> None:
+    gpu, cpu, _ = _pair((3,), (2,), False)
+    _same(gpu[selection], cpu[selection])
