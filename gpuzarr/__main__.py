@@ -45,6 +45,10 @@ def demo(size: int, device: str, keep: str | None) -> int:
         reopened = gpuzarr.open_array(path, mode="r", device=device)
         t0 = time.perf_counter()
         back = reopened[...]
+        if reopened.device != "cpu":
+            import cupy  # the read is queued on the current stream: time it to completion
+
+            cupy.cuda.get_current_stream().synchronize()
         t_read = time.perf_counter() - t0
         host = back.get() if hasattr(back, "get") else back
         if not np.array_equal(host, data):

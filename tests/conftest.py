@@ -1,8 +1,16 @@
-"""Shared fixtures: a local and a memory store per test."""
+"""Shared fixtures: a local and a memory store per test.
+
+On a GPU host ``device="auto"`` would give CuPy arrays; the suite compares with NumPy, so it pins
+"auto" to the CPU through GPUZARR_DEVICE. GPU tests ask for ``device="gpu"`` explicitly.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+os.environ.setdefault("GPUZARR_DEVICE", "cpu")
 
 import gpuzarr
 
