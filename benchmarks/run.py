@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .ceilings import measure_ceilings
 from .datasets import (
     DATASET_NAMES,
     DATASETS,
@@ -331,6 +332,39 @@ def bench_write(
     return results
 
 
+# -- ceilings ------------------------------------------------------------------------------------------------
+
+
+def bench_ceilings(spec: DatasetSpec, path: Path, array_nbytes: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The dataset's raw ceilings (GPU ones with ``--device gpu``), logged as they come."""
+    log("  ceilings: each step of a full read alone (see benchmarks/ceilings.py)")
+    records = [
+        {"dataset": spec.name, **r}
+        for r in measure_ceilings(path, array_nbytes, args.repeats, gpu=args.device == "gpu")
+    ]
+    for r in records:
+        if r["status"] == "ok":
+            gbps = f"{r['array_gbps_median']:7.3f} GB/s of the array ({r['gbps_median']:.3f} GB/s moved)"
+            log(f"    {'ceiling':13s} {r['ceiling']:18s} {gbps}")
+        else:
+            log(f"    {'ceiling':13s} {r['ceiling']:18s} {r['status']}: {r['note'][:100]}")
+    return records
+
+
+def add_fractions(results: list[dict[str, Any]], ceilings: list[dict[str, Any]]) -> None:
+    """Mark gpuzarr's full reads with the fraction of their ceiling reached: gpuzarr-cpu against the
+    host read, gpuzarr-gpu against the slower of host read and nvCOMP decode (both bound it)."""
+    ok = {(c["dataset"], c["ceiling"]): c["array_gbps_median"] for c in ceilings if c["status"] == "ok"}
+    bounded_by = {"gpuzarr-cpu": ["host-read"], "gpuzarr-gpu": ["host-read", "nvcomp-decode"]}
+    for r in results:
+        if r["workload"] != "full-read" or r["impl"] not in bounded_by or r.get("gbps_median") is None:
+            continue
+        bounds = [ok[k] for k in ((r["dataset"], c) for c in bounded_by[r["impl"]]) if k in ok]
+        if bounds:
+            r["ceiling_gbps"] = min(bounds)
+            r["fraction_of_ceiling"] = r["gbps_median"] / min(bounds)
+
+
 # -- environment -------------------------------------------------------------------------------------------
 
 
@@ -436,7 +470,47 @@ def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
     return f"{a['gbps_median'] / b['gbps_median']:.2f}"
 
 
-def render(results: list[dict[str, Any]], env: dict[str, Any], args: argparse.Namespace) -> str:
+CEILING_COLUMNS = [  # (header, ceiling, value)
+    ("host read", "host-read", "array_gbps_median"),
+    ("host read, stored bytes", "host-read", "gbps_median"),
+    ("host→device", "host-to-device", "gbps_median"),
+    ("nvCOMP decode", "nvcomp-decode", "array_gbps_median"),
+]
+
+
+def render_ceilings(ceilings: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[str]:
+    """One row per dataset: the ceilings, then the fraction of them gpuzarr's full reads reach."""
+    by_key = {(c["dataset"], c["ceiling"]): c for c in ceilings}
+    columns = [col for col in CEILING_COLUMNS if any(c["ceiling"] == col[1] for c in ceilings)]
+    fractions = {(r["dataset"], r["impl"]): r["fraction_of_ceiling"] for r in results if "fraction_of_ceiling" in r}
+    fraction_headers = {"gpuzarr-cpu": "gpuzarr-cpu ÷ host read", "gpuzarr-gpu": "gpuzarr-gpu ÷ min(host read, decode)"}
+    frac_impls = [n for n in fraction_headers if any(k[1] == n for k in fractions)]
+    lines = [
+        "### Raw ceilings (GB/s, median: each step of a full read alone; GB/s of the decoded array "
+        "unless marked, so comparable with full-read)",
+        "",
+    ]
+    header = ["dataset", *(h for h, _, _ in columns), *(fraction_headers[n] for n in frac_impls)]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for ds in dict.fromkeys(c["dataset"] for c in ceilings):
+        cells = [ds]
+        for _, name, value in columns:
+            c = by_key.get((ds, name))
+            cells.append(f"{c[value]:.3f}" if c is not None and c["status"] == "ok" else _fmt_cell(c))
+        cells += [f"{fractions[ds, n]:.1%}" if (ds, n) in fractions else "" for n in frac_impls]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = [f"{c['dataset']} {c['ceiling']}: {c['status']} ({c['note']})" for c in ceilings if c["status"] != "ok"]
+    if notes:
+        lines += ["", "Ceilings not measured: " + "; ".join(notes) + "."]
+    return lines
+
+
+def render(
+    results: list[dict[str, Any]],
+    env: dict[str, Any],
+    args: argparse.Namespace,
+    ceilings: list[dict[str, Any]] | None = None,
+) -> str:
     impl_names = [n for n in ALL_IMPL_NAMES if any(r["impl"] == n for r in results)]
     gz = [n for n in impl_names if n.startswith("gpuzarr")]
     peers = [n for n in impl_names if not n.startswith("gpuzarr")]
@@ -456,6 +530,8 @@ def render(results: list[dict[str, Any]], env: dict[str, Any], args: argparse.Na
             *(_ratio(row.get(g), row.get(p)) for g, p in ratio_cols),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if ceilings:
+        lines += ["", *render_ceilings(ceilings, results)]
 
     lines += [
         "",
@@ -567,13 +643,14 @@ def write_outputs(
     ds_info: dict[str, Any],
     unavailable: dict[str, str],
     results: list[dict[str, Any]],
+    ceilings: list[dict[str, Any]],
     elapsed: float,
     final: bool,
 ) -> str:
     """Render the report; write results.json/.md (and the --save-results file). Returns the report."""
     env["loadavg_end"] = _loadavg()
     header = render_header(env, args, ds_info, argv)
-    table = render(results, env, args)
+    table = render(results, env, args, ceilings)
     notes = ""
     if unavailable:
         notes = "\n\nSkipped implementations: " + "; ".join(f"{k} ({v})" for k, v in unavailable.items()) + "."
@@ -587,6 +664,7 @@ def write_outputs(
         "datasets": ds_info,
         "unavailable": unavailable,
         "results": results,
+        "ceilings": ceilings,
         "elapsed_s": elapsed,
         "complete": final,
     }
@@ -625,11 +703,17 @@ def main(argv: list[str] | None = None) -> int:
     data = DataDir(args.data_dir, args.size_mib, log=log)
     t_start = time.perf_counter()
     results: list[dict[str, Any]] = []
+    ceilings: list[dict[str, Any]] = []
     ds_info: dict[str, Any] = {}
     for spec in datasets:
         log(f"dataset {spec.name}: {spec.description}")
         results += bench_dataset(spec, data, usable, workloads, args)
         truth = data.truth(spec.kind)
+        # After the workloads: the data is as warm in the page cache as for their reads, and the
+        # GPU ceilings' buffers cannot disturb their timings.
+        if "full-read" in workloads:
+            ceilings += bench_ceilings(spec, data.root / f"{spec.name}.zarr", truth.nbytes, args)
+            add_fractions(results, ceilings)
         ds_info[spec.name] = {
             "description": spec.description,
             "shape": list(truth.shape),
@@ -652,8 +736,11 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
         # Written after every dataset, so an interrupted run still leaves its results.
-        write_outputs(args, argv, env, ds_info, unavailable, results, time.perf_counter() - t_start, final=False)
-    report = write_outputs(args, argv, env, ds_info, unavailable, results, time.perf_counter() - t_start, final=True)
+        write_outputs(
+            args, argv, env, ds_info, unavailable, results, ceilings, time.perf_counter() - t_start, final=False
+        )
+    elapsed = time.perf_counter() - t_start
+    report = write_outputs(args, argv, env, ds_info, unavailable, results, ceilings, elapsed, final=True)
     print(report)
     bad = [r for r in results if r["status"] == "MISMATCH"]
     return 1 if bad else 0

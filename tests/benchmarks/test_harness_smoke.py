@@ -43,6 +43,12 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     assert peers and all(r["status"] == "ok" for r in peers), [r for r in peers if r["status"] != "ok"]
     assert any(r["impl"] == "gpuzarr-cpu" and r["status"] == "ok" for r in results)
     assert (out / "results.md").exists()
+    # Every dataset's full read has its host-read ceiling, and gpuzarr-cpu its fraction of it.
+    host_reads = [c for c in payload["ceilings"] if c["ceiling"] == "host-read"]
+    assert {c["dataset"] for c in host_reads} == set(payload["datasets"])
+    assert all(c["status"] == "ok" for c in host_reads), host_reads
+    assert "### Raw ceilings" in proc.stdout
+    assert any("fraction_of_ceiling" in r for r in results if r["impl"] == "gpuzarr-cpu")
     assert list((tmp_path / "results").glob("*-smoke.md"))
 
     # A second run reuses the generated data (no "generated"/"wrote dataset" lines).
