@@ -1,7 +1,8 @@
-// crc32c.cu: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and final XOR
-// 0xFFFFFFFF; the checksum of the Zarr `crc32c` codec) of many buffers, one block per buffer.
+// crc32c.cu: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78; the checksum of the Zarr
+// `crc32c` codec) and CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320; the gzip trailer's) of
+// many buffers, one block per buffer. Both use initial value and final XOR 0xFFFFFFFF.
 //
-// Kernel   crc32c_batch
+// Kernels  crc32c_batch, crc32_batch (same arguments, different polynomial)
 // Launch   block (B, 1, 1), 32 <= B <= 1024 (256 is a good default); grid (X, 1, 1), any X >= 1:
 //          blockIdx.x is a grid-stride loop over the buffers.
 // Arguments
@@ -17,9 +18,10 @@
 // Alignment: none (byte loads). Shared memory: 8 KiB of tables plus 4 KiB of partial CRCs.
 
 #define CRC32C_POLY 0x82F63B78u
+#define CRC32_POLY 0xEDB88320u
 
-// a * b modulo the polynomial, both in reflected bit order (x^0 is the top bit).
-__device__ unsigned int multmodp(unsigned int a, unsigned int b) {
+// a * b modulo the polynomial poly, both in reflected bit order (x^0 is the top bit).
+__device__ unsigned int multmodp(unsigned int a, unsigned int b, unsigned int poly) {
     unsigned int m = 1u << 31, p = 0;
     for (;;) {
         if (a & m) {
@@ -27,25 +29,25 @@ __device__ unsigned int multmodp(unsigned int a, unsigned int b) {
             if ((a & (m - 1)) == 0) break;
         }
         m >>= 1;
-        b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+        b = (b & 1) ? (b >> 1) ^ poly : b >> 1;
     }
     return p;
 }
 
 // x^(8 * nbytes) modulo the polynomial; x2n[k] holds x^(2^k).
-__device__ unsigned int x8nmodp(unsigned long long nbytes, const unsigned int* x2n) {
+__device__ unsigned int x8nmodp(unsigned long long nbytes, const unsigned int* x2n, unsigned int poly) {
     unsigned int p = 1u << 31;
     int k = 3;
     while (nbytes) {
-        if (nbytes & 1) p = multmodp(x2n[k & 31], p);
+        if (nbytes & 1) p = multmodp(x2n[k & 31], p, poly);
         nbytes >>= 1;
         ++k;
     }
     return p;
 }
 
-extern "C" __global__ void crc32c_batch(const unsigned char* const* buffers, const long long* sizes,
-                                        unsigned int* crcs, int nbuffers) {
+__device__ void crc_batch(const unsigned char* const* buffers, const long long* sizes, unsigned int* crcs,
+                          int nbuffers, unsigned int poly) {
     __shared__ unsigned int table[8][256];
     __shared__ unsigned int partial[1024];
     __shared__ unsigned int x2n[32];
@@ -54,14 +56,14 @@ extern "C" __global__ void crc32c_batch(const unsigned char* const* buffers, con
 
     for (int i = tid; i < 256; i += nthreads) {
         unsigned int c = (unsigned int)i;
-        for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+        for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
         table[0][i] = c;
     }
     if (tid == 0) {
         unsigned int p = 1u << 30;  // x^1
         for (int k = 0; k < 32; ++k) {
             x2n[k] = p;
-            p = multmodp(p, p);
+            p = multmodp(p, p, poly);
         }
     }
     __syncthreads();
@@ -103,15 +105,25 @@ extern "C" __global__ void crc32c_batch(const unsigned char* const* buffers, con
                 const long long right_begin = min((long long)(tid + width) * seg, n);
                 const long long right_end = min((long long)(tid + 2 * width) * seg, n);
                 const long long right_len = right_end - right_begin;
-                partial[tid] = multmodp(x8nmodp((unsigned long long)right_len, x2n), partial[tid]) ^
+                partial[tid] = multmodp(x8nmodp((unsigned long long)right_len, x2n, poly), partial[tid], poly) ^
                                partial[tid + width];
             }
             __syncthreads();
         }
         if (tid == 0) {
-            const unsigned int init = multmodp(x8nmodp((unsigned long long)n, x2n), 0xFFFFFFFFu);
+            const unsigned int init = multmodp(x8nmodp((unsigned long long)n, x2n, poly), 0xFFFFFFFFu, poly);
             crcs[buf] = partial[0] ^ init ^ 0xFFFFFFFFu;
         }
         __syncthreads();
     }
+}
+
+extern "C" __global__ void crc32c_batch(const unsigned char* const* buffers, const long long* sizes,
+                                        unsigned int* crcs, int nbuffers) {
+    crc_batch(buffers, sizes, crcs, nbuffers, CRC32C_POLY);
+}
+
+extern "C" __global__ void crc32_batch(const unsigned char* const* buffers, const long long* sizes,
+                                       unsigned int* crcs, int nbuffers) {
+    crc_batch(buffers, sizes, crcs, nbuffers, CRC32_POLY);
 }

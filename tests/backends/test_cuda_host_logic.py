@@ -191,6 +191,23 @@ def test_malformed_chunk_raises_naming_key(name: str, how: str) -> None:
         cpu_result(array, Ellipsis)
 
 
+@pytest.mark.parametrize(
+    ("name", "position", "kind"), [("v3-gzip-i2", -8, "crc32"), ("v2-zlib-bigendian-i4", -1, "adler32")]
+)
+def test_wrong_checksum_trailer_is_caught_on_the_device(name: str, position: int, kind: str) -> None:
+    """The stream still inflates to the right size; only the device checksum kernel can tell."""
+    array = make_array(name)
+    key = array._layout.key((1, 1))
+    raw = bytearray(bytes(array.store.get(key)))  # type: ignore[arg-type]
+    raw[position] ^= 0x01
+    array.store.set(key, bytes(raw))
+    with pytest.raises(CorruptChunkError, match=f"{kind} mismatch") as info:
+        emulated_read(array, Ellipsis)
+    assert info.value.key == key
+    with pytest.raises(CorruptChunkError):
+        cpu_result(array, Ellipsis)
+
+
 def test_malformed_inner_chunk_names_shard_key() -> None:
     array = make_array("v3-sharded-zstd-crc32c")
     layout = array._layout

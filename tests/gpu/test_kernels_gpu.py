@@ -6,6 +6,7 @@ shows up. Skipped without a usable GPU (tests/conftest.py).
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -170,3 +171,17 @@ def test_crc32c(cp: Any, rng: np.random.Generator, block: int) -> None:
     expected = np.zeros(sizes.size, np.uint32)
     ref.crc32c_batch(host, sizes, expected, sizes.size, block_threads=block)
     np.testing.assert_array_equal(cp.asnumpy(crcs), expected)
+
+
+@pytest.mark.parametrize("kind", ["crc32", "adler32"])
+@pytest.mark.parametrize("block", [32, 96, 256, 1024])
+def test_crc32_and_adler32(cp: Any, rng: np.random.Generator, kind: str, block: int) -> None:
+    sizes = np.array([0, 1, 7, 8, 9, 255, 4097, 1 << 20, *rng.integers(0, 200_000, 30)], np.int64)
+    host = [rng.integers(0, 256, int(n) + 3, dtype=np.uint8) for n in sizes]  # 3 bytes past the size
+    sums = kernels.launch_checksums(kind, [cp.asarray(h) for h in host], sizes, block=block)
+    expected = np.zeros(sizes.size, np.uint32)
+    model = ref.crc32_batch if kind == "crc32" else ref.adler32_batch
+    model(host, sizes, expected, sizes.size, block_threads=block)
+    np.testing.assert_array_equal(cp.asnumpy(sums), expected)
+    fn = zlib.crc32 if kind == "crc32" else zlib.adler32
+    assert cp.asnumpy(sums).tolist() == [fn(h[: int(n)].tobytes()) for h, n in zip(host, sizes)]

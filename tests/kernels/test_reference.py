@@ -8,6 +8,7 @@ whose chunks are stored transposed and big-endian, byte swaps against ndarray.by
 from __future__ import annotations
 
 import itertools
+import zlib
 from typing import Any
 
 import google_crc32c
@@ -147,6 +148,25 @@ def test_crc32c_matches_google_crc32c(block_threads: int) -> None:
     crcs = np.zeros(len(buffers), np.uint32)
     ref.crc32c_batch(buffers, np.array(CRC_SIZES, np.int64), crcs, len(buffers), block_threads=block_threads)
     assert crcs.tolist() == [google_crc32c.value(b.tobytes()) for b in buffers]
+
+
+@pytest.mark.parametrize("block_threads", [32, 37, 256, 1024])
+def test_crc32_matches_zlib(block_threads: int) -> None:
+    buffers = [RNG.integers(0, 256, n, dtype=np.uint8) for n in CRC_SIZES]
+    crcs = np.zeros(len(buffers), np.uint32)
+    ref.crc32_batch(buffers, np.array(CRC_SIZES, np.int64), crcs, len(buffers), block_threads=block_threads)
+    assert crcs.tolist() == [zlib.crc32(b.tobytes()) for b in buffers]
+
+
+@pytest.mark.parametrize("block_threads", [32, 37, 256, 1024])
+def test_adler32_matches_zlib(block_threads: int) -> None:
+    sizes = [*CRC_SIZES, 300_000]
+    buffers = [RNG.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    buffers.append(np.full(70_000, 255, dtype=np.uint8))  # the largest sums the reductions see
+    sizes.append(70_000)
+    sums = np.zeros(len(buffers), np.uint32)
+    ref.adler32_batch(buffers, np.array(sizes, np.int64), sums, len(buffers), block_threads=block_threads)
+    assert sums.tolist() == [zlib.adler32(b.tobytes()) for b in buffers]
 
 
 def test_crc32c_of_a_prefix() -> None:

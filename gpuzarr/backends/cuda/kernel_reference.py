@@ -19,6 +19,8 @@ import numpy.typing as npt
 MAX_NDIM = 8
 ITEMSIZES = (1, 2, 4, 8, 16)
 CRC32C_POLY = 0x82F63B78
+CRC32_POLY = 0xEDB88320
+ADLER_MOD = 65521
 
 UInt8Array = npt.NDArray[np.uint8]
 Int64Array = npt.NDArray[np.int64]
@@ -149,15 +151,15 @@ def bit_unshuffle(
         d[shuffled:size] = s[shuffled:size]
 
 
-def _crc32c_table() -> npt.NDArray[np.uint32]:
+def _crc_table(poly: int) -> npt.NDArray[np.uint32]:
     table = np.arange(256, dtype=np.uint32)
     for _ in range(8):
-        table = np.where(table & 1, (table >> 1) ^ np.uint32(CRC32C_POLY), table >> 1).astype(np.uint32)
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(poly), table >> 1).astype(np.uint32)
     return table
 
 
-def _multmodp(a: int, b: int) -> int:
-    """``a * b`` modulo the CRC-32C polynomial, reflected bit order (as in crc32c.cu)."""
+def _multmodp(a: int, b: int, poly: int = CRC32C_POLY) -> int:
+    """``a * b`` modulo the CRC polynomial ``poly``, reflected bit order (as in crc32c.cu)."""
     m, p = 1 << 31, 0
     while True:
         if a & m:
@@ -165,20 +167,67 @@ def _multmodp(a: int, b: int) -> int:
             if a & (m - 1) == 0:
                 return p
         m >>= 1
-        b = (b >> 1) ^ CRC32C_POLY if b & 1 else b >> 1
+        b = (b >> 1) ^ poly if b & 1 else b >> 1
 
 
-def _x8nmodp(nbytes: int) -> int:
+def _x8nmodp(nbytes: int, poly: int = CRC32C_POLY) -> int:
     """x^(8 * nbytes) modulo the polynomial."""
     p, x2n = 1 << 31, 1 << 30  # x^0, then x^(2^k) for k = 0, 1, ...
     for _ in range(3):
-        x2n = _multmodp(x2n, x2n)
+        x2n = _multmodp(x2n, x2n, poly)
     while nbytes:
         if nbytes & 1:
-            p = _multmodp(x2n, p)
+            p = _multmodp(x2n, p, poly)
         nbytes >>= 1
-        x2n = _multmodp(x2n, x2n)
+        x2n = _multmodp(x2n, x2n, poly)
     return p
+
+
+def _segments(n: int, block_threads: int) -> tuple[int, npt.NDArray[np.int64]]:
+    """The kernels' split of an ``n``-byte buffer: segment length and each thread's length."""
+    seg = -(-n // block_threads)
+    seg = (seg + 7) & ~7
+    lengths = np.clip(n - np.arange(block_threads, dtype=np.int64) * seg, 0, seg)
+    return seg, lengths
+
+
+def _tree(block_threads: int, seg: int, n: int) -> list[tuple[int, int, int]]:
+    """The kernels' tree reduction, in order: (left, right, bytes of the right run) per merge."""
+    steps = []
+    width = 1
+    while width < block_threads:
+        for t in range(0, block_threads - width, 2 * width):
+            steps.append((t, t + width, min((t + 2 * width) * seg, n) - min((t + width) * seg, n)))
+        width *= 2
+    return steps
+
+
+def _crc_batch(
+    poly: int,
+    buffers: Sequence[UInt8Array],
+    sizes: Int64Array,
+    crcs: npt.NDArray[np.uint32],
+    nbuffers: int,
+    block_threads: int,
+) -> None:
+    table = _crc_table(poly)
+    for b in range(nbuffers):
+        n = int(sizes[b])
+        seg, lengths = _segments(n, block_threads)
+        # All segments advance together, one byte per step (the kernel's slicing-by-8 gives the
+        # same register as eight single-byte steps).
+        padded = np.zeros(block_threads * seg, dtype=np.uint8)
+        padded[:n] = buffers[b][:n]
+        lanes = padded.reshape(block_threads, seg)
+        regs = np.zeros(block_threads, dtype=np.uint32)
+        for k in range(seg):
+            stepped = table[(regs ^ lanes[:, k]) & 0xFF] ^ (regs >> 8)
+            regs = np.where(lengths > k, stepped, regs).astype(np.uint32)
+        partial = [int(r) for r in regs]
+        for left, right, right_len in _tree(block_threads, seg, n):
+            partial[left] = _multmodp(_x8nmodp(right_len, poly), partial[left], poly) ^ partial[right]
+        init = _multmodp(_x8nmodp(n, poly), 0xFFFFFFFF, poly)
+        crcs[b] = partial[0] ^ init ^ 0xFFFFFFFF
 
 
 def crc32c_batch(
@@ -192,32 +241,48 @@ def crc32c_batch(
     """Model of ``crc32c_batch`` (kernels/crc32c.cu), including its split into ``block_threads``
     segments per buffer and the merge of the segment CRCs, so the merge arithmetic is tested too.
     """
-    table = _crc32c_table()
+    _crc_batch(CRC32C_POLY, buffers, sizes, crcs, nbuffers, block_threads)
+
+
+def crc32_batch(
+    buffers: Sequence[UInt8Array],
+    sizes: Int64Array,
+    crcs: npt.NDArray[np.uint32],
+    nbuffers: int,
+    *,
+    block_threads: int = 256,
+) -> None:
+    """Model of ``crc32_batch`` (kernels/crc32c.cu): the same method with the IEEE polynomial."""
+    _crc_batch(CRC32_POLY, buffers, sizes, crcs, nbuffers, block_threads)
+
+
+def adler32_batch(
+    buffers: Sequence[UInt8Array],
+    sizes: Int64Array,
+    sums: npt.NDArray[np.uint32],
+    nbuffers: int,
+    *,
+    block_threads: int = 256,
+) -> None:
+    """Model of ``adler32_batch`` (kernels/adler32.cu): per-segment sums from zero, merged by the
+    same tree as the kernel's."""
     for b in range(nbuffers):
         n = int(sizes[b])
-        data = buffers[b][:n]
-        seg = -(-n // block_threads)
-        seg = (seg + 7) & ~7
-        # All segments advance together, one byte per step (the kernel's slicing-by-8 gives the
-        # same register as eight single-byte steps).
-        padded = np.zeros(block_threads * seg, dtype=np.uint8)
-        padded[:n] = data
-        lanes = padded.reshape(block_threads, seg)
-        lengths = np.clip(n - np.arange(block_threads) * seg, 0, seg)
-        regs = np.zeros(block_threads, dtype=np.uint32)
-        for k in range(seg):
-            active = lengths > k
-            stepped = table[(regs ^ lanes[:, k]) & 0xFF] ^ (regs >> 8)
-            regs = np.where(active, stepped, regs).astype(np.uint32)
-        partial = [int(r) for r in regs]
-        width = 1
-        while width < block_threads:
-            for t in range(0, block_threads - width, 2 * width):
-                right = min((t + 2 * width) * seg, n) - min((t + width) * seg, n)
-                partial[t] = _multmodp(_x8nmodp(right), partial[t]) ^ partial[t + width]
-            width *= 2
-        init = _multmodp(_x8nmodp(n), 0xFFFFFFFF)
-        crcs[b] = partial[0] ^ init ^ 0xFFFFFFFF
+        seg, lengths = _segments(n, block_threads)
+        data = buffers[b][:n].astype(np.int64)
+        part_a, part_b = [], []
+        for t in range(block_threads):
+            piece = data[t * seg : t * seg + int(lengths[t])]
+            weights = np.arange(piece.size, 0, -1, dtype=np.int64)  # L - i
+            part_a.append(int(piece.sum()) % ADLER_MOD)
+            part_b.append(int((piece % ADLER_MOD * weights % ADLER_MOD).sum()) % ADLER_MOD)
+        for left, right, right_len in _tree(block_threads, seg, n):
+            left_a = part_a[left]
+            part_a[left] = (left_a + part_a[right]) % ADLER_MOD
+            part_b[left] = (part_b[left] + (right_len % ADLER_MOD) * left_a + part_b[right]) % ADLER_MOD
+        total_a = (part_a[0] + 1) % ADLER_MOD
+        total_b = (part_b[0] + n % ADLER_MOD) % ADLER_MOD
+        sums[b] = (total_b << 16) | total_a
 
 
 def as_uint8(buffer: Any) -> UInt8Array:

@@ -32,7 +32,8 @@ KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "assemble": ("assemble.cu", ("assemble_chunks",)),
     "byteswap": ("byteswap.cu", ("byteswap",)),
     "shuffle": ("shuffle.cu", ("byte_unshuffle", "bit_unshuffle")),
-    "crc32c": ("crc32c.cu", ("crc32c_batch",)),
+    "crc32c": ("crc32c.cu", ("crc32c_batch", "crc32_batch")),
+    "adler32": ("adler32.cu", ("adler32_batch",)),
 }
 #: options given to NVRTC for every kernel file; the sources include no headers
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -200,14 +201,14 @@ def check_byteswap(src_nbytes: int, dst_nbytes: int, nitems: int, itemsize: int,
         )
 
 
-def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any) -> npt.NDArray[np.int64]:
-    """Validate a ``crc32c_batch`` launch."""
+def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
+    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``)."""
     lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
     if lengths.size != len(buffer_nbytes):
-        raise ValueError(f"crc32c: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
+        raise ValueError(f"{name}: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
     for b, (size, held) in enumerate(zip(lengths.tolist(), buffer_nbytes)):
         if size < 0 or size > held:
-            raise ValueError(f"crc32c: buffer {b} is {held} bytes long, size says {size}")
+            raise ValueError(f"{name}: buffer {b} is {held} bytes long, size says {size}")
     return lengths
 
 
@@ -343,17 +344,28 @@ def launch_unshuffle(
     get_kernel(kernel)(_grid(int(sizes.max()), sizes.size, block), (block,), args)
 
 
-def launch_crc32c(buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
-    """CRC-32C of each CuPy buffer's first ``sizes[i]`` bytes; returns a CuPy ``uint32`` array."""
+CHECKSUM_KERNELS = {"crc32c": "crc32c_batch", "crc32": "crc32_batch", "adler32": "adler32_batch"}
+
+
+def launch_checksums(kind: str, buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
+    """CRC-32C, CRC-32 or Adler-32 (``kind``) of each CuPy buffer's first ``sizes[i]`` bytes;
+    returns a CuPy ``uint32`` array."""
+    if kind not in CHECKSUM_KERNELS:
+        raise ValueError(f"checksum kind must be one of {sorted(CHECKSUM_KERNELS)}, got {kind!r}")
     if not 32 <= block <= 1024:
-        raise ValueError(f"crc32c: block must hold 32..1024 threads, got {block}")
+        raise ValueError(f"{kind}: block must hold 32..1024 threads, got {block}")
     cupy = import_cupy()
-    lengths = check_crc32c([b.nbytes for b in buffers], sizes)
-    crcs = cupy.zeros(lengths.size, dtype=cupy.uint32)
+    lengths = check_crc32c([b.nbytes for b in buffers], sizes, kind)
+    sums = cupy.zeros(lengths.size, dtype=cupy.uint32)
     if lengths.size:
-        get_kernel("crc32c_batch")(
+        get_kernel(CHECKSUM_KERNELS[kind])(
             (min(lengths.size, MAX_GRID_X),),
             (block,),
-            (_pointers(cupy, buffers), cupy.asarray(lengths), crcs, np.int32(lengths.size)),
+            (_pointers(cupy, buffers), cupy.asarray(lengths), sums, np.int32(lengths.size)),
         )
-    return crcs
+    return sums
+
+
+def launch_crc32c(buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
+    """CRC-32C of each CuPy buffer's first ``sizes[i]`` bytes; returns a CuPy ``uint32`` array."""
+    return launch_checksums("crc32c", buffers, sizes, block=block)
