@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Everything a short GPU lease should run, in stages that each fit one 10-minute call, with
+# every log written under $OUT (default /tmp/gpuzarr-gpu). Run from the repository root on a GPU
+# host that has the wheels of ../shared/gpu/fetch-wheels.sh in .whl/:
+#
+#   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests
+#   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
+#   bash benchmarks/gpu_session.sh all      # both
+#
+# Nothing here changes the GPU's settings, and KVIKIO_COMPAT_MODE is left to kvikio (AUTO).
+set -uo pipefail
+stage=${1:-all}
+out=${OUT:-/tmp/gpuzarr-gpu}
+mkdir -p "$out"
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl >"$out/pip.log" 2>&1 || { cat "$out/pip.log"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+
+report() {
+  nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+  python3 - >"$out/environment.txt" 2>&1 <<'PY'
+import importlib, platform
+print("python", platform.python_version())
+for name in ("numpy", "cupy", "nvidia.nvcomp", "kvikio", "numcodecs", "zarr", "tensorstore", "zarrs"):
+    try:
+        module = importlib.import_module(name)
+        print(name, getattr(module, "__version__", "?"))
+    except Exception as exc:
+        print(name, "unavailable:", type(exc).__name__, exc)
+from gpuzarr.backends.device import gpu_unavailable_reason
+print("gpu_unavailable_reason:", gpu_unavailable_reason())
+try:
+    import kvikio.defaults
+    print("kvikio compat mode preferred:", kvikio.defaults.is_compat_mode_preferred())
+except Exception as exc:
+    print("kvikio defaults unavailable:", exc)
+PY
+  cat "$out/environment.txt"
+}
+
+tests() {
+  # -x would hide how much works; -rfE lists every failure and error at the end.
+  timeout 540 python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels tests/gpu \
+    >"$out/pytest-gpu.log" 2>&1
+  echo "pytest tests/kernels tests/gpu exit $?"
+  tail -40 "$out/pytest-gpu.log"
+}
+
+bench() {
+  timeout 560 python3 -m benchmarks.run --device gpu --repeats 3 --crops 64 --size-mib 256 \
+    --only zstd sharded-zstd blosc-lz4 raw --out "$out/bench" >"$out/bench.log" 2>&1
+  echo "benchmark exit $?"
+  tail -60 "$out/bench.log"
+}
+
+report
+case "$stage" in
+  tests) tests ;;
+  bench) bench ;;
+  all) tests; bench ;;
+  *) echo "unknown stage $stage (tests | bench | all)"; exit 2 ;;
+esac
