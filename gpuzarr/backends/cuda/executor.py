@@ -552,6 +552,10 @@ _FILE_HANDLES: OrderedDict[tuple[str, tuple[int, int]], Any] = OrderedDict()
 _FILE_HANDLES_MAX = 256
 _file_lock = threading.Lock()
 _kvikio_threads: int | None = None
+#: nvCOMP codecs by (algorithm, device, stream handle)
+_CODECS: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+_CODECS_MAX = 32
+_codec_lock = threading.Lock()
 
 
 def _kvikio() -> Any:
@@ -610,7 +614,6 @@ class CudaDevice:
     def __init__(self, index: int = 0, stream: Any = None) -> None:
         self.index = index
         self._user_stream = stream
-        self._codecs: dict[tuple[str, int], Any] = {}
         self.reads_files = _kvikio() is not None
 
     @staticmethod
@@ -705,17 +708,25 @@ class CudaDevice:
     # -- decoding --------------------------------------------------------------------------------
 
     def _codec(self, algorithm: str) -> Any:
-        ptr = int(self._stream().ptr)
-        codec = self._codecs.get((algorithm, ptr))
-        if codec is None:
-            nvcomp = _nvcomp()
-            codec = nvcomp.Codec(
-                algorithm=_NVCOMP_ALGORITHMS[algorithm],
-                bitstream_kind=nvcomp.BitstreamKind.RAW,
-                device_id=self.index,
-                cuda_stream=ptr,
-            )
-            self._codecs[(algorithm, ptr)] = codec
+        """nvCOMP's codec for ``algorithm`` on this device and the current stream, made once per
+        process (a Codec sets up its own scratch state; reads are many and short)."""
+        key = (algorithm, self.index, int(self._stream().ptr))
+        with _codec_lock:
+            codec = _CODECS.get(key)
+            if codec is not None:
+                _CODECS.move_to_end(key)
+                return codec
+        nvcomp = _nvcomp()
+        codec = nvcomp.Codec(
+            algorithm=_NVCOMP_ALGORITHMS[algorithm],
+            bitstream_kind=nvcomp.BitstreamKind.RAW,
+            device_id=self.index,
+            cuda_stream=key[2],
+        )
+        with _codec_lock:
+            _CODECS[key] = codec
+            while len(_CODECS) > _CODECS_MAX:
+                _CODECS.popitem(last=False)
         return codec
 
     def decompress_batch(
