@@ -179,7 +179,7 @@ def execute(
 
     def prepare(batch: int) -> BoundBatch:
         encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
-        return bind_batch(layout, plan, batch, encoded)
+        return bind_batch(layout, plan, batch, encoded, getattr(device, "host_empty", None))
 
     def report(bound: BoundBatch) -> None:
         for decoded in bound.host_decoded:
@@ -333,8 +333,6 @@ def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) ->
             raise CorruptChunkError(
                 task.key, f"{task.where}{algorithm} stream {s} of the batch {what}, expected {int(expected[s])}"
             )
-    for decoded in bound.host_decoded:
-        device.copy_host_to_device(decoded.data, work, decoded.offset)
     for kind in ("crc32", "adler32"):
         checks = [c for c in bound.checksums if c.checksum.kind == kind]
         if not checks:
@@ -607,8 +605,9 @@ class CudaDevice:
       before file reads land in buffers that the memory pool may have handed back from work
       still queued.
     * The CRC-32 of gzip and the Adler-32 of zlib streams are computed by our kernels
-      (kernels/crc32c.cu, kernels/adler32.cu) and compared on the host; stored Blosc blocks are
-      copied one slice at a time.
+      (kernels/crc32c.cu, kernels/adler32.cu) and compared on the host; stored streams (Blosc
+      memcpy'd blocks, uncompressed chunks from other stores, chunks decoded on the CPU) are one
+      device-to-device memcpy each.
     """
 
     def __init__(self, index: int = 0, stream: Any = None) -> None:
@@ -666,10 +665,21 @@ class CudaDevice:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         return self._cupy().empty(shape, dtype=dtype)
 
+    def host_empty(self, nbytes: int) -> npt.NDArray[np.uint8]:
+        """A page-locked host staging buffer: copies from it run at full PCIe speed."""
+        import cupyx
+
+        return cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
-        dst[offset : offset + host.size].set(host, stream=self._stream())
+        stream = self._stream()
+        dst[offset : offset + host.size].set(host, stream=stream)
+        # From pinned memory the copy is asynchronous; the host buffer returns to CuPy's pinned
+        # pool when the batch is dropped, so wait here rather than let a later batch refill it
+        # while the copy still reads it.
+        stream.synchronize()
 
     # -- file reads ------------------------------------------------------------------------------
 
@@ -784,8 +794,15 @@ class CudaDevice:
     def copy_spans(
         self, src: Any, src_offsets: Sequence[int], dst: Any, dst_offsets: Sequence[int], nbytes: Sequence[int]
     ) -> None:
+        """One asynchronous device-to-device memcpy per span, on the current stream."""
+        runtime = self._cupy().cuda.runtime
+        stream = int(self._stream().ptr)
+        src_base, dst_base = int(src.data.ptr), int(dst.data.ptr)
         for so, do, n in zip(src_offsets, dst_offsets, nbytes, strict=True):
-            dst[do : do + n] = src[so : so + n]
+            if so < 0 or do < 0 or so + n > src.size or do + n > dst.size:
+                raise ValueError(f"copy of {n} bytes from {so} to {do} leaves its buffer")
+            if n:
+                runtime.memcpyAsync(dst_base + do, src_base + so, n, runtime.memcpyDeviceToDevice, stream)
 
     def checksums(self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]) -> list[int]:
         views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]

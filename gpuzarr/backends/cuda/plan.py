@@ -26,7 +26,7 @@ zstd and LZ4 decompressors (``nvcomp<Alg>DecompressRequiredAlignments``) and ask
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ from ...codecs.pipeline import CodecPipeline
 from ...codecs.transpose import TransposeCodec
 from ...codecs.zstd import ZstdCodec
 from ...engine.layout import StorageLayout
-from ...engine.parallel import batches_by_bytes
+from ...engine.parallel import batches_by_bytes, run_tasks
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...plan.selection import ReadPlan
 from ...store.base import Buffer
@@ -427,7 +427,8 @@ def reads_directly(route: DecodeRoute) -> bool:
 
 @dataclass(frozen=True)
 class HostDecoded:
-    """A chunk decoded on the CPU, to be copied to ``offset`` of the work buffer."""
+    """A chunk decoded on the CPU (``reason`` says why), bound for ``offset`` of the work buffer
+    through the staging buffer and the batch's "copy" streams."""
 
     task: int
     offset: int
@@ -472,8 +473,27 @@ def _host_decode(
     return data
 
 
+def _host_decoded(
+    layout: StorageLayout, plan: GpuReadPlan, t: int, offset: int, data: npt.NDArray[np.uint8], reason: str
+) -> HostDecoded:
+    task = plan.tasks[t]
+    try:
+        decoded = _host_decode(layout, plan, task, data)
+    except CorruptChunkError as exc:
+        raise CorruptChunkError(task.key, f"{task.where}{exc.reason}") from exc
+    if decoded.size != task.decoded_nbytes:
+        raise CorruptChunkError(
+            task.key, f"{task.where}decoded to {decoded.size} bytes, expected {task.decoded_nbytes}"
+        )
+    return HostDecoded(t, offset, decoded, reason)
+
+
 def bind_batch(
-    layout: StorageLayout, plan: GpuReadPlan, batch: int, encoded: Sequence[Buffer | FileSpan | None]
+    layout: StorageLayout,
+    plan: GpuReadPlan,
+    batch: int,
+    encoded: Sequence[Buffer | FileSpan | None],
+    host_empty: Callable[[int], npt.NDArray[np.uint8]] | None = None,
 ) -> BoundBatch:
     """Bind batch ``batch`` of ``plan`` to the encoded bytes read for its tasks (None: missing;
     a :class:`FileSpan`: bytes the device reads from a file itself, see :func:`reads_directly`).
@@ -494,6 +514,7 @@ def bind_batch(
     source_of: dict[int, tuple[int, int]] = {}  # task -> (work offset, nbytes)
 
     direct: list[tuple[int, FileSpan]] = []
+    on_host: list[tuple[int, int, npt.NDArray[np.uint8], str]] = []
     for t, raw in zip(task_ids, encoded, strict=True):
         task = plan.tasks[t]
         if raw is None:
@@ -529,11 +550,7 @@ def bind_batch(
             except ValueError as exc:
                 raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
         if split is None:
-            try:
-                decoded = _host_decode(layout, plan, task, data)
-            except CorruptChunkError as exc:
-                raise CorruptChunkError(task.key, f"{task.where}{exc.reason}") from exc
-            host_decoded.append(HostDecoded(t, offset, decoded, reason or "cpu route"))
+            on_host.append((t, offset, data, reason or "cpu route"))
             continue
         target = offset
         if split.shuffle != "none":
@@ -563,7 +580,22 @@ def bind_batch(
         if split.checksum is not None:
             checksums.append(ChecksumCheck(t, split.checksum, offset, split.decoded_nbytes))
 
-    staging = np.zeros(align(staging_nbytes), dtype=np.uint8)
+    # Chunks the GPU cannot decode are decoded here, in parallel, and travel in the staging
+    # buffer with everything else: one host-to-device copy per batch.
+    host_decoded = run_tasks(lambda item: _host_decoded(layout, plan, *item), on_host)
+    for decoded in host_decoded:
+        start = align(staging_nbytes)
+        staging_parts.append((start, decoded.data))
+        staging_nbytes = start + decoded.data.size
+        group = groups.setdefault("copy", StreamGroup("copy"))
+        group.src_offsets.append(start)
+        group.src_nbytes.append(decoded.data.size)
+        group.dst_offsets.append(decoded.offset)
+        group.dst_nbytes.append(decoded.data.size)
+        group.owners.append(decoded.task)
+    # The bytes between streams are never read; the device's allocator (pinned memory on a GPU)
+    # may leave them uninitialised.
+    staging = (host_empty or _zeros)(align(staging_nbytes))
     for start, part in staging_parts:
         staging[start : start + part.size] = part
     # Chunks the device reads from files go after the host-filled prefix of the staging buffer
@@ -621,6 +653,10 @@ def bind_batch(
         file_reads,
         staging_nbytes,
     )
+
+
+def _zeros(nbytes: int) -> npt.NDArray[np.uint8]:
+    return np.zeros(nbytes, dtype=np.uint8)
 
 
 def _check_spans(group: StreamGroup, staging_nbytes: int, work_nbytes: int) -> None:
