@@ -12,7 +12,7 @@ import numpy as np
 from . import config
 from .attributes import Attributes
 from .backends import cpu
-from .backends.device import device_index, resolve_device
+from .backends.device import device_index, resolve_device_for
 from .engine.layout import StorageLayout
 from .engine.read import read_plan
 from .engine.write import write_plan
@@ -43,7 +43,7 @@ class Array:
     ) -> None:
         self.store = store
         self.path = path.strip("/")
-        self._device = resolve_device(device)
+        self._device = resolve_device_for(device, np.dtype(metadata.dtype))
         #: GPU reads: raise DeviceError instead of running any part on the CPU (None: the
         #: ``strict`` setting of gpuzarr.config)
         self.strict = strict

@@ -18,6 +18,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from typing import Any
+
+import numpy as np
 
 from ..errors import DeviceError
 
@@ -102,6 +105,31 @@ def resolve_device(device: str) -> str:
             raise DeviceError(f"{ENVIRONMENT_VARIABLE}={forced!r}: expected cpu, gpu, cuda or cuda:N")
         return resolve_device(forced)
     return _cuda("cuda") if gpu_available() else "cpu"
+
+
+def cupy_supports(dtype: np.dtype[Any]) -> bool:
+    """Whether CuPy arrays can hold ``dtype``: booleans, integers, floats and complex numbers.
+    Structured, raw (``r*``), extended-precision and ml_dtypes types (bfloat16, float8, int4,
+    ...) cannot."""
+    if dtype.fields is not None:
+        return False
+    if dtype.kind in "fc":
+        return dtype.itemsize <= (8 if dtype.kind == "f" else 16)  # no long double
+    return dtype.kind in "biu"
+
+
+def resolve_device_for(device: str, dtype: np.dtype[Any]) -> str:
+    """:func:`resolve_device` for an array of ``dtype``: "auto" stays on the CPU for data types
+    CuPy cannot hold, and asking for the GPU explicitly raises naming the type."""
+    resolved = resolve_device(device)
+    if resolved == "cpu" or cupy_supports(dtype):
+        return resolved
+    if device == "auto":
+        return "cpu"
+    raise DeviceError(
+        f"device={device!r}: CuPy arrays cannot hold the data type {dtype}; open this array with "
+        "device='cpu' (or 'auto')"
+    )
 
 
 def device_index(resolved: str) -> int | None:

@@ -9,11 +9,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import gpuzarr
 from gpuzarr import config
+from gpuzarr.backends.cuda.executor import CpuEmulatedDevice
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError, DeviceError
 
 from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
@@ -221,18 +223,17 @@ def test_sparse_points_fall_back_to_the_cpu_once(emulated_gpu: EmulatedGpu, capl
         _on_gpu(array).vindex[points]
 
 
-def test_item_sizes_without_a_kernel_fall_back(emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "dtype", [np.dtype([("a", "<i4"), ("b", "<f8", (2,))]), np.dtype(ml_dtypes.bfloat16), np.dtype("V3")]
+)
+def test_types_cupy_cannot_hold_stay_on_the_cpu(emulated_gpu: EmulatedGpu, dtype: np.dtype[Any]) -> None:
     store = gpuzarr.MemoryStore()
-    dtype = np.dtype([("a", "<i4"), ("b", "<f8", (2,))])
-    array = gpuzarr.create(store, zarr_format=2, shape=(9,), dtype=dtype, chunks=(4,))
-    data = np.zeros(9, dtype=dtype)
-    data["a"] = np.arange(9)
-    data["b"] = np.arange(18).reshape(9, 2) / 3
-    array[...] = data
-    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[1:8], data[1:8])
-        assert_bitwise_equal(_on_gpu(array)[[7, 1]], data[[7, 1]])
-    assert any("20-byte items" in r.getMessage() for r in caplog.records)
+    fmt = 2 if dtype.fields else 3
+    gpuzarr.create(store, zarr_format=fmt, shape=(9,), dtype=dtype, chunks=(4,), device="cpu")
+    assert gpuzarr.open(store).device == "cpu"
+    assert isinstance(gpuzarr.open(store)[...], np.ndarray)
+    with pytest.raises(DeviceError, match="cannot hold the data type"):
+        gpuzarr.open(store, device="gpu")
 
 
 @pytest.mark.parametrize("name", ["v2-delta-filter-cpu", "v3-blosc-blosclz-cpu", "v3-transpose-outside-sharding-cpu"])
@@ -310,3 +311,58 @@ def test_missing_chunks_raise_when_asked(emulated_gpu: EmulatedGpu) -> None:
     gpu._set_metadata(gpu.metadata)
     with pytest.raises(ChunkNotFoundError):
         gpu[...]
+
+
+class _FlakyDevice(CpuEmulatedDevice):
+    """Fails the first stream of every batched decode and reports wrong checksums: the device
+    saying no must not turn valid chunks into errors."""
+
+    def decompress_batch(self, algorithm: str, *args: Any) -> Any:
+        sizes = super().decompress_batch(algorithm, *args)
+        sizes[0] = -1
+        return sizes
+
+    def checksums(self, kind: Any, buffer: Any, offsets: Any, nbytes: Any) -> list[int]:
+        return [v ^ 1 for v in super().checksums(kind, buffer, offsets, nbytes)]
+
+
+@pytest.mark.parametrize("name", ["v3-zstd-f4", "v3-gzip-i2", "v2-zlib-bigendian-i4", "v3-blosc-zstd-bitshuffle-f8"])
+def test_streams_the_device_fails_are_decoded_on_the_cpu(
+    emulated_gpu: EmulatedGpu,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    name: str,
+) -> None:
+    from gpuzarr.backends.cuda import reader
+
+    monkeypatch.setattr(reader, "make_device", lambda index, stream: _FlakyDevice(index, stream))
+    array = make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    assert any("could not decode" in r.getMessage() for r in caplog.records)
+    strict = _on_gpu(array)
+    strict.strict = True
+    with pytest.raises(DeviceError, match="strict"):
+        strict[...]
+
+
+def _raw_block_frame(payload: bytes) -> bytes:
+    """A valid Zstandard frame that declares no content size: one raw block, 2 MiB window."""
+    block_header = (1 | (len(payload) << 3)).to_bytes(3, "little")  # last block, raw
+    return bytes.fromhex("28b52ffd") + bytes([0x00, 0x58]) + block_header + payload
+
+
+def test_zstd_frames_without_a_content_size_decode_on_the_cpu(
+    emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    array = _local(tmp_path, "v3-zstd-f4")
+    chunk = tmp_path / "a.zarr" / "c" / "0" / "0"
+    expected = cpu_result(array, Ellipsis)
+    chunk.write_bytes(_raw_block_frame(np.ascontiguousarray(expected[:16, :24]).tobytes()))
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[...], expected)
+    assert any("declares no content size" in r.getMessage() for r in caplog.records)
+    chunk.write_bytes(_raw_block_frame(np.ascontiguousarray(expected[:16, :20]).tobytes()))
+    with pytest.raises(CorruptChunkError, match="c/0/0"):
+        _on_gpu(array)[...]

@@ -121,3 +121,35 @@ def test_dlpack_to_torch() -> None:
     tensor = torch.from_dlpack(_on_gpu(array)[...])
     assert tensor.is_cuda
     np.testing.assert_array_equal(tensor.cpu().numpy(), cpu_result(array, Ellipsis))
+
+
+@pytest.mark.parametrize(
+    "codecs",
+    [
+        [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}],
+        [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip"}],
+        [
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 8}},
+        ],
+    ],
+    ids=["zstd", "gzip", "blosc-lz4"],
+)
+def test_large_chunks(tmp_path: Path, codecs: list[dict[str, Any]]) -> None:
+    """Chunks of 2 MiB, far above nvCOMP's 64 KiB default chunk size for its own formats."""
+    array = gpuzarr.create(
+        gpuzarr.LocalStore(tmp_path / "big.zarr"), shape=(1024, 768), dtype="<f8", chunks=(512, 512), codecs=codecs
+    )
+    array[...] = np.cumsum(np.random.default_rng(0).normal(size=1024 * 768)).reshape(1024, 768)
+    assert_bitwise_equal(_host(_on_gpu(array)[...]), cpu_result(array, Ellipsis))
+
+
+@pytest.mark.parametrize("name", ["v2-lz4-f8", "v2-zlib-bigendian-i4", "v3-gzip-i2", "v3-blosc-lz4-shuffle-u2"])
+def test_corrupt_streams_of_every_decoder(tmp_path: Path, name: str) -> None:
+    array = make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
+    key = array._layout.key((1, 1))
+    raw = bytes(array.store.get(key))  # type: ignore[arg-type]
+    array.store.set(key, raw[: len(raw) // 2])
+    with pytest.raises(CorruptChunkError) as info:
+        _on_gpu(array)[...]
+    assert info.value.key == key

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import config
+from ...codecs.zstd import frame_content_size
 from ...engine.layout import StorageLayout
 from ...engine.parallel import run_tasks
 from ...errors import CorruptChunkError
@@ -54,6 +55,7 @@ from .plan import (
     bind_batch,
     build_gpu_read_plan,
     check_assemble_launch,
+    decode_on_host,
     reads_directly,
 )
 
@@ -91,6 +93,10 @@ class Device(Protocol):
 
     def gather(self, box: Any, index: npt.NDArray[np.intp]) -> Any:
         """``box.ravel()[index]``: a new device array of ``index``'s shape."""
+
+    def peek(self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], width: int) -> npt.NDArray[np.uint8]:
+        """The first ``width`` bytes of each span of ``buffer`` on the host, (n, width), zero past
+        a span's end."""
 
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of ``nbytes`` bytes (contents undefined), 8-byte aligned."""
@@ -194,7 +200,7 @@ def execute(
     if nbatches == 1:
         bound = prepare(0)
         report(bound)
-        run_batch(plan, bound, device, out)
+        run_batch(plan, bound, device, out, layout=layout, on_fallback=on_fallback)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuzarr-prefetch") as prefetch:
         pending: Future[BoundBatch] = prefetch.submit(prepare, 0)
@@ -204,7 +210,7 @@ def execute(
                 pending = prefetch.submit(prepare, batch + 1)
             report(bound)
             try:
-                run_batch(plan, bound, device, out)
+                run_batch(plan, bound, device, out, layout=layout, on_fallback=on_fallback)
             except BaseException:
                 pending.cancel()
                 raise
@@ -293,8 +299,23 @@ def _inner_span(store: LocalStore, key: str, index: ShardIndex, task: ChunkTask)
     return FileSpan(path, start, n, version)
 
 
-def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) -> None:
-    """The device work of one bound batch: copy, decompress, verify, un-shuffle, assemble."""
+def run_batch(
+    plan: GpuReadPlan,
+    bound: BoundBatch,
+    device: Device,
+    out: Any,
+    *,
+    layout: StorageLayout | None = None,
+    on_fallback: Callable[[str], None] | None = None,
+) -> None:
+    """The device work of one bound batch: copy, read files, decompress, verify, un-shuffle,
+    assemble.
+
+    A stream the device fails to decode (or whose checksum differs) does not prove the chunk
+    corrupt: the CPU engine is the reference. With ``layout`` given, such chunks are decoded on
+    the CPU, which raises CorruptChunkError naming the key when the chunk really is corrupt, and
+    the result replaces the device's before the assemble launch (``on_fallback`` hears why).
+    """
     staging = device.alloc(max(bound.staging_nbytes, bound.staging.size, ALIGNMENT))
     if bound.staging.size:
         device.copy_host_to_device(bound.staging, staging)
@@ -304,10 +325,10 @@ def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) ->
         for read, n in zip(bound.file_reads, got_bytes, strict=True):
             if n != read.span.nbytes:
                 task = plan.tasks[read.task]
-                raise CorruptChunkError(
-                    task.key,
-                    f"{task.where}the file ended after {n} of {read.span.nbytes} bytes at offset {read.span.offset}",
-                )
+                what = "could not be read" if n < 0 else f"ended after {n} of {read.span.nbytes} bytes"
+                raise CorruptChunkError(task.key, f"{task.where}the file {what} at offset {read.span.offset}")
+    failed: dict[int, str] = {}  # task -> what the device said
+    _check_direct_zstd_headers(plan, bound, device, staging, failed)
     for algorithm, group in bound.groups.items():
         if algorithm == "copy":
             device.copy_spans(staging, group.src_offsets, work, group.dst_offsets, group.src_nbytes)
@@ -325,16 +346,12 @@ def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) ->
             dtype=np.int64,
         )
         expected = np.asarray(group.dst_nbytes, dtype=np.int64)
-        bad = np.flatnonzero(got != expected)
-        if bad.size:
-            s = int(bad[0])
-            task = plan.tasks[group.owners[s]]
+        for s in np.flatnonzero(got != expected).tolist():
             what = "failed" if got[s] < 0 else f"gave {int(got[s])} bytes"
-            raise CorruptChunkError(
-                task.key, f"{task.where}{algorithm} stream {s} of the batch {what}, expected {int(expected[s])}"
-            )
+            message = f"{algorithm} stream {s} of the batch {what}, expected {int(expected[s])}"
+            failed.setdefault(group.owners[s], message)
     for kind in ("crc32", "adler32"):
-        checks = [c for c in bound.checksums if c.checksum.kind == kind]
+        checks = [c for c in bound.checksums if c.checksum.kind == kind and c.task not in failed]
         if not checks:
             continue
         values = device.checksums(kind, work, [c.offset for c in checks], [c.nbytes for c in checks])
@@ -342,11 +359,7 @@ def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) ->
             continue
         for check, value in zip(checks, values, strict=True):
             if value != check.checksum.value:
-                task = plan.tasks[check.task]
-                raise CorruptChunkError(
-                    task.key,
-                    f"{task.where}{kind} mismatch: stored {check.checksum.value:#010x}, computed {value:#010x}",
-                )
+                failed[check.task] = f"{kind} mismatch: stored {check.checksum.value:#010x}, computed {value:#010x}"
     for launch in bound.unshuffles:
         device.launch_unshuffle(
             launch.kernel,
@@ -357,8 +370,71 @@ def run_batch(plan: GpuReadPlan, bound: BoundBatch, device: Device, out: Any) ->
             launch.typesizes,
             launch.partial_rule,
         )
+    if failed:
+        _decode_failed_on_cpu(plan, bound, device, work, failed, layout, on_fallback)
     if bound.assemble.nchunks:
         device.launch_assemble(out, work, bound.assemble)
+
+
+#: the longest Zstandard frame header: magic, descriptor, window, dictionary id, content size
+ZSTD_HEADER_BYTES = 18
+
+
+def _check_direct_zstd_headers(
+    plan: GpuReadPlan, bound: BoundBatch, device: Device, staging: Any, failed: dict[int, str]
+) -> None:
+    """The host checks every zstd frame header it sees (streams.split_zstd); frames the device
+    read from files get the same check from one small device-to-host copy. A frame that does not
+    declare the chunk's size goes to the CPU."""
+    reads = [r for r in bound.file_reads if r.target == "staging"]
+    if not reads:
+        return
+    headers = device.peek(staging, [r.offset for r in reads], [r.span.nbytes for r in reads], ZSTD_HEADER_BYTES)
+    for read, header in zip(reads, headers, strict=True):
+        expected = plan.tasks[read.task].decoded_nbytes
+        declared = frame_content_size(header[: read.span.nbytes])
+        if declared is None:
+            failed[read.task] = "zstd frame header declares no content size (or is not a frame header)"
+        elif declared != expected:
+            failed[read.task] = f"zstd frame declares {declared} decoded bytes, expected {expected}"
+
+
+def _decode_failed_on_cpu(
+    plan: GpuReadPlan,
+    bound: BoundBatch,
+    device: Device,
+    work: Any,
+    failed: dict[int, str],
+    layout: StorageLayout | None,
+    on_fallback: Callable[[str], None] | None,
+) -> None:
+    """Decode the chunks the device failed on the CPU, into their place in ``work``."""
+    first = min(failed)
+    task = plan.tasks[first]
+    if layout is None:
+        raise CorruptChunkError(task.key, f"{task.where}{failed[first]}")
+    reason = f"the device could not decode a chunk ({task.key}: {task.where}{failed[first]})"
+    if on_fallback is not None:
+        on_fallback(reason)
+    else:
+        logger.warning("gpuzarr: %s; decoding it on the CPU", reason)
+    for t in sorted(failed):
+        blob, offset = bound.encoded[t]
+        data = _read_span(plan.tasks[t].key, blob) if isinstance(blob, FileSpan) else blob
+        try:
+            decoded = decode_on_host(layout, plan, t, offset, data, reason)
+        except CorruptChunkError as exc:  # the CPU agrees: the chunk is corrupt
+            raise CorruptChunkError(exc.key, f"{exc.reason} (the device found: {failed[t]})") from exc
+        device.copy_host_to_device(decoded.data, work, offset)
+
+
+def _read_span(key: str, span: FileSpan) -> npt.NDArray[np.uint8]:
+    with open(span.path, "rb") as f:
+        f.seek(span.offset)
+        data = f.read(span.nbytes)
+    if len(data) != span.nbytes:
+        raise CorruptChunkError(key, f"the file ended after {len(data)} of {span.nbytes} bytes")
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 # --- devices ------------------------------------------------------------------------------------
@@ -415,6 +491,12 @@ class CpuEmulatedDevice:
 
     def copy(self, dst: np.ndarray[Any, Any], src: np.ndarray[Any, Any]) -> None:
         dst[...] = src
+
+    def peek(
+        self, buffer: npt.NDArray[np.uint8], offsets: Sequence[int], nbytes: Sequence[int], width: int
+    ) -> npt.NDArray[np.uint8]:
+        self.calls.append(("peek", len(offsets)))
+        return np.asarray(_peek_index(buffer.size, offsets, nbytes, width, lambda i: buffer[i]))
 
     def gather(self, box: np.ndarray[Any, Any], index: npt.NDArray[np.intp]) -> np.ndarray[Any, Any]:
         self.calls.append(("gather", index.size))
@@ -553,6 +635,7 @@ _kvikio_threads: int | None = None
 #: nvCOMP codecs by (algorithm, device, stream handle)
 _CODECS: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
 _CODECS_MAX = 32
+_CUDA_STREAM_LEGACY = 1
 _codec_lock = threading.Lock()
 
 
@@ -623,10 +706,11 @@ class CudaDevice:
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         cupy = self._cupy()
+        stream = None if self._user_stream is None else as_cupy_stream(self._user_stream)
         stack = contextlib.ExitStack()
         stack.enter_context(cupy.cuda.Device(self.index))
-        if self._user_stream is not None:
-            stack.enter_context(as_cupy_stream(self._user_stream))
+        if stream is not None:
+            stack.enter_context(stream)
         return stack
 
     def _stream(self) -> Any:
@@ -657,6 +741,10 @@ class CudaDevice:
         cupy = self._cupy()
         compact = index.astype(np.int32) if box.size < 2**31 else index  # half the bytes to copy
         return cupy.take(box.reshape(-1), cupy.asarray(compact))
+
+    def peek(self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], width: int) -> npt.NDArray[np.uint8]:
+        cupy = self._cupy()
+        return _peek_index(buffer.size, offsets, nbytes, width, lambda i: cupy.take(buffer, cupy.asarray(i)).get())
 
     def alloc(self, nbytes: int) -> Any:
         cupy = self._cupy()
@@ -703,6 +791,9 @@ class CudaDevice:
             raise RuntimeError("read_files needs kvikio")
         self._stream().synchronize()
         futures: list[Any] = []
+        # The handles stay referenced until every read has finished: a handle evicted from the
+        # cache meanwhile would otherwise be closed under its own read.
+        handles: list[Any] = []
         for read in reads:
             buffer = staging if read.target == "staging" else work
             n = read.span.nbytes
@@ -712,15 +803,30 @@ class CudaDevice:
                 futures.append(None)
                 continue
             view = buffer[read.offset : read.offset + n]
-            futures.append(self._file(kvikio, read.span).pread(view, n, read.span.offset))
-        return [0 if f is None else int(f.get()) for f in futures]
+            handles.append(self._file(kvikio, read.span))
+            futures.append(handles[-1].pread(view, n, read.span.offset))
+        done = []
+        for future in futures:
+            try:
+                done.append(0 if future is None else int(future.get()))
+            except (OSError, RuntimeError) as exc:  # e.g. the file shrank after it was located
+                logger.debug("gpuzarr: kvikio read failed: %s", exc)
+                done.append(-1)
+        del handles
+        return done
 
     # -- decoding --------------------------------------------------------------------------------
+
+    def _stream_handle(self) -> int:
+        """The current stream as a ``cudaStream_t`` for nvCOMP. CuPy's null stream is handle 0,
+        which nvCOMP's Codec would read as "no stream given" and make its own; the legacy
+        default stream's special handle (cudaStreamLegacy, 1) names it explicitly."""
+        return int(self._stream().ptr) or _CUDA_STREAM_LEGACY
 
     def _codec(self, algorithm: str) -> Any:
         """nvCOMP's codec for ``algorithm`` on this device and the current stream, made once per
         process (a Codec sets up its own scratch state; reads are many and short)."""
-        key = (algorithm, self.index, int(self._stream().ptr))
+        key = (algorithm, self.index, self._stream_handle())
         with _codec_lock:
             codec = _CODECS.get(key)
             if codec is not None:
@@ -751,19 +857,22 @@ class CudaDevice:
     ) -> npt.NDArray[np.int64]:
         nvcomp = _nvcomp()
         codec = self._codec(algorithm)
-        ptr = int(self._stream().ptr)
+        handle = self._stream_handle()
         try:
-            srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=ptr)
-            outs = nvcomp.as_arrays(dst, list(dst_offsets), list(dst_nbytes), cuda_stream=ptr)
-        except TypeError:  # nvCOMP before 6 cannot carve a batch out of one buffer
+            srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=handle)
+            outs = nvcomp.as_arrays(dst, list(dst_offsets), list(dst_nbytes), cuda_stream=handle)
+        except TypeError as exc:  # nvCOMP before 6 cannot carve a batch out of one buffer
+            _log_once(f"nvCOMP cannot carve batches ({exc}); decoding {algorithm} streams one at a time")
             return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
         try:
             result = codec.decode(srcs, out=outs)
-            sizes = getattr(result, "buffer_sizes", None)
-            got = list(dst_nbytes) if sizes is None else [int(n) for n in sizes]
-        except Exception:
+            sizes = result.buffer_sizes
+        except Exception as exc:
+            _reraise_device_errors(exc)
+            # A corrupt stream fails the whole call: decode one at a time to find which.
+            logger.debug("gpuzarr: batched %s decode failed (%s); decoding one at a time", algorithm, exc)
             return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
-        return np.asarray(got, dtype=np.int64)
+        return np.asarray([int(n) for n in sizes], dtype=np.int64)
 
     def _decode_one_by_one(
         self,
@@ -784,7 +893,9 @@ class CudaDevice:
             try:
                 decoded = codec.decode(nvcomp.as_array(src[so : so + sn]))
                 data = cupy.asarray(decoded).reshape(-1).view(cupy.uint8)
-            except Exception:
+            except Exception as exc:
+                _reraise_device_errors(exc)
+                logger.debug("gpuzarr: nvCOMP could not decode a stream: %s", exc)
                 continue
             if data.size <= dn:
                 dst[do : do + data.size] = data
@@ -865,6 +976,41 @@ class CudaDevice:
                 np.int32(launch.swap_width),
             ),
         )
+
+
+def _peek_index(
+    size: int, offsets: Sequence[int], nbytes: Sequence[int], width: int, take: Callable[[Any], Any]
+) -> npt.NDArray[np.uint8]:
+    """``take(flat indices)`` of the first ``width`` bytes of each span, zeroed past its end."""
+    start = np.asarray(offsets, dtype=np.int64).reshape(-1, 1)
+    length = np.asarray(nbytes, dtype=np.int64).reshape(-1, 1)
+    if start.size and (start.min() < 0 or (start + length).max() > size):
+        raise ValueError(f"peek: a span leaves the {size}-byte buffer")
+    column = np.arange(width, dtype=np.int64).reshape(1, -1)
+    inside = column < length
+    index = np.where(inside, start + column, 0)
+    if size == 0:
+        return np.zeros(index.shape, dtype=np.uint8)
+    got = np.asarray(take(index.reshape(-1)), dtype=np.uint8).reshape(index.shape)
+    return np.where(inside, got, 0).astype(np.uint8)
+
+
+_logged_notes: set[str] = set()
+
+
+def _log_once(note: str) -> None:
+    if note not in _logged_notes:
+        _logged_notes.add(note)
+        logger.info("gpuzarr: %s", note)
+
+
+def _reraise_device_errors(exc: Exception) -> None:
+    """Out-of-memory and CUDA errors are not corrupt data: let them through."""
+    if isinstance(exc, MemoryError):
+        raise exc
+    cupy = kernels.import_cupy()
+    if isinstance(exc, (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError)):
+        raise exc
 
 
 def _nvcomp() -> Any:

@@ -452,6 +452,9 @@ class BoundBatch:
     #: staging buffer (``staging``), so the two never overlap
     file_reads: list[FileRead] = field(default_factory=list)
     staging_nbytes: int = 0
+    #: task -> (its encoded bytes or file span, its decoded chunk's work offset): what a CPU
+    #: decode needs when the device fails a stream
+    encoded: dict[int, tuple[npt.NDArray[np.uint8] | FileSpan, int]] = field(default_factory=dict)
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:
@@ -473,7 +476,7 @@ def _host_decode(
     return data
 
 
-def _host_decoded(
+def decode_on_host(
     layout: StorageLayout, plan: GpuReadPlan, t: int, offset: int, data: npt.NDArray[np.uint8], reason: str
 ) -> HostDecoded:
     task = plan.tasks[t]
@@ -510,8 +513,8 @@ def bind_batch(
     groups: dict[str, StreamGroup] = {}
     unshuffles: dict[tuple[str, int], UnshuffleLaunch] = {}
     checksums: list[ChecksumCheck] = []
-    host_decoded: list[HostDecoded] = []
     source_of: dict[int, tuple[int, int]] = {}  # task -> (work offset, nbytes)
+    encoded_of: dict[int, npt.NDArray[np.uint8] | FileSpan] = {}
 
     direct: list[tuple[int, FileSpan]] = []
     on_host: list[tuple[int, int, npt.NDArray[np.uint8], str]] = []
@@ -526,7 +529,8 @@ def bind_batch(
                 raise ValueError(f"{task.key}: route {task.route.name!r} cannot be read straight from a file")
             direct.append((t, raw))
             continue
-        data = as_uint8(raw)
+        data = original = as_uint8(raw)
+        encoded_of[t] = original
         if task.route.crc32c:
             if data.size < 4:
                 raise CorruptChunkError(task.key, f"{task.where}crc32c: {data.size} bytes cannot hold a checksum")
@@ -550,7 +554,7 @@ def bind_batch(
             except ValueError as exc:
                 raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
         if split is None:
-            on_host.append((t, offset, data, reason or "cpu route"))
+            on_host.append((t, offset, original, reason or "cpu route"))
             continue
         target = offset
         if split.shuffle != "none":
@@ -582,7 +586,7 @@ def bind_batch(
 
     # Chunks the GPU cannot decode are decoded here, in parallel, and travel in the staging
     # buffer with everything else: one host-to-device copy per batch.
-    host_decoded = run_tasks(lambda item: _host_decoded(layout, plan, *item), on_host)
+    host_decoded = run_tasks(lambda item: decode_on_host(layout, plan, *item), on_host)
     for decoded in host_decoded:
         start = align(staging_nbytes)
         staging_parts.append((start, decoded.data))
@@ -604,6 +608,7 @@ def bind_batch(
     staging_nbytes = staging.size
     for t, span in direct:
         task = plan.tasks[t]
+        encoded_of[t] = span
         offset = work_nbytes
         work_nbytes = align(offset + task.decoded_nbytes)
         source_of[t] = (offset, task.decoded_nbytes)
@@ -652,6 +657,7 @@ def bind_batch(
         assemble,
         file_reads,
         staging_nbytes,
+        {t: (blob, source_of[t][0]) for t, blob in encoded_of.items()},
     )
 
 
