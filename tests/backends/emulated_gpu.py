@@ -12,7 +12,7 @@ import pytest
 
 from gpuzarr.backends import device as device_module
 from gpuzarr.backends.cuda import reader as reader_module
-from gpuzarr.backends.cuda.executor import CpuEmulatedDevice
+from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
 
 DEVICE_COUNT = 2
 

@@ -14,14 +14,10 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.backends.cuda.executor import CpuEmulatedDevice, read_gpu_plan
-from gpuzarr.backends.cuda.plan import (
-    ALIGNMENT,
-    GpuPlanError,
-    bind_batch,
-    build_gpu_read_plan,
-    decode_route,
-)
+from gpuzarr.backends.cuda.bind import bind_batch
+from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
+from gpuzarr.backends.cuda.executor import read_gpu_plan
+from gpuzarr.backends.cuda.plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan, decode_route
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
 

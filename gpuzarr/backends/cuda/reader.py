@@ -32,7 +32,8 @@ from ...errors import DeviceError
 from ...plan.selection import ReadPlan, plan_orthogonal
 from ...store.base import Store
 from ..cpu import empty as host_empty
-from .executor import CudaDevice, Device, execute
+from .cuda_device import CudaDevice
+from .executor import Device, execute
 from .gather import gather_plan
 from .plan import BATCH_BYTES, GpuPlanError, build_gpu_read_plan
 

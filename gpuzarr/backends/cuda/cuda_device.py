@@ -1,0 +1,404 @@
+"""The CUDA device: CuPy buffers, kvikio file reads, nvCOMP's batched decoders and the kernels
+of kernels/*.cu. This module and ``kernels`` are where cupy, nvidia.nvcomp and kvikio are
+imported, always inside functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ... import config
+from . import kernels
+from .bind import AssembleLaunch, FileRead, FileSpan, check_assemble_launch
+from .executor import ChecksumKind, peek_index
+
+logger = logging.getLogger("gpuzarr")
+
+_NVCOMP_ALGORITHMS = {"zstd": "Zstd", "deflate": "Deflate", "lz4": "LZ4"}
+#: open kvikio file handles, keyed by path and file version (see FileSpan.version), so that a
+#: file replaced by a writer is reopened rather than read through a stale handle
+_FILE_HANDLES: OrderedDict[tuple[str, tuple[int, int]], Any] = OrderedDict()
+_FILE_HANDLES_MAX = 256
+_file_lock = threading.Lock()
+_kvikio_threads: int | None = None
+#: nvCOMP codecs by (algorithm, device, stream handle)
+_CODECS: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+_CODECS_MAX = 32
+_CUDA_STREAM_LEGACY = 1
+_codec_lock = threading.Lock()
+
+
+def _kvikio() -> Any:
+    """kvikio, configured with ``gpuzarr.config`` ``io_threads``; None when it is not installed.
+
+    gpuzarr never sets kvikio's compatibility mode: kvikio chooses GDS where cuFile works and
+    POSIX reads through host bounce buffers otherwise.
+    """
+    global _kvikio_threads
+    try:
+        import kvikio
+        import kvikio.defaults
+    except ImportError:
+        return None
+    threads = config.get("io_threads")
+    if threads is not None and threads != _kvikio_threads:
+        kvikio.defaults.set("num_threads", int(threads))
+        _kvikio_threads = threads
+    return kvikio
+
+
+def as_cupy_stream(stream: Any) -> Any:
+    """A CuPy stream for ``stream``: a cupy Stream, anything with ``cuda_stream`` (a PyTorch
+    stream) or ``ptr``, or a raw ``cudaStream_t`` as an int."""
+    cupy = kernels.import_cupy()
+    if isinstance(stream, cupy.cuda.Stream | cupy.cuda.ExternalStream):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):
+        if hasattr(stream, attribute):
+            return cupy.cuda.ExternalStream(int(getattr(stream, attribute)))
+    if isinstance(stream, int):
+        return cupy.cuda.ExternalStream(stream)
+    raise TypeError(f"stream: expected a CuPy or PyTorch CUDA stream or a cudaStream_t int, got {stream!r}")
+
+
+class CudaDevice:
+    """CuPy buffers, nvCOMP's batched decoders (``nvidia.nvcomp``, RAW bitstreams), kvikio file
+    reads and the CUDA kernels of kernels/*.cu, on device ``index`` and ``stream`` (the current
+    CuPy stream when None). Every import happens inside the methods.
+
+    Written against the documented APIs of CuPy, kvikio 26 and ``nvidia.nvcomp`` 6 and NOT YET
+    RUN ON A GPU: tests/gpu/ is the check that has to pass before this is trusted. Choices:
+
+    * nvCOMP 6 carves a batch out of one buffer (``nvcomp.as_arrays(buffer, offsets, sizes)``),
+      so streams decode straight into the work buffer; with an older nvCOMP each stream is
+      decoded into its own allocation and copied. When a batched call fails, its streams are
+      decoded one at a time to name the corrupt chunk.
+    * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
+      before file reads land in buffers that the memory pool may have handed back from work
+      still queued.
+    * The CRC-32 of gzip and the Adler-32 of zlib streams are computed by our kernels
+      (kernels/crc32c.cu, kernels/adler32.cu) and compared on the host; stored streams (Blosc
+      memcpy'd blocks, uncompressed chunks from other stores, chunks decoded on the CPU) are one
+      device-to-device memcpy each.
+    """
+
+    def __init__(self, index: int = 0, stream: Any = None) -> None:
+        self.index = index
+        self._user_stream = stream
+        self.reads_files = _kvikio() is not None
+
+    @staticmethod
+    def _cupy() -> Any:
+        return kernels.import_cupy()
+
+    # -- context ---------------------------------------------------------------------------------
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        cupy = self._cupy()
+        stream = None if self._user_stream is None else as_cupy_stream(self._user_stream)
+        stack = contextlib.ExitStack()
+        stack.enter_context(cupy.cuda.Device(self.index))
+        if stream is not None:
+            stack.enter_context(stream)
+        return stack
+
+    def _stream(self) -> Any:
+        return self._cupy().cuda.get_current_stream()
+
+    def free_memory(self) -> int | None:
+        cupy = self._cupy()
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+
+    # -- arrays ----------------------------------------------------------------------------------
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, self._cupy().ndarray)
+
+    def is_contiguous(self, value: Any) -> bool:
+        return bool(value.flags.c_contiguous)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        return self._cupy().asarray(host)
+
+    def copy(self, dst: Any, src: Any) -> None:
+        self._cupy().copyto(dst, src)
+
+    def gather(self, box: Any, index: npt.NDArray[np.intp]) -> Any:
+        if index.size and (index.min() < 0 or index.max() >= box.size):
+            raise ValueError(f"gather: an index leaves the {box.size}-element box")
+        cupy = self._cupy()
+        compact = index.astype(np.int32) if box.size < 2**31 else index  # half the bytes to copy
+        return cupy.take(box.reshape(-1), cupy.asarray(compact))
+
+    def peek(self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], width: int) -> npt.NDArray[np.uint8]:
+        cupy = self._cupy()
+        return peek_index(buffer.size, offsets, nbytes, width, lambda i: cupy.take(buffer, cupy.asarray(i)).get())
+
+    def alloc(self, nbytes: int) -> Any:
+        cupy = self._cupy()
+        return cupy.empty(nbytes, dtype=cupy.uint8)
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+        return self._cupy().empty(shape, dtype=dtype)
+
+    def host_empty(self, nbytes: int) -> npt.NDArray[np.uint8]:
+        """A page-locked host staging buffer: copies from it run at full PCIe speed."""
+        import cupyx
+
+        return cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+
+    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
+        if offset < 0 or offset + host.size > dst.size:
+            raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
+        stream = self._stream()
+        dst[offset : offset + host.size].set(host, stream=stream)
+        # From pinned memory the copy is asynchronous; the host buffer returns to CuPy's pinned
+        # pool when the batch is dropped, so wait here rather than let a later batch refill it
+        # while the copy still reads it.
+        stream.synchronize()
+
+    # -- file reads ------------------------------------------------------------------------------
+
+    def _file(self, kvikio: Any, span: FileSpan) -> Any:
+        key = (span.path, span.version)
+        with _file_lock:
+            handle = _FILE_HANDLES.get(key)
+            if handle is not None:
+                _FILE_HANDLES.move_to_end(key)
+                return handle
+        handle = kvikio.CuFile(span.path, "r")
+        with _file_lock:
+            _FILE_HANDLES[key] = handle
+            while len(_FILE_HANDLES) > _FILE_HANDLES_MAX:
+                _FILE_HANDLES.popitem(last=False)  # closed when the last reader drops it
+        return handle
+
+    def read_files(self, reads: Sequence[FileRead], staging: Any, work: Any) -> list[int]:
+        kvikio = _kvikio()
+        if kvikio is None:
+            raise RuntimeError("read_files needs kvikio")
+        self._stream().synchronize()
+        futures: list[Any] = []
+        # The handles stay referenced until every read has finished: a handle evicted from the
+        # cache meanwhile would otherwise be closed under its own read.
+        handles: list[Any] = []
+        for read in reads:
+            buffer = staging if read.target == "staging" else work
+            n = read.span.nbytes
+            if read.offset < 0 or read.offset + n > buffer.size:
+                raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
+            if n == 0:
+                futures.append(None)
+                continue
+            view = buffer[read.offset : read.offset + n]
+            handles.append(self._file(kvikio, read.span))
+            futures.append(handles[-1].pread(view, n, read.span.offset))
+        done = []
+        for future in futures:
+            try:
+                done.append(0 if future is None else int(future.get()))
+            except (OSError, RuntimeError) as exc:  # e.g. the file shrank after it was located
+                logger.debug("gpuzarr: kvikio read failed: %s", exc)
+                done.append(-1)
+        del handles
+        return done
+
+    # -- decoding --------------------------------------------------------------------------------
+
+    def _stream_handle(self) -> int:
+        """The current stream as a ``cudaStream_t`` for nvCOMP. CuPy's null stream is handle 0,
+        which nvCOMP's Codec would read as "no stream given" and make its own; the legacy
+        default stream's special handle (cudaStreamLegacy, 1) names it explicitly."""
+        return int(self._stream().ptr) or _CUDA_STREAM_LEGACY
+
+    def _codec(self, algorithm: str) -> Any:
+        """nvCOMP's codec for ``algorithm`` on this device and the current stream, made once per
+        process (a Codec sets up its own scratch state; reads are many and short)."""
+        key = (algorithm, self.index, self._stream_handle())
+        with _codec_lock:
+            codec = _CODECS.get(key)
+            if codec is not None:
+                _CODECS.move_to_end(key)
+                return codec
+        nvcomp = _nvcomp()
+        codec = nvcomp.Codec(
+            algorithm=_NVCOMP_ALGORITHMS[algorithm],
+            bitstream_kind=nvcomp.BitstreamKind.RAW,
+            device_id=self.index,
+            cuda_stream=key[2],
+        )
+        with _codec_lock:
+            _CODECS[key] = codec
+            while len(_CODECS) > _CODECS_MAX:
+                _CODECS.popitem(last=False)
+        return codec
+
+    def decompress_batch(
+        self,
+        algorithm: str,
+        src: Any,
+        src_offsets: Sequence[int],
+        src_nbytes: Sequence[int],
+        dst: Any,
+        dst_offsets: Sequence[int],
+        dst_nbytes: Sequence[int],
+    ) -> npt.NDArray[np.int64]:
+        nvcomp = _nvcomp()
+        codec = self._codec(algorithm)
+        handle = self._stream_handle()
+        try:
+            srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=handle)
+            outs = nvcomp.as_arrays(dst, list(dst_offsets), list(dst_nbytes), cuda_stream=handle)
+        except TypeError as exc:  # nvCOMP before 6 cannot carve a batch out of one buffer
+            _log_once(f"nvCOMP cannot carve batches ({exc}); decoding {algorithm} streams one at a time")
+            return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
+        try:
+            result = codec.decode(srcs, out=outs)
+            sizes = result.buffer_sizes
+        except Exception as exc:
+            _reraise_device_errors(exc)
+            # A corrupt stream fails the whole call: decode one at a time to find which.
+            logger.debug("gpuzarr: batched %s decode failed (%s); decoding one at a time", algorithm, exc)
+            return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
+        return np.asarray([int(n) for n in sizes], dtype=np.int64)
+
+    def _decode_one_by_one(
+        self,
+        codec: Any,
+        src: Any,
+        src_offsets: Sequence[int],
+        src_nbytes: Sequence[int],
+        dst: Any,
+        dst_offsets: Sequence[int],
+        dst_nbytes: Sequence[int],
+    ) -> npt.NDArray[np.int64]:
+        """Decode each stream into its own allocation and copy it to its place; -1 where a
+        stream fails or does not fit."""
+        nvcomp = _nvcomp()
+        cupy = self._cupy()
+        sizes = np.full(len(src_offsets), -1, dtype=np.int64)
+        for i, (so, sn, do, dn) in enumerate(zip(src_offsets, src_nbytes, dst_offsets, dst_nbytes, strict=True)):
+            try:
+                decoded = codec.decode(nvcomp.as_array(src[so : so + sn]))
+                data = cupy.asarray(decoded).reshape(-1).view(cupy.uint8)
+            except Exception as exc:
+                _reraise_device_errors(exc)
+                logger.debug("gpuzarr: nvCOMP could not decode a stream: %s", exc)
+                continue
+            if data.size <= dn:
+                dst[do : do + data.size] = data
+                sizes[i] = data.size
+        return sizes
+
+    def copy_spans(
+        self, src: Any, src_offsets: Sequence[int], dst: Any, dst_offsets: Sequence[int], nbytes: Sequence[int]
+    ) -> None:
+        """One asynchronous device-to-device memcpy per span, on the current stream."""
+        runtime = self._cupy().cuda.runtime
+        stream = int(self._stream().ptr)
+        src_base, dst_base = int(src.data.ptr), int(dst.data.ptr)
+        for so, do, n in zip(src_offsets, dst_offsets, nbytes, strict=True):
+            if so < 0 or do < 0 or so + n > src.size or do + n > dst.size:
+                raise ValueError(f"copy of {n} bytes from {so} to {do} leaves its buffer")
+            if n:
+                runtime.memcpyAsync(dst_base + do, src_base + so, n, runtime.memcpyDeviceToDevice, stream)
+
+    def checksums(self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]) -> list[int]:
+        views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
+        sums = kernels.launch_checksums(kind, views, np.asarray(nbytes, dtype=np.int64))
+        return [int(v) for v in sums.get().tolist()]
+
+    # -- kernels ---------------------------------------------------------------------------------
+
+    def launch_unshuffle(
+        self,
+        kernel: str,
+        buffer: Any,
+        src_offsets: Sequence[int],
+        dst_offsets: Sequence[int],
+        nbytes: Sequence[int],
+        typesizes: Sequence[int],
+        partial_rule: int,
+    ) -> None:
+        kernels.launch_unshuffle(
+            kernel,
+            [buffer[o : o + n] for o, n in zip(src_offsets, nbytes, strict=True)],
+            [buffer[o : o + n] for o, n in zip(dst_offsets, nbytes, strict=True)],
+            nbytes,
+            typesizes,
+            partial_rule=partial_rule,
+        )
+
+    def launch_assemble(self, out: Any, work: Any, launch: AssembleLaunch) -> None:
+        cupy = self._cupy()
+        if not out.flags.c_contiguous:
+            raise ValueError("assemble: the output must be C-contiguous")
+        check_assemble_launch(launch, out.nbytes, work.size)
+        if out.size == 0 or launch.nchunks == 0:
+            return
+        base = work.data.ptr
+        pointers = np.array([0 if o < 0 else base + o for o in launch.source_offsets.tolist()], dtype=np.uint64)
+        largest = int(launch.extents[:, : launch.ndim].prod(axis=1).max()) if launch.ndim else 1
+        block = kernels.BLOCK_THREADS
+        grid = (
+            max(1, min(-(-largest // block), kernels.MAX_GRID_X)),
+            max(1, min(launch.nchunks, kernels.MAX_GRID_Y)),
+            1,
+        )
+        kernels.get_kernel("assemble_chunks")(
+            grid,
+            (block,),
+            (
+                out,
+                cupy.asarray(launch.out_strides),
+                cupy.asarray(pointers),
+                cupy.asarray(launch.src_strides),
+                cupy.asarray(launch.src_offsets),
+                cupy.asarray(launch.src_steps),
+                cupy.asarray(launch.dst_offsets),
+                cupy.asarray(launch.extents),
+                cupy.asarray(launch.fill_value),
+                np.int32(launch.nchunks),
+                np.int32(launch.ndim),
+                np.int32(launch.itemsize),
+                np.int32(launch.swap_width),
+            ),
+        )
+
+
+_logged_notes: set[str] = set()
+
+
+def _log_once(note: str) -> None:
+    if note not in _logged_notes:
+        _logged_notes.add(note)
+        logger.info("gpuzarr: %s", note)
+
+
+def _reraise_device_errors(exc: Exception) -> None:
+    """Out-of-memory and CUDA errors are not corrupt data: let them through."""
+    if isinstance(exc, MemoryError):
+        raise exc
+    cupy = kernels.import_cupy()
+    if isinstance(exc, (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError)):
+        raise exc
+
+
+def _nvcomp() -> Any:
+    try:
+        from nvidia import nvcomp
+    except ImportError as exc:
+        raise ImportError(f"gpuzarr's GPU decoders need nvidia-nvcomp; {kernels.GPU_EXTRA_HINT}") from exc
+    return nvcomp
+
+
+__all__ = ["CudaDevice", "as_cupy_stream"]

@@ -1,0 +1,210 @@
+"""A device made of NumPy buffers, for running the GPU read path on any machine.
+
+CPU decoders of nvCOMP's raw bitstreams (zstd frames, raw deflate, LZ4 blocks) and the NumPy
+models of the kernels (``kernel_reference``) stand in for the device calls, so the executor's
+host-side logic (batching, stream splitting, staging layout, kernel arguments) is checked in CI
+against the CPU engine, bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import kernel_reference, kernels
+from .bind import AssembleLaunch, FileRead, check_assemble_launch
+from .executor import ChecksumKind, peek_index
+
+POISON = 0xAB
+
+
+def _decode_stream_on_cpu(algorithm: str, data: bytes, limit: int) -> bytes:
+    """Decode one raw nvCOMP bitstream with a CPU library (at most ``limit`` + 1 bytes)."""
+    if algorithm == "deflate":
+        d = zlib.decompressobj(wbits=-15)
+        result = d.decompress(data, limit + 1)
+        if not d.eof:
+            raise ValueError("raw deflate stream is truncated or longer than its output")
+        return result
+    if algorithm == "zstd":
+        from numcodecs import Zstd
+
+        return bytes(Zstd().decode(data))
+    if algorithm == "lz4":
+        from numcodecs import LZ4
+
+        # numcodecs' LZ4 format is the raw block behind a 4-byte decoded size.
+        return bytes(LZ4().decode(struct.pack("<I", limit) + data))
+    raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+class CpuEmulatedDevice:
+    """A device made of NumPy buffers, CPU decoders of nvCOMP's raw formats and the NumPy models
+    of the kernels: the executor's host-side logic runs unchanged and can be checked on any
+    machine. New buffers are filled with 0xAB so that bytes nobody writes show up."""
+
+    def __init__(self, index: int = 0, stream: Any = None, *, reads_files: bool = True) -> None:
+        self.index = index
+        self.stream = stream
+        self.reads_files = reads_files
+        self.calls: list[tuple[str, int]] = []
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def free_memory(self) -> int | None:
+        return None
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)
+
+    def is_contiguous(self, value: Any) -> bool:
+        return bool(value.flags.c_contiguous)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        self.calls.append(("from_host", host.nbytes))
+        return np.array(host, copy=True)
+
+    def copy(self, dst: np.ndarray[Any, Any], src: np.ndarray[Any, Any]) -> None:
+        dst[...] = src
+
+    def peek(
+        self, buffer: npt.NDArray[np.uint8], offsets: Sequence[int], nbytes: Sequence[int], width: int
+    ) -> npt.NDArray[np.uint8]:
+        self.calls.append(("peek", len(offsets)))
+        return np.asarray(peek_index(buffer.size, offsets, nbytes, width, lambda i: buffer[i]))
+
+    def gather(self, box: np.ndarray[Any, Any], index: npt.NDArray[np.intp]) -> np.ndarray[Any, Any]:
+        self.calls.append(("gather", index.size))
+        if index.size and (index.min() < 0 or index.max() >= box.size):
+            raise ValueError(f"gather: an index leaves the {box.size}-element box")
+        return np.ascontiguousarray(box).reshape(-1)[index]
+
+    def read_files(
+        self, reads: Sequence[FileRead], staging: npt.NDArray[np.uint8], work: npt.NDArray[np.uint8]
+    ) -> list[int]:
+        self.calls.append(("read_files", len(reads)))
+        done = []
+        for read in reads:
+            buffer = staging if read.target == "staging" else work
+            n = read.span.nbytes
+            if read.offset < 0 or read.offset + n > buffer.size:
+                raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
+            with open(read.span.path, "rb") as f:
+                f.seek(read.span.offset)
+                data = f.read(n)
+            buffer[read.offset : read.offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+            done.append(len(data))
+        return done
+
+    def alloc(self, nbytes: int) -> npt.NDArray[np.uint8]:
+        return np.full(nbytes, POISON, dtype=np.uint8)
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return np.full(nbytes, POISON, dtype=np.uint8).view(dtype).reshape(shape)
+
+    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], offset: int = 0) -> None:
+        if offset < 0 or offset + host.size > dst.size:
+            raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
+        dst[offset : offset + host.size] = host
+
+    def decompress_batch(
+        self,
+        algorithm: str,
+        src: npt.NDArray[np.uint8],
+        src_offsets: Sequence[int],
+        src_nbytes: Sequence[int],
+        dst: npt.NDArray[np.uint8],
+        dst_offsets: Sequence[int],
+        dst_nbytes: Sequence[int],
+    ) -> npt.NDArray[np.int64]:
+        self.calls.append((algorithm, len(src_offsets)))
+        sizes = np.full(len(src_offsets), -1, dtype=np.int64)
+        for i, (so, sn, do, dn) in enumerate(zip(src_offsets, src_nbytes, dst_offsets, dst_nbytes, strict=True)):
+            if so + sn > src.size or do + dn > dst.size:
+                raise ValueError(f"{algorithm}: stream {i} span leaves its buffer")
+            try:
+                result = _decode_stream_on_cpu(algorithm, src[so : so + sn].tobytes(), dn)
+            except Exception:
+                continue
+            if len(result) <= dn:  # nvCOMP fails streams whose output does not fit
+                dst[do : do + len(result)] = np.frombuffer(result, dtype=np.uint8)
+                sizes[i] = len(result)
+        return sizes
+
+    def copy_spans(
+        self,
+        src: npt.NDArray[np.uint8],
+        src_offsets: Sequence[int],
+        dst: npt.NDArray[np.uint8],
+        dst_offsets: Sequence[int],
+        nbytes: Sequence[int],
+    ) -> None:
+        self.calls.append(("copy", len(nbytes)))
+        for so, do, n in zip(src_offsets, dst_offsets, nbytes, strict=True):
+            dst[do : do + n] = src[so : so + n]
+
+    def checksums(
+        self, kind: ChecksumKind, buffer: npt.NDArray[np.uint8], offsets: Sequence[int], nbytes: Sequence[int]
+    ) -> list[int]:
+        self.calls.append((kind, len(offsets)))
+        views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
+        sizes = kernels.check_crc32c([v.size for v in views], nbytes, kind)
+        sums = np.zeros(sizes.size, dtype=np.uint32)
+        model = kernel_reference.crc32_batch if kind == "crc32" else kernel_reference.adler32_batch
+        model(views, sizes, sums, sizes.size, block_threads=kernels.BLOCK_THREADS)
+        return [int(v) for v in sums]
+
+    def launch_unshuffle(
+        self,
+        kernel: str,
+        buffer: npt.NDArray[np.uint8],
+        src_offsets: Sequence[int],
+        dst_offsets: Sequence[int],
+        nbytes: Sequence[int],
+        typesizes: Sequence[int],
+        partial_rule: int,
+    ) -> None:
+        self.calls.append((kernel, len(nbytes)))
+        src = [buffer[o:] for o in src_offsets]
+        dst = [buffer[o:] for o in dst_offsets]
+        sizes, types = kernels.check_blocks(kernel, [s.size for s in src], [d.size for d in dst], nbytes, typesizes)
+        if kernel == "byte_unshuffle":
+            kernel_reference.byte_unshuffle(src, dst, sizes, types, sizes.size)
+        else:
+            kernel_reference.bit_unshuffle(src, dst, sizes, types, sizes.size, partial_rule)
+
+    def launch_assemble(self, out: np.ndarray[Any, Any], work: npt.NDArray[np.uint8], launch: AssembleLaunch) -> None:
+        self.calls.append(("assemble_chunks", launch.nchunks))
+        if not out.flags.c_contiguous:
+            raise ValueError("assemble: the output must be C-contiguous")
+        check_assemble_launch(launch, out.nbytes, work.size)
+        sources = [
+            None if o < 0 else work[o : o + n]
+            for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())
+        ]
+        kernel_reference.assemble_chunks(
+            out.reshape(-1).view(np.uint8),
+            launch.out_strides,
+            sources,
+            launch.src_strides,
+            launch.src_offsets,
+            launch.src_steps,
+            launch.dst_offsets,
+            launch.extents,
+            launch.fill_value,
+            launch.nchunks,
+            launch.ndim,
+            launch.itemsize,
+            launch.swap_width,
+        )
+
+
+__all__ = ["POISON", "CpuEmulatedDevice"]
