@@ -1,11 +1,13 @@
 """Execute a GpuReadPlan through a device object.
 
-The executor holds the order of work and nothing device-specific: per batch it reads the encoded
-bytes on the host (shard indexes first, then coalesced inner-chunk ranges, through
-``store.sharding``), binds them to the plan (``bind.bind_batch``: streams, staging layout, kernel
-arguments, all validated), copies the staging buffer to the device once, runs one batched
-decompression per nvCOMP algorithm, the Blosc un-shuffles and one assemble launch. A device is
-any object with the methods of :class:`Device`:
+The executor holds the order of work and nothing device-specific. Per batch, on a helper thread
+while the device works on the previous batch, it reads the encoded bytes on the host (shard
+indexes first, then coalesced inner-chunk ranges, through ``store.sharding``), or, for zstd and
+uncompressed chunks in local files, lists the file spans the device reads itself (kvikio); then
+it binds them to the plan (``bind.bind_batch``: streams, staging layout, kernel arguments, all
+validated). On the device: one host-to-device copy of the staging buffer, the file reads, one
+batched decompression per nvCOMP algorithm, checksums, the Blosc un-shuffles and one assemble
+launch. A device is any object with the methods of :class:`Device`:
 
 * ``emulated.CpuEmulatedDevice`` — NumPy buffers, CPU decoders of each nvCOMP bitstream (zstd
   frames, raw deflate, LZ4 blocks) and the NumPy kernel models of ``kernel_reference``. CI runs
@@ -13,8 +15,9 @@ any object with the methods of :class:`Device`:
 * ``cuda_device.CudaDevice`` — CuPy buffers, kvikio reads, nvCOMP's batched decoders and the
   kernels of kernels/*.cu.
 
-Chunks the GPU cannot decode (see ``plan.decode_route``) are decoded on the CPU and copied; the
-first time each reason occurs it is logged.
+Chunks the GPU has no decoder for (see ``plan.decode_route``) are decoded on the CPU while the
+batch is bound; chunks whose streams the device fails are decoded on the CPU afterwards, and
+only the CPU calls a chunk corrupt. Each reason is reported once per read.
 """
 
 from __future__ import annotations
