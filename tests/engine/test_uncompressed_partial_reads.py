@@ -1,0 +1,65 @@
+"""Uncompressed chunks that a selection only partly covers are read as the byte span between
+their first and last selected element (engine.read._read_uncompressed_part)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.engine.read import _selected_byte_span
+from gpuzarr.errors import CorruptChunkError
+from gpuzarr.plan.selection import ChunkProjection
+
+RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
+SELECTIONS: list[Any] = [
+    (slice(3, 40), slice(5, 29), slice(0, 1)),
+    (slice(None, None, -3), 7, slice(2, 9, 2)),
+    (17, 18, 19),
+    (slice(30, 31), slice(None), slice(None)),
+]
+
+
+@pytest.fixture(params=["local", "memory"])
+def array(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[gpuzarr.Array, np.ndarray[Any, Any]]:
+    store = gpuzarr.LocalStore(tmp_path / "a.zarr") if request.param == "local" else gpuzarr.MemoryStore()
+    a = gpuzarr.create(store, shape=(45, 33, 21), dtype="<u4", chunks=(16, 16, 16), codecs=RAW)
+    values = np.arange(45 * 33 * 21, dtype="<u4").reshape(45, 33, 21)
+    a[...] = values
+    return a, values
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_partial_reads_match_numpy(array: tuple[gpuzarr.Array, Any], selection: Any) -> None:
+    a, values = array
+    np.testing.assert_array_equal(a[selection], values[selection])
+
+
+def test_orthogonal_and_point_reads(array: tuple[gpuzarr.Array, Any]) -> None:
+    a, values = array
+    rows = np.array([40, 2, 17])
+    np.testing.assert_array_equal(a.oindex[rows, 3:30, [0, 20]], values[np.ix_(rows, np.arange(3, 30), [0, 20])])
+    np.testing.assert_array_equal(a.vindex[rows, rows % 33, rows % 21], values[rows, rows % 33, rows % 21])
+
+
+def test_truncated_chunk_is_corrupt_even_when_the_span_is_intact(tmp_path: Path) -> None:
+    store = gpuzarr.LocalStore(tmp_path / "t.zarr")
+    a = gpuzarr.create(store, shape=(32, 32), dtype="<u2", chunks=(32, 32), codecs=RAW)
+    a[...] = 1
+    os.truncate(tmp_path / "t.zarr" / "c" / "0" / "0", 32 * 32 * 2 - 2)
+    with pytest.raises(CorruptChunkError, match="c/0/0"):
+        a[0:2, 0:2]
+
+
+def test_selected_byte_span() -> None:
+    def p(*sel: Any) -> ChunkProjection:
+        return ChunkProjection((0, 0), sel, (), False)
+
+    assert _selected_byte_span([p(slice(2, 4), slice(1, 3))], (8, 10), 4) == ((2 * 10 + 1) * 4, (3 * 10 + 2 + 1) * 4)
+    assert _selected_byte_span([p(1, slice(None, None, -1))], (8, 10), 1) == (10, 20)
+    assert _selected_byte_span([p(np.array([[5], [2]]), np.array([[7, 0]]))], (8, 10), 2) == (40, 116)
+    assert _selected_byte_span([p(slice(3, 3), slice(None))], (8, 10), 1) is None
