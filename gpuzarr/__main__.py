@@ -46,9 +46,9 @@ def demo(size: int, device: str, keep: str | None) -> int:
         t0 = time.perf_counter()
         back = reopened[...]
         if reopened.device != "cpu":
-            import cupy  # the read is queued on the current stream: time it to completion
+            from gpuzarr.backends.cuda.runtime import synchronize
 
-            cupy.cuda.get_current_stream().synchronize()
+            synchronize()  # the read is queued on the current stream: time it to completion
         t_read = time.perf_counter() - t0
         host = back.get() if hasattr(back, "get") else back
         if not np.array_equal(host, data):

@@ -21,10 +21,29 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     device arrays (``__cuda_array_interface__`` or a CUDA ``__dlpack__``: CuPy, PyTorch), which
     are copied to the host through ``backends.cuda.host``.
     """
-    from .cuda.host import device_to_host, is_device_array  # imports no GPU library by itself
-
     if is_device_array(value):
+        from .cuda.host import device_to_host
+
         value = device_to_host(value)
     elif not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):
         value = np.from_dlpack(value)
     return np.asarray(value, dtype=dtype)
+
+
+#: DLPack device types whose memory the host cannot read directly (kDLCUDA, kDLCUDAManaged, kDLROCM)
+_DEVICE_KINDS = (2, 13, 10)
+
+
+def is_device_array(value: Any) -> bool:
+    """Whether ``value`` lives in GPU memory (checked without importing any GPU library)."""
+    if isinstance(value, np.ndarray):
+        return False
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    device = getattr(value, "__dlpack_device__", None)
+    if device is None:
+        return False
+    try:
+        return int(device()[0]) in _DEVICE_KINDS
+    except Exception:
+        return False

@@ -9,14 +9,12 @@ A device string resolves once, when an array is opened, to ``"cpu"`` or ``"cuda:
   ``GPUZARR_DEVICE`` (``cpu``, ``gpu``, ``cuda:N``), when set, is what ``"auto"`` means: CI jobs
   and test suites on GPU hosts use it to keep NumPy results.
 
-Probing imports CuPy only when it is installed (``importlib.util.find_spec`` first), so a
-machine without the GPU extra pays nothing. The probe runs once per process.
+The probe (``backends.cuda.runtime.probe``) imports CuPy only when it is installed, so a
+machine without the GPU extra pays nothing; it runs once per process.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 from typing import Any
 
@@ -26,28 +24,12 @@ from ..errors import DeviceError
 
 DEVICES = ("auto", "cpu", "gpu", "cuda")
 ENVIRONMENT_VARIABLE = "GPUZARR_DEVICE"
-GPU_EXTRA_HINT = 'install the gpu extra: pip install "gpuzarr[gpu]"'
 
 
-@functools.cache
 def _probe() -> tuple[str | None, int]:
-    """(why the GPU path cannot run or None, number of CUDA devices)."""
-    if importlib.util.find_spec("cupy") is None:
-        return f"CuPy is not installed; {GPU_EXTRA_HINT}", 0
-    try:
-        import cupy
+    from .cuda.runtime import probe
 
-        if not cupy.is_available():
-            return "CuPy sees no usable CUDA device", 0
-        count = int(cupy.cuda.runtime.getDeviceCount())
-    except Exception as exc:
-        return f"CuPy cannot reach a CUDA device ({type(exc).__name__}: {exc})", 0
-    try:
-        if importlib.util.find_spec("nvidia.nvcomp") is None:
-            return f"nvCOMP (nvidia-nvcomp) is not installed; {GPU_EXTRA_HINT}", count
-    except ModuleNotFoundError:  # no "nvidia" namespace package at all
-        return f"nvCOMP (nvidia-nvcomp) is not installed; {GPU_EXTRA_HINT}", count
-    return None, count
+    return probe()
 
 
 def gpu_unavailable_reason() -> str | None:
@@ -65,9 +47,9 @@ def device_count() -> int:
 
 
 def _current_device() -> int:
-    import cupy
+    from .cuda.runtime import current_device
 
-    return int(cupy.cuda.runtime.getDevice())
+    return current_device()
 
 
 def _cuda(device: str) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.backends.cuda.host import is_device_array
+from gpuzarr.backends.cpu import is_device_array
 
 
 class CupyLike:
