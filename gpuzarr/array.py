@@ -47,7 +47,6 @@ class Array:
         #: GPU reads: raise DeviceError instead of running any part on the CPU (None: the
         #: ``strict`` setting of gpuzarr.config)
         self.strict = strict
-        self._gpu_reader: Any = None
         # TensorStore's options: raise on missing chunks / store chunks equal to the fill value.
         self.fill_missing_data_reads = fill_missing_data_reads
         self.store_data_equal_to_fill_value = store_data_equal_to_fill_value
@@ -144,21 +143,15 @@ class Array:
     def _dims(self) -> Any:
         return self._layout.dimensions()
 
-    def _gpu(self) -> Any:
-        if self._gpu_reader is None:
-            from .backends.cuda.reader import GpuReader
-
-            index = device_index(self._device)
-            assert index is not None
-            self._gpu_reader = GpuReader(index)
-        return self._gpu_reader
-
     def _strict(self) -> bool:
         return bool(config.get("strict") if self.strict is None else self.strict)
 
     def _execute_read(self, plan: ReadPlan, out: Any = None, stream: Any = None) -> Any:
-        if self._device != "cpu":
-            return self._gpu().read(self._layout, self.store, plan, out=out, stream=stream, strict=self._strict())
+        index = device_index(self._device)
+        if index is not None:
+            from .backends.cuda.reader import read
+
+            return read(index, self._layout, self.store, plan, out=out, stream=stream, strict=self._strict())
         if out is None:
             buffer = cpu.empty(plan.buffer_shape, self.dtype)
         else:

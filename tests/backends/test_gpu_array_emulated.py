@@ -366,3 +366,26 @@ def test_zstd_frames_without_a_content_size_decode_on_the_cpu(
     chunk.write_bytes(_raw_block_frame(np.ascontiguousarray(expected[:16, :20]).tobytes()))
     with pytest.raises(CorruptChunkError, match="c/0/0"):
         _on_gpu(array)[...]
+
+
+def test_strict_still_calls_corrupt_chunks_corrupt(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    array = _local(tmp_path, "v3-zstd-f4")
+    victim = tmp_path / "a.zarr" / "c" / "1" / "1"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
+    victim.write_bytes(bytes(data))
+    strict = _on_gpu(array)
+    strict.strict = True
+    with pytest.raises(CorruptChunkError, match="c/1/1"):
+        strict[...]
+
+
+def test_arrays_beyond_the_kernel_read_on_the_cpu(emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture) -> None:
+    store = gpuzarr.MemoryStore()
+    shape = (2,) * 9
+    array = gpuzarr.create(store, shape=shape, dtype="<u2", chunks=shape, device="cpu")
+    array[...] = np.arange(512, dtype="<u2").reshape(shape)
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[1], np.arange(256, 512, dtype="<u2").reshape(shape[1:]))
+    assert "gather" not in emulated_gpu.names()
+    assert any("9-d arrays" in r.getMessage() for r in caplog.records)

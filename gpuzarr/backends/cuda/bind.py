@@ -410,9 +410,13 @@ def _assemble_launch(
 
 def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: int) -> None:
     """Validate an assemble launch with :func:`kernels.check_assemble` and the work buffer's size."""
-    for c, (offset, n) in enumerate(zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())):
-        if offset >= 0 and (offset % min(launch.itemsize, ALIGNMENT) or offset + n > work_nbytes):
-            raise ValueError(f"assemble: source {c} ({n} bytes at {offset}) is misaligned or leaves the work buffer")
+    offsets, nbytes = launch.source_offsets, launch.source_nbytes
+    present = offsets >= 0
+    bad = present & ((offsets % min(launch.itemsize, ALIGNMENT) != 0) | (offsets + nbytes > work_nbytes))
+    if bad.any():
+        c = int(np.argmax(bad))
+        where = f"source {c} ({int(nbytes[c])} bytes at {int(offsets[c])})"
+        raise ValueError(f"assemble: {where} is misaligned or leaves the work buffer")
     nd = launch.ndim
     kernels.check_assemble(
         out_nbytes,

@@ -191,25 +191,30 @@ class CudaDevice:
         # The handles stay referenced until every read has finished: a handle evicted from the
         # cache meanwhile would otherwise be closed under its own read.
         handles: list[Any] = []
-        for read in reads:
-            buffer = staging if read.target == "staging" else work
-            n = read.span.nbytes
-            if read.offset < 0 or read.offset + n > buffer.size:
-                raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
-            if n == 0:
-                futures.append(None)
-                continue
-            view = buffer[read.offset : read.offset + n]
-            handles.append(self._file(kvikio, read.span))
-            futures.append(handles[-1].pread(view, n, read.span.offset))
-        done = []
+        error: BaseException | None = None
+        try:
+            for read in reads:
+                buffer = staging if read.target == "staging" else work
+                n = read.span.nbytes
+                if read.offset < 0 or read.offset + n > buffer.size:
+                    raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
+                if n == 0:
+                    futures.append(None)
+                    continue
+                handles.append(self._file(kvikio, read.span))
+                futures.append(handles[-1].pread(buffer[read.offset : read.offset + n], n, read.span.offset))
+        except BaseException as exc:
+            error = exc
+        # Every read started must finish before its buffers can go back to the memory pool.
+        done: list[int] = []
         for future in futures:
             try:
                 done.append(0 if future is None else int(future.get()))
-            except (OSError, RuntimeError) as exc:  # e.g. the file shrank after it was located
-                logger.debug("gpuzarr: kvikio read failed: %s", exc)
+            except BaseException as exc:
+                error = error or exc
                 done.append(-1)
-        del handles
+        if error is not None:
+            raise error
         return done
 
     # -- decoding --------------------------------------------------------------------------------

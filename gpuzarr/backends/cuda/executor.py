@@ -118,10 +118,8 @@ class Device(Protocol):
     ) -> None:
         """Copy stored (uncompressed) streams."""
 
-    def checksums(
-        self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]
-    ) -> list[int] | None:
-        """CRC-32 / Adler-32 of spans of ``buffer``, or None when the device cannot compute them."""
+    def checksums(self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]) -> list[int]:
+        """CRC-32 / Adler-32 of spans of ``buffer``."""
 
     def launch_unshuffle(
         self,
@@ -170,43 +168,48 @@ def execute(
 
     The host prepares batch k+1 (reads, stream splitting, launch arguments) on a helper thread
     while the device works on batch k. ``on_fallback`` hears each reason a chunk is decoded on
-    the CPU (once per reason and read); by default it is logged.
+    the CPU (once per reason and read; it may raise to stop the read); by default it is logged.
     """
     indexes: dict[str, ShardIndex | None] = {}
-    direct = bool(getattr(device, "reads_files", False)) and isinstance(store, LocalStore)
+    direct = device.reads_files and isinstance(store, LocalStore)
     reported: set[str] = set()
 
-    def prepare(batch: int) -> BoundBatch:
-        encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
-        return bind_batch(layout, plan, batch, encoded, getattr(device, "host_empty", None))
+    def fallback(reason: str) -> None:
+        if reason in reported:
+            return
+        reported.add(reason)
+        if on_fallback is not None:
+            on_fallback(reason)
+        else:
+            logger.info("gpuzarr: decoding on the CPU and copying to the GPU: %s", reason)
 
-    def report(bound: BoundBatch) -> None:
+    def prepare(batch: int) -> BoundBatch:
+        # The helper thread needs the device current too (pinned staging memory is allocated
+        # in its context).
+        with device.activate():
+            encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
+            return bind_batch(layout, plan, batch, encoded, getattr(device, "host_empty", None))
+
+    def run(bound: BoundBatch) -> None:
         for decoded in bound.host_decoded:
-            if decoded.reason not in reported:
-                reported.add(decoded.reason)
-                if on_fallback is not None:
-                    on_fallback(decoded.reason)
-                else:
-                    logger.info("gpuzarr: decoding on the CPU and copying to the GPU: %s", decoded.reason)
+            fallback(decoded.reason)
+        run_batch(plan, bound, device, out, layout=layout, on_fallback=fallback)
 
     nbatches = len(plan.batches)
     if nbatches == 1:
-        bound = prepare(0)
-        report(bound)
-        run_batch(plan, bound, device, out, layout=layout, on_fallback=on_fallback)
+        run(prepare(0))
         return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuzarr-prefetch") as prefetch:
+    prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuzarr-prefetch")
+    try:
         pending: Future[BoundBatch] = prefetch.submit(prepare, 0)
         for batch in range(nbatches):
             bound = pending.result()
             if batch + 1 < nbatches:
                 pending = prefetch.submit(prepare, batch + 1)
-            report(bound)
-            try:
-                run_batch(plan, bound, device, out, layout=layout, on_fallback=on_fallback)
-            except BaseException:
-                pending.cancel()
-                raise
+            run(bound)
+    finally:
+        # On an error, do not wait for the next batch to be read and bound for nothing.
+        prefetch.shutdown(wait=True, cancel_futures=True)
 
 
 def _stat(path: str) -> tuple[int, tuple[int, int]] | None:
@@ -263,7 +266,11 @@ def fetch_batch(
         if index is None:
             return [(i, None) for i in members]
         if local is not None and all(reads_directly(tasks[i].route) for i in members):
-            return [(i, _inner_span(local, key, index, tasks[i])) for i in members]
+            path = local.path_of(key)
+            found = _stat(path)
+            if found is None:
+                raise CorruptChunkError(key, "shard disappeared while it was being read")
+            return [(i, _inner_span(key, path, found, index, tasks[i])) for i in members]
         wanted = [tasks[i].inner for i in members]
         blobs = read_inner_chunks(store, key, index, [w for w in wanted if w is not None], shard_layout)
         return list(zip(members, blobs, strict=True))
@@ -275,19 +282,18 @@ def fetch_batch(
     return result
 
 
-def _inner_span(store: LocalStore, key: str, index: ShardIndex, task: ChunkTask) -> FileSpan | None:
-    inner = task.inner if task.inner is not None else 0
-    if index.is_empty(inner):
+def _inner_span(
+    key: str, path: str, found: tuple[int, tuple[int, int]], index: ShardIndex, task: ChunkTask
+) -> FileSpan | None:
+    """Where inner chunk ``task.inner`` lies in the shard file (None: empty in the index)."""
+    assert task.inner is not None  # a task of a sharded plan
+    if index.is_empty(task.inner):
         return None
-    path = store.path_of(key)
-    found = _stat(path)
-    if found is None:
-        raise CorruptChunkError(key, "shard disappeared while it was being read")
     size, version = found
-    start, n = int(index.offsets[inner]), int(index.nbytes[inner])
+    start, n = int(index.offsets[task.inner]), int(index.nbytes[task.inner])
     if start + n > size:
         raise CorruptChunkError(
-            key, f"inner chunk {inner} (offset {start}, nbytes {n}) lies past the shard end ({size} bytes)"
+            key, f"inner chunk {task.inner} (offset {start}, nbytes {n}) lies past the shard end ({size} bytes)"
         )
     return FileSpan(path, start, n, version)
 
@@ -309,7 +315,7 @@ def run_batch(
     the CPU, which raises CorruptChunkError naming the key when the chunk really is corrupt, and
     the result replaces the device's before the assemble launch (``on_fallback`` hears why).
     """
-    staging = device.alloc(max(bound.staging_nbytes, bound.staging.size, ALIGNMENT))
+    staging = device.alloc(max(bound.staging_nbytes, ALIGNMENT))
     if bound.staging.size:
         device.copy_host_to_device(bound.staging, staging)
     work = device.alloc(max(bound.work_nbytes, ALIGNMENT))
@@ -348,8 +354,6 @@ def run_batch(
         if not checks:
             continue
         values = device.checksums(kind, work, [c.offset for c in checks], [c.nbytes for c in checks])
-        if values is None:
-            continue
         for check, value in zip(checks, values, strict=True):
             if value != check.checksum.value:
                 failed[check.task] = f"{kind} mismatch: stored {check.checksum.value:#010x}, computed {value:#010x}"
@@ -401,24 +405,30 @@ def _decode_failed_on_cpu(
     layout: StorageLayout | None,
     on_fallback: Callable[[str], None] | None,
 ) -> None:
-    """Decode the chunks the device failed on the CPU, into their place in ``work``."""
+    """Decode the chunks the device failed on the CPU, into their place in ``work``.
+
+    The CPU decodes first: a chunk it cannot decode either raises CorruptChunkError (with what
+    the device found), whatever the fallback policy; only then does ``on_fallback`` hear that
+    valid data needed the CPU (and may refuse, under strict)."""
     first = min(failed)
     task = plan.tasks[first]
     if layout is None:
         raise CorruptChunkError(task.key, f"{task.where}{failed[first]}")
     reason = f"the device could not decode a chunk ({task.key}: {task.where}{failed[first]})"
-    if on_fallback is not None:
-        on_fallback(reason)
-    else:
-        logger.warning("gpuzarr: %s; decoding it on the CPU", reason)
+    decoded = []
     for t in sorted(failed):
         blob, offset = bound.encoded[t]
         data = _read_span(plan.tasks[t].key, blob) if isinstance(blob, FileSpan) else blob
         try:
-            decoded = decode_on_host(layout, plan, t, offset, data, reason)
+            decoded.append(decode_on_host(layout, plan, t, offset, data, reason))
         except CorruptChunkError as exc:  # the CPU agrees: the chunk is corrupt
             raise CorruptChunkError(exc.key, f"{exc.reason} (the device found: {failed[t]})") from exc
-        device.copy_host_to_device(decoded.data, work, offset)
+    if on_fallback is not None:
+        on_fallback(reason)
+    else:
+        logger.warning("gpuzarr: %s; decoding it on the CPU", reason)
+    for chunk in decoded:
+        device.copy_host_to_device(chunk.data, work, chunk.offset)
 
 
 def _read_span(key: str, span: FileSpan) -> npt.NDArray[np.uint8]:

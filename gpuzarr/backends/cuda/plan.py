@@ -55,6 +55,10 @@ class GpuPlanError(ValueError):
     """The selection or the array cannot be read by the GPU path at all (say why)."""
 
 
+class GpuArrayError(GpuPlanError):
+    """No selection of this array can be assembled on the GPU (its data type or rank)."""
+
+
 def align(n: int, alignment: int = ALIGNMENT) -> int:
     """``n`` rounded up to a multiple of ``alignment``."""
     return -(-n // alignment) * alignment
@@ -236,10 +240,10 @@ def build_gpu_read_plan(layout: StorageLayout, plan: ReadPlan, budget: int = BAT
     """
     dtype = np.dtype(layout.metadata.dtype)
     if dtype.itemsize not in ITEMSIZES or dtype.hasobject:
-        raise GpuPlanError(f"data type {dtype} ({dtype.itemsize}-byte items) is not supported by the GPU path")
+        raise GpuArrayError(f"data type {dtype} ({dtype.itemsize}-byte items) is not supported by the GPU path")
     ndim = len(layout.chunk_shape)
     if ndim > MAX_NDIM:
-        raise GpuPlanError(f"{ndim}-d arrays exceed the assemble kernel's {MAX_NDIM} dimensions")
+        raise GpuArrayError(f"{ndim}-d arrays exceed the assemble kernel's {MAX_NDIM} dimensions")
     if plan.buffer_shape != plan.shape:
         raise GpuPlanError("point (vectorised) selections are not supported by the GPU assemble kernel")
     # Group projections by chunk (a chunk shared by several selections is decoded once).

@@ -1,6 +1,6 @@
 """Reads of one array on one CUDA device: the bridge between ``Array`` and the executor.
 
-``GpuReader.read`` turns a ReadPlan into a device array:
+:func:`read` turns a ReadPlan into a device array:
 
 1. plan the GPU read (:func:`.plan.build_gpu_read_plan`); selections the assemble kernel cannot
    express (index arrays, points, negative steps) are read as their bounding box and gathered
@@ -35,7 +35,7 @@ from ..cpu import empty as host_empty
 from .cuda_device import CudaDevice
 from .executor import Device, execute
 from .gather import gather_plan
-from .plan import BATCH_BYTES, GpuPlanError, build_gpu_read_plan
+from .plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
 
 logger = logging.getLogger("gpuzarr")
 
@@ -65,74 +65,70 @@ def batch_budget(device: Device) -> int:
     return max(1 << 20, min(BATCH_BYTES, free // 4)) if free is not None else BATCH_BYTES
 
 
-class GpuReader:
-    """Reads for arrays on CUDA device ``index``."""
+def read(
+    index: int,
+    layout: StorageLayout,
+    store: Store,
+    plan: ReadPlan,
+    *,
+    out: Any = None,
+    stream: Any = None,
+    strict: bool = False,
+) -> Any:
+    """The selection ``plan`` describes, read on CUDA device ``index`` into a device array of
+    ``plan.shape`` (or into ``out``)."""
+    device = make_device(index, stream)
+    dtype = np.dtype(layout.metadata.dtype)
+    with device.activate():
+        if out is not None:
+            _check_out(device, out, plan.shape, dtype)
+        if math.prod(plan.shape) == 0:
+            return out if out is not None else device.empty(plan.shape, dtype)
+        budget = batch_budget(device)
+        try:
+            gpu_plan = build_gpu_read_plan(layout, plan, budget)
+        except GpuPlanError as exc:
+            return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
+        direct = out is not None and device.is_contiguous(out)
+        target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
+        _execute(device, layout, store, gpu_plan, target, strict)
+        return out if direct else _deliver(device, target, plan, out)
 
-    def __init__(self, index: int) -> None:
-        self.index = index
 
-    def read(
-        self,
-        layout: StorageLayout,
-        store: Store,
-        plan: ReadPlan,
-        *,
-        out: Any = None,
-        stream: Any = None,
-        strict: bool = False,
-    ) -> Any:
-        """The selection ``plan`` describes as a device array of ``plan.shape`` (or ``out``)."""
-        device = make_device(self.index, stream)
-        dtype = np.dtype(layout.metadata.dtype)
-        with device.activate():
-            if out is not None:
-                _check_out(device, out, plan.shape, dtype)
-            if math.prod(plan.shape) == 0:
-                return out if out is not None else device.empty(plan.shape, dtype)
-            budget = batch_budget(device)
-            try:
-                gpu_plan = build_gpu_read_plan(layout, plan, budget)
-            except GpuPlanError as exc:
-                return self._read_gathered(device, layout, store, plan, out, strict, budget, exc)
-            direct = out is not None and device.is_contiguous(out)
-            target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
-            _execute(device, layout, store, gpu_plan, target, strict)
-            return out if direct else _deliver(device, target, plan, out)
-
-    def _read_gathered(
-        self,
-        device: Device,
-        layout: StorageLayout,
-        store: Store,
-        plan: ReadPlan,
-        out: Any,
-        strict: bool,
-        budget: int,
-        cause: GpuPlanError,
-    ) -> Any:
-        """A selection that is not a strided box: read its bounding box on the device and gather
-        from it (see .gather), or, when the box is too large or not readable either, read it on
-        the CPU and copy it over."""
-        dtype = np.dtype(layout.metadata.dtype)
-        gathered = gather_plan(layout, plan)
-        reason = f"the GPU path cannot read this selection: {cause}"
-        if gathered is not None:
-            dims: Any = layout.dimensions()
-            box_plan = plan_orthogonal(gathered.box, dims, allow_arrays=False)
-            try:
-                box_gpu_plan = build_gpu_read_plan(layout, box_plan, budget)
-            except GpuPlanError as exc:
-                reason = f"the GPU path cannot read this selection: {exc}"
-            else:
-                box = device.empty(box_plan.buffer_shape, dtype)
-                _execute(device, layout, store, box_gpu_plan, box, strict)
-                return _deliver(device, device.gather(box, gathered.index), plan, out)
+def _read_gathered(
+    device: Device,
+    layout: StorageLayout,
+    store: Store,
+    plan: ReadPlan,
+    out: Any,
+    strict: bool,
+    budget: int,
+    cause: GpuPlanError,
+) -> Any:
+    """A selection that is not a strided box: read its bounding box on the device and gather
+    from it (see .gather), or, when the box is too large or not readable either, read it on the
+    CPU and copy it over."""
+    dtype = np.dtype(layout.metadata.dtype)
+    # A box of an array the kernel cannot assemble at all is no better than the selection.
+    gathered = None if isinstance(cause, GpuArrayError) else gather_plan(layout, plan)
+    reason = f"the GPU path cannot read this selection: {cause}"
+    if gathered is not None:
+        dims: Any = layout.dimensions()
+        box_plan = plan_orthogonal(gathered.box, dims, allow_arrays=False)
+        try:
+            box_gpu_plan = build_gpu_read_plan(layout, box_plan, budget)
+        except GpuPlanError as exc:
+            reason = f"the GPU path cannot read this selection: {exc}"
         else:
-            reason += " and its bounding box is much larger than the result"
-        if strict:
-            raise DeviceError(f"{reason} (strict=True)") from cause
-        log_fallback(reason)
-        return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
+            box = device.empty(box_plan.buffer_shape, dtype)
+            _execute(device, layout, store, box_gpu_plan, box, strict)
+            return _deliver(device, device.gather(box, gathered.index), plan, out)
+    elif not isinstance(cause, GpuArrayError):
+        reason += " and its bounding box is much larger than the result"
+    if strict:
+        raise DeviceError(f"{reason} (strict=True)") from cause
+    log_fallback(reason)
+    return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
 
 
 def _execute(device: Device, layout: StorageLayout, store: Store, gpu_plan: Any, target: Any, strict: bool) -> None:
@@ -173,4 +169,4 @@ def _check_out(device: Device, out: Any, shape: tuple[int, ...], dtype: np.dtype
         raise ValueError(f"out: expected shape {shape} and dtype {dtype}, got {tuple(out.shape)} and {out.dtype}")
 
 
-__all__ = ["GpuReader", "batch_budget", "log_fallback", "make_device"]
+__all__ = ["batch_budget", "log_fallback", "make_device", "read"]
