@@ -389,3 +389,18 @@ def test_arrays_beyond_the_kernel_read_on_the_cpu(emulated_gpu: EmulatedGpu, cap
         assert_bitwise_equal(_on_gpu(array)[1], np.arange(256, 512, dtype="<u2").reshape(shape[1:]))
     assert "gather" not in emulated_gpu.names()
     assert any("9-d arrays" in r.getMessage() for r in caplog.records)
+
+
+def test_concurrent_readers_share_an_array(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    """Data-loader workers read one array from several threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    array = _local(tmp_path, "v3-sharded-zstd-crc32c")
+    gpu = _on_gpu(array)
+    boxes = [(slice(i % 20, i % 20 + 17), slice(i % 30, i % 30 + 23)) for i in range(40)]
+    expected = [cpu_result(array, b) for b in boxes]
+    # A small batch budget gives several batches per read, so the prefetch threads run too.
+    with config_set(gpu_batch_bytes=4096), ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: gpu.read(b), boxes))
+    for g, e in zip(got, expected, strict=True):
+        assert_bitwise_equal(g, e)
