@@ -42,9 +42,6 @@ class StreamGroup:
     dst_nbytes: list[int] = field(default_factory=list)
     owners: list[int] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.owners)
-
 
 @dataclass
 class UnshuffleLaunch:
@@ -56,7 +53,6 @@ class UnshuffleLaunch:
     dst_offsets: list[int] = field(default_factory=list)
     nbytes: list[int] = field(default_factory=list)
     typesizes: list[int] = field(default_factory=list)
-    owners: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -137,7 +133,6 @@ class HostDecoded:
 class BoundBatch:
     """One batch with its bytes: a host staging buffer and the launches that decode it."""
 
-    tasks: tuple[int, ...]
     staging: npt.NDArray[np.uint8]
     work_nbytes: int
     groups: dict[str, StreamGroup]
@@ -267,7 +262,6 @@ def bind_batch(
                 launch.dst_offsets.append(offset + block.offset)
                 launch.nbytes.append(block.nbytes)
                 launch.typesizes.append(split.typesize)
-                launch.owners.append(t)
         for stream in split.streams:
             start = align(staging_nbytes)
             staging_parts.append((start, data[stream.offset : stream.offset + stream.nbytes]))
@@ -344,7 +338,6 @@ def bind_batch(
         if read.offset < 0 or read.offset + read.span.nbytes > limit:
             raise ValueError(f"file read of {read.span.nbytes} bytes at {read.offset} leaves the {read.target} buffer")
     return BoundBatch(
-        tuple(task_ids),
         staging,
         work_nbytes,
         groups,

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from . import kernel_reference, kernels
 from .bind import AssembleLaunch, FileRead, check_assemble_launch
-from .executor import ChecksumKind, peek_index
+from .executor import ChecksumKind, peek_index, read_file_span
 
 POISON = 0xAB
 
@@ -96,9 +96,7 @@ class CpuEmulatedDevice:
             n = read.span.nbytes
             if read.offset < 0 or read.offset + n > buffer.size:
                 raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
-            with open(read.span.path, "rb") as f:
-                f.seek(read.span.offset)
-                data = f.read(n)
+            data = read_file_span(read.span)
             buffer[read.offset : read.offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
             done.append(len(data))
         return done

@@ -431,10 +431,15 @@ def _decode_failed_on_cpu(
         device.copy_host_to_device(chunk.data, work, chunk.offset)
 
 
-def _read_span(key: str, span: FileSpan) -> npt.NDArray[np.uint8]:
+def read_file_span(span: FileSpan) -> bytes:
+    """The bytes of ``span`` on the host (fewer when the file is shorter)."""
     with open(span.path, "rb") as f:
         f.seek(span.offset)
-        data = f.read(span.nbytes)
+        return f.read(span.nbytes)
+
+
+def _read_span(key: str, span: FileSpan) -> npt.NDArray[np.uint8]:
+    data = read_file_span(span)
     if len(data) != span.nbytes:
         raise CorruptChunkError(key, f"the file ended after {len(data)} of {span.nbytes} bytes")
     return np.frombuffer(data, dtype=np.uint8)
@@ -457,4 +462,4 @@ def peek_index(
     return np.where(inside, got, 0).astype(np.uint8)
 
 
-__all__ = ["Device", "execute", "fetch_batch", "peek_index", "read_gpu_plan", "run_batch"]
+__all__ = ["Device", "execute", "fetch_batch", "peek_index", "read_file_span", "read_gpu_plan", "run_batch"]
