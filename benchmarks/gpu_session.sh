@@ -32,7 +32,7 @@ for name in ("numpy", "cupy", "nvidia.nvcomp", "kvikio", "numcodecs", "zarr", "t
         print(name, getattr(module, "__version__", "?"))
     except Exception as exc:
         print(name, "unavailable:", type(exc).__name__, exc)
-from gpuzarr.backends.device import gpu_unavailable_reason
+from gpuzarr.backends.select import gpu_unavailable_reason
 print("gpu_unavailable_reason:", gpu_unavailable_reason())
 try:
     import kvikio.defaults

@@ -30,7 +30,7 @@ def _missing(module: str) -> str | None:
 
 def _gpu_note() -> str | None:
     try:
-        from gpuzarr.backends.device import gpu_available
+        from gpuzarr.backends.select import gpu_available
     except Exception as exc:
         return f"gpuzarr not importable ({exc})"
     return None if gpu_available() else "no usable CUDA GPU (CuPy missing or no device)"

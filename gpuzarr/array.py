@@ -1,4 +1,8 @@
-"""``Array``: the user-facing handle of one Zarr array (a thin facade over the engine)."""
+"""``Array``: the user-facing handle of one Zarr array (a thin facade over plan, layout and reader).
+
+A read is ``plan_selection`` (or its orthogonal / vectorised siblings) over the layout's planning
+grid, then one call of the array's :class:`~gpuzarr.backends.Reader`, chosen once from its device.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from . import config
+from . import backends, config
 from .attributes import Attributes
-from .backends import cpu
-from .backends.device import device_index, resolve_device_for
-from .engine.layout import StorageLayout
-from .engine.read import read_plan
-from .engine.write import write_plan
+from .backends.cpu import as_host_array, write_plan
+from .backends.select import resolve_device_for
 from .errors import MetadataError, ReadOnlyError
-from .plan.selection import ChunkProjection, ReadPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .layout import ArrayLayout
+from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
 from .spec.v2 import ArrayMetadataV2
 from .spec.v3 import ArrayMetadata
 from .store.base import Store
@@ -44,19 +46,39 @@ class Array:
         self.store = store
         self.path = path.strip("/")
         self._device = resolve_device_for(device, np.dtype(metadata.dtype))
+        self._reader = backends.reader_for(self._device)
         #: GPU reads: raise DeviceError instead of running any part on the CPU (None: the
         #: ``strict`` setting of gpuzarr.config)
         self.strict = strict
         # TensorStore's options: raise on missing chunks / store chunks equal to the fill value.
-        self.fill_missing_data_reads = fill_missing_data_reads
-        self.store_data_equal_to_fill_value = store_data_equal_to_fill_value
+        self._fill_missing_data_reads = fill_missing_data_reads
+        self._store_data_equal_to_fill_value = store_data_equal_to_fill_value
         self._set_metadata(metadata)
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
         self._metadata = metadata
-        self._layout = StorageLayout.from_metadata(metadata, self._prefix)
-        self._layout.fill_missing_data_reads = self.fill_missing_data_reads
-        self._layout.store_data_equal_to_fill_value = self.store_data_equal_to_fill_value
+        self._layout = ArrayLayout.from_metadata(
+            metadata,
+            self._prefix,
+            fill_missing_data_reads=self._fill_missing_data_reads,
+            store_data_equal_to_fill_value=self._store_data_equal_to_fill_value,
+        )
+
+    @property
+    def fill_missing_data_reads(self) -> bool:
+        """False: reading a missing chunk raises ChunkNotFoundError (TensorStore's option)."""
+        return self._fill_missing_data_reads
+
+    @property
+    def store_data_equal_to_fill_value(self) -> bool:
+        """True: chunks equal to the fill value are stored, not erased (TensorStore's option)."""
+        return self._store_data_equal_to_fill_value
+
+    @property
+    def layout(self) -> ArrayLayout:
+        """The resolved array (metadata, prepared codec pipelines, planning grid, shard
+        addressing) that readers and writers work from."""
+        return self._layout
 
     @property
     def _prefix(self) -> str:
@@ -146,30 +168,8 @@ class Array:
     def _strict(self) -> bool:
         return bool(config.get("strict") if self.strict is None else self.strict)
 
-    def _execute_read(self, plan: ReadPlan, out: Any = None, stream: Any = None) -> Any:
-        index = device_index(self._device)
-        if index is not None:
-            from .backends.cuda.reader import read
-
-            return read(index, self._layout, self.store, plan, out=out, stream=stream, strict=self._strict())
-        if out is None:
-            buffer = cpu.empty(plan.buffer_shape, self.dtype)
-        else:
-            if not isinstance(out, np.ndarray):
-                raise TypeError(f"out: expected a numpy.ndarray on device 'cpu', got {type(out).__name__}")
-            if out.shape != plan.shape or out.dtype != self.dtype:
-                raise ValueError(
-                    f"out: expected shape {plan.shape} and dtype {self.dtype}, "
-                    f"got {out.shape} and {out.dtype}"
-                )
-            if not out.flags.writeable:
-                raise ValueError("out: the buffer is read-only")
-            buffer = out if plan.buffer_shape == plan.shape else out.reshape(plan.buffer_shape)
-            if not np.shares_memory(buffer, out) and buffer.size:
-                raise ValueError("out: a point selection needs a contiguous output buffer")
-        read_plan(self._layout, self.store, plan, buffer)
-        result = buffer.reshape(plan.shape) if buffer.shape != plan.shape else buffer
-        return result if out is None else out
+    def _execute_read(self, plan: SelectionPlan, out: Any = None, stream: Any = None) -> Any:
+        return self._reader.read(self._layout, self.store, plan, out, stream=stream, strict=self._strict())
 
     def __getitem__(self, selection: Any) -> Any:
         result = self._execute_read(plan_selection(selection, self._dims()))
@@ -206,7 +206,7 @@ class Array:
         if any(p.shape != shape or p.buffer_shape != p.shape for p in plans):
             raise ValueError("read_batch: every selection must be a box selection of the same shape")
         full_shape = (len(plans), *shape)
-        batched = ReadPlan(
+        batched = SelectionPlan(
             full_shape,
             full_shape,
             [
@@ -215,14 +215,7 @@ class Array:
                 for p in plan.projections
             ],
         )
-        if self._device != "cpu":
-            return self._execute_read(batched, out, stream)
-        if out is None:
-            out = cpu.empty(full_shape, self.dtype)
-        elif not isinstance(out, np.ndarray) or out.shape != full_shape or out.dtype != self.dtype:
-            raise ValueError(f"out: expected a numpy.ndarray of shape {full_shape} and dtype {self.dtype}")
-        read_plan(self._layout, self.store, batched, out)
-        return out
+        return self._execute_read(batched, out, stream)
 
     def get_orthogonal_selection(self, selection: Any) -> Any:
         return self._execute_read(plan_orthogonal(selection, self._dims()))
@@ -246,10 +239,10 @@ class Array:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def _execute_write(self, plan: ReadPlan, value: Any) -> None:
+    def _execute_write(self, plan: SelectionPlan, value: Any) -> None:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        arr = cpu.as_host_array(value, self.dtype)
+        arr = as_host_array(value, self.dtype)
         try:
             arr = np.broadcast_to(arr, plan.shape)
         except ValueError as exc:

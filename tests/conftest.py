@@ -23,7 +23,7 @@ def store(request: pytest.FixtureRequest, tmp_path):  # type: ignore[no-untyped-
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    from gpuzarr.backends.device import gpu_available
+    from gpuzarr.backends.select import gpu_available
 
     if gpu_available():
         return

@@ -212,7 +212,7 @@ def test_open_group_modes(tmp_path: Path) -> None:
 
 
 def test_device_gpu_raises_and_auto_works(store: gpuzarr.Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuzarr.backends import device as device_module
+    from gpuzarr.backends import select as device_module
 
     monkeypatch.setattr(device_module, "gpu_unavailable_reason", lambda: "no GPU in this test")
     monkeypatch.delenv("GPUZARR_DEVICE", raising=False)

@@ -2,7 +2,7 @@
 
 from .selection import (
     ChunkProjection,
-    ReadPlan,
+    SelectionPlan,
     expand_ellipsis,
     plan_orthogonal,
     plan_selection,
@@ -11,7 +11,7 @@ from .selection import (
 
 __all__ = [
     "ChunkProjection",
-    "ReadPlan",
+    "SelectionPlan",
     "expand_ellipsis",
     "plan_orthogonal",
     "plan_selection",

@@ -8,7 +8,7 @@ Three kinds of selection, all with NumPy's meaning on the whole array:
 * vectorised (``vindex``): integer arrays broadcast together (or one boolean mask of the array's
   shape) selecting points.
 
-Every kind produces a :class:`ReadPlan`: the output shape and a list of
+Every kind produces a :class:`SelectionPlan`: the output shape and a list of
 :class:`ChunkProjection` records that the CPU and GPU engines execute alike.
 """
 
@@ -37,7 +37,7 @@ class ChunkProjection:
     """How one chunk contributes to a selection.
 
     ``chunk_selection`` indexes the decoded chunk and ``out_selection`` the output buffer (which
-    has shape ``ReadPlan.buffer_shape``); ``is_complete`` means every in-bounds element of the
+    has shape ``SelectionPlan.buffer_shape``); ``is_complete`` means every in-bounds element of the
     chunk is selected, so a write needs no read-modify-write.
     """
 
@@ -48,7 +48,7 @@ class ChunkProjection:
 
 
 @dataclass(frozen=True)
-class ReadPlan:
+class SelectionPlan:
     """The output ``shape``, the ``buffer_shape`` the projections index (they differ only for
     vectorised selections, which fill a flat buffer), and the projections themselves."""
 
@@ -173,7 +173,7 @@ def _ix(selection: list[Any], lengths: list[int | None]) -> tuple[Any, ...]:
 
 def plan_orthogonal(
     selection: Any, dims: tuple[DimensionGrid, ...], allow_arrays: bool = True
-) -> ReadPlan:
+) -> SelectionPlan:
     """Plan a basic (``allow_arrays=False``) or orthogonal selection."""
     sel = expand_ellipsis(selection, len(dims))
     per_axis: list[list[DimensionProjection]] = []
@@ -198,10 +198,10 @@ def plan_orthogonal(
                 is_complete=all(p.complete for p in combo),
             )
         )
-    return ReadPlan(shape, shape, result)
+    return SelectionPlan(shape, shape, result)
 
 
-def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
+def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> SelectionPlan:
     """Plan a point selection: integer arrays broadcast together, or one full-shape mask."""
     ndim = len(dims)
     if ndim == 0:
@@ -245,7 +245,7 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan
         flat.append(np.where(a < 0, a + dim.size, a))
     npoints = math.prod(out_shape)
     if npoints == 0:
-        return ReadPlan(out_shape, (0,), [])
+        return SelectionPlan(out_shape, (0,), [])
     chunk_coords = np.stack([np.asarray(d.chunk_of(a)) for a, d in zip(flat, dims, strict=True)])
     grid_shape = tuple(max(d.nchunks, 1) for d in dims)
     linear = np.ravel_multi_index(tuple(chunk_coords), grid_shape) if ndim else np.zeros(npoints, np.intp)
@@ -267,10 +267,10 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan
             np.unique(np.ravel_multi_index(local, valid)).size == math.prod(valid)
         )
         result.append(ChunkProjection(coords, local, (positions,), bool(complete)))
-    return ReadPlan(out_shape, (npoints,), result)
+    return SelectionPlan(out_shape, (npoints,), result)
 
 
-def _numpy_axis_order(plan: ReadPlan, selection: Any, ndim: int) -> ReadPlan:
+def _numpy_axis_order(plan: SelectionPlan, selection: Any, ndim: int) -> SelectionPlan:
     """Move the index array's output axis first where NumPy does.
 
     NumPy broadcasts integers together with the index array; when a slice separates two of these
@@ -298,10 +298,10 @@ def _numpy_axis_order(plan: ReadPlan, selection: Any, ndim: int) -> ReadPlan:
         )
         for p in plan.projections
     ]
-    return ReadPlan(shape, shape, projections)
+    return SelectionPlan(shape, shape, projections)
 
 
-def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> ReadPlan:
+def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> SelectionPlan:
     """Plan ``array[selection]`` with NumPy's meaning.
 
     Basic selections and selections with a single index array are orthogonal (where NumPy agrees);

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gpuzarr.backends import device as device_module
+from gpuzarr import backends
+from gpuzarr.backends import select as device_module
 from gpuzarr.backends.cuda import reader as reader_module
 from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
 
@@ -22,10 +23,12 @@ class EmulatedGpu:
 
     def __init__(self, reads_files: bool = True) -> None:
         self.reads_files = reads_files
+        #: the class of the devices made from now on (a subclass makes a device that misbehaves)
+        self.device_class: type[CpuEmulatedDevice] = CpuEmulatedDevice
         self.devices: list[CpuEmulatedDevice] = []
 
     def make(self, index: int, stream: Any) -> CpuEmulatedDevice:
-        device = CpuEmulatedDevice(index, stream, reads_files=self.reads_files)
+        device = self.device_class(index, stream, reads_files=self.reads_files)
         self.devices.append(device)
         return device
 
@@ -42,7 +45,9 @@ def emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatedGpu]:
     monkeypatch.setattr(device_module, "gpu_unavailable_reason", lambda: None)
     monkeypatch.setattr(device_module, "device_count", lambda: DEVICE_COUNT)
     monkeypatch.setattr(device_module, "_current_device", lambda: 0)
-    monkeypatch.setattr(reader_module, "make_device", gpu.make)
+    reader_for = backends.reader_for
+    # Arrays opened from now on get GPU readers whose devices are emulated.
+    monkeypatch.setattr(backends, "reader_for", lambda device: reader_for(device, device_factory=gpu.make))
     monkeypatch.delenv(device_module.ENVIRONMENT_VARIABLE, raising=False)
     # Each test sees every fallback reason logged afresh.
     monkeypatch.setattr(reader_module, "_logged", set())

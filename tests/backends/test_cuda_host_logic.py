@@ -125,14 +125,10 @@ def test_unsupported_selections_raise(selection: Any) -> None:
 
 
 def test_missing_chunks_raise_when_not_filled() -> None:
-    array = make_array("v3-missing-chunks-gzip")
-    layout = array._layout
-    layout.fill_missing_data_reads = False
-    try:
-        with pytest.raises(ChunkNotFoundError):
-            emulated_read(array, Ellipsis)
-    finally:
-        layout.fill_missing_data_reads = True
+    filled = make_array("v3-missing-chunks-gzip")
+    array = gpuzarr.Array(filled.store, filled.path, filled.metadata, device="cpu", fill_missing_data_reads=False)
+    with pytest.raises(ChunkNotFoundError):
+        emulated_read(array, Ellipsis)
 
 
 def test_cpu_fallback_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -48,7 +48,7 @@ def test_device_strings_resolve(emulated_gpu: EmulatedGpu, monkeypatch: pytest.M
 
 
 def test_without_a_gpu_auto_is_cpu_and_gpu_names_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuzarr.backends import device
+    from gpuzarr.backends import select as device
 
     monkeypatch.setattr(device, "gpu_unavailable_reason", lambda: "CuPy is not installed; install the gpu extra")
     monkeypatch.delenv("GPUZARR_DEVICE", raising=False)
@@ -306,9 +306,7 @@ def test_shard_whose_index_points_past_its_end(emulated_gpu: EmulatedGpu, tmp_pa
 
 def test_missing_chunks_raise_when_asked(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-missing-chunks-gzip")
-    gpu = _on_gpu(array)
-    gpu.fill_missing_data_reads = False
-    gpu._set_metadata(gpu.metadata)
+    gpu = gpuzarr.Array(array.store, array.path, array.metadata, device="gpu", fill_missing_data_reads=False)
     with pytest.raises(ChunkNotFoundError):
         gpu[...]
 
@@ -334,9 +332,7 @@ def test_streams_the_device_fails_are_decoded_on_the_cpu(
     tmp_path: Path,
     name: str,
 ) -> None:
-    from gpuzarr.backends.cuda import reader
-
-    monkeypatch.setattr(reader, "make_device", lambda index, stream: _FlakyDevice(index, stream))
+    emulated_gpu.device_class = _FlakyDevice
     array = make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
         assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))

@@ -62,9 +62,9 @@ def test_no_decode_ceiling_for_uncompressed_chunks(data: DataDir) -> None:
 
 
 def test_gpu_ceilings_skip_without_gpu(data: DataDir, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuzarr.backends.device
+    import gpuzarr.backends.select
 
-    monkeypatch.setattr(gpuzarr.backends.device, "gpu_available", lambda: False)
+    monkeypatch.setattr(gpuzarr.backends.select, "gpu_available", lambda: False)
     path, truth = dataset(data, "zstd")
     records = {r["ceiling"]: r for r in measure_ceilings(path, truth.nbytes, repeats=1, gpu=True)}
     assert records["host-read"]["status"] == "ok"

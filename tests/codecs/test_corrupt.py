@@ -15,8 +15,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr.codecs.sharding import ShardingCodec
-from gpuzarr.engine.layout import StorageLayout
 from gpuzarr.errors import CorruptChunkError, MetadataError, UnknownCodecError
+from gpuzarr.layout import ArrayLayout
 from gpuzarr.store import MemoryStore
 
 LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
@@ -175,7 +175,7 @@ def sharded(
     )
     a[...] = DATA
     np.testing.assert_array_equal(a[...], DATA)
-    layout = StorageLayout.from_metadata(a.metadata)
+    layout = ArrayLayout.from_metadata(a.metadata)
     assert layout.sharding is not None
     return a, store, layout.sharding
 

@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import BoundsCheckError
-from gpuzarr.plan import ReadPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
+from gpuzarr.plan import SelectionPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
 from gpuzarr.spec.chunk_grid import DimensionGrid, all_chunk_coords
 
 PAD = -1  # padding beyond the array's edge; data is >= 0, so reading padding shows up
@@ -38,7 +38,7 @@ def padded_chunk(a: np.ndarray[Any, Any], chunks: tuple[int, ...], coords: tuple
     return chunk
 
 
-def check_plan(plan: ReadPlan, a: np.ndarray[Any, Any], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
+def check_plan(plan: SelectionPlan, a: np.ndarray[Any, Any], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
     """Execute ``plan`` over ``a`` cut into ``chunks``, checking its invariants on the way."""
     dims = dims_of(a.shape, chunks)
     grid = tuple(d.nchunks for d in dims)

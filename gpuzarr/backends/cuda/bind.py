@@ -21,9 +21,9 @@ import numpy.typing as npt
 
 from ...codecs.base import as_uint8
 from ...codecs.crc32c import crc32c
-from ...engine.layout import StorageLayout
-from ...engine.parallel import run_tasks
 from ...errors import ChunkNotFoundError, CorruptChunkError
+from ...layout import ArrayLayout
+from ...parallel import run_tasks
 from ...store.base import Buffer
 from . import kernels
 from .plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, Int64Array, align
@@ -155,7 +155,7 @@ def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.N
 
 
 def _host_decode(
-    layout: StorageLayout, plan: GpuReadPlan, task: ChunkTask, raw: Buffer
+    layout: ArrayLayout, plan: GpuReadPlan, task: ChunkTask, raw: Buffer
 ) -> npt.NDArray[np.uint8]:
     """The CPU pipeline's decoding of a chunk, as C-ordered bytes in the byte order the assemble
     launch expects (the stored order when the launch byte-swaps)."""
@@ -169,7 +169,7 @@ def _host_decode(
 
 
 def decode_on_host(
-    layout: StorageLayout, plan: GpuReadPlan, t: int, offset: int, data: npt.NDArray[np.uint8], reason: str
+    layout: ArrayLayout, plan: GpuReadPlan, t: int, offset: int, data: npt.NDArray[np.uint8], reason: str
 ) -> HostDecoded:
     task = plan.tasks[t]
     try:
@@ -184,7 +184,7 @@ def decode_on_host(
 
 
 def bind_batch(
-    layout: StorageLayout,
+    layout: ArrayLayout,
     plan: GpuReadPlan,
     batch: int,
     encoded: Sequence[Buffer | FileSpan | None],

@@ -34,10 +34,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ...codecs.zstd import frame_content_size
-from ...engine.layout import StorageLayout
-from ...engine.parallel import run_tasks
 from ...errors import CorruptChunkError
-from ...plan.selection import ReadPlan
+from ...layout import ArrayLayout
+from ...parallel import run_tasks
+from ...plan.selection import SelectionPlan
 from ...store.base import Buffer, Store
 from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, read_inner_chunks, read_shard_index
@@ -141,9 +141,9 @@ class Device(Protocol):
 
 
 def read_gpu_plan(
-    layout: StorageLayout,
+    layout: ArrayLayout,
     store: Store,
-    plan: ReadPlan,
+    plan: SelectionPlan,
     device: Device,
     *,
     budget: int = BATCH_BYTES,
@@ -156,7 +156,7 @@ def read_gpu_plan(
 
 
 def execute(
-    layout: StorageLayout,
+    layout: ArrayLayout,
     store: Store,
     plan: GpuReadPlan,
     device: Device,
@@ -224,7 +224,7 @@ def _stat(path: str) -> tuple[int, tuple[int, int]] | None:
 
 
 def fetch_batch(
-    layout: StorageLayout,
+    layout: ArrayLayout,
     store: Store,
     plan: GpuReadPlan,
     batch: int,
@@ -304,7 +304,7 @@ def run_batch(
     device: Device,
     out: Any,
     *,
-    layout: StorageLayout | None = None,
+    layout: ArrayLayout | None = None,
     on_fallback: Callable[[str], None] | None = None,
 ) -> None:
     """The device work of one bound batch: copy, read files, decompress, verify, un-shuffle,
@@ -402,7 +402,7 @@ def _decode_failed_on_cpu(
     device: Device,
     work: Any,
     failed: dict[int, str],
-    layout: StorageLayout | None,
+    layout: ArrayLayout | None,
     on_fallback: Callable[[str], None] | None,
 ) -> None:
     """Decode the chunks the device failed on the CPU, into their place in ``work``.

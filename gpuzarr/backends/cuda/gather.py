@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ...engine.layout import StorageLayout
-from ...plan.selection import ReadPlan
+from ...layout import ArrayLayout
+from ...plan.selection import SelectionPlan
 
 #: a box up to this many times the result's size is read whole
 MAX_BOX_GROWTH = 8
@@ -36,7 +36,7 @@ class GatherPlan:
 
     box: tuple[slice, ...]
     box_shape: tuple[int, ...]
-    #: flat offset in the box of each output element, shape ``ReadPlan.buffer_shape``
+    #: flat offset in the box of each output element, shape ``SelectionPlan.buffer_shape``
     index: npt.NDArray[np.intp]
 
 
@@ -51,7 +51,7 @@ def _axis_coordinates(
     return np.asarray(np.broadcast_to(coords, chunk_shape)[selection])
 
 
-def gather_plan(layout: StorageLayout, plan: ReadPlan) -> GatherPlan | None:
+def gather_plan(layout: ArrayLayout, plan: SelectionPlan) -> GatherPlan | None:
     """The box and gather index of ``plan``, or None when the box would be too large."""
     dims = layout.dimensions()
     ndim = len(dims)

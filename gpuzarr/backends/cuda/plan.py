@@ -2,7 +2,7 @@
 
 Two pure steps, both testable without a GPU:
 
-1. :func:`build_gpu_read_plan` (layout + ReadPlan, no I/O): one :class:`ChunkTask` per stored
+1. :func:`build_gpu_read_plan` (layout + SelectionPlan, no I/O): one :class:`ChunkTask` per stored
    chunk or inner chunk the selection touches (inner chunks of many shards mixed), each with its
    store key (the shard's key for an inner chunk, plus its position in the shard), its
    :class:`DecodeRoute` (which nvCOMP route decodes it, or a CPU fallback with the reason), and
@@ -36,9 +36,9 @@ from ...codecs.numcodecs_codec import NumcodecsCodec
 from ...codecs.pipeline import CodecPipeline
 from ...codecs.transpose import TransposeCodec
 from ...codecs.zstd import ZstdCodec
-from ...engine.layout import StorageLayout
-from ...engine.parallel import batches_by_bytes
-from ...plan.selection import ReadPlan
+from ...layout import ArrayLayout
+from ...parallel import batches_by_bytes
+from ...plan.selection import SelectionPlan
 from . import kernels
 
 ALIGNMENT = 8
@@ -232,7 +232,7 @@ def _padded(rows: list[list[int]], ndim: int, pad: int) -> Int64Array:
     return table
 
 
-def build_gpu_read_plan(layout: StorageLayout, plan: ReadPlan, budget: int = BATCH_BYTES) -> GpuReadPlan:
+def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = BATCH_BYTES) -> GpuReadPlan:
     """Plan a read of ``plan`` (a basic selection) for the GPU path.
 
     Raises :class:`GpuPlanError` where the assemble kernel cannot express the read (index arrays,

@@ -1,14 +1,14 @@
-"""Reads of one array on one CUDA device: the bridge between ``Array`` and the executor.
+"""Reads on one CUDA device: the :class:`~gpuzarr.backends.Reader` of ``device="cuda:N"``.
 
-:func:`read` turns a ReadPlan into a device array:
+:meth:`CudaReader.read` turns a SelectionPlan into a device array:
 
 1. plan the GPU read (:func:`.plan.build_gpu_read_plan`); selections the assemble kernel cannot
    express (index arrays, points, negative steps) are read as their bounding box and gathered
    on the device (:mod:`.gather`), or, when that box is much larger than the result or the
    data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
    copied to the device once;
-2. run it through :func:`.executor.execute` on a device object (:class:`.executor.CudaDevice`
-   on a GPU; tests inject :class:`.executor.CpuEmulatedDevice` through :data:`make_device`);
+2. run it through :func:`.executor.execute` on a device object (:class:`.cuda_device.CudaDevice`
+   on a GPU; tests pass ``device_factory`` to run on :class:`.emulated.CpuEmulatedDevice`);
 3. write into the caller's ``out`` when given (in place when it is C-contiguous).
 
 Under ``strict`` every CPU step (a selection or a codec the GPU cannot do) raises DeviceError
@@ -26,21 +26,18 @@ from typing import Any
 import numpy as np
 
 from ... import config
-from ...engine.layout import StorageLayout
-from ...engine.read import read_plan
 from ...errors import DeviceError
-from ...plan.selection import ReadPlan, plan_orthogonal
+from ...layout import ArrayLayout
+from ...plan.selection import SelectionPlan, plan_orthogonal
 from ...store.base import Store
 from ..cpu import empty as host_empty
+from ..cpu import read_plan
 from .cuda_device import CudaDevice
 from .executor import Device, execute
 from .gather import gather_plan
 from .plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
 
 logger = logging.getLogger("gpuzarr")
-
-#: ``(device index, stream) -> Device``; replaced in tests to run the whole path on the CPU
-make_device: Callable[[int, Any], Device] = CudaDevice
 
 _logged: set[str] = set()
 _logged_lock = threading.Lock()
@@ -65,41 +62,53 @@ def batch_budget(device: Device) -> int:
     return max(1 << 20, min(BATCH_BYTES, free // 4)) if free is not None else BATCH_BYTES
 
 
-def read(
-    index: int,
-    layout: StorageLayout,
-    store: Store,
-    plan: ReadPlan,
-    *,
-    out: Any = None,
-    stream: Any = None,
-    strict: bool = False,
-) -> Any:
-    """The selection ``plan`` describes, read on CUDA device ``index`` into a device array of
-    ``plan.shape`` (or into ``out``)."""
-    device = make_device(index, stream)
-    dtype = np.dtype(layout.metadata.dtype)
-    with device.activate():
-        if out is not None:
-            _check_out(device, out, plan.shape, dtype)
-        if math.prod(plan.shape) == 0:
-            return out if out is not None else device.empty(plan.shape, dtype)
-        budget = batch_budget(device)
-        try:
-            gpu_plan = build_gpu_read_plan(layout, plan, budget)
-        except GpuPlanError as exc:
-            return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
-        direct = out is not None and device.is_contiguous(out)
-        target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
-        _execute(device, layout, store, gpu_plan, target, strict)
-        return out if direct else _deliver(device, target, plan, out)
+class CudaReader:
+    """The :class:`~gpuzarr.backends.Reader` of CUDA device ``index``.
+
+    ``device_factory`` makes the device object of one read from ``(index, stream)``:
+    :class:`.cuda_device.CudaDevice` by default; tests pass the emulated device.
+    """
+
+    def __init__(self, index: int, *, device_factory: Callable[[int, Any], Device] | None = None) -> None:
+        self.index = index
+        self.device = f"cuda:{index}"
+        self.device_factory: Callable[[int, Any], Device] = device_factory or CudaDevice
+
+    def read(
+        self,
+        layout: ArrayLayout,
+        store: Store,
+        plan: SelectionPlan,
+        out: Any = None,
+        *,
+        stream: Any = None,
+        strict: bool = False,
+    ) -> Any:
+        """The selection ``plan`` describes, read into a device array of ``plan.shape`` (or
+        into ``out``, a CuPy array)."""
+        device = self.device_factory(self.index, stream)
+        dtype = np.dtype(layout.metadata.dtype)
+        with device.activate():
+            if out is not None:
+                _check_out(device, out, plan.shape, dtype)
+            if math.prod(plan.shape) == 0:
+                return out if out is not None else device.empty(plan.shape, dtype)
+            budget = batch_budget(device)
+            try:
+                gpu_plan = build_gpu_read_plan(layout, plan, budget)
+            except GpuPlanError as exc:
+                return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
+            direct = out is not None and device.is_contiguous(out)
+            target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
+            _execute(device, layout, store, gpu_plan, target, strict)
+            return out if direct else _deliver(device, target, plan, out)
 
 
 def _read_gathered(
     device: Device,
-    layout: StorageLayout,
+    layout: ArrayLayout,
     store: Store,
-    plan: ReadPlan,
+    plan: SelectionPlan,
     out: Any,
     strict: bool,
     budget: int,
@@ -131,7 +140,7 @@ def _read_gathered(
     return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
 
 
-def _execute(device: Device, layout: StorageLayout, store: Store, gpu_plan: Any, target: Any, strict: bool) -> None:
+def _execute(device: Device, layout: ArrayLayout, store: Store, gpu_plan: Any, target: Any, strict: bool) -> None:
     """Run a GPU plan into ``target``; CPU decoding is logged, or raises under ``strict``."""
     if strict:
         for task in gpu_plan.tasks:
@@ -146,13 +155,13 @@ def _execute(device: Device, layout: StorageLayout, store: Store, gpu_plan: Any,
     execute(layout, store, gpu_plan, device, target, on_fallback=fallback)
 
 
-def _read_on_host(layout: StorageLayout, store: Store, plan: ReadPlan, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+def _read_on_host(layout: ArrayLayout, store: Store, plan: SelectionPlan, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     buffer = host_empty(plan.buffer_shape, dtype)
     read_plan(layout, store, plan, buffer)
     return buffer
 
 
-def _deliver(device: Device, data: Any, plan: ReadPlan, out: Any) -> Any:
+def _deliver(device: Device, data: Any, plan: SelectionPlan, out: Any) -> Any:
     """``data`` (a device array of ``plan.buffer_shape``) as one of ``plan.shape``, written into
     ``out`` when given."""
     data = data.reshape(plan.shape)
@@ -169,4 +178,4 @@ def _check_out(device: Device, out: Any, shape: tuple[int, ...], dtype: np.dtype
         raise ValueError(f"out: expected shape {shape} and dtype {dtype}, got {tuple(out.shape)} and {out.dtype}")
 
 
-__all__ = ["batch_budget", "log_fallback", "make_device", "read"]
+__all__ = ["CudaReader", "batch_budget", "log_fallback"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..buffers import aligned_empty
+from ...buffers import aligned_empty
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
@@ -22,7 +22,7 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     are copied to the host through ``backends.cuda.host``.
     """
     if is_device_array(value):
-        from .cuda.host import device_to_host
+        from ..cuda.host import device_to_host
 
         value = device_to_host(value)
     elif not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.engine.read import _selected_byte_span
+from gpuzarr.backends.cpu.read import _selected_byte_span
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.plan.selection import ChunkProjection
 

@@ -1,4 +1,4 @@
-"""The CPU read engine: execute a ReadPlan into an output buffer.
+"""The CPU read engine: execute a SelectionPlan into an output buffer.
 
 Unsharded: one store read and one decode per chunk, spread over the thread pool; each chunk is
 decoded straight into the output (see CodecPipeline.decode_into). Sharded: per batch of shards,
@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import buffers, config
-from ..codecs.pipeline import CodecPipeline
-from ..errors import ChunkNotFoundError, CorruptChunkError
-from ..plan.selection import ChunkProjection, ReadPlan
-from ..store.base import Buffer, Store
-from ..store.sharding import read_inner_chunks, read_shard_index
-from .layout import StorageLayout
-from .parallel import batches_by_bytes, run_tasks
+from ... import buffers, config
+from ...codecs.pipeline import CodecPipeline
+from ...errors import ChunkNotFoundError, CorruptChunkError
+from ...layout import ArrayLayout
+from ...parallel import batches_by_bytes, run_tasks
+from ...plan.selection import ChunkProjection, SelectionPlan
+from ...store.base import Buffer, Store
+from ...store.sharding import read_inner_chunks, read_shard_index
 
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16
@@ -44,7 +44,7 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
 
 
 def _store_chunk_into(
-    layout: StorageLayout, raw: Buffer | None, key: str, out: np.ndarray[Any, Any], targets: list[ChunkProjection]
+    layout: ArrayLayout, raw: Buffer | None, key: str, out: np.ndarray[Any, Any], targets: list[ChunkProjection]
 ) -> None:
     """Decode one chunk once and copy it to every place in ``out`` that ``targets`` name."""
     if raw is None:
@@ -74,7 +74,7 @@ def _by_chunk(projections: list[ChunkProjection]) -> list[list[ChunkProjection]]
     return list(groups.values())
 
 
-def read_plan(layout: StorageLayout, store: Store, plan: ReadPlan, out: np.ndarray[Any, Any]) -> None:
+def read_plan(layout: ArrayLayout, store: Store, plan: SelectionPlan, out: np.ndarray[Any, Any]) -> None:
     """Fill ``out`` (shape ``plan.buffer_shape``) with the selection ``plan`` describes."""
     if not plan.projections:
         return
@@ -85,7 +85,7 @@ def read_plan(layout: StorageLayout, store: Store, plan: ReadPlan, out: np.ndarr
 
 
 def _read_chunks(
-    layout: StorageLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
+    layout: ArrayLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
 ) -> None:
     groups = _by_chunk(projections)
     # Reading an uncompressed chunk is a page-cache copy of tens of microseconds: for the few
@@ -115,7 +115,7 @@ def _read_chunks(
 
 
 def _read_uncompressed_direct(
-    layout: StorageLayout,
+    layout: ArrayLayout,
     pipeline: CodecPipeline,
     store: Store,
     key: str,
@@ -173,7 +173,7 @@ def _selected_byte_span(
 
 
 def _read_uncompressed_part(
-    layout: StorageLayout,
+    layout: ArrayLayout,
     pipeline: CodecPipeline,
     store: Store,
     key: str,
@@ -209,7 +209,7 @@ def _read_uncompressed_part(
 
 
 def _read_sharded(
-    layout: StorageLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
+    layout: ArrayLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
 ) -> None:
     assert layout.sharding is not None
     # shard -> inner chunks wanted (position in the shard, every projection of that inner chunk)

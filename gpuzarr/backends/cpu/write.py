@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.sharding import ShardingCodec
-from ..errors import CorruptChunkError
-from ..plan.selection import ChunkProjection, ReadPlan
-from ..spec.dtypes import fill_value_bytes_equal
-from ..store.base import Buffer, Store
-from .layout import StorageLayout
-from .parallel import run_tasks
+from ...codecs.sharding import ShardingCodec
+from ...errors import CorruptChunkError
+from ...layout import ArrayLayout
+from ...parallel import run_tasks
+from ...plan.selection import ChunkProjection, SelectionPlan
+from ...spec.dtypes import fill_value_bytes_equal
+from ...store.base import Buffer, Store
 
 
 def _covers_whole_chunk(p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:
@@ -37,7 +37,7 @@ def _covers_whole_chunk(p: ChunkProjection, chunk_shape: tuple[int, ...]) -> boo
 
 
 def _new_chunk(
-    layout: StorageLayout, p: ChunkProjection, value: np.ndarray[Any, Any], old: np.ndarray[Any, Any] | None
+    layout: ArrayLayout, p: ChunkProjection, value: np.ndarray[Any, Any], old: np.ndarray[Any, Any] | None
 ) -> np.ndarray[Any, Any]:
     """The chunk after writing ``value[p.out_selection]`` into it (``old`` = its old content)."""
     shape = layout.chunk_shape_at(p.chunk_coords)
@@ -48,13 +48,13 @@ def _new_chunk(
     return chunk
 
 
-def _encode_or_none(layout: StorageLayout, coords: tuple[int, ...], chunk: np.ndarray[Any, Any]) -> Buffer | None:
+def _encode_or_none(layout: ArrayLayout, coords: tuple[int, ...], chunk: np.ndarray[Any, Any]) -> Buffer | None:
     if not layout.store_data_equal_to_fill_value and fill_value_bytes_equal(chunk, layout.metadata.fill_value):
         return None
     return layout.pipeline_at(coords).encode(chunk)
 
 
-def write_plan(layout: StorageLayout, store: Store, plan: ReadPlan, value: np.ndarray[Any, Any]) -> None:
+def write_plan(layout: ArrayLayout, store: Store, plan: SelectionPlan, value: np.ndarray[Any, Any]) -> None:
     """Write ``value`` (shape ``plan.buffer_shape``) to the selection ``plan`` describes."""
     if not plan.projections:
         return
@@ -65,7 +65,7 @@ def write_plan(layout: StorageLayout, store: Store, plan: ReadPlan, value: np.nd
 
 
 def _write_chunks(
-    layout: StorageLayout, store: Store, projections: list[ChunkProjection], value: np.ndarray[Any, Any]
+    layout: ArrayLayout, store: Store, projections: list[ChunkProjection], value: np.ndarray[Any, Any]
 ) -> None:
     def work(p: ChunkProjection) -> None:
         key = layout.key(p.chunk_coords)
@@ -90,7 +90,7 @@ class _ShardWrite:
     edits: list[tuple[int, ChunkProjection, np.ndarray[Any, Any]]] = field(default_factory=list)
 
 
-def _inner_chunks_in_bounds(layout: StorageLayout, shard: tuple[int, ...], codec: ShardingCodec) -> int:
+def _inner_chunks_in_bounds(layout: ArrayLayout, shard: tuple[int, ...], codec: ShardingCodec) -> int:
     """How many of a shard's inner chunks intersect the array."""
     n = 1
     for dim, s, inner, per in zip(
@@ -106,7 +106,7 @@ def _inner_chunks_in_bounds(layout: StorageLayout, shard: tuple[int, ...], codec
 
 
 def _write_sharded(
-    layout: StorageLayout, store: Store, projections: list[ChunkProjection], value: np.ndarray[Any, Any]
+    layout: ArrayLayout, store: Store, projections: list[ChunkProjection], value: np.ndarray[Any, Any]
 ) -> None:
     by_shard: dict[tuple[int, ...], list[tuple[int, ChunkProjection]]] = defaultdict(list)
     for p in projections:

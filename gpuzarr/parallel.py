@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from .. import config
+from . import config
 
 T = TypeVar("T")
 R = TypeVar("R")

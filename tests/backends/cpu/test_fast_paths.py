@@ -8,8 +8,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr import buffers
-from gpuzarr.engine.parallel import run_tasks
 from gpuzarr.errors import CorruptChunkError
+from gpuzarr.parallel import run_tasks
 
 RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
 ZSTD = [*RAW, {"name": "zstd", "configuration": {"level": 1}}]

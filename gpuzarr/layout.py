@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs.base import ChunkSpec
-from ..codecs.pipeline import CodecPipeline
-from ..codecs.sharding import ShardingCodec
-from ..errors import MetadataError
-from ..spec.chunk_grid import DimensionGrid
-from ..spec.rectilinear import VariableDimensionGrid
-from ..spec.v2 import ArrayMetadataV2
-from ..spec.v3 import ArrayMetadata
+from .codecs.base import ChunkSpec
+from .codecs.pipeline import CodecPipeline
+from .codecs.sharding import ShardingCodec
+from .errors import MetadataError
+from .spec.chunk_grid import DimensionGrid
+from .spec.rectilinear import VariableDimensionGrid
+from .spec.v2 import ArrayMetadataV2
+from .spec.v3 import ArrayMetadata
 
 AnyDimension = DimensionGrid | VariableDimensionGrid
 
@@ -37,7 +37,14 @@ def _is_fast_sharded(pipeline: CodecPipeline) -> bool:
 
 
 @dataclass(eq=False)
-class StorageLayout:
+class ArrayLayout:
+    """The resolved array that both readers and the writer work from.
+
+    Built once per metadata version by :meth:`from_metadata`: the metadata, the codec pipeline
+    prepared for the stored chunk shape (and, on rectilinear grids, for every other shape met),
+    the planning grid (inner chunks when sharded) and shard addressing.
+    """
+
     metadata: ArrayMetadata | ArrayMetadataV2
     prefix: str
     pipeline: CodecPipeline
@@ -52,11 +59,26 @@ class StorageLayout:
     _planning_dims: tuple[AnyDimension, ...] | None = field(default=None, repr=False)
 
     @classmethod
-    def from_metadata(cls, metadata: ArrayMetadata | ArrayMetadataV2, prefix: str = "") -> StorageLayout:
+    def from_metadata(
+        cls,
+        metadata: ArrayMetadata | ArrayMetadataV2,
+        prefix: str = "",
+        *,
+        fill_missing_data_reads: bool = True,
+        store_data_equal_to_fill_value: bool = False,
+    ) -> ArrayLayout:
+        """Resolve ``metadata`` of the array whose keys start with ``prefix``."""
         pipeline = CodecPipeline.from_codecs(metadata.codecs, cls._spec(metadata, metadata.chunk_shape))
         sharding = pipeline.array_to_bytes[0] if _is_fast_sharded(pipeline) else None
         assert sharding is None or isinstance(sharding, ShardingCodec)
-        layout = cls(metadata, prefix, pipeline, sharding)
+        layout = cls(
+            metadata,
+            prefix,
+            pipeline,
+            sharding,
+            fill_missing_data_reads=fill_missing_data_reads,
+            store_data_equal_to_fill_value=store_data_equal_to_fill_value,
+        )
         layout._pipelines[metadata.chunk_shape] = pipeline
         if sharding is not None:
             layout._check_shard_extents(sharding.chunk_shape)
