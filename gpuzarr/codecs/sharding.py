@@ -11,10 +11,12 @@ v3 name ``sharding_indexed``. Configuration::
                          {"name": "crc32c"}],
         "index_location": "end"}}
 
-This class encodes and decodes *whole* shards (used when the chain has codecs around it that
-prevent partial reads, for nested sharding, and for writes). Partial reads go through
-``store.sharding`` with :attr:`ShardingCodec.layout`, and the engine decodes the inner chunks with
-:attr:`ShardingCodec.inner` in batches.
+This class holds the configuration, resolves it (inner and index pipelines) and describes the
+shard format as a :class:`~gpuzarr.store.sharding.ShardLayout`; the format itself (index, split,
+encode) and the fetch of inner chunks live in ``store.sharding``. ``decode``/``encode`` handle
+*whole* shards (when the chain has codecs around sharding that prevent partial reads, and for
+nested sharding); reads of parts go through ``store.sharding`` and the readers decode the inner
+chunks with :attr:`ShardingCodec.inner`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..errors import CorruptChunkError, MetadataError
 from ..spec.dtypes import fill_value_bytes_equal
 from ..spec.v3 import normalize_codec_json
 from ..store.base import Buffer
-from ..store.sharding import EMPTY, ShardIndex, ShardLayout
+from ..store.sharding import EMPTY, ShardLayout, encode_shard
 from .base import ArrayToBytesCodec, ChunkSpec
 from .pipeline import CodecPipeline
 from .registry import register_codec
@@ -140,7 +142,9 @@ class ShardingCodec(ArrayToBytesCodec):
         assert self.index is not None, "resolve() first"
         nbytes = self.index.encoded_size()
         assert nbytes is not None
-        return ShardLayout(nbytes, self.index_location == "end", self.chunks_per_shard, self._decode_index)
+        return ShardLayout(
+            nbytes, self.index_location == "end", self.chunks_per_shard, self._decode_index, self._encode_index
+        )
 
     def _decode_index(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:
         assert self.index is not None
@@ -149,9 +153,9 @@ class ShardingCodec(ArrayToBytesCodec):
         except CorruptChunkError as exc:
             raise CorruptChunkError(key, f"shard index: {exc.reason}") from exc
 
-    def encode_index(self, index: ShardIndex) -> bytes:
+    def _encode_index(self, table: np.ndarray[Any, Any]) -> bytes:
         assert self.index is not None
-        return bytes(memoryview(self.index.encode(index.table(self.chunks_per_shard))).cast("B"))
+        return bytes(memoryview(self.index.encode(table)).cast("B"))
 
     def inner_slices(self, i: int) -> tuple[slice, ...]:
         """The region of the shard covered by inner chunk ``i`` (C order)."""
@@ -165,14 +169,10 @@ class ShardingCodec(ArrayToBytesCodec):
     def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         assert self.inner is not None
         key = "inner shard"
-        index = self.layout.index_from_shard(data, key)
-        view = memoryview(data).cast("B")
         out = np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
-        for i in range(self.layout.n_inner):
-            if index.is_empty(i):
-                continue
-            start, n = int(index.offsets[i]), int(index.nbytes[i])
-            out[self.inner_slices(i)] = self.inner.decode(view[start : start + n], key)
+        for i, part in enumerate(self.layout.split(data, key)):
+            if part is not None:
+                out[self.inner_slices(i)] = self.inner.decode(part, key)
         return out
 
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer:
@@ -183,23 +183,4 @@ class ShardingCodec(ArrayToBytesCodec):
             else self.inner.encode(chunk[self.inner_slices(i)])
             for i in range(self.layout.n_inner)
         ]
-        return self.assemble(parts)
-
-    def assemble(self, parts: list[Buffer | None]) -> bytes:
-        """A shard from encoded inner chunks (None = empty), index placed per index_location."""
-        layout = self.layout
-        index = ShardIndex.empty(layout.n_inner)
-        offset = 0 if layout.index_at_end else layout.index_nbytes
-        blobs = []
-        for i, part in enumerate(parts):
-            if part is None:
-                continue
-            raw = memoryview(part).cast("B")
-            index.offsets[i] = offset
-            index.nbytes[i] = len(raw)
-            offset += len(raw)
-            blobs.append(raw)
-        encoded_index = self.encode_index(index)
-        if layout.index_at_end:
-            return b"".join([*blobs, encoded_index])
-        return b"".join([encoded_index, *blobs])
+        return encode_shard(parts, self.layout)

@@ -1,17 +1,27 @@
-"""Reading shards: the shard index and byte-range reads of the inner chunks a selection needs.
+"""The shard format (``sharding_indexed``) and its I/O: index, split, encode, fetch.
 
-Sharding lives on the store side as a reader (not as a codec doing I/O): the engine asks for
-inner chunks by their position in the shard, this module fetches the index with one byte-range
-request (a suffix when the index is at the end), validates it against the shard's size, then
-fetches the wanted inner chunks with coalesced range requests (or the whole shard in one request
-when most of it is wanted). The bytes then go through the ordinary batched codec chain.
+Sharding lives on the store side as a reader (not as a codec doing I/O), as TensorStore's
+``zarr3_sharding_indexed`` kvstore does. This module owns the format:
+
+* :class:`ShardIndex` (offsets and byte counts, validated against the shard size, overflow
+  included) and :class:`ShardLayout` (where the index is and the callbacks that decode and encode
+  it through the index codec chain, built by ``codecs.sharding.ShardingCodec.layout``);
+* :meth:`ShardLayout.split` (a whole shard in memory -> its inner chunks' bytes) and
+  :func:`encode_shard` (inner chunks' bytes -> a shard);
+
+and the one fetch routine both readers use, :func:`fetch_inner_chunks`: per shard, the index
+with one byte-range request (a suffix when it is at the end; cached per read when the caller
+passes a cache), then the wanted inner chunks with coalesced range requests, or the whole shard
+in one request when most of it is wanted. The bytes then go through the ordinary codec chain.
+``ArrayLayout.shard_of`` maps an array's inner chunk to its shard (addressing), and the CPU
+writer (``backends/cpu/write.py``) assembles shards with :func:`encode_shard`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -77,7 +87,10 @@ class ShardLayout:
     index_nbytes: int
     index_at_end: bool
     chunks_per_shard: tuple[int, ...]
+    #: ``(encoded index, shard key) -> (*chunks_per_shard, 2)`` uint64 table
     decode_index: Callable[[Buffer, str], np.ndarray[Any, Any]]
+    #: ``(*chunks_per_shard, 2)`` uint64 table -> encoded index of ``index_nbytes`` bytes
+    encode_index: Callable[[np.ndarray[Any, Any]], bytes]
 
     @property
     def n_inner(self) -> int:
@@ -95,6 +108,36 @@ class ShardLayout:
             )
         part = raw[len(raw) - self.index_nbytes :] if self.index_at_end else raw[: self.index_nbytes]
         return ShardIndex.from_array(self.decode_index(part, key), len(raw), key)
+
+    def split(self, shard: Buffer, key: str) -> list[memoryview | None]:
+        """The encoded bytes of every inner chunk of a shard held whole in memory (C order;
+        None where the index says empty)."""
+        index = self.index_from_shard(shard, key)
+        view = memoryview(shard).cast("B")
+        return [
+            None if index.is_empty(i) else view[int(index.offsets[i]) : int(index.offsets[i] + index.nbytes[i])]
+            for i in range(self.n_inner)
+        ]
+
+
+def encode_shard(parts: Sequence[Buffer | None], layout: ShardLayout) -> bytes:
+    """A shard from the encoded bytes of its inner chunks (C order; None = empty), with its
+    index placed where ``layout`` says."""
+    index = ShardIndex.empty(layout.n_inner)
+    offset = 0 if layout.index_at_end else layout.index_nbytes
+    blobs = []
+    for i, part in enumerate(parts):
+        if part is None:
+            continue
+        raw = memoryview(part).cast("B")
+        index.offsets[i] = offset
+        index.nbytes[i] = len(raw)
+        offset += len(raw)
+        blobs.append(raw)
+    encoded_index = layout.encode_index(index.table(layout.chunks_per_shard))
+    if layout.index_at_end:
+        return b"".join([*blobs, encoded_index])
+    return b"".join([encoded_index, *blobs])
 
 
 def read_shard_index(store: Store, key: str, layout: ShardLayout) -> ShardIndex | None:
@@ -164,3 +207,72 @@ def read_inner_chunks(
                 )
             out[i] = view[lo : lo + n]
     return [out[i] for i in wanted]
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+#: Reads the wanted inner chunks of one shard from its index: ``read_inner_chunks``'s arguments.
+InnerReader = Callable[[Store, str, ShardIndex, Sequence[int], ShardLayout], Sequence[T | None]]
+
+
+def _serial(func: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    return [func(x) for x in items]
+
+
+def fetch_shard(
+    store: Store,
+    key: str,
+    wanted: Sequence[int],
+    layout: ShardLayout,
+    *,
+    index_cache: MutableMapping[str, ShardIndex | None] | None = None,
+    read_chunks: InnerReader[Any] = read_inner_chunks,
+) -> list[Any]:
+    """The encoded bytes of inner chunks ``wanted`` of the shard at ``key`` (None: empty, or the
+    whole shard is missing).
+
+    ``index_cache`` keeps indexes read before (one read = one version of the shard: do not keep
+    it across reads that a writer may interleave with). ``read_chunks`` replaces the byte-range
+    reads, e.g. to hand out file spans that a device reads itself; it gets the same arguments as
+    :func:`read_inner_chunks` and returns one entry per wanted chunk.
+    """
+    if index_cache is not None and key in index_cache:
+        index = index_cache[key]
+    else:
+        index = read_shard_index(store, key, layout)
+        if index_cache is not None:
+            index_cache[key] = index
+    if index is None:
+        return [None] * len(wanted)
+    return list(read_chunks(store, key, index, wanted, layout))
+
+
+def fetch_inner_chunks(
+    store: Store,
+    wanted: Mapping[str, Sequence[int]],
+    layout_of: Callable[[str], ShardLayout],
+    *,
+    index_cache: MutableMapping[str, ShardIndex | None] | None = None,
+    read_chunks: InnerReader[Any] = read_inner_chunks,
+    map_shards: Callable[[Callable[[str], list[Any]], Sequence[str]], list[list[Any]]] = _serial,
+) -> dict[tuple[str, int], Any]:
+    """The encoded bytes of many shards' inner chunks: ``{(shard key, position): bytes or None}``.
+
+    ``wanted`` maps each shard key to the positions wanted in it, ``layout_of`` gives a shard
+    key's :class:`ShardLayout` (shards of a rectilinear grid differ), and ``map_shards`` runs the
+    per-shard fetches (e.g. on a thread pool; in order by default). See :func:`fetch_shard` for
+    ``index_cache`` and ``read_chunks``.
+    """
+    keys = list(wanted)
+
+    def one(key: str) -> list[Any]:
+        return fetch_shard(
+            store, key, wanted[key], layout_of(key), index_cache=index_cache, read_chunks=read_chunks
+        )
+
+    fetched = map_shards(one, keys)
+    return {
+        (key, position): blob
+        for key, blobs in zip(keys, fetched, strict=True)
+        for position, blob in zip(wanted[key], blobs, strict=True)
+    }

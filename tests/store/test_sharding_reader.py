@@ -19,6 +19,9 @@ from gpuzarr.store.sharding import (
     EMPTY,
     ShardIndex,
     ShardLayout,
+    encode_shard,
+    fetch_inner_chunks,
+    fetch_shard,
     read_inner_chunks,
     read_shard_index,
 )
@@ -86,7 +89,7 @@ def make_shard(
 ) -> tuple[CountingStore, ShardLayout, ShardIndex]:
     parts: list[Buffer | None] = [part(i) if i in present else None for i in range(N_INNER)]
     memory = MemoryStore()
-    memory.set(KEY, codec.assemble(parts))
+    memory.set(KEY, encode_shard(parts, codec.layout))
     store = CountingStore(memory)
     layout = codec.layout
     index = read_shard_index(store, KEY, layout)
@@ -167,7 +170,7 @@ def test_absent_shard_is_none() -> None:
 def test_shard_shorter_than_its_index(location: str, keep: int) -> None:
     codec = sharding_codec(location)
     memory = MemoryStore()
-    memory.set(KEY, codec.assemble([part(0)] + [None] * (N_INNER - 1))[:keep])
+    memory.set(KEY, encode_shard([part(0)] + [None] * (N_INNER - 1), codec.layout)[:keep])
     with pytest.raises(CorruptChunkError, match="shorter") as info:
         read_shard_index(memory, KEY, codec.layout)
     assert info.value.key == KEY
@@ -176,7 +179,7 @@ def test_shard_shorter_than_its_index(location: str, keep: int) -> None:
 def test_truncated_shard_fails_index_checksum() -> None:
     codec = sharding_codec("end")
     memory = MemoryStore()
-    memory.set(KEY, codec.assemble([part(i) for i in range(N_INNER)])[:-7])
+    memory.set(KEY, encode_shard([part(i) for i in range(N_INNER)], codec.layout)[:-7])
     with pytest.raises(CorruptChunkError, match="shard index") as info:
         read_shard_index(memory, KEY, codec.layout)
     assert info.value.key == KEY
@@ -188,7 +191,7 @@ def test_index_without_checksum_still_bounds_checked() -> None:
     bad = ShardIndex.empty(N_INNER)
     bad.offsets[2], bad.nbytes[2] = 2**64 - 10, 20  # wraps around
     memory = MemoryStore()
-    memory.set(KEY, codec.encode_index(bad))
+    memory.set(KEY, codec.layout.encode_index(bad.table(codec.chunks_per_shard)))
     with pytest.raises(CorruptChunkError, match="entry 2") as info:
         read_shard_index(memory, KEY, codec.layout)
     assert info.value.key == KEY
@@ -196,14 +199,14 @@ def test_index_without_checksum_still_bounds_checked() -> None:
 
 def test_index_from_whole_shard() -> None:
     codec = sharding_codec("end")
-    shard = codec.assemble([part(i) if i % 2 else None for i in range(N_INNER)])
+    shard = encode_shard([part(i) if i % 2 else None for i in range(N_INNER)], codec.layout)
     index = codec.layout.index_from_shard(shard, KEY)
     assert [i for i in range(N_INNER) if not index.is_empty(i)] == list(range(1, N_INNER, 2))
     # An entry pointing past the end of a shard held whole is caught by the index check.
     bad = ShardIndex.empty(N_INNER)
     bad.offsets[0], bad.nbytes[0] = 0, 1000
     with pytest.raises(CorruptChunkError, match="outside the shard") as info:
-        codec.layout.index_from_shard(b"12345" + codec.encode_index(bad), KEY)
+        codec.layout.index_from_shard(b"12345" + codec.layout.encode_index(bad.table(codec.chunks_per_shard)), KEY)
     assert info.value.key == KEY
 
 
@@ -285,3 +288,61 @@ def test_shard_vanished_after_its_index_was_read(wanted: list[int]) -> None:
     with pytest.raises(CorruptChunkError, match="disappeared") as info:
         read_inner_chunks(store, KEY, index, wanted, layout)
     assert info.value.key == KEY
+
+
+# -- the shard format: split and encode ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_split_inverts_encode_shard(location: str) -> None:
+    codec = sharding_codec(location)
+    parts: list[Buffer | None] = [part(i) if i % 3 else None for i in range(N_INNER)]
+    shard = encode_shard(parts, codec.layout)
+    split = codec.layout.split(shard, KEY)
+    assert [None if p is None else bytes(p) for p in split] == parts
+
+
+# -- fetch_shard / fetch_inner_chunks: the one fetch routine of both readers ---------------------
+
+
+def test_fetch_inner_chunks_of_several_shards() -> None:
+    codec = sharding_codec()
+    memory = MemoryStore()
+    memory.set("c/0/0", encode_shard([part(i) for i in range(N_INNER)], codec.layout))
+    memory.set("c/0/1", encode_shard([None] * (N_INNER - 1) + [part(9)], codec.layout))
+    store = CountingStore(memory)
+    got = fetch_inner_chunks(store, {"c/0/0": [3, 1], "c/0/1": [0, 15], "c/1/0": [2]}, lambda key: codec.layout)
+    assert {k: None if v is None else bytes(v) for k, v in got.items()} == {
+        ("c/0/0", 3): part(3),
+        ("c/0/0", 1): part(1),
+        ("c/0/1", 0): None,  # empty in the index
+        ("c/0/1", 15): part(9),
+        ("c/1/0", 2): None,  # the shard is missing
+    }
+
+
+def test_fetch_shard_reads_each_index_once_with_a_cache() -> None:
+    store, layout, _ = make_shard(sharding_codec())
+    cache: dict[str, ShardIndex | None] = {}
+    first = fetch_shard(store, KEY, [0], layout, index_cache=cache)
+    index_reads = len(store.gets)
+    second = fetch_shard(store, KEY, [5], layout, index_cache=cache)
+    assert bytes(first[0]) == part(0) and bytes(second[0]) == part(5)
+    assert KEY in cache and len(store.gets) == index_reads  # the second fetch read no index
+    store.reset()
+    fetch_shard(store, KEY, [5], layout)
+    assert len(store.gets) == 1  # without a cache, the index is read again
+
+
+def test_fetch_shard_hands_the_index_to_a_custom_reader() -> None:
+    store, layout, _ = make_shard(sharding_codec(), present=[0, 2])
+    seen: list[tuple[str, list[int]]] = []
+
+    def spans(store: Store, key: str, index: ShardIndex, wanted: Sequence[int], layout: ShardLayout) -> list[Any]:
+        seen.append((key, list(wanted)))
+        return [None if index.is_empty(i) else (int(index.offsets[i]), int(index.nbytes[i])) for i in wanted]
+
+    got = fetch_inner_chunks(store, {KEY: [2, 1]}, lambda key: layout, read_chunks=spans)
+    assert seen == [(KEY, [2, 1])]
+    assert got[KEY, 1] is None and got[KEY, 2] == (INNER_NBYTES, INNER_NBYTES)
+    assert not store.range_calls  # the custom reader replaced the byte-range reads

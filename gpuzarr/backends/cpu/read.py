@@ -1,9 +1,9 @@
 """The CPU read engine: execute a SelectionPlan into an output buffer.
 
 Unsharded: one store read and one decode per chunk, spread over the thread pool; each chunk is
-decoded straight into the output (see CodecPipeline.decode_into). Sharded: per batch of shards,
-fetch every shard's index and the wanted inner chunks (coalesced ranges) in parallel, then decode
-all fetched inner chunks of the batch in parallel. Missing chunks and empty inner chunks are
+decoded straight into the output (see CodecPipeline.decode_into). Sharded: the inner chunks are
+fetched by ``store.sharding`` (index, then coalesced ranges) and decoded in parallel, either one
+shard per task (many shards) or a batch of shards fetched first (few shards). Missing chunks and empty inner chunks are
 written as the fill value.
 """
 
@@ -21,7 +21,7 @@ from ...layout import ArrayLayout
 from ...parallel import batches_by_bytes, run_tasks
 from ...plan.selection import ChunkProjection, SelectionPlan
 from ...store.base import Buffer, Store
-from ...store.sharding import read_inner_chunks, read_shard_index
+from ...store.sharding import ShardLayout, fetch_inner_chunks, fetch_shard
 
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16
@@ -212,44 +212,51 @@ def _read_sharded(
     layout: ArrayLayout, store: Store, projections: list[ChunkProjection], out: np.ndarray[Any, Any]
 ) -> None:
     assert layout.sharding is not None
-    # shard -> inner chunks wanted (position in the shard, every projection of that inner chunk)
-    by_shard: dict[tuple[int, ...], list[tuple[int, list[ChunkProjection]]]] = defaultdict(list)
+    # shard key -> inner chunks wanted (position in the shard, every projection of that inner chunk)
+    by_shard: dict[str, list[tuple[int, list[ChunkProjection]]]] = defaultdict(list)
+    shard_coords: dict[str, tuple[int, ...]] = {}
     for targets in _by_chunk(projections):
         shard, position = layout.shard_of(targets[0].chunk_coords)
-        by_shard[shard].append((position, targets))
-    shards = list(by_shard.items())
-    chunk_nbytes = layout.chunk_pipeline.spec.nbytes
-    Task = tuple[Buffer | None, str, int, list[ChunkProjection]]
-
-    def fetch(item: tuple[tuple[int, ...], list[tuple[int, list[ChunkProjection]]]]) -> list[Task]:
-        shard, wanted = item
         key = layout.key(shard)
-        shard_layout = layout.sharding_at(shard).layout
-        index = read_shard_index(store, key, shard_layout)
-        if index is None:
-            return [(None, key, i, targets) for i, targets in wanted]
-        blobs = read_inner_chunks(store, key, index, [i for i, _ in wanted], shard_layout)
-        return [(blob, key, i, targets) for (i, targets), blob in zip(wanted, blobs, strict=True)]
+        shard_coords[key] = shard
+        by_shard[key].append((position, targets))
 
-    def decode(task: Task) -> None:
-        raw, key, i, targets = task
-        try:
-            _store_chunk_into(layout, raw, key, out, targets)
-        except CorruptChunkError as exc:
-            # The error names the shard's store key; the reason says which inner chunk.
-            raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc
+    def shard_layout(key: str) -> ShardLayout:
+        return layout.sharding_at(shard_coords[key]).layout
 
-    if len(shards) >= 2 * config.get("concurrency"):
+    keys = list(by_shard)
+    if len(keys) >= 2 * config.get("concurrency"):
         # Enough shards to keep every worker busy: each task fetches one shard and decodes it
         # at once, so reading and decoding overlap and only a few shards are held in memory.
-        def fetch_and_decode(item: tuple[tuple[int, ...], list[tuple[int, list[ChunkProjection]]]]) -> None:
-            for task in fetch(item):
-                decode(task)
+        def fetch_and_decode(key: str) -> None:
+            wanted = by_shard[key]
+            blobs = fetch_shard(store, key, [i for i, _ in wanted], shard_layout(key))
+            for (i, targets), raw in zip(wanted, blobs, strict=True):
+                _decode_inner(layout, key, i, raw, out, targets)
 
-        run_tasks(fetch_and_decode, shards)
+        run_tasks(fetch_and_decode, keys)
         return
     # Few shards: fetch them, then spread their inner chunks over the workers.
-    sizes = [len(w) * chunk_nbytes for _, w in shards]
+    chunk_nbytes = layout.chunk_pipeline.spec.nbytes
+    sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
-        fetched = run_tasks(fetch, [shards[i] for i in run])
-        run_tasks(decode, [task for tasks in fetched for task in tasks])
+        batch = {keys[k]: [i for i, _ in by_shard[keys[k]]] for k in run}
+        fetched = fetch_inner_chunks(store, batch, shard_layout, map_shards=run_tasks)
+        tasks = [(key, i, fetched[key, i], targets) for key in batch for i, targets in by_shard[key]]
+        run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)
+
+
+def _decode_inner(
+    layout: ArrayLayout,
+    key: str,
+    i: int,
+    raw: Buffer | None,
+    out: np.ndarray[Any, Any],
+    targets: list[ChunkProjection],
+) -> None:
+    """Decode inner chunk ``i`` of the shard at ``key`` into every place ``targets`` name."""
+    try:
+        _store_chunk_into(layout, raw, key, out, targets)
+    except CorruptChunkError as exc:
+        # The error names the shard's store key; the reason says which inner chunk.
+        raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc

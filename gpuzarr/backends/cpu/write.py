@@ -25,6 +25,7 @@ from ...parallel import run_tasks
 from ...plan.selection import ChunkProjection, SelectionPlan
 from ...spec.dtypes import fill_value_bytes_equal
 from ...store.base import Buffer, Store
+from ...store.sharding import encode_shard
 
 
 def _covers_whole_chunk(p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:
@@ -124,12 +125,7 @@ def _write_sharded(
         )
         old_shard = None if rewrites_everything else store.get(key)
         if old_shard is not None:
-            index = shard_layout.index_from_shard(old_shard, key)
-            old_view = memoryview(old_shard).cast("B")
-            for i in range(shard_layout.n_inner):
-                if not index.is_empty(i):
-                    start = int(index.offsets[i])
-                    work.parts[i] = old_view[start : start + int(index.nbytes[i])]
+            work.parts[:] = shard_layout.split(old_shard, key)
         for i, p in touched:
             old = None
             part = work.parts[i]
@@ -154,6 +150,6 @@ def _write_sharded(
         if all(part is None for part in w.parts):
             store.erase(w.key)
         else:
-            store.set(w.key, w.codec.assemble(w.parts))
+            store.set(w.key, encode_shard(w.parts, w.codec.layout))
 
     run_tasks(assemble, shard_writes)
