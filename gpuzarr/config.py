@@ -37,6 +37,7 @@ def _default_concurrency() -> int:
 
 
 def get(name: str) -> Any:
+    """The value of setting ``name`` (``concurrency`` None reads as the CPUs this process may use)."""
     if name not in _settings:
         raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
     value = _settings[name]
@@ -45,8 +46,26 @@ def get(name: str) -> Any:
     return value
 
 
-def set(**settings: Any) -> None:  # noqa: A001 - mirrors zarr.config.set
-    """Change settings, e.g. ``gpuzarr.config.set(concurrency=4)``."""
+class _Restore:
+    """What :func:`set` returns: used as a context manager, it puts the old values back on exit."""
+
+    def __init__(self, old: dict[str, Any]) -> None:
+        self._old = old
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        _settings.update(self._old)
+
+
+def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
+    """Change settings, e.g. ``gpuzarr.config.set(concurrency=4)``.
+
+    The change lasts until the next ``set``, or, used as a context manager, until the block
+    ends: ``with gpuzarr.config.set(strict=True): ...`` (as kvikio's ``defaults.set``).
+    Every value is checked before any is changed.
+    """
     for name, value in settings.items():
         if name not in _settings:
             raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
@@ -55,7 +74,9 @@ def set(**settings: Any) -> None:  # noqa: A001 - mirrors zarr.config.set
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if name == "strict" and not isinstance(value, bool):
             raise ValueError(f"strict must be True or False, got {value!r}")
-        _settings[name] = value
+    old = {name: _settings[name] for name in settings}
+    _settings.update(settings)
+    return _Restore(old)
 
 
 def thread_pool() -> ThreadPoolExecutor:

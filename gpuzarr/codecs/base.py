@@ -11,9 +11,10 @@ Lifecycle of a codec — spec, resolve, prepare, run:
 3. **prepare**: :class:`~gpuzarr.codecs.pipeline.CodecPipeline` is built once per chunk shape
    and precomputes what the hot loop needs (every stage's ChunkSpec, the fast-path flags, the
    inverse transpose).
-4. **run**: ``decode`` / ``encode`` on one chunk, ``decode_batch`` / ``encode_batch`` on many;
-   ``None`` in a batch is a missing chunk. The CPU engine calls them from a thread pool (the
-   numcodecs compressors release the GIL); a device backend overrides the batch forms.
+4. **run**: ``decode`` / ``encode`` on one chunk. The CPU reader calls them from a thread pool
+   (the numcodecs compressors release the GIL). The GPU reader does not call codec objects: its
+   route table (``backends/cuda``), keyed by the codec's Zarr ``name``, says how each codec
+   decodes on the device, so this package knows nothing of devices.
 
 Three kinds, in the order they appear in a chain: array->array (transpose), exactly one
 array->bytes (bytes, sharding_indexed), then bytes->bytes (gzip, zstd, blosc, crc32c).
@@ -22,7 +23,6 @@ array->bytes (bytes, sharding_indexed), then bytes->bytes (gzip, zstd, blosc, cr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -118,12 +118,6 @@ class BytesToBytesCodec(Codec):
 
     @abstractmethod
     def encode(self, data: Buffer) -> Buffer: ...
-
-    def decode_batch(self, items: Sequence[Buffer | None]) -> list[Buffer | None]:
-        return [None if d is None else self.decode(d) for d in items]
-
-    def encode_batch(self, items: Sequence[Buffer | None]) -> list[Buffer | None]:
-        return [None if d is None else self.encode(d) for d in items]
 
 
 def as_uint8(data: Buffer) -> np.ndarray[Any, np.dtype[np.uint8]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -97,7 +98,10 @@ class CodecPipeline:
             size = None if size is None else codec.encoded_size(size)
         return size
 
-    @property
+    # The properties below are the fast-path flags: cached, so the hot loop asks them per chunk
+    # for free (a frozen dataclass keeps cached_property values in its instance dict).
+
+    @cached_property
     def bytes_codec(self) -> BytesCodec | None:
         """The ``bytes`` codec, when the chain's array->bytes codec is that one."""
         codec = self.array_to_bytes[0]
@@ -162,13 +166,13 @@ class CodecPipeline:
         assert bc is not None
         return bc.decode(scratch, self.array_to_bytes[1])
 
-    @property
+    @cached_property
     def is_uncompressed(self) -> bool:
         """The chain is only ``bytes``: a chunk's stored bytes are its elements, so any byte
         range of it can be read and viewed without decoding the rest."""
         return not self.array_to_array and not self.bytes_to_bytes and self.bytes_codec is not None
 
-    @property
+    @cached_property
     def _decodes_to_raw_bytes(self) -> bool:
         """The chain is ``bytes`` + compressors: decoded bytes are the chunk's elements."""
         bc = self.bytes_codec

@@ -12,6 +12,7 @@ Encoded axis ``i`` is decoded axis ``order[i]``. The legacy string forms "C" (id
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -64,8 +65,10 @@ class TransposeCodec(ArrayToArrayCodec):
         assert isinstance(self.order, tuple), "resolve() first"
         return self.order
 
-    @property
+    @cached_property
     def inverse(self) -> tuple[int, ...]:
+        """The permutation that undoes :attr:`permutation` (computed once per resolved codec,
+        which a prepared pipeline holds)."""
         return tuple(int(i) for i in np.argsort(self.permutation))
 
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:

@@ -109,22 +109,10 @@ def test_memory_store_reads_through_the_host(emulated_gpu: EmulatedGpu) -> None:
 
 @pytest.mark.parametrize("budget", [1, 5000])
 def test_many_batches_prepared_ahead(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array, budget: int) -> None:
-    with config_set(gpu_batch_bytes=budget):
+    with config.set(gpu_batch_bytes=budget):
         got = _on_gpu(local_array)[...]
     assert_bitwise_equal(got, cpu_result(local_array, Ellipsis))
     assert emulated_gpu.names().count("assemble_chunks") > 1
-
-
-class config_set:
-    def __init__(self, **settings: Any) -> None:
-        self.settings = settings
-        self.saved = {k: config.get(k) for k in settings}
-
-    def __enter__(self) -> None:
-        config.set(**self.settings)
-
-    def __exit__(self, *exc: object) -> None:
-        config.set(**self.saved)
 
 
 # -- read_batch, out=, stream= -----------------------------------------------------------------------
@@ -219,7 +207,7 @@ def test_sparse_points_fall_back_to_the_cpu_once(emulated_gpu: EmulatedGpu, capl
     strict.strict = True
     with pytest.raises(DeviceError, match="strict"):
         strict.vindex[points]
-    with config_set(strict=True), pytest.raises(DeviceError, match="strict"):
+    with config.set(strict=True), pytest.raises(DeviceError, match="strict"):
         _on_gpu(array).vindex[points]
 
 
@@ -396,7 +384,7 @@ def test_concurrent_readers_share_an_array(emulated_gpu: EmulatedGpu, tmp_path: 
     boxes = [(slice(i % 20, i % 20 + 17), slice(i % 30, i % 30 + 23)) for i in range(40)]
     expected = [cpu_result(array, b) for b in boxes]
     # A small batch budget gives several batches per read, so the prefetch threads run too.
-    with config_set(gpu_batch_bytes=4096), ThreadPoolExecutor(4) as pool:
+    with config.set(gpu_batch_bytes=4096), ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda b: gpu.read(b), boxes))
     for g, e in zip(got, expected, strict=True):
         assert_bitwise_equal(g, e)

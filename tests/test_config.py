@@ -1,0 +1,41 @@
+"""gpuzarr.config: settings are checked, and ``set`` doubles as a context manager."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuzarr import config
+
+
+def test_set_lasts_until_the_next_set() -> None:
+    before = config.get("strict")
+    config.set(strict=not before)
+    try:
+        assert config.get("strict") is (not before)
+    finally:
+        config.set(strict=before)
+    assert config.get("strict") is before
+
+
+def test_set_as_a_context_manager_restores_the_old_values() -> None:
+    with config.set(concurrency=3, gpu_batch_bytes=4096):
+        assert config.get("concurrency") == 3
+        assert config.get("gpu_batch_bytes") == 4096
+    assert config.get("gpu_batch_bytes") is None
+    assert config.get("concurrency") >= 1  # None again: the CPUs this process may use
+
+
+def test_restored_even_when_the_block_raises() -> None:
+    with pytest.raises(RuntimeError), config.set(io_threads=2):
+        raise RuntimeError("boom")
+    assert config.get("io_threads") is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [({"concurrency": 0}, "positive integer"), ({"strict": "yes"}, "True or False"), ({"colour": 1}, "unknown")],
+)
+def test_bad_settings_change_nothing(settings: dict[str, object], message: str) -> None:
+    with pytest.raises((ValueError, KeyError), match=message):
+        config.set(io_threads=7, **settings)
+    assert config.get("io_threads") is None
