@@ -77,6 +77,7 @@ coords_strategy = st.lists(st.integers(0, 10**6), min_size=0, max_size=5).map(tu
 @settings(max_examples=100, deadline=None)
 @given(coords=coords_strategy, separator=st.sampled_from(["/", "."]))
 def test_matches_zarr_python(coords: tuple[int, ...], separator: str) -> None:
+    pytest.importorskip("zarr")
     from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
 
     ours_default = ChunkKeyEncoding("default", separator).encode(coords)

@@ -8,6 +8,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr import buffers
+from gpuzarr.backends.cpu import read as read_module
+from gpuzarr.codecs.pipeline import CodecPipeline
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.parallel import run_tasks
 
@@ -28,16 +30,40 @@ class CountingStore(gpuzarr.MemoryStore):
 
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
-def test_image_stack_reads_straight_into_output(store, codecs) -> None:
+def test_image_stack_reads_straight_into_output(store, codecs, monkeypatch) -> None:
     # (1, H, W) chunks of a (N, H, W) stack land whole and contiguous in a full read.
     x = np.random.default_rng(0).integers(0, 2**16, (6, 16, 12), dtype=np.uint16)
     a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 16, 12), codecs=codecs)
     a[...] = x
+    taken: list[str] = []  # chunks decoded or read straight into the output
+    scratch: list[str] = []
+    raw_direct = read_module._read_uncompressed_direct
+    decode_scratch = CodecPipeline.decode_scratch
+
+    def spy_raw(layout, pipeline, store, key, *rest):  # type: ignore[no-untyped-def]
+        taken.append(key)
+        return raw_direct(layout, pipeline, store, key, *rest)
+
+    def spy_decode_into(self, raw, key, out, out_selection, chunk_selection, direct=False):  # type: ignore[no-untyped-def]
+        if direct:
+            taken.append(key)
+        return decode_into(self, raw, key, out, out_selection, chunk_selection, direct)
+
+    def spy_scratch(self, raw, key):  # type: ignore[no-untyped-def]
+        scratch.append(key)
+        return decode_scratch(self, raw, key)
+
+    decode_into = CodecPipeline.decode_into
+    monkeypatch.setattr(read_module, "_read_uncompressed_direct", spy_raw)
+    monkeypatch.setattr(CodecPipeline, "decode_into", spy_decode_into)
+    monkeypatch.setattr(CodecPipeline, "decode_scratch", spy_scratch)
     np.testing.assert_array_equal(a[...], x)
     np.testing.assert_array_equal(a[2:5], x[2:5])
     out = np.full(x.shape, 7, dtype=np.uint16)
     a.read(..., out=out)
     np.testing.assert_array_equal(out, x)
+    # Every chunk of all three reads went straight into the output: no scratch decode.
+    assert len(taken) == 6 + 3 + 6 and not scratch
 
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])

@@ -1,5 +1,5 @@
 """Uncompressed chunks that a selection only partly covers are read as the byte span between
-their first and last selected element (engine.read._read_uncompressed_part)."""
+their first and last selected element (backends/cpu/read._read_uncompressed_part)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
+from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.backends.cpu.read import _selected_byte_span
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.plan.selection import ChunkProjection
@@ -34,9 +35,28 @@ def array(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[gpuzarr.Array
 
 
 @pytest.mark.parametrize("selection", SELECTIONS)
-def test_partial_reads_match_numpy(array: tuple[gpuzarr.Array, Any], selection: Any) -> None:
+def test_partial_reads_match_numpy(
+    array: tuple[gpuzarr.Array, Any], selection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, values = array
+    spans: list[tuple[int, int] | None] = []
+    whole_reads: list[str] = []
+
+    def span(*args: Any) -> tuple[int, int] | None:
+        spans.append(_selected_byte_span(*args))
+        return spans[-1]
+
+    def general(layout: Any, raw: Any, key: str, *rest: Any) -> None:
+        whole_reads.append(key)
+        store_chunk_into(layout, raw, key, *rest)
+
+    store_chunk_into = read_module._store_chunk_into
+    monkeypatch.setattr(read_module, "_selected_byte_span", span)
+    monkeypatch.setattr(read_module, "_store_chunk_into", general)
     np.testing.assert_array_equal(a[selection], values[selection])
+    # Every chunk took the partial-span path: none was read whole and decoded.
+    assert spans and not whole_reads
+    assert all(s is None or s[1] - s[0] < 16**3 * 4 for s in spans)
 
 
 def test_orthogonal_and_point_reads(array: tuple[gpuzarr.Array, Any]) -> None:
