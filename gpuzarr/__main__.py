@@ -20,7 +20,8 @@ def sample_volume(shape: tuple[int, ...], seed: int = 0) -> np.ndarray[Any, Any]
     axes = np.meshgrid(*(np.linspace(0, 3 * np.pi, n, dtype=np.float32) for n in shape), indexing="ij", sparse=True)
     field = sum(np.sin(a * (1 + 0.3 * i)) for i, a in enumerate(axes)) / len(shape)
     noise = rng.normal(0, 6, size=shape).astype(np.float32)
-    return (2000 + 1600 * field + noise).clip(0, 4095).astype(np.uint16)
+    volume: np.ndarray[Any, Any] = (2000 + 1600 * field + noise).clip(0, 4095).astype(np.uint16)
+    return volume
 
 
 def demo(size: int, device: str, keep: str | None) -> int:
@@ -84,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             args = parser.parse_args(["demo", *(argv or [])])
         return demo(args.size, args.device, args.keep)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    parser.error(f"unknown command {args.command}")  # exits
 
 
 if __name__ == "__main__":

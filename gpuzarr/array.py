@@ -235,7 +235,8 @@ class Array:
         data = self._execute_read(plan_selection(Ellipsis, self._dims()))
         if not isinstance(data, np.ndarray):
             data = data.get()  # a device array: NumPy asked for host memory
-        return data if dtype is None else data.astype(dtype, copy=False)
+        host: np.ndarray[Any, Any] = data if dtype is None else data.astype(dtype, copy=False)
+        return host
 
     # -- writing ---------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ class Attributes(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._get())
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         """Apply several changes with a single metadata write."""
         attrs = dict(self._get())
         attrs.update(*args, **kwargs)

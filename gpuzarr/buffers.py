@@ -32,7 +32,8 @@ def aligned_empty(shape: tuple[int, ...] | int, dtype: Any = np.uint8) -> np.nda
         nbytes *= n
     raw = np.empty(nbytes + PAGE, dtype=np.uint8)
     offset = (-raw.ctypes.data) % PAGE
-    return raw[offset : offset + nbytes].view(dt).reshape(dims)
+    aligned: np.ndarray[Any, Any] = raw[offset : offset + nbytes].view(dt).reshape(dims)
+    return aligned
 
 
 def scratch(nbytes: int, purpose: str) -> np.ndarray[Any, np.dtype[np.uint8]]:

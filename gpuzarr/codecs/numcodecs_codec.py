@@ -72,9 +72,9 @@ class NumcodecsCodec(BytesToBytesCodec):
 
     def encode(self, data: Buffer) -> Buffer:
         if isinstance(data, np.ndarray) and data.dtype != np.uint8:
-            return self._impl.encode(data.reshape(-1))  # type: ignore[no-any-return]
+            return self._impl.encode(data.reshape(-1))
         raw = as_uint8(data)
         dt = self._dtype
         if dt is not None and dt.fields is None and dt.kind in "biufc" and raw.size % dt.itemsize == 0:
-            return self._impl.encode(raw.view(dt))  # type: ignore[no-any-return]
-        return self._impl.encode(raw)  # type: ignore[no-any-return]
+            return self._impl.encode(raw.view(dt))
+        return self._impl.encode(raw)

@@ -74,7 +74,7 @@ class ZstdCodec(BytesToBytesCodec):
         # into it when the frame header promises exactly its size.
         if out is not None and frame_content_size(data) != out.nbytes:
             out = None
-        return self._impl.decode(data, out)  # type: ignore[no-any-return]
+        return self._impl.decode(data, out)
 
     def encode(self, data: Buffer) -> Buffer:
-        return self._impl.encode(data)  # type: ignore[no-any-return]
+        return self._impl.encode(data)

@@ -114,7 +114,8 @@ def expand_ellipsis(selection: Any, ndim: int) -> tuple[Any, ...]:
             f"too many indices for array: array is {ndim}-dimensional, "
             f"but {len(selection)} were indexed"
         )
-    return selection + (slice(None),) * (ndim - len(selection))
+    expanded: tuple[Any, ...] = selection + (slice(None),) * (ndim - len(selection))
+    return expanded
 
 
 def _project_axis(

@@ -59,7 +59,8 @@ def _ml_dtype(name: str, field: str) -> np.dtype[Any]:
     except ImportError as exc:  # pragma: no cover - ml_dtypes is a dependency
         raise MetadataError(f"{field}: data type {name!r} needs the ml_dtypes package") from exc
     try:
-        return np.dtype(getattr(ml_dtypes, name))
+        found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
+        return found
     except AttributeError as exc:
         raise MetadataError(
             f"{field}: data type {name!r} needs a newer ml_dtypes ({ml_dtypes.__version__})"
@@ -213,11 +214,11 @@ class DataType:
         if kind == "b":
             return bool(value)
         if kind == "i":
-            return int(value)  # type: ignore[call-overload]
+            return int(value)
         if kind == "f":
             return _float_to_json(value)
         if kind == "c":
-            return [_float_to_json(value.real), _float_to_json(value.imag)]  # type: ignore[attr-defined]
+            return [_float_to_json(value.real), _float_to_json(value.imag)]
         return list(np.asarray(value, dtype=self.numpy_dtype).tobytes())
 
     def default_fill_value(self) -> np.generic:
@@ -254,7 +255,7 @@ def _integer_range(dt: np.dtype[Any]) -> tuple[int, int]:
         return int(np.iinfo(dt).min), int(np.iinfo(dt).max)
     import ml_dtypes
 
-    ml_info = ml_dtypes.iinfo(dt)
+    ml_info = ml_dtypes.iinfo(dt)  # type: ignore[no-untyped-call]  # ml_dtypes ships no stubs for iinfo
     return int(ml_info.min), int(ml_info.max)
 
 
@@ -328,7 +329,7 @@ def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
         return bool(np.all(flat == fill_bytes))
     if is_float_like(a.dtype) and np.isnan(fill):
         if a.dtype.kind == "c":
-            f = complex(fill)  # type: ignore[arg-type]
+            f = complex(fill)
             re_ok = np.isnan(a.real) if math.isnan(f.real) else a.real == f.real
             im_ok = np.isnan(a.imag) if math.isnan(f.imag) else a.imag == f.imag
             return bool(np.all(re_ok & im_ok))

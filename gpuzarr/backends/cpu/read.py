@@ -40,7 +40,7 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
     ):
         return False
     target = out[p.out_selection]
-    return target.shape == chunk_shape and target.flags.c_contiguous
+    return target.shape == chunk_shape and bool(target.flags.c_contiguous)
 
 
 def _store_chunk_into(
