@@ -6,7 +6,6 @@ import json
 from typing import Any, Literal
 
 from .array import Array
-from .create import build_v2_metadata, build_v3_metadata
 from .errors import (
     ArrayNotFoundError,
     ContainsNodeError,
@@ -16,7 +15,8 @@ from .errors import (
     ReadOnlyError,
 )
 from .group import Group
-from .node import array_metadata, node_exists, node_prefix, read_node, require_node
+from .hierarchy import array_metadata, node_exists, node_prefix, read_node, require_node
+from .spec.build import build_v2_metadata, build_v3_metadata
 from .spec.v2 import ZGROUP, ArrayMetadataV2
 from .spec.v3 import ArrayMetadata
 from .store import StoreLike, make_store
@@ -63,11 +63,11 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     group, as zarr-python does. ``mode`` defaults to "a".
 
     A TensorStore spec (a dict whose ``driver`` is "zarr3", "zarr2" or "zarr") is opened by
-    :func:`gpuzarr.tensorstore_open.open_spec`: its open/create/delete_existing flags decide,
+    :func:`gpuzarr.tensorstore.open.open_spec`: its open/create/delete_existing flags decide,
     ``mode`` (if given) must agree with them, and keyword arguments are spec options.
     """
     if isinstance(store, dict) and store.get("driver") in ("zarr3", "zarr2", "zarr"):
-        from .tensorstore_open import open_spec
+        from .tensorstore.open import open_spec
 
         return open_spec(store, mode=mode, device=device, path=path or None, **create_kwargs)  # type: ignore[no-any-return]
     mode = "a" if mode is None else mode
@@ -89,7 +89,7 @@ def open(  # noqa: A001 - the public name, as in zarr-python
         return node  # type: ignore[no-any-return]
     if not isinstance(node, Array):
         raise MetadataError(f"field: {field!r} given, but {full or '/'!r} is a group")
-    from .tensorstore_open import select_field
+    from .tensorstore.open import select_field
 
     return select_field(node, field)  # type: ignore[return-value]
 

@@ -316,7 +316,7 @@ class Array:
     def spec(self) -> dict[str, Any]:
         """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array
         with :func:`gpuzarr.open` and, for a local store, with ``tensorstore.open``."""
-        from .tensorstore_open import array_spec
+        from .tensorstore.open import array_spec
 
         return array_spec(self)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from .attributes import Attributes
 from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .node import node_prefix, read_node
+from .hierarchy import node_prefix, read_node
 from .spec.v2 import ZATTRS
 from .spec.v3 import ZARR_JSON
 from .store.base import Store

@@ -1,11 +1,11 @@
-"""Parsing and validation of TensorStore-style JSON specs (gpuzarr.spec.tensorstore)."""
+"""Parsing and validation of TensorStore-style JSON specs (gpuzarr.tensorstore.spec)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.tensorstore import (
+from gpuzarr.tensorstore.spec import (
     KvStoreSpec,
     Schema,
     StoredSchema,

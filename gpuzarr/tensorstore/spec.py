@@ -18,7 +18,7 @@ given; ``delete_existing`` needs ``create`` and not ``open``; ``assume_metadata`
 ``assume_cached_metadata`` need ``open`` and not ``delete_existing``), merges a zarr-python
 ``mode`` and keyword options into a spec, and checks a spec's constraints against stored
 metadata JSON. Reading, writing and choosing defaults for new arrays live in
-``gpuzarr.tensorstore_open``.
+``gpuzarr.tensorstore.open``.
 
 Not supported: index ``transform``s other than the identity on the whole array, kvstore
 drivers other than ``file`` and ``memory``, and a non-default zarr2 ``metadata_key``.
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import MetadataError
-from .dtypes import CORE_DATA_TYPES, DataType
-from .json_util import expect_dict, expect_int, expect_int_list, expect_str
-from .v2 import _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
-from .v3 import ARRAY_FIELDS, normalize_codec_json
+from ..spec.dtypes import CORE_DATA_TYPES, DataType
+from ..spec.json_util import expect_dict, expect_int, expect_int_list, expect_str
+from ..spec.v2 import _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
+from ..spec.v3 import ARRAY_FIELDS, normalize_codec_json
 
 Driver = Literal["zarr3", "zarr2"]
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.chunk_layout import (
+from gpuzarr.tensorstore.chunk_layout import (
     ChosenLayout,
     ChunkGridConstraints,
     ChunkLayoutConstraints,

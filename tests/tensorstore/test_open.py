@@ -15,7 +15,7 @@ import pytest
 
 import gpuzarr
 from gpuzarr.errors import ArrayNotFoundError, ChunkNotFoundError, ContainsNodeError, MetadataError
-from gpuzarr.tensorstore_open import FieldArray, open_spec
+from gpuzarr.tensorstore.open import FieldArray, open_spec
 
 ts = pytest.importorskip("tensorstore")
 

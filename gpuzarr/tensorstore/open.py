@@ -14,7 +14,7 @@
 * ``field`` opens one field of a zarr2 structured array (:class:`FieldArray`);
 * ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``.
 
-The parsing and the rules live in :mod:`gpuzarr.spec.tensorstore`; this module does the I/O.
+The parsing and the rules live in :mod:`gpuzarr.tensorstore.spec`; this module does the I/O.
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from .array import Array
-from .errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
-from .node import array_metadata, node_exists, node_prefix, read_node
-from .spec.chunk_layout import ChunkLayoutConstraints, choose_chunk_shapes
-from .spec.dtypes import CORE_DATA_TYPES, DataType
-from .spec.tensorstore import (
+from ..array import Array
+from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
+from ..hierarchy import array_metadata, node_exists, node_prefix, read_node
+from ..spec.dtypes import CORE_DATA_TYPES, DataType
+from ..spec.v2 import ArrayMetadataV2
+from ..spec.v3 import ArrayMetadata
+from ..store import LocalStore, MemoryStore, make_store
+from ..store.base import Store
+from .chunk_layout import ChunkLayoutConstraints, choose_chunk_shapes
+from .spec import (
     KvStoreSpec,
     StoredSchema,
     TensorStoreSpec,
@@ -39,10 +43,6 @@ from .spec.tensorstore import (
     normalize_unit,
     parse_codec_chain,
 )
-from .spec.v2 import ArrayMetadataV2
-from .spec.v3 import ArrayMetadata
-from .store import LocalStore, MemoryStore, make_store
-from .store.base import Store
 
 #: TensorStore's default zarr2 compressor.
 DEFAULT_V2_COMPRESSOR: dict[str, Any] = {
@@ -653,7 +653,7 @@ class FieldArray:
 
 
 def _memory_store_url(store: MemoryStore) -> str | None:
-    from .store import _named_memory
+    from ..store import _named_memory
 
     for name, data in list(_named_memory.items()):
         if data is getattr(store, "data", None):

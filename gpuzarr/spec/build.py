@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import MetadataError
-from .spec.chunk_grid import RegularChunkGrid
-from .spec.chunk_key_encoding import ChunkKeyEncoding
-from .spec.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
-from .spec.rectilinear import RectilinearChunkGrid
-from .spec.v2 import ArrayMetadataV2, v2_dtype_string
-from .spec.v3 import ArrayMetadata, normalize_codec_json
+from ..errors import MetadataError
+from .chunk_grid import RegularChunkGrid
+from .chunk_key_encoding import ChunkKeyEncoding
+from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
+from .rectilinear import RectilinearChunkGrid
+from .v2 import ArrayMetadataV2, v2_dtype_string
+from .v3 import ArrayMetadata, normalize_codec_json
 
 DEFAULT_COMPRESSOR: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 _ARRAY_TO_BYTES = ("bytes", "sharding_indexed")
@@ -188,7 +188,7 @@ def build_v2_metadata(
 
     ``dtype`` may carry a byte order (">f4") or be a structured dtype; it is written as given.
     """
-    from .spec.v2 import parse_v2_dtype
+    from .v2 import parse_v2_dtype
 
     shape_t = _shape_tuple(shape, "shape")
     chunk_shape = tuple(max(s, 1) for s in shape_t) if chunks is None else _shape_tuple(chunks, "chunks")
