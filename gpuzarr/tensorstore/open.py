@@ -32,17 +32,12 @@ from ..spec.v2 import ArrayMetadataV2
 from ..spec.v3 import ArrayMetadata
 from ..store import LocalStore, MemoryStore, make_store
 from ..store.base import Store
-from .chunk_layout import ChunkLayoutConstraints, choose_chunk_shapes
-from .spec import (
-    KvStoreSpec,
-    StoredSchema,
-    TensorStoreSpec,
-    check_metadata_constraints,
-    check_schema_constraints,
-    join_path,
-    normalize_unit,
-    parse_codec_chain,
-)
+from .chunk_layout import ChunkLayoutConstraints
+from .chunk_shapes import choose_chunk_shapes
+from .constraints import StoredSchema, check_metadata_constraints, check_schema_constraints, parse_codec_chain
+from .kvstore import KvStoreSpec, join_path
+from .schema import normalize_unit
+from .spec import TensorStoreSpec
 
 #: TensorStore's default zarr2 compressor.
 DEFAULT_V2_COMPRESSOR: dict[str, Any] = {

@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.tensorstore.spec import (
-    KvStoreSpec,
-    Schema,
+from gpuzarr.tensorstore.constraints import (
     StoredSchema,
-    TensorStoreSpec,
     check_metadata_constraints,
     check_schema_constraints,
     codecs_match,
-    normalize_unit,
 )
+from gpuzarr.tensorstore.kvstore import KvStoreSpec
+from gpuzarr.tensorstore.schema import Schema, normalize_unit
+from gpuzarr.tensorstore.spec import TensorStoreSpec
 
 FILE = {"driver": "file", "path": "/tmp/x.zarr/"}
 
