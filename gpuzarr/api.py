@@ -89,7 +89,7 @@ def open(  # noqa: A001 - the public name, as in zarr-python
         return node  # type: ignore[no-any-return]
     if not isinstance(node, Array):
         raise MetadataError(f"field: {field!r} given, but {full or '/'!r} is a group")
-    from .tensorstore.open import select_field
+    from .field_array import select_field
 
     return select_field(node, field)  # type: ignore[return-value]
 
