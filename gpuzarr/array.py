@@ -42,6 +42,7 @@ class Array:
         fill_missing_data_reads: bool = True,
         store_data_equal_to_fill_value: bool = False,
         strict: bool | None = None,
+        metadata_writable: bool = True,
     ) -> None:
         self.store = store
         self.path = path.strip("/")
@@ -53,6 +54,8 @@ class Array:
         # TensorStore's options: raise on missing chunks / store chunks equal to the fill value.
         self._fill_missing_data_reads = fill_missing_data_reads
         self._store_data_equal_to_fill_value = store_data_equal_to_fill_value
+        # False for TensorStore's assume_metadata: the metadata was never read, so never write it.
+        self._metadata_writable = metadata_writable
         self._set_metadata(metadata)
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
@@ -268,6 +271,11 @@ class Array:
     # -- metadata changes ------------------------------------------------------------------------
 
     def _write_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
+        if not self._metadata_writable:
+            raise MetadataError(
+                "assume_metadata: the array was opened without its stored metadata; resizing or "
+                "changing attributes is not supported"
+            )
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         for key, document in metadata.documents().items():
@@ -316,9 +324,13 @@ class Array:
     def spec(self) -> dict[str, Any]:
         """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array
         with :func:`gpuzarr.open` and, for a local store, with ``tensorstore.open``."""
-        from .tensorstore.open import array_spec
+        from .tensorstore.spec import array_spec_json
 
-        return array_spec(self)
+        options = {
+            "fill_missing_data_reads": self.fill_missing_data_reads,
+            "store_data_equal_to_fill_value": self.store_data_equal_to_fill_value,
+        }
+        return array_spec_json(self.store.kvstore_json(), self.path, self._metadata.to_json(), options)
 
     def info(self) -> dict[str, Any]:
         """A summary: shape, dtype, chunking, codecs, device."""

@@ -24,7 +24,7 @@ def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
         return MemoryStore(read_only=read_only)
     with _named_lock:
         data = _named_memory.setdefault(name, {})
-    return MemoryStore(data, read_only=read_only)
+    return MemoryStore(data, read_only=read_only, name=name)
 
 
 def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
@@ -39,7 +39,7 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
             if isinstance(store, LocalStore):
                 return LocalStore(store.root, read_only=True), ""
             if isinstance(store, MemoryStore):
-                return MemoryStore(store.data, read_only=True), ""
+                return MemoryStore(store.data, read_only=True, name=store.name), ""
         return store, ""
     if isinstance(store, dict):
         driver = store.get("driver")

@@ -4,7 +4,8 @@ The ``metadata`` member of a spec holds zarr.json-like (zarr3) or .zarray-like (
 constraints, every member optional: :func:`check_v3_metadata` and :func:`check_v2_metadata`
 validate and normalise them, :func:`check_metadata_constraints` compares them with a stored
 document. :func:`check_schema_constraints` compares the ``schema`` member with a
-:class:`StoredSchema`, what an opened array offers in TensorStore's terms. Pure.
+:class:`StoredSchema`, what an array's metadata offers in TensorStore's terms
+(:func:`stored_schema`). Pure.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MetadataError
 from ..spec.dtypes import DataType
 from ..spec.json_util import expect_dict, expect_int_list, expect_str
-from ..spec.v2 import _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
-from ..spec.v3 import ARRAY_FIELDS, normalize_codec_json
-from .schema import Schema, check_ranks
+from ..spec.v2 import ArrayMetadataV2, _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
+from ..spec.v3 import ARRAY_FIELDS, ArrayMetadata, normalize_codec_json
+from .schema import Schema, check_ranks, normalize_unit
 
 if TYPE_CHECKING:
     from .spec import TensorStoreSpec
@@ -31,6 +32,7 @@ __all__ = [
     "check_v3_metadata",
     "codecs_match",
     "json_subset",
+    "stored_schema",
 ]
 
 _V3_METADATA_MEMBERS = ARRAY_FIELDS
@@ -344,3 +346,80 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:
         for key, value in codec.items():
             if not json_subset(value, stored.codec.get(key)):
                 raise _mismatch(f"schema.codec.{key}", value, stored.codec.get(key))
+
+
+def _inner_chain(codecs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
+        return _inner_chain(parse_codec_chain(codecs[0]["configuration"].get("codecs", []), "codecs"))
+    return codecs
+
+
+def _read_chunk(metadata: ArrayMetadata | ArrayMetadataV2) -> tuple[int, ...]:
+    """The chunk read and decoded: the inner chunk when the chain is just ``sharding_indexed``
+    (as :attr:`gpuzarr.Array.chunks`)."""
+    codecs = metadata.codecs
+    if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
+        return tuple(codecs[0]["configuration"]["chunk_shape"])
+    return tuple(getattr(metadata.chunk_grid, "chunk_shapes", metadata.chunk_shape))
+
+
+def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | None = None) -> StoredSchema:
+    """An array's schema in TensorStore's terms, from its metadata.
+
+    Parameters
+    ----------
+    metadata
+        The stored metadata (its attributes included: ``dimension_units`` comes from them).
+    field_name
+        For one field of a structured zarr2 array: its dtype, and its subarray shape appended.
+
+    Returns
+    -------
+    StoredSchema
+    """
+    dtype = metadata.dtype
+    sub: tuple[int, ...] = ()
+    fill: Any = None
+    if field_name is not None and dtype.fields is not None:
+        field_dtype = dtype.fields[field_name][0]
+        sub, base = tuple(field_dtype.shape), field_dtype.base
+        dtype_name = DataType.from_numpy(base).name
+    elif dtype.fields is not None:
+        dtype_name = "structured"
+    else:
+        dtype_name = metadata.data_type.name
+        fill = metadata.data_type.fill_value_to_json(metadata.fill_value)
+    rank = metadata.ndim
+    inner_order = list(range(rank))
+    codec: dict[str, Any]
+    if isinstance(metadata, ArrayMetadataV2):
+        if metadata.order == "F":
+            inner_order = inner_order[::-1]
+        codec = {
+            "driver": "zarr",
+            "compressor": metadata.compressor,
+            "filters": list(metadata.filters) if metadata.filters else None,
+        }
+    else:
+        for c in _inner_chain([dict(c) for c in metadata.codecs]):
+            if c["name"] == "transpose":
+                order = c["configuration"].get("order")
+                perm = (
+                    list(range(rank))[::-1] if order == "F" else list(range(rank)) if order == "C" else order
+                )
+                inner_order = [inner_order[o] for o in perm]
+        codec = {"driver": "zarr3", "codecs": [dict(c) for c in metadata.codecs]}
+    units = metadata.attributes.get("dimension_units") if metadata.zarr_format == 3 else None
+    return StoredSchema(
+        dtype=dtype_name,
+        shape=tuple(metadata.shape) + sub,
+        labels=tuple(n or "" for n in (metadata.dimension_names or ("",) * rank)) + ("",) * len(sub),
+        fill_value=fill,
+        dimension_units=tuple(normalize_unit(u) for u in units) + (None,) * len(sub)
+        if isinstance(units, list)
+        else None,
+        write_chunk=tuple(metadata.chunk_shape) + sub,
+        read_chunk=_read_chunk(metadata) + sub,
+        inner_order=tuple(inner_order) + tuple(range(rank, rank + len(sub))),
+        codec=codec,
+    )

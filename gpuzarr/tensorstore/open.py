@@ -1,4 +1,4 @@
-"""Opening and creating arrays from TensorStore-style JSON specs, and ``Array.spec()``.
+"""Opening and creating arrays from TensorStore-style JSON specs.
 
 ``open_spec`` follows TensorStore's ``zarr3``/``zarr2`` drivers:
 
@@ -14,28 +14,26 @@
 * ``field`` opens one field of a zarr2 structured array (:class:`~gpuzarr.field_array.FieldArray`);
 * ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``.
 
-The parsing, the rules and the new metadata are pure and live beside this module (``spec``,
-``constraints``, ``create``); this module does the I/O.
+The parsing, the rules, the new metadata and ``Array.spec()``'s JSON are pure and live beside
+this module (``spec``, ``constraints``, ``create``); this module does the I/O, and is the only
+module of the package that touches a Store or builds an Array.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..array import Array
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..field_array import select_field
 from ..hierarchy import array_metadata, node_exists, node_prefix, read_node
-from ..spec.dtypes import DataType
 from ..spec.v2 import ArrayMetadataV2
 from ..spec.v3 import ArrayMetadata
 from ..store import LocalStore, MemoryStore, make_store
 from ..store.base import Store
-from .constraints import StoredSchema, check_metadata_constraints, check_schema_constraints, parse_codec_chain
+from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
 from .create import build_metadata
 from .kvstore import KvStoreSpec, join_path
-from .schema import normalize_unit
 from .spec import TensorStoreSpec
 
 
@@ -95,8 +93,8 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     metadata: ArrayMetadata | ArrayMetadataV2
     if spec.assume_metadata or spec.assume_cached_metadata:
         metadata = build_metadata(spec)
-        cls = _AssumedMetadataArray if spec.assume_metadata else Array
-        return _select_field(cls(store, path, metadata, device=device, **options), spec)
+        array = Array(store, path, metadata, device=device, metadata_writable=not spec.assume_metadata, **options)
+        return _select_field(array, spec)
     exists = spec.open and node_exists(store, path)
     if exists:
         info = read_node(store, path, allow_implicit=False)
@@ -111,7 +109,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
         array = Array(store, path, metadata, device=device, **options)
         check_metadata_constraints(spec, metadata.to_json())
         result = _select_field(array, spec)
-        check_schema_constraints(spec.schema, stored_schema(array, spec.field))
+        check_schema_constraints(spec.schema, stored_schema(metadata, spec.field))
         return result
     if not spec.create:
         raise ArrayNotFoundError(f"no Zarr v{spec.zarr_format} array at {path or '/'!r} in {store!r}")
@@ -131,131 +129,8 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     return result
 
 
-class _AssumedMetadataArray(Array):
-    """An array opened with ``assume_metadata``: its metadata is never written."""
-
-    def _write_metadata(self, metadata: Any) -> None:
-        raise MetadataError(
-            "assume_metadata: the array was opened without its stored metadata; resizing or "
-            "changing attributes is not supported"
-        )
-
-
-# -- what an open array offers to schema checks ---------------------------------------------------
-
-
-def _inner_chain(codecs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
-        return _inner_chain(parse_codec_chain(codecs[0]["configuration"].get("codecs", []), "codecs"))
-    return codecs
-
-
-def stored_schema(array: Array, field_name: str | None = None) -> StoredSchema:
-    """The array's schema in TensorStore's terms (for one field of a structured zarr2 array)."""
-    metadata = array.metadata
-    dtype = array.dtype
-    sub: tuple[int, ...] = ()
-    fill: Any = None
-    if field_name is not None and dtype.fields is not None:
-        field_dtype = dtype.fields[field_name][0]
-        sub, base = tuple(field_dtype.shape), field_dtype.base
-        dtype_name = DataType.from_numpy(base).name
-    elif dtype.fields is not None:
-        dtype_name = "structured"
-    else:
-        dtype_name = metadata.data_type.name
-        fill = metadata.data_type.fill_value_to_json(array.fill_value)
-    rank = array.ndim
-    inner_order = list(range(rank))
-    codec: dict[str, Any]
-    if isinstance(metadata, ArrayMetadataV2):
-        if metadata.order == "F":
-            inner_order = inner_order[::-1]
-        codec = {
-            "driver": "zarr",
-            "compressor": metadata.compressor,
-            "filters": list(metadata.filters) if metadata.filters else None,
-        }
-    else:
-        for c in _inner_chain([dict(c) for c in metadata.codecs]):
-            if c["name"] == "transpose":
-                order = c["configuration"].get("order")
-                perm = (
-                    list(range(rank))[::-1] if order == "F" else list(range(rank)) if order == "C" else order
-                )
-                inner_order = [inner_order[o] for o in perm]
-        codec = {"driver": "zarr3", "codecs": [dict(c) for c in metadata.codecs]}
-    units = array.attrs.get("dimension_units") if metadata.zarr_format == 3 else None
-    return StoredSchema(
-        dtype=dtype_name,
-        shape=tuple(array.shape) + sub,
-        labels=tuple(n or "" for n in (array.dimension_names or ("",) * rank)) + ("",) * len(sub),
-        fill_value=fill,
-        dimension_units=tuple(normalize_unit(u) for u in units) + (None,) * len(sub)
-        if isinstance(units, list)
-        else None,
-        write_chunk=tuple(metadata.chunk_shape) + sub,
-        read_chunk=tuple(array.chunks) + sub,
-        inner_order=tuple(inner_order) + tuple(range(rank, rank + len(sub))),
-        codec=codec,
-    )
-
-
 # -- fields of structured zarr2 arrays --------------------------------------------------------------
 
 
 def _select_field(array: Array, spec: TensorStoreSpec) -> Any:
     return array if spec.field is None else select_field(array, spec.field)
-
-
-
-# -- Array.spec() ---------------------------------------------------------------------------------
-
-
-def _memory_store_url(store: MemoryStore) -> str | None:
-    from ..store import _named_memory
-
-    for name, data in list(_named_memory.items()):
-        if data is getattr(store, "data", None):
-            return f"memory://{name}"
-    return None
-
-
-def array_spec(array: Array) -> dict[str, Any]:
-    """The TensorStore spec of ``array`` (see :meth:`gpuzarr.Array.spec`).
-
-    A local store gives ``{"driver": "file", "path": ...}``, which TensorStore opens too. A named
-    memory store (``memory://name``) gives its URL, which gpuzarr reopens in the same process; an
-    anonymous memory store gives ``{"driver": "memory"}``, which (as in TensorStore without a
-    shared context) opens a new, empty store.
-    """
-    store = array.store
-    kvstore: Any
-    path = ""
-    if isinstance(store, LocalStore):
-        root = os.fspath(store.root)
-        kvstore = {
-            "driver": "file",
-            "path": (os.path.join(root, array.path) if array.path else root).rstrip("/") + "/",
-        }
-    elif isinstance(store, MemoryStore):
-        url = _memory_store_url(store)
-        if url is not None:
-            kvstore, path = url, array.path
-        else:
-            kvstore = {"driver": "memory", **({"path": array.path + "/"} if array.path else {})}
-    else:
-        raise MetadataError(f"spec: no TensorStore kvstore for {store!r}")
-    metadata = array.metadata.to_json()
-    metadata.pop("attributes", None)
-    spec: dict[str, Any] = {
-        "driver": "zarr3" if array.zarr_format == 3 else "zarr2",
-        "kvstore": kvstore,
-        **({"path": path} if path else {}),
-        "metadata": metadata,
-    }
-    if not array.fill_missing_data_reads:
-        spec["fill_missing_data_reads"] = False
-    if array.store_data_equal_to_fill_value:
-        spec["store_data_equal_to_fill_value"] = True
-    return spec

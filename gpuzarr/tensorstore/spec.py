@@ -26,6 +26,7 @@ drivers other than ``file`` and ``memory``, and a non-default zarr2 ``metadata_k
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +37,7 @@ from .constraints import check_v2_metadata, check_v3_metadata, json_text
 from .kvstore import KvStoreSpec, join_path
 from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name
 
-__all__ = ["TensorStoreSpec", "apply_mode", "merge_options", "parse_open_flags"]
+__all__ = ["TensorStoreSpec", "apply_mode", "array_spec_json", "merge_options", "parse_open_flags"]
 
 #: Driver names and the driver they mean ("zarr" is TensorStore's old name of "zarr2").
 DRIVERS: dict[str, Driver] = {"zarr3": "zarr3", "zarr2": "zarr2", "zarr": "zarr2"}
@@ -281,3 +282,52 @@ def _dtype_name(value: Any) -> str:
     if isinstance(name, str) and name in CORE_DATA_TYPES:
         return name
     return DataType.from_numpy(value).name
+
+
+def array_spec_json(
+    kvstore: Mapping[str, Any] | str, path: str, metadata_json: Mapping[str, Any], options: Mapping[str, bool]
+) -> dict[str, Any]:
+    """The TensorStore spec that reopens an array (see :meth:`gpuzarr.Array.spec`).
+
+    Parameters
+    ----------
+    kvstore
+        The store's kvstore (:meth:`gpuzarr.Store.kvstore_json`): a JSON object, whose ``path``
+        is extended by ``path``, or a URL (``memory://name``), kept with ``path`` as the spec's
+        ``path`` member.
+    path
+        The array's path inside the store ("" for its root).
+    metadata_json
+        The array's metadata document; its attributes are left out.
+    options
+        ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``, written when they
+        differ from TensorStore's defaults.
+
+    Returns
+    -------
+    dict
+        ``{"driver", "kvstore", ["path"], "metadata", ...}``.
+    """
+    path = path.strip("/")
+    kv: dict[str, Any] | str
+    spec_path = ""
+    if isinstance(kvstore, str):
+        kv, spec_path = kvstore, path
+    else:
+        kv = dict(kvstore)
+        if path:
+            base = str(kv.get("path", "")).rstrip("/")
+            kv["path"] = (base + "/" + path if base or kv.get("driver") == "file" else path) + "/"
+    metadata = dict(metadata_json)
+    metadata.pop("attributes", None)
+    spec: dict[str, Any] = {
+        "driver": "zarr3" if metadata.get("zarr_format") == 3 else "zarr2",
+        "kvstore": kv,
+        **({"path": spec_path} if spec_path else {}),
+        "metadata": metadata,
+    }
+    if not options.get("fill_missing_data_reads", True):
+        spec["fill_missing_data_reads"] = False
+    if options.get("store_data_equal_to_fill_value", False):
+        spec["store_data_equal_to_fill_value"] = True
+    return spec
