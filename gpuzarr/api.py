@@ -16,7 +16,7 @@ from .errors import (
 )
 from .group import Group
 from .hierarchy import array_metadata, node_exists, node_prefix, read_node, require_node
-from .spec.build import build_v2_metadata, build_v3_metadata
+from .spec.build import build_v2, build_v3
 from .spec.v2 import ZGROUP, ArrayMetadataV2
 from .spec.v3 import ArrayMetadata
 from .store import StoreLike, make_store
@@ -223,7 +223,7 @@ def create(
     """
     metadata: ArrayMetadata | ArrayMetadataV2
     if zarr_format == 3:
-        metadata = build_v3_metadata(
+        metadata = build_v3(
             shape=shape,
             dtype=dtype,
             chunks=chunks,
@@ -243,7 +243,7 @@ def create(
                             ("chunk_key_encoding", chunk_key_encoding)):
             if value is not None:
                 raise MetadataError(f"{name}: not available for zarr_format=2")
-        metadata = build_v2_metadata(
+        metadata = build_v2(
             shape=shape,
             dtype=dtype,
             chunks=chunks,

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
+from ..spec.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
 from ..spec.dtypes import DataType
 from ..spec.json_util import expect_dict, expect_int_list, expect_str
 from ..spec.v2 import ArrayMetadataV2, _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
-from ..spec.v3 import ARRAY_FIELDS, ArrayMetadata, normalize_codec_json
+from ..spec.v3 import ARRAY_FIELDS, ArrayMetadata
 from .schema import Schema, check_ranks, normalize_unit
 
 if TYPE_CHECKING:
@@ -123,13 +124,6 @@ def check_v3_metadata(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_codec_chain(value: Any, field_name: str) -> list[dict[str, Any]]:
-    """A (possibly partial) codec chain: strings or ``{"name", "configuration"}`` objects."""
-    if not isinstance(value, list):
-        raise MetadataError(f"{field_name}: expected a list of codecs, got {value!r}")
-    return [normalize_codec_json(c, f"{field_name}[{i}]") for i, c in enumerate(value)]
-
-
 def check_v2_metadata(doc: dict[str, Any]) -> dict[str, Any]:
     """Validate .zarray-like constraints (every member optional); returns a normalised copy."""
     f = "metadata"
@@ -204,14 +198,11 @@ def json_subset(constraint: Any, stored: Any) -> bool:
     return bool(constraint == stored)
 
 
-_ARRAY_TO_BYTES = ("bytes", "sharding_indexed")
-
-
 def codecs_match(constraint: list[dict[str, Any]], stored: list[dict[str, Any]]) -> bool:
     """Whether a partial codec chain matches a stored one (a chain without an array->bytes
     codec leaves that codec unconstrained, as in TensorStore)."""
-    if not any(c["name"] in _ARRAY_TO_BYTES for c in constraint):
-        stored = [c for c in stored if c["name"] not in _ARRAY_TO_BYTES]
+    if not any(c["name"] in ARRAY_TO_BYTES_NAMES for c in constraint):
+        stored = [c for c in stored if c["name"] not in ARRAY_TO_BYTES_NAMES]
     if len(constraint) != len(stored):
         return False
     for c, s in zip(constraint, stored, strict=True):

@@ -16,31 +16,22 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError
+from ..spec.build import TENSORSTORE_DEFAULTS
+from ..spec.chain import parse_codec_chain, with_array_to_bytes, with_transpose, wrap_in_sharding
 from ..spec.dtypes import CORE_DATA_TYPES, DataType
 from ..spec.v2 import ArrayMetadataV2
 from ..spec.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
 from .chunk_shapes import choose_chunk_shapes
-from .constraints import parse_codec_chain
 from .schema import normalize_unit
 from .spec import TensorStoreSpec
 
 __all__ = ["build_metadata"]
 
-#: TensorStore's default zarr2 compressor.
-DEFAULT_V2_COMPRESSOR: dict[str, Any] = {
-    "id": "blosc",
-    "cname": "lz4",
-    "clevel": 5,
-    "shuffle": -1,
-    "blocksize": 0,
-}
-#: TensorStore's default shard index codecs.
-DEFAULT_INDEX_CODECS: list[dict[str, Any]] = [
-    {"name": "bytes", "configuration": {"endian": "little"}},
-    {"name": "crc32c", "configuration": {}},
-]
-_ARRAY_TO_BYTES = ("bytes", "sharding_indexed")
+def _bytes_codec() -> dict[str, Any]:
+    """The array->bytes codec TensorStore adds to a chain without one (``_fill_codec_defaults``
+    completes it for the data type)."""
+    return {"name": "bytes", "configuration": {}}
 
 
 def _pick(name_a: str, a: Any, name_b: str, b: Any, same: Any = None) -> Any:
@@ -99,19 +90,11 @@ def _fill_codec_defaults(chain: list[dict[str, Any]], itemsize: int) -> list[dic
 
 
 def _insert_transpose(chain: list[dict[str, Any]], order: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Put a transpose codec just before the array->bytes codec (unless one is there)."""
-    if order == tuple(range(len(order))) or any(c["name"] == "transpose" for c in chain):
+    """A transpose codec for ``inner_order`` just before the array->bytes codec, unless the chain
+    already has one (TensorStore then takes the chain as given)."""
+    if any(c["name"] == "transpose" for c in chain):
         return chain
-    at = next(i for i, c in enumerate(chain) if c["name"] in _ARRAY_TO_BYTES)
-    return [*chain[:at], {"name": "transpose", "configuration": {"order": list(order)}}, *chain[at:]]
-
-
-def _with_array_to_bytes(chain: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if any(c["name"] in _ARRAY_TO_BYTES for c in chain):
-        return chain
-    # As in TensorStore, a chain without an array->bytes codec gets "bytes" after the array->array ones.
-    at = sum(1 for c in chain if c["name"] == "transpose")
-    return [*chain[:at], {"name": "bytes", "configuration": {}}, *chain[at:]]
+    return with_transpose(chain, order)
 
 
 def build_metadata(spec: TensorStoreSpec) -> ArrayMetadata | ArrayMetadataV2:
@@ -203,12 +186,15 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
     itemsize = data_type.itemsize
     if sharding is not None:
         config = dict(sharding["configuration"])
-        inner = _with_array_to_bytes(parse_codec_chain(config.get("codecs", []), "sharding_indexed.codecs"))
+        inner = with_array_to_bytes(
+            parse_codec_chain(config.get("codecs", []), "sharding_indexed.codecs"), _bytes_codec()
+        )
         config["chunk_shape"] = list(chosen.read_chunk)
         config["codecs"] = _fill_codec_defaults(_insert_transpose(inner, chosen.inner_order), itemsize)
         config["index_codecs"] = _fill_codec_defaults(
             parse_codec_chain(
-                config.get("index_codecs", DEFAULT_INDEX_CODECS), "sharding_indexed.index_codecs"
+                config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs)),
+                "sharding_indexed.index_codecs",
             ),
             8,
         )
@@ -220,22 +206,13 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
                 f"schema.chunk_layout: read chunk {list(chosen.read_chunk)} differs from write chunk "
                 f"{list(chosen.write_chunk)}, which needs sharding_indexed in metadata.codecs"
             )
-        inner = _fill_codec_defaults(
-            _insert_transpose([{"name": "bytes", "configuration": {}}], chosen.inner_order), itemsize
-        )
-        chain = [
-            {
-                "name": "sharding_indexed",
-                "configuration": {
-                    "chunk_shape": list(chosen.read_chunk),
-                    "codecs": inner,
-                    "index_codecs": [dict(c) for c in DEFAULT_INDEX_CODECS],
-                    "index_location": "end",
-                },
-            }
-        ]
+        inner = _fill_codec_defaults(_insert_transpose([_bytes_codec()], chosen.inner_order), itemsize)
+        # In object form ({"name": "crc32c", "configuration": {}}), as TensorStore writes them.
+        index_codecs = parse_codec_chain(list(TENSORSTORE_DEFAULTS.index_codecs), "index_codecs")
+        chain = wrap_in_sharding(inner, chosen.read_chunk, index_codecs)
     else:
-        chain = _insert_transpose(_with_array_to_bytes(list(codecs or [])), chosen.inner_order)
+        given = list(codecs) if codecs else list(TENSORSTORE_DEFAULTS.compressors)
+        chain = _insert_transpose(with_array_to_bytes(given, _bytes_codec()), chosen.inner_order)
     chain = _fill_codec_defaults(chain, itemsize)
 
     cke = dict(md.get("chunk_key_encoding") or {"name": "default", "configuration": {}})
@@ -314,7 +291,7 @@ def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
     chosen = choose_chunk_shapes(tuple(shape), ChunkLayoutConstraints.from_json(layout), zarr_format=2)
     order = "F" if len(shape) > 1 and chosen.inner_order == tuple(range(len(shape)))[::-1] else "C"
     codec = {k: v for k, v in (schema.codec or {}).items() if k != "driver"}
-    compressor = md["compressor"] if "compressor" in md else codec.get("compressor", DEFAULT_V2_COMPRESSOR)
+    compressor = md["compressor"] if "compressor" in md else codec.get("compressor", TENSORSTORE_DEFAULTS.v2_compressor)
     filters = md["filters"] if "filters" in md else codec.get("filters")
     fill = md.get("fill_value", schema.fill_value)
     if "fill_value" in md and schema.fill_value is not None and spec.field is None:
