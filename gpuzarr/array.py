@@ -7,7 +7,6 @@ grid, then one call of the array's :class:`~gpuzarr.backends.Reader`, chosen onc
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from typing import Any
 
@@ -18,8 +17,10 @@ from .attributes import Attributes
 from .backends.cpu import as_host_array, write_plan
 from .backends.select import resolve_device_for
 from .errors import MetadataError, ReadOnlyError
+from .hierarchy import write_documents
 from .layout import ArrayLayout
 from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .spec.json_util import check_attributes
 from .spec.v2 import ArrayMetadataV2
 from .spec.v3 import ArrayMetadata
 from .store.base import Store
@@ -278,15 +279,11 @@ class Array:
             )
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        for key, document in metadata.documents().items():
-            self.store.set(self._prefix + key, document)
+        write_documents(self.store, self.path, metadata.documents())
         self._set_metadata(metadata)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
-        try:
-            json.dumps(attrs, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+        check_attributes(attrs)
         self._write_metadata(self._metadata.evolve(attributes=attrs))
 
     def resize(self, *shape: Any) -> None:

@@ -23,11 +23,12 @@ from .chain import (
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
+from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
 from .v2 import ArrayMetadataV2, v2_dtype_string
 from .v3 import ArrayMetadata
 
-__all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_v2", "build_v3"]
+__all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
 
 
 @dataclass(frozen=True)
@@ -256,4 +257,65 @@ def build_v2(
         attributes=dict(attributes or {}),
     )
     v2_dtype_string(data_type, endian)
+    return metadata
+
+
+def build_metadata(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = None,
+    shards: Any = None,
+    zarr_format: int = 3,
+    codecs: Any = None,
+    compressor: Any = "auto",
+    filters: Any = None,
+    order: str = "C",
+    fill_value: Any = None,
+    dimension_names: Any = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: str | None = None,
+) -> ArrayMetadata | ArrayMetadataV2:
+    """v3 or v2 metadata from ``gpuzarr.create``'s arguments (:func:`build_v3`, :func:`build_v2`).
+
+    Raises MetadataError for a v3-only argument with ``zarr_format=2``, an unknown format, or
+    attributes that cannot be written as JSON.
+    """
+    metadata: ArrayMetadata | ArrayMetadataV2
+    if zarr_format == 3:
+        metadata = build_v3(
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            shards=shards,
+            codecs=codecs,
+            compressor=compressor,
+            filters=filters,
+            order=order,
+            fill_value=fill_value,
+            dimension_names=dimension_names,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            dimension_separator=dimension_separator,
+        )
+    elif zarr_format == 2:
+        for name, value in (("shards", shards), ("codecs", codecs), ("dimension_names", dimension_names),
+                            ("chunk_key_encoding", chunk_key_encoding)):
+            if value is not None:
+                raise MetadataError(f"{name}: not available for zarr_format=2")
+        metadata = build_v2(
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            compressor=compressor,
+            filters=filters,
+            order=order,
+            fill_value=fill_value,
+            attributes=attributes,
+            dimension_separator=dimension_separator,
+        )
+    else:
+        raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
+    check_attributes(metadata.attributes)
     return metadata

@@ -26,7 +26,7 @@ from typing import Any
 from ..array import Array
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..field_array import select_field
-from ..hierarchy import array_metadata, node_exists, node_prefix, read_node
+from ..hierarchy import array_metadata, node_exists, node_prefix, read_node, write_documents
 from ..spec.v2 import ArrayMetadataV2
 from ..spec.v3 import ArrayMetadata
 from ..store import LocalStore, MemoryStore, make_store
@@ -124,8 +124,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     result = _select_field(array, spec)
     if spec.delete_existing or node_exists(store, path):
         store.erase_prefix(node_prefix(path))
-    for key, document in metadata.documents().items():
-        store.set(node_prefix(path) + key, document)
+    write_documents(store, path, metadata.documents())
     return result
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import MetadataError
+from ..hierarchy import parse_mode
 from ..spec.dtypes import CORE_DATA_TYPES, DataType
 from ..spec.json_util import expect_dict, expect_int, expect_str
 from .constraints import check_v2_metadata, check_v3_metadata, json_text
@@ -74,15 +75,6 @@ _SPEC_MEMBERS = frozenset(
         "metadata_key",
     }
 )
-
-#: zarr-python modes as TensorStore open flags (``"r"`` also opens the store read-only).
-MODE_FLAGS: dict[str, dict[str, bool]] = {
-    "r": {"open": True, "create": False, "delete_existing": False},
-    "r+": {"open": True, "create": False, "delete_existing": False},
-    "a": {"open": True, "create": True, "delete_existing": False},
-    "w": {"open": False, "create": True, "delete_existing": True},
-    "w-": {"open": False, "create": True, "delete_existing": False},
-}
 
 #: Keyword options of ``open_spec`` that are schema constraints, as in ``tensorstore.open``.
 _SCHEMA_KWARGS = {
@@ -220,13 +212,12 @@ def parse_open_flags(doc: dict[str, Any]) -> dict[str, bool]:
 
 
 def apply_mode(doc: dict[str, Any], mode: str | None) -> dict[str, Any]:
-    """Merge a zarr-python ``mode`` into the spec's open flags; a contradiction raises."""
+    """Merge a zarr-python ``mode`` (:data:`gpuzarr.hierarchy.MODES`) into the spec's open
+    flags; a contradiction raises."""
     if mode is None:
         return doc
-    if mode not in MODE_FLAGS:
-        raise ValueError(f"mode: expected one of {list(MODE_FLAGS)}, got {mode!r}")
     out = dict(doc)
-    for name, value in MODE_FLAGS[mode].items():
+    for name, value in parse_mode(mode).flags().items():
         if name in doc and doc[name] != value:
             raise MetadataError(
                 f"{name}: the spec gives {json_text(doc[name])}, but mode={mode!r} means {json_text(value)}"
