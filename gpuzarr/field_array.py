@@ -8,6 +8,7 @@ import numpy as np
 
 from .array import Array
 from .errors import MetadataError
+from .plan.selection import expand_ellipsis
 
 __all__ = ["FieldArray", "select_field"]
 
@@ -67,14 +68,7 @@ class FieldArray:
         return f"<gpuzarr.FieldArray field={self.field!r} of {self.array!r}>"
 
     def _split(self, selection: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        sel = selection if isinstance(selection, tuple) else (selection,)
-        if any(s is Ellipsis for s in sel):
-            i = next(i for i, s in enumerate(sel) if s is Ellipsis)
-            fill = self.ndim - (len(sel) - 1)
-            sel = (*sel[:i], *(slice(None),) * fill, *sel[i + 1 :])
-        if len(sel) > self.ndim:
-            raise IndexError(f"too many indices: {len(sel)} for a {self.ndim}-d field array")
-        sel = sel + (slice(None),) * (self.ndim - len(sel))
+        sel = expand_ellipsis(selection, self.ndim)
         outer, inner = sel[: self.array.ndim], sel[self.array.ndim :]
         for s in inner:
             if not isinstance(s, (slice, int, np.integer)):
@@ -93,7 +87,7 @@ class FieldArray:
         return self[selection]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
-        data = self[...]
+        data: np.ndarray[Any, Any] = self[...]
         return data if dtype is None else data.astype(dtype, copy=False)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
