@@ -37,11 +37,6 @@ from .kvstore import KvStoreSpec, join_path
 from .spec import TensorStoreSpec
 
 
-def is_tensorstore_spec(value: Any) -> bool:
-    """Whether ``value`` is a TensorStore spec (a dict whose driver is zarr3, zarr2 or zarr)."""
-    return isinstance(value, dict) and value.get("driver") in ("zarr3", "zarr2", "zarr")
-
-
 def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "auto", **kwargs: Any) -> Any:
     """Open or create the array a TensorStore-style JSON spec describes.
 
