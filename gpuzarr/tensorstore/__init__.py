@@ -5,31 +5,27 @@
 TensorStore. Every module here is pure JSON and number work except :mod:`.open`, the only one
 that touches a Store or builds an Array:
 
-* :mod:`.spec` -- :class:`TensorStoreSpec`, open flags, mode and option merging, ``array_spec_json``;
-* :mod:`.kvstore` -- ``file`` and ``memory`` kvstores, the one parser of kvstore JSON;
+* :mod:`.spec` -- ``TensorStoreSpec``, open flags, mode and option merging, ``array_spec_json``;
+* :mod:`.kvstore` -- ``file`` and ``memory`` kvstores, the one parser of kvstore JSON (also used
+  by ``gpuzarr.store.make_store``);
 * :mod:`.schema` -- the ``schema`` member;
 * :mod:`.constraints` -- spec constraints against stored metadata;
 * :mod:`.chunk_layout` and :mod:`.chunk_shapes` -- chunk layout constraints and TensorStore's
   choice of chunk shapes for a new array;
 * :mod:`.create` -- metadata for a new array with TensorStore's defaults;
-* :mod:`.open` -- ``open_spec``.
+* :mod:`.open` -- ``open_spec`` and ``open_parsed``.
 
-:func:`open_spec` is imported on first use, so that importing this package (for example from
-``Array.spec()``) does not import ``gpuzarr.array``.
+This package re-exports only the leaf modules, which import nothing above ``spec/``; import
+``spec``, ``constraints``, ``create`` and ``open`` from their modules. So the store layer can
+use the kvstore parser, and ``Array.spec()`` the spec module, without an import cycle.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .chunk_layout import ChunkGridConstraints, ChunkLayoutConstraints
 from .chunk_shapes import ChosenLayout, choose_chunk_shapes
-from .kvstore import KvStoreSpec
-from .schema import Schema
-from .spec import TensorStoreSpec, array_spec_json
-
-if TYPE_CHECKING:
-    from .open import open_spec
+from .kvstore import KvStoreSpec, join_path
+from .schema import Schema, normalize_unit
 
 __all__ = [
     "ChosenLayout",
@@ -37,16 +33,7 @@ __all__ = [
     "ChunkLayoutConstraints",
     "KvStoreSpec",
     "Schema",
-    "TensorStoreSpec",
-    "array_spec_json",
     "choose_chunk_shapes",
-    "open_spec",
+    "join_path",
+    "normalize_unit",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "open_spec":
-        from .open import open_spec
-
-        return open_spec
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

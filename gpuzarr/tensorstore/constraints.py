@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import MetadataError
 from ..spec.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
@@ -21,9 +21,6 @@ from ..spec.json_util import expect_dict, expect_int_list, expect_str
 from ..spec.v2 import ArrayMetadataV2, _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
 from ..spec.v3 import ARRAY_FIELDS, ArrayMetadata
 from .schema import Schema, check_ranks, normalize_unit
-
-if TYPE_CHECKING:
-    from .spec import TensorStoreSpec
 
 __all__ = [
     "StoredSchema",
@@ -52,7 +49,18 @@ _V2_METADATA_MEMBERS = frozenset(
 )
 
 
+class MetadataConstraints(Protocol):
+    """What :func:`check_metadata_constraints` reads of a :class:`~gpuzarr.tensorstore.spec.TensorStoreSpec`."""
+
+    @property
+    def driver(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
 def json_text(value: Any) -> str:
+    """``value`` as JSON with sorted keys, for error messages."""
     return json.dumps(value, sort_keys=True)
 
 
@@ -219,7 +227,7 @@ def codecs_match(constraint: list[dict[str, Any]], stored: list[dict[str, Any]])
     return True
 
 
-def check_metadata_constraints(spec: TensorStoreSpec, stored: dict[str, Any]) -> None:
+def check_metadata_constraints(spec: MetadataConstraints, stored: dict[str, Any]) -> None:
     """Raise MetadataError naming the first ``metadata`` member that ``stored`` (the full
     zarr.json or .zarray document, attributes included for v3) does not satisfy."""
     for key, expected in spec.metadata.items():
