@@ -46,22 +46,27 @@ class FieldArray:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape followed by the field's subarray shape."""
         return tuple(self.array.shape) + self._subshape
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions, the subarray's included."""
         return len(self.shape)
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The field's base (scalar) data type."""
         return self._dtype
 
     @property
     def chunks(self) -> tuple[int, ...]:
+        """The array's chunk shape followed by the field's subarray shape."""
         return tuple(self.array.chunks) + self._subshape
 
     @property
     def fill_value(self) -> Any:
+        """The field's part of the array's fill value."""
         return np.asarray(self.array.fill_value)[self.field][()]
 
     def __repr__(self) -> str:
@@ -84,6 +89,7 @@ class FieldArray:
         return values[(Ellipsis, *inner)] if inner else values
 
     def read(self, selection: Any = Ellipsis) -> Any:
+        """Read ``selection`` of the field (NumPy array)."""
         return self[selection]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:

@@ -80,6 +80,7 @@ def _read_json(store: Store, key: str) -> dict[str, Any] | None:
 
 
 def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo | None:
+    """The node at ``path`` (v3 first, then v2), an implicit group, or None for nothing."""
     prefix = node_prefix(path)
     doc = _read_json(store, prefix + ZARR_JSON)
     if doc is not None:
@@ -116,6 +117,7 @@ def has_descendant_nodes(store: Store, prefix: str) -> bool:
 
 
 def require_node(store: Store, path: str) -> NodeInfo:
+    """The node at ``path``; NodeNotFoundError when there is none."""
     info = read_node(store, path)
     if info is None:
         raise NodeNotFoundError(f"no Zarr array or group at {path or '/'!r} in {store!r}")
@@ -134,6 +136,7 @@ def array_metadata(info: NodeInfo, path: str) -> ArrayMetadata | ArrayMetadataV2
 
 
 def node_exists(store: Store, path: str) -> bool:
+    """Whether metadata of an explicit node (array or group, v3 or v2) exists at ``path``."""
     prefix = node_prefix(path)
     return any(store.exists(prefix + k) for k in METADATA_KEYS)
 

@@ -55,6 +55,7 @@ class ChosenLayout:
 
     @property
     def sharded(self) -> bool:
+        """Whether the write chunk holds several read chunks (a sharding codec is needed)."""
         return self.read_chunk != self.write_chunk
 
 

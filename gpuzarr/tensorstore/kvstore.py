@@ -49,6 +49,7 @@ class KvStoreSpec:
 
     @classmethod
     def from_json(cls, value: Any, field_name: str = "kvstore") -> KvStoreSpec:
+        """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member."""
         if isinstance(value, str):
             if value.startswith("file://"):
                 from urllib.parse import unquote, urlparse
@@ -91,6 +92,7 @@ class KvStoreSpec:
         return KvStoreSpec("memory", join_path(self.path, path))
 
     def to_json(self) -> Any:
+        """The kvstore as JSON: a URL for a named memory store, else an object."""
         if self.url is not None and self.driver == "memory":
             return self.url.rstrip("/") + ("/" + self.path if self.path else "")
         if self.driver == "file":

@@ -104,6 +104,7 @@ class Schema:
 
     @classmethod
     def from_json(cls, value: Any, driver: Driver, field_name: str = "schema") -> Schema:
+        """Parse and validate the ``schema`` member of a spec for ``driver``."""
         doc = expect_dict(value, field_name)
         extra = set(doc) - _SCHEMA_MEMBERS
         if extra:

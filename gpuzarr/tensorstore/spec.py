@@ -115,6 +115,7 @@ class TensorStoreSpec:
 
     @property
     def zarr_format(self) -> int:
+        """3 for the zarr3 driver, 2 for zarr2."""
         return 3 if self.driver == "zarr3" else 2
 
     @classmethod
