@@ -7,7 +7,6 @@ grid, then one call of the array's :class:`~gpuzarr.backends.Reader`, chosen onc
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from typing import Any
 
@@ -18,8 +17,10 @@ from .attributes import Attributes
 from .backends.cpu import as_host_array, write_plan
 from .backends.select import resolve_device_for
 from .errors import MetadataError, ReadOnlyError
+from .hierarchy import write_documents
 from .layout import ArrayLayout
 from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .spec.json_util import check_attributes
 from .spec.v2 import ArrayMetadataV2
 from .spec.v3 import ArrayMetadata
 from .store.base import Store
@@ -42,6 +43,7 @@ class Array:
         fill_missing_data_reads: bool = True,
         store_data_equal_to_fill_value: bool = False,
         strict: bool | None = None,
+        metadata_writable: bool = True,
     ) -> None:
         self.store = store
         self.path = path.strip("/")
@@ -53,6 +55,8 @@ class Array:
         # TensorStore's options: raise on missing chunks / store chunks equal to the fill value.
         self._fill_missing_data_reads = fill_missing_data_reads
         self._store_data_equal_to_fill_value = store_data_equal_to_fill_value
+        # False for TensorStore's assume_metadata: the metadata was never read, so never write it.
+        self._metadata_writable = metadata_writable
         self._set_metadata(metadata)
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
@@ -269,17 +273,18 @@ class Array:
     # -- metadata changes ------------------------------------------------------------------------
 
     def _write_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
+        if not self._metadata_writable:
+            raise MetadataError(
+                "assume_metadata: the array was opened without its stored metadata; resizing or "
+                "changing attributes is not supported"
+            )
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        for key, document in metadata.documents().items():
-            self.store.set(self._prefix + key, document)
+        write_documents(self.store, self.path, metadata.documents())
         self._set_metadata(metadata)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
-        try:
-            json.dumps(attrs, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+        check_attributes(attrs)
         self._write_metadata(self._metadata.evolve(attributes=attrs))
 
     def resize(self, *shape: Any) -> None:
@@ -317,9 +322,13 @@ class Array:
     def spec(self) -> dict[str, Any]:
         """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array
         with :func:`gpuzarr.open` and, for a local store, with ``tensorstore.open``."""
-        from .tensorstore_open import array_spec
+        from .tensorstore.spec import array_spec_json
 
-        return array_spec(self)
+        options = {
+            "fill_missing_data_reads": self.fill_missing_data_reads,
+            "store_data_equal_to_fill_value": self.store_data_equal_to_fill_value,
+        }
+        return array_spec_json(self.store.kvstore_json(), self.path, self._metadata.to_json(), options)
 
     def info(self) -> dict[str, Any]:
         """A summary: shape, dtype, chunking, codecs, device."""

@@ -1,16 +1,30 @@
-"""``Group``: a Zarr v3 group (zarr.json with node_type "group") and its children."""
+"""``Group``: a Zarr v3 or v2 group, and opening and creating the nodes below it.
+
+:func:`open_node` opens whatever lives at a path; :func:`create_group_node` and
+:func:`create_array_node` write new nodes through :func:`gpuzarr.hierarchy.write_node`. The
+public wrappers in :mod:`gpuzarr.api` and the ``Group`` methods both call them.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
+from .array import Array
 from .attributes import Attributes
 from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .node import node_prefix, read_node
-from .spec.v2 import ZATTRS
-from .spec.v3 import ZARR_JSON
+from .hierarchy import (
+    array_metadata,
+    group_documents,
+    node_prefix,
+    read_node,
+    require_node,
+    write_documents,
+    write_node,
+)
+from .spec.build import build_metadata
+from .spec.v2 import ZATTRS, ArrayMetadataV2
+from .spec.v3 import ArrayMetadata
 from .store.base import Store
 
 
@@ -53,15 +67,10 @@ class Group:
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
         if self.store.read_only:
             raise ReadOnlyError(f"group {self.path or '/'!r} is read-only")
-        try:
-            if self._zarr_format == 2:
-                key, doc = ZATTRS, attrs
-            else:
-                key, doc = ZARR_JSON, {"zarr_format": 3, "node_type": "group", "attributes": attrs}
-            raw = json.dumps(doc, indent=2, allow_nan=False).encode()
-        except (TypeError, ValueError) as exc:
-            raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
-        self.store.set(node_prefix(self.path) + key, raw)
+        documents = group_documents(attrs, self._zarr_format)
+        if self._zarr_format == 2:
+            documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
+        write_documents(self.store, self.path, documents)
         self._attributes = dict(attrs)
 
     def _child_path(self, name: str) -> str:
@@ -69,8 +78,6 @@ class Group:
         return "/".join([self.path, *parts]) if self.path else "/".join(parts)
 
     def __getitem__(self, name: str) -> Any:
-        from .api import open_node
-
         path = self._child_path(name)
         try:
             return open_node(self.store, path, device=self._device)
@@ -113,20 +120,19 @@ class Group:
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
     ) -> Group:
         """Create a child group (``name`` may be nested: "a/b"; missing parents are created)."""
-        from .api import create_group
-
-        return create_group(
-            self.store, path=self._child_path(name), attributes=attributes, overwrite=overwrite,
-            device=self._device, zarr_format=self._zarr_format,
+        return create_group_node(
+            self.store, self._child_path(name), attributes, overwrite=overwrite, device=self._device,
+            zarr_format=self._zarr_format,
         )
 
-    def create_array(self, name: str, **kwargs: Any) -> Any:
+    def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create a child array; takes :func:`gpuzarr.create`'s keyword arguments."""
-        from .api import create
-
-        kwargs.setdefault("device", self._device)
+        path = self._child_path(name)
+        overwrite = kwargs.pop("overwrite", False)
+        device = kwargs.pop("device", self._device)
         kwargs.setdefault("zarr_format", self._zarr_format)
-        return create(self.store, path=self._child_path(name), **kwargs)
+        metadata = build_metadata(**kwargs)
+        return create_array_node(self.store, path, metadata, overwrite=overwrite, device=device)
 
     def require_group(self, name: str) -> Group:
         if name in self:
@@ -135,3 +141,44 @@ class Group:
                 return node
             raise ContainsNodeError(f"{self._child_path(name)!r} is an array, not a group")
         return self.create_group(name)
+
+
+def open_node(store: Store, path: str, device: str = "auto") -> Array | Group:
+    """Open whatever node lives at ``path``: a v3 or v2 array or group, or an implicit group.
+
+    Raises NodeNotFoundError when nothing is there.
+    """
+    info = require_node(store, path)
+    if info.node_type == "array":
+        return Array(store, path, array_metadata(info, path), device=device)
+    return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format)
+
+
+def create_group_node(
+    store: Store,
+    path: str,
+    attributes: dict[str, Any] | None = None,
+    *,
+    overwrite: bool = False,
+    device: str = "auto",
+    zarr_format: int = 3,
+) -> Group:
+    """Write a new group at ``path`` of ``store`` (see :func:`gpuzarr.hierarchy.write_node`)."""
+    attrs = dict(attributes or {})
+    write_node(store, path, group_documents(attrs, zarr_format), overwrite=overwrite, zarr_format=zarr_format)
+    return Group(store, path, attrs, device=device, zarr_format=zarr_format)
+
+
+def create_array_node(
+    store: Store,
+    path: str,
+    metadata: ArrayMetadata | ArrayMetadataV2,
+    *,
+    overwrite: bool = False,
+    device: str = "auto",
+) -> Array:
+    """Write a new array with ``metadata`` at ``path`` of ``store`` and return it open."""
+    # Resolve the codec chain before touching the store: bad codecs fail without side effects.
+    array = Array(store, path, metadata, device=device)
+    write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
+    return array

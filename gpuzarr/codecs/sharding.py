@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptChunkError, MetadataError
+from ..spec.chain import DEFAULT_INDEX_CODECS
 from ..spec.dtypes import fill_value_bytes_equal
 from ..spec.v3 import normalize_codec_json
 from ..store.base import Buffer
@@ -34,11 +35,6 @@ from ..store.sharding import EMPTY, ShardLayout, encode_shard
 from .base import ArrayToBytesCodec, ChunkSpec
 from .pipeline import CodecPipeline
 from .registry import register_codec
-
-DEFAULT_INDEX_CODECS: tuple[dict[str, Any], ...] = (
-    {"name": "bytes", "configuration": {"endian": "little"}},
-    {"name": "crc32c"},
-)
 
 
 @register_codec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import MetadataError
@@ -52,3 +53,11 @@ def split_name_configuration(value: Any, field: str) -> tuple[str, dict[str, Any
     if extra:
         raise MetadataError(f"{field}: unexpected members {sorted(extra)}")
     return name, expect_dict(value.get("configuration"), f"{field}.configuration")
+
+
+def check_attributes(attributes: Any) -> None:
+    """Raise MetadataError unless ``attributes`` can be written as strict JSON (no NaN)."""
+    try:
+        json.dumps(attributes, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc

@@ -168,21 +168,6 @@ def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) 
     return {"name": f"numcodecs.{codec_id}", "configuration": params}
 
 
-def codec_to_compressor(codec: dict[str, Any]) -> dict[str, Any]:
-    """The inverse of :func:`compressor_to_codec` (for writing .zarray)."""
-    name = codec["name"]
-    config = dict(codec.get("configuration") or {})
-    if name == "blosc":
-        shuffle = {v: k for k, v in _BLOSC_SHUFFLE_NAMES.items()}[config.get("shuffle", "noshuffle")]
-        return {"id": "blosc", "cname": config.get("cname", "lz4"), "clevel": config.get("clevel", 5),
-                "shuffle": shuffle, "blocksize": config.get("blocksize", 0)}
-    if name in ("zstd", "gzip"):
-        return {"id": name, **config}
-    if name.startswith("numcodecs."):
-        return {"id": name[len("numcodecs."):], **config}
-    raise MetadataError(f"codec {name!r} has no Zarr v2 equivalent")
-
-
 @dataclass(frozen=True, eq=False)
 class ArrayMetadataV2:
     """Validated Zarr v2 array metadata with its v3-model view (``codecs`` etc.)."""

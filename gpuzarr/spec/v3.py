@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError
+from .chain import normalize_codec_json as normalize_codec_json  # re-exported: codecs import it from here
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import DataType
@@ -38,14 +39,6 @@ def parse_chunk_grid(value: Any, ndim: int) -> RegularChunkGrid | RectilinearChu
     if name == "rectilinear":
         return RectilinearChunkGrid.from_json(value, ndim)
     return RegularChunkGrid.from_json(value, ndim)
-
-
-def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:
-    """``"gzip"`` or ``{"name": "gzip", "configuration": {...}}`` -> the object form."""
-    name, config = split_name_configuration(value, field)
-    if isinstance(value, dict) and value.get("must_understand") is False:
-        return {"name": name, "configuration": dict(config), "must_understand": False}
-    return {"name": name, "configuration": dict(config)}
 
 
 @dataclass(frozen=True, eq=False)

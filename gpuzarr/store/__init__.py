@@ -24,14 +24,15 @@ def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
         return MemoryStore(read_only=read_only)
     with _named_lock:
         data = _named_memory.setdefault(name, {})
-    return MemoryStore(data, read_only=read_only)
+    return MemoryStore(data, read_only=read_only, name=name)
 
 
 def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
     """A Store and the node path inside it from anything the public API accepts.
 
     Paths and ``file://`` URLs give a LocalStore rooted at that directory; ``memory://name`` a
-    named MemoryStore; a dict a kvstore spec ``{"driver": "file"|"memory", "path": ...}``.
+    named MemoryStore; a dict a kvstore spec ``{"driver": "file"|"memory", "path": ...}``, parsed
+    by :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec`.
     """
     if isinstance(store, Store):
         if read_only and not store.read_only:
@@ -39,18 +40,16 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
             if isinstance(store, LocalStore):
                 return LocalStore(store.root, read_only=True), ""
             if isinstance(store, MemoryStore):
-                return MemoryStore(store.data, read_only=True), ""
+                return MemoryStore(store.data, read_only=True, name=store.name), ""
         return store, ""
     if isinstance(store, dict):
-        driver = store.get("driver")
-        path = store.get("path", "")
-        if not isinstance(path, str):
-            raise MetadataError(f"kvstore.path: expected a string, got {path!r}")
-        if driver == "file":
-            return LocalStore(path, read_only=read_only), ""
-        if driver == "memory":
-            return memory_store("", read_only), path.strip("/") + ("/" if path.strip("/") else "")
-        raise MetadataError(f"kvstore.driver: expected 'file' or 'memory', got {driver!r}")
+        # One parser of kvstore JSON, shared with TensorStore specs (imported on first use).
+        from ..tensorstore.kvstore import KvStoreSpec
+
+        kvstore = KvStoreSpec.from_json(store)
+        if kvstore.driver == "file":
+            return LocalStore(kvstore.path, read_only=read_only), ""
+        return memory_store("", read_only), kvstore.path + "/" if kvstore.path else ""
     if isinstance(store, os.PathLike):
         return LocalStore(store, read_only=read_only), ""
     if isinstance(store, str):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidKeyError, ReadOnlyError
+from ..errors import InvalidKeyError, MetadataError, ReadOnlyError
 
 Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
 
@@ -152,6 +152,14 @@ class Store(ABC):
         self._check_writable()
         for key in list(self.list_prefix(prefix)):
             self.erase(key)
+
+    def kvstore_json(self) -> dict[str, Any] | str:
+        """The TensorStore kvstore (JSON object or URL) that reopens this store.
+
+        Used by :meth:`gpuzarr.Array.spec`. Stores without a TensorStore equivalent raise
+        MetadataError.
+        """
+        raise MetadataError(f"spec: no TensorStore kvstore for {self!r}")
 
     def close(self) -> None:
         """Release any handles the store holds."""

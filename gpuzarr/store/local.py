@@ -32,6 +32,10 @@ class LocalStore(Store):
     def __hash__(self) -> int:
         return hash(self.root)
 
+    def kvstore_json(self) -> dict[str, Any]:
+        """``{"driver": "file", "path": "<root>/"}``, which TensorStore opens too."""
+        return {"driver": "file", "path": os.fspath(self.root).rstrip("/") + "/"}
+
     def path_of(self, key: str) -> str:
         return os.path.join(self.root, validate_key(key))
 

@@ -10,12 +10,22 @@ from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
 
 
 class MemoryStore(Store):
-    """Keys and values in a dict. ``MemoryStore(data)`` shares ``data`` with the caller."""
+    """Keys and values in a dict. ``MemoryStore(data)`` shares ``data`` with the caller.
 
-    def __init__(self, data: dict[str, bytes] | None = None, read_only: bool = False) -> None:
+    ``name`` is the name of a shared store (``memory://name``), "" for an anonymous one.
+    """
+
+    def __init__(self, data: dict[str, bytes] | None = None, read_only: bool = False, name: str = "") -> None:
         super().__init__(read_only)
         self.data: dict[str, bytes] = {} if data is None else data
+        self.name = name
         self._lock = threading.Lock()
+
+    def kvstore_json(self) -> dict[str, Any] | str:
+        """``memory://name`` for a named store, which gpuzarr reopens in the same process; an
+        anonymous store gives ``{"driver": "memory"}``, which (as in TensorStore without a shared
+        context) opens a new, empty store."""
+        return f"memory://{self.name}" if self.name else {"driver": "memory"}
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self.data)} keys>)"

@@ -1,20 +1,67 @@
-"""Turning ``gpuzarr.create(...)`` keyword arguments into v3 array metadata."""
+"""Metadata for a new array from ``gpuzarr.create(...)``'s keyword arguments (v3 and v2).
+
+:func:`build_v3` and :func:`build_v2` complete what the caller leaves out with
+``ZARR_PYTHON_DEFAULTS``, so gpuzarr creates what zarr-python creates; TensorStore specs build
+their metadata in :mod:`gpuzarr.tensorstore.create` with the same chain helpers
+(:mod:`gpuzarr.spec.chain`) and ``TENSORSTORE_DEFAULTS``. Pure: imports only ``spec``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import MetadataError
-from .spec.chunk_grid import RegularChunkGrid
-from .spec.chunk_key_encoding import ChunkKeyEncoding
-from .spec.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
-from .spec.rectilinear import RectilinearChunkGrid
-from .spec.v2 import ArrayMetadataV2, v2_dtype_string
-from .spec.v3 import ArrayMetadata, normalize_codec_json
+from ..errors import MetadataError
+from .chain import (
+    DEFAULT_INDEX_CODECS,
+    bytes_codec,
+    normalize_codec_json,
+    with_array_to_bytes,
+    with_transpose,
+    wrap_in_sharding,
+)
+from .chunk_grid import RegularChunkGrid
+from .chunk_key_encoding import ChunkKeyEncoding
+from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
+from .json_util import check_attributes
+from .rectilinear import RectilinearChunkGrid
+from .v2 import ArrayMetadataV2, v2_dtype_string
+from .v3 import ArrayMetadata
 
-DEFAULT_COMPRESSOR: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
-_ARRAY_TO_BYTES = ("bytes", "sharding_indexed")
-_ARRAY_TO_ARRAY = ("transpose",)
+__all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
+
+
+@dataclass(frozen=True)
+class CreateDefaults:
+    """What a library writes for a new array when the caller gives no codecs.
+
+    Attributes
+    ----------
+    compressors
+        v3: the bytes->bytes codecs after ``bytes`` when no chain is given.
+    v2_compressor
+        v2: the ``compressor`` of .zarray.
+    index_codecs
+        The shard index codecs of a ``sharding_indexed`` codec that gpuzarr adds.
+    """
+
+    compressors: tuple[dict[str, Any], ...]
+    v2_compressor: dict[str, Any]
+    index_codecs: tuple[dict[str, Any], ...] = DEFAULT_INDEX_CODECS
+
+
+#: zarr-python's defaults, used by ``gpuzarr.create``: zstd at level 0 (v3 and v2). The v2
+#: compressor has no "checksum" member: TensorStore's zarr2 driver rejects it, and false is the
+#: default anyway.
+ZARR_PYTHON_DEFAULTS = CreateDefaults(
+    compressors=({"name": "zstd", "configuration": {"level": 0, "checksum": False}},),
+    v2_compressor={"id": "zstd", "level": 0},
+)
+#: TensorStore's defaults, used for TensorStore specs: ``bytes`` alone (v3), blosc lz4 (v2).
+TENSORSTORE_DEFAULTS = CreateDefaults(
+    compressors=(),
+    v2_compressor={"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": -1, "blocksize": 0},
+)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -33,7 +80,7 @@ def _shape_tuple(value: Any, field: str) -> tuple[int, ...]:
     return shape
 
 
-def build_codec_chain(
+def _codec_chain(
     dtype: DataType,
     ndim: int,
     codecs: Any,
@@ -46,28 +93,20 @@ def build_codec_chain(
         if compressor not in (None, "auto") or filters is not None:
             raise MetadataError("codecs: give either codecs or compressor/filters, not both")
         chain = [normalize_codec_json(c, f"codecs[{i}]") for i, c in enumerate(_as_list(codecs))]
-        if not any(c["name"] in _ARRAY_TO_BYTES for c in chain):
-            # Like zarr-python: a chain without an array->bytes codec gets the default one.
-            n_a2a = sum(1 for c in chain if c["name"] in _ARRAY_TO_ARRAY)
-            chain.insert(n_a2a, _bytes_codec(dtype))
+        # Like zarr-python: a chain without an array->bytes codec gets the default one.
+        chain = with_array_to_bytes(chain, bytes_codec(dtype.itemsize))
     else:
-        compressors = [DEFAULT_COMPRESSOR] if compressor == "auto" else _as_list(compressor)
+        compressors = list(ZARR_PYTHON_DEFAULTS.compressors) if compressor == "auto" else _as_list(compressor)
         chain = [
             *(normalize_codec_json(f, "filters") for f in _as_list(filters)),
-            _bytes_codec(dtype),
+            bytes_codec(dtype.itemsize),
             *(normalize_codec_json(c, "compressor") for c in compressors),
         ]
-    if order == "F" and ndim > 1:
-        chain.insert(0, {"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
-    elif order not in ("C", "F"):
+    if order == "F":
+        chain = with_transpose(chain, tuple(range(ndim))[::-1], first=True)
+    elif order != "C":
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
     return chain
-
-
-def _bytes_codec(dtype: DataType) -> dict[str, Any]:
-    if dtype.itemsize == 1:
-        return {"name": "bytes", "configuration": {}}
-    return {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 def _is_rectilinear(chunks: Any) -> bool:
@@ -90,7 +129,7 @@ def _validated_grid(
     return grid
 
 
-def build_v3_metadata(
+def build_v3(
     *,
     shape: Any,
     dtype: Any,
@@ -106,6 +145,9 @@ def build_v3_metadata(
     chunk_key_encoding: Any = None,
     dimension_separator: str | None = None,
 ) -> ArrayMetadata:
+    """v3 metadata from ``gpuzarr.create``'s arguments (see DESIGN §2), with zarr-python's
+    defaults. ``shards`` wraps the chain in ``sharding_indexed`` with inner chunks ``chunks``.
+    """
     shape_t = _shape_tuple(shape, "shape")
     data_type = DataType.from_numpy(dtype)
     if shards is None and _is_rectilinear(chunks):
@@ -116,7 +158,7 @@ def build_v3_metadata(
         grid = RegularChunkGrid(chunk_shape)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
-    chain = build_codec_chain(data_type, len(shape_t), codecs, compressor, filters, order)
+    chain = _codec_chain(data_type, len(shape_t), codecs, compressor, filters, order)
     if shards is not None:
         if _is_rectilinear(shards):
             grid = _rectilinear(shards, len(shape_t), "shards")
@@ -132,20 +174,7 @@ def build_v3_metadata(
                 raise MetadataError(
                     f"shards: shard extents {sizes} on axis {axis} must be multiples of the chunk size {c}"
                 )
-        chain = [
-            {
-                "name": "sharding_indexed",
-                "configuration": {
-                    "chunk_shape": list(chunk_shape),
-                    "codecs": chain,
-                    "index_codecs": [
-                        {"name": "bytes", "configuration": {"endian": "little"}},
-                        {"name": "crc32c"},
-                    ],
-                    "index_location": "end",
-                },
-            }
-        ]
+        chain = wrap_in_sharding(chain, chunk_shape, ZARR_PYTHON_DEFAULTS.index_codecs)
     if isinstance(chunk_key_encoding, str):
         default_separator = "/" if chunk_key_encoding == "default" else "."
         cke = ChunkKeyEncoding(chunk_key_encoding, dimension_separator or default_separator)
@@ -168,11 +197,7 @@ def build_v3_metadata(
     )
 
 
-# No "checksum" member: TensorStore's zarr2 driver rejects it, and false is the default anyway.
-DEFAULT_V2_COMPRESSOR: dict[str, Any] = {"id": "zstd", "level": 0}
-
-
-def build_v2_metadata(
+def build_v2(
     *,
     shape: Any,
     dtype: Any,
@@ -188,7 +213,7 @@ def build_v2_metadata(
 
     ``dtype`` may carry a byte order (">f4") or be a structured dtype; it is written as given.
     """
-    from .spec.v2 import parse_v2_dtype
+    from .v2 import parse_v2_dtype
 
     shape_t = _shape_tuple(shape, "shape")
     chunk_shape = tuple(max(s, 1) for s in shape_t) if chunks is None else _shape_tuple(chunks, "chunks")
@@ -209,7 +234,7 @@ def build_v2_metadata(
             descr = npdt.newbyteorder("<").str
     data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
     if compressor == "auto":
-        compressor = DEFAULT_V2_COMPRESSOR
+        compressor = ZARR_PYTHON_DEFAULTS.v2_compressor
     if order not in ("C", "F"):
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
     fill: Any
@@ -232,4 +257,65 @@ def build_v2_metadata(
         attributes=dict(attributes or {}),
     )
     v2_dtype_string(data_type, endian)
+    return metadata
+
+
+def build_metadata(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = None,
+    shards: Any = None,
+    zarr_format: int = 3,
+    codecs: Any = None,
+    compressor: Any = "auto",
+    filters: Any = None,
+    order: str = "C",
+    fill_value: Any = None,
+    dimension_names: Any = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: str | None = None,
+) -> ArrayMetadata | ArrayMetadataV2:
+    """v3 or v2 metadata from ``gpuzarr.create``'s arguments (:func:`build_v3`, :func:`build_v2`).
+
+    Raises MetadataError for a v3-only argument with ``zarr_format=2``, an unknown format, or
+    attributes that cannot be written as JSON.
+    """
+    metadata: ArrayMetadata | ArrayMetadataV2
+    if zarr_format == 3:
+        metadata = build_v3(
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            shards=shards,
+            codecs=codecs,
+            compressor=compressor,
+            filters=filters,
+            order=order,
+            fill_value=fill_value,
+            dimension_names=dimension_names,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            dimension_separator=dimension_separator,
+        )
+    elif zarr_format == 2:
+        for name, value in (("shards", shards), ("codecs", codecs), ("dimension_names", dimension_names),
+                            ("chunk_key_encoding", chunk_key_encoding)):
+            if value is not None:
+                raise MetadataError(f"{name}: not available for zarr_format=2")
+        metadata = build_v2(
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            compressor=compressor,
+            filters=filters,
+            order=order,
+            fill_value=fill_value,
+            attributes=attributes,
+            dimension_separator=dimension_separator,
+        )
+    else:
+        raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
+    check_attributes(metadata.attributes)
     return metadata

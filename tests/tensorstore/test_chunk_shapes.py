@@ -17,12 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.chunk_layout import (
-    ChosenLayout,
-    ChunkGridConstraints,
-    ChunkLayoutConstraints,
-    choose_chunk_shapes,
-)
+from gpuzarr.tensorstore.chunk_layout import ChunkGridConstraints, ChunkLayoutConstraints
+from gpuzarr.tensorstore.chunk_shapes import ChosenLayout, choose_chunk_shapes
 
 ts = pytest.importorskip("tensorstore")
 

@@ -15,7 +15,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr.errors import ArrayNotFoundError, ChunkNotFoundError, ContainsNodeError, MetadataError
-from gpuzarr.tensorstore_open import FieldArray, open_spec
+from gpuzarr.field_array import FieldArray
+from gpuzarr.tensorstore.open import open_spec
 
 ts = pytest.importorskip("tensorstore")
 

@@ -1,0 +1,111 @@
+"""``FieldArray``: one field of a structured zarr2 array, as TensorStore presents it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .array import Array
+from .errors import MetadataError
+from .plan.selection import expand_ellipsis
+
+__all__ = ["FieldArray", "select_field"]
+
+
+def select_field(array: Array, field_name: str) -> FieldArray:
+    """One field of a structured array, checked to exist."""
+    fields = array.dtype.fields
+    if fields is None:
+        raise MetadataError(
+            f"field: {field_name!r} given, but the array's data type {array.dtype} has no fields"
+        )
+    if field_name not in fields:
+        raise MetadataError(f"field: expected one of {list(fields)}, got {field_name!r}")
+    return FieldArray(array, field_name)
+
+
+class FieldArray:
+    """One field of a structured zarr2 array, as TensorStore presents it: a numeric array whose
+    shape is the array's shape followed by the field's subarray shape.
+
+    Reading reads whole records and takes the field. Writing reads the records, replaces the
+    field and writes the records back (read-modify-write of every touched record; concurrent
+    writers of other fields may be lost). The subarray (trailing) dimensions take integers and
+    slices only.
+    """
+
+    def __init__(self, array: Array, field_name: str) -> None:
+        fields = array.dtype.fields
+        assert fields is not None
+        self.array = array
+        self.field = field_name
+        field_dtype = fields[field_name][0]
+        self._subshape: tuple[int, ...] = tuple(field_dtype.shape)
+        self._dtype = field_dtype.base
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape followed by the field's subarray shape."""
+        return tuple(self.array.shape) + self._subshape
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions, the subarray's included."""
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The field's base (scalar) data type."""
+        return self._dtype
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The array's chunk shape followed by the field's subarray shape."""
+        return tuple(self.array.chunks) + self._subshape
+
+    @property
+    def fill_value(self) -> Any:
+        """The field's part of the array's fill value."""
+        return np.asarray(self.array.fill_value)[self.field][()]
+
+    def __repr__(self) -> str:
+        return f"<gpuzarr.FieldArray field={self.field!r} of {self.array!r}>"
+
+    def _split(self, selection: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        sel = expand_ellipsis(selection, self.ndim)
+        outer, inner = sel[: self.array.ndim], sel[self.array.ndim :]
+        for s in inner:
+            if not isinstance(s, (slice, int, np.integer)):
+                raise IndexError(
+                    f"field {self.field!r}: subarray dimensions take integers and slices, got {s!r}"
+                )
+        return outer, inner
+
+    def __getitem__(self, selection: Any) -> Any:
+        outer, inner = self._split(selection)
+        records = self.array[outer]
+        values = np.asarray(records)[self.field]
+        return values[(Ellipsis, *inner)] if inner else values
+
+    def read(self, selection: Any = Ellipsis) -> Any:
+        """Read ``selection`` of the field (NumPy array)."""
+        return self[selection]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        data: np.ndarray[Any, Any] = self[...]
+        return data if dtype is None else data.astype(dtype, copy=False)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        outer, inner = self._split(selection)
+        records = np.array(self.array[outer], copy=True)
+        view = records[self.field]
+        if inner:
+            view[(Ellipsis, *inner)] = value
+        else:
+            view[...] = value
+        self.array[outer] = records
+
+    def spec(self) -> dict[str, Any]:
+        """The TensorStore spec of this field (the array's spec with ``field``)."""
+        return {**self.array.spec(), "field": self.field}

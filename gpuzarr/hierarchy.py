@@ -1,0 +1,233 @@
+"""What lives at a path of a store, and the rules for writing a new node there.
+
+Reading: a v3 or v2 array or group, an implicit group, or nothing (:func:`read_node`).
+Writing: :func:`write_node` is the one way a new array or group gets into a store (parents are
+created, an existing node is replaced only with ``overwrite``); :data:`MODES` is the one table of
+zarr-python's modes and the TensorStore open flags they mean.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
+from .spec.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
+from .spec.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
+from .store.base import Store
+
+METADATA_KEYS = (ZARR_JSON, ZARRAY, ZGROUP)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A zarr-python ``mode`` as TensorStore's open flags.
+
+    ``open``: an existing node is opened; ``create``: a missing node is created;
+    ``delete_existing``: an existing node is replaced; ``read_only``: the store refuses writes.
+    """
+
+    open: bool
+    create: bool
+    delete_existing: bool
+    read_only: bool = False
+
+    def flags(self) -> dict[str, bool]:
+        """The TensorStore spec members this mode means."""
+        return {"open": self.open, "create": self.create, "delete_existing": self.delete_existing}
+
+
+#: zarr-python's modes: "r" read only; "r+" read/write, must exist; "a" read/write, created if
+#: missing; "w" create, replacing what exists; "w-" create, failing if something exists.
+MODES: dict[str, Mode] = {
+    "r": Mode(open=True, create=False, delete_existing=False, read_only=True),
+    "r+": Mode(open=True, create=False, delete_existing=False),
+    "a": Mode(open=True, create=True, delete_existing=False),
+    "w": Mode(open=False, create=True, delete_existing=True),
+    "w-": Mode(open=False, create=True, delete_existing=False),
+}
+
+
+def parse_mode(mode: str) -> Mode:
+    """The :class:`Mode` named ``mode``; ValueError for an unknown name."""
+    if mode not in MODES:
+        raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
+    return MODES[mode]
+
+
+def node_prefix(path: str) -> str:
+    """The key prefix of the node at ``path``: "a/b/" ("" for the root)."""
+    path = path.strip("/")
+    return path + "/" if path else ""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node found in a store. ``implicit`` groups have descendants but no metadata."""
+
+    node_type: Literal["array", "group"]
+    zarr_format: int
+    document: dict[str, Any]
+    attributes: dict[str, Any]
+    implicit: bool = False
+
+
+def _read_json(store: Store, key: str) -> dict[str, Any] | None:
+    raw = store.get(key)
+    return None if raw is None else parse_json_document(bytes(raw), key)
+
+
+def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo | None:
+    """The node at ``path`` (v3 first, then v2), an implicit group, or None for nothing."""
+    prefix = node_prefix(path)
+    doc = _read_json(store, prefix + ZARR_JSON)
+    if doc is not None:
+        key = prefix + ZARR_JSON
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"{key}: zarr_format: expected 3, got {doc.get('zarr_format')!r}")
+        node_type = doc.get("node_type")
+        if node_type not in ("array", "group"):
+            raise MetadataError(f"{key}: node_type: expected 'array' or 'group', got {node_type!r}")
+        attrs = doc.get("attributes", {})
+        if not isinstance(attrs, dict):
+            raise MetadataError(f"{key}: attributes: expected an object, got {attrs!r}")
+        return NodeInfo(node_type, 3, doc, attrs)
+    for key, node_type in ((ZARRAY, "array"), (ZGROUP, "group")):
+        doc = _read_json(store, prefix + key)
+        if doc is None:
+            continue
+        if doc.get("zarr_format") != 2:
+            raise MetadataError(f"{prefix}{key}: zarr_format: expected 2, got {doc.get('zarr_format')!r}")
+        attrs = _read_json(store, prefix + ZATTRS) or {}
+        return NodeInfo(node_type, 2, doc, attrs)  # type: ignore[arg-type]
+    if allow_implicit and has_descendant_nodes(store, prefix):
+        return NodeInfo("group", 3, {}, {}, implicit=True)
+    return None
+
+
+def has_descendant_nodes(store: Store, prefix: str) -> bool:
+    """Whether any node metadata exists strictly below ``prefix`` (an implicit group)."""
+    if not prefix:
+        keys = store.list_prefix("")
+    else:
+        keys = store.list_prefix(prefix)
+    return any(k.rsplit("/", 1)[-1] in METADATA_KEYS for k in keys)
+
+
+def require_node(store: Store, path: str) -> NodeInfo:
+    """The node at ``path``; NodeNotFoundError when there is none."""
+    info = read_node(store, path)
+    if info is None:
+        raise NodeNotFoundError(f"no Zarr array or group at {path or '/'!r} in {store!r}")
+    return info
+
+
+def array_metadata(info: NodeInfo, path: str) -> ArrayMetadata | ArrayMetadataV2:
+    """Parse an array node's metadata, prefixing errors with the document's key."""
+    key = node_prefix(path) + (ZARR_JSON if info.zarr_format == 3 else ZARRAY)
+    try:
+        if info.zarr_format == 3:
+            return ArrayMetadata.from_json(info.document)
+        return ArrayMetadataV2.from_json(info.document, info.attributes)
+    except MetadataError as exc:
+        raise type(exc)(f"{key}: {exc}") from exc
+
+
+def node_exists(store: Store, path: str) -> bool:
+    """Whether metadata of an explicit node (array or group, v3 or v2) exists at ``path``."""
+    prefix = node_prefix(path)
+    return any(store.exists(prefix + k) for k in METADATA_KEYS)
+
+
+# -- writing ----------------------------------------------------------------------------------------
+
+
+def group_documents(attributes: Mapping[str, Any], zarr_format: int) -> dict[str, bytes]:
+    """The metadata documents of a group: v3 zarr.json, or v2 .zgroup and .zattrs.
+
+    Raises MetadataError when the attributes cannot be written as JSON.
+    """
+    try:
+        if zarr_format == 2:
+            return {ZGROUP: b'{\n  "zarr_format": 2\n}', ZATTRS: _json_bytes(attributes)}
+        return {ZARR_JSON: _json_bytes({"zarr_format": 3, "node_type": "group", "attributes": attributes})}
+    except (TypeError, ValueError) as exc:
+        raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+
+
+def _json_bytes(doc: Any) -> bytes:
+    return json.dumps(doc, indent=2, allow_nan=False).encode()
+
+
+def write_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> None:
+    """Store a node's metadata documents (keys relative to the node)."""
+    prefix = node_prefix(path)
+    for key, document in documents.items():
+        store.set(prefix + key, document)
+
+
+def write_node(
+    store: Store, path: str, documents: Mapping[str, bytes], *, overwrite: bool, zarr_format: int
+) -> None:
+    """Write a new node's metadata ``documents`` at ``path``, creating missing parent groups.
+
+    Parameters
+    ----------
+    store, path
+        Where the node goes.
+    documents
+        Its metadata documents by key relative to the node (``ArrayMetadata.documents()`` or
+        :func:`group_documents`).
+    overwrite
+        Replace a node that exists there (its data too); without it an existing node raises
+        ContainsNodeError. Either way, stale keys of an earlier node are erased.
+    zarr_format
+        The format of the parent groups created.
+
+    Raises
+    ------
+    ReadOnlyError, ContainsNodeError
+        A read-only store; a node at ``path`` without ``overwrite``, or an array among the
+        ancestors (arrays cannot contain nodes).
+    """
+    missing = _missing_parents(store, path)
+    _prepare_new_node(store, path, overwrite)
+    write_documents(store, path, documents)
+    # Written explicitly: v2 has no implicit groups, and zarr-python warns about directories
+    # without metadata. Written after the child, so a child that fails leaves nothing behind.
+    for ancestor in missing:
+        _prepare_new_node(store, ancestor, False)
+        write_documents(store, ancestor, group_documents({}, zarr_format))
+
+
+def _missing_parents(store: Store, path: str) -> list[str]:
+    """The ancestors of ``path`` (below the store root) that have no metadata yet.
+
+    An array among the ancestors is an error: arrays cannot contain nodes.
+    """
+    parts = path.split("/") if path else []
+    missing = []
+    for i in range(1, len(parts)):
+        ancestor = "/".join(parts[:i])
+        info = read_node(store, ancestor, allow_implicit=False)
+        if info is None:
+            missing.append(ancestor)
+        elif info.node_type == "array":
+            raise ContainsNodeError(f"{ancestor!r} is an array: it cannot contain {path!r}")
+    return missing
+
+
+def _prepare_new_node(store: Store, path: str, overwrite: bool) -> None:
+    if store.read_only:
+        raise ReadOnlyError(f"cannot create a node in read-only {store!r}")
+    if node_exists(store, path):
+        if not overwrite:
+            raise ContainsNodeError(
+                f"a node already exists at {path or '/'!r} in {store!r} (pass overwrite=True)"
+            )
+        store.erase_prefix(node_prefix(path))
+    elif overwrite:
+        # Stale chunks of an earlier node (whose metadata is gone) must not leak into a new one.
+        store.erase_prefix(node_prefix(path))

@@ -1,0 +1,106 @@
+"""Edits of a v3 codec chain (JSON), shared by everything that builds metadata for a new array.
+
+A v3 chain is ``[array->array codecs..., one array->bytes codec, bytes->bytes codecs...]``, each
+codec ``{"name": ..., "configuration": {...}}``. ``gpuzarr.create`` (:mod:`gpuzarr.spec.build`)
+and TensorStore specs (:mod:`gpuzarr.tensorstore.create`) complete a partial chain with the
+same helpers; only their defaults differ (``ZARR_PYTHON_DEFAULTS``, ``TENSORSTORE_DEFAULTS`` in
+:mod:`gpuzarr.spec.build`). Pure: every function returns a new list.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import MetadataError
+from .json_util import split_name_configuration
+
+__all__ = [
+    "ARRAY_TO_BYTES_NAMES",
+    "DEFAULT_INDEX_CODECS",
+    "bytes_codec",
+    "normalize_codec_json",
+    "parse_codec_chain",
+    "with_array_to_bytes",
+    "with_transpose",
+    "wrap_in_sharding",
+]
+
+#: Names of the array->bytes codecs: exactly one of them ends the array part of a chain.
+ARRAY_TO_BYTES_NAMES = ("bytes", "sharding_indexed")
+#: Names of the array->array codecs, which come before the array->bytes codec.
+ARRAY_TO_ARRAY_NAMES = ("transpose",)
+
+#: The shard index codecs that zarr-python, TensorStore and gpuzarr write by default.
+DEFAULT_INDEX_CODECS: tuple[dict[str, Any], ...] = (
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "crc32c"},
+)
+
+
+def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:
+    """``"gzip"`` or ``{"name": "gzip", "configuration": {...}}`` -> the object form."""
+    name, config = split_name_configuration(value, field)
+    if isinstance(value, dict) and value.get("must_understand") is False:
+        return {"name": name, "configuration": dict(config), "must_understand": False}
+    return {"name": name, "configuration": dict(config)}
+
+
+def parse_codec_chain(value: Any, field_name: str) -> list[dict[str, Any]]:
+    """A (possibly partial) codec chain: strings or ``{"name", "configuration"}`` objects."""
+    if not isinstance(value, list):
+        raise MetadataError(f"{field_name}: expected a list of codecs, got {value!r}")
+    return [normalize_codec_json(c, f"{field_name}[{i}]") for i, c in enumerate(value)]
+
+
+def bytes_codec(itemsize: int) -> dict[str, Any]:
+    """The ``bytes`` codec for elements of ``itemsize`` bytes: little endian when that matters."""
+    if itemsize == 1:
+        return {"name": "bytes", "configuration": {}}
+    return {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def with_array_to_bytes(chain: Sequence[dict[str, Any]], codec: dict[str, Any]) -> list[dict[str, Any]]:
+    """``chain``, with ``codec`` inserted after the array->array codecs when the chain has no
+    array->bytes codec (as zarr-python and TensorStore both do)."""
+    out = list(chain)
+    if not any(c["name"] in ARRAY_TO_BYTES_NAMES for c in out):
+        at = sum(1 for c in out if c["name"] in ARRAY_TO_ARRAY_NAMES)
+        out.insert(at, codec)
+    return out
+
+
+def with_transpose(
+    chain: Sequence[dict[str, Any]], order: Sequence[int], *, first: bool = False
+) -> list[dict[str, Any]]:
+    """``chain`` with a ``transpose`` codec for ``order`` (unchanged for the identity order).
+
+    The codec goes just before the array->bytes codec, or with ``first`` at the very start of
+    the chain (zarr-python's place for ``order="F"``).
+    """
+    out = list(chain)
+    if tuple(order) == tuple(range(len(order))):
+        return out
+    codec = {"name": "transpose", "configuration": {"order": list(order)}}
+    at = 0 if first else next(i for i, c in enumerate(out) if c["name"] in ARRAY_TO_BYTES_NAMES)
+    out.insert(at, codec)
+    return out
+
+
+def wrap_in_sharding(
+    chain: Sequence[dict[str, Any]], inner_shape: Sequence[int], index_codecs: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A chain of one ``sharding_indexed`` codec whose inner chunks of ``inner_shape`` are
+    encoded with ``chain``; the index (at the end of the shard) with ``index_codecs``."""
+    return [
+        {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": list(inner_shape),
+                "codecs": list(chain),
+                "index_codecs": copy.deepcopy(list(index_codecs)),
+                "index_location": "end",
+            },
+        }
+    ]

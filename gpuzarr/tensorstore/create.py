@@ -1,0 +1,338 @@
+"""Metadata for a new array from a TensorStore spec, with TensorStore's defaults.
+
+The shape, data type, fill value, dimension names and units come from the spec's ``metadata``
+constraints and its schema (a contradiction between the two raises MetadataError naming both).
+Chunk shapes come from the metadata or, failing that, are chosen from ``schema.chunk_layout`` as
+TensorStore chooses them (:func:`~gpuzarr.tensorstore.chunk_shapes.choose_chunk_shapes`); a
+``sharding_indexed`` codec is added when the read and write chunks differ, a ``transpose`` codec
+for ``inner_order``. Partial codecs are completed with TensorStore's defaults, so gpuzarr and
+TensorStore write the same zarr.json. Pure: nothing here reads or writes a store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import MetadataError
+from ..spec.build import TENSORSTORE_DEFAULTS
+from ..spec.chain import parse_codec_chain, with_array_to_bytes, with_transpose, wrap_in_sharding
+from ..spec.dtypes import CORE_DATA_TYPES, DataType
+from ..spec.v2 import ArrayMetadataV2
+from ..spec.v3 import ArrayMetadata
+from .chunk_layout import ChunkLayoutConstraints
+from .chunk_shapes import choose_chunk_shapes
+from .schema import normalize_unit
+from .spec import TensorStoreSpec
+
+__all__ = ["build_metadata"]
+
+def _bytes_codec() -> dict[str, Any]:
+    """The array->bytes codec TensorStore adds to a chain without one (``_fill_codec_defaults``
+    completes it for the data type)."""
+    return {"name": "bytes", "configuration": {}}
+
+
+def _pick(name_a: str, a: Any, name_b: str, b: Any, same: Any = None) -> Any:
+    """``a`` or ``b``, whichever is given; both given and different raises."""
+    if a is not None and b is not None:
+        equal = same(a, b) if same is not None else a == b
+        if not equal:
+            raise MetadataError(f"{name_a}: {a!r} contradicts {name_b} {b!r}")
+    return a if a is not None else b
+
+
+def _with_hard_shape(
+    layout: dict[str, Any], member: str, shape: list[int], source: str, extent: tuple[int, ...]
+) -> dict[str, Any]:
+    """``layout`` with ``layout[member].shape`` set to ``shape`` (a hard constraint from the
+    metadata); a contradicting hard shape already in the layout raises."""
+    grid = dict(layout.get(member) or {})
+    existing = grid.get("shape")
+    if existing is not None:
+        if len(existing) != len(shape):
+            raise MetadataError(
+                f"schema.chunk_layout.{member}.shape: expected {len(shape)} entries, got {len(existing)}"
+            )
+        for e, s, n in zip(existing, shape, extent, strict=True):
+            if e not in (None, 0) and (n if e == -1 else e) != s:
+                raise MetadataError(
+                    f"{source}: {shape} contradicts schema.chunk_layout.{member}.shape {existing}"
+                )
+    grid["shape"] = list(shape)
+    return {**layout, member: grid}
+
+
+def _fill_codec_defaults(chain: list[dict[str, Any]], itemsize: int) -> list[dict[str, Any]]:
+    """Complete partial codecs with TensorStore's defaults (so both write the same zarr.json)."""
+    out = []
+    for codec in chain:
+        config = dict(codec.get("configuration") or {})
+        name = codec["name"]
+        if name == "bytes" and itemsize > 1:
+            config.setdefault("endian", "little")
+        elif name == "blosc":
+            defaults = {
+                "cname": "lz4",
+                "clevel": 5,
+                "shuffle": "shuffle" if itemsize > 1 else "bitshuffle",
+                "typesize": itemsize,
+                "blocksize": 0,
+            }
+            config = {**defaults, **config}
+        elif name == "gzip":
+            config.setdefault("level", 6)
+        elif name == "zstd":
+            config = {"level": 3, "checksum": False, **config}
+        out.append({**codec, "configuration": config})
+    return out
+
+
+def _insert_transpose(chain: list[dict[str, Any]], order: tuple[int, ...]) -> list[dict[str, Any]]:
+    """A transpose codec for ``inner_order`` just before the array->bytes codec, unless the chain
+    already has one (TensorStore then takes the chain as given)."""
+    if any(c["name"] == "transpose" for c in chain):
+        return chain
+    return with_transpose(chain, order)
+
+
+def build_metadata(spec: TensorStoreSpec) -> ArrayMetadata | ArrayMetadataV2:
+    """The metadata of a new array from the spec's metadata constraints and schema."""
+    return _build_v3(spec) if spec.driver == "zarr3" else _build_v2(spec)
+
+
+def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
+    md, schema = spec.metadata, spec.schema
+    shape = _pick(
+        "metadata.shape",
+        md.get("shape"),
+        "schema.domain.shape",
+        list(schema.shape) if schema.shape is not None else None,
+    )
+    if shape is None:
+        raise MetadataError("metadata.shape: required to create an array (or give schema.domain.shape)")
+    if schema.rank is not None and schema.rank != len(shape):
+        raise MetadataError(f"rank: {schema.rank} contradicts metadata.shape {shape}")
+    dtype = _pick("metadata.data_type", md.get("data_type"), "dtype", schema.dtype)
+    if dtype is None:
+        raise MetadataError("metadata.data_type: required to create an array (or give dtype)")
+    data_type = DataType.from_json(dtype)
+    fill = _pick(
+        "metadata.fill_value",
+        md.get("fill_value"),
+        "schema.fill_value",
+        schema.fill_value,
+        same=lambda a, b: (
+            data_type.fill_value_to_json(data_type.fill_value_from_python(a))
+            == data_type.fill_value_to_json(data_type.fill_value_from_python(b))
+        ),
+    )
+    fill_json = data_type.fill_value_to_json(data_type.fill_value_from_python(fill))
+    labels = list(schema.labels) if schema.labels is not None else None
+    names = _pick(
+        "metadata.dimension_names",
+        md.get("dimension_names"),
+        "schema.domain.labels",
+        labels,
+        same=lambda a, b: [x or "" for x in a] == [x or "" for x in b],
+    )
+    attributes = dict(md.get("attributes") or {})
+    if schema.dimension_units is not None:
+        units = list(schema.dimension_units)
+        stored_units = attributes.get("dimension_units")
+        if stored_units is not None and [normalize_unit(u) for u in stored_units] != units:
+            raise MetadataError(
+                f"schema.dimension_units: {units} contradicts "
+                f"metadata.attributes.dimension_units {stored_units}"
+            )
+        attributes["dimension_units"] = units
+    codecs = md.get("codecs")
+    if schema.codec is not None and "codecs" in schema.codec:
+        codecs = _pick(
+            "metadata.codecs",
+            codecs,
+            "schema.codec.codecs",
+            parse_codec_chain(schema.codec["codecs"], "schema.codec.codecs"),
+        )
+
+    extent = tuple(shape)
+    layout = dict(schema.chunk_layout or {})
+    grid = md.get("chunk_grid") or {"name": "regular", "configuration": {}}
+    if grid["name"] != "regular":
+        raise MetadataError(
+            f"metadata.chunk_grid.name: only 'regular' grids can be created from a spec, got {grid['name']!r}"
+        )
+    grid_shape = grid["configuration"].get("chunk_shape")
+    if grid_shape is not None:
+        layout = _with_hard_shape(
+            layout, "write_chunk", grid_shape, "metadata.chunk_grid.configuration.chunk_shape", extent
+        )
+    sharding = next((c for c in codecs or [] if c["name"] == "sharding_indexed"), None)
+    if sharding is not None and "chunk_shape" in sharding["configuration"]:
+        layout = _with_hard_shape(
+            layout,
+            "read_chunk",
+            sharding["configuration"]["chunk_shape"],
+            "metadata.codecs sharding_indexed chunk_shape",
+            extent,
+        )
+    elif codecs is not None and grid_shape is not None:
+        layout = _with_hard_shape(
+            layout, "read_chunk", grid_shape, "metadata.chunk_grid.configuration.chunk_shape", extent
+        )
+    chosen = choose_chunk_shapes(extent, ChunkLayoutConstraints.from_json(layout), zarr_format=3)
+
+    itemsize = data_type.itemsize
+    if sharding is not None:
+        config = dict(sharding["configuration"])
+        inner = with_array_to_bytes(
+            parse_codec_chain(config.get("codecs", []), "sharding_indexed.codecs"), _bytes_codec()
+        )
+        config["chunk_shape"] = list(chosen.read_chunk)
+        config["codecs"] = _fill_codec_defaults(_insert_transpose(inner, chosen.inner_order), itemsize)
+        config["index_codecs"] = _fill_codec_defaults(
+            parse_codec_chain(
+                config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs)),
+                "sharding_indexed.index_codecs",
+            ),
+            8,
+        )
+        config.setdefault("index_location", "end")
+        chain = [c if c is not sharding else {**c, "configuration": config} for c in codecs or []]
+    elif chosen.sharded:
+        if codecs is not None:
+            raise MetadataError(
+                f"schema.chunk_layout: read chunk {list(chosen.read_chunk)} differs from write chunk "
+                f"{list(chosen.write_chunk)}, which needs sharding_indexed in metadata.codecs"
+            )
+        inner = _fill_codec_defaults(_insert_transpose([_bytes_codec()], chosen.inner_order), itemsize)
+        # In object form ({"name": "crc32c", "configuration": {}}), as TensorStore writes them.
+        index_codecs = parse_codec_chain(list(TENSORSTORE_DEFAULTS.index_codecs), "index_codecs")
+        chain = wrap_in_sharding(inner, chosen.read_chunk, index_codecs)
+    else:
+        given = list(codecs) if codecs else list(TENSORSTORE_DEFAULTS.compressors)
+        chain = _insert_transpose(with_array_to_bytes(given, _bytes_codec()), chosen.inner_order)
+    chain = _fill_codec_defaults(chain, itemsize)
+
+    cke = dict(md.get("chunk_key_encoding") or {"name": "default", "configuration": {}})
+    cke_config = dict(cke.get("configuration") or {})
+    cke_config.setdefault("separator", "/" if cke["name"] == "default" else ".")
+    doc: dict[str, Any] = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(shape),
+        "data_type": data_type.to_json(),
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chosen.write_chunk)}},
+        "chunk_key_encoding": {"name": cke["name"], "configuration": cke_config},
+        "fill_value": fill_json,
+        "codecs": chain,
+        "attributes": attributes,
+    }
+    if names is not None and any(names):
+        doc["dimension_names"] = list(names)
+    doc.update({k: v for k, v in md.items() if isinstance(v, dict) and v.get("must_understand") is False})
+    return ArrayMetadata.from_json(doc)
+
+
+
+
+def _subarray_shape(v2_dtype: Any, field_name: str | None) -> tuple[int, ...]:
+    if field_name is None or not isinstance(v2_dtype, list):
+        return ()
+    npdt = np.dtype([tuple(f) for f in v2_dtype])
+    if npdt.fields is None or field_name not in npdt.fields:
+        return ()
+    return tuple(npdt.fields[field_name][0].shape)
+
+
+def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
+    md, schema = spec.metadata, spec.schema
+    v2_dtype = md.get("dtype")
+    if v2_dtype is None:
+        if schema.dtype is None:
+            raise MetadataError("metadata.dtype: required to create an array (or give dtype)")
+        v2_dtype = CORE_DATA_TYPES[schema.dtype]
+    elif (
+        schema.dtype is not None
+        and spec.field is None
+        and DataType.from_numpy(np.dtype(v2_dtype)).name != schema.dtype
+    ):
+        raise MetadataError(f"dtype: {schema.dtype!r} contradicts metadata.dtype {v2_dtype!r}")
+    sub = _subarray_shape(v2_dtype, spec.field)
+    domain = list(schema.shape) if schema.shape is not None else None
+    if domain is not None and sub:
+        if tuple(domain[len(domain) - len(sub) :]) != sub:
+            raise MetadataError(
+                f"schema.domain.shape: {domain} must end with the field's subarray shape {list(sub)}"
+            )
+        domain = domain[: len(domain) - len(sub)]
+    shape = _pick("metadata.shape", md.get("shape"), "schema.domain.shape", domain)
+    if shape is None:
+        raise MetadataError("metadata.shape: required to create an array (or give schema.domain.shape)")
+    if schema.rank is not None and schema.rank != len(shape) + len(sub):
+        raise MetadataError(f"rank: {schema.rank} contradicts metadata.shape {shape}")
+    if schema.dimension_units is not None and any(u is not None for u in schema.dimension_units):
+        raise MetadataError("schema.dimension_units: the zarr2 driver cannot store dimension units")
+    layout = dict(schema.chunk_layout or {})
+    if sub and layout:
+        raise MetadataError("schema.chunk_layout: not supported when creating a field of a structured type")
+    if md.get("chunks") is not None:
+        layout = _with_hard_shape(layout, "chunk", md["chunks"], "metadata.chunks", tuple(shape))
+    if md.get("order") is not None:
+        order_perm = list(range(len(shape)))
+        layout_order = layout.get("inner_order")
+        wanted = order_perm if md["order"] == "C" else order_perm[::-1]
+        if layout_order is not None and list(layout_order) != wanted:
+            raise MetadataError(
+                f"metadata.order: {md['order']!r} contradicts schema.chunk_layout.inner_order {layout_order}"
+            )
+        layout["inner_order"] = wanted
+    chosen = choose_chunk_shapes(tuple(shape), ChunkLayoutConstraints.from_json(layout), zarr_format=2)
+    order = "F" if len(shape) > 1 and chosen.inner_order == tuple(range(len(shape)))[::-1] else "C"
+    codec = {k: v for k, v in (schema.codec or {}).items() if k != "driver"}
+    compressor = md["compressor"] if "compressor" in md else codec.get("compressor", TENSORSTORE_DEFAULTS.v2_compressor)
+    filters = md["filters"] if "filters" in md else codec.get("filters")
+    fill = md.get("fill_value", schema.fill_value)
+    if "fill_value" in md and schema.fill_value is not None and spec.field is None:
+        _pick(
+            "metadata.fill_value",
+            md["fill_value"],
+            "schema.fill_value",
+            schema.fill_value,
+            same=lambda a, b: (
+                ArrayMetadataV2.from_json(_v2_doc(shape, shape, v2_dtype, None, None, a, "C", ".")).fill_value
+                == ArrayMetadataV2.from_json(
+                    _v2_doc(shape, shape, v2_dtype, None, None, b, "C", ".")
+                ).fill_value
+            ),
+        )
+    if isinstance(fill, float) and not np.isfinite(fill):
+        fill = "NaN" if np.isnan(fill) else ("Infinity" if fill > 0 else "-Infinity")
+    doc = _v2_doc(
+        shape,
+        list(chosen.write_chunk),
+        v2_dtype,
+        compressor,
+        filters,
+        fill,
+        order,
+        md.get("dimension_separator", "."),
+    )
+    return ArrayMetadataV2.from_json(doc, {})
+
+
+def _v2_doc(
+    shape: Any, chunks: Any, dtype: Any, compressor: Any, filters: Any, fill: Any, order: str, sep: str
+) -> dict[str, Any]:
+    return {
+        "zarr_format": 2,
+        "shape": list(shape),
+        "chunks": list(chunks),
+        "dtype": dtype,
+        "compressor": compressor,
+        "fill_value": fill,
+        "order": order,
+        "filters": filters,
+        "dimension_separator": sep,
+    }

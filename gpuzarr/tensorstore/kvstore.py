@@ -1,0 +1,100 @@
+"""TensorStore kvstore specs (``file`` and ``memory``) and the one parser of kvstore JSON.
+
+A kvstore is ``{"driver": "file", "path": "/data/x.zarr/"}``, ``{"driver": "memory"}`` or a URL
+(``"file:///data/x.zarr"``, ``"memory://name"``). Reference:
+https://google.github.io/tensorstore/kvstore/index.html. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import MetadataError
+from ..spec.json_util import expect_dict
+
+__all__ = ["KvStoreSpec", "join_path"]
+
+_KVSTORE_IGNORED = frozenset(
+    {
+        "context",
+        "file_io_concurrency",
+        "file_io_sync",
+        "file_io_locking",
+        "file_io_mode",
+        "file_io_retries",
+        "memory_key_value_store",
+        "atomic",
+    }
+)
+
+
+def join_path(*parts: str) -> str:
+    """Join path components with "/" (empty components are dropped; no leading/trailing "/")."""
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+@dataclass(frozen=True)
+class KvStoreSpec:
+    """A ``file`` or ``memory`` key-value store.
+
+    ``path`` is the directory (file) or key prefix (memory), without a trailing "/". ``url`` is
+    kept when the spec gave a URL string (``"file:///data/x.zarr"``, ``"memory://name"``), so that
+    the URL's meaning in gpuzarr (a named memory store) is kept.
+    """
+
+    driver: Literal["file", "memory"]
+    path: str = ""
+    url: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Any, field_name: str = "kvstore") -> KvStoreSpec:
+        """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member."""
+        if isinstance(value, str):
+            if value.startswith("file://"):
+                from urllib.parse import unquote, urlparse
+
+                if "|" in value:
+                    raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
+                return cls("file", unquote(urlparse(value).path).rstrip("/") or "/", value)
+            if value.startswith("memory://"):
+                return cls("memory", "", value)
+            raise MetadataError(
+                f"{field_name}: expected a 'file://' or 'memory://' URL or a kvstore object, got {value!r}"
+            )
+        doc = expect_dict(value, field_name)
+        if not doc:
+            raise MetadataError(f"{field_name}: required member is missing")
+        driver = doc.get("driver")
+        if driver not in ("file", "memory"):
+            raise MetadataError(f"{field_name}.driver: expected 'file' or 'memory', got {driver!r}")
+        path = doc.get("path", "")
+        if not isinstance(path, str):
+            raise MetadataError(f"{field_name}.path: expected a string, got {path!r}")
+        extra = set(doc) - {"driver", "path"} - _KVSTORE_IGNORED
+        if extra:
+            raise MetadataError(f"{field_name}.{sorted(extra)[0]}: unknown kvstore member")
+        if driver == "file":
+            if not path:
+                raise MetadataError(f"{field_name}.path: a file kvstore needs a path")
+            return cls("file", path.rstrip("/") or "/")
+        return cls("memory", path.strip("/"))
+
+    def joined(self, path: str) -> KvStoreSpec:
+        """This store with ``path`` appended to its path (for a URL store: to the URL)."""
+        if not path.strip("/"):
+            return self
+        if self.driver == "file":
+            new_path = self.path.rstrip("/") + "/" + path.strip("/")
+            return KvStoreSpec("file", new_path, None)
+        if self.url is not None:
+            return KvStoreSpec("memory", join_path(self.path, path), self.url)
+        return KvStoreSpec("memory", join_path(self.path, path))
+
+    def to_json(self) -> Any:
+        """The kvstore as JSON: a URL for a named memory store, else an object."""
+        if self.url is not None and self.driver == "memory":
+            return self.url.rstrip("/") + ("/" + self.path if self.path else "")
+        if self.driver == "file":
+            return {"driver": "file", "path": self.path.rstrip("/") + "/"}
+        return {"driver": "memory", "path": self.path + "/"} if self.path else {"driver": "memory"}

@@ -1,0 +1,130 @@
+"""Opening and creating arrays from TensorStore-style JSON specs.
+
+``open_spec`` follows TensorStore's ``zarr3``/``zarr2`` drivers:
+
+* open an existing array, checking the spec's ``metadata`` and ``schema``/``dtype``/``rank``
+  constraints against what is stored (a mismatch raises MetadataError naming the field);
+* create one: the metadata is built from the ``metadata`` constraints and the schema (shape from
+  ``metadata.shape`` or ``schema.domain``; chunk shapes from the metadata or, failing that,
+  chosen from ``schema.chunk_layout`` as TensorStore chooses them; a ``sharding_indexed`` codec
+  when the read and write chunks differ; a ``transpose`` codec for ``inner_order``; TensorStore's
+  default codecs: ``bytes`` alone for zarr3, blosc for zarr2);
+* ``delete_existing``, ``open`` + ``create``, ``assume_metadata`` (metadata taken from the spec,
+  never read nor written; resizing then raises) and ``assume_cached_metadata``;
+* ``field`` opens one field of a zarr2 structured array (:class:`~gpuzarr.field_array.FieldArray`);
+* ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``.
+
+The parsing, the rules, the new metadata and ``Array.spec()``'s JSON are pure and live beside
+this module (``spec``, ``constraints``, ``create``); this module does the I/O, and is the only
+module of the package that touches a Store or builds an Array.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..array import Array
+from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
+from ..field_array import select_field
+from ..hierarchy import array_metadata, node_exists, node_prefix, read_node, write_documents
+from ..spec.v2 import ArrayMetadataV2
+from ..spec.v3 import ArrayMetadata
+from ..store import LocalStore, MemoryStore, make_store
+from ..store.base import Store
+from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
+from .create import build_metadata
+from .kvstore import KvStoreSpec, join_path
+from .spec import TensorStoreSpec
+
+
+def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "auto", **kwargs: Any) -> Any:
+    """Open or create the array a TensorStore-style JSON spec describes.
+
+    Parameters
+    ----------
+    spec
+        ``{"driver": "zarr3" | "zarr2" | "zarr", "kvstore": {...} | "file://..." , ...}``.
+        ``kvstore`` may also be a gpuzarr Store object.
+    mode
+        zarr-python's mode ("r", "r+", "a", "w", "w-"), merged with the spec's ``open``,
+        ``create`` and ``delete_existing``; a contradiction raises MetadataError.
+    device
+        "auto", "gpu" or "cpu".
+    **kwargs
+        Spec members (``create=True``, ``metadata={...}``) or ``tensorstore.open``'s options
+        (``shape``, ``dtype``, ``fill_value``, ``chunk_layout``, ``dimension_units``, ``codec``).
+
+    Returns
+    -------
+    Array, or FieldArray when ``field`` is given.
+    """
+    store_obj: Store | None = None
+    if isinstance(spec, dict) and isinstance(spec.get("kvstore"), Store):
+        store_obj = spec["kvstore"]
+        spec = {**spec, "kvstore": {"driver": "memory"}}
+    parsed = TensorStoreSpec.from_json(spec, mode=mode, **kwargs)
+    store, path = _make_store(parsed.kvstore, parsed.read_only, store_obj)
+    return open_parsed(parsed, store, path, device)
+
+
+def _make_store(kvstore: KvStoreSpec, read_only: bool, store_obj: Store | None) -> tuple[Store, str]:
+    if store_obj is not None:
+        s, _ = make_store(store_obj, read_only=read_only)
+        return s, kvstore.path
+    if kvstore.url is not None:
+        s, base = make_store(kvstore.url, read_only=read_only)
+        return s, join_path(base, kvstore.path)
+    if kvstore.driver == "file":
+        return LocalStore(kvstore.path, read_only=read_only), ""
+    return MemoryStore(read_only=read_only), kvstore.path
+
+
+def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "auto") -> Any:
+    """Open or create the array ``spec`` describes at ``path`` of ``store``."""
+    options = {
+        "fill_missing_data_reads": spec.fill_missing_data_reads,
+        "store_data_equal_to_fill_value": spec.store_data_equal_to_fill_value,
+    }
+    metadata: ArrayMetadata | ArrayMetadataV2
+    if spec.assume_metadata or spec.assume_cached_metadata:
+        metadata = build_metadata(spec)
+        array = Array(store, path, metadata, device=device, metadata_writable=not spec.assume_metadata, **options)
+        return _select_field(array, spec)
+    exists = spec.open and node_exists(store, path)
+    if exists:
+        info = read_node(store, path, allow_implicit=False)
+        if info is None or info.node_type != "array":
+            raise ArrayNotFoundError(f"{path or '/'!r} in {store!r} is a group, not an array")
+        if info.zarr_format != spec.zarr_format:
+            raise MetadataError(
+                f"driver: {spec.driver!r} expects Zarr v{spec.zarr_format}, found a Zarr v{info.zarr_format} "
+                f"array at {path or '/'!r}"
+            )
+        metadata = array_metadata(info, path)
+        array = Array(store, path, metadata, device=device, **options)
+        check_metadata_constraints(spec, metadata.to_json())
+        result = _select_field(array, spec)
+        check_schema_constraints(spec.schema, stored_schema(metadata, spec.field))
+        return result
+    if not spec.create:
+        raise ArrayNotFoundError(f"no Zarr v{spec.zarr_format} array at {path or '/'!r} in {store!r}")
+    if store.read_only:
+        raise ReadOnlyError(f"cannot create an array in read-only {store!r}")
+    if not spec.delete_existing and node_exists(store, path):
+        raise ContainsNodeError(
+            f"a node already exists at {path or '/'!r} in {store!r} (set delete_existing or open)"
+        )
+    metadata = build_metadata(spec)
+    array = Array(store, path, metadata, device=device, **options)  # resolves codecs before any write
+    result = _select_field(array, spec)
+    if spec.delete_existing or node_exists(store, path):
+        store.erase_prefix(node_prefix(path))
+    write_documents(store, path, metadata.documents())
+    return result
+
+
+# -- fields of structured zarr2 arrays --------------------------------------------------------------
+
+
+def _select_field(array: Array, spec: TensorStoreSpec) -> Any:
+    return array if spec.field is None else select_field(array, spec.field)

@@ -1,0 +1,325 @@
+"""TensorStore-style JSON specs for the ``zarr3`` and ``zarr2`` drivers: parsing and validation.
+
+A spec names a driver, a key-value store and constraints on the array::
+
+    {"driver": "zarr3",
+     "kvstore": {"driver": "file", "path": "/data/x.zarr/"},
+     "path": "raw",                                  # joined to kvstore.path with "/"
+     "create": true, "delete_existing": true,
+     "metadata": {"shape": [100, 200], "data_type": "uint16"},   # zarr.json-like, all optional
+     "schema": {"chunk_layout": {"write_chunk": {"shape": [64, 64]}}, "fill_value": 0}}
+
+Reference: https://google.github.io/tensorstore/driver/zarr3/index.html and
+https://google.github.io/tensorstore/driver/zarr2/index.html.
+
+This module is pure: it turns a JSON spec into a validated :class:`TensorStoreSpec`, applies
+TensorStore's open-mode rules (``open`` defaults to true when neither ``open`` nor ``create`` is
+given; ``delete_existing`` needs ``create`` and not ``open``; ``assume_metadata`` and
+``assume_cached_metadata`` need ``open`` and not ``delete_existing``), merges a zarr-python
+``mode`` and keyword options into a spec. The kvstore, the schema and the checks against stored
+metadata live in :mod:`~gpuzarr.tensorstore.kvstore`, :mod:`~gpuzarr.tensorstore.schema` and
+:mod:`~gpuzarr.tensorstore.constraints`; reading and writing in :mod:`gpuzarr.tensorstore.open`.
+
+Not supported: index ``transform``s other than the identity on the whole array, kvstore
+drivers other than ``file`` and ``memory``, and a non-default zarr2 ``metadata_key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import MetadataError
+from ..hierarchy import parse_mode
+from ..spec.dtypes import CORE_DATA_TYPES, DataType
+from ..spec.json_util import expect_dict, expect_int, expect_str
+from .constraints import check_v2_metadata, check_v3_metadata, json_text
+from .kvstore import KvStoreSpec, join_path
+from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name
+
+__all__ = ["TensorStoreSpec", "apply_mode", "array_spec_json", "merge_options", "parse_open_flags"]
+
+#: Driver names and the driver they mean ("zarr" is TensorStore's old name of "zarr2").
+DRIVERS: dict[str, Driver] = {"zarr3": "zarr3", "zarr2": "zarr2", "zarr": "zarr2"}
+
+#: Context resources and cache policies: meaningful to TensorStore only, accepted and ignored.
+IGNORED_MEMBERS = frozenset(
+    {
+        "context",
+        "cache_pool",
+        "metadata_cache_pool",
+        "data_copy_concurrency",
+        "file_io_concurrency",
+        "recheck_cached_metadata",
+        "recheck_cached_data",
+        "recheck_cached",
+    }
+)
+_OPEN_FLAGS = ("open", "create", "delete_existing", "assume_metadata", "assume_cached_metadata")
+_SPEC_MEMBERS = frozenset(
+    {
+        "driver",
+        "kvstore",
+        "path",
+        *_OPEN_FLAGS,
+        "metadata",
+        "dtype",
+        "rank",
+        "schema",
+        "field",
+        "fill_missing_data_reads",
+        "store_data_equal_to_fill_value",
+        "transform",
+        "key_encoding",
+        "metadata_key",
+    }
+)
+
+#: Keyword options of ``open_spec`` that are schema constraints, as in ``tensorstore.open``.
+_SCHEMA_KWARGS = {
+    "fill_value": "fill_value",
+    "dimension_units": "dimension_units",
+    "chunk_layout": "chunk_layout",
+    "codec": "codec",
+}
+
+
+def _expect_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise MetadataError(f"{name}: expected true or false, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TensorStoreSpec:
+    """A validated zarr3/zarr2 TensorStore spec.
+
+    ``kvstore`` already includes the spec's ``path``. ``metadata`` holds the normalised metadata
+    constraints (zarr.json-like for zarr3, .zarray-like for zarr2), every member optional.
+    """
+
+    driver: Driver
+    kvstore: KvStoreSpec
+    open: bool = True
+    create: bool = False
+    delete_existing: bool = False
+    assume_metadata: bool = False
+    assume_cached_metadata: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    schema: Schema = field(default_factory=Schema)
+    field: str | None = None
+    fill_missing_data_reads: bool = True
+    store_data_equal_to_fill_value: bool = False
+    read_only: bool = False
+
+    @property
+    def zarr_format(self) -> int:
+        """3 for the zarr3 driver, 2 for zarr2."""
+        return 3 if self.driver == "zarr3" else 2
+
+    @classmethod
+    def from_json(cls, spec: Any, *, mode: str | None = None, **options: Any) -> TensorStoreSpec:
+        """Parse ``spec``; ``mode`` (zarr-python's) and ``options`` (spec members or the keyword
+        options of ``tensorstore.open``: shape, dtype, fill_value, ...) are merged in first."""
+        doc = merge_options(expect_dict(spec, "spec"), options)
+        doc = apply_mode(doc, mode)
+        unknown = set(doc) - _SPEC_MEMBERS - IGNORED_MEMBERS
+        if unknown:
+            raise MetadataError(f"{sorted(unknown)[0]}: unknown TensorStore spec member")
+        raw_driver = doc.get("driver")
+        if raw_driver not in DRIVERS:
+            raise MetadataError(f"driver: expected one of {sorted(DRIVERS)}, got {raw_driver!r}")
+        driver = DRIVERS[raw_driver]
+        if "kvstore" not in doc:
+            raise MetadataError("kvstore: required member is missing")
+        path = doc.get("path", "")
+        if not isinstance(path, str):
+            raise MetadataError(f"path: expected a string, got {path!r}")
+        kvstore = KvStoreSpec.from_json(doc["kvstore"]).joined(path)
+        flags = parse_open_flags(doc)
+
+        schema = Schema.from_json(doc.get("schema"), driver)
+        top_dtype = doc.get("dtype")
+        if top_dtype is not None:
+            top_dtype = parse_dtype_name(top_dtype)
+            if schema.dtype is not None and schema.dtype != top_dtype:
+                raise MetadataError(f"dtype: {top_dtype!r} contradicts schema.dtype {schema.dtype!r}")
+            schema = replace(schema, dtype=top_dtype)
+        if doc.get("rank") is not None:
+            rank = expect_int(doc["rank"], "rank", 0)
+            if schema.rank is not None and schema.rank != rank:
+                raise MetadataError(f"rank: {rank} contradicts the schema's rank {schema.rank}")
+            schema = replace(schema, rank=rank)
+        if "transform" in doc:
+            schema = apply_identity_transform(doc["transform"], schema)
+
+        metadata = expect_dict(doc.get("metadata"), "metadata")
+        if driver == "zarr3":
+            for key in ("field", "key_encoding", "metadata_key"):
+                if doc.get(key) is not None:
+                    raise MetadataError(f"{key}: only the zarr2 driver has this member")
+            metadata = check_v3_metadata(metadata)
+        else:
+            metadata = check_v2_metadata(metadata)
+            if doc.get("metadata_key", ".zarray") != ".zarray":
+                raise MetadataError(f"metadata_key: only '.zarray' is supported, got {doc['metadata_key']!r}")
+            if doc.get("key_encoding") is not None:
+                sep = expect_str(doc["key_encoding"], "key_encoding", (".", "/"))
+                if metadata.get("dimension_separator", sep) != sep:
+                    raise MetadataError(
+                        f"key_encoding: {sep!r} contradicts metadata.dimension_separator "
+                        f"{metadata['dimension_separator']!r}"
+                    )
+                metadata["dimension_separator"] = sep
+        field_name = doc.get("field")
+        if field_name is not None and not isinstance(field_name, str):
+            raise MetadataError(f"field: expected a string or null, got {field_name!r}")
+        return cls(
+            driver=driver,
+            kvstore=kvstore,
+            metadata=metadata,
+            schema=schema,
+            field=field_name,
+            fill_missing_data_reads=_expect_bool(
+                doc.get("fill_missing_data_reads", True), "fill_missing_data_reads"
+            ),
+            store_data_equal_to_fill_value=_expect_bool(
+                doc.get("store_data_equal_to_fill_value", False), "store_data_equal_to_fill_value"
+            ),
+            read_only=mode == "r",
+            **flags,
+        )
+
+
+def parse_open_flags(doc: dict[str, Any]) -> dict[str, bool]:
+    """TensorStore's open-mode rules: ``open`` defaults to true when neither ``open`` nor
+    ``create`` is given; ``delete_existing`` requires ``create`` and not ``open``;
+    ``assume_metadata``/``assume_cached_metadata`` require ``open`` and not ``delete_existing``."""
+    given = {k: _expect_bool(doc[k], k) for k in _OPEN_FLAGS if k in doc}
+    flags = {k: given.get(k, False) for k in _OPEN_FLAGS}
+    if "open" not in given and "create" not in given:
+        flags["open"] = True
+    if not flags["open"] and not flags["create"]:
+        raise MetadataError("open: at least one of open and create must be true")
+    if flags["delete_existing"] and not flags["create"]:
+        raise MetadataError("delete_existing: requires create=true")
+    if flags["delete_existing"] and flags["open"]:
+        raise MetadataError("delete_existing: requires open=false")
+    for name in ("assume_metadata", "assume_cached_metadata"):
+        if flags[name] and not flags["open"]:
+            raise MetadataError(f"{name}: requires open=true")
+    return flags
+
+
+def apply_mode(doc: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """Merge a zarr-python ``mode`` (:data:`gpuzarr.hierarchy.MODES`) into the spec's open
+    flags; a contradiction raises."""
+    if mode is None:
+        return doc
+    out = dict(doc)
+    for name, value in parse_mode(mode).flags().items():
+        if name in doc and doc[name] != value:
+            raise MetadataError(
+                f"{name}: the spec gives {json_text(doc[name])}, but mode={mode!r} means {json_text(value)}"
+            )
+        out[name] = value
+    return out
+
+
+def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Merge keyword options into a spec, as ``tensorstore.open(spec, **options)`` does.
+
+    Spec members (``create=True``, ``metadata=...``) are set at the top level; ``shape``,
+    ``fill_value``, ``dimension_units``, ``chunk_layout`` and ``codec`` go to the schema;
+    ``path`` is appended to the spec's path. A value that contradicts the spec raises.
+    """
+    out = dict(doc)
+    schema = dict(expect_dict(out.get("schema"), "schema"))
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name == "path":
+            out["path"] = join_path(out.get("path", ""), value) if isinstance(value, str) else value
+        elif name == "shape":
+            domain = dict(expect_dict(schema.get("domain"), "schema.domain"))
+            shape = [int(v) for v in value]
+            if "shape" in domain and bound_list(domain["shape"], "schema.domain.shape") != tuple(shape):
+                raise MetadataError(f"shape: {shape} contradicts schema.domain.shape {domain['shape']}")
+            domain["shape"] = shape
+            schema["domain"] = domain
+        elif name in _SCHEMA_KWARGS:
+            key = _SCHEMA_KWARGS[name]
+            if hasattr(value, "to_json"):
+                value = value.to_json()
+            if key in schema and schema[key] != value:
+                raise MetadataError(f"{name}: {value!r} contradicts schema.{key} {schema[key]!r}")
+            schema[key] = value
+        elif name in _SPEC_MEMBERS:
+            if name == "dtype" and not isinstance(value, str):
+                value = _dtype_name(value)
+            if name in out and out[name] != value:
+                raise MetadataError(f"{name}: {json_text(value)} contradicts the spec's {json_text(out[name])}")
+            out[name] = value
+        else:
+            raise TypeError(f"open_spec: unexpected keyword argument {name!r}")
+    if schema:
+        out["schema"] = schema
+    return out
+
+
+def _dtype_name(value: Any) -> str:
+    """A NumPy dtype (or TensorStore dtype object) as a TensorStore data type name."""
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and name in CORE_DATA_TYPES:
+        return name
+    return DataType.from_numpy(value).name
+
+
+def array_spec_json(
+    kvstore: Mapping[str, Any] | str, path: str, metadata_json: Mapping[str, Any], options: Mapping[str, bool]
+) -> dict[str, Any]:
+    """The TensorStore spec that reopens an array (see :meth:`gpuzarr.Array.spec`).
+
+    Parameters
+    ----------
+    kvstore
+        The store's kvstore (:meth:`gpuzarr.Store.kvstore_json`): a JSON object, whose ``path``
+        is extended by ``path``, or a URL (``memory://name``), kept with ``path`` as the spec's
+        ``path`` member.
+    path
+        The array's path inside the store ("" for its root).
+    metadata_json
+        The array's metadata document; its attributes are left out.
+    options
+        ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``, written when they
+        differ from TensorStore's defaults.
+
+    Returns
+    -------
+    dict
+        ``{"driver", "kvstore", ["path"], "metadata", ...}``.
+    """
+    path = path.strip("/")
+    kv: dict[str, Any] | str
+    spec_path = ""
+    if isinstance(kvstore, str):
+        kv, spec_path = kvstore, path
+    else:
+        kv = dict(kvstore)
+        if path:
+            base = str(kv.get("path", "")).rstrip("/")
+            kv["path"] = (base + "/" + path if base or kv.get("driver") == "file" else path) + "/"
+    metadata = dict(metadata_json)
+    metadata.pop("attributes", None)
+    spec: dict[str, Any] = {
+        "driver": "zarr3" if metadata.get("zarr_format") == 3 else "zarr2",
+        "kvstore": kv,
+        **({"path": spec_path} if spec_path else {}),
+        "metadata": metadata,
+    }
+    if not options.get("fill_missing_data_reads", True):
+        spec["fill_missing_data_reads"] = False
+    if options.get("store_data_equal_to_fill_value", False):
+        spec["store_data_equal_to_fill_value"] = True
+    return spec
