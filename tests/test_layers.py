@@ -21,9 +21,9 @@ LAYERS: dict[str, int] = {
     "gpuzarr.array": 80,
     "gpuzarr.group": 80,
     "gpuzarr.field_array": 80,
-    "gpuzarr.hierarchy": 75,
-    "gpuzarr.attributes": 75,
     "gpuzarr.tensorstore": 70,  # pure JSON: specs, schemas, chunk-layout choice
+    "gpuzarr.hierarchy": 65,  # node documents and the mode table, which TensorStore flags use too
+    "gpuzarr.attributes": 65,
     "gpuzarr.backends": 60,
     "gpuzarr.layout": 50,
     "gpuzarr.parallel": 50,
