@@ -13,7 +13,6 @@ the layout of kernels/assemble.cu. Every launch is validated with the ``check_*`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -26,87 +25,18 @@ from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
 from . import kernels
-from .plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, Int64Array, align
-from .streams import Algorithm, Checksum, SplitChunk, UnsupportedStreamError, split_chunk
-
-
-@dataclass
-class StreamGroup:
-    """Streams of one algorithm: ``src`` spans of the staging buffer decode into ``dst`` spans of
-    the work buffer; ``owners`` are task indices (for error messages)."""
-
-    algorithm: Algorithm
-    src_offsets: list[int] = field(default_factory=list)
-    src_nbytes: list[int] = field(default_factory=list)
-    dst_offsets: list[int] = field(default_factory=list)
-    dst_nbytes: list[int] = field(default_factory=list)
-    owners: list[int] = field(default_factory=list)
-
-
-@dataclass
-class UnshuffleLaunch:
-    """One ``byte_unshuffle`` / ``bit_unshuffle`` launch (kernels/shuffle.cu) over work-buffer spans."""
-
-    kernel: Literal["byte_unshuffle", "bit_unshuffle"]
-    partial_rule: int
-    src_offsets: list[int] = field(default_factory=list)
-    dst_offsets: list[int] = field(default_factory=list)
-    nbytes: list[int] = field(default_factory=list)
-    typesizes: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class AssembleLaunch:
-    """The arguments of ``assemble_chunks`` (kernels/assemble.cu), in its order.
-
-    ``source_offsets`` are byte offsets into the work buffer (-1: missing chunk, a null pointer,
-    written with ``fill_value``); a device turns them into pointers. Tables are (nchunks, 8).
-    """
-
-    out_strides: Int64Array
-    source_offsets: Int64Array
-    source_nbytes: Int64Array
-    src_strides: Int64Array
-    src_offsets: Int64Array
-    src_steps: Int64Array
-    dst_offsets: Int64Array
-    extents: Int64Array
-    fill_value: npt.NDArray[np.uint8]
-    nchunks: int
-    ndim: int
-    itemsize: int
-    swap_width: int
-
-
-@dataclass(frozen=True)
-class ChecksumCheck:
-    task: int
-    checksum: Checksum
-    offset: int
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class FileSpan:
-    """Encoded bytes that stay in a local file, for the device to read straight into its buffer
-    (kvikio): ``nbytes`` bytes at ``offset`` of ``path``."""
-
-    path: str
-    offset: int
-    nbytes: int
-    #: (inode, modification time in ns) when the span was located: tells a replaced file apart
-    version: tuple[int, int] = (0, 0)
-
-
-@dataclass(frozen=True)
-class FileRead:
-    """One device read: ``span`` into ``target`` ("staging" or "work") at byte ``offset``."""
-
-    task: int
-    span: FileSpan
-    target: Literal["staging", "work"]
-    offset: int
-
+from .launches import (
+    AssembleLaunch,
+    BoundBatch,
+    ChecksumCheck,
+    FileRead,
+    FileSpan,
+    HostDecoded,
+    StreamGroup,
+    UnshuffleLaunch,
+)
+from .plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, align
+from .streams import SplitChunk, UnsupportedStreamError, split_chunk
 
 #: routes whose stored bytes are their own nvCOMP stream (or the decoded chunk), so the device
 #: can read them from the file without the host looking at them
@@ -116,37 +46,6 @@ DIRECT_ROUTES = ("raw", "zstd")
 def reads_directly(route: DecodeRoute) -> bool:
     """Whether chunks of ``route`` may go from a file straight to the device."""
     return route.name in DIRECT_ROUTES and not route.crc32c
-
-
-@dataclass(frozen=True)
-class HostDecoded:
-    """A chunk decoded on the CPU (``reason`` says why), bound for ``offset`` of the work buffer
-    through the staging buffer and the batch's "copy" streams."""
-
-    task: int
-    offset: int
-    data: npt.NDArray[np.uint8]
-    reason: str
-
-
-@dataclass
-class BoundBatch:
-    """One batch with its bytes: a host staging buffer and the launches that decode it."""
-
-    staging: npt.NDArray[np.uint8]
-    work_nbytes: int
-    groups: dict[str, StreamGroup]
-    unshuffles: list[UnshuffleLaunch]
-    checksums: list[ChecksumCheck]
-    host_decoded: list[HostDecoded]
-    assemble: AssembleLaunch
-    #: device reads from files; their staging spans follow the host-filled prefix of the
-    #: staging buffer (``staging``), so the two never overlap
-    file_reads: list[FileRead] = field(default_factory=list)
-    staging_nbytes: int = 0
-    #: task -> (its encoded bytes or file span, its decoded chunk's work offset): what a CPU
-    #: decode needs when the device fails a stream
-    encoded: dict[int, tuple[npt.NDArray[np.uint8] | FileSpan, int]] = field(default_factory=dict)
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:

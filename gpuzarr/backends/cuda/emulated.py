@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import kernel_reference, kernels
-from .bind import AssembleLaunch, FileRead, check_assemble_launch
+from .bind import check_assemble_launch
 from .executor import ChecksumKind, peek_index, read_file_span
+from .launches import AssembleLaunch, FileRead
 
 POISON = 0xAB
 

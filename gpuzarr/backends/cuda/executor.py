@@ -41,15 +41,8 @@ from ...plan.selection import SelectionPlan
 from ...store.base import Buffer, Store
 from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, read_inner_chunks, read_shard_index
-from .bind import (
-    AssembleLaunch,
-    BoundBatch,
-    FileRead,
-    FileSpan,
-    bind_batch,
-    decode_on_host,
-    reads_directly,
-)
+from .bind import bind_batch, decode_on_host, reads_directly
+from .launches import AssembleLaunch, BoundBatch, FileRead, FileSpan
 from .plan import ALIGNMENT, BATCH_BYTES, ChunkTask, GpuReadPlan, build_gpu_read_plan
 
 logger = logging.getLogger("gpuzarr")
