@@ -16,12 +16,11 @@ import pytest
 import gpuzarr
 from gpuzarr.backends.cuda.bind import bind_batch
 from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
-from gpuzarr.backends.cuda.executor import read_gpu_plan
 from gpuzarr.backends.cuda.plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan, decode_route
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
 
-from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array, read_gpu_plan
 
 
 def emulated_read(array: gpuzarr.Array, selection: Any, budget: int = 1 << 28) -> tuple[Any, CpuEmulatedDevice]:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from ... import config
 from . import kernels
 from .bind import check_assemble_launch
-from .executor import ChecksumKind, peek_index
+from .device import ChecksumKind, peek_index
 from .launches import AssembleLaunch, FileRead, FileSpan
 
 logger = logging.getLogger("gpuzarr")

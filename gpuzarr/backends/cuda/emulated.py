@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from . import kernel_reference, kernels
 from .bind import check_assemble_launch
-from .executor import ChecksumKind, peek_index, read_file_span
+from .device import ChecksumKind, peek_index, read_file_span
 from .launches import AssembleLaunch, FileRead
 
 POISON = 0xAB

@@ -33,7 +33,8 @@ from ...store.base import Store
 from ..cpu import empty as host_empty
 from ..cpu import read_plan
 from .cuda_device import CudaDevice
-from .executor import Device, execute
+from .device import Device
+from .executor import execute
 from .gather import gather_plan
 from .plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
 
