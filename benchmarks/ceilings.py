@@ -36,7 +36,7 @@ from .impls import _gpu_note
 from .measure import summarise
 
 METADATA_NAMES = {"zarr.json", ".zarray", ".zattrs", ".zgroup"}
-#: gpuzarr's GPU routes whose streams nvCOMP decodes (see gpuzarr/backends/cuda/plan.py).
+#: gpuzarr's GPU routes whose streams nvCOMP decodes (see gpuzarr/backends/cuda/gpu_plan.py).
 NVCOMP_ROUTES = {"zstd", "gzip", "zlib", "lz4", "blosc"}
 #: stream algorithm (gpuzarr's name) -> nvCOMP's algorithm name
 NVCOMP_ALGORITHMS = {"zstd": "Zstd", "deflate": "Deflate", "lz4": "LZ4"}

@@ -12,7 +12,7 @@ import numpy as np
 import gpuzarr
 from gpuzarr.backends.cuda.device import Device
 from gpuzarr.backends.cuda.executor import execute
-from gpuzarr.backends.cuda.plan import BATCH_BYTES, build_gpu_read_plan
+from gpuzarr.backends.cuda.gpu_plan import BATCH_BYTES, build_gpu_read_plan
 from gpuzarr.layout import ArrayLayout
 from gpuzarr.plan.selection import SelectionPlan
 from gpuzarr.store.base import Store

@@ -25,6 +25,7 @@ from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
 from . import kernels
+from .gpu_plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, align
 from .launches import (
     AssembleLaunch,
     BoundBatch,
@@ -35,7 +36,6 @@ from .launches import (
     StreamGroup,
     UnshuffleLaunch,
 )
-from .plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, align
 from .streams import SplitChunk, UnsupportedStreamError, split_chunk
 
 #: routes whose stored bytes are their own nvCOMP stream (or the decoded chunk), so the device

@@ -7,7 +7,7 @@ layout, kernel arguments, all validated). On the device (:func:`run_batch`): one
 copy of the staging buffer, the file reads, one batched decompression per nvCOMP algorithm,
 checksums, the Blosc un-shuffles and one assemble launch.
 
-Chunks the GPU has no decoder for (see ``plan.decode_route``) are decoded on the CPU while the
+Chunks the GPU has no decoder for (see ``gpu_plan.decode_route``) are decoded on the CPU while the
 batch is bound; chunks whose streams the device fails are decoded on the CPU afterwards, and
 only the CPU calls a chunk corrupt. Each reason is reported once per read.
 """
@@ -31,8 +31,8 @@ from ...store.sharding import ShardIndex
 from .bind import bind_batch, decode_on_host
 from .device import Device, read_file_span
 from .fetch import fetch_batch
+from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, FileSpan
-from .plan import ALIGNMENT, GpuReadPlan
 
 logger = logging.getLogger("gpuzarr")
 

@@ -17,8 +17,8 @@ from ...store.base import Buffer, Store
 from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, read_inner_chunks, read_shard_index
 from .bind import reads_directly
+from .gpu_plan import ChunkTask, GpuReadPlan
 from .launches import FileSpan
-from .plan import ChunkTask, GpuReadPlan
 
 
 def _stat(path: str) -> tuple[int, tuple[int, int]] | None:

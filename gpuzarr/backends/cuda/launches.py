@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .plan import Int64Array
+from .gpu_plan import Int64Array
 from .streams import Algorithm, Checksum
 
 

@@ -2,7 +2,7 @@
 
 :meth:`CudaReader.read` turns a SelectionPlan into a device array:
 
-1. plan the GPU read (:func:`.plan.build_gpu_read_plan`); selections the assemble kernel cannot
+1. plan the GPU read (:func:`.gpu_plan.build_gpu_read_plan`); selections the assemble kernel cannot
    express (index arrays, points, negative steps) are read as their bounding box and gathered
    on the device (:mod:`.gather`), or, when that box is much larger than the result or the
    data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
@@ -36,7 +36,7 @@ from .cuda_device import CudaDevice
 from .device import Device
 from .executor import execute
 from .gather import gather_plan
-from .plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
+from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
 
 logger = logging.getLogger("gpuzarr")
 
@@ -55,7 +55,7 @@ def log_fallback(reason: str) -> None:
 
 def batch_budget(device: Device) -> int:
     """Device bytes one batch may use: ``gpuzarr.config`` ``gpu_batch_bytes``, or a quarter of
-    the free device memory capped at :data:`.plan.BATCH_BYTES` (two batches are in flight)."""
+    the free device memory capped at :data:`.gpu_plan.BATCH_BYTES` (two batches are in flight)."""
     configured = config.get("gpu_batch_bytes")
     if configured is not None:
         return int(configured)
