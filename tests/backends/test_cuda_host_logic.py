@@ -16,7 +16,8 @@ import pytest
 import gpuzarr
 from gpuzarr.backends.cuda.bind import bind_batch
 from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
-from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan, decode_route
+from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan
+from gpuzarr.backends.cuda.routes import decode_route
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
 

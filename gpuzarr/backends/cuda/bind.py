@@ -25,7 +25,7 @@ from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
 from . import kernels
-from .gpu_plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, align
+from .gpu_plan import ALIGNMENT, MAX_NDIM, ChunkTask, GpuReadPlan, align
 from .launches import (
     AssembleLaunch,
     BoundBatch,
@@ -36,16 +36,8 @@ from .launches import (
     StreamGroup,
     UnshuffleLaunch,
 )
+from .routes import reads_directly
 from .streams import SplitChunk, UnsupportedStreamError, split_chunk
-
-#: routes whose stored bytes are their own nvCOMP stream (or the decoded chunk), so the device
-#: can read them from the file without the host looking at them
-DIRECT_ROUTES = ("raw", "zstd")
-
-
-def reads_directly(route: DecodeRoute) -> bool:
-    """Whether chunks of ``route`` may go from a file straight to the device."""
-    return route.name in DIRECT_ROUTES and not route.crc32c
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:

@@ -16,9 +16,9 @@ from ...parallel import run_tasks
 from ...store.base import Buffer, Store
 from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, read_inner_chunks, read_shard_index
-from .bind import reads_directly
 from .gpu_plan import ChunkTask, GpuReadPlan
 from .launches import FileSpan
+from .routes import reads_directly
 
 
 def _stat(path: str) -> tuple[int, tuple[int, int]] | None:

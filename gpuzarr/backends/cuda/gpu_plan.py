@@ -5,7 +5,7 @@ Two pure steps, both testable without a GPU:
 1. :func:`build_gpu_read_plan` (layout + SelectionPlan, no I/O): one :class:`ChunkTask` per stored
    chunk or inner chunk the selection touches (inner chunks of many shards mixed), each with its
    store key (the shard's key for an inner chunk, plus its position in the shard), its
-   :class:`DecodeRoute` (which nvCOMP route decodes it, or a CPU fallback with the reason), and
+   :class:`.routes.DecodeRoute` (which nvCOMP route decodes it, or a CPU fallback with the reason), and
    its rows of the assemble launch (source offsets and steps, destination offsets, extents,
    transpose expressed as source strides). Tasks are cut into batches that fit a device-memory
    budget.
@@ -21,25 +21,17 @@ zstd and LZ4 decompressors (``nvcomp<Alg>DecompressRequiredAlignments``) and ask
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ...codecs.blosc import BloscCodec
-from ...codecs.bytes import BytesCodec, has_byte_order
-from ...codecs.crc32c import Crc32cCodec
-from ...codecs.gzip import GzipCodec
-from ...codecs.numcodecs_codec import NumcodecsCodec
-from ...codecs.pipeline import CodecPipeline
-from ...codecs.transpose import TransposeCodec
-from ...codecs.zstd import ZstdCodec
 from ...layout import ArrayLayout
 from ...parallel import batches_by_bytes
 from ...plan.selection import SelectionPlan
 from . import kernels
+from .routes import DecodeRoute, c_strides, decode_route, swap_width
 
 ALIGNMENT = 8
 MAX_NDIM = kernels.MAX_NDIM
@@ -47,7 +39,6 @@ MAX_NDIM = kernels.MAX_NDIM
 BATCH_BYTES = 256 * 1024 * 1024
 ITEMSIZES = (1, 2, 4, 8, 16)
 
-RouteName = Literal["raw", "zstd", "gzip", "zlib", "lz4", "blosc", "cpu"]
 Int64Array = npt.NDArray[np.int64]
 
 
@@ -62,88 +53,6 @@ class GpuArrayError(GpuPlanError):
 def align(n: int, alignment: int = ALIGNMENT) -> int:
     """``n`` rounded up to a multiple of ``alignment``."""
     return -(-n // alignment) * alignment
-
-
-# --- routes -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DecodeRoute:
-    """How the chunks of one pipeline are decoded.
-
-    ``name`` is the stream splitter (``streams.split_chunk``) or "cpu" (decode with the CPU
-    pipeline and copy, ``reason`` says why); ``crc32c`` means a trailing crc32c is verified and
-    stripped on the host first; ``source_strides`` are the element strides of a decoded chunk
-    along each (decoded) chunk axis, which is where the transpose codecs go.
-    """
-
-    name: RouteName
-    crc32c: bool = False
-    reason: str | None = None
-    source_strides: tuple[int, ...] = ()
-    #: Blosc routes: whether the chunks need an un-shuffle scratch buffer.
-    shuffled: bool = False
-
-
-def _c_strides(shape: Sequence[int]) -> list[int]:
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * int(shape[d + 1])
-    return strides
-
-
-def _cpu(reason: str, shape: tuple[int, ...]) -> DecodeRoute:
-    return DecodeRoute("cpu", reason=reason, source_strides=tuple(_c_strides(shape)))
-
-
-def decode_route(pipeline: CodecPipeline) -> DecodeRoute:
-    """The GPU route of a chunk pipeline, or a CPU fallback naming what the GPU cannot do."""
-    shape = pipeline.spec.shape
-    a2b, a2b_spec = pipeline.array_to_bytes
-    if not isinstance(a2b, BytesCodec):
-        return _cpu(f"array->bytes codec {a2b.name!r} (e.g. transpose before sharding) has no GPU path", shape)
-    strides = _c_strides(a2b_spec.shape)
-    for codec, _ in reversed(pipeline.array_to_array):
-        if not isinstance(codec, TransposeCodec):
-            return _cpu(f"array->array codec {codec.name!r} has no GPU path", shape)
-        inverse = codec.inverse
-        strides = [strides[inverse[d]] for d in range(len(inverse))]
-    b2b = list(pipeline.bytes_to_bytes)
-    has_crc = bool(b2b) and isinstance(b2b[-1], Crc32cCodec)
-    if has_crc:
-        b2b.pop()
-    names = [c.name if not isinstance(c, NumcodecsCodec) else f"numcodecs.{c.codec_id}" for c in b2b]
-    if any(isinstance(c, Crc32cCodec) for c in b2b):
-        return _cpu(f"crc32c inside the chain {names} (only a final crc32c is checked on the host)", shape)
-    if len(b2b) > 1:
-        return _cpu(f"more than one bytes->bytes codec {names} (filters run on the CPU)", shape)
-    route: RouteName = "raw"
-    shuffled = False
-    if b2b:
-        compressor = b2b[0]
-        if isinstance(compressor, ZstdCodec):
-            route = "zstd"
-        elif isinstance(compressor, GzipCodec):
-            route = "gzip"
-        elif isinstance(compressor, BloscCodec):
-            if compressor.cname not in ("lz4", "lz4hc", "zstd", "zlib"):
-                return _cpu(f"blosc compressor {compressor.cname!r} has no nvCOMP decoder", shape)
-            route = "blosc"
-            shuffled = compressor.shuffle != "noshuffle"
-        elif isinstance(compressor, NumcodecsCodec) and compressor.codec_id in ("zlib", "lz4"):
-            route = "zlib" if compressor.codec_id == "zlib" else "lz4"
-        else:
-            return _cpu(f"codec {names[0]!r} has no GPU decoder", shape)
-    return DecodeRoute(route, has_crc, None, tuple(strides), shuffled)
-
-
-def swap_width(pipeline: CodecPipeline, dtype: np.dtype[Any]) -> int:
-    """assemble.cu's ``swap_width`` for the chain's ``bytes`` codec (0: no swap)."""
-    bc = pipeline.bytes_codec
-    # Raw bytes and structured types have no byte order of their own to swap.
-    if bc is None or bc.is_native or not has_byte_order(dtype):
-        return 0
-    return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
 
 
 # --- the static plan ----------------------------------------------------------------------------
@@ -283,7 +192,7 @@ def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = 
         rows_step.append(s)
         rows_dst.append(d)
         rows_ext.append(e)
-    buffer_strides = iter(_c_strides(plan.buffer_shape[lead:]))
+    buffer_strides = iter(c_strides(plan.buffer_shape[lead:]))
     out_strides = np.zeros(MAX_NDIM, dtype=np.int64)
     for axis, is_kept in enumerate(first_kept or [True] * ndim):
         out_strides[axis] = next(buffer_strides, 0) if is_kept else 0
