@@ -17,7 +17,8 @@ import gpuzarr
 from gpuzarr.backends.cuda.bind import bind_batch
 from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
 from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan
-from gpuzarr.backends.cuda.routes import decode_route
+from gpuzarr.backends.cuda.routes import ROUTES, decode_route
+from gpuzarr.backends.cuda.streams import SPLITTERS
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
 
@@ -58,8 +59,8 @@ EXPECTED_ROUTES = {
     "v3-blosc-zlib-shuffle-i4": "blosc",
     "v3-blosc-blosclz-cpu": "cpu",
     "v3-transpose-outside-sharding-cpu": "cpu",
-    "v2-zlib-bigendian-i4": "zlib",
-    "v2-lz4-f8": "lz4",
+    "v2-zlib-bigendian-i4": "numcodecs.zlib",
+    "v2-lz4-f8": "numcodecs.lz4",
     "v2-delta-filter-cpu": "cpu",
     "v3-sharded-zstd-crc32c": "zstd",
 }
@@ -219,3 +220,8 @@ def test_result_is_fully_written() -> None:
     expected = cpu_result(array, Ellipsis)
     assert_bitwise_equal(got, expected)
     assert np.count_nonzero(got == np.frombuffer(b"\xab" * 4, "<f4")[0]) == 0
+
+
+def test_every_gpu_codec_has_a_stream_splitter() -> None:
+    """routes.ROUTES and streams.SPLITTERS are keyed by the same Zarr codec names."""
+    assert set(ROUTES) == set(SPLITTERS)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -345,18 +346,18 @@ def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
     )
 
 
-#: route name -> splitter
-SPLITTERS = {
+#: Zarr codec name -> its stream splitter; the keys are the keys of ``routes.ROUTES``
+SPLITTERS: dict[str, Callable[[Buffer, int], SplitChunk]] = {
     "zstd": split_zstd,
     "gzip": split_gzip,
-    "zlib": split_zlib,
-    "lz4": split_lz4,
+    "numcodecs.zlib": split_zlib,
+    "numcodecs.lz4": split_lz4,
     "blosc": split_blosc,
 }
 
 
 def split_chunk(route: str, data: Buffer, decoded_nbytes: int) -> SplitChunk:
-    """Split an encoded chunk of a GPU route ("raw", "zstd", "gzip", "zlib", "lz4", "blosc")."""
+    """Split an encoded chunk of a GPU route: "raw" (stored bytes) or a key of :data:`SPLITTERS`."""
     if route == "raw":
         n = int(_u8(data).size)
         if n != decoded_nbytes:
