@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpuzarr.backends.cuda import kernel_reference as ref
-from gpuzarr.backends.cuda import kernels
+from gpuzarr.backends.cuda import kernels, launch_checks
 
 pytestmark = pytest.mark.gpu
 
@@ -91,7 +91,7 @@ def test_assemble_chunks(cp: Any, rng: np.random.Generator, ndim: int, dtype: st
     )
 
     expected = np.full(out.nbytes, POISON, np.uint8)
-    tables = kernels.check_assemble(
+    tables = launch_checks.check_assemble(
         expected.nbytes,
         [s // itemsize for s in out.strides],
         [None if s is None else s.nbytes for s in host_sources],

@@ -17,7 +17,7 @@ import pytest
 from numcodecs import Blosc, Shuffle
 
 from gpuzarr.backends.cuda import kernel_reference as ref
-from gpuzarr.backends.cuda.kernels import check_assemble, check_blocks, check_byteswap, check_crc32c
+from gpuzarr.backends.cuda.launch_checks import check_assemble, check_blocks, check_byteswap, check_crc32c
 
 from .blosc_frames import shuffled_blocks
 

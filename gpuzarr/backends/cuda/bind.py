@@ -7,7 +7,7 @@ Blosc's shuffled scratch) in one device work buffer, all at 8-byte aligned offse
 streams per nvCOMP algorithm, lists the Blosc blocks to un-shuffle, decodes CPU-fallback chunks
 (in parallel) into the staging buffer, and fills the ``assemble_chunks`` arguments in exactly
 the layout of kernels/assemble.cu. Every launch is validated with the ``check_*`` functions of
-:mod:`.kernels` before a device sees it.
+:mod:`.launch_checks` before a device sees it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
-from . import kernels
+from . import launch_checks
 from .gpu_plan import ALIGNMENT, MAX_NDIM, ChunkTask, GpuReadPlan, align
 from .launches import (
     AssembleLaunch,
@@ -215,7 +215,7 @@ def bind_batch(
         group.owners.append(t)
     assemble = _assemble_launch(plan, task_ids, source_of, work_nbytes)
     for launch in unshuffles.values():
-        kernels.check_blocks(
+        launch_checks.check_blocks(
             launch.kernel,
             [work_nbytes - o for o in launch.src_offsets],
             [work_nbytes - o for o in launch.dst_offsets],
@@ -293,7 +293,7 @@ def _assemble_launch(
 
 
 def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: int) -> None:
-    """Validate an assemble launch with :func:`kernels.check_assemble` and the work buffer's size."""
+    """Validate an assemble launch with :func:`launch_checks.check_assemble` and the work buffer's size."""
     offsets, nbytes = launch.source_offsets, launch.source_nbytes
     present = offsets >= 0
     bad = present & ((offsets % min(launch.itemsize, ALIGNMENT) != 0) | (offsets + nbytes > work_nbytes))
@@ -302,7 +302,7 @@ def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: 
         where = f"source {c} ({int(nbytes[c])} bytes at {int(offsets[c])})"
         raise ValueError(f"assemble: {where} is misaligned or leaves the work buffer")
     nd = launch.ndim
-    kernels.check_assemble(
+    launch_checks.check_assemble(
         out_nbytes,
         launch.out_strides[:nd].tolist(),
         [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())],

@@ -30,11 +30,10 @@ import numpy.typing as npt
 from ...layout import ArrayLayout
 from ...parallel import batches_by_bytes
 from ...plan.selection import SelectionPlan
-from . import kernels
+from .launch_checks import MAX_NDIM
 from .routes import DecodeRoute, c_strides, decode_route, swap_width
 
 ALIGNMENT = 8
-MAX_NDIM = kernels.MAX_NDIM
 #: Default device-memory budget of one batch (encoded + decoded bytes).
 BATCH_BYTES = 256 * 1024 * 1024
 ITEMSIZES = (1, 2, 4, 8, 16)

@@ -6,7 +6,7 @@ kernel's source file with NVRTC through ``cupy.RawModule``; CuPy caches the comp
 device and on disk.
 
 Every ``launch_*`` function checks sizes, offsets and alignment on the host first, with the pure
-NumPy ``check_*`` functions below, so that corrupt input becomes a ``ValueError`` and never an
+NumPy ``check_*`` functions of :mod:`.launch_checks`, so that corrupt input becomes a ``ValueError`` and never an
 out-of-bounds device access. The launches are asynchronous on CuPy's current stream.
 ``kernel_reference`` holds a NumPy model of each kernel with the same arguments.
 """
@@ -20,9 +20,9 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-MAX_NDIM = 8
+from .launch_checks import check_assemble, check_blocks, check_byteswap, check_crc32c
+
 BLOCK_THREADS = 256
 MAX_GRID_Y = 65535
 MAX_GRID_X = 65535
@@ -39,8 +39,6 @@ KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 NVRTC_OPTIONS = ("--std=c++17",)
 
 GPU_EXTRA_HINT = 'install the gpu extra: pip install "gpuzarr[gpu]"'
-
-Int64Table = npt.NDArray[np.int64]
 
 
 def import_cupy() -> ModuleType:
@@ -86,130 +84,6 @@ def get_kernel(name: str) -> Any:
         if name in names:
             return _raw_module(family).get_function(name)
     raise KeyError(f"unknown kernel {name!r}")
-
-
-# --- host-side checks (pure NumPy) -------------------------------------------------------------
-
-
-def _table(name: str, values: Any, rows: int, ndim: int, pad: int) -> Int64Table:
-    """An int64 (rows, 8) table from a (rows, ndim) array-like, padded with ``pad``."""
-    array = np.asarray(values, dtype=np.int64)
-    if array.shape != (rows, ndim):
-        raise ValueError(f"{name}: expected shape {(rows, ndim)}, got {array.shape}")
-    table = np.full((rows, MAX_NDIM), pad, dtype=np.int64)
-    table[:, :ndim] = array
-    return table
-
-
-def _span(base: npt.NDArray[np.int64], extents: Int64Table, strides: Int64Table) -> tuple[Any, Any]:
-    """Lowest and highest element index touched by each row's strided region."""
-    reach = (extents - 1) * strides
-    low = base + np.where(reach < 0, reach, 0).sum(axis=1)
-    high = base + np.where(reach > 0, reach, 0).sum(axis=1)
-    return low, high
-
-
-def check_assemble(
-    out_nbytes: int,
-    out_strides: Sequence[int],
-    source_nbytes: Sequence[int | None],
-    src_strides: Any,
-    src_offsets: Any,
-    src_steps: Any,
-    dst_offsets: Any,
-    extents: Any,
-    itemsize: int,
-    swap_width: int,
-) -> tuple[Int64Table, ...]:
-    """Validate the geometry of an ``assemble_chunks`` launch; return the padded (n, 8) tables.
-
-    Raises ValueError when any element read or written would fall outside its buffer, when a
-    step or extent is negative, or when itemsize/swap_width are not supported. Returns
-    ``(out_strides[8], src_strides, src_offsets, src_steps, dst_offsets, extents)``.
-    """
-    if itemsize not in (1, 2, 4, 8, 16):
-        raise ValueError(f"assemble: itemsize must be 1, 2, 4, 8 or 16, got {itemsize}")
-    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
-        raise ValueError(f"assemble: swap_width {swap_width} does not divide itemsize {itemsize}")
-    ndim = len(out_strides)
-    if ndim > MAX_NDIM:
-        raise ValueError(f"assemble: at most {MAX_NDIM} dimensions, got {ndim}")
-    n = len(source_nbytes)
-    out_table = _table("out_strides", [list(out_strides)], 1, ndim, 0)
-    strides = _table("src_strides", src_strides, n, ndim, 0)
-    offsets = _table("src_offsets", src_offsets, n, ndim, 0)
-    steps = _table("src_steps", src_steps, n, ndim, 1)
-    dst = _table("dst_offsets", dst_offsets, n, ndim, 0)
-    ext = _table("extents", extents, n, ndim, 1)
-    for name, table in (("src_offsets", offsets), ("dst_offsets", dst), ("extents", ext)):
-        if (table < 0).any():
-            raise ValueError(f"assemble: {name} must not be negative, got {table[:, :ndim].tolist()}")
-    if (steps < 1).any():
-        raise ValueError(f"assemble: src_steps must be >= 1, got {steps[:, :ndim].tolist()}")
-    live = ext.prod(axis=1) > 0
-    out_low, out_high = _span((dst * out_table).sum(axis=1), ext, np.broadcast_to(out_table, ext.shape))
-    bad = live & ((out_low < 0) | ((out_high + 1) * itemsize > out_nbytes))
-    if bad.any():
-        c = int(np.argmax(bad))
-        raise ValueError(
-            f"assemble: chunk {c} writes output elements {int(out_low[c])}..{int(out_high[c])}, "
-            f"outside the output of {out_nbytes // itemsize} elements"
-        )
-    src_low, src_high = _span((offsets * strides).sum(axis=1), ext, strides * steps)
-    for c, nbytes in enumerate(source_nbytes):
-        if nbytes is None or not live[c]:
-            continue
-        if src_low[c] < 0 or (src_high[c] + 1) * itemsize > nbytes:
-            raise ValueError(
-                f"assemble: chunk {c} reads elements {int(src_low[c])}..{int(src_high[c])}, "
-                f"outside its decoded buffer of {nbytes // itemsize} elements"
-            )
-    return out_table[0], strides, offsets, steps, dst, ext
-
-
-def check_blocks(
-    kernel: str, src_nbytes: Sequence[int], dst_nbytes: Sequence[int], nbytes: Any, typesizes: Any
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-    """Validate the per-block arguments of ``byte_unshuffle``/``bit_unshuffle``."""
-    sizes = np.asarray(nbytes, dtype=np.int64).reshape(-1)
-    types = np.asarray(typesizes, dtype=np.int32).reshape(-1)
-    if not (len(src_nbytes) == len(dst_nbytes) == sizes.size == types.size):
-        raise ValueError(
-            f"{kernel}: got {len(src_nbytes)} sources, {len(dst_nbytes)} destinations, "
-            f"{sizes.size} sizes and {types.size} typesizes"
-        )
-    if ((types < 1) | (types > 255)).any():
-        raise ValueError(f"{kernel}: typesizes must be in 1..255, got {types.tolist()}")
-    for b, (size, s, d) in enumerate(zip(sizes.tolist(), src_nbytes, dst_nbytes)):
-        if size < 0 or size > s or size > d:
-            raise ValueError(
-                f"{kernel}: block {b} has {size} bytes; its source holds {s} and its destination {d}"
-            )
-    return sizes, types
-
-
-def check_byteswap(src_nbytes: int, dst_nbytes: int, nitems: int, itemsize: int, swap_width: int) -> None:
-    """Validate a ``byteswap`` launch."""
-    if itemsize not in (2, 4, 8, 16):
-        raise ValueError(f"byteswap: itemsize must be 2, 4, 8 or 16, got {itemsize}")
-    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
-        raise ValueError(f"byteswap: swap_width {swap_width} does not divide itemsize {itemsize}")
-    if nitems < 0 or nitems * itemsize > min(src_nbytes, dst_nbytes):
-        raise ValueError(
-            f"byteswap: {nitems} items of {itemsize} bytes do not fit source ({src_nbytes} bytes) "
-            f"and destination ({dst_nbytes} bytes)"
-        )
-
-
-def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
-    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``)."""
-    lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
-    if lengths.size != len(buffer_nbytes):
-        raise ValueError(f"{name}: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
-    for b, (size, held) in enumerate(zip(lengths.tolist(), buffer_nbytes)):
-        if size < 0 or size > held:
-            raise ValueError(f"{name}: buffer {b} is {held} bytes long, size says {size}")
-    return lengths
 
 
 # --- launches (need CuPy and a GPU) ------------------------------------------------------------
