@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .launch_checks import check_assemble, check_blocks, check_byteswap, check_crc32c
+from .launch_checks import check_assemble, check_blocks, check_crc32c
 
 BLOCK_THREADS = 256
 MAX_GRID_Y = 65535
@@ -30,7 +30,6 @@ MAX_GRID_X = 65535
 #: kernel family -> (source file in kernels/, extern "C" kernel names)
 KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "assemble": ("assemble.cu", ("assemble_chunks",)),
-    "byteswap": ("byteswap.cu", ("byteswap",)),
     "shuffle": ("shuffle.cu", ("byte_unshuffle", "bit_unshuffle")),
     "crc32c": ("crc32c.cu", ("crc32c_batch", "crc32_batch")),
     "adler32": ("adler32.cu", ("adler32_batch",)),
@@ -174,21 +173,6 @@ def launch_assemble(
     )
 
 
-def launch_byteswap(
-    src: Any, dst: Any, nitems: int, itemsize: int, swap_width: int, *, block: int = BLOCK_THREADS
-) -> None:
-    """Byte-swap ``nitems`` items from CuPy array ``src`` into ``dst`` (may be ``src``)."""
-    check_byteswap(src.nbytes, dst.nbytes, nitems, itemsize, swap_width)
-    if nitems == 0:
-        return
-    _check_alignment("byteswap", [src, dst], itemsize)
-    get_kernel("byteswap")(
-        _grid(nitems, 1, block)[:1],
-        (block,),
-        (src, dst, np.int64(nitems), np.int32(itemsize), np.int32(swap_width)),
-    )
-
-
 def launch_unshuffle(
     kernel: str,
     src: Sequence[Any],
@@ -238,8 +222,3 @@ def launch_checksums(kind: str, buffers: Sequence[Any], sizes: Any, *, block: in
             (_pointers(cupy, buffers), cupy.asarray(lengths), sums, np.int32(lengths.size)),
         )
     return sums
-
-
-def launch_crc32c(buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
-    """CRC-32C of each CuPy buffer's first ``sizes[i]`` bytes; returns a CuPy ``uint32`` array."""
-    return launch_checksums("crc32c", buffers, sizes, block=block)

@@ -117,19 +117,6 @@ def check_blocks(
     return sizes, types
 
 
-def check_byteswap(src_nbytes: int, dst_nbytes: int, nitems: int, itemsize: int, swap_width: int) -> None:
-    """Validate a ``byteswap`` launch."""
-    if itemsize not in (2, 4, 8, 16):
-        raise ValueError(f"byteswap: itemsize must be 2, 4, 8 or 16, got {itemsize}")
-    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
-        raise ValueError(f"byteswap: swap_width {swap_width} does not divide itemsize {itemsize}")
-    if nitems < 0 or nitems * itemsize > min(src_nbytes, dst_nbytes):
-        raise ValueError(
-            f"byteswap: {nitems} items of {itemsize} bytes do not fit source ({src_nbytes} bytes) "
-            f"and destination ({dst_nbytes} bytes)"
-        )
-
-
 def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
     """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``)."""
     lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
@@ -141,4 +128,4 @@ def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c")
     return lengths
 
 
-__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_byteswap", "check_crc32c"]
+__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c"]
