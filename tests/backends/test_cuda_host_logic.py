@@ -15,8 +15,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr.backends.cuda.bind import bind_batch
-from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
 from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan
+from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.backends.cuda.routes import ROUTES, decode_route
 from gpuzarr.backends.cuda.streams import SPLITTERS
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError

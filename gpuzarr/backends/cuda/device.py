@@ -2,10 +2,10 @@
 
 A device is any object with the methods of :class:`Device`:
 
-* ``emulated.CpuEmulatedDevice``: NumPy buffers, CPU decoders of each nvCOMP bitstream (zstd
+* ``numpy_device.CpuEmulatedDevice``: NumPy buffers, CPU decoders of each nvCOMP bitstream (zstd
   frames, raw deflate, LZ4 blocks) and the NumPy kernel models of ``kernel_reference``. CI runs
   the whole host side through it against the CPU engine.
-* ``cuda_device.CudaDevice``: CuPy buffers, kvikio reads, nvCOMP's batched decoders and the
+* ``cupy_device.CudaDevice``: CuPy buffers, kvikio reads, nvCOMP's batched decoders and the
   kernels of kernels/*.cu.
 """
 

@@ -7,8 +7,8 @@
    on the device (:mod:`.gather`), or, when that box is much larger than the result or the
    data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
    copied to the device once;
-2. run it through :func:`.executor.execute` on a device object (:class:`.cuda_device.CudaDevice`
-   on a GPU; tests pass ``device_factory`` to run on :class:`.emulated.CpuEmulatedDevice`);
+2. run it through :func:`.executor.execute` on a device object (:class:`.cupy_device.CudaDevice`
+   on a GPU; tests pass ``device_factory`` to run on :class:`.numpy_device.CpuEmulatedDevice`);
 3. write into the caller's ``out`` when given (in place when it is C-contiguous).
 
 Under ``strict`` every CPU step (a selection or a codec the GPU cannot do) raises DeviceError
@@ -32,7 +32,7 @@ from ...plan.selection import SelectionPlan, plan_orthogonal
 from ...store.base import Store
 from ..cpu import empty as host_empty
 from ..cpu import read_plan
-from .cuda_device import CudaDevice
+from .cupy_device import CudaDevice
 from .device import Device
 from .executor import execute
 from .gather import gather_plan
@@ -67,7 +67,7 @@ class CudaReader:
     """The :class:`~gpuzarr.backends.Reader` of CUDA device ``index``.
 
     ``device_factory`` makes the device object of one read from ``(index, stream)``:
-    :class:`.cuda_device.CudaDevice` by default; tests pass the emulated device.
+    :class:`.cupy_device.CudaDevice` by default; tests pass the emulated device.
     """
 
     def __init__(self, index: int, *, device_factory: Callable[[int, Any], Device] | None = None) -> None:
