@@ -25,7 +25,7 @@ from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
 from . import launch_checks
-from .gpu_plan import ALIGNMENT, MAX_NDIM, ChunkTask, GpuReadPlan, align
+from .gpu_plan import MAX_NDIM, ChunkTask, GpuReadPlan, align
 from .launches import (
     AssembleLaunch,
     BoundBatch,
@@ -35,6 +35,7 @@ from .launches import (
     HostDecoded,
     StreamGroup,
     UnshuffleLaunch,
+    check_assemble_launch,
 )
 from .routes import reads_directly
 from .streams import SplitChunk, UnsupportedStreamError, split_chunk
@@ -290,28 +291,3 @@ def _assemble_launch(
     )
     check_assemble_launch(launch, plan.out_nbytes, work_nbytes)
     return launch
-
-
-def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: int) -> None:
-    """Validate an assemble launch with :func:`launch_checks.check_assemble` and the work buffer's size."""
-    offsets, nbytes = launch.source_offsets, launch.source_nbytes
-    present = offsets >= 0
-    bad = present & ((offsets % min(launch.itemsize, ALIGNMENT) != 0) | (offsets + nbytes > work_nbytes))
-    if bad.any():
-        c = int(np.argmax(bad))
-        where = f"source {c} ({int(nbytes[c])} bytes at {int(offsets[c])})"
-        raise ValueError(f"assemble: {where} is misaligned or leaves the work buffer")
-    nd = launch.ndim
-    launch_checks.check_assemble(
-        out_nbytes,
-        launch.out_strides[:nd].tolist(),
-        [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())],
-        launch.src_strides[:, :nd],
-        launch.src_offsets[:, :nd],
-        launch.src_steps[:, :nd],
-        launch.dst_offsets[:, :nd],
-        launch.extents[:, :nd],
-        launch.itemsize,
-        launch.swap_width,
-    )
-

@@ -17,9 +17,8 @@ import numpy.typing as npt
 
 from ... import config
 from . import kernels
-from .bind import check_assemble_launch
 from .device import ChecksumKind, peek_index
-from .launches import AssembleLaunch, FileRead, FileSpan
+from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 logger = logging.getLogger("gpuzarr")
 
@@ -345,39 +344,22 @@ class CudaDevice:
         )
 
     def launch_assemble(self, out: Any, work: Any, launch: AssembleLaunch) -> None:
-        cupy = self._cupy()
         if not out.flags.c_contiguous:
             raise ValueError("assemble: the output must be C-contiguous")
-        check_assemble_launch(launch, out.nbytes, work.size)
-        if out.size == 0 or launch.nchunks == 0:
-            return
-        base = work.data.ptr
-        pointers = np.array([0 if o < 0 else base + o for o in launch.source_offsets.tolist()], dtype=np.uint64)
-        largest = int(launch.extents[:, : launch.ndim].prod(axis=1).max()) if launch.ndim else 1
-        block = kernels.BLOCK_THREADS
-        grid = (
-            max(1, min(-(-largest // block), kernels.MAX_GRID_X)),
-            max(1, min(launch.nchunks, kernels.MAX_GRID_Y)),
-            1,
-        )
-        kernels.get_kernel("assemble_chunks")(
-            grid,
-            (block,),
-            (
-                out,
-                cupy.asarray(launch.out_strides),
-                cupy.asarray(pointers),
-                cupy.asarray(launch.src_strides),
-                cupy.asarray(launch.src_offsets),
-                cupy.asarray(launch.src_steps),
-                cupy.asarray(launch.dst_offsets),
-                cupy.asarray(launch.extents),
-                cupy.asarray(launch.fill_value),
-                np.int32(launch.nchunks),
-                np.int32(launch.ndim),
-                np.int32(launch.itemsize),
-                np.int32(launch.swap_width),
-            ),
+        check_assemble_sources(launch, work.size)
+        nd = launch.ndim
+        offsets, nbytes = launch.source_offsets.tolist(), launch.source_nbytes.tolist()
+        kernels.launch_assemble(
+            out,
+            [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)],
+            launch.src_strides[:, :nd],
+            launch.src_offsets[:, :nd],
+            launch.src_steps[:, :nd],
+            launch.dst_offsets[:, :nd],
+            launch.extents[:, :nd],
+            launch.fill_value.tobytes(),
+            out_strides=launch.out_strides[:nd].tolist(),
+            swap_width=launch.swap_width,
         )
 
 

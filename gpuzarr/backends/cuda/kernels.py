@@ -114,26 +114,30 @@ def launch_assemble(
     extents: Any,
     fill_value: bytes,
     *,
+    out_strides: Sequence[int] | None = None,
     swap_width: int = 0,
     block: int = BLOCK_THREADS,
 ) -> None:
     """Scatter decoded chunks into the CuPy array ``out`` with one ``assemble_chunks`` launch.
 
     ``sources`` are CuPy arrays (decoded chunk bytes, any dtype, C-contiguous) or ``None`` for a
-    missing chunk; the per-chunk tables are (nchunks, out.ndim) integer array-likes in elements of
+    missing chunk; the per-chunk tables are (nchunks, ndim) integer array-likes in elements of
     ``out.dtype``. ``fill_value`` is the fill value's bytes in ``out``'s byte order.
+    ``out_strides`` are ``out``'s element strides along each chunk axis (0 where an integer index
+    drops the axis; ``out`` must then be C-contiguous); by default ``out``'s own strides, one per
+    axis of ``out``.
     """
     cupy = import_cupy()
     itemsize = out.dtype.itemsize
-    out_strides = [s // itemsize for s in out.strides]
-    if any(s * itemsize != t for s, t in zip(out_strides, out.strides)):
-        raise ValueError(f"assemble: output strides {out.strides} are not multiples of {itemsize}")
+    if out_strides is None:
+        out_strides, out_nbytes = _own_strides(out)
+    elif not out.flags.c_contiguous:
+        raise ValueError("assemble: with out_strides given, the output must be C-contiguous")
+    else:
+        out_nbytes = out.nbytes
     if len(fill_value) != itemsize:
         raise ValueError(f"assemble: fill_value has {len(fill_value)} bytes, expected {itemsize}")
-    # The lowest address of `out` is its base pointer only when its strides are not negative.
-    if any(s < 0 for s in out_strides):
-        raise ValueError("assemble: the output must have non-negative strides")
-    out_nbytes = (sum((n - 1) * s for n, s in zip(out.shape, out_strides)) + 1) * itemsize if out.size else 0
+    ndim = len(out_strides)
     tables = check_assemble(
         out_nbytes,
         out_strides,
@@ -151,7 +155,7 @@ def launch_assemble(
     _check_alignment("assemble", [out, *sources], itemsize)
     out_table, strides, offsets, steps, dst, ext = (cupy.asarray(t) for t in tables)
     fill = cupy.asarray(np.frombuffer(fill_value, dtype=np.uint8))
-    largest = int(tables[5][:, : out.ndim].prod(axis=1).max())
+    largest = int(tables[5][:, :ndim].prod(axis=1).max())
     get_kernel("assemble_chunks")(
         _grid(largest, len(sources), block),
         (block,),
@@ -166,11 +170,24 @@ def launch_assemble(
             ext,
             fill,
             np.int32(len(sources)),
-            np.int32(out.ndim),
+            np.int32(ndim),
             np.int32(itemsize),
             np.int32(swap_width),
         ),
     )
+
+
+def _own_strides(out: Any) -> tuple[list[int], int]:
+    """``out``'s element strides and the bytes from its base pointer to its last element's end."""
+    itemsize = out.dtype.itemsize
+    out_strides = [s // itemsize for s in out.strides]
+    if any(s * itemsize != t for s, t in zip(out_strides, out.strides)):
+        raise ValueError(f"assemble: output strides {out.strides} are not multiples of {itemsize}")
+    # The lowest address of `out` is its base pointer only when its strides are not negative.
+    if any(s < 0 for s in out_strides):
+        raise ValueError("assemble: the output must have non-negative strides")
+    out_nbytes = (sum((n - 1) * s for n, s in zip(out.shape, out_strides)) + 1) * itemsize if out.size else 0
+    return out_strides, out_nbytes
 
 
 def launch_unshuffle(

@@ -9,7 +9,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .gpu_plan import Int64Array
+from .gpu_plan import ALIGNMENT, Int64Array
+from .launch_checks import check_assemble
 from .streams import Algorithm, Checksum
 
 
@@ -122,6 +123,37 @@ class BoundBatch:
     encoded: dict[int, tuple[npt.NDArray[np.uint8] | FileSpan, int]] = field(default_factory=dict)
 
 
+def check_assemble_sources(launch: AssembleLaunch, work_nbytes: int) -> None:
+    """Check that every decoded chunk an assemble launch reads lies in the work buffer, aligned
+    to ``min(itemsize, 8)``."""
+    offsets, nbytes = launch.source_offsets, launch.source_nbytes
+    present = offsets >= 0
+    bad = present & ((offsets % min(launch.itemsize, ALIGNMENT) != 0) | (offsets + nbytes > work_nbytes))
+    if bad.any():
+        c = int(np.argmax(bad))
+        where = f"source {c} ({int(nbytes[c])} bytes at {int(offsets[c])})"
+        raise ValueError(f"assemble: {where} is misaligned or leaves the work buffer")
+
+
+def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: int) -> None:
+    """Validate an assemble launch: its sources (:func:`check_assemble_sources`) and its
+    geometry (:func:`.launch_checks.check_assemble`)."""
+    check_assemble_sources(launch, work_nbytes)
+    nd = launch.ndim
+    check_assemble(
+        out_nbytes,
+        launch.out_strides[:nd].tolist(),
+        [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())],
+        launch.src_strides[:, :nd],
+        launch.src_offsets[:, :nd],
+        launch.src_steps[:, :nd],
+        launch.dst_offsets[:, :nd],
+        launch.extents[:, :nd],
+        launch.itemsize,
+        launch.swap_width,
+    )
+
+
 __all__ = [
     "AssembleLaunch",
     "BoundBatch",
@@ -131,4 +163,6 @@ __all__ = [
     "HostDecoded",
     "StreamGroup",
     "UnshuffleLaunch",
+    "check_assemble_launch",
+    "check_assemble_sources",
 ]

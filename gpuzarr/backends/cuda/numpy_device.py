@@ -18,9 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import kernel_reference, kernels, launch_checks
-from .bind import check_assemble_launch
 from .device import ChecksumKind, peek_index, read_file_span
-from .launches import AssembleLaunch, FileRead
+from .launches import AssembleLaunch, FileRead, check_assemble_launch
 
 POISON = 0xAB
 
