@@ -225,3 +225,30 @@ def test_result_is_fully_written() -> None:
 def test_every_gpu_codec_has_a_stream_splitter() -> None:
     """routes.ROUTES and streams.SPLITTERS are keyed by the same Zarr codec names."""
     assert set(ROUTES) == set(SPLITTERS)
+
+
+def test_file_handle_cache_reopens_replaced_files_and_keeps_the_latest() -> None:
+    """Handles are keyed by path and file version; beyond its capacity the least recently used
+    handle is dropped. (No kvikio: a stand-in records what is opened.)"""
+    from gpuzarr.backends.cuda.cupy_device import FileHandleCache
+    from gpuzarr.backends.cuda.launches import FileSpan
+
+    opened: list[str] = []
+
+    class FakeKvikio:
+        @staticmethod
+        def CuFile(path: str, mode: str) -> str:
+            opened.append(path)
+            return f"{path}#{len(opened)}"
+
+    cache = FileHandleCache(capacity=2)
+    a, a_replaced = FileSpan("a", 0, 1, (1, 1)), FileSpan("a", 0, 1, (1, 2))
+    b, c = FileSpan("b", 0, 1), FileSpan("c", 0, 1)
+    assert cache.handle(FakeKvikio, a) == cache.handle(FakeKvikio, a) == "a#1"
+    assert cache.handle(FakeKvikio, a_replaced) == "a#2"
+    cache.handle(FakeKvikio, b)  # drops (a, version 1)
+    cache.handle(FakeKvikio, a_replaced)
+    cache.handle(FakeKvikio, c)  # drops b, the least recently used
+    assert cache.handle(FakeKvikio, a_replaced) == "a#2"
+    assert cache.handle(FakeKvikio, a) == "a#5"
+    assert opened == ["a", "a", "b", "c", "a"]
