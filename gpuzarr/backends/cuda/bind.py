@@ -26,7 +26,8 @@ from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
 from . import launch_checks
-from .gpu_plan import MAX_NDIM, ChunkTask, GpuReadPlan, align
+from .gpu_plan import ChunkTask, GpuReadPlan, align
+from .launch_checks import MAX_NDIM
 from .launches import (
     AssembleLaunch,
     BoundBatch,

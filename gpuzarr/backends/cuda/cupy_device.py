@@ -218,7 +218,8 @@ class CudaDevice:
         """A page-locked host staging buffer: copies from it run at full PCIe speed."""
         import cupyx
 
-        return cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+        buffer: npt.NDArray[np.uint8] = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+        return buffer
 
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
         if offset < 0 or offset + host.size > dst.size:
