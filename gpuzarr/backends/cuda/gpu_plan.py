@@ -140,6 +140,28 @@ def _padded(rows: list[list[int]], ndim: int, pad: int) -> Int64Array:
     return table
 
 
+def _batch_axes(kept: list[bool], out_selection: tuple[Any, ...], buffer_shape: tuple[int, ...]) -> int:
+    """How many leading output axes carry the selection's index in a batched read (0 or 1),
+    from the first projection; raises GpuPlanError where the kernel cannot express the read."""
+    lead = len(out_selection) - sum(kept)
+    if lead == 1 and not isinstance(out_selection[0], (int, np.integer)):
+        raise GpuPlanError("point (vectorised) selections are not supported by the GPU assemble kernel")
+    if lead not in (0, 1) or len(buffer_shape) != sum(kept) + lead:
+        raise GpuPlanError("the output selection does not match the chunk selection")
+    if lead and not any(kept):
+        raise GpuPlanError("a batch of single-element selections has no axis to carry the batch index")
+    return lead
+
+
+def _add_batch_index(dst: list[int], kept: list[bool], index: Any, buffer_shape: tuple[int, ...]) -> None:
+    """Fold a batched read's selection ``index`` into the destination offset of the last kept
+    axis, whose output stride is 1."""
+    if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < buffer_shape[0]:
+        raise GpuPlanError(f"batch index {index!r} is not an integer within the batch")
+    last_kept = len(kept) - 1 - kept[::-1].index(True)
+    dst[last_kept] += int(index) * math.prod(buffer_shape[1:])
+
+
 def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = BATCH_BYTES) -> GpuReadPlan:
     """Plan a read of ``plan`` (a basic selection) for the GPU path.
 
@@ -169,23 +191,13 @@ def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = 
         kept = [isinstance(s, slice) for s in p.chunk_selection]
         if first_kept is None:
             first_kept = kept
-            lead = len(p.out_selection) - sum(kept)
-            if lead == 1 and not isinstance(p.out_selection[0], (int, np.integer)):
-                raise GpuPlanError("point (vectorised) selections are not supported by the GPU assemble kernel")
-            if lead not in (0, 1) or len(plan.buffer_shape) != sum(kept) + lead:
-                raise GpuPlanError("the output selection does not match the chunk selection")
-            if lead and not any(kept):
-                raise GpuPlanError("a batch of single-element selections has no axis to carry the batch index")
+            lead = _batch_axes(kept, p.out_selection, plan.buffer_shape)
         elif kept != first_kept:
             raise GpuPlanError("projections drop different axes")
         out_selection = p.out_selection[lead:]
         o, s, d, e = _row(p.chunk_selection, out_selection, layout.chunk_shape_at(p.chunk_coords))
         if lead:
-            index = p.out_selection[0]
-            if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < plan.buffer_shape[0]:
-                raise GpuPlanError(f"batch index {index!r} is not an integer within the batch")
-            last_kept = len(kept) - 1 - kept[::-1].index(True)
-            d[last_kept] += int(index) * math.prod(plan.buffer_shape[1:])
+            _add_batch_index(d, kept, p.out_selection[0], plan.buffer_shape)
         by_chunk.setdefault(p.chunk_coords, []).append(len(rows_src))
         rows_src.append(o)
         rows_step.append(s)
