@@ -1,8 +1,9 @@
 """Reading the encoded bytes of one batch of a GpuReadPlan on the host.
 
-Per batch, on the executor's helper thread: shard indexes first, then coalesced inner-chunk
-ranges, through ``store.sharding``; or, for zstd and uncompressed chunks in local files, the file
-spans the device reads itself (kvikio).
+Per batch, on the executor's helper thread: whole chunks through the store, or, for zstd and
+uncompressed chunks in local files, the file spans the device reads itself (kvikio). Sharded
+arrays go through one function, :func:`_fetch_sharded`: shard indexes first, then coalesced
+inner-chunk ranges through ``store.sharding`` (or the inner chunks' spans in the shard file).
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def fetch_batch(
     device read their bytes as they are (:func:`reads_directly`) get a :class:`FileSpan`
     instead; shard indexes are still read on the host.
     """
-    task_ids = plan.batches[batch]
-    tasks = [plan.tasks[t] for t in task_ids]
+    tasks = [plan.tasks[t] for t in plan.batches[batch]]
     local = store if direct and isinstance(store, LocalStore) else None
+    if plan.sharded:
+        return _fetch_sharded(layout, store, tasks, {} if indexes is None else indexes, local)
 
     def whole(task: ChunkTask) -> Buffer | FileSpan | None:
         if local is not None and reads_directly(task.route):
@@ -58,9 +60,20 @@ def fetch_batch(
             return None if found is None else FileSpan(path, 0, found[0], found[1])
         return store.get(task.key)
 
-    if not plan.sharded:
-        return run_tasks(whole, tasks)
-    indexes = {} if indexes is None else indexes
+    return run_tasks(whole, tasks)
+
+
+def _fetch_sharded(
+    layout: ArrayLayout,
+    store: Store,
+    tasks: list[ChunkTask],
+    indexes: dict[str, ShardIndex | None],
+    local: LocalStore | None,
+) -> list[Buffer | FileSpan | None]:
+    """The inner chunks of a sharded batch: per shard (in parallel), its index (read once per
+    read and kept in ``indexes``), then its inner chunks as coalesced ranges
+    (``store.sharding.read_inner_chunks``), or, with ``local`` given and every member of the
+    shard readable by the device, as :class:`FileSpan` records of the shard file."""
     by_shard: dict[str, list[int]] = {}
     for i, task in enumerate(tasks):
         by_shard.setdefault(task.key, []).append(i)
