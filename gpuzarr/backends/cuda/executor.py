@@ -7,7 +7,7 @@ layout, kernel arguments, all validated). On the device (:func:`run_batch`): one
 copy of the staging buffer, the file reads, one batched decompression per nvCOMP algorithm,
 checksums, the Blosc un-shuffles and one assemble launch.
 
-Chunks the GPU has no decoder for (see ``gpu_plan.decode_route``) are decoded on the CPU while the
+Chunks the GPU has no decoder for (see ``routes.decode_route``) are decoded on the CPU while the
 batch is bound; chunks whose streams the device fails are decoded on the CPU afterwards, and
 only the CPU calls a chunk corrupt. Each reason is reported once per read.
 """
