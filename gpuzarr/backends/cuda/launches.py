@@ -1,5 +1,6 @@
 """The records of one bound batch: the streams, launches and file reads a device runs, as plain
-data decided on the host (see :mod:`.bind`), in the argument order of kernels/*.cu."""
+data decided on the host (see :mod:`.bind`), in the argument order of kernels/*.cu; and the
+checks of an assemble launch against its buffers, which bind and both devices run."""
 
 from __future__ import annotations
 

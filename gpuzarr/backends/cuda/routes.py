@@ -3,8 +3,8 @@
 The GPU decodes chunks whose chain is ``[transpose...] bytes [compressor] [crc32c]``. Which
 compressors it decodes is the table :data:`ROUTES`, keyed by the codec's Zarr name ("zstd",
 "gzip", "blosc", "numcodecs.zlib", "numcodecs.lz4") like ``streams.SPLITTERS``, which takes
-each one's chunks apart into nvCOMP streams. Adding a GPU codec is one entry in each table; the
-codec modules themselves know nothing of the GPU. A route is decided once per chunk shape while
+each one's chunks apart into nvCOMP streams. A codec whose streams nvCOMP already decodes is one
+entry in each table; the codec modules themselves know nothing of the GPU. A route is decided once per chunk shape while
 the GPU read plan is built (``gpu_plan``); any other chain is decoded on the CPU ("cpu", with
 the reason).
 """
