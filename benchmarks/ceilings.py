@@ -36,8 +36,10 @@ from .impls import _gpu_note
 from .measure import summarise
 
 METADATA_NAMES = {"zarr.json", ".zarray", ".zattrs", ".zgroup"}
-#: gpuzarr's GPU routes whose streams nvCOMP decodes (see gpuzarr/backends/cuda/plan.py).
-NVCOMP_ROUTES = {"zstd", "gzip", "zlib", "lz4", "blosc"}
+#: gpuzarr's GPU routes whose streams nvCOMP decodes (see gpuzarr/backends/cuda/routes.py).
+NVCOMP_ROUTES = {"zstd", "gzip", "numcodecs.zlib", "numcodecs.lz4", "blosc"}
+#: v2 compressor ids whose v3 codec name differs (the GPU routes are keyed by v3 names)
+V2_CODEC_NAMES = {"zlib": "numcodecs.zlib", "lz4": "numcodecs.lz4"}
 #: stream algorithm (gpuzarr's name) -> nvCOMP's algorithm name
 NVCOMP_ALGORITHMS = {"zstd": "Zstd", "deflate": "Deflate", "lz4": "LZ4"}
 #: nvCOMP asks for at most 8-byte aligned inputs (gpuzarr's GPU plan uses the same).
@@ -171,11 +173,12 @@ def chunk_format(path: Path) -> ChunkFormat:
     if (path / ".zarray").exists():
         meta = json.loads((path / ".zarray").read_text())
         compressor = meta.get("compressor") or {}
-        route = compressor.get("id", "none")
+        compressor_id = compressor.get("id", "none")
+        route = V2_CODEC_NAMES.get(compressor_id, compressor_id)
         if meta.get("filters"):
             raise SkipCeiling(f"v2 filters {[f.get('id') for f in meta['filters']]}: not a single nvCOMP stream")
         if route not in NVCOMP_ROUTES:
-            raise SkipCeiling(f"v2 compressor {route!r}: no nvCOMP decoder")
+            raise SkipCeiling(f"v2 compressor {compressor_id!r}: no nvCOMP decoder")
         return ChunkFormat(route, math.prod(meta["chunks"]) * np.dtype(meta["dtype"]).itemsize)
 
     meta = json.loads((path / "zarr.json").read_text())

@@ -1,4 +1,5 @@
-"""The array-by-selection matrix of the GPU read path, shared by the CPU-emulated run
+"""The array-by-selection matrix of the GPU read path (and :func:`read_gpu_plan`, which runs one
+plan through a given device), shared by the CPU-emulated run
 (tests/backends/test_cuda_host_logic.py) and the GPU run (tests/gpu/test_gpu_read.py)."""
 
 from __future__ import annotations
@@ -9,6 +10,12 @@ from typing import Any
 import numpy as np
 
 import gpuzarr
+from gpuzarr.backends.cuda.device import Device
+from gpuzarr.backends.cuda.executor import execute
+from gpuzarr.backends.cuda.gpu_plan import BATCH_BYTES, build_gpu_read_plan
+from gpuzarr.layout import ArrayLayout
+from gpuzarr.plan.selection import SelectionPlan
+from gpuzarr.store.base import Store
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 BE = {"name": "bytes", "configuration": {"endian": "big"}}
@@ -159,3 +166,17 @@ def assert_bitwise_equal(got: np.ndarray[Any, Any], expected: np.ndarray[Any, An
     assert got.shape == expected.shape, (got.shape, expected.shape)
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(expected).tobytes()
 
+
+def read_gpu_plan(
+    layout: ArrayLayout,
+    store: Store,
+    plan: SelectionPlan,
+    device: Device,
+    *,
+    budget: int = BATCH_BYTES,
+) -> Any:
+    """Read the (basic) selection ``plan`` describes into a new device array of ``plan.shape``."""
+    gpu_plan = build_gpu_read_plan(layout, plan, budget)
+    out = device.empty(gpu_plan.buffer_shape, gpu_plan.dtype)
+    execute(layout, store, gpu_plan, device, out)
+    return out

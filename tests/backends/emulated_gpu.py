@@ -13,7 +13,7 @@ import pytest
 from gpuzarr import backends
 from gpuzarr.backends import select as device_module
 from gpuzarr.backends.cuda import reader as reader_module
-from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
+from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 
 DEVICE_COUNT = 2
 

@@ -15,13 +15,14 @@ import pytest
 
 import gpuzarr
 from gpuzarr.backends.cuda.bind import bind_batch
-from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
-from gpuzarr.backends.cuda.executor import read_gpu_plan
-from gpuzarr.backends.cuda.plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan, decode_route
+from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan
+from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+from gpuzarr.backends.cuda.routes import ROUTES, decode_route
+from gpuzarr.backends.cuda.streams import SPLITTERS
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
 
-from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array, read_gpu_plan
 
 
 def emulated_read(array: gpuzarr.Array, selection: Any, budget: int = 1 << 28) -> tuple[Any, CpuEmulatedDevice]:
@@ -58,8 +59,8 @@ EXPECTED_ROUTES = {
     "v3-blosc-zlib-shuffle-i4": "blosc",
     "v3-blosc-blosclz-cpu": "cpu",
     "v3-transpose-outside-sharding-cpu": "cpu",
-    "v2-zlib-bigendian-i4": "zlib",
-    "v2-lz4-f8": "lz4",
+    "v2-zlib-bigendian-i4": "numcodecs.zlib",
+    "v2-lz4-f8": "numcodecs.lz4",
     "v2-delta-filter-cpu": "cpu",
     "v3-sharded-zstd-crc32c": "zstd",
 }
@@ -219,3 +220,35 @@ def test_result_is_fully_written() -> None:
     expected = cpu_result(array, Ellipsis)
     assert_bitwise_equal(got, expected)
     assert np.count_nonzero(got == np.frombuffer(b"\xab" * 4, "<f4")[0]) == 0
+
+
+def test_every_gpu_codec_has_a_stream_splitter() -> None:
+    """routes.ROUTES and streams.SPLITTERS are keyed by the same Zarr codec names."""
+    assert set(ROUTES) == set(SPLITTERS)
+
+
+def test_file_handle_cache_reopens_replaced_files_and_keeps_the_latest() -> None:
+    """Handles are keyed by path and file version; beyond its capacity the least recently used
+    handle is dropped. (No kvikio: a stand-in records what is opened.)"""
+    from gpuzarr.backends.cuda.cupy_device import FileHandleCache
+    from gpuzarr.backends.cuda.launches import FileSpan
+
+    opened: list[str] = []
+
+    class FakeKvikio:
+        @staticmethod
+        def CuFile(path: str, mode: str) -> str:
+            opened.append(path)
+            return f"{path}#{len(opened)}"
+
+    cache = FileHandleCache(capacity=2)
+    a, a_replaced = FileSpan("a", 0, 1, (1, 1)), FileSpan("a", 0, 1, (1, 2))
+    b, c = FileSpan("b", 0, 1), FileSpan("c", 0, 1)
+    assert cache.handle(FakeKvikio, a) == cache.handle(FakeKvikio, a) == "a#1"
+    assert cache.handle(FakeKvikio, a_replaced) == "a#2"
+    cache.handle(FakeKvikio, b)  # drops (a, version 1)
+    cache.handle(FakeKvikio, a_replaced)
+    cache.handle(FakeKvikio, c)  # drops b, the least recently used
+    assert cache.handle(FakeKvikio, a_replaced) == "a#2"
+    assert cache.handle(FakeKvikio, a) == "a#5"
+    assert opened == ["a", "a", "b", "c", "a"]

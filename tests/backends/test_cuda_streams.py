@@ -15,7 +15,7 @@ import pytest
 from numcodecs import LZ4, Blosc, GZip, Zlib, Zstd
 
 from gpuzarr.backends.cuda import kernel_reference as ref
-from gpuzarr.backends.cuda.emulated import _decode_stream_on_cpu
+from gpuzarr.backends.cuda.numpy_device import _decode_stream_on_cpu
 from gpuzarr.backends.cuda.streams import (
     SplitChunk,
     UnsupportedStreamError,

@@ -15,7 +15,7 @@ import pytest
 
 import gpuzarr
 from gpuzarr import config
-from gpuzarr.backends.cuda.emulated import CpuEmulatedDevice
+from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError, DeviceError
 
 from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array

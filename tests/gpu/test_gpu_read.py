@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.backends.cuda.cuda_device import CudaDevice
-from gpuzarr.backends.cuda.executor import read_gpu_plan
+from gpuzarr.backends.cuda.cupy_device import CudaDevice
 from gpuzarr.plan.selection import plan_selection
 
-from ..backends.cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+from ..backends.cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array, read_gpu_plan
 
 pytestmark = pytest.mark.gpu
 

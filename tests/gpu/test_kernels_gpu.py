@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpuzarr.backends.cuda import kernel_reference as ref
-from gpuzarr.backends.cuda import kernels
+from gpuzarr.backends.cuda import kernels, launch_checks
 
 pytestmark = pytest.mark.gpu
 
@@ -91,7 +91,7 @@ def test_assemble_chunks(cp: Any, rng: np.random.Generator, ndim: int, dtype: st
     )
 
     expected = np.full(out.nbytes, POISON, np.uint8)
-    tables = kernels.check_assemble(
+    tables = launch_checks.check_assemble(
         expected.nbytes,
         [s // itemsize for s in out.strides],
         [None if s is None else s.nbytes for s in host_sources],
@@ -131,19 +131,6 @@ def test_assemble_into_a_strided_output(cp: Any, rng: np.random.Generator) -> No
     assert (cp.asnumpy(base).view(np.uint8).reshape(9, 12, 4)[untouched] == POISON).all()
 
 
-@pytest.mark.parametrize(("itemsize", "swap_width"), [(2, 2), (4, 4), (8, 8), (8, 4), (16, 16), (16, 8)])
-@pytest.mark.parametrize("in_place", [False, True])
-def test_byteswap(cp: Any, rng: np.random.Generator, itemsize: int, swap_width: int, in_place: bool) -> None:
-    nitems = 100_003
-    host = rng.integers(0, 256, nitems * itemsize, dtype=np.uint8)
-    src = cp.asarray(host)
-    dst = src if in_place else cp.full(host.size, POISON, dtype=cp.uint8)
-    kernels.launch_byteswap(src, dst, nitems, itemsize, swap_width)
-    expected = np.full(host.size, POISON, np.uint8)
-    ref.byteswap(host, expected, nitems, itemsize, swap_width)
-    np.testing.assert_array_equal(cp.asnumpy(dst), expected)
-
-
 @pytest.mark.parametrize("kernel", ["byte_unshuffle", "bit_unshuffle"])
 @pytest.mark.parametrize("partial_rule", [0, 1])
 def test_unshuffle(cp: Any, rng: np.random.Generator, kernel: str, partial_rule: int) -> None:
@@ -167,7 +154,7 @@ def test_unshuffle(cp: Any, rng: np.random.Generator, kernel: str, partial_rule:
 def test_crc32c(cp: Any, rng: np.random.Generator, block: int) -> None:
     sizes = np.array([0, 1, 7, 8, 9, 255, 4097, 1 << 20, *rng.integers(0, 200_000, 30)], np.int64)
     host = [rng.integers(0, 256, int(n) + 3, dtype=np.uint8) for n in sizes]  # 3 bytes past the size
-    crcs = kernels.launch_crc32c([cp.asarray(h) for h in host], sizes, block=block)
+    crcs = kernels.launch_checksums("crc32c", [cp.asarray(h) for h in host], sizes, block=block)
     expected = np.zeros(sizes.size, np.uint32)
     ref.crc32c_batch(host, sizes, expected, sizes.size, block_threads=block)
     np.testing.assert_array_equal(cp.asnumpy(crcs), expected)

@@ -2,7 +2,7 @@
 
 Un-shuffles are checked on real Blosc frames written by numcodecs (c-blosc1) and against
 numcodecs.Shuffle, CRC-32C against google_crc32c, assembly against NumPy slicing of an array
-whose chunks are stored transposed and big-endian, byte swaps against ndarray.byteswap.
+whose chunks are stored transposed and big-endian.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from numcodecs import Blosc, Shuffle
 
 from gpuzarr.backends.cuda import kernel_reference as ref
-from gpuzarr.backends.cuda.kernels import check_assemble, check_blocks, check_byteswap, check_crc32c
+from gpuzarr.backends.cuda.launch_checks import check_assemble, check_blocks, check_crc32c
 
 from .blosc_frames import shuffled_blocks
 
@@ -176,32 +176,6 @@ def test_crc32c_of_a_prefix() -> None:
     assert int(crcs[0]) == google_crc32c.value(data[:996].tobytes())
     with pytest.raises(ValueError, match="buffer 0 is 1000 bytes long, size says 1001"):
         check_crc32c([1000], [1001])
-
-
-# --- byteswap ---------------------------------------------------------------------------------
-
-SWAP_CASES = [("<u2", 2), ("<i4", 4), ("<f8", 8), ("<c8", 4), ("<c16", 8)]
-
-
-@pytest.mark.parametrize(("dtype", "swap_width"), SWAP_CASES)
-@pytest.mark.parametrize("in_place", [False, True])
-def test_byteswap_matches_numpy(dtype: str, swap_width: int, in_place: bool) -> None:
-    values = (RNG.standard_normal(1001) * 1000).astype(dtype)
-    src = values.view(np.uint8).copy()
-    dst = src if in_place else np.full_like(src, 0xAB)
-    ref.byteswap(src, dst, values.size, values.itemsize, swap_width)
-    np.testing.assert_array_equal(dst.view(values.dtype.newbyteorder()), values)
-
-
-def test_byteswap_sixteen_byte_scalars_and_bounds() -> None:
-    src = RNG.integers(0, 256, 16 * 10, dtype=np.uint8)
-    dst = np.zeros_like(src)
-    ref.byteswap(src, dst, 10, 16, 16)
-    np.testing.assert_array_equal(dst.reshape(10, 16), src.reshape(10, 16)[:, ::-1])
-    with pytest.raises(ValueError, match="do not fit"):
-        check_byteswap(160, 150, 10, 16, 16)
-    with pytest.raises(ValueError, match="does not divide"):
-        check_byteswap(160, 160, 10, 8, 16)
 
 
 # --- assemble ---------------------------------------------------------------------------------

@@ -7,13 +7,13 @@ Blosc's shuffled scratch) in one device work buffer, all at 8-byte aligned offse
 streams per nvCOMP algorithm, lists the Blosc blocks to un-shuffle, decodes CPU-fallback chunks
 (in parallel) into the staging buffer, and fills the ``assemble_chunks`` arguments in exactly
 the layout of kernels/assemble.cu. Every launch is validated with the ``check_*`` functions of
-:mod:`.kernels` before a device sees it.
+:mod:`.launch_checks` before a device sees it. The work is done by a small builder with one
+method per phase, in that order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -25,128 +25,22 @@ from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer
-from . import kernels
-from .plan import ALIGNMENT, MAX_NDIM, ChunkTask, DecodeRoute, GpuReadPlan, Int64Array, align
-from .streams import Algorithm, Checksum, SplitChunk, UnsupportedStreamError, split_chunk
-
-
-@dataclass
-class StreamGroup:
-    """Streams of one algorithm: ``src`` spans of the staging buffer decode into ``dst`` spans of
-    the work buffer; ``owners`` are task indices (for error messages)."""
-
-    algorithm: Algorithm
-    src_offsets: list[int] = field(default_factory=list)
-    src_nbytes: list[int] = field(default_factory=list)
-    dst_offsets: list[int] = field(default_factory=list)
-    dst_nbytes: list[int] = field(default_factory=list)
-    owners: list[int] = field(default_factory=list)
-
-
-@dataclass
-class UnshuffleLaunch:
-    """One ``byte_unshuffle`` / ``bit_unshuffle`` launch (kernels/shuffle.cu) over work-buffer spans."""
-
-    kernel: Literal["byte_unshuffle", "bit_unshuffle"]
-    partial_rule: int
-    src_offsets: list[int] = field(default_factory=list)
-    dst_offsets: list[int] = field(default_factory=list)
-    nbytes: list[int] = field(default_factory=list)
-    typesizes: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class AssembleLaunch:
-    """The arguments of ``assemble_chunks`` (kernels/assemble.cu), in its order.
-
-    ``source_offsets`` are byte offsets into the work buffer (-1: missing chunk, a null pointer,
-    written with ``fill_value``); a device turns them into pointers. Tables are (nchunks, 8).
-    """
-
-    out_strides: Int64Array
-    source_offsets: Int64Array
-    source_nbytes: Int64Array
-    src_strides: Int64Array
-    src_offsets: Int64Array
-    src_steps: Int64Array
-    dst_offsets: Int64Array
-    extents: Int64Array
-    fill_value: npt.NDArray[np.uint8]
-    nchunks: int
-    ndim: int
-    itemsize: int
-    swap_width: int
-
-
-@dataclass(frozen=True)
-class ChecksumCheck:
-    task: int
-    checksum: Checksum
-    offset: int
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class FileSpan:
-    """Encoded bytes that stay in a local file, for the device to read straight into its buffer
-    (kvikio): ``nbytes`` bytes at ``offset`` of ``path``."""
-
-    path: str
-    offset: int
-    nbytes: int
-    #: (inode, modification time in ns) when the span was located: tells a replaced file apart
-    version: tuple[int, int] = (0, 0)
-
-
-@dataclass(frozen=True)
-class FileRead:
-    """One device read: ``span`` into ``target`` ("staging" or "work") at byte ``offset``."""
-
-    task: int
-    span: FileSpan
-    target: Literal["staging", "work"]
-    offset: int
-
-
-#: routes whose stored bytes are their own nvCOMP stream (or the decoded chunk), so the device
-#: can read them from the file without the host looking at them
-DIRECT_ROUTES = ("raw", "zstd")
-
-
-def reads_directly(route: DecodeRoute) -> bool:
-    """Whether chunks of ``route`` may go from a file straight to the device."""
-    return route.name in DIRECT_ROUTES and not route.crc32c
-
-
-@dataclass(frozen=True)
-class HostDecoded:
-    """A chunk decoded on the CPU (``reason`` says why), bound for ``offset`` of the work buffer
-    through the staging buffer and the batch's "copy" streams."""
-
-    task: int
-    offset: int
-    data: npt.NDArray[np.uint8]
-    reason: str
-
-
-@dataclass
-class BoundBatch:
-    """One batch with its bytes: a host staging buffer and the launches that decode it."""
-
-    staging: npt.NDArray[np.uint8]
-    work_nbytes: int
-    groups: dict[str, StreamGroup]
-    unshuffles: list[UnshuffleLaunch]
-    checksums: list[ChecksumCheck]
-    host_decoded: list[HostDecoded]
-    assemble: AssembleLaunch
-    #: device reads from files; their staging spans follow the host-filled prefix of the
-    #: staging buffer (``staging``), so the two never overlap
-    file_reads: list[FileRead] = field(default_factory=list)
-    staging_nbytes: int = 0
-    #: task -> (its encoded bytes or file span, its decoded chunk's work offset): what a CPU
-    #: decode needs when the device fails a stream
-    encoded: dict[int, tuple[npt.NDArray[np.uint8] | FileSpan, int]] = field(default_factory=dict)
+from . import launch_checks
+from .gpu_plan import ChunkTask, GpuReadPlan, align
+from .launch_checks import MAX_NDIM
+from .launches import (
+    AssembleLaunch,
+    BoundBatch,
+    ChecksumCheck,
+    FileRead,
+    FileSpan,
+    HostDecoded,
+    StreamGroup,
+    UnshuffleLaunch,
+    check_assemble_launch,
+)
+from .routes import reads_directly
+from .streams import Algorithm, SplitChunk, UnsupportedStreamError, split_chunk
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:
@@ -199,43 +93,84 @@ def bind_batch(
     task_ids = plan.batches[batch]
     if len(encoded) != len(task_ids):
         raise ValueError(f"batch {batch}: {len(task_ids)} tasks, {len(encoded)} encoded chunks")
-    staging_parts: list[tuple[int, npt.NDArray[np.uint8]]] = []
-    staging_nbytes = 0
-    work_nbytes = 0
-    groups: dict[str, StreamGroup] = {}
-    unshuffles: dict[tuple[str, int], UnshuffleLaunch] = {}
-    checksums: list[ChecksumCheck] = []
-    source_of: dict[int, tuple[int, int]] = {}  # task -> (work offset, nbytes)
-    encoded_of: dict[int, npt.NDArray[np.uint8] | FileSpan] = {}
-
+    builder = _BatchBuilder(layout, plan)
     direct: list[tuple[int, FileSpan]] = []
-    on_host: list[tuple[int, int, npt.NDArray[np.uint8], str]] = []
     for t, raw in zip(task_ids, encoded, strict=True):
         task = plan.tasks[t]
         if raw is None:
             if not plan.fill_missing:
                 raise ChunkNotFoundError(task.key)
-            continue
-        if isinstance(raw, FileSpan):
+        elif isinstance(raw, FileSpan):
             if not reads_directly(task.route):
                 raise ValueError(f"{task.key}: route {task.route.name!r} cannot be read straight from a file")
             direct.append((t, raw))
-            continue
+        else:
+            builder.add_host_chunk(t, raw)
+    host_decoded = builder.add_cpu_decoded()
+    staging = builder.fill_staging(host_empty or _zeros)
+    for t, span in direct:
+        builder.add_file_span(t, span)
+    return builder.validate(task_ids, staging, host_decoded)
+
+
+class _BatchBuilder:
+    """The layout of one batch, built phase by phase: host chunks (:meth:`add_host_chunk`), then
+    the chunks decoded on the CPU (:meth:`add_cpu_decoded`), then the staging buffer
+    (:meth:`fill_staging`), then the spans the device reads from files (:meth:`add_file_span`),
+    then the assemble launch and the checks of every launch (:meth:`validate`)."""
+
+    def __init__(self, layout: ArrayLayout, plan: GpuReadPlan) -> None:
+        self.layout = layout
+        self.plan = plan
+        #: (offset, bytes) to copy into the host-filled prefix of the staging buffer
+        self.staging_parts: list[tuple[int, npt.NDArray[np.uint8]]] = []
+        self.staging_nbytes = 0
+        self.work_nbytes = 0
+        self.groups: dict[str, StreamGroup] = {}
+        self.unshuffles: dict[tuple[str, int], UnshuffleLaunch] = {}
+        self.checksums: list[ChecksumCheck] = []
+        self.file_reads: list[FileRead] = []
+        #: task -> (work offset, nbytes) of its decoded chunk
+        self.source_of: dict[int, tuple[int, int]] = {}
+        self.encoded_of: dict[int, npt.NDArray[np.uint8] | FileSpan] = {}
+        #: (task, work offset, encoded bytes, reason) of the chunks to decode on the CPU
+        self.on_host: list[tuple[int, int, npt.NDArray[np.uint8], str]] = []
+
+    def _decoded_slot(self, t: int) -> int:
+        """Reserve task ``t``'s decoded chunk in the work buffer; its offset."""
+        nbytes = self.plan.tasks[t].decoded_nbytes
+        offset = self.work_nbytes
+        self.work_nbytes = align(offset + nbytes)
+        self.source_of[t] = (offset, nbytes)
+        return offset
+
+    def _stage(self, part: npt.NDArray[np.uint8]) -> int:
+        """Place ``part`` in the host-filled prefix of the staging buffer; its offset."""
+        start = align(self.staging_nbytes)
+        self.staging_parts.append((start, part))
+        self.staging_nbytes = start + part.size
+        return start
+
+    def _add_stream(
+        self, algorithm: Algorithm, t: int, src_offset: int, src_nbytes: int, dst_offset: int, dst_nbytes: int
+    ) -> None:
+        group = self.groups.setdefault(algorithm, StreamGroup(algorithm))
+        group.src_offsets.append(src_offset)
+        group.src_nbytes.append(src_nbytes)
+        group.dst_offsets.append(dst_offset)
+        group.dst_nbytes.append(dst_nbytes)
+        group.owners.append(t)
+
+    def add_host_chunk(self, t: int, raw: Buffer) -> None:
+        """A chunk read on the host: check and strip its crc32c, split it into streams, stage
+        them and reserve its decoded chunk (and Blosc's shuffled scratch) in the work buffer; or
+        queue it for the CPU when the GPU cannot decode it."""
+        task = self.plan.tasks[t]
         data = original = as_uint8(raw)
-        encoded_of[t] = original
+        self.encoded_of[t] = original
         if task.route.crc32c:
-            if data.size < 4:
-                raise CorruptChunkError(task.key, f"{task.where}crc32c: {data.size} bytes cannot hold a checksum")
-            stored = int.from_bytes(data[-4:].tobytes(), "little")
-            actual = crc32c(data[:-4])
-            if stored != actual:
-                raise CorruptChunkError(
-                    task.key, f"{task.where}crc32c checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
-                )
-            data = data[:-4]
-        offset = work_nbytes
-        work_nbytes = align(offset + task.decoded_nbytes)
-        source_of[t] = (offset, task.decoded_nbytes)
+            data = _strip_crc32c(task, data)
+        offset = self._decoded_slot(t)
         split: SplitChunk | None = None
         reason = task.route.reason
         if task.route.name != "cpu":
@@ -246,109 +181,125 @@ def bind_batch(
             except ValueError as exc:
                 raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
         if split is None:
-            on_host.append((t, offset, original, reason or "cpu route"))
-            continue
-        target = offset
-        if split.shuffle != "none":
-            target = work_nbytes
-            work_nbytes = align(target + split.decoded_nbytes)
-            kernel: Literal["byte_unshuffle", "bit_unshuffle"] = (
-                "byte_unshuffle" if split.shuffle == "byte" else "bit_unshuffle"
-            )
-            rule = split.partial_rule if kernel == "bit_unshuffle" else 0
-            launch = unshuffles.setdefault((kernel, rule), UnshuffleLaunch(kernel, rule))
-            for block in split.blocks:
-                launch.src_offsets.append(target + block.offset)
-                launch.dst_offsets.append(offset + block.offset)
-                launch.nbytes.append(block.nbytes)
-                launch.typesizes.append(split.typesize)
+            self.on_host.append((t, offset, original, reason or "cpu route"))
+            return
+        target = self._add_unshuffle(split, offset)
         for stream in split.streams:
-            start = align(staging_nbytes)
-            staging_parts.append((start, data[stream.offset : stream.offset + stream.nbytes]))
-            staging_nbytes = start + stream.nbytes
-            group = groups.setdefault(stream.algorithm, StreamGroup(stream.algorithm))
-            group.src_offsets.append(start)
-            group.src_nbytes.append(stream.nbytes)
-            group.dst_offsets.append(target + stream.decoded_offset)
-            group.dst_nbytes.append(stream.decoded_nbytes)
-            group.owners.append(t)
+            start = self._stage(data[stream.offset : stream.offset + stream.nbytes])
+            self._add_stream(
+                stream.algorithm, t, start, stream.nbytes, target + stream.decoded_offset, stream.decoded_nbytes
+            )
         if split.checksum is not None:
-            checksums.append(ChecksumCheck(t, split.checksum, offset, split.decoded_nbytes))
+            self.checksums.append(ChecksumCheck(t, split.checksum, offset, split.decoded_nbytes))
 
-    # Chunks the GPU cannot decode are decoded here, in parallel, and travel in the staging
-    # buffer with everything else: one host-to-device copy per batch.
-    host_decoded = run_tasks(lambda item: decode_on_host(layout, plan, *item), on_host)
-    for decoded in host_decoded:
-        start = align(staging_nbytes)
-        staging_parts.append((start, decoded.data))
-        staging_nbytes = start + decoded.data.size
-        group = groups.setdefault("copy", StreamGroup("copy"))
-        group.src_offsets.append(start)
-        group.src_nbytes.append(decoded.data.size)
-        group.dst_offsets.append(decoded.offset)
-        group.dst_nbytes.append(decoded.data.size)
-        group.owners.append(decoded.task)
-    # The bytes between streams are never read; the device's allocator (pinned memory on a GPU)
-    # may leave them uninitialised.
-    staging = (host_empty or _zeros)(align(staging_nbytes))
-    for start, part in staging_parts:
-        staging[start : start + part.size] = part
-    # Chunks the device reads from files go after the host-filled prefix of the staging buffer
-    # (zstd streams) or straight to their place in the work buffer (uncompressed chunks).
-    file_reads: list[FileRead] = []
-    staging_nbytes = staging.size
-    for t, span in direct:
-        task = plan.tasks[t]
-        encoded_of[t] = span
-        offset = work_nbytes
-        work_nbytes = align(offset + task.decoded_nbytes)
-        source_of[t] = (offset, task.decoded_nbytes)
+    def _add_unshuffle(self, split: SplitChunk, offset: int) -> int:
+        """Where the streams of ``split`` decode to: the chunk at ``offset``, or for shuffled
+        Blosc frames a scratch span that the un-shuffle launches turn into the chunk."""
+        if split.shuffle == "none":
+            return offset
+        target = self.work_nbytes
+        self.work_nbytes = align(target + split.decoded_nbytes)
+        kernel: Literal["byte_unshuffle", "bit_unshuffle"] = (
+            "byte_unshuffle" if split.shuffle == "byte" else "bit_unshuffle"
+        )
+        rule = split.partial_rule if kernel == "bit_unshuffle" else 0
+        launch = self.unshuffles.setdefault((kernel, rule), UnshuffleLaunch(kernel, rule))
+        for block in split.blocks:
+            launch.src_offsets.append(target + block.offset)
+            launch.dst_offsets.append(offset + block.offset)
+            launch.nbytes.append(block.nbytes)
+            launch.typesizes.append(split.typesize)
+        return target
+
+    def add_cpu_decoded(self) -> list[HostDecoded]:
+        """Decode the chunks the GPU cannot decode, here and in parallel, and stage them as
+        "copy" streams: they travel in the staging buffer with everything else (one
+        host-to-device copy per batch)."""
+        host_decoded = run_tasks(lambda item: decode_on_host(self.layout, self.plan, *item), self.on_host)
+        for decoded in host_decoded:
+            start = self._stage(decoded.data)
+            size = decoded.data.size
+            self._add_stream("copy", decoded.task, start, size, decoded.offset, size)
+        return host_decoded
+
+    def fill_staging(self, host_empty: Callable[[int], npt.NDArray[np.uint8]]) -> npt.NDArray[np.uint8]:
+        """The host staging buffer, with every staged part in place."""
+        # The bytes between streams are never read; the device's allocator (pinned memory on a
+        # GPU) may leave them uninitialised.
+        staging = host_empty(align(self.staging_nbytes))
+        for start, part in self.staging_parts:
+            staging[start : start + part.size] = part
+        self.staging_nbytes = staging.size
+        return staging
+
+    def add_file_span(self, t: int, span: FileSpan) -> None:
+        """A chunk the device reads from a file: zstd frames go after the host-filled prefix of
+        the staging buffer, uncompressed chunks straight to their place in the work buffer."""
+        task = self.plan.tasks[t]
+        self.encoded_of[t] = span
+        offset = self._decoded_slot(t)
         if task.route.name == "raw":
             if span.nbytes != task.decoded_nbytes:
                 raise CorruptChunkError(
                     task.key,
                     f"{task.where}uncompressed chunk has {span.nbytes} bytes, expected {task.decoded_nbytes}",
                 )
-            file_reads.append(FileRead(t, span, "work", offset))
-            continue
+            self.file_reads.append(FileRead(t, span, "work", offset))
+            return
         if span.nbytes < 6:
             raise CorruptChunkError(task.key, f"{task.where}zstd: {span.nbytes}-byte chunk cannot hold a frame")
-        start = staging_nbytes
-        staging_nbytes = align(start + span.nbytes)
-        file_reads.append(FileRead(t, span, "staging", start))
-        group = groups.setdefault("zstd", StreamGroup("zstd"))
-        group.src_offsets.append(start)
-        group.src_nbytes.append(span.nbytes)
-        group.dst_offsets.append(offset)
-        group.dst_nbytes.append(task.decoded_nbytes)
-        group.owners.append(t)
-    assemble = _assemble_launch(plan, task_ids, source_of, work_nbytes)
-    for launch in unshuffles.values():
-        kernels.check_blocks(
-            launch.kernel,
-            [work_nbytes - o for o in launch.src_offsets],
-            [work_nbytes - o for o in launch.dst_offsets],
-            launch.nbytes,
-            launch.typesizes,
+        start = self.staging_nbytes
+        self.staging_nbytes = align(start + span.nbytes)
+        self.file_reads.append(FileRead(t, span, "staging", start))
+        self._add_stream("zstd", t, start, span.nbytes, offset, task.decoded_nbytes)
+
+    def validate(
+        self, task_ids: Sequence[int], staging: npt.NDArray[np.uint8], host_decoded: list[HostDecoded]
+    ) -> BoundBatch:
+        """The assemble launch, every launch checked against the buffers, as a bound batch."""
+        assemble = _assemble_launch(self.plan, task_ids, self.source_of, self.work_nbytes)
+        work_nbytes, staging_nbytes = self.work_nbytes, self.staging_nbytes
+        for launch in self.unshuffles.values():
+            launch_checks.check_blocks(
+                launch.kernel,
+                [work_nbytes - o for o in launch.src_offsets],
+                [work_nbytes - o for o in launch.dst_offsets],
+                launch.nbytes,
+                launch.typesizes,
+            )
+        for group in self.groups.values():
+            _check_spans(group, staging_nbytes, work_nbytes)
+        for read in self.file_reads:
+            limit = staging_nbytes if read.target == "staging" else work_nbytes
+            if read.offset < 0 or read.offset + read.span.nbytes > limit:
+                raise ValueError(
+                    f"file read of {read.span.nbytes} bytes at {read.offset} leaves the {read.target} buffer"
+                )
+        return BoundBatch(
+            staging,
+            work_nbytes,
+            self.groups,
+            list(self.unshuffles.values()),
+            self.checksums,
+            host_decoded,
+            assemble,
+            self.file_reads,
+            staging_nbytes,
+            {t: (blob, self.source_of[t][0]) for t, blob in self.encoded_of.items()},
         )
-    for group in groups.values():
-        _check_spans(group, staging_nbytes, work_nbytes)
-    for read in file_reads:
-        limit = staging_nbytes if read.target == "staging" else work_nbytes
-        if read.offset < 0 or read.offset + read.span.nbytes > limit:
-            raise ValueError(f"file read of {read.span.nbytes} bytes at {read.offset} leaves the {read.target} buffer")
-    return BoundBatch(
-        staging,
-        work_nbytes,
-        groups,
-        list(unshuffles.values()),
-        checksums,
-        host_decoded,
-        assemble,
-        file_reads,
-        staging_nbytes,
-        {t: (blob, source_of[t][0]) for t, blob in encoded_of.items()},
-    )
+
+
+def _strip_crc32c(task: ChunkTask, data: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """``data`` without its trailing crc32c, once the checksum matches."""
+    if data.size < 4:
+        raise CorruptChunkError(task.key, f"{task.where}crc32c: {data.size} bytes cannot hold a checksum")
+    stored = int.from_bytes(data[-4:].tobytes(), "little")
+    actual = crc32c(data[:-4])
+    if stored != actual:
+        raise CorruptChunkError(
+            task.key, f"{task.where}crc32c checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
+        )
+    return data[:-4]
 
 
 def _zeros(nbytes: int) -> npt.NDArray[np.uint8]:
@@ -399,28 +350,3 @@ def _assemble_launch(
     )
     check_assemble_launch(launch, plan.out_nbytes, work_nbytes)
     return launch
-
-
-def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: int) -> None:
-    """Validate an assemble launch with :func:`kernels.check_assemble` and the work buffer's size."""
-    offsets, nbytes = launch.source_offsets, launch.source_nbytes
-    present = offsets >= 0
-    bad = present & ((offsets % min(launch.itemsize, ALIGNMENT) != 0) | (offsets + nbytes > work_nbytes))
-    if bad.any():
-        c = int(np.argmax(bad))
-        where = f"source {c} ({int(nbytes[c])} bytes at {int(offsets[c])})"
-        raise ValueError(f"assemble: {where} is misaligned or leaves the work buffer")
-    nd = launch.ndim
-    kernels.check_assemble(
-        out_nbytes,
-        launch.out_strides[:nd].tolist(),
-        [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())],
-        launch.src_strides[:, :nd],
-        launch.src_offsets[:, :nd],
-        launch.src_steps[:, :nd],
-        launch.dst_offsets[:, :nd],
-        launch.extents[:, :nd],
-        launch.itemsize,
-        launch.swap_width,
-    )
-

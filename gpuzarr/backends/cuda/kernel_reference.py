@@ -96,15 +96,6 @@ def assemble_chunks(
         dst[...] = _swap_groups(src, swap_width)
 
 
-def byteswap(src: UInt8Array, dst: UInt8Array, nitems: int, itemsize: int, swap_width: int) -> None:
-    """Model of ``byteswap`` (kernels/byteswap.cu); ``dst`` may be ``src`` (in place)."""
-    if itemsize not in (2, 4, 8, 16):
-        raise ValueError(f"itemsize must be 2, 4, 8 or 16, got {itemsize}")
-    nbytes = nitems * itemsize
-    items = np.array(src[:nbytes]).reshape(nitems, itemsize)
-    dst[:nbytes] = _swap_groups(items, swap_width).reshape(-1)
-
-
 def byte_unshuffle(
     src: Sequence[UInt8Array],
     dst: Sequence[UInt8Array],

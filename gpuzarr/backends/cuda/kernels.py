@@ -6,7 +6,7 @@ kernel's source file with NVRTC through ``cupy.RawModule``; CuPy caches the comp
 device and on disk.
 
 Every ``launch_*`` function checks sizes, offsets and alignment on the host first, with the pure
-NumPy ``check_*`` functions below, so that corrupt input becomes a ``ValueError`` and never an
+NumPy ``check_*`` functions of :mod:`.launch_checks`, so that corrupt input becomes a ``ValueError`` and never an
 out-of-bounds device access. The launches are asynchronous on CuPy's current stream.
 ``kernel_reference`` holds a NumPy model of each kernel with the same arguments.
 """
@@ -20,9 +20,9 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-MAX_NDIM = 8
+from .launch_checks import check_assemble, check_blocks, check_crc32c
+
 BLOCK_THREADS = 256
 MAX_GRID_Y = 65535
 MAX_GRID_X = 65535
@@ -30,7 +30,6 @@ MAX_GRID_X = 65535
 #: kernel family -> (source file in kernels/, extern "C" kernel names)
 KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "assemble": ("assemble.cu", ("assemble_chunks",)),
-    "byteswap": ("byteswap.cu", ("byteswap",)),
     "shuffle": ("shuffle.cu", ("byte_unshuffle", "bit_unshuffle")),
     "crc32c": ("crc32c.cu", ("crc32c_batch", "crc32_batch")),
     "adler32": ("adler32.cu", ("adler32_batch",)),
@@ -39,8 +38,6 @@ KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 NVRTC_OPTIONS = ("--std=c++17",)
 
 GPU_EXTRA_HINT = 'install the gpu extra: pip install "gpuzarr[gpu]"'
-
-Int64Table = npt.NDArray[np.int64]
 
 
 def import_cupy() -> ModuleType:
@@ -88,130 +85,6 @@ def get_kernel(name: str) -> Any:
     raise KeyError(f"unknown kernel {name!r}")
 
 
-# --- host-side checks (pure NumPy) -------------------------------------------------------------
-
-
-def _table(name: str, values: Any, rows: int, ndim: int, pad: int) -> Int64Table:
-    """An int64 (rows, 8) table from a (rows, ndim) array-like, padded with ``pad``."""
-    array = np.asarray(values, dtype=np.int64)
-    if array.shape != (rows, ndim):
-        raise ValueError(f"{name}: expected shape {(rows, ndim)}, got {array.shape}")
-    table = np.full((rows, MAX_NDIM), pad, dtype=np.int64)
-    table[:, :ndim] = array
-    return table
-
-
-def _span(base: npt.NDArray[np.int64], extents: Int64Table, strides: Int64Table) -> tuple[Any, Any]:
-    """Lowest and highest element index touched by each row's strided region."""
-    reach = (extents - 1) * strides
-    low = base + np.where(reach < 0, reach, 0).sum(axis=1)
-    high = base + np.where(reach > 0, reach, 0).sum(axis=1)
-    return low, high
-
-
-def check_assemble(
-    out_nbytes: int,
-    out_strides: Sequence[int],
-    source_nbytes: Sequence[int | None],
-    src_strides: Any,
-    src_offsets: Any,
-    src_steps: Any,
-    dst_offsets: Any,
-    extents: Any,
-    itemsize: int,
-    swap_width: int,
-) -> tuple[Int64Table, ...]:
-    """Validate the geometry of an ``assemble_chunks`` launch; return the padded (n, 8) tables.
-
-    Raises ValueError when any element read or written would fall outside its buffer, when a
-    step or extent is negative, or when itemsize/swap_width are not supported. Returns
-    ``(out_strides[8], src_strides, src_offsets, src_steps, dst_offsets, extents)``.
-    """
-    if itemsize not in (1, 2, 4, 8, 16):
-        raise ValueError(f"assemble: itemsize must be 1, 2, 4, 8 or 16, got {itemsize}")
-    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
-        raise ValueError(f"assemble: swap_width {swap_width} does not divide itemsize {itemsize}")
-    ndim = len(out_strides)
-    if ndim > MAX_NDIM:
-        raise ValueError(f"assemble: at most {MAX_NDIM} dimensions, got {ndim}")
-    n = len(source_nbytes)
-    out_table = _table("out_strides", [list(out_strides)], 1, ndim, 0)
-    strides = _table("src_strides", src_strides, n, ndim, 0)
-    offsets = _table("src_offsets", src_offsets, n, ndim, 0)
-    steps = _table("src_steps", src_steps, n, ndim, 1)
-    dst = _table("dst_offsets", dst_offsets, n, ndim, 0)
-    ext = _table("extents", extents, n, ndim, 1)
-    for name, table in (("src_offsets", offsets), ("dst_offsets", dst), ("extents", ext)):
-        if (table < 0).any():
-            raise ValueError(f"assemble: {name} must not be negative, got {table[:, :ndim].tolist()}")
-    if (steps < 1).any():
-        raise ValueError(f"assemble: src_steps must be >= 1, got {steps[:, :ndim].tolist()}")
-    live = ext.prod(axis=1) > 0
-    out_low, out_high = _span((dst * out_table).sum(axis=1), ext, np.broadcast_to(out_table, ext.shape))
-    bad = live & ((out_low < 0) | ((out_high + 1) * itemsize > out_nbytes))
-    if bad.any():
-        c = int(np.argmax(bad))
-        raise ValueError(
-            f"assemble: chunk {c} writes output elements {int(out_low[c])}..{int(out_high[c])}, "
-            f"outside the output of {out_nbytes // itemsize} elements"
-        )
-    src_low, src_high = _span((offsets * strides).sum(axis=1), ext, strides * steps)
-    for c, nbytes in enumerate(source_nbytes):
-        if nbytes is None or not live[c]:
-            continue
-        if src_low[c] < 0 or (src_high[c] + 1) * itemsize > nbytes:
-            raise ValueError(
-                f"assemble: chunk {c} reads elements {int(src_low[c])}..{int(src_high[c])}, "
-                f"outside its decoded buffer of {nbytes // itemsize} elements"
-            )
-    return out_table[0], strides, offsets, steps, dst, ext
-
-
-def check_blocks(
-    kernel: str, src_nbytes: Sequence[int], dst_nbytes: Sequence[int], nbytes: Any, typesizes: Any
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-    """Validate the per-block arguments of ``byte_unshuffle``/``bit_unshuffle``."""
-    sizes = np.asarray(nbytes, dtype=np.int64).reshape(-1)
-    types = np.asarray(typesizes, dtype=np.int32).reshape(-1)
-    if not (len(src_nbytes) == len(dst_nbytes) == sizes.size == types.size):
-        raise ValueError(
-            f"{kernel}: got {len(src_nbytes)} sources, {len(dst_nbytes)} destinations, "
-            f"{sizes.size} sizes and {types.size} typesizes"
-        )
-    if ((types < 1) | (types > 255)).any():
-        raise ValueError(f"{kernel}: typesizes must be in 1..255, got {types.tolist()}")
-    for b, (size, s, d) in enumerate(zip(sizes.tolist(), src_nbytes, dst_nbytes)):
-        if size < 0 or size > s or size > d:
-            raise ValueError(
-                f"{kernel}: block {b} has {size} bytes; its source holds {s} and its destination {d}"
-            )
-    return sizes, types
-
-
-def check_byteswap(src_nbytes: int, dst_nbytes: int, nitems: int, itemsize: int, swap_width: int) -> None:
-    """Validate a ``byteswap`` launch."""
-    if itemsize not in (2, 4, 8, 16):
-        raise ValueError(f"byteswap: itemsize must be 2, 4, 8 or 16, got {itemsize}")
-    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
-        raise ValueError(f"byteswap: swap_width {swap_width} does not divide itemsize {itemsize}")
-    if nitems < 0 or nitems * itemsize > min(src_nbytes, dst_nbytes):
-        raise ValueError(
-            f"byteswap: {nitems} items of {itemsize} bytes do not fit source ({src_nbytes} bytes) "
-            f"and destination ({dst_nbytes} bytes)"
-        )
-
-
-def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
-    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``)."""
-    lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
-    if lengths.size != len(buffer_nbytes):
-        raise ValueError(f"{name}: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
-    for b, (size, held) in enumerate(zip(lengths.tolist(), buffer_nbytes)):
-        if size < 0 or size > held:
-            raise ValueError(f"{name}: buffer {b} is {held} bytes long, size says {size}")
-    return lengths
-
-
 # --- launches (need CuPy and a GPU) ------------------------------------------------------------
 
 
@@ -241,26 +114,30 @@ def launch_assemble(
     extents: Any,
     fill_value: bytes,
     *,
+    out_strides: Sequence[int] | None = None,
     swap_width: int = 0,
     block: int = BLOCK_THREADS,
 ) -> None:
     """Scatter decoded chunks into the CuPy array ``out`` with one ``assemble_chunks`` launch.
 
     ``sources`` are CuPy arrays (decoded chunk bytes, any dtype, C-contiguous) or ``None`` for a
-    missing chunk; the per-chunk tables are (nchunks, out.ndim) integer array-likes in elements of
+    missing chunk; the per-chunk tables are (nchunks, ndim) integer array-likes in elements of
     ``out.dtype``. ``fill_value`` is the fill value's bytes in ``out``'s byte order.
+    ``out_strides`` are ``out``'s element strides along each chunk axis (0 where an integer index
+    drops the axis; ``out`` must then be C-contiguous); by default ``out``'s own strides, one per
+    axis of ``out``.
     """
     cupy = import_cupy()
     itemsize = out.dtype.itemsize
-    out_strides = [s // itemsize for s in out.strides]
-    if any(s * itemsize != t for s, t in zip(out_strides, out.strides)):
-        raise ValueError(f"assemble: output strides {out.strides} are not multiples of {itemsize}")
+    if out_strides is None:
+        out_strides, out_nbytes = _own_strides(out)
+    elif not out.flags.c_contiguous:
+        raise ValueError("assemble: with out_strides given, the output must be C-contiguous")
+    else:
+        out_nbytes = out.nbytes
     if len(fill_value) != itemsize:
         raise ValueError(f"assemble: fill_value has {len(fill_value)} bytes, expected {itemsize}")
-    # The lowest address of `out` is its base pointer only when its strides are not negative.
-    if any(s < 0 for s in out_strides):
-        raise ValueError("assemble: the output must have non-negative strides")
-    out_nbytes = (sum((n - 1) * s for n, s in zip(out.shape, out_strides)) + 1) * itemsize if out.size else 0
+    ndim = len(out_strides)
     tables = check_assemble(
         out_nbytes,
         out_strides,
@@ -278,7 +155,7 @@ def launch_assemble(
     _check_alignment("assemble", [out, *sources], itemsize)
     out_table, strides, offsets, steps, dst, ext = (cupy.asarray(t) for t in tables)
     fill = cupy.asarray(np.frombuffer(fill_value, dtype=np.uint8))
-    largest = int(tables[5][:, : out.ndim].prod(axis=1).max())
+    largest = int(tables[5][:, :ndim].prod(axis=1).max())
     get_kernel("assemble_chunks")(
         _grid(largest, len(sources), block),
         (block,),
@@ -293,26 +170,24 @@ def launch_assemble(
             ext,
             fill,
             np.int32(len(sources)),
-            np.int32(out.ndim),
+            np.int32(ndim),
             np.int32(itemsize),
             np.int32(swap_width),
         ),
     )
 
 
-def launch_byteswap(
-    src: Any, dst: Any, nitems: int, itemsize: int, swap_width: int, *, block: int = BLOCK_THREADS
-) -> None:
-    """Byte-swap ``nitems`` items from CuPy array ``src`` into ``dst`` (may be ``src``)."""
-    check_byteswap(src.nbytes, dst.nbytes, nitems, itemsize, swap_width)
-    if nitems == 0:
-        return
-    _check_alignment("byteswap", [src, dst], itemsize)
-    get_kernel("byteswap")(
-        _grid(nitems, 1, block)[:1],
-        (block,),
-        (src, dst, np.int64(nitems), np.int32(itemsize), np.int32(swap_width)),
-    )
+def _own_strides(out: Any) -> tuple[list[int], int]:
+    """``out``'s element strides and the bytes from its base pointer to its last element's end."""
+    itemsize = out.dtype.itemsize
+    out_strides = [s // itemsize for s in out.strides]
+    if any(s * itemsize != t for s, t in zip(out_strides, out.strides)):
+        raise ValueError(f"assemble: output strides {out.strides} are not multiples of {itemsize}")
+    # The lowest address of `out` is its base pointer only when its strides are not negative.
+    if any(s < 0 for s in out_strides):
+        raise ValueError("assemble: the output must have non-negative strides")
+    out_nbytes = (sum((n - 1) * s for n, s in zip(out.shape, out_strides)) + 1) * itemsize if out.size else 0
+    return out_strides, out_nbytes
 
 
 def launch_unshuffle(
@@ -364,8 +239,3 @@ def launch_checksums(kind: str, buffers: Sequence[Any], sizes: Any, *, block: in
             (_pointers(cupy, buffers), cupy.asarray(lengths), sums, np.int32(lengths.size)),
         )
     return sums
-
-
-def launch_crc32c(buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
-    """CRC-32C of each CuPy buffer's first ``sizes[i]`` bytes; returns a CuPy ``uint32`` array."""
-    return launch_checksums("crc32c", buffers, sizes, block=block)

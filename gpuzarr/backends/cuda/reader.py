@@ -2,13 +2,13 @@
 
 :meth:`CudaReader.read` turns a SelectionPlan into a device array:
 
-1. plan the GPU read (:func:`.plan.build_gpu_read_plan`); selections the assemble kernel cannot
+1. plan the GPU read (:func:`.gpu_plan.build_gpu_read_plan`); selections the assemble kernel cannot
    express (index arrays, points, negative steps) are read as their bounding box and gathered
    on the device (:mod:`.gather`), or, when that box is much larger than the result or the
    data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
    copied to the device once;
-2. run it through :func:`.executor.execute` on a device object (:class:`.cuda_device.CudaDevice`
-   on a GPU; tests pass ``device_factory`` to run on :class:`.emulated.CpuEmulatedDevice`);
+2. run it through :func:`.executor.execute` on a device object (:class:`.cupy_device.CudaDevice`
+   on a GPU; tests pass ``device_factory`` to run on :class:`.numpy_device.CpuEmulatedDevice`);
 3. write into the caller's ``out`` when given (in place when it is C-contiguous).
 
 Under ``strict`` every CPU step (a selection or a codec the GPU cannot do) raises DeviceError
@@ -32,10 +32,11 @@ from ...plan.selection import SelectionPlan, plan_orthogonal
 from ...store.base import Store
 from ..cpu import empty as host_empty
 from ..cpu import read_plan
-from .cuda_device import CudaDevice
-from .executor import Device, execute
+from .cupy_device import CudaDevice
+from .device import Device
+from .executor import execute
 from .gather import gather_plan
-from .plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
+from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
 
 logger = logging.getLogger("gpuzarr")
 
@@ -54,7 +55,7 @@ def log_fallback(reason: str) -> None:
 
 def batch_budget(device: Device) -> int:
     """Device bytes one batch may use: ``gpuzarr.config`` ``gpu_batch_bytes``, or a quarter of
-    the free device memory capped at :data:`.plan.BATCH_BYTES` (two batches are in flight)."""
+    the free device memory capped at :data:`.gpu_plan.BATCH_BYTES` (two batches are in flight)."""
     configured = config.get("gpu_batch_bytes")
     if configured is not None:
         return int(configured)
@@ -66,7 +67,7 @@ class CudaReader:
     """The :class:`~gpuzarr.backends.Reader` of CUDA device ``index``.
 
     ``device_factory`` makes the device object of one read from ``(index, stream)``:
-    :class:`.cuda_device.CudaDevice` by default; tests pass the emulated device.
+    :class:`.cupy_device.CudaDevice` by default; tests pass the emulated device.
     """
 
     def __init__(self, index: int, *, device_factory: Callable[[int, Any], Device] | None = None) -> None:

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ...codecs.base import as_uint8
+from ...codecs.blosc import BLOSC_HEADER_NBYTES, BloscHeader, parse_blosc_header
 from ...codecs.zstd import frame_content_size
 from ...store.base import Buffer
 
@@ -41,11 +44,9 @@ from ...store.base import Buffer
 Algorithm = Literal["zstd", "deflate", "lz4", "copy"]
 Shuffle = Literal["none", "byte", "bit"]
 
-BLOSC_HEADER_NBYTES = 16
 BLOSC_MAX_SPLITS = 16
 BLOSC_MIN_BUFFERSIZE = 128
 _BLOSC_FLAG_SHUFFLE = 0x1
-_BLOSC_FLAG_MEMCPYED = 0x2
 _BLOSC_FLAG_BITSHUFFLE = 0x4
 _BLOSC_FLAG_DONT_SPLIT = 0x10
 #: Blosc compressor codes (bits 5-7 of the flags) -> (name, raw stream kind or None)
@@ -106,7 +107,7 @@ class SplitChunk:
     checksum: Checksum | None = None
 
 
-def _u8(data: Buffer) -> np.ndarray:  # type: ignore[type-arg]
+def _u8(data: Buffer) -> npt.NDArray[np.uint8]:
     return as_uint8(data)
 
 
@@ -242,28 +243,21 @@ def split_lz4(data: Buffer, decoded_nbytes: int) -> SplitChunk:
 def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
     """A Blosc1 frame -> one raw stream per (split) block, plus the blocks to un-shuffle.
 
-    Follows c-blosc1's ``blosc_d``: the header's flags say whether the frame is stored
+    Follows c-blosc1's ``blosc_d``: the header (parsed and checked against the frame's length by
+    ``codecs.blosc.parse_blosc_header``, as the CPU codec does) says whether the frame is stored
     (memcpyed), shuffled or bit-shuffled and which compressor made the streams; a table of
     ``nblocks`` int32 block starts follows the header; each block holds ``nsplits`` streams, each
     a little-endian int32 compressed size and that many bytes.
     """
     raw = _u8(data)
     n = int(raw.size)
-    if n < BLOSC_HEADER_NBYTES:
-        raise ValueError(f"blosc: frame of {n} bytes is shorter than its 16-byte header")
-    version, _, flags, typesize, nbytes, blocksize, cbytes = struct.unpack_from(
-        "<BBBBIII", raw[:BLOSC_HEADER_NBYTES].tobytes()
-    )
-    if not 1 <= version <= 4:
-        raise UnsupportedStreamError(f"blosc: frame format version {version} is not a Blosc1 frame")
-    if cbytes != n:
-        raise ValueError(f"blosc: header says {cbytes} compressed bytes, frame has {n}")
+    header = parse_blosc_header(raw)
+    if not 1 <= header.version <= 4:
+        raise UnsupportedStreamError(f"blosc: frame format version {header.version} is not a Blosc1 frame")
+    nbytes, typesize = header.nbytes, header.typesize
     if nbytes != decoded_nbytes:
         raise ValueError(f"blosc: header says {nbytes} decoded bytes, expected {decoded_nbytes}")
-    if typesize == 0:
-        raise ValueError("blosc: header typesize is 0")
-    partial_rule = 0 if version <= 2 else 1
-    if flags & _BLOSC_FLAG_MEMCPYED:
+    if header.memcpyed:
         if n != BLOSC_HEADER_NBYTES + nbytes:
             raise ValueError(
                 f"blosc: stored (memcpyed) frame has {n - BLOSC_HEADER_NBYTES} data bytes, "
@@ -273,90 +267,106 @@ def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
         return SplitChunk(stored, nbytes, typesize=typesize)
     if nbytes == 0:
         return SplitChunk((), 0, typesize=typesize)
-    if blocksize == 0:
-        raise ValueError("blosc: header blocksize is 0 for a non-empty frame")
-    compcode = flags >> 5
-    name, kind = _BLOSC_COMPRESSORS.get(compcode, (f"code {compcode}", None))
+    compcode = header.flags >> 5
     if compcode not in _BLOSC_COMPRESSORS:
         raise ValueError(f"blosc: unknown compressor code {compcode}")
-    nblocks = -(-nbytes // blocksize)
-    table_end = BLOSC_HEADER_NBYTES + 4 * nblocks
-    if table_end > n:
-        raise ValueError(f"blosc: table of {nblocks} block starts runs past the {n}-byte frame")
-    starts = np.frombuffer(raw[BLOSC_HEADER_NBYTES:table_end].tobytes(), dtype="<i4").astype(np.int64)
-    shuffle: Shuffle = "none"
-    if flags & _BLOSC_FLAG_SHUFFLE and typesize > 1:
-        shuffle = "byte"
-    elif flags & _BLOSC_FLAG_BITSHUFFLE and blocksize >= typesize:
-        shuffle = "bit"
-    dont_split = bool(flags & _BLOSC_FLAG_DONT_SPLIT)
+    starts, table_end = _blosc_block_starts(raw, header)
+    shuffle = _blosc_shuffle(header)
     streams: list[Stream] = []
     blocks: list[BloscBlock] = []
-    for b in range(nblocks):
-        start = int(starts[b])
+    for b, start in enumerate(starts):
         if not table_end <= start < n:
             raise ValueError(f"blosc: block {b} starts at {start}, outside the frame's data ({table_end}..{n})")
-        block_offset = b * blocksize
-        bsize = min(blocksize, nbytes - block_offset)
-        leftover = bsize != blocksize
-        split = (
-            not dont_split
-            and not leftover
-            and typesize <= BLOSC_MAX_SPLITS
-            and bsize // typesize >= BLOSC_MIN_BUFFERSIZE
-        )
-        nsplits = typesize if split else 1
-        if bsize % nsplits:
-            raise ValueError(f"blosc: block {b} of {bsize} bytes does not split into {nsplits} streams")
-        neblock = bsize // nsplits
-        pos = start
-        for s in range(nsplits):
-            if pos + 4 > n:
-                raise ValueError(f"blosc: block {b} stream {s}: size field runs past the {n}-byte frame")
-            (size,) = struct.unpack_from("<i", raw[pos : pos + 4].tobytes())
-            pos += 4
-            if size <= 0 or pos + size > n:
-                raise ValueError(
-                    f"blosc: block {b} stream {s}: {size} compressed bytes at offset {pos} "
-                    f"do not fit the {n}-byte frame"
-                )
-            decoded_offset = block_offset + s * neblock
-            if size == neblock:
-                streams.append(Stream("copy", pos, size, decoded_offset, neblock))
-            elif kind is None:
-                raise UnsupportedStreamError(f"blosc: {name} streams have no GPU decoder")
-            elif kind == "zlib":
-                try:
-                    offset, deflate_nbytes, _ = zlib_payload(raw[pos : pos + size])
-                except ValueError as exc:
-                    raise ValueError(f"blosc: block {b} stream {s}: {exc}") from exc
-                streams.append(Stream("deflate", pos + offset, deflate_nbytes, decoded_offset, neblock))
-            else:
-                streams.append(Stream(kind, pos, size, decoded_offset, neblock))
-            pos += size
-        blocks.append(BloscBlock(block_offset, bsize))
+        block = BloscBlock(b * header.blocksize, min(header.blocksize, nbytes - b * header.blocksize))
+        streams.extend(_blosc_block_streams(raw, header, b, start, block))
+        blocks.append(block)
     return SplitChunk(
         tuple(streams),
         nbytes,
         shuffle=shuffle,
         typesize=typesize,
         blocks=tuple(blocks) if shuffle != "none" else (),
-        partial_rule=partial_rule,
+        partial_rule=0 if header.version <= 2 else 1,
     )
 
 
-#: route name -> splitter
-SPLITTERS = {
+def _blosc_block_starts(raw: npt.NDArray[np.uint8], header: BloscHeader) -> tuple[list[int], int]:
+    """The frame's table of block starts, and the offset where the table ends."""
+    nblocks = -(-header.nbytes // header.blocksize)
+    table_end = BLOSC_HEADER_NBYTES + 4 * nblocks
+    if table_end > raw.size:
+        raise ValueError(f"blosc: table of {nblocks} block starts runs past the {raw.size}-byte frame")
+    starts = np.frombuffer(raw[BLOSC_HEADER_NBYTES:table_end].tobytes(), dtype="<i4").astype(np.int64)
+    return [int(s) for s in starts], table_end
+
+
+def _blosc_shuffle(header: BloscHeader) -> Shuffle:
+    """The un-shuffle a frame's blocks need, as c-blosc1 decides it."""
+    if header.flags & _BLOSC_FLAG_SHUFFLE and header.typesize > 1:
+        return "byte"
+    if header.flags & _BLOSC_FLAG_BITSHUFFLE and header.blocksize >= header.typesize:
+        return "bit"
+    return "none"
+
+
+def _blosc_block_streams(
+    raw: npt.NDArray[np.uint8], header: BloscHeader, b: int, start: int, block: BloscBlock
+) -> list[Stream]:
+    """The streams of block ``b``, which starts at ``start`` of the frame."""
+    n = int(raw.size)
+    typesize = header.typesize
+    name, kind = _BLOSC_COMPRESSORS[header.flags >> 5]
+    split = (
+        not header.flags & _BLOSC_FLAG_DONT_SPLIT
+        and block.nbytes == header.blocksize  # c-blosc1 never splits the leftover block
+        and typesize <= BLOSC_MAX_SPLITS
+        and block.nbytes // typesize >= BLOSC_MIN_BUFFERSIZE
+    )
+    nsplits = typesize if split else 1
+    if block.nbytes % nsplits:
+        raise ValueError(f"blosc: block {b} of {block.nbytes} bytes does not split into {nsplits} streams")
+    neblock = block.nbytes // nsplits
+    streams: list[Stream] = []
+    pos = start
+    for s in range(nsplits):
+        if pos + 4 > n:
+            raise ValueError(f"blosc: block {b} stream {s}: size field runs past the {n}-byte frame")
+        (size,) = struct.unpack_from("<i", raw[pos : pos + 4].tobytes())
+        pos += 4
+        if size <= 0 or pos + size > n:
+            raise ValueError(
+                f"blosc: block {b} stream {s}: {size} compressed bytes at offset {pos} "
+                f"do not fit the {n}-byte frame"
+            )
+        decoded_offset = block.offset + s * neblock
+        if size == neblock:
+            streams.append(Stream("copy", pos, size, decoded_offset, neblock))
+        elif kind is None:
+            raise UnsupportedStreamError(f"blosc: {name} streams have no GPU decoder")
+        elif kind == "zlib":
+            try:
+                offset, deflate_nbytes, _ = zlib_payload(raw[pos : pos + size])
+            except ValueError as exc:
+                raise ValueError(f"blosc: block {b} stream {s}: {exc}") from exc
+            streams.append(Stream("deflate", pos + offset, deflate_nbytes, decoded_offset, neblock))
+        else:
+            streams.append(Stream(kind, pos, size, decoded_offset, neblock))
+        pos += size
+    return streams
+
+
+#: Zarr codec name -> its stream splitter; the keys are the keys of ``routes.ROUTES``
+SPLITTERS: dict[str, Callable[[Buffer, int], SplitChunk]] = {
     "zstd": split_zstd,
     "gzip": split_gzip,
-    "zlib": split_zlib,
-    "lz4": split_lz4,
+    "numcodecs.zlib": split_zlib,
+    "numcodecs.lz4": split_lz4,
     "blosc": split_blosc,
 }
 
 
 def split_chunk(route: str, data: Buffer, decoded_nbytes: int) -> SplitChunk:
-    """Split an encoded chunk of a GPU route ("raw", "zstd", "gzip", "zlib", "lz4", "blosc")."""
+    """Split an encoded chunk of a GPU route: "raw" (stored bytes) or a key of :data:`SPLITTERS`."""
     if route == "raw":
         n = int(_u8(data).size)
         if n != decoded_nbytes:

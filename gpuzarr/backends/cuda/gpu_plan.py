@@ -5,7 +5,7 @@ Two pure steps, both testable without a GPU:
 1. :func:`build_gpu_read_plan` (layout + SelectionPlan, no I/O): one :class:`ChunkTask` per stored
    chunk or inner chunk the selection touches (inner chunks of many shards mixed), each with its
    store key (the shard's key for an inner chunk, plus its position in the shard), its
-   :class:`DecodeRoute` (which nvCOMP route decodes it, or a CPU fallback with the reason), and
+   :class:`.routes.DecodeRoute` (which nvCOMP route decodes it, or a CPU fallback with the reason), and
    its rows of the assemble launch (source offsets and steps, destination offsets, extents,
    transpose expressed as source strides). Tasks are cut into batches that fit a device-memory
    budget.
@@ -21,33 +21,23 @@ zstd and LZ4 decompressors (``nvcomp<Alg>DecompressRequiredAlignments``) and ask
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ...codecs.blosc import BloscCodec
-from ...codecs.bytes import BytesCodec, has_byte_order
-from ...codecs.crc32c import Crc32cCodec
-from ...codecs.gzip import GzipCodec
-from ...codecs.numcodecs_codec import NumcodecsCodec
-from ...codecs.pipeline import CodecPipeline
-from ...codecs.transpose import TransposeCodec
-from ...codecs.zstd import ZstdCodec
 from ...layout import ArrayLayout
 from ...parallel import batches_by_bytes
 from ...plan.selection import SelectionPlan
-from . import kernels
+from .launch_checks import MAX_NDIM
+from .routes import DecodeRoute, c_strides, decode_route, swap_width
 
 ALIGNMENT = 8
-MAX_NDIM = kernels.MAX_NDIM
 #: Default device-memory budget of one batch (encoded + decoded bytes).
 BATCH_BYTES = 256 * 1024 * 1024
 ITEMSIZES = (1, 2, 4, 8, 16)
 
-RouteName = Literal["raw", "zstd", "gzip", "zlib", "lz4", "blosc", "cpu"]
 Int64Array = npt.NDArray[np.int64]
 
 
@@ -62,88 +52,6 @@ class GpuArrayError(GpuPlanError):
 def align(n: int, alignment: int = ALIGNMENT) -> int:
     """``n`` rounded up to a multiple of ``alignment``."""
     return -(-n // alignment) * alignment
-
-
-# --- routes -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DecodeRoute:
-    """How the chunks of one pipeline are decoded.
-
-    ``name`` is the stream splitter (``streams.split_chunk``) or "cpu" (decode with the CPU
-    pipeline and copy, ``reason`` says why); ``crc32c`` means a trailing crc32c is verified and
-    stripped on the host first; ``source_strides`` are the element strides of a decoded chunk
-    along each (decoded) chunk axis, which is where the transpose codecs go.
-    """
-
-    name: RouteName
-    crc32c: bool = False
-    reason: str | None = None
-    source_strides: tuple[int, ...] = ()
-    #: Blosc routes: whether the chunks need an un-shuffle scratch buffer.
-    shuffled: bool = False
-
-
-def _c_strides(shape: Sequence[int]) -> list[int]:
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * int(shape[d + 1])
-    return strides
-
-
-def _cpu(reason: str, shape: tuple[int, ...]) -> DecodeRoute:
-    return DecodeRoute("cpu", reason=reason, source_strides=tuple(_c_strides(shape)))
-
-
-def decode_route(pipeline: CodecPipeline) -> DecodeRoute:
-    """The GPU route of a chunk pipeline, or a CPU fallback naming what the GPU cannot do."""
-    shape = pipeline.spec.shape
-    a2b, a2b_spec = pipeline.array_to_bytes
-    if not isinstance(a2b, BytesCodec):
-        return _cpu(f"array->bytes codec {a2b.name!r} (e.g. transpose before sharding) has no GPU path", shape)
-    strides = _c_strides(a2b_spec.shape)
-    for codec, _ in reversed(pipeline.array_to_array):
-        if not isinstance(codec, TransposeCodec):
-            return _cpu(f"array->array codec {codec.name!r} has no GPU path", shape)
-        inverse = codec.inverse
-        strides = [strides[inverse[d]] for d in range(len(inverse))]
-    b2b = list(pipeline.bytes_to_bytes)
-    has_crc = bool(b2b) and isinstance(b2b[-1], Crc32cCodec)
-    if has_crc:
-        b2b.pop()
-    names = [c.name if not isinstance(c, NumcodecsCodec) else f"numcodecs.{c.codec_id}" for c in b2b]
-    if any(isinstance(c, Crc32cCodec) for c in b2b):
-        return _cpu(f"crc32c inside the chain {names} (only a final crc32c is checked on the host)", shape)
-    if len(b2b) > 1:
-        return _cpu(f"more than one bytes->bytes codec {names} (filters run on the CPU)", shape)
-    route: RouteName = "raw"
-    shuffled = False
-    if b2b:
-        compressor = b2b[0]
-        if isinstance(compressor, ZstdCodec):
-            route = "zstd"
-        elif isinstance(compressor, GzipCodec):
-            route = "gzip"
-        elif isinstance(compressor, BloscCodec):
-            if compressor.cname not in ("lz4", "lz4hc", "zstd", "zlib"):
-                return _cpu(f"blosc compressor {compressor.cname!r} has no nvCOMP decoder", shape)
-            route = "blosc"
-            shuffled = compressor.shuffle != "noshuffle"
-        elif isinstance(compressor, NumcodecsCodec) and compressor.codec_id in ("zlib", "lz4"):
-            route = "zlib" if compressor.codec_id == "zlib" else "lz4"
-        else:
-            return _cpu(f"codec {names[0]!r} has no GPU decoder", shape)
-    return DecodeRoute(route, has_crc, None, tuple(strides), shuffled)
-
-
-def swap_width(pipeline: CodecPipeline, dtype: np.dtype[Any]) -> int:
-    """assemble.cu's ``swap_width`` for the chain's ``bytes`` codec (0: no swap)."""
-    bc = pipeline.bytes_codec
-    # Raw bytes and structured types have no byte order of their own to swap.
-    if bc is None or bc.is_native or not has_byte_order(dtype):
-        return 0
-    return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
 
 
 # --- the static plan ----------------------------------------------------------------------------
@@ -232,6 +140,28 @@ def _padded(rows: list[list[int]], ndim: int, pad: int) -> Int64Array:
     return table
 
 
+def _batch_axes(kept: list[bool], out_selection: tuple[Any, ...], buffer_shape: tuple[int, ...]) -> int:
+    """How many leading output axes carry the selection's index in a batched read (0 or 1),
+    from the first projection; raises GpuPlanError where the kernel cannot express the read."""
+    lead = len(out_selection) - sum(kept)
+    if lead == 1 and not isinstance(out_selection[0], (int, np.integer)):
+        raise GpuPlanError("point (vectorised) selections are not supported by the GPU assemble kernel")
+    if lead not in (0, 1) or len(buffer_shape) != sum(kept) + lead:
+        raise GpuPlanError("the output selection does not match the chunk selection")
+    if lead and not any(kept):
+        raise GpuPlanError("a batch of single-element selections has no axis to carry the batch index")
+    return lead
+
+
+def _add_batch_index(dst: list[int], kept: list[bool], index: Any, buffer_shape: tuple[int, ...]) -> None:
+    """Fold a batched read's selection ``index`` into the destination offset of the last kept
+    axis, whose output stride is 1."""
+    if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < buffer_shape[0]:
+        raise GpuPlanError(f"batch index {index!r} is not an integer within the batch")
+    last_kept = len(kept) - 1 - kept[::-1].index(True)
+    dst[last_kept] += int(index) * math.prod(buffer_shape[1:])
+
+
 def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = BATCH_BYTES) -> GpuReadPlan:
     """Plan a read of ``plan`` (a basic selection) for the GPU path.
 
@@ -261,29 +191,19 @@ def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = 
         kept = [isinstance(s, slice) for s in p.chunk_selection]
         if first_kept is None:
             first_kept = kept
-            lead = len(p.out_selection) - sum(kept)
-            if lead == 1 and not isinstance(p.out_selection[0], (int, np.integer)):
-                raise GpuPlanError("point (vectorised) selections are not supported by the GPU assemble kernel")
-            if lead not in (0, 1) or len(plan.buffer_shape) != sum(kept) + lead:
-                raise GpuPlanError("the output selection does not match the chunk selection")
-            if lead and not any(kept):
-                raise GpuPlanError("a batch of single-element selections has no axis to carry the batch index")
+            lead = _batch_axes(kept, p.out_selection, plan.buffer_shape)
         elif kept != first_kept:
             raise GpuPlanError("projections drop different axes")
         out_selection = p.out_selection[lead:]
         o, s, d, e = _row(p.chunk_selection, out_selection, layout.chunk_shape_at(p.chunk_coords))
         if lead:
-            index = p.out_selection[0]
-            if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < plan.buffer_shape[0]:
-                raise GpuPlanError(f"batch index {index!r} is not an integer within the batch")
-            last_kept = len(kept) - 1 - kept[::-1].index(True)
-            d[last_kept] += int(index) * math.prod(plan.buffer_shape[1:])
+            _add_batch_index(d, kept, p.out_selection[0], plan.buffer_shape)
         by_chunk.setdefault(p.chunk_coords, []).append(len(rows_src))
         rows_src.append(o)
         rows_step.append(s)
         rows_dst.append(d)
         rows_ext.append(e)
-    buffer_strides = iter(_c_strides(plan.buffer_shape[lead:]))
+    buffer_strides = iter(c_strides(plan.buffer_shape[lead:]))
     out_strides = np.zeros(MAX_NDIM, dtype=np.int64)
     for axis, is_kept in enumerate(first_kept or [True] * ndim):
         out_strides[axis] = next(buffer_strides, 0) if is_kept else 0

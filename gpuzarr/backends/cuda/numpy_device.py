@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import kernel_reference, kernels
-from .bind import AssembleLaunch, FileRead, check_assemble_launch
-from .executor import ChecksumKind, peek_index, read_file_span
+from . import kernel_reference, kernels, launch_checks
+from .device import ChecksumKind, peek_index, read_file_span
+from .launches import AssembleLaunch, FileRead, check_assemble_launch
 
 POISON = 0xAB
 
@@ -154,7 +154,7 @@ class CpuEmulatedDevice:
     ) -> list[int]:
         self.calls.append((kind, len(offsets)))
         views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
-        sizes = kernels.check_crc32c([v.size for v in views], nbytes, kind)
+        sizes = launch_checks.check_crc32c([v.size for v in views], nbytes, kind)
         sums = np.zeros(sizes.size, dtype=np.uint32)
         model = kernel_reference.crc32_batch if kind == "crc32" else kernel_reference.adler32_batch
         model(views, sizes, sums, sizes.size, block_threads=kernels.BLOCK_THREADS)
@@ -173,7 +173,9 @@ class CpuEmulatedDevice:
         self.calls.append((kernel, len(nbytes)))
         src = [buffer[o:] for o in src_offsets]
         dst = [buffer[o:] for o in dst_offsets]
-        sizes, types = kernels.check_blocks(kernel, [s.size for s in src], [d.size for d in dst], nbytes, typesizes)
+        sizes, types = launch_checks.check_blocks(
+            kernel, [s.size for s in src], [d.size for d in dst], nbytes, typesizes
+        )
         if kernel == "byte_unshuffle":
             kernel_reference.byte_unshuffle(src, dst, sizes, types, sizes.size)
         else:

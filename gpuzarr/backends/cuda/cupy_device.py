@@ -1,6 +1,9 @@
 """The CUDA device: CuPy buffers, kvikio file reads, nvCOMP's batched decoders and the kernels
 of kernels/*.cu. This module and ``kernels`` are where cupy, nvidia.nvcomp and kvikio are
 imported, always inside functions.
+
+Two process-wide caches serve every :class:`CudaDevice`: :class:`FileHandleCache` (open kvikio
+handles) and :class:`CodecCache` (nvCOMP codecs per algorithm, device and stream).
 """
 
 from __future__ import annotations
@@ -10,30 +13,91 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ... import config
 from . import kernels
-from .bind import AssembleLaunch, FileRead, FileSpan, check_assemble_launch
-from .executor import ChecksumKind, peek_index
+from .device import ChecksumKind, peek_index
+from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 logger = logging.getLogger("gpuzarr")
 
 _NVCOMP_ALGORITHMS = {"zstd": "Zstd", "deflate": "Deflate", "lz4": "LZ4"}
-#: open kvikio file handles, keyed by path and file version (see FileSpan.version), so that a
-#: file replaced by a writer is reopened rather than read through a stale handle
-_FILE_HANDLES: OrderedDict[tuple[str, tuple[int, int]], Any] = OrderedDict()
-_FILE_HANDLES_MAX = 256
-_file_lock = threading.Lock()
 _kvikio_threads: int | None = None
-#: nvCOMP codecs by (algorithm, device, stream handle)
-_CODECS: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
-_CODECS_MAX = 32
 _CUDA_STREAM_LEGACY = 1
-_codec_lock = threading.Lock()
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _LruCache(Generic[K, V]):
+    """A thread-safe mapping that keeps its ``capacity`` most recently used entries."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+
+class FileHandleCache:
+    """Open kvikio file handles, keyed by path and file version (see ``FileSpan.version``), so
+    that a file replaced by a writer is reopened rather than read through a stale handle. An
+    evicted handle is closed when the last reader drops it."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._handles: _LruCache[tuple[str, tuple[int, int]], Any] = _LruCache(capacity)
+
+    def handle(self, kvikio: Any, span: FileSpan) -> Any:
+        """The ``kvikio.CuFile`` that reads ``span``'s file, opened on first use."""
+        key = (span.path, span.version)
+        handle = self._handles.get(key)
+        if handle is None:
+            handle = kvikio.CuFile(span.path, "r")
+            self._handles.put(key, handle)
+        return handle
+
+
+class CodecCache:
+    """nvCOMP codecs by (algorithm, device, stream handle), made once per process: a Codec sets
+    up its own scratch state, and reads are many and short."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self._codecs: _LruCache[tuple[str, int, int], Any] = _LruCache(capacity)
+
+    def codec(self, algorithm: str, device: int, stream: int) -> Any:
+        """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream``."""
+        key = (algorithm, device, stream)
+        codec = self._codecs.get(key)
+        if codec is None:
+            nvcomp = _nvcomp()
+            codec = nvcomp.Codec(
+                algorithm=_NVCOMP_ALGORITHMS[algorithm],
+                bitstream_kind=nvcomp.BitstreamKind.RAW,
+                device_id=device,
+                cuda_stream=stream,
+            )
+            self._codecs.put(key, codec)
+        return codec
+
+
+_FILE_HANDLES = FileHandleCache()
+_CODECS = CodecCache()
 
 
 def _kvikio() -> Any:
@@ -154,7 +218,8 @@ class CudaDevice:
         """A page-locked host staging buffer: copies from it run at full PCIe speed."""
         import cupyx
 
-        return cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+        buffer: npt.NDArray[np.uint8] = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+        return buffer
 
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
         if offset < 0 or offset + host.size > dst.size:
@@ -167,20 +232,6 @@ class CudaDevice:
         stream.synchronize()
 
     # -- file reads ------------------------------------------------------------------------------
-
-    def _file(self, kvikio: Any, span: FileSpan) -> Any:
-        key = (span.path, span.version)
-        with _file_lock:
-            handle = _FILE_HANDLES.get(key)
-            if handle is not None:
-                _FILE_HANDLES.move_to_end(key)
-                return handle
-        handle = kvikio.CuFile(span.path, "r")
-        with _file_lock:
-            _FILE_HANDLES[key] = handle
-            while len(_FILE_HANDLES) > _FILE_HANDLES_MAX:
-                _FILE_HANDLES.popitem(last=False)  # closed when the last reader drops it
-        return handle
 
     def read_files(self, reads: Sequence[FileRead], staging: Any, work: Any) -> list[int]:
         kvikio = _kvikio()
@@ -201,7 +252,7 @@ class CudaDevice:
                 if n == 0:
                     futures.append(None)
                     continue
-                handles.append(self._file(kvikio, read.span))
+                handles.append(_FILE_HANDLES.handle(kvikio, read.span))
                 futures.append(handles[-1].pread(buffer[read.offset : read.offset + n], n, read.span.offset))
         except BaseException as exc:
             error = exc
@@ -226,26 +277,8 @@ class CudaDevice:
         return int(self._stream().ptr) or _CUDA_STREAM_LEGACY
 
     def _codec(self, algorithm: str) -> Any:
-        """nvCOMP's codec for ``algorithm`` on this device and the current stream, made once per
-        process (a Codec sets up its own scratch state; reads are many and short)."""
-        key = (algorithm, self.index, self._stream_handle())
-        with _codec_lock:
-            codec = _CODECS.get(key)
-            if codec is not None:
-                _CODECS.move_to_end(key)
-                return codec
-        nvcomp = _nvcomp()
-        codec = nvcomp.Codec(
-            algorithm=_NVCOMP_ALGORITHMS[algorithm],
-            bitstream_kind=nvcomp.BitstreamKind.RAW,
-            device_id=self.index,
-            cuda_stream=key[2],
-        )
-        with _codec_lock:
-            _CODECS[key] = codec
-            while len(_CODECS) > _CODECS_MAX:
-                _CODECS.popitem(last=False)
-        return codec
+        """nvCOMP's codec for ``algorithm`` on this device and the current stream."""
+        return _CODECS.codec(algorithm, self.index, self._stream_handle())
 
     def decompress_batch(
         self,
@@ -344,39 +377,22 @@ class CudaDevice:
         )
 
     def launch_assemble(self, out: Any, work: Any, launch: AssembleLaunch) -> None:
-        cupy = self._cupy()
         if not out.flags.c_contiguous:
             raise ValueError("assemble: the output must be C-contiguous")
-        check_assemble_launch(launch, out.nbytes, work.size)
-        if out.size == 0 or launch.nchunks == 0:
-            return
-        base = work.data.ptr
-        pointers = np.array([0 if o < 0 else base + o for o in launch.source_offsets.tolist()], dtype=np.uint64)
-        largest = int(launch.extents[:, : launch.ndim].prod(axis=1).max()) if launch.ndim else 1
-        block = kernels.BLOCK_THREADS
-        grid = (
-            max(1, min(-(-largest // block), kernels.MAX_GRID_X)),
-            max(1, min(launch.nchunks, kernels.MAX_GRID_Y)),
-            1,
-        )
-        kernels.get_kernel("assemble_chunks")(
-            grid,
-            (block,),
-            (
-                out,
-                cupy.asarray(launch.out_strides),
-                cupy.asarray(pointers),
-                cupy.asarray(launch.src_strides),
-                cupy.asarray(launch.src_offsets),
-                cupy.asarray(launch.src_steps),
-                cupy.asarray(launch.dst_offsets),
-                cupy.asarray(launch.extents),
-                cupy.asarray(launch.fill_value),
-                np.int32(launch.nchunks),
-                np.int32(launch.ndim),
-                np.int32(launch.itemsize),
-                np.int32(launch.swap_width),
-            ),
+        check_assemble_sources(launch, work.size)
+        nd = launch.ndim
+        offsets, nbytes = launch.source_offsets.tolist(), launch.source_nbytes.tolist()
+        kernels.launch_assemble(
+            out,
+            [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)],
+            launch.src_strides[:, :nd],
+            launch.src_offsets[:, :nd],
+            launch.src_steps[:, :nd],
+            launch.dst_offsets[:, :nd],
+            launch.extents[:, :nd],
+            launch.fill_value.tobytes(),
+            out_strides=launch.out_strides[:nd].tolist(),
+            swap_width=launch.swap_width,
         )
 
 
@@ -406,4 +422,4 @@ def _nvcomp() -> Any:
     return nvcomp
 
 
-__all__ = ["CudaDevice", "as_cupy_stream"]
+__all__ = ["CodecCache", "CudaDevice", "FileHandleCache", "as_cupy_stream"]

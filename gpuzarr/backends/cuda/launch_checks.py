@@ -1,0 +1,131 @@
+"""Host-side checks of every kernel launch: pure NumPy, no CUDA.
+
+Each ``check_*`` function validates the arguments of one kernel of ``kernels/*.cu`` (sizes,
+offsets, strides, extents) so that corrupt input becomes a ``ValueError`` and never an
+out-of-bounds device access. The launchers of :mod:`.kernels` call them, and ``bind`` calls them
+on the batch it binds before any device sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+#: the most dimensions assemble.cu's tables hold
+MAX_NDIM = 8
+
+Int64Table = npt.NDArray[np.int64]
+
+
+def _table(name: str, values: Any, rows: int, ndim: int, pad: int) -> Int64Table:
+    """An int64 (rows, 8) table from a (rows, ndim) array-like, padded with ``pad``."""
+    array = np.asarray(values, dtype=np.int64)
+    if array.shape != (rows, ndim):
+        raise ValueError(f"{name}: expected shape {(rows, ndim)}, got {array.shape}")
+    table = np.full((rows, MAX_NDIM), pad, dtype=np.int64)
+    table[:, :ndim] = array
+    return table
+
+
+def _span(base: npt.NDArray[np.int64], extents: Int64Table, strides: Int64Table) -> tuple[Any, Any]:
+    """Lowest and highest element index touched by each row's strided region."""
+    reach = (extents - 1) * strides
+    low = base + np.where(reach < 0, reach, 0).sum(axis=1)
+    high = base + np.where(reach > 0, reach, 0).sum(axis=1)
+    return low, high
+
+
+def check_assemble(
+    out_nbytes: int,
+    out_strides: Sequence[int],
+    source_nbytes: Sequence[int | None],
+    src_strides: Any,
+    src_offsets: Any,
+    src_steps: Any,
+    dst_offsets: Any,
+    extents: Any,
+    itemsize: int,
+    swap_width: int,
+) -> tuple[Int64Table, ...]:
+    """Validate the geometry of an ``assemble_chunks`` launch; return the padded (n, 8) tables.
+
+    Raises ValueError when any element read or written would fall outside its buffer, when a
+    step or extent is negative, or when itemsize/swap_width are not supported. Returns
+    ``(out_strides[8], src_strides, src_offsets, src_steps, dst_offsets, extents)``.
+    """
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise ValueError(f"assemble: itemsize must be 1, 2, 4, 8 or 16, got {itemsize}")
+    if swap_width > 1 and (swap_width not in (2, 4, 8, 16) or itemsize % swap_width):
+        raise ValueError(f"assemble: swap_width {swap_width} does not divide itemsize {itemsize}")
+    ndim = len(out_strides)
+    if ndim > MAX_NDIM:
+        raise ValueError(f"assemble: at most {MAX_NDIM} dimensions, got {ndim}")
+    n = len(source_nbytes)
+    out_table = _table("out_strides", [list(out_strides)], 1, ndim, 0)
+    strides = _table("src_strides", src_strides, n, ndim, 0)
+    offsets = _table("src_offsets", src_offsets, n, ndim, 0)
+    steps = _table("src_steps", src_steps, n, ndim, 1)
+    dst = _table("dst_offsets", dst_offsets, n, ndim, 0)
+    ext = _table("extents", extents, n, ndim, 1)
+    for name, table in (("src_offsets", offsets), ("dst_offsets", dst), ("extents", ext)):
+        if (table < 0).any():
+            raise ValueError(f"assemble: {name} must not be negative, got {table[:, :ndim].tolist()}")
+    if (steps < 1).any():
+        raise ValueError(f"assemble: src_steps must be >= 1, got {steps[:, :ndim].tolist()}")
+    live = ext.prod(axis=1) > 0
+    out_low, out_high = _span((dst * out_table).sum(axis=1), ext, np.broadcast_to(out_table, ext.shape))
+    bad = live & ((out_low < 0) | ((out_high + 1) * itemsize > out_nbytes))
+    if bad.any():
+        c = int(np.argmax(bad))
+        raise ValueError(
+            f"assemble: chunk {c} writes output elements {int(out_low[c])}..{int(out_high[c])}, "
+            f"outside the output of {out_nbytes // itemsize} elements"
+        )
+    src_low, src_high = _span((offsets * strides).sum(axis=1), ext, strides * steps)
+    for c, nbytes in enumerate(source_nbytes):
+        if nbytes is None or not live[c]:
+            continue
+        if src_low[c] < 0 or (src_high[c] + 1) * itemsize > nbytes:
+            raise ValueError(
+                f"assemble: chunk {c} reads elements {int(src_low[c])}..{int(src_high[c])}, "
+                f"outside its decoded buffer of {nbytes // itemsize} elements"
+            )
+    return out_table[0], strides, offsets, steps, dst, ext
+
+
+def check_blocks(
+    kernel: str, src_nbytes: Sequence[int], dst_nbytes: Sequence[int], nbytes: Any, typesizes: Any
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Validate the per-block arguments of ``byte_unshuffle``/``bit_unshuffle``."""
+    sizes = np.asarray(nbytes, dtype=np.int64).reshape(-1)
+    types = np.asarray(typesizes, dtype=np.int32).reshape(-1)
+    if not (len(src_nbytes) == len(dst_nbytes) == sizes.size == types.size):
+        raise ValueError(
+            f"{kernel}: got {len(src_nbytes)} sources, {len(dst_nbytes)} destinations, "
+            f"{sizes.size} sizes and {types.size} typesizes"
+        )
+    if ((types < 1) | (types > 255)).any():
+        raise ValueError(f"{kernel}: typesizes must be in 1..255, got {types.tolist()}")
+    for b, (size, s, d) in enumerate(zip(sizes.tolist(), src_nbytes, dst_nbytes)):
+        if size < 0 or size > s or size > d:
+            raise ValueError(
+                f"{kernel}: block {b} has {size} bytes; its source holds {s} and its destination {d}"
+            )
+    return sizes, types
+
+
+def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
+    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``)."""
+    lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
+    if lengths.size != len(buffer_nbytes):
+        raise ValueError(f"{name}: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
+    for b, (size, held) in enumerate(zip(lengths.tolist(), buffer_nbytes)):
+        if size < 0 or size > held:
+            raise ValueError(f"{name}: buffer {b} is {held} bytes long, size says {size}")
+    return lengths
+
+
+__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c"]

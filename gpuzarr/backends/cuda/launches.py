@@ -1,0 +1,169 @@
+"""The records of one bound batch: the streams, launches and file reads a device runs, as plain
+data decided on the host (see :mod:`.bind`), in the argument order of kernels/*.cu; and the
+checks of an assemble launch against its buffers, which bind and both devices run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .gpu_plan import ALIGNMENT, Int64Array
+from .launch_checks import check_assemble
+from .streams import Algorithm, Checksum
+
+
+@dataclass
+class StreamGroup:
+    """Streams of one algorithm: ``src`` spans of the staging buffer decode into ``dst`` spans of
+    the work buffer; ``owners`` are task indices (for error messages)."""
+
+    algorithm: Algorithm
+    src_offsets: list[int] = field(default_factory=list)
+    src_nbytes: list[int] = field(default_factory=list)
+    dst_offsets: list[int] = field(default_factory=list)
+    dst_nbytes: list[int] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+
+
+@dataclass
+class UnshuffleLaunch:
+    """One ``byte_unshuffle`` / ``bit_unshuffle`` launch (kernels/shuffle.cu) over work-buffer spans."""
+
+    kernel: Literal["byte_unshuffle", "bit_unshuffle"]
+    partial_rule: int
+    src_offsets: list[int] = field(default_factory=list)
+    dst_offsets: list[int] = field(default_factory=list)
+    nbytes: list[int] = field(default_factory=list)
+    typesizes: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AssembleLaunch:
+    """The arguments of ``assemble_chunks`` (kernels/assemble.cu), in its order.
+
+    ``source_offsets`` are byte offsets into the work buffer (-1: missing chunk, a null pointer,
+    written with ``fill_value``); a device turns them into pointers. Tables are (nchunks, 8).
+    """
+
+    out_strides: Int64Array
+    source_offsets: Int64Array
+    source_nbytes: Int64Array
+    src_strides: Int64Array
+    src_offsets: Int64Array
+    src_steps: Int64Array
+    dst_offsets: Int64Array
+    extents: Int64Array
+    fill_value: npt.NDArray[np.uint8]
+    nchunks: int
+    ndim: int
+    itemsize: int
+    swap_width: int
+
+
+@dataclass(frozen=True)
+class ChecksumCheck:
+    task: int
+    checksum: Checksum
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """Encoded bytes that stay in a local file, for the device to read straight into its buffer
+    (kvikio): ``nbytes`` bytes at ``offset`` of ``path``."""
+
+    path: str
+    offset: int
+    nbytes: int
+    #: (inode, modification time in ns) when the span was located: tells a replaced file apart
+    version: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One device read: ``span`` into ``target`` ("staging" or "work") at byte ``offset``."""
+
+    task: int
+    span: FileSpan
+    target: Literal["staging", "work"]
+    offset: int
+
+
+@dataclass(frozen=True)
+class HostDecoded:
+    """A chunk decoded on the CPU (``reason`` says why), bound for ``offset`` of the work buffer
+    through the staging buffer and the batch's "copy" streams."""
+
+    task: int
+    offset: int
+    data: npt.NDArray[np.uint8]
+    reason: str
+
+
+@dataclass
+class BoundBatch:
+    """One batch with its bytes: a host staging buffer and the launches that decode it."""
+
+    staging: npt.NDArray[np.uint8]
+    work_nbytes: int
+    groups: dict[str, StreamGroup]
+    unshuffles: list[UnshuffleLaunch]
+    checksums: list[ChecksumCheck]
+    host_decoded: list[HostDecoded]
+    assemble: AssembleLaunch
+    #: device reads from files; their staging spans follow the host-filled prefix of the
+    #: staging buffer (``staging``), so the two never overlap
+    file_reads: list[FileRead] = field(default_factory=list)
+    staging_nbytes: int = 0
+    #: task -> (its encoded bytes or file span, its decoded chunk's work offset): what a CPU
+    #: decode needs when the device fails a stream
+    encoded: dict[int, tuple[npt.NDArray[np.uint8] | FileSpan, int]] = field(default_factory=dict)
+
+
+def check_assemble_sources(launch: AssembleLaunch, work_nbytes: int) -> None:
+    """Check that every decoded chunk an assemble launch reads lies in the work buffer, aligned
+    to ``min(itemsize, 8)``."""
+    offsets, nbytes = launch.source_offsets, launch.source_nbytes
+    present = offsets >= 0
+    bad = present & ((offsets % min(launch.itemsize, ALIGNMENT) != 0) | (offsets + nbytes > work_nbytes))
+    if bad.any():
+        c = int(np.argmax(bad))
+        where = f"source {c} ({int(nbytes[c])} bytes at {int(offsets[c])})"
+        raise ValueError(f"assemble: {where} is misaligned or leaves the work buffer")
+
+
+def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: int) -> None:
+    """Validate an assemble launch: its sources (:func:`check_assemble_sources`) and its
+    geometry (:func:`.launch_checks.check_assemble`)."""
+    check_assemble_sources(launch, work_nbytes)
+    nd = launch.ndim
+    check_assemble(
+        out_nbytes,
+        launch.out_strides[:nd].tolist(),
+        [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())],
+        launch.src_strides[:, :nd],
+        launch.src_offsets[:, :nd],
+        launch.src_steps[:, :nd],
+        launch.dst_offsets[:, :nd],
+        launch.extents[:, :nd],
+        launch.itemsize,
+        launch.swap_width,
+    )
+
+
+__all__ = [
+    "AssembleLaunch",
+    "BoundBatch",
+    "ChecksumCheck",
+    "FileRead",
+    "FileSpan",
+    "HostDecoded",
+    "StreamGroup",
+    "UnshuffleLaunch",
+    "check_assemble_launch",
+    "check_assemble_sources",
+]
