@@ -2,21 +2,22 @@
 
 Per batch, on the executor's helper thread: whole chunks through the store, or, for zstd and
 uncompressed chunks in local files, the file spans the device reads itself (kvikio). Sharded
-arrays go through one function, :func:`_fetch_sharded`: shard indexes first, then coalesced
-inner-chunk ranges through ``store.sharding`` (or the inner chunks' spans in the shard file).
+arrays go through ``store.sharding.fetch_inner_chunks``, the CPU reader's routine too: shard
+indexes first, then coalesced inner-chunk ranges (or the inner chunks' spans in the shard file).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 
 from ...errors import CorruptChunkError
 from ...layout import ArrayLayout
 from ...parallel import run_tasks
 from ...store.base import Buffer, Store
 from ...store.local import LocalStore
-from ...store.sharding import ShardIndex, read_inner_chunks, read_shard_index
+from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, read_inner_chunks
 from .gpu_plan import ChunkTask, GpuReadPlan
 from .launches import FileSpan
 from .routes import reads_directly
@@ -70,52 +71,57 @@ def _fetch_sharded(
     indexes: dict[str, ShardIndex | None],
     local: LocalStore | None,
 ) -> list[Buffer | FileSpan | None]:
-    """The inner chunks of a sharded batch: per shard (in parallel), its index (read once per
-    read and kept in ``indexes``), then its inner chunks as coalesced ranges
-    (``store.sharding.read_inner_chunks``), or, with ``local`` given and every member of the
-    shard readable by the device, as :class:`FileSpan` records of the shard file."""
-    by_shard: dict[str, list[int]] = {}
-    for i, task in enumerate(tasks):
-        by_shard.setdefault(task.key, []).append(i)
+    """The inner chunks of a sharded batch through ``store.sharding.fetch_inner_chunks``, the
+    routine the CPU reader uses: per shard (in parallel), its index (read once per read and kept
+    in ``indexes``), then its inner chunks as coalesced ranges, or, with ``local`` given and every
+    wanted chunk of the shard readable by the device, as :class:`FileSpan` records of the shard
+    file."""
+    wanted: dict[str, list[int]] = {}
+    shard_of_key: dict[str, tuple[int, ...]] = {}
+    direct_keys: set[str] = set()
+    for task in tasks:
+        assert task.inner is not None  # a task of a sharded plan
+        if task.key not in wanted:
+            wanted[task.key] = []
+            shard_of_key[task.key] = layout.shard_of(task.coords)[0]
+            direct_keys.add(task.key)
+        wanted[task.key].append(task.inner)
+        if local is None or not reads_directly(task.route):
+            direct_keys.discard(task.key)
 
-    def fetch(item: tuple[str, list[int]]) -> list[tuple[int, Buffer | FileSpan | None]]:
-        key, members = item
-        shard = layout.shard_of(tasks[members[0]].coords)[0]
-        shard_layout = layout.sharding_at(shard).layout
-        if key not in indexes:
-            indexes[key] = read_shard_index(store, key, shard_layout)
-        index = indexes[key]
-        if index is None:
-            return [(i, None) for i in members]
-        if local is not None and all(reads_directly(tasks[i].route) for i in members):
-            path = local.path_of(key)
-            found = _stat(path)
-            if found is None:
-                raise CorruptChunkError(key, "shard disappeared while it was being read")
-            return [(i, _inner_span(key, path, found, index, tasks[i])) for i in members]
-        wanted = [tasks[i].inner for i in members]
-        blobs = read_inner_chunks(store, key, index, [w for w in wanted if w is not None], shard_layout)
-        return list(zip(members, blobs, strict=True))
+    def read_chunks(
+        store: Store, key: str, index: ShardIndex, positions: Sequence[int], shard_layout: ShardLayout
+    ) -> Sequence[Buffer | FileSpan | None]:
+        if local is None or key not in direct_keys:
+            return read_inner_chunks(store, key, index, positions, shard_layout)
+        path = local.path_of(key)
+        found = _stat(path)
+        if found is None:
+            raise CorruptChunkError(key, "shard disappeared while it was being read")
+        return [_inner_span(key, path, found, index, i) for i in positions]
 
-    result: list[Buffer | FileSpan | None] = [None] * len(tasks)
-    for part in run_tasks(fetch, list(by_shard.items())):
-        for i, blob in part:
-            result[i] = blob
-    return result
+    fetched = fetch_inner_chunks(
+        store,
+        wanted,
+        lambda key: layout.sharding_at(shard_of_key[key]).layout,
+        index_cache=indexes,
+        read_chunks=read_chunks,
+        map_shards=run_tasks,
+    )
+    return [fetched[task.key, task.inner] for task in tasks if task.inner is not None]
 
 
 def _inner_span(
-    key: str, path: str, found: tuple[int, tuple[int, int]], index: ShardIndex, task: ChunkTask
+    key: str, path: str, found: tuple[int, tuple[int, int]], index: ShardIndex, inner: int
 ) -> FileSpan | None:
-    """Where inner chunk ``task.inner`` lies in the shard file (None: empty in the index)."""
-    assert task.inner is not None  # a task of a sharded plan
-    if index.is_empty(task.inner):
+    """Where inner chunk ``inner`` lies in the shard file (None: empty in the index)."""
+    if index.is_empty(inner):
         return None
     size, version = found
-    start, n = int(index.offsets[task.inner]), int(index.nbytes[task.inner])
+    start, n = int(index.offsets[inner]), int(index.nbytes[inner])
     if start + n > size:
         raise CorruptChunkError(
-            key, f"inner chunk {task.inner} (offset {start}, nbytes {n}) lies past the shard end ({size} bytes)"
+            key, f"inner chunk {inner} (offset {start}, nbytes {n}) lies past the shard end ({size} bytes)"
         )
     return FileSpan(path, start, n, version)
 
