@@ -125,7 +125,7 @@ class BloscCodec(BytesToBytesCodec):
         header = parse_blosc_header(data)
         if out is not None and out.nbytes != header.nbytes:
             out = None
-        return self._impl.decode(data, out)  # type: ignore[no-any-return]
+        return self._impl.decode(data, out)
 
     def encode(self, data: Buffer) -> Buffer:
-        return self._impl.encode(as_uint8(data))  # type: ignore[no-any-return]
+        return self._impl.encode(as_uint8(data))

@@ -128,7 +128,7 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     if dt.fields is not None or data_type.fill_kind == "r":
         return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
     if data_type.fill_kind == "f":
-        f = float(value)  # type: ignore[arg-type]
+        f = float(value)
         if math.isnan(f):
             return "NaN"
         if math.isinf(f):
