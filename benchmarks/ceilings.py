@@ -24,16 +24,18 @@ import math
 import mmap
 import os
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .impls import _gpu_note
 from .measure import summarise
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 METADATA_NAMES = {"zarr.json", ".zarray", ".zattrs", ".zgroup"}
 #: gpuzarr's GPU routes whose streams nvCOMP decodes (see gpuzarr/backends/cuda/routes.py).

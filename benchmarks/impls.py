@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 class SkipImpl(Exception):

@@ -22,10 +22,9 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +40,9 @@ from .datasets import (
 )
 from .impls import ALL_IMPL_NAMES, Impl, SkipImpl, implementations
 from .measure import PeakRSS, process_peak_rss, summarise
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = ["full-read", "crops-each", "crops-batch", "shard-partial", "full-write"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,9 +21,11 @@ from .hierarchy import write_documents
 from .layout import ArrayLayout
 from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
 from .spec.json_util import check_attributes
-from .spec.v2 import ArrayMetadataV2
-from .spec.v3 import ArrayMetadata
-from .store.base import Store
+
+if TYPE_CHECKING:
+    from .spec.v2 import ArrayMetadataV2
+    from .spec.v3 import ArrayMetadata
+    from .store.base import Store
 
 
 class Array:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .array import Array
 from .errors import MetadataError
 from .plan.selection import expand_ellipsis
+
+if TYPE_CHECKING:
+    from .array import Array
 
 __all__ = ["FieldArray", "select_field"]
 

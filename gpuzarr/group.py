@@ -7,8 +7,7 @@ public wrappers in :mod:`gpuzarr.api` and the ``Group`` methods both call them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .array import Array
 from .attributes import Attributes
@@ -24,8 +23,12 @@ from .hierarchy import (
 )
 from .spec.build import build_metadata
 from .spec.v2 import ZATTRS, ArrayMetadataV2
-from .spec.v3 import ArrayMetadata
-from .store.base import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .spec.v3 import ArrayMetadata
+    from .store.base import Store
 
 
 def validate_node_name(name: str) -> str:

@@ -9,14 +9,17 @@ zarr-python's modes and the TensorStore open flags they mean.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
 from .spec.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .spec.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
-from .store.base import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .store.base import Store
 
 METADATA_KEYS = (ZARR_JSON, ZARRAY, ZGROUP)
 

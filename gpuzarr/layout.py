@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,8 +25,10 @@ from .codecs.sharding import ShardingCodec
 from .errors import MetadataError
 from .spec.chunk_grid import DimensionGrid
 from .spec.rectilinear import VariableDimensionGrid
-from .spec.v2 import ArrayMetadataV2
-from .spec.v3 import ArrayMetadata
+
+if TYPE_CHECKING:
+    from .spec.v2 import ArrayMetadataV2
+    from .spec.v3 import ArrayMetadata
 
 AnyDimension = DimensionGrid | VariableDimensionGrid
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import gpuzarr
 from gpuzarr.__main__ import main, sample_volume
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_demo_runs_as_the_readme_says(tmp_path: Path) -> None:

@@ -4,8 +4,7 @@ group navigation and creation, node-name rules, and zarr-python interop in both 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -19,6 +18,9 @@ from gpuzarr.errors import (
     NodeNotFoundError,
     ReadOnlyError,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _json(store: gpuzarr.Store, key: str) -> Any:

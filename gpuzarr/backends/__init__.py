@@ -14,12 +14,13 @@ call of :meth:`Reader.read` with the array's :class:`~gpuzarr.layout.ArrayLayout
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .select import device_index
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..layout import ArrayLayout
     from ..plan.selection import SelectionPlan
     from ..store.base import Store

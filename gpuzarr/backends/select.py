@@ -16,11 +16,12 @@ machine without the GPU extra pays nothing; it runs once per process.
 from __future__ import annotations
 
 import os
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DeviceError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEVICES = ("auto", "cpu", "gpu", "cuda")
 ENVIRONMENT_VARIABLE = "GPUZARR_DEVICE"

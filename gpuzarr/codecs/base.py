@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from ..store.base import Buffer
+if TYPE_CHECKING:
+    from ..store.base import Buffer
 
 CodecKind = Literal["array_to_array", "array_to_bytes", "bytes_to_bytes"]
 

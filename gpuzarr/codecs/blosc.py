@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import MetadataError
-from ..store.base import Buffer
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..store.base import Buffer
 
 CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "zlib", "snappy")
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MetadataError
 from ..spec.dtypes import ML_FLOAT_TYPES
-from ..store.base import Buffer
 from .base import ArrayToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
+
+if TYPE_CHECKING:
+    from ..store.base import Buffer
 
 
 @register_codec

@@ -9,14 +9,16 @@ v3 name ``crc32c``. No configuration::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
-from ..store.base import Buffer
 from .base import BytesToBytesCodec, as_uint8
 from .registry import register_codec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..store.base import Buffer
 
 
 def crc32c(data: Buffer) -> int:

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
-from ..store.base import Buffer
 from .base import BytesToBytesCodec
 from .registry import register_codec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..store.base import Buffer
 
 
 @register_codec

@@ -16,13 +16,15 @@ filter is passed on with its own type.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MetadataError, UnknownCodecError
-from ..store.base import Buffer
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
+
+if TYPE_CHECKING:
+    from ..store.base import Buffer
 
 PREFIX = "numcodecs."
 

@@ -15,16 +15,14 @@ Every failure while decoding becomes a CorruptChunkError naming the key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import buffers
 from ..errors import CorruptChunkError, MetadataError
-from ..store.base import Buffer
 from .base import (
     ArrayToArrayCodec,
     ArrayToBytesCodec,
@@ -35,6 +33,11 @@ from .base import (
 )
 from .bytes import BytesCodec
 from .registry import codec_from_json
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..store.base import Buffer
 
 
 @dataclass(frozen=True, eq=False)

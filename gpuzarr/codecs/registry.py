@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError, UnknownCodecError
-from .base import Codec
+
+if TYPE_CHECKING:
+    from .base import Codec
 
 _REGISTRY: dict[str, type[Codec]] = {}
 _builtins_loaded = False

@@ -22,7 +22,7 @@ chunks with :attr:`ShardingCodec.inner`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,11 +30,13 @@ from ..errors import CorruptChunkError, MetadataError
 from ..spec.chain import DEFAULT_INDEX_CODECS
 from ..spec.dtypes import fill_value_bytes_equal
 from ..spec.v3 import normalize_codec_json
-from ..store.base import Buffer
 from ..store.sharding import EMPTY, ShardLayout, encode_shard
 from .base import ArrayToBytesCodec, ChunkSpec
 from .pipeline import CodecPipeline
 from .registry import register_codec
+
+if TYPE_CHECKING:
+    from ..store.base import Buffer
 
 
 @register_codec

@@ -9,14 +9,16 @@ v3 name ``zstd`` (v2 id ``zstd``). Configuration::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
-from ..store.base import Buffer
 from .base import BytesToBytesCodec, as_uint8
 from .registry import register_codec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..store.base import Buffer
 
 _MAGIC = 0xFD2FB528
 _FCS_FIELD_BYTES = (0, 2, 4, 8)

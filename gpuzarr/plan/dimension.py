@@ -10,11 +10,12 @@ NumPy plus O(chunks touched) to emit projections.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..spec.chunk_grid import DimensionGrid
+if TYPE_CHECKING:
+    from ..spec.chunk_grid import DimensionGrid
 
 IntArray = np.ndarray[Any, np.dtype[np.intp]]
 AxisSelection = int | slice | IntArray

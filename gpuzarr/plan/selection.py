@@ -18,18 +18,20 @@ import itertools
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import BoundsCheckError
-from ..spec.chunk_grid import DimensionGrid
 from .dimension import (
     DimensionProjection,
     project_array,
     project_integer,
     project_slice,
 )
+
+if TYPE_CHECKING:
+    from ..spec.chunk_grid import DimensionGrid
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,13 @@ same helpers; only their defaults differ (``ZARR_PYTHON_DEFAULTS``, ``TENSORSTOR
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .json_util import split_name_configuration
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "ARRAY_TO_BYTES_NAMES",

@@ -247,7 +247,7 @@ class DataType:
 
 def _scalar(a: np.ndarray[Any, Any]) -> np.generic:
     """The scalar held by a 0-d array, keeping its exact dtype (and NaN payload)."""
-    return cast(np.generic, a[()])
+    return cast("np.generic", a[()])
 
 
 def _integer_range(dt: np.dtype[Any]) -> tuple[int, int]:

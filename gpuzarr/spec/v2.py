@@ -111,7 +111,7 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
             raise MetadataError(
                 f"{field_name}: base64 value has {len(decoded)} bytes, expected {dt.itemsize}"
             )
-        return cast(np.generic, np.frombuffer(decoded, dtype=dt)[0])
+        return cast("np.generic", np.frombuffer(decoded, dtype=dt)[0])
     if dt.kind == "c" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return dt.type(value)  # type: ignore[no-any-return]
     if data_type.fill_kind == "f" and isinstance(value, int) and not isinstance(value, bool):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .chain import normalize_codec_json as normalize_codec_json  # re-exported: codecs import it from here
@@ -15,6 +13,9 @@ from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import DataType
 from .json_util import expect_dict, expect_int_list, split_name_configuration
 from .rectilinear import RectilinearChunkGrid
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ZARR_JSON = "zarr.json"
 

@@ -7,11 +7,13 @@ that missing chunks are cheap to detect. Every store passes tests/store/conforma
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidKeyError, MetadataError, ReadOnlyError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
 

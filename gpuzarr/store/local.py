@@ -6,11 +6,13 @@ import contextlib
 import os
 import stat
 import uuid
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 #: Marks in-progress writes; listing skips them so readers never see a half-written key.
 TEMP_MARKER = ".__gpuzarr_partial_"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 
 class MemoryStore(Store):

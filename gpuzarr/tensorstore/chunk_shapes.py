@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import MetadataError
 from ._divisors import nearest_divisor
 from .chunk_layout import _INT64_MAX, _MAX_FINITE_INDEX, ChunkLayoutConstraints, _Grid
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = ["DEFAULT_CHUNK_ELEMENTS", "ChosenLayout", "choose_chunk_shapes"]
 

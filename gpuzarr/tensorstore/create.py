@@ -11,7 +11,7 @@ TensorStore write the same zarr.json. Pure: nothing here reads or writes a store
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +24,9 @@ from ..spec.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
 from .chunk_shapes import choose_chunk_shapes
 from .schema import normalize_unit
-from .spec import TensorStoreSpec
+
+if TYPE_CHECKING:
+    from .spec import TensorStoreSpec
 
 __all__ = ["build_metadata"]
 

@@ -21,20 +21,22 @@ module of the package that touches a Store or builds an Array.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..array import Array
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..field_array import select_field
 from ..hierarchy import array_metadata, node_exists, node_prefix, read_node, write_documents
-from ..spec.v2 import ArrayMetadataV2
-from ..spec.v3 import ArrayMetadata
 from ..store import LocalStore, MemoryStore, make_store
 from ..store.base import Store
 from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
 from .create import build_metadata
 from .kvstore import KvStoreSpec, join_path
 from .spec import TensorStoreSpec
+
+if TYPE_CHECKING:
+    from ..spec.v2 import ArrayMetadataV2
+    from ..spec.v3 import ArrayMetadata
 
 
 def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "auto", **kwargs: Any) -> Any:

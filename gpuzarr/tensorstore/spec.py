@@ -26,9 +26,8 @@ drivers other than ``file`` and ``memory``, and a non-default zarr2 ``metadata_k
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from ..hierarchy import parse_mode
@@ -37,6 +36,9 @@ from ..spec.json_util import expect_dict, expect_int, expect_str
 from .constraints import check_v2_metadata, check_v3_metadata, json_text
 from .kvstore import KvStoreSpec, join_path
 from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["TensorStoreSpec", "apply_mode", "array_spec_json", "merge_options", "parse_open_flags"]
 

@@ -5,17 +5,19 @@ plan through a given device), shared by the CPU-emulated run
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import gpuzarr
-from gpuzarr.backends.cuda.device import Device
 from gpuzarr.backends.cuda.executor import execute
 from gpuzarr.backends.cuda.gpu_plan import BATCH_BYTES, build_gpu_read_plan
-from gpuzarr.layout import ArrayLayout
-from gpuzarr.plan.selection import SelectionPlan
-from gpuzarr.store.base import Store
+
+if TYPE_CHECKING:
+    from gpuzarr.backends.cuda.device import Device
+    from gpuzarr.layout import ArrayLayout
+    from gpuzarr.plan.selection import SelectionPlan
+    from gpuzarr.store.base import Store
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 BE = {"name": "bytes", "configuration": {"endian": "big"}}

@@ -5,8 +5,7 @@ launch then runs as on a GPU, except the device calls themselves."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,6 +13,9 @@ from gpuzarr import backends
 from gpuzarr.backends import select as device_module
 from gpuzarr.backends.cuda import reader as reader_module
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 DEVICE_COUNT = 2
 

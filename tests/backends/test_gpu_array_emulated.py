@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -19,7 +19,9 @@ from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError, DeviceError
 
 from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
-from .emulated_gpu import EmulatedGpu
+
+if TYPE_CHECKING:
+    from .emulated_gpu import EmulatedGpu
 
 # -- device resolution ---------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ random shapes, chunkings and shardings."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis.strategies as st
 import numpy as np
@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 import gpuzarr
 
 from ..plan.test_selection import basic_selections, orthogonal_selections, shapes_and_chunks
-from .emulated_gpu import EmulatedGpu
+
+if TYPE_CHECKING:
+    from .emulated_gpu import EmulatedGpu
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

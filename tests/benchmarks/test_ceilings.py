@@ -4,14 +4,16 @@ decode inputs are cut out of chunks and shards, and that the GPU ones skip clean
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 from benchmarks.ceilings import SkipCeiling, chunk_files, decode_inputs, host_read, measure_ceilings
 from benchmarks.datasets import DATASETS, VOLUME_CHUNKS, DataDir
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,18 @@ import struct
 import subprocess
 import sys
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.codecs.sharding import ShardingCodec
 from gpuzarr.errors import CorruptChunkError, MetadataError, UnknownCodecError
 from gpuzarr.layout import ArrayLayout
 from gpuzarr.store import MemoryStore
+
+if TYPE_CHECKING:
+    from gpuzarr.codecs.sharding import ShardingCodec
 
 LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
 COMPRESSORS = {

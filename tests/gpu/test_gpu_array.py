@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -17,6 +16,9 @@ import gpuzarr
 from gpuzarr.errors import CorruptChunkError, DeviceError
 
 from ..backends.cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.gpu
 

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
-import gpuzarr
 from gpuzarr.backends.cuda.cupy_device import CudaDevice
 from gpuzarr.plan.selection import plan_selection
 
 from ..backends.cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array, read_gpu_plan
+
+if TYPE_CHECKING:
+    import gpuzarr
 
 pytestmark = pytest.mark.gpu
 

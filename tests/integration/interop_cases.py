@@ -13,13 +13,15 @@ import json
 import math
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import gpuzarr
 from gpuzarr.spec.dtypes import DataType
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

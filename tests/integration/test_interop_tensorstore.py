@@ -6,8 +6,7 @@ sharding_indexed, so the one case that has them is left out here.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -27,6 +26,9 @@ from .interop_cases import (
     write_gpuzarr,
     write_tensorstore,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ts = pytest.importorskip("tensorstore")
 

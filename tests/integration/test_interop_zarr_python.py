@@ -6,7 +6,7 @@ layouts, chunk key encodings) is in interop_cases.py.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +25,9 @@ from .interop_cases import (
     write_gpuzarr,
     write_zarr_python,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 zarr = pytest.importorskip("zarr")
 

@@ -14,14 +14,16 @@ import json
 import math
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import gpuzarr
 from gpuzarr.errors import MetadataError, UnknownCodecError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")

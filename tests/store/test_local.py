@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 from gpuzarr.store import LocalStore, make_store
-from gpuzarr.store.base import Store
 from gpuzarr.store.local import TEMP_MARKER
 
 from .conformance import StoreConformance
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gpuzarr.store.base import Store
 
 
 class TestLocalStore(StoreConformance):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from gpuzarr.store import MemoryStore, make_store, memory_store
-from gpuzarr.store.base import Store
 
 from .conformance import StoreConformance
+
+if TYPE_CHECKING:
+    from gpuzarr.store.base import Store
 
 
 class TestMemoryStore(StoreConformance):

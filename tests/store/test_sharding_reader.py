@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -25,6 +24,9 @@ from gpuzarr.store.sharding import (
     read_inner_chunks,
     read_shard_index,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 KEY = "c/0/0"
 INNER_NBYTES = 40_000  # below COALESCE_GAP_BYTES: one skipped chunk still merges

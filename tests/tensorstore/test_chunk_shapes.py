@@ -8,8 +8,7 @@ same ChunkLayout JSON and compares the read / write chunk shapes and inner order
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -19,6 +18,9 @@ from hypothesis import strategies as st
 from gpuzarr.errors import MetadataError
 from gpuzarr.tensorstore.chunk_layout import ChunkGridConstraints, ChunkLayoutConstraints
 from gpuzarr.tensorstore.chunk_shapes import ChosenLayout, choose_chunk_shapes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ts = pytest.importorskip("tensorstore")
 

@@ -7,8 +7,7 @@ other opens and reads, and both write the same metadata.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -17,6 +16,9 @@ import gpuzarr
 from gpuzarr.errors import ArrayNotFoundError, ChunkNotFoundError, ContainsNodeError, MetadataError
 from gpuzarr.field_array import FieldArray
 from gpuzarr.tensorstore.open import open_spec
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ts = pytest.importorskip("tensorstore")
 

@@ -10,18 +10,20 @@ written as the fill value.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import buffers, config
-from ...codecs.pipeline import CodecPipeline
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...layout import ArrayLayout
 from ...parallel import batches_by_bytes, run_tasks
-from ...plan.selection import ChunkProjection, SelectionPlan
-from ...store.base import Buffer, Store
 from ...store.sharding import ShardLayout, fetch_inner_chunks, fetch_shard
+
+if TYPE_CHECKING:
+    from ...codecs.pipeline import CodecPipeline
+    from ...layout import ArrayLayout
+    from ...plan.selection import ChunkProjection, SelectionPlan
+    from ...store.base import Buffer, Store
 
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...codecs.sharding import ShardingCodec
 from ...errors import CorruptChunkError
-from ...layout import ArrayLayout
 from ...parallel import run_tasks
-from ...plan.selection import ChunkProjection, SelectionPlan
 from ...spec.dtypes import fill_value_bytes_equal
-from ...store.base import Buffer, Store
 from ...store.sharding import encode_shard
+
+if TYPE_CHECKING:
+    from ...codecs.sharding import ShardingCodec
+    from ...layout import ArrayLayout
+    from ...plan.selection import ChunkProjection, SelectionPlan
+    from ...store.base import Buffer, Store
 
 
 def _covers_whole_chunk(p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:

@@ -13,8 +13,7 @@ method per phase, in that order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +21,7 @@ import numpy.typing as npt
 from ...codecs.base import as_uint8
 from ...codecs.crc32c import crc32c
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...layout import ArrayLayout
 from ...parallel import run_tasks
-from ...store.base import Buffer
 from . import launch_checks
 from .gpu_plan import ChunkTask, GpuReadPlan, align
 from .launch_checks import MAX_NDIM
@@ -41,6 +38,12 @@ from .launches import (
 )
 from .routes import reads_directly
 from .streams import Algorithm, SplitChunk, UnsupportedStreamError, split_chunk
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ...layout import ArrayLayout
+    from ...store.base import Buffer
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:

@@ -12,8 +12,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +21,9 @@ from ... import config
 from . import kernels
 from .device import ChecksumKind, peek_index
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 logger = logging.getLogger("gpuzarr")
 

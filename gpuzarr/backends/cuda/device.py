@@ -11,14 +11,16 @@ A device is any object with the methods of :class:`Device`:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from .launches import AssembleLaunch, FileRead, FileSpan
+if TYPE_CHECKING:
+    import contextlib
+    from collections.abc import Callable, Sequence
+
+    from .launches import AssembleLaunch, FileRead, FileSpan
 
 ChecksumKind = Literal["crc32", "adler32"]
 

@@ -15,24 +15,27 @@ only the CPU calls a chunk corrupt. Each reason is reported once per read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ...codecs.zstd import frame_content_size
 from ...errors import CorruptChunkError
-from ...layout import ArrayLayout
-from ...store.base import Store
 from ...store.local import LocalStore
-from ...store.sharding import ShardIndex
 from .bind import bind_batch, decode_on_host
 from .device import Device, read_file_span
 from .fetch import fetch_batch
 from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, FileSpan
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ...layout import ArrayLayout
+    from ...store.base import Store
+    from ...store.sharding import ShardIndex
 
 logger = logging.getLogger("gpuzarr")
 

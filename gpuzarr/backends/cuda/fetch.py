@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...errors import CorruptChunkError
-from ...layout import ArrayLayout
 from ...parallel import run_tasks
-from ...store.base import Buffer, Store
 from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, read_inner_chunks
-from .gpu_plan import ChunkTask, GpuReadPlan
 from .launches import FileSpan
 from .routes import reads_directly
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ...layout import ArrayLayout
+    from ...store.base import Buffer, Store
+    from .gpu_plan import ChunkTask, GpuReadPlan
 
 
 def _stat(path: str) -> tuple[int, tuple[int, int]] | None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ...layout import ArrayLayout
-from ...plan.selection import SelectionPlan
+if TYPE_CHECKING:
+    from ...layout import ArrayLayout
+    from ...plan.selection import SelectionPlan
 
 #: a box up to this many times the result's size is read whole
 MAX_BOX_GROWTH = 8

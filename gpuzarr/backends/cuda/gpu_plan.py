@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ...layout import ArrayLayout
 from ...parallel import batches_by_bytes
-from ...plan.selection import SelectionPlan
 from .launch_checks import MAX_NDIM
 from .routes import DecodeRoute, c_strides, decode_route, swap_width
+
+if TYPE_CHECKING:
+    from ...layout import ArrayLayout
+    from ...plan.selection import SelectionPlan
 
 ALIGNMENT = 8
 #: Default device-memory budget of one batch (encoded + decoded bytes).

@@ -10,11 +10,13 @@ They are written for clarity, not speed. This module never imports cupy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MAX_NDIM = 8
 ITEMSIZES = (1, 2, 4, 8, 16)

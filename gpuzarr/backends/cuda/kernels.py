@@ -14,14 +14,16 @@ out-of-bounds device access. The launches are asynchronous on CuPy's current str
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .launch_checks import check_assemble, check_blocks, check_crc32c
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
 
 BLOCK_THREADS = 256
 MAX_GRID_Y = 65535

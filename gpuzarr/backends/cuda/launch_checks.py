@@ -8,11 +8,13 @@ on the batch it binds before any device sees it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: the most dimensions assemble.cu's tables hold
 MAX_NDIM = 8

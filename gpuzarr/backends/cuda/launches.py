@@ -5,14 +5,16 @@ checks of an assemble launch against its buffers, which bind and both devices ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from .gpu_plan import ALIGNMENT, Int64Array
 from .launch_checks import check_assemble
-from .streams import Algorithm, Checksum
+
+if TYPE_CHECKING:
+    from .streams import Algorithm, Checksum
 
 
 @dataclass

@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import zlib
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +19,9 @@ import numpy.typing as npt
 from . import kernel_reference, kernels, launch_checks
 from .device import ChecksumKind, peek_index, read_file_span
 from .launches import AssembleLaunch, FileRead, check_assemble_launch
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 POISON = 0xAB
 

@@ -20,23 +20,26 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import config
 from ...errors import DeviceError
-from ...layout import ArrayLayout
 from ...plan.selection import SelectionPlan, plan_orthogonal
-from ...store.base import Store
 from ..cpu import empty as host_empty
 from ..cpu import read_plan
 from .cupy_device import CudaDevice
-from .device import Device
 from .executor import execute
 from .gather import gather_plan
 from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ...layout import ArrayLayout
+    from ...store.base import Store
+    from .device import Device
 
 logger = logging.getLogger("gpuzarr")
 

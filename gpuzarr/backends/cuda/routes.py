@@ -11,17 +11,20 @@ the reason).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ...codecs.base import BytesToBytesCodec, Codec
 from ...codecs.blosc import BloscCodec
 from ...codecs.bytes import has_byte_order
-from ...codecs.pipeline import CodecPipeline
 from ...codecs.transpose import TransposeCodec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy as np
+
+    from ...codecs.base import BytesToBytesCodec, Codec
+    from ...codecs.pipeline import CodecPipeline
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +37,11 @@ import numpy.typing as npt
 from ...codecs.base import as_uint8
 from ...codecs.blosc import BLOSC_HEADER_NBYTES, BloscHeader, parse_blosc_header
 from ...codecs.zstd import frame_content_size
-from ...store.base import Buffer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ...store.base import Buffer
 
 #: nvCOMP algorithm of a stream; "copy" is stored bytes (no decompression).
 Algorithm = Literal["zstd", "deflate", "lz4", "copy"]

@@ -4,8 +4,7 @@ their first and last selected element (backends/cpu/read._read_uncompressed_part
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -15,6 +14,9 @@ from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.backends.cpu.read import _selected_byte_span
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.plan.selection import ChunkProjection
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
 SELECTIONS: list[Any] = [
