@@ -46,9 +46,9 @@ def _reset_hwm() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
     except OSError:
         return False
+    return True
 
 
 class PeakRSS:

@@ -1,5 +1,6 @@
-"""gpuzarr: Zarr v2/v3 arrays read straight into GPU memory, and bit-identical NumPy results
-on machines without a GPU.
+"""gpuzarr: Zarr v2/v3 arrays read straight into GPU memory.
+
+Machines without a GPU get bit-identical NumPy results from the same code.
 
 Importing gpuzarr creates no CUDA context, thread pool or native state: GPU libraries are
 imported on first GPU use only.

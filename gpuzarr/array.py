@@ -82,8 +82,10 @@ class Array:
 
     @property
     def layout(self) -> ArrayLayout:
-        """The resolved array (metadata, prepared codec pipelines, planning grid, shard
-        addressing) that readers and writers work from."""
+        """The resolved array that readers and writers work from.
+
+        Metadata, prepared codec pipelines, planning grid and shard addressing.
+        """
         return self._layout
 
     @property
@@ -94,36 +96,45 @@ class Array:
 
     @property
     def metadata(self) -> ArrayMetadata | ArrayMetadataV2:
+        """The array's metadata (Zarr v3, or v2 normalised to the v3 chain)."""
         return self._metadata
 
     @property
     def zarr_format(self) -> int:
+        """The Zarr format version: 2 or 3."""
         return self._metadata.zarr_format
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape."""
         return self._metadata.shape
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return math.prod(self.shape)
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The NumPy data type of the elements."""
         return self._metadata.dtype
 
     @property
     def nbytes(self) -> int:
+        """The size of the whole array, decoded, in bytes."""
         return self.size * self.dtype.itemsize
 
     @property
     def chunks(self) -> tuple[Any, ...]:
-        """The shape of a chunk as read and decoded: the inner chunk when sharded. For a
-        rectilinear grid, each axis is its chunk size or the tuple of its chunk sizes."""
+        """The shape of a chunk as read and decoded: the inner chunk when sharded.
+
+        For a rectilinear grid, each axis is its chunk size or the tuple of its chunk sizes.
+        """
         if self._layout.sharding is not None:
             return self._layout.sharding.chunk_shape
         return tuple(getattr(self._metadata.chunk_grid, "chunk_shapes", self._metadata.chunk_shape))
@@ -135,26 +146,32 @@ class Array:
 
     @property
     def fill_value(self) -> Any:
+        """The value of elements never written (a missing chunk reads as it)."""
         return self._metadata.fill_value
 
     @property
     def dimension_names(self) -> tuple[str | None, ...] | None:
+        """The name of each axis (v3 ``dimension_names``), or None."""
         return self._metadata.dimension_names
 
     @property
     def codecs(self) -> list[dict[str, Any]]:
+        """The codec chain as Zarr v3 JSON (for v2, the chain the metadata maps to)."""
         return self._layout.pipeline.to_json()
 
     @property
     def device(self) -> str:
+        """Where reads land: ``"cpu"`` (NumPy) or ``"cuda:N"`` (CuPy)."""
         return self._device
 
     @property
     def read_only(self) -> bool:
+        """Whether the store refuses writes."""
         return self.store.read_only
 
     @property
     def attrs(self) -> Attributes:
+        """The user attributes, a mutable mapping written through to the store."""
         return Attributes(lambda: self._metadata.attributes, self._put_attributes)
 
     def __len__(self) -> int:
@@ -187,8 +204,10 @@ class Array:
         return any(s is Ellipsis for s in entries)
 
     def read(self, selection: Any = Ellipsis, *, out: Any = None, stream: Any = None) -> Any:
-        """Read a (basic or single-array) selection, optionally into ``out`` (same shape/dtype:
-        a NumPy array on the CPU, a CuPy array on a GPU).
+        """Read a (basic or single-array) selection, optionally into ``out``.
+
+        ``out`` has the selection's shape and the array's dtype: a NumPy array on the CPU, a
+        CuPy array on a GPU.
 
         ``stream`` (GPU reads: a CuPy or PyTorch CUDA stream, or a ``cudaStream_t`` int) is the
         stream the read is ordered on; the result is ready for work queued on that stream
@@ -224,17 +243,21 @@ class Array:
         return self._execute_read(batched, out, stream)
 
     def get_orthogonal_selection(self, selection: Any) -> Any:
+        """Read an orthogonal (outer) selection: what ``a.oindex[selection]`` reads."""
         return self._execute_read(plan_orthogonal(selection, self._dims()))
 
     def get_coordinate_selection(self, selection: Any) -> Any:
+        """Read a vectorised (point) selection: what ``a.vindex[selection]`` reads."""
         return self._execute_read(plan_vectorized(selection, self._dims()))
 
     @property
     def oindex(self) -> _OrthogonalIndexer:
+        """Orthogonal indexing: ``a.oindex[[1, 5], :, 3]`` reads and writes outer products."""
         return _OrthogonalIndexer(self)
 
     @property
     def vindex(self) -> _VectorizedIndexer:
+        """Vectorised indexing: ``a.vindex[i, j, k]`` reads and writes points."""
         return _VectorizedIndexer(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
@@ -264,12 +287,15 @@ class Array:
         self._execute_write(plan_selection(selection, self._dims()), value)
 
     def write(self, selection: Any, value: Any) -> None:
+        """Write ``value`` (broadcast to the selection) to a basic selection: ``a[selection] = value``."""
         self._execute_write(plan_selection(selection, self._dims()), value)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` to an orthogonal selection: ``a.oindex[selection] = value``."""
         self._execute_write(plan_orthogonal(selection, self._dims()), value)
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` to a vectorised selection: ``a.vindex[selection] = value``."""
         self._execute_write(plan_vectorized(selection, self._dims()), value)
 
     # -- metadata changes ------------------------------------------------------------------------
@@ -290,8 +316,11 @@ class Array:
         self._write_metadata(self._metadata.evolve(attributes=attrs))
 
     def resize(self, *shape: Any) -> None:
-        """Change the shape. Growing reads the new region as fill; shrinking erases the data
-        outside the new shape (so it never reappears when the array grows again)."""
+        """Change the shape.
+
+        Growing reads the new region as fill; shrinking erases the data outside the new shape
+        (so it never reappears when the array grows again).
+        """
         given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         new_shape = tuple(int(s) for s in given)
         if len(new_shape) != self.ndim:
@@ -322,8 +351,10 @@ class Array:
         self._write_metadata(new_metadata)
 
     def spec(self) -> dict[str, Any]:
-        """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array
-        with :func:`gpuzarr.open` and, for a local store, with ``tensorstore.open``."""
+        """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array.
+
+        :func:`gpuzarr.open` opens it, and, for a local store, ``tensorstore.open`` too.
+        """
         from .tensorstore.spec import array_spec_json
 
         options = {

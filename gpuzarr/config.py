@@ -80,8 +80,11 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
 
 
 def thread_pool() -> ThreadPoolExecutor:
-    """The shared worker pool: ``concurrency - 1`` threads, since the calling thread works too
-    (see engine.parallel.run_tasks). (Re)created to match ``concurrency``."""
+    """The shared worker pool, (re)created to match ``concurrency``.
+
+    It has ``concurrency - 1`` threads, since the calling thread works too (see
+    ``gpuzarr.parallel.run_tasks``).
+    """
     global _pool, _pool_size
     size = max(get("concurrency") - 1, 1)
     with _lock:

@@ -61,10 +61,12 @@ class Group:
 
     @property
     def zarr_format(self) -> int:
+        """The Zarr format version: 2 or 3."""
         return self._zarr_format
 
     @property
     def attrs(self) -> Attributes:
+        """The user attributes, a mutable mapping written through to the store."""
         return Attributes(lambda: self._attributes, self._put_attributes)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
@@ -107,6 +109,7 @@ class Group:
         return sum(1 for _ in self)
 
     def keys(self) -> list[str]:
+        """The names of the group's children, sorted."""
         return list(self)
 
     def members(self, recursive: bool = False) -> list[tuple[str, Any]]:
@@ -138,6 +141,7 @@ class Group:
         return create_array_node(self.store, path, metadata, overwrite=overwrite, device=device)
 
     def require_group(self, name: str) -> Group:
+        """The child group ``name``, created when it does not exist."""
         if name in self:
             node = self[name]
             if isinstance(node, Group):

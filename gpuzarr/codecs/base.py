@@ -44,6 +44,7 @@ class ChunkSpec:
 
     @property
     def nbytes(self) -> int:
+        """The size of a decoded chunk of this spec in bytes."""
         n = self.dtype.itemsize
         for s in self.shape:
             n *= s
@@ -66,13 +67,14 @@ class Codec(ABC):
         """The JSON configuration (None when the codec has none)."""
 
     def to_json(self) -> dict[str, Any]:
+        """The codec as Zarr v3 JSON: ``{"name": ..., "configuration": {...}}``."""
         config = self.configuration()
         if config is None:
             return {"name": self.name}
         return {"name": self.name, "configuration": config}
 
     def resolve(self, spec: ChunkSpec) -> Codec:
-        """This codec with the defaults that depend on ``spec`` filled in, after validation."""
+        """Return this codec with the defaults that depend on ``spec`` filled in, after validation."""
         return self
 
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
@@ -85,6 +87,8 @@ class Codec(ABC):
 
 
 class ArrayToArrayCodec(Codec):
+    """A codec that maps a chunk array to another array (``transpose``)."""
+
     kind: ClassVar[CodecKind] = "array_to_array"
 
     @abstractmethod
@@ -92,13 +96,17 @@ class ArrayToArrayCodec(Codec):
         """``spec`` is this codec's *input* spec (the decoded side)."""
 
     @abstractmethod
-    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]: ...
+    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        """The inverse of :meth:`decode`."""
 
     def encoded_size(self, input_nbytes: int) -> int | None:
+        """Array->array codecs keep the number of bytes."""
         return input_nbytes
 
 
 class ArrayToBytesCodec(Codec):
+    """The one codec of a chain that turns a chunk array into bytes (``bytes``, ``sharding_indexed``)."""
+
     kind: ClassVar[CodecKind] = "array_to_bytes"
 
     @abstractmethod
@@ -106,19 +114,26 @@ class ArrayToBytesCodec(Codec):
         """Bytes -> an array of ``spec.shape`` (read-only views are allowed)."""
 
     @abstractmethod
-    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer: ...
+    def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer:
+        """An array of ``spec.shape`` -> bytes."""
 
 
 class BytesToBytesCodec(Codec):
+    """A codec that maps bytes to bytes: compressors and checksums."""
+
     kind: ClassVar[CodecKind] = "bytes_to_bytes"
 
     @abstractmethod
     def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
-        """Decode ``data``; when ``out`` (a contiguous uint8 buffer) is given, and the codec can,
-        decode straight into it and return it. Callers check the size of what is returned."""
+        """Decode ``data``, straight into ``out`` when given and the codec can.
+
+        ``out`` is a contiguous uint8 buffer; when it is used, it is returned. Callers check the
+        size of what is returned.
+        """
 
     @abstractmethod
-    def encode(self, data: Buffer) -> Buffer: ...
+    def encode(self, data: Buffer) -> Buffer:
+        """The inverse of :meth:`decode`."""
 
 
 def as_uint8(data: Buffer) -> np.ndarray[Any, np.dtype[np.uint8]]:

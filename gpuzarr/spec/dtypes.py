@@ -60,11 +60,11 @@ def _ml_dtype(name: str, field: str) -> np.dtype[Any]:
         raise MetadataError(f"{field}: data type {name!r} needs the ml_dtypes package") from exc
     try:
         found: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
-        return found
     except AttributeError as exc:
         raise MetadataError(
             f"{field}: data type {name!r} needs a newer ml_dtypes ({ml_dtypes.__version__})"
         ) from exc
+    return found
 
 
 def _raw_bits(value: str) -> int | None:

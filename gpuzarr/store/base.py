@@ -20,8 +20,10 @@ Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
 
 @dataclass(frozen=True, slots=True)
 class ByteRange:
-    """``length`` bytes from ``offset``; ``length=None`` reads to the end. A negative ``offset``
-    with no length is a suffix request: the last ``-offset`` bytes."""
+    """``length`` bytes from ``offset``; ``length=None`` reads to the end.
+
+    A negative ``offset`` with no length is a suffix request: the last ``-offset`` bytes.
+    """
 
     offset: int
     length: int | None = None
@@ -35,6 +37,7 @@ class ByteRange:
 
     @classmethod
     def suffix(cls, nbytes: int) -> ByteRange:
+        """The last ``nbytes`` bytes of a value."""
         if nbytes < 0:
             raise ValueError(f"byte range: a suffix needs nbytes >= 0, got {nbytes}")
         # offset -0 would be 0, which reads everything: the empty suffix is an empty range.
@@ -116,6 +119,7 @@ class Store(ABC):
         return target, len(view)
 
     def exists(self, key: str) -> bool:
+        """Whether ``key`` holds a value."""
         return self.get(key, ByteRange(0, 0)) is not None
 
     @abstractmethod

@@ -73,7 +73,7 @@ def _nearest_multiple(divisor: int, target: int) -> int:
     return lower if target - lower <= upper - target else upper
 
 
-def _fill_from_aspect_ratio(
+def _fill_from_aspect_ratio(  # noqa: C901 - TensorStore's algorithm step by step
     aspect_ratio: Sequence[float],
     chunk: list[int],
     target_elements: int,

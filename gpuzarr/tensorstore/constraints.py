@@ -64,7 +64,7 @@ def json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def check_v3_metadata(doc: dict[str, Any]) -> dict[str, Any]:
+def check_v3_metadata(doc: dict[str, Any]) -> dict[str, Any]:  # noqa: C901 - one check per JSON member
     """Validate zarr.json-like constraints (every member optional); returns a normalised copy."""
     f = "metadata"
     out: dict[str, Any] = {}
@@ -227,7 +227,7 @@ def codecs_match(constraint: list[dict[str, Any]], stored: list[dict[str, Any]])
     return True
 
 
-def check_metadata_constraints(spec: MetadataConstraints, stored: dict[str, Any]) -> None:
+def check_metadata_constraints(spec: MetadataConstraints, stored: dict[str, Any]) -> None:  # noqa: C901 - one check per JSON member
     """Raise MetadataError naming the first ``metadata`` member that ``stored`` (the full
     zarr.json or .zarray document, attributes included for v3) does not satisfy."""
     for key, expected in spec.metadata.items():
@@ -299,7 +299,7 @@ class StoredSchema:
     codec: dict[str, Any]
 
 
-def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:
+def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # noqa: C901 - one check per JSON member
     """Raise MetadataError naming the first schema constraint that the stored array breaks."""
     rank = len(stored.shape)
     if schema.rank is not None and schema.rank != rank:

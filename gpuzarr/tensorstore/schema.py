@@ -103,7 +103,7 @@ class Schema:
     codec: dict[str, Any] | None = None
 
     @classmethod
-    def from_json(cls, value: Any, driver: Driver, field_name: str = "schema") -> Schema:
+    def from_json(cls, value: Any, driver: Driver, field_name: str = "schema") -> Schema:  # noqa: C901 - one check per JSON member
         """Parse and validate the ``schema`` member of a spec for ``driver``."""
         doc = expect_dict(value, field_name)
         extra = set(doc) - _SCHEMA_MEMBERS

@@ -121,7 +121,7 @@ class TensorStoreSpec:
         return 3 if self.driver == "zarr3" else 2
 
     @classmethod
-    def from_json(cls, spec: Any, *, mode: str | None = None, **options: Any) -> TensorStoreSpec:
+    def from_json(cls, spec: Any, *, mode: str | None = None, **options: Any) -> TensorStoreSpec:  # noqa: C901 - one check per JSON member
         """Parse ``spec``; ``mode`` (zarr-python's) and ``options`` (spec members or the keyword
         options of ``tensorstore.open``: shape, dtype, fill_value, ...) are merged in first."""
         doc = merge_options(expect_dict(spec, "spec"), options)

@@ -250,7 +250,10 @@ class CudaDevice:
                 buffer = staging if read.target == "staging" else work
                 n = read.span.nbytes
                 if read.offset < 0 or read.offset + n > buffer.size:
-                    raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
+                    # Raised here so that the reads already started are awaited below, like any error.
+                    raise ValueError(  # noqa: TRY301
+                        f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer"
+                    )
                 if n == 0:
                     futures.append(None)
                     continue
