@@ -1,6 +1,9 @@
 """Random selections through the GPU read path (emulated device) against the CPU engine:
 basic selections (negative steps included), orthogonal ones, points, and batches of crops, over
-random shapes, chunkings and shardings."""
+random shapes, chunkings and shardings.
+
+The GPU arrays are strict, so no part of a read may fall back to the CPU, and every read with a
+result must have launched the assemble kernel on the device: a read the CPU answered fails."""
 
 from __future__ import annotations
 
@@ -30,13 +33,21 @@ def _pair(shape: tuple[int, ...], chunks: tuple[int, ...], sharded: bool) -> tup
     values = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape) * 3 + 1
     if values.size:
         array[...] = values
-    return gpuzarr.open(store, device="gpu"), gpuzarr.open(store, device="cpu"), values
+    gpu = gpuzarr.open(store, device="gpu")
+    assert isinstance(gpu, gpuzarr.Array)
+    gpu.strict = True  # a CPU step raises DeviceError instead of passing silently
+    return gpu, gpuzarr.open(store, device="cpu"), values
 
 
-def _same(got: Any, expected: Any) -> None:
-    got, expected = np.asarray(got), np.asarray(expected)
+def _same(gpu_read: Any, expected: Any, emulated_gpu: EmulatedGpu) -> None:
+    """``gpu_read()`` equals ``expected``, and ran on the (emulated) device."""
+    launches = emulated_gpu.names().count("assemble_chunks")
+    got = np.asarray(gpu_read())
+    expected = np.asarray(expected)
     assert got.shape == expected.shape and got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
+    if expected.size:
+        assert emulated_gpu.names().count("assemble_chunks") > launches, "the read did not run on the device"
 
 
 @SETTINGS
@@ -45,9 +56,9 @@ def test_basic_and_orthogonal(emulated_gpu: EmulatedGpu, data: st.DataObject, sh
     shape, chunks = data.draw(shapes_and_chunks(min_ndim=1))
     gpu, cpu, _ = _pair(shape, chunks, sharded)
     sel = data.draw(basic_selections(shape))
-    _same(gpu[sel], cpu[sel])
+    _same(lambda: gpu[sel], cpu[sel], emulated_gpu)
     osel = data.draw(orthogonal_selections(shape))
-    _same(gpu.oindex[osel], cpu.oindex[osel])
+    _same(lambda: gpu.oindex[osel], cpu.oindex[osel], emulated_gpu)
 
 
 @SETTINGS
@@ -60,7 +71,7 @@ def test_points(emulated_gpu: EmulatedGpu, data: st.DataObject, sharded: bool) -
         np.asarray(data.draw(st.lists(st.integers(-size, size - 1), min_size=n, max_size=n)), dtype=np.intp)
         for size in shape
     )
-    _same(gpu.vindex[points], cpu.vindex[points])
+    _same(lambda: gpu.vindex[points], cpu.vindex[points], emulated_gpu)
 
 
 @SETTINGS
@@ -72,10 +83,10 @@ def test_batches_of_crops(emulated_gpu: EmulatedGpu, data: st.DataObject, sharde
     corner = st.tuples(*(st.integers(0, size - c) for size, c in zip(shape, crop, strict=True)))
     starts = data.draw(st.lists(corner, min_size=1, max_size=4))
     boxes = [tuple(slice(s, s + c) for s, c in zip(start, crop, strict=True)) for start in starts]
-    _same(gpu.read_batch(boxes), cpu.read_batch(boxes))
+    _same(lambda: gpu.read_batch(boxes), cpu.read_batch(boxes), emulated_gpu)
 
 
 @pytest.mark.parametrize("selection", [(slice(None, None, -1),), ([2, 0, 2],), (np.array([True, False, True]),)])
 def test_one_dimensional_examples(emulated_gpu: EmulatedGpu, selection: tuple[Any, ...]) -> None:
     gpu, cpu, _ = _pair((3,), (2,), False)
-    _same(gpu[selection], cpu[selection])
+    _same(lambda: gpu[selection], cpu[selection], emulated_gpu)
