@@ -1,6 +1,6 @@
-"""How an array's chunks are stored: the bridge from metadata to the read/write engines.
+"""The resolved array (:class:`ArrayLayout`): the bridge from metadata to the readers and the writer.
 
-The engines plan selections over the *planning grid* and decode *planning chunks* with
+Selections are planned over the *planning grid*, and readers decode *planning chunks* with
 ``pipeline_at(coords)``. For an unsharded array those are the array's chunks. For an array whose
 chain is just ``[sharding_indexed]`` the planning grid is the grid of *inner* chunks, so that a
 selection reads only the inner chunks it touches; ``shard_of`` maps an inner chunk to its shard
