@@ -16,7 +16,7 @@ from . import backends, config
 from .attributes import Attributes
 from .backends.cpu import as_host_array, write_plan
 from .backends.select import resolve_device_for
-from .errors import MetadataError, ReadOnlyError
+from .errors import InvalidArgumentError, MetadataError, ReadOnlyError
 from .hierarchy import write_documents
 from .layout import ArrayLayout
 from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
@@ -226,10 +226,10 @@ class Array:
         selections = list(selections)
         plans = [plan_selection(s, self._dims()) for s in selections]
         if not plans:
-            raise ValueError("read_batch: no selections given")
+            raise InvalidArgumentError("read_batch: no selections given")
         shape = plans[0].shape
         if any(p.shape != shape or p.buffer_shape != p.shape for p in plans):
-            raise ValueError("read_batch: every selection must be a box selection of the same shape")
+            raise InvalidArgumentError("read_batch: every selection must be a box selection of the same shape")
         full_shape = (len(plans), *shape)
         batched = SelectionPlan(
             full_shape,
@@ -276,7 +276,7 @@ class Array:
         try:
             arr = np.broadcast_to(arr, plan.shape)
         except ValueError as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"could not broadcast value of shape {arr.shape} to selection shape {plan.shape}"
             ) from exc
         if plan.buffer_shape != plan.shape:
@@ -324,9 +324,9 @@ class Array:
         given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         new_shape = tuple(int(s) for s in given)
         if len(new_shape) != self.ndim:
-            raise ValueError(f"resize: expected {self.ndim} dimensions, got {len(new_shape)}")
+            raise InvalidArgumentError(f"resize: expected {self.ndim} dimensions, got {len(new_shape)}")
         if any(s < 0 for s in new_shape):
-            raise ValueError(f"resize: shape entries must be >= 0, got {new_shape}")
+            raise InvalidArgumentError(f"resize: shape entries must be >= 0, got {new_shape}")
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         old_shape = self.shape

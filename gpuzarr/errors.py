@@ -57,6 +57,11 @@ class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
         self.key = key
 
 
+class InvalidArgumentError(GpuZarrError, ValueError):
+    """An argument of a call is outside what it accepts: a mode, a shape, a batch of
+    selections, a value that does not broadcast, an ``out`` buffer of the wrong shape."""
+
+
 class InvalidKeyError(GpuZarrError, ValueError):
     """A store key is not a valid relative path (contains '..', a leading '/' or a backslash)."""
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
+from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
 from .spec.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .spec.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 
@@ -56,7 +56,7 @@ MODES: dict[str, Mode] = {
 def parse_mode(mode: str) -> Mode:
     """The :class:`Mode` named ``mode``; ValueError for an unknown name."""
     if mode not in MODES:
-        raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
+        raise InvalidArgumentError(f"mode: expected one of {list(MODES)}, got {mode!r}")
     return MODES[mode]
 
 

@@ -282,3 +282,22 @@ def test_open_rejects_unknown_keywords(tmp_path) -> None:
         gpuzarr.open(str(tmp_path / "a.zarr"), feild="x")
     # Creation arguments with mode "a" apply only when nothing exists: the array is opened as is.
     assert gpuzarr.open(str(tmp_path / "a.zarr"), mode="a", shape=(9,), dtype="i4").shape == (4,)
+
+
+def test_bad_arguments_are_gpuzarr_errors_and_value_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpuzarr.errors import GpuZarrError, InvalidArgumentError
+
+    a = gpuzarr.create(tmp_path / "a.zarr", shape=(4, 4), dtype="u1", chunks=(2, 2))
+    calls = [
+        lambda: a.read_batch([]),
+        lambda: a.read_batch([(slice(0, 2), slice(0, 2)), (slice(0, 1), slice(0, 2))]),
+        lambda: a.resize((4,)),
+        lambda: a.resize((4, -1)),
+        lambda: a.__setitem__((slice(0, 2), slice(0, 2)), np.zeros((3, 3), "u1")),
+        lambda: a.read(out=np.zeros((4, 3), "u1")),
+        lambda: gpuzarr.open(tmp_path / "a.zarr", mode="rw"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgumentError) as info:
+            call()
+        assert isinstance(info.value, GpuZarrError) and isinstance(info.value, ValueError)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...errors import InvalidArgumentError
 from .host_arrays import as_host_array, empty, is_device_array
 from .read import read_plan
 from .write import write_plan
@@ -49,12 +50,14 @@ def _output_buffer(out: Any, plan: SelectionPlan, dtype: np.dtype[Any]) -> np.nd
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out: expected a numpy.ndarray on device 'cpu', got {type(out).__name__}")
     if out.shape != plan.shape or out.dtype != dtype:
-        raise ValueError(f"out: expected shape {plan.shape} and dtype {dtype}, got {out.shape} and {out.dtype}")
+        raise InvalidArgumentError(
+            f"out: expected shape {plan.shape} and dtype {dtype}, got {out.shape} and {out.dtype}"
+        )
     if not out.flags.writeable:
-        raise ValueError("out: the buffer is read-only")
+        raise InvalidArgumentError("out: the buffer is read-only")
     buffer = out if plan.buffer_shape == plan.shape else out.reshape(plan.buffer_shape)
     if not np.shares_memory(buffer, out) and buffer.size:
-        raise ValueError("out: a point selection needs a contiguous output buffer")
+        raise InvalidArgumentError("out: a point selection needs a contiguous output buffer")
     return buffer
 
 

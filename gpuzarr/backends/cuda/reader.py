@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import config
-from ...errors import DeviceError
+from ...errors import DeviceError, InvalidArgumentError
 from ...plan.selection import SelectionPlan, plan_orthogonal
 from ..cpu import empty as host_empty
 from ..cpu import read_plan
@@ -179,7 +179,9 @@ def _check_out(device: Device, out: Any, shape: tuple[int, ...], dtype: np.dtype
     if not device.is_array(out):
         raise TypeError(f"out: expected an array on the GPU (cupy.ndarray), got {type(out).__name__}")
     if tuple(out.shape) != shape or np.dtype(out.dtype) != dtype:
-        raise ValueError(f"out: expected shape {shape} and dtype {dtype}, got {tuple(out.shape)} and {out.dtype}")
+        raise InvalidArgumentError(
+            f"out: expected shape {shape} and dtype {dtype}, got {tuple(out.shape)} and {out.dtype}"
+        )
 
 
 __all__ = ["CudaReader", "batch_budget", "log_fallback"]
