@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.store.sharding import EMPTY
-from tests.resize_model import check_random_resizes
+from tests.backends.cpu.resize_model import check_random_resizes
 
 ZSTD = [
     {"name": "bytes", "configuration": {"endian": "little"}},

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import gpuzarr
 from gpuzarr.errors import MetadataError
 from gpuzarr.spec.rectilinear import RectilinearChunkGrid
-from tests.resize_model import check_random_resizes
+from tests.backends.cpu.resize_model import check_random_resizes
 
 ZEP3_CHUNKS = [[5, 5, 5, 15, 15, 20, 35], 10]
 BOUNDS_AXIS0 = [0, 5, 10, 15, 30, 45, 65, 100]
