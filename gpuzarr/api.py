@@ -162,11 +162,43 @@ def create(
     device: str = "auto",
     path: str = "",
 ) -> Array:
-    """Create an array (see DESIGN §2 for every argument) and return it open for writing.
+    """Create an array and return it open for writing.
 
-    ``shards`` wraps the codec chain in ``sharding_indexed`` with inner chunks ``chunks``.
-    Creating where a node exists raises ContainsNodeError unless ``overwrite=True``, which
-    discards the old node and its data.
+    Parameters
+    ----------
+    store
+        A path, ``file://`` or ``memory://`` URL, Store, or TensorStore kvstore dict.
+    shape, dtype
+        The array's shape and data type (any Zarr core type, or a NumPy dtype).
+    chunks
+        The chunk shape (the inner chunk shape when ``shards`` is given); a list of per-axis
+        size lists makes a rectilinear grid (ZEP 3). Default: chosen from the shape.
+    shards
+        The shard shape: wraps the codec chain in ``sharding_indexed`` with inner chunks
+        ``chunks`` (v3 only).
+    zarr_format
+        3 (default) or 2.
+    codecs
+        v3: the Zarr JSON codec chain (default: ``bytes`` + zstd, as zarr-python).
+    compressor, filters
+        v2 numcodecs-style JSON dicts; for v3 they are placed around the ``bytes`` codec.
+    order
+        "C" or "F" (v3: a ``transpose`` codec).
+    fill_value
+        The value of elements never written (default: the type's zero).
+    dimension_names, attributes, chunk_key_encoding, dimension_separator
+        As in the Zarr specification (``dimension_names`` is v3 only).
+    overwrite
+        Replace a node that exists at the path, and its data. Otherwise creating where a node
+        exists raises :class:`~gpuzarr.errors.ContainsNodeError`.
+    device
+        Where reads of the returned array land: "auto", "cpu", "gpu" or "cuda:N".
+    path
+        The array's path below ``store``.
+
+    Returns
+    -------
+    Array
     """
     metadata = build_metadata(
         shape=shape,
