@@ -172,14 +172,14 @@ def create(
         The array's shape and data type (any Zarr core type, or a NumPy dtype).
     chunks
         The chunk shape (the inner chunk shape when ``shards`` is given); a list of per-axis
-        size lists makes a rectilinear grid (ZEP 3). Default: chosen from the shape.
+        size lists makes a rectilinear grid (ZEP 3). Default: one chunk holding the whole array.
     shards
         The shard shape: wraps the codec chain in ``sharding_indexed`` with inner chunks
         ``chunks`` (v3 only).
     zarr_format
         3 (default) or 2.
     codecs
-        v3: the Zarr JSON codec chain (default: ``bytes`` + zstd, as zarr-python).
+        v3: the Zarr JSON codec chain (default: ``bytes`` + zstd level 0, as zarr-python).
     compressor, filters
         v2 numcodecs-style JSON dicts; for v3 they are placed around the ``bytes`` codec.
     order
