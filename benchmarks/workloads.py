@@ -108,7 +108,85 @@ def check_crops(truth: np.ndarray[Any, Any], sels: list[tuple[slice, ...]]) -> C
     return check
 
 
-def run_workload(  # noqa: C901 - one branch per workload kind
+def _new_record(wl: Workload, impl: Impl, base: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **base,
+        "workload": wl.name,
+        "impl": impl.name,
+        "device": impl.device,
+        "nbytes": wl.nbytes,
+        "items": wl.items,
+        "times_s": [],
+        "cpu_s": [],
+        "rss_delta_bytes": [],
+        "status": "ok",
+        "note": "",
+    }
+
+
+def _run_once(
+    wl: Workload, impl: Impl, handles: dict[str, Any], rec: dict[str, Any], *, timed: bool, check: bool
+) -> None:
+    """One call of the workload: timed into ``rec`` if ``timed``, its result checked if ``check``."""
+    h = wl.prepare(impl) if wl.prepare is not None else handles[impl.name]
+    gc.collect()
+    with PeakRSS() as mem:
+        c0, t0 = time.process_time(), time.perf_counter()
+        with impl.context():
+            result = wl.call(impl, h)
+            impl.finish()
+        elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+    if timed:
+        rec["times_s"].append(elapsed)
+        rec["cpu_s"].append(cpu)
+        if mem.delta is not None:
+            rec["rss_delta_bytes"].append(mem.delta)
+    if check:
+        problem = wl.check(impl, result)
+        if problem is not None and rec["status"] == "ok":
+            rec["status"] = "MISMATCH"
+            rec["note"] = problem
+    del result
+
+
+def _run_guarded(
+    wl: Workload, impl: Impl, handles: dict[str, Any], rec: dict[str, Any], *, timed: bool, check: bool
+) -> bool:
+    """``_run_once``, with a skip or an exception recorded in ``rec``; False when it did not complete."""
+    try:
+        _run_once(wl, impl, handles, rec, timed=timed, check=check)
+    except SkipImpl as exc:
+        rec.update(status="skipped", note=str(exc))
+        return False
+    except Exception as exc:
+        rec.update(status="error", note=f"{type(exc).__name__}: {exc}")
+        log(f"    {impl.name}: {type(exc).__name__}: {exc}")
+        log("".join(traceback.format_exception(exc)[-3:]).rstrip())
+        return False
+    return True
+
+
+def _finish_record(wl: Workload, rec: dict[str, Any]) -> None:
+    """Summarise the timed runs into ``rec`` (an error if none completed), and log its line."""
+    if rec["times_s"] and rec["status"] in ("ok", "MISMATCH"):
+        rec.update(summarise(rec["times_s"], wl.nbytes, wl.items))
+        rec["cpu_s_median"] = statistics.median(rec["cpu_s"])
+        if rec["rss_delta_bytes"]:
+            rec["rss_delta_peak_bytes"] = max(rec["rss_delta_bytes"])
+    elif rec["status"] == "ok":
+        rec["status"] = "error"
+        rec["note"] = rec["note"] or "no timed run completed"
+    if rec.get("gbps_median") is not None:
+        log(
+            f"    {wl.name:13s} {rec['impl']:18s} {rec['gbps_median']:7.3f} GB/s "
+            f"{rec['items_per_s_median']:9.1f} /s  {rec['status']}"
+        )
+    else:
+        log(f"    {wl.name:13s} {rec['impl']:18s} {rec['status']}: {rec['note'][:100]}")
+
+
+def run_workload(
     wl: Workload,
     impls: list[Impl],
     handles: dict[str, Any],
@@ -119,19 +197,7 @@ def run_workload(  # noqa: C901 - one branch per workload kind
     records: dict[str, dict[str, Any]] = {}
     active: list[Impl] = []
     for impl in impls:
-        rec = {
-            **base,
-            "workload": wl.name,
-            "impl": impl.name,
-            "device": impl.device,
-            "nbytes": wl.nbytes,
-            "items": wl.items,
-            "times_s": [],
-            "cpu_s": [],
-            "rss_delta_bytes": [],
-            "status": "ok",
-            "note": "",
-        }
+        rec = _new_record(wl, impl, base)
         records[impl.name] = rec
         h = handles.get(impl.name)
         if isinstance(h, BaseException):
@@ -140,68 +206,21 @@ def run_workload(  # noqa: C901 - one branch per workload kind
         else:
             active.append(impl)
 
-    def one(impl: Impl, timed: bool, check: bool) -> None:
-        rec = records[impl.name]
-        h = wl.prepare(impl) if wl.prepare is not None else handles[impl.name]
-        gc.collect()
-        with PeakRSS() as mem:
-            c0, t0 = time.process_time(), time.perf_counter()
-            with impl.context():
-                result = wl.call(impl, h)
-                impl.finish()
-            elapsed = time.perf_counter() - t0
-            cpu = time.process_time() - c0
-        if timed:
-            rec["times_s"].append(elapsed)
-            rec["cpu_s"].append(cpu)
-            if mem.delta is not None:
-                rec["rss_delta_bytes"].append(mem.delta)
-        if check:
-            problem = wl.check(impl, result)
-            if problem is not None and rec["status"] == "ok":
-                rec["status"] = "MISMATCH"
-                rec["note"] = problem
-        del result
+    def warm_up(impl: Impl) -> bool:
+        return _run_guarded(wl, impl, handles, records[impl.name], timed=False, check=True)
 
-    def guarded(impl: Impl, timed: bool, check: bool) -> bool:
-        try:
-            one(impl, timed, check)
-        except SkipImpl as exc:
-            records[impl.name].update(status="skipped", note=str(exc))
-            return False
-        except Exception as exc:
-            records[impl.name].update(status="error", note=f"{type(exc).__name__}: {exc}")
-            log(f"    {impl.name}: {type(exc).__name__}: {exc}")
-            log("".join(traceback.format_exception(exc)[-3:]).rstrip())
-            return False
-        return True
-
-    active = [impl for impl in active if guarded(impl, timed=False, check=True)]  # warm-up
+    active = [impl for impl in active if warm_up(impl)]
     for r in range(repeats):
         k = r % len(active) if active else 0
         for impl in active[k:] + active[:k]:
             if records[impl.name]["status"] in ("ok", "MISMATCH"):
-                guarded(impl, timed=True, check=wl.check_every_run)
+                _run_guarded(wl, impl, handles, records[impl.name], timed=True, check=wl.check_every_run)
 
     out = []
     for impl in impls:
         rec = records[impl.name]
-        if rec["times_s"] and rec["status"] in ("ok", "MISMATCH"):
-            rec.update(summarise(rec["times_s"], wl.nbytes, wl.items))
-            rec["cpu_s_median"] = statistics.median(rec["cpu_s"])
-            if rec["rss_delta_bytes"]:
-                rec["rss_delta_peak_bytes"] = max(rec["rss_delta_bytes"])
-        elif rec["status"] == "ok":
-            rec["status"] = "error"
-            rec["note"] = rec["note"] or "no timed run completed"
+        _finish_record(wl, rec)
         out.append(rec)
-        if rec.get("gbps_median") is not None:
-            log(
-                f"    {wl.name:13s} {impl.name:18s} {rec['gbps_median']:7.3f} GB/s "
-                f"{rec['items_per_s_median']:9.1f} /s  {rec['status']}"
-            )
-        else:
-            log(f"    {wl.name:13s} {impl.name:18s} {rec['status']}: {rec['note'][:100]}")
     return out
 
 
