@@ -1,10 +1,11 @@
-"""Timing and memory helpers: a peak-RSS sampler and run statistics."""
+"""Timing and memory helpers (a peak-RSS sampler and run statistics) and the progress log on stderr."""
 
 from __future__ import annotations
 
 import os
 import resource
 import statistics
+import sys
 from typing import Any
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -94,3 +95,7 @@ def summarise(times: list[float], nbytes: int, items: int) -> dict[str, Any]:
         "items_per_s_min": items / hi,
         "items_per_s_max": items / lo,
     }
+
+
+def log(*parts: Any) -> None:
+    print(*parts, file=sys.stderr, flush=True)
