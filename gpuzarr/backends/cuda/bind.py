@@ -13,6 +13,7 @@ method per phase, in that order.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -37,7 +38,7 @@ from .launches import (
     check_assemble_launch,
 )
 from .routes import reads_directly
-from .streams import Algorithm, SplitChunk, UnsupportedStreamError, split_chunk
+from .streams import Algorithm, SplitChunk, UnsupportedStreamError, check_zstd_frame, split_chunk
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -51,9 +52,7 @@ def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.N
     return np.ascontiguousarray(groups[..., ::-1]).reshape(-1)
 
 
-def _host_decode(
-    layout: ArrayLayout, plan: GpuReadPlan, task: ChunkTask, raw: Buffer
-) -> npt.NDArray[np.uint8]:
+def _host_decode(layout: ArrayLayout, plan: GpuReadPlan, task: ChunkTask, raw: Buffer) -> npt.NDArray[np.uint8]:
     """The CPU pipeline's decoding of a chunk, as C-ordered bytes in the byte order the assemble
     launch expects (the stored order when the launch byte-swaps)."""
     pipeline = layout.pipeline_at(task.coords)
@@ -106,7 +105,11 @@ def bind_batch(
         elif isinstance(raw, FileSpan):
             if not reads_directly(task.route):
                 raise ValueError(f"{task.key}: route {task.route.name!r} cannot be read straight from a file")
-            direct.append((t, raw))
+            host_bytes = _check_direct_frame(task, raw) if task.route.name == "zstd" else None
+            if host_bytes is None:
+                direct.append((t, raw))
+            else:  # a frame a batch cannot hold: read on the host, for the CPU
+                builder.add_host_chunk(t, host_bytes)
         else:
             builder.add_host_chunk(t, raw)
     host_decoded = builder.add_cpu_decoded()
@@ -303,6 +306,56 @@ def _strip_crc32c(task: ChunkTask, data: npt.NDArray[np.uint8]) -> npt.NDArray[n
             task.key, f"{task.where}crc32c checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
         )
     return data[:-4]
+
+
+#: bytes read around each header by the walk of a frame in a file
+_PEEK_WINDOW = 512
+
+
+class _FileWindow:
+    """``read(offset, n)`` of a span of an open file, through a small window of ``_PEEK_WINDOW``
+    bytes: a frame's walk costs about one ``pread`` per block."""
+
+    def __init__(self, fd: int, span: FileSpan) -> None:
+        self.fd, self.span = fd, span
+        self.start, self.data = 0, b""
+
+    def __call__(self, offset: int, n: int) -> bytes:
+        if not (self.start <= offset and offset + n <= self.start + len(self.data)):
+            width = max(n, _PEEK_WINDOW)
+            self.start = offset
+            self.data = os.pread(self.fd, min(width, max(self.span.nbytes - offset, 0)), self.span.offset + offset)
+        got = self.data[offset - self.start : offset - self.start + n]
+        if len(got) < n:
+            raise ValueError(f"zstd: the file ended inside the {self.span.nbytes}-byte chunk (at offset {offset})")
+        return got
+
+
+def _check_direct_frame(task: ChunkTask, span: FileSpan) -> npt.NDArray[np.uint8] | None:
+    """Walk the zstd frame of a chunk the device will read from a file, with small host reads of
+    its headers (``streams.check_zstd_frame``). None: the frame may join a batch; the chunk's
+    bytes, read on the host, when the CPU has to decide (several frames, no content size, ...).
+    Raises CorruptChunkError naming the key for a malformed frame."""
+    try:
+        fd = os.open(span.path, os.O_RDONLY)
+    except OSError as exc:
+        raise CorruptChunkError(task.key, f"{task.where}cannot open {span.path}: {exc}") from exc
+    try:
+        if hasattr(os, "posix_fadvise"):  # header reads should not pull the file into the page cache
+            os.posix_fadvise(fd, span.offset, span.nbytes, os.POSIX_FADV_RANDOM)
+        try:
+            check_zstd_frame(_FileWindow(fd, span), span.nbytes, task.decoded_nbytes)
+        except UnsupportedStreamError:
+            data = os.pread(fd, span.nbytes, span.offset)
+        except ValueError as exc:
+            raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
+        else:
+            return None
+    finally:
+        os.close(fd)
+    if len(data) != span.nbytes:
+        raise CorruptChunkError(task.key, f"{task.where}the file ended after {len(data)} of {span.nbytes} bytes")
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 def _zeros(nbytes: int) -> npt.NDArray[np.uint8]:

@@ -36,7 +36,6 @@ import numpy.typing as npt
 
 from ...codecs.base import as_uint8
 from ...codecs.blosc import BLOSC_HEADER_NBYTES, BloscHeader, parse_blosc_header
-from ...codecs.zstd import frame_content_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -116,15 +115,151 @@ def _u8(data: Buffer) -> npt.NDArray[np.uint8]:
 
 # --- zstd ---------------------------------------------------------------------------------------
 
+ZSTD_MAGIC = 0xFD2FB528
+#: the largest block a Zstandard frame may hold, compressed or decoded (RFC 8878, Block_Maximum_Size)
+ZSTD_BLOCK_MAX = 128 * 1024
+_ZSTD_SKIPPABLE_MAGIC = 0x184D2A50  # 0x184D2A50-0x184D2A5F
+_ZSTD_BLOCK_TYPES = ("raw", "RLE", "compressed", "reserved")
+_ZSTD_DICT_ID_BYTES = (0, 1, 2, 4)
+_ZSTD_FCS_BYTES = (0, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class ZstdFrame:
+    """What the walk of a Zstandard frame found: its length, declared content size and blocks."""
+
+    nbytes: int
+    content_size: int | None
+    checksum: bool
+    nblocks: int
+
+
+def walk_zstd_frame(read: Callable[[int, int], bytes | memoryview], size: int) -> ZstdFrame:
+    """Walk the frame header and every block header of the Zstandard frame at the start of a
+    ``size``-byte chunk, through ``read(offset, n)`` (at most ``n`` bytes; fewer past the end).
+
+    nvCOMP's zstd decoder documents corrupt input as undefined behaviour, so this is the host's
+    check of a frame's structure before it joins a batch (RFC 8878): the header's reserved bit,
+    every block's type (not the reserved type 3) and size (at most 128 KiB; its content inside
+    the chunk), a last block, the 4-byte checksum when the header announces one, and the
+    declared content size against what the blocks can hold (raw and RLE blocks give their
+    decoded size exactly, a compressed block at most 128 KiB). It reads only headers, 3 bytes a
+    block, and allocates nothing from the sizes it reads. The block contents (the entropy-coded
+    payload) and the XXH64 checksum's value are not verified.
+
+    Raises ValueError for a frame that no decoder accepts, and :class:`UnsupportedStreamError`
+    for chunks the CPU may accept but a batch cannot hold (skippable or several frames, a frame
+    that needs a dictionary or declares no content size).
+    """
+    content_size, checksum, pos = _zstd_frame_header(read, size)
+    pos, nblocks = _walk_zstd_blocks(read, size, pos, content_size)
+    if checksum:
+        if pos + 4 > size:
+            raise ValueError(f"zstd: frame's 4-byte checksum runs past the end of the {size}-byte chunk")
+        pos += 4
+    return ZstdFrame(pos, content_size, checksum, nblocks)
+
+
+def _zstd_frame_header(read: Callable[[int, int], bytes | memoryview], size: int) -> tuple[int | None, bool, int]:
+    """The frame header: (declared content size, checksum flag, offset of the first block)."""
+    if size < 4:
+        raise ValueError(f"zstd: {size}-byte chunk cannot hold a frame")
+    magic = int.from_bytes(read(0, 4), "little")
+    if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE_MAGIC:
+        raise UnsupportedStreamError("zstd: chunk starts with a skippable frame")
+    if magic != ZSTD_MAGIC:
+        raise ValueError(f"zstd: {size}-byte chunk does not start with a Zstandard frame header")
+    if size < 6:
+        raise ValueError(f"zstd: {size}-byte chunk is shorter than a frame header")
+    descriptor = read(4, 1)[0]
+    if descriptor & 0x08:
+        raise ValueError(f"zstd: reserved bit of the frame header descriptor is set ({descriptor:#04x})")
+    single_segment = bool(descriptor & 0x20)
+    dict_bytes = _ZSTD_DICT_ID_BYTES[descriptor & 0x3]
+    fcs_bytes = _ZSTD_FCS_BYTES[descriptor >> 6] or (1 if single_segment else 0)
+    pos = 5 + (0 if single_segment else 1)
+    header_end = pos + dict_bytes + fcs_bytes
+    if header_end > size:
+        raise ValueError(f"zstd: frame header of {header_end} bytes runs past the end of the {size}-byte chunk")
+    fields = bytes(read(pos, dict_bytes + fcs_bytes))
+    dict_id = int.from_bytes(fields[:dict_bytes], "little")
+    if dict_id:
+        raise UnsupportedStreamError(f"zstd: frame needs dictionary {dict_id}")
+    content_size: int | None = None
+    if fcs_bytes:
+        content_size = int.from_bytes(fields[dict_bytes:], "little") + (256 if fcs_bytes == 2 else 0)
+    return content_size, bool(descriptor & 0x04), header_end
+
+
+def _walk_zstd_blocks(
+    read: Callable[[int, int], bytes | memoryview], size: int, pos: int, content_size: int | None
+) -> tuple[int, int]:
+    """Walk the block headers from ``pos`` to the last block: (offset after it, block count)."""
+    fixed, ncompressed, nblocks = 0, 0, 0
+    while True:
+        if pos + 3 > size:
+            raise ValueError(
+                f"zstd: frame ends without a last block (block {nblocks} header at offset {pos} runs past "
+                f"the end of the {size}-byte chunk)"
+            )
+        header = int.from_bytes(read(pos, 3), "little")
+        last, kind, block_size = header & 1, (header >> 1) & 3, header >> 3
+        if kind == 3:
+            raise ValueError(f"zstd: block {nblocks} at offset {pos} has the reserved block type 3")
+        if block_size > ZSTD_BLOCK_MAX:
+            raise ValueError(
+                f"zstd: {_ZSTD_BLOCK_TYPES[kind]} block {nblocks} at offset {pos} declares {block_size} bytes, "
+                f"more than the {ZSTD_BLOCK_MAX} a block may hold"
+            )
+        content = 1 if kind == 1 else block_size
+        if pos + 3 + content > size:
+            raise ValueError(
+                f"zstd: {_ZSTD_BLOCK_TYPES[kind]} block {nblocks} at offset {pos} needs {content} bytes, "
+                f"past the end of the {size}-byte chunk"
+            )
+        if kind == 2:
+            ncompressed += 1
+        else:
+            fixed += block_size
+        if content_size is not None and fixed > content_size:
+            raise ValueError(f"zstd: blocks decode to more than the {content_size} bytes the frame header declares")
+        pos += 3 + content
+        nblocks += 1
+        if last:
+            break
+    if content_size is not None and fixed + ncompressed * ZSTD_BLOCK_MAX < content_size:
+        raise ValueError(
+            f"zstd: {nblocks} blocks hold at most {fixed + ncompressed * ZSTD_BLOCK_MAX} decoded bytes, "
+            f"the frame header declares {content_size}"
+        )
+    return pos, nblocks
+
+
+def check_zstd_frame(read: Callable[[int, int], bytes | memoryview], size: int, decoded_nbytes: int) -> ZstdFrame:
+    """:func:`walk_zstd_frame`, then what a batch needs: one frame spanning the chunk (else
+    UnsupportedStreamError: the CPU decides), declaring ``decoded_nbytes`` (else ValueError)."""
+    frame = walk_zstd_frame(read, size)
+    if frame.nbytes != size:
+        raise UnsupportedStreamError(
+            f"zstd: {size - frame.nbytes} bytes follow the first frame (several or skippable frames)"
+        )
+    if frame.content_size is None:
+        raise UnsupportedStreamError("zstd: frame header declares no content size")
+    if frame.content_size != decoded_nbytes:
+        raise ValueError(f"zstd: frame declares {frame.content_size} decoded bytes, expected {decoded_nbytes}")
+    return frame
+
+
+def memory_reader(raw: npt.NDArray[np.uint8]) -> Callable[[int, int], memoryview]:
+    """``read(offset, n)`` over a host buffer, without copies."""
+    view = memoryview(np.ascontiguousarray(raw).tobytes() if not raw.flags.c_contiguous else raw.data).cast("B")
+    return lambda offset, n: view[offset : offset + n]
+
 
 def split_zstd(data: Buffer, decoded_nbytes: int) -> SplitChunk:
-    """A Zstandard frame decodes as it is; a declared content size must match the chunk's."""
+    """A Zstandard frame decodes as it is, once its structure is checked (:func:`check_zstd_frame`)."""
     raw = _u8(data)
-    if raw.size < 6 or int.from_bytes(raw[:4].tobytes(), "little") != 0xFD2FB528:
-        raise ValueError(f"zstd: {raw.size}-byte chunk does not start with a Zstandard frame header")
-    declared = frame_content_size(raw)
-    if declared is not None and declared != decoded_nbytes:
-        raise ValueError(f"zstd: frame declares {declared} decoded bytes, expected {decoded_nbytes}")
+    check_zstd_frame(memory_reader(raw), int(raw.size), decoded_nbytes)
     return SplitChunk((Stream("zstd", 0, int(raw.size), 0, decoded_nbytes),), decoded_nbytes)
 
 
@@ -184,8 +319,7 @@ def split_gzip(data: Buffer, decoded_nbytes: int) -> SplitChunk:
     offset, nbytes, crc, isize = gzip_payload(data)
     if isize != decoded_nbytes & 0xFFFFFFFF:
         raise UnsupportedStreamError(
-            f"gzip: trailer ISIZE {isize} differs from the chunk size {decoded_nbytes} "
-            "(several members, or corrupt)"
+            f"gzip: trailer ISIZE {isize} differs from the chunk size {decoded_nbytes} (several members, or corrupt)"
         )
     return SplitChunk(
         (Stream("deflate", offset, nbytes, 0, decoded_nbytes),),
@@ -263,8 +397,7 @@ def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
     if header.memcpyed:
         if n != BLOSC_HEADER_NBYTES + nbytes:
             raise ValueError(
-                f"blosc: stored (memcpyed) frame has {n - BLOSC_HEADER_NBYTES} data bytes, "
-                f"header says {nbytes}"
+                f"blosc: stored (memcpyed) frame has {n - BLOSC_HEADER_NBYTES} data bytes, header says {nbytes}"
             )
         stored = (Stream("copy", BLOSC_HEADER_NBYTES, nbytes, 0, nbytes),) if nbytes else ()
         return SplitChunk(stored, nbytes, typesize=typesize)
@@ -338,8 +471,7 @@ def _blosc_block_streams(
         pos += 4
         if size <= 0 or pos + size > n:
             raise ValueError(
-                f"blosc: block {b} stream {s}: {size} compressed bytes at offset {pos} "
-                f"do not fit the {n}-byte frame"
+                f"blosc: block {b} stream {s}: {size} compressed bytes at offset {pos} do not fit the {n}-byte frame"
             )
         decoded_offset = block.offset + s * neblock
         if size == neblock:
@@ -353,6 +485,13 @@ def _blosc_block_streams(
                 raise ValueError(f"blosc: block {b} stream {s}: {exc}") from exc
             streams.append(Stream("deflate", pos + offset, deflate_nbytes, decoded_offset, neblock))
         else:
+            if kind == "zstd":
+                try:
+                    check_zstd_frame(memory_reader(raw[pos : pos + size]), size, neblock)
+                except UnsupportedStreamError as exc:
+                    raise UnsupportedStreamError(f"blosc: block {b} stream {s}: {exc}") from exc
+                except ValueError as exc:
+                    raise ValueError(f"blosc: block {b} stream {s}: {exc}") from exc
             streams.append(Stream(kind, pos, size, decoded_offset, neblock))
         pos += size
     return streams
