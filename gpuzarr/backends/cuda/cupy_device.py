@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ... import config
 from . import kernels
-from .device import ChecksumKind, peek_index
+from .device import BatchDecodeLog, ChecksumKind, decode_batch_or_each, peek_index
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ class CudaDevice:
         self.index = index
         self._user_stream = stream
         self.reads_files = _kvikio() is not None
+        self._batch_log = BatchDecodeLog()
 
     @staticmethod
     def _cupy() -> Any:
@@ -304,15 +305,40 @@ class CudaDevice:
         except TypeError as exc:  # nvCOMP before 6 cannot carve a batch out of one buffer
             _log_once(f"nvCOMP cannot carve batches ({exc}); decoding {algorithm} streams one at a time")
             return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
-        try:
+
+        def batched() -> list[int]:
             result = codec.decode(srcs, out=outs)
-            sizes = result.buffer_sizes
+            return [int(n) for n in result.buffer_sizes]
+
+        return decode_batch_or_each(
+            algorithm,
+            len(src_offsets),
+            batched,
+            lambda i: self._decode_one(codec, src, src_offsets[i], src_nbytes[i], dst, dst_offsets[i], dst_nbytes[i]),
+            self._context_error,
+            self._batch_log,
+        )
+
+    def _context_error(self) -> BaseException | None:
+        """The error a device synchronisation raises (a sticky CUDA error left by a decoder that
+        read or wrote out of bounds), None when the context is healthy."""
+        try:
+            self._cupy().cuda.runtime.deviceSynchronize()
         except Exception as exc:
-            _reraise_device_errors(exc)
-            # A corrupt stream fails the whole call: decode one at a time to find which.
-            logger.debug("gpuzarr: batched %s decode failed (%s); decoding one at a time", algorithm, exc)
-            return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
-        return np.asarray([int(n) for n in sizes], dtype=np.int64)
+            return exc
+        return None
+
+    def _decode_one(self, codec: Any, src: Any, so: int, sn: int, dst: Any, do: int, dn: int) -> int:
+        """Decode one stream into its own allocation and copy it to its place; -1 when it does
+        not fit."""
+        nvcomp = _nvcomp()
+        cupy = self._cupy()
+        decoded = codec.decode(nvcomp.as_array(src[so : so + sn]))
+        data = cupy.asarray(decoded).reshape(-1).view(cupy.uint8)
+        if data.size > dn:
+            return -1
+        dst[do : do + data.size] = data
+        return int(data.size)
 
     def _decode_one_by_one(
         self,
@@ -324,23 +350,15 @@ class CudaDevice:
         dst_offsets: Sequence[int],
         dst_nbytes: Sequence[int],
     ) -> npt.NDArray[np.int64]:
-        """Decode each stream into its own allocation and copy it to its place; -1 where a
-        stream fails or does not fit."""
-        nvcomp = _nvcomp()
-        cupy = self._cupy()
-        sizes = np.full(len(src_offsets), -1, dtype=np.int64)
-        for i, (so, sn, do, dn) in enumerate(zip(src_offsets, src_nbytes, dst_offsets, dst_nbytes, strict=True)):
-            try:
-                decoded = codec.decode(nvcomp.as_array(src[so : so + sn]))
-                data = cupy.asarray(decoded).reshape(-1).view(cupy.uint8)
-            except Exception as exc:
-                _reraise_device_errors(exc)
-                logger.debug("gpuzarr: nvCOMP could not decode a stream: %s", exc)
-                continue
-            if data.size <= dn:
-                dst[do : do + data.size] = data
-                sizes[i] = data.size
-        return sizes
+        """Each stream decoded on its own (nvCOMP before 6); -1 where a stream fails or does not fit."""
+        return decode_batch_or_each(
+            "stream",
+            len(src_offsets),
+            None,
+            lambda i: self._decode_one(codec, src, src_offsets[i], src_nbytes[i], dst, dst_offsets[i], dst_nbytes[i]),
+            self._context_error,
+            BatchDecodeLog(),
+        )
 
     def copy_spans(
         self, src: Any, src_offsets: Sequence[int], dst: Any, dst_offsets: Sequence[int], nbytes: Sequence[int]
@@ -408,15 +426,6 @@ def _log_once(note: str) -> None:
     if note not in _logged_notes:
         _logged_notes.add(note)
         logger.info("gpuzarr: %s", note)
-
-
-def _reraise_device_errors(exc: Exception) -> None:
-    """Out-of-memory and CUDA errors are not corrupt data: let them through."""
-    if isinstance(exc, MemoryError):
-        raise exc
-    cupy = kernels.import_cupy()
-    if isinstance(exc, (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError)):
-        raise exc
 
 
 def _nvcomp() -> Any:

@@ -11,10 +11,13 @@ A device is any object with the methods of :class:`Device`:
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from ...errors import DeviceError
 
 if TYPE_CHECKING:
     import contextlib
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
     from .launches import AssembleLaunch, FileRead, FileSpan
 
 ChecksumKind = Literal["crc32", "adler32"]
+
+logger = logging.getLogger("gpuzarr")
 
 
 class Device(Protocol):
@@ -105,6 +110,78 @@ class Device(Protocol):
         """``assemble_chunks`` from the decoded chunks in ``work`` into ``out``."""
 
 
+#: words of an error message that mark a failure of the device rather than of the data: nvCOMP
+#: raises a plain RuntimeError for CUDA failures ("cudaError...", "CUDA error ..."), and CuPy's
+#: CUDARuntimeError and OutOfMemoryError say the same
+_DEVICE_FAILURE_WORDS = ("cuda", "out of memory")
+
+
+def is_device_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a decoder, is a failure of the device (CUDA, out of memory)
+    and not of the data: such errors pass through instead of a retry stream by stream."""
+    if isinstance(exc, MemoryError):
+        return True
+    message = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(word in message for word in _DEVICE_FAILURE_WORDS)
+
+
+class BatchDecodeLog:
+    """Reports a device's failed batched decodes: the first one at WARNING, later ones at DEBUG
+    (a device object serves one read)."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+
+    def failed(self, note: str) -> None:
+        self.failures += 1
+        level = logging.WARNING if self.failures == 1 else logging.DEBUG
+        logger.log(level, "gpuzarr: %s", note)
+
+
+def decode_batch_or_each(
+    algorithm: str,
+    count: int,
+    batched: Callable[[], Sequence[int]] | None,
+    one: Callable[[int], int],
+    context_error: Callable[[], BaseException | None],
+    log: BatchDecodeLog,
+) -> npt.NDArray[np.int64]:
+    """The decoded size of each of ``count`` streams (-1: failed): one ``batched()`` call, or,
+    when it raises for bad data (or is None), ``one(i)`` per stream to find the bad ones.
+
+    Device failures (:func:`is_device_failure`) pass through. After any other error the
+    device's context is checked (``context_error()``: the error a synchronisation raises, None
+    when healthy); a broken context raises DeviceError, since every later call would fail too.
+    """
+    if batched is not None:
+        try:
+            return np.asarray(batched(), dtype=np.int64)
+        except Exception as exc:
+            if is_device_failure(exc):
+                raise
+            _check_context(algorithm, exc, context_error)
+            log.failed(f"batched {algorithm} decode of {count} streams failed ({exc}); decoding them one at a time")
+    sizes = np.full(count, -1, dtype=np.int64)
+    for i in range(count):
+        try:
+            sizes[i] = one(i)
+        except Exception as exc:
+            if is_device_failure(exc):
+                raise
+            _check_context(algorithm, exc, context_error)
+            logger.debug("gpuzarr: %s stream %d of the batch could not be decoded: %s", algorithm, i, exc)
+    return sizes
+
+
+def _check_context(algorithm: str, exc: Exception, context_error: Callable[[], BaseException | None]) -> None:
+    broken = context_error()
+    if broken is not None:
+        raise DeviceError(
+            f"the CUDA context failed after nvCOMP's {algorithm} decode raised ({exc}): {broken}; "
+            "later GPU work in this process will fail too"
+        ) from exc
+
+
 def read_file_span(span: FileSpan) -> bytes:
     """The bytes of ``span`` on the host (fewer when the file is shorter)."""
     with open(span.path, "rb") as f:
@@ -129,4 +206,12 @@ def peek_index(
     return np.where(inside, got, 0).astype(np.uint8)
 
 
-__all__ = ["ChecksumKind", "Device", "peek_index", "read_file_span"]
+__all__ = [
+    "BatchDecodeLog",
+    "ChecksumKind",
+    "Device",
+    "decode_batch_or_each",
+    "is_device_failure",
+    "peek_index",
+    "read_file_span",
+]

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import kernel_reference, kernels, launch_checks
-from .device import ChecksumKind, peek_index, read_file_span
+from .device import BatchDecodeLog, ChecksumKind, decode_batch_or_each, peek_index, read_file_span
 from .launches import AssembleLaunch, FileRead, check_assemble_launch
 
 if TYPE_CHECKING:
@@ -56,6 +56,11 @@ class CpuEmulatedDevice:
         self.stream = stream
         self.reads_files = reads_files
         self.calls: list[tuple[str, int]] = []
+        #: raised by every batched decode, as nvCOMP raises for bad data or a CUDA failure
+        self.decode_error: BaseException | None = None
+        #: what a synchronisation raises after a decoder error (None: the context is healthy)
+        self.context_error: BaseException | None = None
+        self._batch_log = BatchDecodeLog()
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
@@ -126,18 +131,33 @@ class CpuEmulatedDevice:
         dst_nbytes: Sequence[int],
     ) -> npt.NDArray[np.int64]:
         self.calls.append((algorithm, len(src_offsets)))
-        sizes = np.full(len(src_offsets), -1, dtype=np.int64)
         for i, (so, sn, do, dn) in enumerate(zip(src_offsets, src_nbytes, dst_offsets, dst_nbytes, strict=True)):
             if so + sn > src.size or do + dn > dst.size:
                 raise ValueError(f"{algorithm}: stream {i} span leaves its buffer")
+
+        def one(i: int) -> int:
+            so, sn, do, dn = src_offsets[i], src_nbytes[i], dst_offsets[i], dst_nbytes[i]
             try:
                 result = _decode_stream_on_cpu(algorithm, src[so : so + sn].tobytes(), dn)
             except Exception:
-                continue
-            if len(result) <= dn:  # nvCOMP fails streams whose output does not fit
-                dst[do : do + len(result)] = np.frombuffer(result, dtype=np.uint8)
-                sizes[i] = len(result)
-        return sizes
+                return -1
+            if len(result) > dn:  # nvCOMP fails streams whose output does not fit
+                return -1
+            dst[do : do + len(result)] = np.frombuffer(result, dtype=np.uint8)
+            return len(result)
+
+        def batched() -> list[int]:
+            if self.decode_error is not None:
+                raise self.decode_error
+            return [one(i) for i in range(len(src_offsets))]
+
+        def one_alone(i: int) -> int:
+            self.calls.append((f"{algorithm} alone", 1))
+            return one(i)
+
+        return decode_batch_or_each(
+            algorithm, len(src_offsets), batched, one_alone, lambda: self.context_error, self._batch_log
+        )
 
     def copy_spans(
         self,

@@ -1,0 +1,154 @@
+"""Corrupt input on the GPU read path, run on the emulated device: frames the host knows are bad
+never enter a batch, chunks a batch cannot hold go to the CPU, nvCOMP's CUDA and out-of-memory
+errors pass through without a retry stream by stream, a broken CUDA context is a DeviceError,
+and the first failed batch of a read is logged at WARNING."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from numcodecs import Zstd
+
+import gpuzarr
+from gpuzarr.backends.cuda.device import is_device_failure
+from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+from gpuzarr.errors import CorruptChunkError, DeviceError
+
+from .cuda_matrix import assert_bitwise_equal, cpu_result, make_array
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .emulated_gpu import EmulatedGpu
+
+
+def _local(tmp_path: Path, name: str = "v3-zstd-f4") -> gpuzarr.Array:
+    return make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
+
+
+def _on_gpu(array: gpuzarr.Array) -> gpuzarr.Array:
+    opened = gpuzarr.open(array.store, device="gpu")
+    assert isinstance(opened, gpuzarr.Array)
+    return opened
+
+
+def _victim(tmp_path: Path) -> Path:
+    return tmp_path / "a.zarr" / "c" / "1" / "1"
+
+
+def _zstd_streams(gpu: EmulatedGpu) -> int:
+    return sum(n for name, n in gpu.calls() if name == "zstd")
+
+
+def test_frames_failed_by_the_header_check_never_enter_a_batch(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    array = _local(tmp_path)
+    expected = cpu_result(array, Ellipsis)
+    _on_gpu(array)[...]
+    nstreams = _zstd_streams(emulated_gpu)
+    victim = str(_victim(tmp_path))
+
+    class ChangedUnderTheRead(CpuEmulatedDevice):
+        """The file of one chunk changes between the host's walk and the device's read: its
+        header now declares another size."""
+
+        def read_files(self, reads: Any, staging: Any, work: Any) -> list[int]:
+            done = super().read_files(reads, staging, work)
+            for read in reads:
+                if read.span.path == victim:
+                    staging[read.offset + 4] = 0x20  # single segment, 1-byte content size
+                    staging[read.offset + 5] = 3
+            return done
+
+    emulated_gpu.device_class = ChangedUnderTheRead
+    emulated_gpu.devices.clear()
+    assert_bitwise_equal(_on_gpu(array)[...], expected)  # the CPU decoded the victim
+    assert _zstd_streams(emulated_gpu) == nstreams - 1
+
+
+def test_direct_reads_of_several_frames_go_to_the_cpu(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    array = _local(tmp_path)
+    expected = cpu_result(array, Ellipsis)
+    victim = _victim(tmp_path)
+    decoded = bytes(Zstd().decode(victim.read_bytes()))
+    half = len(decoded) // 2
+    victim.write_bytes(bytes(Zstd().encode(decoded[:half])) + bytes(Zstd().encode(decoded[half:])))
+    assert_bitwise_equal(cpu_result(array, Ellipsis), expected)  # the CPU path accepts it
+    with caplog.at_level(logging.INFO, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[...], expected)
+    assert "follow the first frame" in caplog.text
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_malformed_frames_name_their_key(emulated_gpu: EmulatedGpu, tmp_path: Path, where: str) -> None:
+    array = _local(tmp_path) if where == "file" else make_array("v3-zstd-f4")
+    key = "c/1/1"
+    frame = bytearray(bytes(array.store.get(key)))  # type: ignore[arg-type]
+    single = bool(frame[4] & 0x20)
+    first = 5 + (0 if single else 1) + ((0, 2, 4, 8)[frame[4] >> 6] or int(single))  # the first block
+    frame[first] |= 0x06  # reserved block type
+    array.store.set(key, bytes(frame))
+    with pytest.raises(CorruptChunkError, match="reserved block type") as info:
+        _on_gpu(array)[...]
+    assert info.value.key == key
+    assert _zstd_streams(emulated_gpu) == 0  # rejected before any batch
+
+
+class _Failing(CpuEmulatedDevice):
+    error: BaseException = ValueError("nvCOMP: the batch could not be decoded")
+    broken: BaseException | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.decode_error = self.error
+        self.context_error = self.broken
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("CUDA error: an illegal memory access was encountered"),
+        RuntimeError("nvCOMP failed: cudaErrorLaunchFailure"),
+        RuntimeError("Out of memory allocating 1073741824 bytes"),
+        MemoryError("out of memory"),
+    ],
+)
+def test_device_failures_pass_through_without_retries(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, error: BaseException
+) -> None:
+    assert is_device_failure(error)
+    emulated_gpu.device_class = type("Failing", (_Failing,), {"error": error})
+    with pytest.raises(type(error), match=str(error)):
+        _on_gpu(_local(tmp_path))[...]
+    assert not [name for name in emulated_gpu.names() if name.endswith(" alone")]
+
+
+def test_bad_data_errors_are_retried_one_by_one_and_logged_once(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert not is_device_failure(_Failing.error)
+    array = _local(tmp_path, "v3-blosc-zstd-bitshuffle-f8")
+    emulated_gpu.device_class = _Failing
+    with caplog.at_level(logging.DEBUG, logger="gpuzarr"):
+        assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "batched" in r.getMessage()]
+    assert len(warnings) == 1, caplog.text
+    assert emulated_gpu.names().count("zstd alone") == _zstd_streams(emulated_gpu)
+
+
+def test_a_broken_context_is_a_device_error(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    emulated_gpu.device_class = type(
+        "Broken", (_Failing,), {"broken": RuntimeError("cudaErrorIllegalAddress: an illegal memory access")}
+    )
+    with pytest.raises(DeviceError, match="CUDA context failed.*cudaErrorIllegalAddress"):
+        _on_gpu(_local(tmp_path))[...]
+    assert not [name for name in emulated_gpu.names() if name.endswith(" alone")]
+
+
+def test_data_errors_are_not_device_failures() -> None:
+    assert not is_device_failure(ValueError("CUDA-looking text in a ValueError"))
+    assert not is_device_failure(RuntimeError("Could not determine the decompressed size."))
+    assert not is_device_failure(RuntimeError("nvcompErrorCannotDecompress"))
