@@ -143,7 +143,7 @@ def test_a_broken_context_is_a_device_error(emulated_gpu: EmulatedGpu, tmp_path:
     emulated_gpu.device_class = type(
         "Broken", (_Failing,), {"broken": RuntimeError("cudaErrorIllegalAddress: an illegal memory access")}
     )
-    with pytest.raises(DeviceError, match="CUDA context failed.*cudaErrorIllegalAddress"):
+    with pytest.raises(DeviceError, match=r"CUDA context failed.*cudaErrorIllegalAddress"):
         _on_gpu(_local(tmp_path))[...]
     assert not [name for name in emulated_gpu.names() if name.endswith(" alone")]
 
