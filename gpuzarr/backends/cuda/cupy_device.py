@@ -145,8 +145,10 @@ class CudaDevice:
 
     * nvCOMP 6 carves a batch out of one buffer (``nvcomp.as_arrays(buffer, offsets, sizes)``),
       so streams decode straight into the work buffer; with an older nvCOMP each stream is
-      decoded into its own allocation and copied. When a batched call fails, its streams are
-      decoded one at a time to name the corrupt chunk.
+      decoded into its own allocation and copied. When a batched call fails for bad data, the
+      context is checked (a broken one is a DeviceError) and its streams are decoded one at a
+      time to name the corrupt chunk; CUDA and out-of-memory errors pass through
+      (``device.decode_batch_or_each``).
     * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
       before file reads land in buffers that the memory pool may have handed back from work
       still queued.

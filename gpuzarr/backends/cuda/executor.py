@@ -8,8 +8,10 @@ copy of the staging buffer, the file reads, one batched decompression per nvCOMP
 checksums, the Blosc un-shuffles and one assemble launch.
 
 Chunks the GPU has no decoder for (see ``routes.decode_route``) are decoded on the CPU while the
-batch is bound; chunks whose streams the device fails are decoded on the CPU afterwards, and
-only the CPU calls a chunk corrupt. Each reason is reported once per read.
+batch is bound, and chunks whose structure the host finds malformed (``streams``) are rejected
+then; chunks whose streams the device fails are left out of their batch when the host already
+knows, and decoded on the CPU afterwards, which decides whether they are corrupt. Each reason is
+reported once per read. docs/gpu.md lists what is verified where.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ every size and offset is checked against the length of the encoded chunk first, 
 forged chunk becomes a ``ValueError`` naming what is wrong and never an out-of-bounds device
 access:
 
-* ``zstd`` (v3 ``zstd``, v2 ``zstd``): the frame as it is.
+* ``zstd`` (v3 ``zstd``, v2 ``zstd``): the frame as it is, once its header and every block
+  header are walked (:func:`walk_zstd_frame`); nvCOMP documents corrupt input as undefined.
 * ``gzip`` (v3 ``gzip``, v2 ``gzip``, RFC 1952): header (with the optional FEXTRA, FNAME,
   FCOMMENT and FHCRC fields) and the 8-byte trailer are stripped; CRC-32 and ISIZE are kept for
   verification.
