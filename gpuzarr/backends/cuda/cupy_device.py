@@ -2,8 +2,10 @@
 of kernels/*.cu. This module and ``kernels`` are where cupy, nvidia.nvcomp and kvikio are
 imported, always inside functions.
 
-Two process-wide caches serve every :class:`CudaDevice`: :class:`FileHandleCache` (open kvikio
-handles) and :class:`CodecCache` (nvCOMP codecs per algorithm, device and stream).
+Process-wide state serves every :class:`CudaDevice`: :class:`FileHandleCache` (open kvikio
+handles), :class:`CodecCache` (nvCOMP codecs per algorithm, device and stream) and
+``PINNED_STAGING`` (page-locked staging buffers per device, a :class:`.device.StagingPool`
+each).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy.typing as npt
 
 from ... import config
 from . import kernels
-from .device import ChecksumKind, peek_index
+from .device import ChecksumKind, StagingPools, peek_index
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 if TYPE_CHECKING:
@@ -102,6 +104,18 @@ _FILE_HANDLES = FileHandleCache()
 _CODECS = CodecCache()
 
 
+def _pinned_block(nbytes: int) -> npt.NDArray[np.uint8]:
+    """A page-locked host block of its own (``cudaHostAlloc``), freed when the last view of it
+    goes: not from CuPy's pinned pool, which keeps every size it has ever allocated."""
+    cupy = kernels.import_cupy()
+    memory = cupy.cuda.PinnedMemoryPointer(cupy.cuda.PinnedMemory(nbytes), 0)
+    return np.ndarray((nbytes,), dtype=np.uint8, buffer=memory)
+
+
+#: page-locked host staging buffers per device (copies from them run at full PCIe speed)
+PINNED_STAGING = StagingPools(_pinned_block)
+
+
 def _kvikio() -> Any:
     """kvikio, configured with ``gpuzarr.config`` ``io_threads``; None when it is not installed.
 
@@ -160,6 +174,7 @@ class CudaDevice:
         self.index = index
         self._user_stream = stream
         self.reads_files = _kvikio() is not None
+        self.staging = PINNED_STAGING.pool(index)
 
     @staticmethod
     def _cupy() -> Any:
@@ -216,21 +231,14 @@ class CudaDevice:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         return self._cupy().empty(shape, dtype=dtype)
 
-    def host_empty(self, nbytes: int) -> npt.NDArray[np.uint8]:
-        """A page-locked host staging buffer: copies from it run at full PCIe speed."""
-        import cupyx
-
-        buffer: npt.NDArray[np.uint8] = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
-        return buffer
-
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
         stream = self._stream()
         dst[offset : offset + host.size].set(host, stream=stream)
-        # From pinned memory the copy is asynchronous; the host buffer returns to CuPy's pinned
-        # pool when the batch is dropped, so wait here rather than let a later batch refill it
-        # while the copy still reads it.
+        # From pinned memory the copy is asynchronous; the staging buffer goes back to its
+        # StagingPool once the batch has run, so wait here rather than let a later batch refill
+        # it while the copy still reads it.
         stream.synchronize()
 
     # -- file reads ------------------------------------------------------------------------------
