@@ -32,6 +32,16 @@ for name in ("numpy", "cupy", "nvidia.nvcomp", "kvikio", "numcodecs", "zarr", "t
         print(name, getattr(module, "__version__", "?"))
     except Exception as exc:
         print(name, "unavailable:", type(exc).__name__, exc)
+try:
+    import cupy
+    print("CUDA driver", cupy.cuda.runtime.driverGetVersion(), "runtime", cupy.cuda.runtime.runtimeGetVersion())
+except Exception as exc:
+    print("CUDA driver/runtime unavailable:", type(exc).__name__, exc)
+try:
+    import cupy.cuda.nvrtc
+    print("NVRTC", cupy.cuda.nvrtc.getVersion())
+except Exception as exc:
+    print("NVRTC unavailable:", type(exc).__name__, exc)
 from gpuzarr.backends.select import gpu_unavailable_reason
 print("gpu_unavailable_reason:", gpu_unavailable_reason())
 try:
@@ -44,8 +54,10 @@ PY
 }
 
 tests() {
-  # -x would hide how much works; -rfE lists every failure and error at the end.
-  timeout 540 python3 -m pytest -q -rfE -p no:cacheprovider tests/kernels tests/gpu \
+  # -x would hide how much works; -rfE lists every failure and error at the end. Deprecation
+  # warnings from CuPy, kvikio or nvCOMP are reported, not turned into failures (pyproject's
+  # filterwarnings = error), so API drift cannot hide the real results.
+  timeout 540 python3 -m pytest -q -rfE -p no:cacheprovider -W default::DeprecationWarning tests/kernels tests/gpu \
     >"$out/pytest-gpu.log" 2>&1
   echo "pytest tests/kernels tests/gpu exit $?"
   tail -40 "$out/pytest-gpu.log"

@@ -12,7 +12,8 @@ import pytest
 from gpuzarr import backends
 from gpuzarr.backends import select as device_module
 from gpuzarr.backends.cuda import reader as reader_module
-from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+from gpuzarr.backends.cuda.device import StagingPools
+from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice, host_block
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -28,9 +29,11 @@ class EmulatedGpu:
         #: the class of the devices made from now on (a subclass makes a device that misbehaves)
         self.device_class: type[CpuEmulatedDevice] = CpuEmulatedDevice
         self.devices: list[CpuEmulatedDevice] = []
+        #: the host staging pools of this test's devices, one per device index
+        self.staging = StagingPools(host_block)
 
     def make(self, index: int, stream: Any) -> CpuEmulatedDevice:
-        device = self.device_class(index, stream, reads_files=self.reads_files)
+        device = self.device_class(index, stream, reads_files=self.reads_files, staging=self.staging)
         self.devices.append(device)
         return device
 

@@ -8,6 +8,7 @@ the kernels stand in for the device calls. Every result must equal the CPU engin
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import numpy as np
@@ -15,9 +16,9 @@ import pytest
 
 import gpuzarr
 from gpuzarr.backends.cuda.bind import bind_batch
-from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, build_gpu_read_plan
+from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, align, build_gpu_read_plan, task_cost
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
-from gpuzarr.backends.cuda.routes import ROUTES, decode_route
+from gpuzarr.backends.cuda.routes import ROUTES, ZSTD_SCRATCH_PER_BYTE, decode_route
 from gpuzarr.backends.cuda.streams import SPLITTERS
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
@@ -252,3 +253,29 @@ def test_file_handle_cache_reopens_replaced_files_and_keeps_the_latest() -> None
     assert cache.handle(FakeKvikio, a_replaced) == "a#2"
     assert cache.handle(FakeKvikio, a) == "a#5"
     assert opened == ["a", "a", "b", "c", "a"]
+
+
+@pytest.mark.parametrize(
+    ("name", "factor"),
+    [
+        ("v3-zstd-f4", 2 + ZSTD_SCRATCH_PER_BYTE),  # encoded, decoded, nvCOMP's zstd scratch
+        ("v3-gzip-i2", 2),
+        ("v3-raw-u1", 2),
+    ],
+)
+def test_batch_cost_counts_nvcomp_scratch(name: str, factor: float) -> None:
+    array = make_array(name)
+    route = decode_route(array.layout.chunk_pipeline)
+    decoded = array.layout.chunk_pipeline.spec.nbytes
+    assert task_cost(route, decoded) == pytest.approx(factor * align(decoded), abs=1)
+    # A budget of one zstd chunk's decoded + encoded bytes no longer holds one with its scratch.
+    plan = plan_selection((slice(0, 32), slice(0, 48)), array.layout.dimensions())
+    gpu = build_gpu_read_plan(array.layout, plan, budget=4 * task_cost(route, decoded))
+    assert all(len(b) <= 4 for b in gpu.batches)
+
+
+def test_blosc_zstd_is_charged_nvcomps_scratch() -> None:
+    zstd = decode_route(make_array("v3-blosc-zstd-bitshuffle-f8").layout.chunk_pipeline)
+    lz4 = decode_route(make_array("v3-blosc-lz4-shuffle-u2").layout.chunk_pipeline)
+    assert (zstd.scratch, lz4.scratch) == (ZSTD_SCRATCH_PER_BYTE, 0)
+    assert task_cost(zstd, 1000) == 3 * 1000 + math.ceil(ZSTD_SCRATCH_PER_BYTE * 1000)

@@ -217,3 +217,53 @@ def test_raw_route_checks_size() -> None:
     assert split_chunk("raw", b"abcd", 4).streams[0].nbytes == 4
     with pytest.raises(ValueError, match="uncompressed chunk has 3 bytes"):
         split_chunk("raw", b"abc", 4)
+
+
+def _stored_split_frame(flags: int, typesize: int, nbytes: int, blocksize: int, nsplits: int) -> tuple[bytes, bytes]:
+    """A hand-made Blosc1 frame (format version 2, lz4) whose full blocks are cut into
+    ``nsplits`` streams, each stored (``cbytes == neblock``), whatever the header's split flag
+    says; the leftover block is one stream. Returns (frame, the bytes it holds)."""
+    data = (np.arange(nbytes) % 251).astype(np.uint8).tobytes()
+    nblocks = -(-nbytes // blocksize)
+    table_end = 16 + 4 * nblocks
+    body, starts = b"", []
+    for b in range(nblocks):
+        block = data[b * blocksize : (b + 1) * blocksize]
+        splits = nsplits if len(block) == blocksize else 1
+        part = len(block) // splits
+        starts.append(table_end + len(body))
+        for s in range(splits):
+            body += struct.pack("<i", part) + block[s * part : (s + 1) * part]
+    header = struct.pack("<BBBBIII", 2, 1, 0x20 | flags, typesize, nbytes, blocksize, table_end + len(body))
+    return header + struct.pack(f"<{nblocks}i", *starts) + body, data
+
+
+@pytest.mark.parametrize(
+    ("flags", "typesize", "blocksize", "nsplits"),
+    [
+        (0x00, 4, 4096, 4),  # split by the rule and the flag
+        (0x10, 4, 4096, 1),  # dont_split set: one stream even where the rule would split
+        (0x00, 4, 256, 1),  # 64 items a block: too few to split, flag clear
+        (0x00, 32, 4096, 1),  # 32-byte items: too wide to split, flag clear
+        (0x00, 32, 4096, 32),  # ALWAYS_SPLIT-style: split although typesize > 16
+        (0x00, 4, 256, 4),  # ALWAYS_SPLIT-style: split although blocks are small
+    ],
+)
+def test_blosc_split_rule_follows_numcodecs(flags: int, typesize: int, blocksize: int, nsplits: int) -> None:
+    """The split rule is c-blosc1's decoder rule (numcodecs is the reference): split when the
+    dont_split flag is clear, the block is not the leftover one, typesize <= 16 and a block
+    holds at least 128 items. c-blosc 1.21 writes BLOSC_ALWAYS_SPLIT frames that break that rule
+    (split with typesize > 16) yet cannot read them back; gpuzarr rejects them too."""
+    frame, data = _stored_split_frame(flags, typesize, 8192 + 100, blocksize, nsplits)
+    try:
+        expected: bytes | None = bytes(Blosc().decode(frame))
+    except RuntimeError:
+        expected = None
+    by_rule = typesize if not flags & 0x10 and typesize <= 16 and blocksize // typesize >= 128 else 1
+    assert (expected is not None) == (nsplits == by_rule)
+    if expected is None:
+        with pytest.raises((ValueError, AssertionError, RuntimeError)):
+            _rebuild(split_blosc(frame, len(data)), frame)
+    else:
+        assert expected == data
+        assert _rebuild(split_blosc(frame, len(data)), frame) == data

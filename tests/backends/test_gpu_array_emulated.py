@@ -390,3 +390,48 @@ def test_concurrent_readers_share_an_array(emulated_gpu: EmulatedGpu, tmp_path: 
         got = list(pool.map(lambda b: gpu.read(b), boxes))
     for g, e in zip(got, expected, strict=True):
         assert_bitwise_equal(g, e)
+
+
+# -- host staging memory -------------------------------------------------------------------------
+
+
+def test_random_crops_keep_staging_memory_bounded(emulated_gpu: EmulatedGpu) -> None:
+    """500 reads of random crops (every one a different staging size) reuse at most two staging
+    blocks per device, grown a few times, never one new block per read."""
+    array = make_array("v3-zstd-f4")
+    gpu = _on_gpu(array)
+    rng = np.random.default_rng(7)
+    budget = 3000  # several batches per read: batch k+1 is bound while batch k runs
+    sizes = set()
+    with config.set(gpu_batch_bytes=budget):
+        for i in range(500):
+            r0, c0 = int(rng.integers(0, 40)), int(rng.integers(0, 55))
+            box = (slice(r0, r0 + int(rng.integers(1, 46 - r0))), slice(c0, c0 + int(rng.integers(1, 62 - c0))))
+            got = gpu[box]
+            sizes.add(got.shape)
+            if i % 50 == 0:
+                assert_bitwise_equal(got, cpu_result(array, box))
+    pool = emulated_gpu.staging.pool(0)
+    assert len(sizes) > 100
+    assert pool.nblocks <= 2
+    assert pool.allocations <= 8  # geometric growth, not one block per read or per batch
+    assert pool.allocations >= 1 and pool.unpooled == 0  # one read at a time never needs a third buffer
+    largest_chunk = 16 * 24 * 4 + 64  # a zstd frame of one 16 x 24 float32 chunk, at most
+    assert pool.nbytes <= 2 * max(budget, 4 * largest_chunk)
+
+
+def test_concurrent_readers_fall_back_to_unpooled_staging(emulated_gpu: EmulatedGpu) -> None:
+    """Four readers on one device: at most two pooled blocks, the rest of the staging buffers are
+    ordinary host memory, and every read is right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    array = make_array("v3-zstd-f4")
+    gpu = _on_gpu(array)
+    boxes = [(slice(i % 20, i % 20 + 17 + i % 5), slice(i % 30, i % 30 + 23)) for i in range(40)]
+    with config.set(gpu_batch_bytes=4096), ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: gpu[b], boxes))
+    for g, b in zip(got, boxes, strict=True):
+        assert_bitwise_equal(g, cpu_result(array, b))
+    staging = emulated_gpu.staging.pool(0)
+    assert staging.nblocks <= 2
+    assert staging.allocations >= 1

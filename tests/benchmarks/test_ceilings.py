@@ -74,3 +74,47 @@ def test_gpu_ceilings_skip_without_gpu(data: DataDir, monkeypatch: pytest.Monkey
         assert records[name]["status"] == "skipped"
         assert "GPU" in records[name]["note"]
     assert set(r["ceiling"] for r in measure_ceilings(path, truth.nbytes, repeats=1, gpu=False)) == {"host-read"}
+
+
+def test_nvcomp_ceiling_makes_the_librarys_call(data: DataDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvCOMP 6's ``decode`` takes a BatchArray, not a list: the ceiling carves the batch and its
+    outputs out of one buffer each with ``as_arrays``, as gpuzarr does (fake modules here)."""
+    import sys
+    import types
+
+    from benchmarks.ceilings import nvcomp_decode
+
+    calls: list[tuple[Any, ...]] = []
+
+    class Batch:
+        def __init__(self, buffer: np.ndarray[Any, Any], offsets: list[int], sizes: list[int]) -> None:
+            self.buffer, self.offsets, self.buffer_sizes = buffer, offsets, sizes
+
+    class Codec:
+        def __init__(self, **kwargs: Any) -> None:
+            calls.append(("Codec", kwargs["algorithm"]))
+
+        def decode(self, srcs: Any, out: Any = None) -> Any:
+            assert isinstance(srcs, Batch) and isinstance(out, Batch)
+            calls.append(("decode", len(srcs.offsets)))
+            return out
+
+    nvcomp = types.ModuleType("nvidia.nvcomp")
+    nvcomp.as_arrays = Batch  # type: ignore[attr-defined]
+    nvcomp.Codec = Codec  # type: ignore[attr-defined]
+    nvcomp.BitstreamKind = types.SimpleNamespace(RAW="RAW")  # type: ignore[attr-defined]
+    nvidia = types.ModuleType("nvidia")
+    nvidia.nvcomp = nvcomp  # type: ignore[attr-defined]
+    cupy = types.ModuleType("cupy")
+    cupy.asarray = np.asarray  # type: ignore[attr-defined]
+    cupy.empty = np.empty  # type: ignore[attr-defined]
+    cupy.uint8 = np.uint8  # type: ignore[attr-defined]
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None))  # type: ignore[attr-defined]
+    for name, module in (("nvidia", nvidia), ("nvidia.nvcomp", nvcomp), ("cupy", cupy)):
+        monkeypatch.setitem(sys.modules, name, module)
+    path, truth = dataset(data, "zstd")
+    inputs = decode_inputs(path)
+    rec = nvcomp_decode(path, truth.nbytes, repeats=2)
+    assert rec["nbytes"] == inputs.decoded_nbytes == sum(inputs.stream_decoded)
+    assert calls[0] == ("Codec", "Zstd")
+    assert calls[1:] and set(calls[1:]) == {("decode", len(inputs.streams))}  # warm-up and timed runs

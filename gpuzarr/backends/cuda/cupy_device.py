@@ -2,8 +2,10 @@
 of kernels/*.cu. This module and ``kernels`` are where cupy, nvidia.nvcomp and kvikio are
 imported, always inside functions.
 
-Two process-wide caches serve every :class:`CudaDevice`: :class:`FileHandleCache` (open kvikio
-handles) and :class:`CodecCache` (nvCOMP codecs per algorithm, device and stream).
+Process-wide state serves every :class:`CudaDevice`: :class:`FileHandleCache` (open kvikio
+handles), :class:`CodecCache` (nvCOMP codecs per algorithm, device, stream and thread) and
+``PINNED_STAGING`` (page-locked staging buffers per device, a :class:`.device.StagingPool`
+each).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import warnings
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -19,7 +22,7 @@ import numpy.typing as npt
 
 from ... import config
 from . import kernels
-from .device import BatchDecodeLog, ChecksumKind, decode_batch_or_each, peek_index
+from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, peek_index
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 if TYPE_CHECKING:
@@ -76,30 +79,50 @@ class FileHandleCache:
 
 
 class CodecCache:
-    """nvCOMP codecs by (algorithm, device, stream handle), made once per process: a Codec sets
-    up its own scratch state, and reads are many and short."""
+    """nvCOMP codecs by (algorithm, device, stream handle, thread), kept across reads: a Codec
+    sets up its own scratch state, and reads are many and short. The thread is in the key
+    because nothing says a Codec may be used by two threads at once; the stream should be one
+    that outlives the cache (the legacy default stream), see ``CudaDevice._codec``."""
 
     def __init__(self, capacity: int = 32) -> None:
-        self._codecs: _LruCache[tuple[str, int, int], Any] = _LruCache(capacity)
+        self._codecs: _LruCache[tuple[str, int, int, int], Any] = _LruCache(capacity)
 
-    def codec(self, algorithm: str, device: int, stream: int) -> Any:
-        """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream``."""
-        key = (algorithm, device, stream)
+    def codec(self, algorithm: str, device: int, stream: int, thread: int) -> Any:
+        """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream``, for the
+        thread ``thread``."""
+        key = (algorithm, device, stream, thread)
         codec = self._codecs.get(key)
         if codec is None:
-            nvcomp = _nvcomp()
-            codec = nvcomp.Codec(
-                algorithm=_NVCOMP_ALGORITHMS[algorithm],
-                bitstream_kind=nvcomp.BitstreamKind.RAW,
-                device_id=device,
-                cuda_stream=stream,
-            )
+            codec = _new_codec(algorithm, device, stream)
             self._codecs.put(key, codec)
         return codec
 
 
+def _new_codec(algorithm: str, device: int, stream: int) -> Any:
+    """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream``."""
+    nvcomp = _nvcomp()
+    return nvcomp.Codec(
+        algorithm=_NVCOMP_ALGORITHMS[algorithm],
+        bitstream_kind=nvcomp.BitstreamKind.RAW,
+        device_id=device,
+        cuda_stream=stream,
+    )
+
+
 _FILE_HANDLES = FileHandleCache()
 _CODECS = CodecCache()
+
+
+def _pinned_block(nbytes: int) -> npt.NDArray[np.uint8]:
+    """A page-locked host block of its own (``cudaHostAlloc``), freed when the last view of it
+    goes: not from CuPy's pinned pool, which keeps every size it has ever allocated."""
+    cupy = kernels.import_cupy()
+    memory = cupy.cuda.PinnedMemoryPointer(cupy.cuda.PinnedMemory(nbytes), 0)
+    return np.ndarray((nbytes,), dtype=np.uint8, buffer=memory)
+
+
+#: page-locked host staging buffers per device (copies from them run at full PCIe speed)
+PINNED_STAGING = StagingPools(_pinned_block)
 
 
 def _kvikio() -> Any:
@@ -121,18 +144,33 @@ def _kvikio() -> Any:
     return kvikio
 
 
-def as_cupy_stream(stream: Any) -> Any:
-    """A CuPy stream for ``stream``: a cupy Stream, anything with ``cuda_stream`` (a PyTorch
-    stream) or ``ptr``, or a raw ``cudaStream_t`` as an int."""
+def as_cupy_stream(stream: Any, device: int = 0) -> Any:
+    """A CuPy stream for ``stream`` on device ``device``: a cupy Stream, an object with
+    ``__cuda_stream__`` (the CUDA stream protocol, e.g. a recent PyTorch stream), anything with
+    ``cuda_stream`` or ``ptr``, or a raw ``cudaStream_t`` as an int.
+
+    The protocol goes through ``cupy.cuda.Stream.from_external``; other handles through
+    ``cupy.cuda.ExternalStream`` (deprecated since CuPy 14, so its warning is silenced), told
+    its device."""
     cupy = kernels.import_cupy()
     if isinstance(stream, cupy.cuda.Stream | cupy.cuda.ExternalStream):
         return stream
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None and hasattr(stream, "__cuda_stream__"):
+        return from_external(stream)
+    handle: int | None = None
     for attribute in ("cuda_stream", "ptr"):
         if hasattr(stream, attribute):
-            return cupy.cuda.ExternalStream(int(getattr(stream, attribute)))
-    if isinstance(stream, int):
-        return cupy.cuda.ExternalStream(stream)
-    raise TypeError(f"stream: expected a CuPy or PyTorch CUDA stream or a cudaStream_t int, got {stream!r}")
+            handle = int(getattr(stream, attribute))
+            break
+    else:
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            handle = stream
+    if handle is None:
+        raise TypeError(f"stream: expected a CuPy or PyTorch CUDA stream or a cudaStream_t int, got {stream!r}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(handle, device_id=device)
 
 
 class CudaDevice:
@@ -163,6 +201,11 @@ class CudaDevice:
         self._user_stream = stream
         self.reads_files = _kvikio() is not None
         self._batch_log = BatchDecodeLog()
+        self.staging = PINNED_STAGING.pool(index)
+        self._lock = threading.Lock()
+        self._made_stream: Any = None
+        #: codecs of this read for a stream the cache must not keep (see :meth:`_codec`)
+        self._read_codecs: dict[tuple[str, int], Any] = {}
 
     @staticmethod
     def _cupy() -> Any:
@@ -172,12 +215,21 @@ class CudaDevice:
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         cupy = self._cupy()
-        stream = None if self._user_stream is None else as_cupy_stream(self._user_stream)
+        stream = self._cupy_stream()
         stack = contextlib.ExitStack()
         stack.enter_context(cupy.cuda.Device(self.index))
         if stream is not None:
             stack.enter_context(stream)
         return stack
+
+    def _cupy_stream(self) -> Any:
+        """The caller's stream as a CuPy stream, made once per read (None: CuPy's current one)."""
+        if self._user_stream is None:
+            return None
+        with self._lock:
+            if self._made_stream is None:
+                self._made_stream = as_cupy_stream(self._user_stream, self.index)
+            return self._made_stream
 
     def _stream(self) -> Any:
         return self._cupy().cuda.get_current_stream()
@@ -219,21 +271,14 @@ class CudaDevice:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         return self._cupy().empty(shape, dtype=dtype)
 
-    def host_empty(self, nbytes: int) -> npt.NDArray[np.uint8]:
-        """A page-locked host staging buffer: copies from it run at full PCIe speed."""
-        import cupyx
-
-        buffer: npt.NDArray[np.uint8] = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
-        return buffer
-
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
         stream = self._stream()
         dst[offset : offset + host.size].set(host, stream=stream)
-        # From pinned memory the copy is asynchronous; the host buffer returns to CuPy's pinned
-        # pool when the batch is dropped, so wait here rather than let a later batch refill it
-        # while the copy still reads it.
+        # From pinned memory the copy is asynchronous; the staging buffer goes back to its
+        # StagingPool once the batch has run, so wait here rather than let a later batch refill
+        # it while the copy still reads it.
         stream.synchronize()
 
     # -- file reads ------------------------------------------------------------------------------
@@ -285,8 +330,20 @@ class CudaDevice:
         return int(self._stream().ptr) or _CUDA_STREAM_LEGACY
 
     def _codec(self, algorithm: str) -> Any:
-        """nvCOMP's codec for ``algorithm`` on this device and the current stream."""
-        return _CODECS.codec(algorithm, self.index, self._stream_handle())
+        """nvCOMP's codec for ``algorithm`` on this device, the current stream and this thread.
+
+        Codecs hold scratch state and nvCOMP releases the GIL, so a codec serves one thread.
+        Only codecs of the legacy default stream are kept across reads: any other stream is the
+        caller's and may be destroyed after the read, so its codecs live as long as the read."""
+        handle = self._stream_handle()
+        thread = threading.get_ident()
+        if handle == _CUDA_STREAM_LEGACY:
+            return _CODECS.codec(algorithm, self.index, handle, thread)
+        key = (algorithm, thread)
+        codec = self._read_codecs.get(key)
+        if codec is None:
+            codec = self._read_codecs[key] = _new_codec(algorithm, self.index, handle)
+        return codec
 
     def decompress_batch(
         self,
@@ -430,12 +487,41 @@ def _log_once(note: str) -> None:
         logger.info("gpuzarr: %s", note)
 
 
+_allocator_lock = threading.Lock()
+_allocator_routed = False
+
+
 def _nvcomp() -> Any:
+    """``nvidia.nvcomp``, its device allocations routed through CuPy's memory pool."""
     try:
         from nvidia import nvcomp
     except ImportError as exc:
         raise ImportError(f"gpuzarr's GPU decoders need nvidia-nvcomp; {kernels.GPU_EXTRA_HINT}") from exc
+    if not _allocator_routed:
+        _route_allocations(nvcomp)
     return nvcomp
+
+
+def _route_allocations(nvcomp: Any) -> None:
+    """Once per process: nvCOMP allocates its scratch (for zstd about three times a batch's
+    decoded bytes) from CuPy's memory pool, so the free blocks the pool holds serve it too and
+    ``free_memory`` means what it says. nvCOMP's ``set_device_allocator`` docstring recommends
+    composing CuPy's memory classes; the allocator is called as ``allocate(nbytes, stream)``."""
+    global _allocator_routed
+    with _allocator_lock:
+        if _allocator_routed:
+            return
+        set_allocator = getattr(nvcomp, "set_device_allocator", None)
+        if set_allocator is None:
+            _log_once("this nvCOMP has no set_device_allocator; its scratch is allocated outside CuPy's pool")
+        else:
+            cupy = kernels.import_cupy()
+
+            def allocate(nbytes: int, stream: Any) -> Any:
+                return cupy.cuda.alloc(nbytes)
+
+            set_allocator(allocate)
+        _allocator_routed = True
 
 
 __all__ = ["CodecCache", "CudaDevice", "FileHandleCache", "as_cupy_stream"]

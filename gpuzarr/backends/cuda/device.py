@@ -12,6 +12,7 @@ A device is any object with the methods of :class:`Device`:
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -35,6 +36,8 @@ class Device(Protocol):
 
     #: whether :meth:`read_files` reads local files straight into device buffers
     reads_files: bool
+    #: the host staging buffers of this device's batches
+    staging: StagingPool
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         """Make this device (and its stream) current for the work inside the block."""
@@ -182,6 +185,113 @@ def _check_context(algorithm: str, exc: Exception, context_error: Callable[[], B
         ) from exc
 
 
+class StagingPool:
+    """Reusable host staging buffers of one device: at most ``max_blocks`` blocks, handed out
+    with :meth:`acquire` and given back with :meth:`release`.
+
+    Page-locked memory is slow to allocate and CuPy's pinned pool keeps every size it ever
+    allocated, so a run of reads of varying sizes would pin ever more host memory. Here a
+    request is served from a free block that is large enough, else a free block is replaced by
+    one grown geometrically (at least doubled, but not beyond ``cap`` unless the request itself
+    is larger). Two blocks cover the executor's overlap (batch k+1 is bound on a helper thread
+    while batch k runs); when every block is in use, for instance with several reads in
+    parallel, the request gets an ordinary pageable buffer (``unpooled`` counts them), so
+    pinned memory stays bounded and no caller waits for another.
+    """
+
+    def __init__(
+        self,
+        allocate: Callable[[int], npt.NDArray[np.uint8]],
+        *,
+        max_blocks: int = 2,
+        fallback: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+    ) -> None:
+        self._allocate = allocate
+        self._fallback = fallback or _host_empty
+        self.max_blocks = max_blocks
+        self._free: list[npt.NDArray[np.uint8]] = []
+        self._in_use: dict[int, npt.NDArray[np.uint8]] = {}  # data address -> block
+        self._lock = threading.Lock()
+        #: blocks allocated over the pool's life, and requests served outside the pool
+        self.allocations = 0
+        self.unpooled = 0
+
+    @property
+    def nblocks(self) -> int:
+        """Blocks the pool holds, free or in use."""
+        with self._lock:
+            return len(self._free) + len(self._in_use)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the pool holds, free or in use."""
+        with self._lock:
+            return sum(b.size for b in self._free) + sum(b.size for b in self._in_use.values())
+
+    def acquire(self, nbytes: int, cap: int | None = None) -> npt.NDArray[np.uint8]:
+        """A buffer of exactly ``nbytes`` bytes (a view of a pooled block); give it back with
+        :meth:`release` once nothing reads it any more."""
+        if nbytes <= 0:
+            return self._fallback(0)
+        with self._lock:
+            fitting = [i for i, b in enumerate(self._free) if b.size >= nbytes]
+            if fitting:
+                block = self._free.pop(min(fitting, key=lambda i: self._free[i].size))
+            elif len(self._free) + len(self._in_use) < self.max_blocks or self._free:
+                if self._free:  # replace the largest free block by a bigger one
+                    largest = self._free.pop(max(range(len(self._free)), key=lambda i: self._free[i].size))
+                    grown = 2 * largest.size
+                else:
+                    grown = nbytes
+                size = max(nbytes, min(grown, cap) if cap is not None else grown)
+                block = self._allocate(size)
+                self.allocations += 1
+            else:
+                self.unpooled += 1
+                return self._fallback(nbytes)
+            self._in_use[_address(block)] = block
+        return block[:nbytes]
+
+    def release(self, buffer: npt.NDArray[np.uint8]) -> None:
+        """Give back a buffer from :meth:`acquire` (others are ignored)."""
+        if buffer.size == 0:
+            return
+        with self._lock:
+            block = self._in_use.pop(_address(buffer), None)
+            if block is not None:
+                self._free.append(block)
+
+    def clear(self) -> None:
+        """Drop the free blocks (blocks in use are dropped when they come back)."""
+        with self._lock:
+            self._free.clear()
+
+
+class StagingPools:
+    """One :class:`StagingPool` per device index, made on first use."""
+
+    def __init__(self, allocate: Callable[[int], npt.NDArray[np.uint8]], *, max_blocks: int = 2) -> None:
+        self._allocate = allocate
+        self._max_blocks = max_blocks
+        self._pools: dict[int, StagingPool] = {}
+        self._lock = threading.Lock()
+
+    def pool(self, index: int) -> StagingPool:
+        with self._lock:
+            pool = self._pools.get(index)
+            if pool is None:
+                pool = self._pools[index] = StagingPool(self._allocate, max_blocks=self._max_blocks)
+            return pool
+
+
+def _host_empty(nbytes: int) -> npt.NDArray[np.uint8]:
+    return np.empty(nbytes, dtype=np.uint8)
+
+
+def _address(buffer: npt.NDArray[np.uint8]) -> int:
+    return int(buffer.__array_interface__["data"][0])
+
+
 def read_file_span(span: FileSpan) -> bytes:
     """The bytes of ``span`` on the host (fewer when the file is shorter)."""
     with open(span.path, "rb") as f:
@@ -210,6 +320,8 @@ __all__ = [
     "BatchDecodeLog",
     "ChecksumKind",
     "Device",
+    "StagingPool",
+    "StagingPools",
     "decode_batch_or_each",
     "is_device_failure",
     "peek_index",

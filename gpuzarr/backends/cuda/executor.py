@@ -50,12 +50,16 @@ def execute(
     out: Any,
     *,
     on_fallback: Callable[[str], None] | None = None,
+    budget: int | None = None,
 ) -> None:
     """Run every batch of ``plan`` into ``out`` (a C-contiguous device array of the plan's shape).
 
     The host prepares batch k+1 (reads, stream splitting, launch arguments) on a helper thread
     while the device works on batch k. ``on_fallback`` hears each reason a chunk is decoded on
     the CPU (once per reason and read; it may raise to stop the read); by default it is logged.
+    Host staging buffers come from the device's :class:`.device.StagingPool` (grown up to
+    ``budget``, the batch budget) and go back to it once their batch has run, so at most two are
+    in use per read.
     """
     indexes: dict[str, ShardIndex | None] = {}
     direct = device.reads_files and isinstance(store, LocalStore)
@@ -70,33 +74,47 @@ def execute(
         else:
             logger.info("gpuzarr: decoding on the CPU and copying to the GPU: %s", reason)
 
+    staging = device.staging
+
+    def host_empty(nbytes: int) -> npt.NDArray[np.uint8]:
+        return staging.acquire(nbytes, budget)
+
     def prepare(batch: int) -> BoundBatch:
         # The helper thread needs the device current too (pinned staging memory is allocated
         # in its context).
         with device.activate():
             encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
-            return bind_batch(layout, plan, batch, encoded, getattr(device, "host_empty", None))
+            return bind_batch(layout, plan, batch, encoded, host_empty)
 
     def run(bound: BoundBatch) -> None:
-        for decoded in bound.host_decoded:
-            fallback(decoded.reason)
-        run_batch(plan, bound, device, out, layout=layout, on_fallback=fallback)
+        # The device's host-to-device copy has finished when run_batch returns (it waits for
+        # it), so the staging buffer can serve the next batch.
+        try:
+            for decoded in bound.host_decoded:
+                fallback(decoded.reason)
+            run_batch(plan, bound, device, out, layout=layout, on_fallback=fallback)
+        finally:
+            staging.release(bound.staging)
 
     nbatches = len(plan.batches)
     if nbatches == 1:
         run(prepare(0))
         return
     prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuzarr-prefetch")
+    pending: Future[BoundBatch] | None = None
     try:
-        pending: Future[BoundBatch] = prefetch.submit(prepare, 0)
+        next_batch = pending = prefetch.submit(prepare, 0)
         for batch in range(nbatches):
-            bound = pending.result()
+            bound = next_batch.result()
+            pending = None
             if batch + 1 < nbatches:
-                pending = prefetch.submit(prepare, batch + 1)
+                next_batch = pending = prefetch.submit(prepare, batch + 1)
             run(bound)
     finally:
         # On an error, do not wait for the next batch to be read and bound for nothing.
         prefetch.shutdown(wait=True, cancel_futures=True)
+        if pending is not None and pending.done() and not pending.cancelled() and pending.exception() is None:
+            staging.release(pending.result().staging)
 
 
 def run_batch(

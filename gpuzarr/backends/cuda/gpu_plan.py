@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from ...plan.selection import SelectionPlan
 
 ALIGNMENT = 8
-#: Default device-memory budget of one batch (encoded + decoded bytes).
+#: Default device-memory budget of one batch (encoded and decoded bytes, un-shuffle and nvCOMP
+#: scratch: see :func:`task_cost`).
 BATCH_BYTES = 256 * 1024 * 1024
 ITEMSIZES = (1, 2, 4, 8, 16)
 
@@ -164,6 +165,14 @@ def _add_batch_index(dst: list[int], kept: list[bool], index: Any, buffer_shape:
     dst[last_kept] += int(index) * math.prod(buffer_shape[1:])
 
 
+def task_cost(route: DecodeRoute, decoded_nbytes: int) -> int:
+    """Device bytes one chunk takes in its batch: its encoded bytes (at most about its decoded
+    size), its decoded bytes, the un-shuffle scratch of shuffled Blosc chunks and nvCOMP's
+    decoder scratch (zstd: about three times the decoded bytes)."""
+    decoded = align(decoded_nbytes)
+    return decoded * (3 if route.shuffled else 2) + math.ceil(route.scratch * decoded)
+
+
 def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = BATCH_BYTES) -> GpuReadPlan:
     """Plan a read of ``plan`` (a basic selection) for the GPU path.
 
@@ -225,7 +234,7 @@ def build_gpu_read_plan(layout: ArrayLayout, plan: SelectionPlan, budget: int = 
         tasks.append(ChunkTask(coords, key, position, shape, pipeline.spec.nbytes, route, tuple(rows)))
     # Inner chunks of one shard next to each other (one index read per shard and batch).
     tasks.sort(key=lambda t: (t.key, -1 if t.inner is None else t.inner))
-    sizes = [align(t.decoded_nbytes) * (3 if t.route.shuffled else 2) for t in tasks]
+    sizes = [task_cost(t.route, t.decoded_nbytes) for t in tasks]
     batches = tuple(tuple(r) for r in batches_by_bytes(sizes, budget))
     spec = layout.chunk_pipeline.spec
     fill = np.full((), spec.fill_value, dtype=dtype).tobytes()

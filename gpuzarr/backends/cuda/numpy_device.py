@@ -17,13 +17,22 @@ import numpy as np
 import numpy.typing as npt
 
 from . import kernel_reference, kernels, launch_checks
-from .device import BatchDecodeLog, ChecksumKind, decode_batch_or_each, peek_index, read_file_span
+from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, peek_index, read_file_span
 from .launches import AssembleLaunch, FileRead, check_assemble_launch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 POISON = 0xAB
+
+
+def host_block(nbytes: int) -> npt.NDArray[np.uint8]:
+    """A host staging block, filled with POISON like every new buffer of this device."""
+    return np.full(nbytes, POISON, dtype=np.uint8)
+
+
+#: the staging pools of emulated devices, by index (the pinned pools of ``cupy_device``)
+HOST_STAGING = StagingPools(host_block)
 
 
 def _decode_stream_on_cpu(algorithm: str, data: bytes, limit: int) -> bytes:
@@ -51,7 +60,9 @@ class CpuEmulatedDevice:
     of the kernels: the executor's host-side logic runs unchanged and can be checked on any
     machine. New buffers are filled with 0xAB so that bytes nobody writes show up."""
 
-    def __init__(self, index: int = 0, stream: Any = None, *, reads_files: bool = True) -> None:
+    def __init__(
+        self, index: int = 0, stream: Any = None, *, reads_files: bool = True, staging: StagingPools | None = None
+    ) -> None:
         self.index = index
         self.stream = stream
         self.reads_files = reads_files
@@ -61,6 +72,8 @@ class CpuEmulatedDevice:
         #: what a synchronisation raises after a decoder error (None: the context is healthy)
         self.context_error: BaseException | None = None
         self._batch_log = BatchDecodeLog()
+        #: host staging buffers, shared by the devices of one index like the CUDA device's
+        self.staging = (staging or HOST_STAGING).pool(index)
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
@@ -229,4 +242,4 @@ class CpuEmulatedDevice:
         )
 
 
-__all__ = ["POISON", "CpuEmulatedDevice"]
+__all__ = ["HOST_STAGING", "POISON", "CpuEmulatedDevice", "host_block"]

@@ -104,7 +104,7 @@ class CudaReader:
                 return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
             direct = out is not None and device.is_contiguous(out)
             target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
-            _execute(device, layout, store, gpu_plan, target, strict)
+            _execute(device, layout, store, gpu_plan, target, strict, budget)
             return out if direct else _deliver(device, target, plan, out)
 
 
@@ -134,7 +134,7 @@ def _read_gathered(
             reason = f"the GPU path cannot read this selection: {exc}"
         else:
             box = device.empty(box_plan.buffer_shape, dtype)
-            _execute(device, layout, store, box_gpu_plan, box, strict)
+            _execute(device, layout, store, box_gpu_plan, box, strict, budget)
             return _deliver(device, device.gather(box, gathered.index), plan, out)
     elif not isinstance(cause, GpuArrayError):
         reason += " and its bounding box is much larger than the result"
@@ -144,7 +144,9 @@ def _read_gathered(
     return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
 
 
-def _execute(device: Device, layout: ArrayLayout, store: Store, gpu_plan: Any, target: Any, strict: bool) -> None:
+def _execute(
+    device: Device, layout: ArrayLayout, store: Store, gpu_plan: Any, target: Any, strict: bool, budget: int
+) -> None:
     """Run a GPU plan into ``target``; CPU decoding is logged, or raises under ``strict``."""
     if strict:
         for task in gpu_plan.tasks:
@@ -156,7 +158,7 @@ def _execute(device: Device, layout: ArrayLayout, store: Store, gpu_plan: Any, t
             raise DeviceError(f"{reason} (strict=True)")
         log_fallback(reason)
 
-    execute(layout, store, gpu_plan, device, target, on_fallback=fallback)
+    execute(layout, store, gpu_plan, device, target, on_fallback=fallback, budget=budget)
 
 
 def _read_on_host(layout: ArrayLayout, store: Store, plan: SelectionPlan, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:

@@ -25,6 +25,9 @@ def probe() -> tuple[str | None, int]:
         count = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:
         return f"CuPy cannot reach a CUDA device ({type(exc).__name__}: {exc})", 0
+    nvrtc = _nvrtc_missing()
+    if nvrtc is not None:
+        return nvrtc, count
     try:
         found = importlib.util.find_spec("nvidia.nvcomp") is not None
     except ModuleNotFoundError:  # no "nvidia" namespace package at all
@@ -32,6 +35,18 @@ def probe() -> tuple[str | None, int]:
     if not found:
         return f"nvCOMP (nvidia-nvcomp) is not installed; {GPU_EXTRA_HINT}", count
     return None, count
+
+
+def _nvrtc_missing() -> str | None:
+    """Why CuPy cannot compile the kernels (NVRTC not found), or None. CuPy finds NVRTC only
+    when it is called, so a device can be usable while no kernel compiles."""
+    try:
+        import cupy.cuda.nvrtc
+
+        cupy.cuda.nvrtc.getVersion()
+    except Exception as exc:
+        return f"NVRTC not found: CuPy cannot compile gpuzarr's kernels ({type(exc).__name__}: {exc}); {GPU_EXTRA_HINT}"
+    return None
 
 
 def current_device() -> int:

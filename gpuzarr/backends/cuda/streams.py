@@ -453,6 +453,9 @@ def _blosc_block_streams(
     n = int(raw.size)
     typesize = header.typesize
     name, kind = _BLOSC_COMPRESSORS[header.flags >> 5]
+    # c-blosc1's decoder rule, the flag and the computed conditions together: numcodecs (c-blosc
+    # 1.21) reads a frame split with typesize > 16 or small blocks (BLOSC_ALWAYS_SPLIT) as one
+    # stream per block too and fails, so such frames are corrupt to the CPU and the GPU alike.
     split = (
         not header.flags & _BLOSC_FLAG_DONT_SPLIT
         and block.nbytes == header.blocksize  # c-blosc1 never splits the leftover block

@@ -1,0 +1,258 @@
+"""How ``cupy_device`` calls CuPy and nvCOMP, checked against fake ``cupy`` and
+``nvidia.nvcomp`` modules: the stream forms CuPy 14 wants, nvCOMP's allocator set once, and
+nvCOMP codecs neither shared between threads nor kept for a caller's stream."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpuzarr.backends.cuda import cupy_device
+
+
+class _Stream:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        pass
+
+
+class FakeCupy(types.ModuleType):
+    """What cupy_device touches of CuPy, recording the calls."""
+
+    def __init__(self, *, from_external: bool = True) -> None:
+        super().__init__("cupy")
+        self.made: list[tuple[str, Any, Any]] = []
+        self.current = _Stream(0)
+        made = self.made
+
+        class Stream(_Stream):
+            pass
+
+        class ExternalStream(_Stream):
+            def __init__(self, ptr: int, device_id: int = -1) -> None:
+                warnings.warn("ExternalStream is deprecated", DeprecationWarning, stacklevel=2)
+                made.append(("ExternalStream", ptr, device_id))
+                super().__init__(ptr)
+
+        if from_external:
+
+            def _from_external(obj: Any) -> Stream:
+                made.append(("from_external", obj, None))
+                return Stream(int(obj.__cuda_stream__()[1]))
+
+            Stream.from_external = staticmethod(_from_external)  # type: ignore[attr-defined]
+
+        class Device:
+            def __init__(self, index: int) -> None:
+                self.index = index
+
+            def __enter__(self) -> Device:
+                return self
+
+            def __exit__(self, *args: object) -> None:
+                pass
+
+        def alloc(nbytes: int) -> tuple[str, int]:
+            made.append(("alloc", nbytes, None))
+            return ("memory", nbytes)
+
+        class PinnedMemory:
+            def __init__(self, nbytes: int) -> None:
+                made.append(("PinnedMemory", nbytes, None))
+                self.buffer = bytearray(nbytes)
+
+        class PinnedMemoryPointer(bytearray):  # a buffer, as CuPy's pointer is
+            def __init__(self, memory: PinnedMemory, offset: int) -> None:
+                made.append(("PinnedMemoryPointer", offset, None))
+                super().__init__(len(memory.buffer) - offset)
+
+        self.cuda = types.SimpleNamespace(
+            Stream=Stream,
+            ExternalStream=ExternalStream,
+            Device=Device,
+            alloc=alloc,
+            PinnedMemory=PinnedMemory,
+            PinnedMemoryPointer=PinnedMemoryPointer,
+            get_current_stream=lambda: self.current,
+        )
+
+
+class FakeNvcomp(types.ModuleType):
+    def __init__(self) -> None:
+        super().__init__("nvidia.nvcomp")
+        self.allocators: list[Any] = []
+        self.codecs: list[dict[str, Any]] = []
+        self.BitstreamKind = types.SimpleNamespace(RAW="RAW")
+        codecs = self.codecs
+
+        class Codec:
+            def __init__(self, **kwargs: Any) -> None:
+                codecs.append(kwargs)
+
+        self.Codec = Codec
+
+    def set_device_allocator(self, allocator: Any) -> None:
+        self.allocators.append(allocator)
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeCupy, FakeNvcomp]:
+    cupy, nvcomp = FakeCupy(), FakeNvcomp()
+    nvidia = types.ModuleType("nvidia")
+    nvidia.nvcomp = nvcomp  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "nvidia", nvidia)
+    monkeypatch.setitem(sys.modules, "nvidia.nvcomp", nvcomp)
+    monkeypatch.setitem(sys.modules, "kvikio", None)  # not installed: no file reads
+    monkeypatch.setattr(cupy_device, "_allocator_routed", False)
+    monkeypatch.setattr(cupy_device, "_CODECS", cupy_device.CodecCache())
+    return cupy, nvcomp
+
+
+class _TorchLikeStream:
+    """A stream with the CUDA stream protocol and a ``cuda_stream`` attribute, like PyTorch's."""
+
+    cuda_stream = 0x5000
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.cuda_stream)
+
+
+def test_protocol_streams_go_through_from_external(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, _ = fakes
+    stream = _TorchLikeStream()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = cupy_device.as_cupy_stream(stream, 1)
+    assert made.ptr == 0x5000
+    assert [m[0] for m in cupy.made] == ["from_external"]
+
+
+@pytest.mark.parametrize(
+    "stream", [0x7000, types.SimpleNamespace(cuda_stream=0x7000), types.SimpleNamespace(ptr=0x7000)]
+)
+def test_other_handles_use_external_stream_on_the_device_without_a_warning(
+    monkeypatch: pytest.MonkeyPatch, stream: Any
+) -> None:
+    cupy = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = cupy_device.as_cupy_stream(stream, 3)
+    assert made.ptr == 0x7000
+    assert cupy.made == [("ExternalStream", 0x7000, 3)]
+
+
+def test_protocol_without_from_external_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = FakeCupy(from_external=False)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    cupy_device.as_cupy_stream(_TorchLikeStream(), 0)
+    assert cupy.made == [("ExternalStream", 0x5000, 0)]
+
+
+def test_streams_that_are_not_streams_are_refused(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    for wrong in ("stream", 1.5, True):
+        with pytest.raises(TypeError, match="stream"):
+            cupy_device.as_cupy_stream(wrong, 0)
+
+
+def test_the_callers_stream_is_made_once_per_read(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, _ = fakes
+    device = cupy_device.CudaDevice(0, 0x7000)
+    for _ in range(3):  # the read, and each batch prepared on the helper thread
+        with device.activate():
+            pass
+    assert [m[0] for m in cupy.made] == ["ExternalStream"]
+
+
+def test_nvcomp_allocates_through_cupy_set_once(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, nvcomp = fakes
+    for _ in range(3):
+        assert cupy_device._nvcomp() is nvcomp
+    assert len(nvcomp.allocators) == 1
+    assert nvcomp.allocators[0](4096, 0) == ("memory", 4096)
+    assert ("alloc", 4096, None) in cupy.made
+
+
+def test_codecs_of_the_default_stream_are_kept_per_thread(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    _, nvcomp = fakes
+    first = cupy_device.CudaDevice(0)._codec("zstd")
+    again = cupy_device.CudaDevice(0)._codec("zstd")  # another read, same thread: the same codec
+    assert first is again
+    assert nvcomp.codecs == [
+        {"algorithm": "Zstd", "bitstream_kind": "RAW", "device_id": 0, "cuda_stream": cupy_device._CUDA_STREAM_LEGACY}
+    ]
+    other: list[Any] = []
+    thread = threading.Thread(target=lambda: other.append(cupy_device.CudaDevice(0)._codec("zstd")))
+    thread.start()
+    thread.join()
+    assert other[0] is not first
+    assert len(nvcomp.codecs) == 2
+
+
+def test_codecs_of_a_callers_stream_live_as_long_as_the_read(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, nvcomp = fakes
+    cupy.current = _Stream(0x7000)  # the caller's stream is current during the read
+    device = cupy_device.CudaDevice(0, 0x7000)
+    assert device._codec("lz4") is device._codec("lz4")  # one codec for the whole read
+    assert cupy_device.CudaDevice(0, 0x7000)._codec("lz4") is not device._codec("lz4")
+    assert [c["cuda_stream"] for c in nvcomp.codecs] == [0x7000, 0x7000]
+    cupy.current = _Stream(0)
+    cupy_device.CudaDevice(0)._codec("lz4")
+    assert [c["cuda_stream"] for c in nvcomp.codecs] == [0x7000, 0x7000, cupy_device._CUDA_STREAM_LEGACY]
+
+
+def test_pinned_staging_blocks_are_their_own_allocations(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, _ = fakes
+    block = cupy_device._pinned_block(64)
+    assert block.dtype == np.uint8 and block.size == 64
+    assert [m[0] for m in cupy.made] == ["PinnedMemory", "PinnedMemoryPointer"]
+    assert cupy_device.CudaDevice(0).staging is cupy_device.PINNED_STAGING.pool(0)
+
+
+def _probe_cupy(monkeypatch: pytest.MonkeyPatch, get_version: Any) -> None:
+    import importlib.machinery
+
+    cupy = types.ModuleType("cupy")
+    cupy.__spec__ = importlib.machinery.ModuleSpec("cupy", None)
+    cuda = types.ModuleType("cupy.cuda")
+    nvrtc = types.ModuleType("cupy.cuda.nvrtc")
+    nvrtc.getVersion = get_version  # type: ignore[attr-defined]
+    cuda.nvrtc = nvrtc  # type: ignore[attr-defined]
+    cuda.runtime = types.SimpleNamespace(getDeviceCount=lambda: 2)  # type: ignore[attr-defined]
+    cupy.cuda = cuda  # type: ignore[attr-defined]
+    cupy.is_available = lambda: True  # type: ignore[attr-defined]
+    for name, module in (("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.nvrtc", nvrtc)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setitem(sys.modules, "nvidia", None)  # no nvCOMP
+
+
+def test_probe_needs_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuzarr.backends.cuda import runtime
+
+    def missing() -> tuple[int, int]:
+        raise RuntimeError("libnvrtc.so.13: cannot open shared object file")
+
+    _probe_cupy(monkeypatch, missing)
+    reason, count = runtime.probe.__wrapped__()
+    assert reason is not None and reason.startswith("NVRTC not found") and "libnvrtc" in reason
+    assert count == 2
+
+
+def test_probe_with_nvrtc_goes_on_to_nvcomp(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuzarr.backends.cuda import runtime
+
+    _probe_cupy(monkeypatch, lambda: (13, 0))
+    reason, _ = runtime.probe.__wrapped__()
+    assert reason is not None and reason.startswith("nvCOMP")
