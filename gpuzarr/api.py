@@ -14,7 +14,7 @@ from .array import Array
 from .errors import ArrayNotFoundError, GroupNotFoundError, MetadataError, NodeNotFoundError
 from .group import Group, create_array_node, create_group_node, open_node
 from .hierarchy import node_exists, parse_mode, read_node
-from .spec.build import build_metadata
+from .metadata.build import build_metadata
 from .store import StoreLike, make_store
 
 Mode = Literal["r", "r+", "a", "w", "w-"]

@@ -19,12 +19,12 @@ from .backends.select import resolve_device_for
 from .errors import InvalidArgumentError, MetadataError, ReadOnlyError
 from .hierarchy import write_documents
 from .layout import ArrayLayout
+from .metadata.json_util import check_attributes
 from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
-from .spec.json_util import check_attributes
 
 if TYPE_CHECKING:
-    from .spec.v2 import ArrayMetadataV2
-    from .spec.v3 import ArrayMetadata
+    from .metadata.v2 import ArrayMetadataV2
+    from .metadata.v3 import ArrayMetadata
     from .store.base import Store
 
 

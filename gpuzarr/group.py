@@ -21,13 +21,13 @@ from .hierarchy import (
     write_documents,
     write_node,
 )
-from .spec.build import build_metadata
-from .spec.v2 import ZATTRS, ArrayMetadataV2
+from .metadata.build import build_metadata
+from .metadata.v2 import ZATTRS, ArrayMetadataV2
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .spec.v3 import ArrayMetadata
+    from .metadata.v3 import ArrayMetadata
     from .store.base import Store
 
 

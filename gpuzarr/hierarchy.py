@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .spec.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
-from .spec.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
+from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
+from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

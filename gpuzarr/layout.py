@@ -23,12 +23,12 @@ from .codecs.base import ChunkSpec
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import ShardingCodec
 from .errors import MetadataError
-from .spec.chunk_grid import DimensionGrid
-from .spec.rectilinear import VariableDimensionGrid
+from .metadata.chunk_grid import DimensionGrid
+from .metadata.rectilinear import VariableDimensionGrid
 
 if TYPE_CHECKING:
-    from .spec.v2 import ArrayMetadataV2
-    from .spec.v3 import ArrayMetadata
+    from .metadata.v2 import ArrayMetadataV2
+    from .metadata.v3 import ArrayMetadata
 
 AnyDimension = DimensionGrid | VariableDimensionGrid
 

@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.codecs": 40,
     "gpuzarr.store": 35,
     "gpuzarr.tensorstore.kvstore": 30,  # kvstore JSON, which store.make_store parses
-    "gpuzarr.spec": 20,
+    "gpuzarr.metadata": 20,
     "gpuzarr.errors": 0,
     "gpuzarr.config": 0,
     "gpuzarr.buffers": 0,

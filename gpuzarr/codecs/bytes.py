@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError
-from ..spec.dtypes import ML_FLOAT_TYPES
+from ..metadata.dtypes import ML_FLOAT_TYPES
 from .base import ArrayToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CorruptChunkError, MetadataError
-from ..spec.chain import DEFAULT_INDEX_CODECS
-from ..spec.dtypes import fill_value_bytes_equal
-from ..spec.v3 import normalize_codec_json
+from ..metadata.chain import DEFAULT_INDEX_CODECS
+from ..metadata.dtypes import fill_value_bytes_equal
+from ..metadata.v3 import normalize_codec_json
 from ..store.sharding import EMPTY, ShardLayout, encode_shard
 from .base import ArrayToBytesCodec, ChunkSpec
 from .pipeline import CodecPipeline

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..spec.chunk_grid import DimensionGrid
+    from ..metadata.chunk_grid import DimensionGrid
 
 IntArray = np.ndarray[Any, np.dtype[np.intp]]
 AxisSelection = int | slice | IntArray

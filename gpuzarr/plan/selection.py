@@ -31,7 +31,7 @@ from .dimension import (
 )
 
 if TYPE_CHECKING:
-    from ..spec.chunk_grid import DimensionGrid
+    from ..metadata.chunk_grid import DimensionGrid
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ that touches a Store or builds an Array:
 * :mod:`.create` -- metadata for a new array with TensorStore's defaults;
 * :mod:`.open` -- ``open_spec`` and ``open_parsed``.
 
-This package re-exports only the leaf modules, which import nothing above ``spec/``; import
+This package re-exports only the leaf modules, which import nothing above ``metadata/``; import
 ``spec``, ``constraints``, ``create`` and ``open`` from their modules. So the store layer can
 use the kvstore parser, and ``Array.spec()`` the spec module, without an import cycle.
 """

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import MetadataError
-from ..spec.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
-from ..spec.dtypes import DataType
-from ..spec.json_util import expect_dict, expect_int_list, expect_str
-from ..spec.v2 import ArrayMetadataV2, _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
-from ..spec.v3 import ARRAY_FIELDS, ArrayMetadata
+from ..metadata.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
+from ..metadata.dtypes import DataType
+from ..metadata.json_util import expect_dict, expect_int_list, expect_str
+from ..metadata.v2 import ArrayMetadataV2, _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
+from ..metadata.v3 import ARRAY_FIELDS, ArrayMetadata
 from .schema import Schema, check_ranks, normalize_unit
 
 __all__ = [

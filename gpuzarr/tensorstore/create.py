@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError
-from ..spec.build import TENSORSTORE_DEFAULTS
-from ..spec.chain import parse_codec_chain, with_array_to_bytes, with_transpose, wrap_in_sharding
-from ..spec.dtypes import CORE_DATA_TYPES, DataType
-from ..spec.v2 import ArrayMetadataV2
-from ..spec.v3 import ArrayMetadata
+from ..metadata.build import TENSORSTORE_DEFAULTS
+from ..metadata.chain import parse_codec_chain, with_array_to_bytes, with_transpose, wrap_in_sharding
+from ..metadata.dtypes import CORE_DATA_TYPES, DataType
+from ..metadata.v2 import ArrayMetadataV2
+from ..metadata.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
 from .chunk_shapes import choose_chunk_shapes
 from .schema import normalize_unit

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import MetadataError
-from ..spec.json_util import expect_dict
+from ..metadata.json_util import expect_dict
 
 __all__ = ["KvStoreSpec", "join_path"]
 

@@ -35,8 +35,8 @@ from .kvstore import KvStoreSpec, join_path
 from .spec import TensorStoreSpec
 
 if TYPE_CHECKING:
-    from ..spec.v2 import ArrayMetadataV2
-    from ..spec.v3 import ArrayMetadata
+    from ..metadata.v2 import ArrayMetadataV2
+    from ..metadata.v3 import ArrayMetadata
 
 
 def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "auto", **kwargs: Any) -> Any:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..errors import MetadataError
-from ..spec.dtypes import CORE_DATA_TYPES
-from ..spec.json_util import expect_dict, expect_int
+from ..metadata.dtypes import CORE_DATA_TYPES
+from ..metadata.json_util import expect_dict, expect_int
 
 __all__ = ["Driver", "Schema", "normalize_unit", "parse_dtype_name"]
 

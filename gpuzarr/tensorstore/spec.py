@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from ..hierarchy import parse_mode
-from ..spec.dtypes import CORE_DATA_TYPES, DataType
-from ..spec.json_util import expect_dict, expect_int, expect_str
+from ..metadata.dtypes import CORE_DATA_TYPES, DataType
+from ..metadata.json_util import expect_dict, expect_int, expect_str
 from .constraints import check_v2_metadata, check_v3_metadata, json_text
 from .kvstore import KvStoreSpec, join_path
 from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name

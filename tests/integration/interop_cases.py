@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import gpuzarr
-from gpuzarr.spec.dtypes import DataType
+from gpuzarr.metadata.dtypes import DataType
 
 if TYPE_CHECKING:
     from pathlib import Path

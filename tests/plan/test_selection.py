@@ -17,8 +17,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import BoundsCheckError
+from gpuzarr.metadata.chunk_grid import DimensionGrid, all_chunk_coords
 from gpuzarr.plan import SelectionPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
-from gpuzarr.spec.chunk_grid import DimensionGrid, all_chunk_coords
 
 PAD = -1  # padding beyond the array's edge; data is >= 0, so reading padding shows up
 

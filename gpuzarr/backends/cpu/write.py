@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import CorruptChunkError
+from ...metadata.dtypes import fill_value_bytes_equal
 from ...parallel import run_tasks
-from ...spec.dtypes import fill_value_bytes_equal
 from ...store.sharding import encode_shard
 
 if TYPE_CHECKING:

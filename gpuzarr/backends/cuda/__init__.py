@@ -1,7 +1,7 @@
 """CUDA backend: the only package that imports cupy, nvidia.nvcomp or kvikio, always lazily.
 
 The modules of a read, from the top; each imports only modules listed after it (and, outside
-this package, ``gpuzarr.layout``, ``parallel``, ``plan``, ``codecs``, ``store``, ``spec``,
+this package, ``gpuzarr.layout``, ``parallel``, ``plan``, ``codecs``, ``store``, ``metadata``,
 ``errors``, ``config``, ``buffers``, and ``backends.cpu`` for the CPU fallback):
 
 * ``reader``: :class:`~.reader.CudaReader`, the :class:`~gpuzarr.backends.Reader` of

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.dtypes import DataType, fill_value_bytes_equal
+from gpuzarr.metadata.dtypes import DataType, fill_value_bytes_equal
 
 INT_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOAT_TYPES = ["float16", "float32", "float64"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.dtypes import CORE_DATA_TYPES, DataType
+from gpuzarr.metadata.dtypes import CORE_DATA_TYPES, DataType
 
 CORE = {
     "bool": np.bool_,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.rectilinear import RectilinearChunkGrid
+from gpuzarr.metadata.rectilinear import RectilinearChunkGrid
 from tests.backends.cpu.resize_model import check_random_resizes
 
 ZEP3_CHUNKS = [[5, 5, 5, 15, 15, 20, 35], 10]

@@ -1,6 +1,6 @@
 """Zarr v2 metadata (``.zarray`` + ``.zattrs``), normalised into the v3 chain model.
 
-Everything above spec/ sees one model: a v2 array becomes a :class:`ArrayMetadataV2` whose
+Everything above metadata/ sees one model: a v2 array becomes a :class:`ArrayMetadataV2` whose
 ``codecs`` is a v3-style chain —
 
 * ``order: "F"``                 -> a reversing ``transpose`` codec,

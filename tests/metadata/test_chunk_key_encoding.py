@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.chunk_key_encoding import ChunkKeyEncoding
+from gpuzarr.metadata.chunk_key_encoding import ChunkKeyEncoding
 
 
 @pytest.mark.parametrize(

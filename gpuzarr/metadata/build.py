@@ -3,7 +3,7 @@
 :func:`build_v3` and :func:`build_v2` complete what the caller leaves out with
 ``ZARR_PYTHON_DEFAULTS``, so gpuzarr creates what zarr-python creates; TensorStore specs build
 their metadata in :mod:`gpuzarr.tensorstore.create` with the same chain helpers
-(:mod:`gpuzarr.spec.chain`) and ``TENSORSTORE_DEFAULTS``. Pure: imports only ``spec``.
+(:mod:`gpuzarr.metadata.chain`) and ``TENSORSTORE_DEFAULTS``. Pure: imports only ``metadata``.
 """
 
 from __future__ import annotations

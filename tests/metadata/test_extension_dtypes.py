@@ -10,8 +10,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.dtypes import EXTENSION_DATA_TYPES, DataType
-from gpuzarr.spec.v2 import parse_v2_dtype
+from gpuzarr.metadata.dtypes import EXTENSION_DATA_TYPES, DataType
+from gpuzarr.metadata.v2 import parse_v2_dtype
 
 ts = pytest.importorskip("tensorstore")
 

@@ -1,10 +1,10 @@
 """Edits of a v3 codec chain (JSON), shared by everything that builds metadata for a new array.
 
 A v3 chain is ``[array->array codecs..., one array->bytes codec, bytes->bytes codecs...]``, each
-codec ``{"name": ..., "configuration": {...}}``. ``gpuzarr.create`` (:mod:`gpuzarr.spec.build`)
+codec ``{"name": ..., "configuration": {...}}``. ``gpuzarr.create`` (:mod:`gpuzarr.metadata.build`)
 and TensorStore specs (:mod:`gpuzarr.tensorstore.create`) complete a partial chain with the
 same helpers; only their defaults differ (``ZARR_PYTHON_DEFAULTS``, ``TENSORSTORE_DEFAULTS`` in
-:mod:`gpuzarr.spec.build`). Pure: every function returns a new list.
+:mod:`gpuzarr.metadata.build`). Pure: every function returns a new list.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuzarr.errors import MetadataError
-from gpuzarr.spec.dtypes import CORE_DATA_TYPES
-from gpuzarr.spec.v3 import ArrayMetadata, parse_json_document
+from gpuzarr.metadata.dtypes import CORE_DATA_TYPES
+from gpuzarr.metadata.v3 import ArrayMetadata, parse_json_document
 
 BASE: dict[str, Any] = {
     "zarr_format": 3,
