@@ -5,7 +5,16 @@ at once (numcodecs' compressors release the GIL, so threads scale across cores).
 the number of CPUs this process may use. Change it with ``gpuzarr.config.set(concurrency=8)``;
 the thread pool is created on first use, never at import.
 
-GPU reads add ``gpu_batch_bytes``, ``io_threads`` and ``strict`` (see ``_settings`` below).
+GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict`` (see
+``_settings`` below):
+
+* ``io_threads``: kvikio's I/O thread count. None (the default) means
+  :func:`default_io_threads`, ``min(16, CPUs this process may use)``, set once per process when
+  kvikio is first used, unless the ``KVIKIO_NTHREADS`` environment variable already chose
+  (kvikio's own default is one thread). A number is applied whenever it changes.
+* ``file_handles``: how many kvikio file handles stay open between reads. None (the default)
+  means :func:`default_file_handles`, sized from the open-file limit (``ulimit -n``): each handle
+  holds two file descriptors, and half of the limit is left to everything else.
 """
 
 from __future__ import annotations
@@ -19,10 +28,12 @@ _lock = threading.Lock()
 _settings: dict[str, Any] = {
     "concurrency": None,
     # GPU reads: device bytes one batch may use (None: from free memory, see
-    # backends/cuda/reader.batch_budget); kvikio's I/O threads (None: kvikio's default);
-    # whether a part of a GPU read that would run on the CPU raises instead.
+    # backends/cuda/reader.batch_budget); kvikio's I/O threads (None: default_io_threads());
+    # open kvikio file handles kept (None: default_file_handles()); whether a part of a GPU
+    # read that would run on the CPU raises instead.
     "gpu_batch_bytes": None,
     "io_threads": None,
+    "file_handles": None,
     "strict": False,
 }
 _pool: ThreadPoolExecutor | None = None
@@ -34,6 +45,34 @@ def _default_concurrency() -> int:
         return max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+#: the most kvikio I/O threads the default gives (more rarely helps one device's reads)
+MAX_DEFAULT_IO_THREADS = 16
+#: bounds of the default number of cached kvikio file handles
+MIN_FILE_HANDLES, MAX_FILE_HANDLES = 16, 65536
+
+
+def default_io_threads() -> int:
+    """The kvikio I/O thread count when ``io_threads`` is None: ``min(16, CPUs this process may use)``."""
+    return min(MAX_DEFAULT_IO_THREADS, _default_concurrency())
+
+
+def default_file_handles() -> int:
+    """Cached kvikio file handles when ``file_handles`` is None.
+
+    A quarter of the soft open-file limit (two descriptors per handle, half the limit left
+    free), between 16 and 65536.
+    """
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return 256
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return MAX_FILE_HANDLES
+    return max(MIN_FILE_HANDLES, min(MAX_FILE_HANDLES, soft // 4))
 
 
 def get(name: str) -> Any:
@@ -69,7 +108,7 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
     for name, value in settings.items():
         if name not in _settings:
             raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
-        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads")
+        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles")
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if name == "strict" and not isinstance(value, bool):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gpuzarr")
 
 _NVCOMP_ALGORITHMS = {"zstd": "Zstd", "deflate": "Deflate", "lz4": "LZ4"}
+#: the thread count gpuzarr last gave kvikio (None: not yet)
 _kvikio_threads: int | None = None
+_kvikio_lock = threading.Lock()
 _CUDA_STREAM_LEGACY = 1
 
 K = TypeVar("K")
@@ -63,13 +66,26 @@ class _LruCache(Generic[K, V]):
 class FileHandleCache:
     """Open kvikio file handles, keyed by path and file version (see ``FileSpan.version``), so
     that a file replaced by a writer is reopened rather than read through a stale handle. An
-    evicted handle is closed when the last reader drops it."""
+    evicted handle is closed when the last reader drops it.
 
-    def __init__(self, capacity: int = 256) -> None:
-        self._handles: _LruCache[tuple[str, tuple[int, int]], Any] = _LruCache(capacity)
+    ``capacity`` None follows ``gpuzarr.config`` ``file_handles`` (by default sized from the
+    open-file limit, see :func:`gpuzarr.config.default_file_handles`), read at each lookup: an
+    LRU smaller than the files one read cycles through reopens every file on every read."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self._fixed = capacity
+        self._handles: _LruCache[tuple[str, tuple[int, int]], Any] = _LruCache(capacity or 0)
+
+    @property
+    def capacity(self) -> int:
+        if self._fixed is not None:
+            return self._fixed
+        wanted = config.get("file_handles")
+        return int(wanted) if wanted is not None else config.default_file_handles()
 
     def handle(self, kvikio: Any, span: FileSpan) -> Any:
         """The ``kvikio.CuFile`` that reads ``span``'s file, opened on first use."""
+        self._handles.capacity = self.capacity
         key = (span.path, span.version)
         handle = self._handles.get(key)
         if handle is None:
@@ -128,6 +144,10 @@ PINNED_STAGING = StagingPools(_pinned_block)
 def _kvikio() -> Any:
     """kvikio, configured with ``gpuzarr.config`` ``io_threads``; None when it is not installed.
 
+    ``io_threads`` None gives kvikio :func:`gpuzarr.config.default_io_threads` threads, once per
+    process (kvikio's own default is one), unless ``KVIKIO_NTHREADS`` is set; a number is given
+    to kvikio whenever it differs from the last one given.
+
     gpuzarr never sets kvikio's compatibility mode: kvikio chooses GDS where cuFile works and
     POSIX reads through host bounce buffers otherwise.
     """
@@ -138,9 +158,14 @@ def _kvikio() -> Any:
     except ImportError:
         return None
     threads = config.get("io_threads")
-    if threads is not None and threads != _kvikio_threads:
-        kvikio.defaults.set("num_threads", int(threads))
-        _kvikio_threads = threads
+    with _kvikio_lock:
+        if threads is None:
+            if _kvikio_threads is None and "KVIKIO_NTHREADS" in os.environ:
+                return kvikio
+            threads = config.default_io_threads()
+        if threads != _kvikio_threads:
+            kvikio.defaults.set("num_threads", int(threads))
+            _kvikio_threads = int(threads)
     return kvikio
 
 
