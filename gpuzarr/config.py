@@ -12,6 +12,13 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
   :func:`default_io_threads`, ``min(16, CPUs this process may use)``, set once per process when
   kvikio is first used, unless the ``KVIKIO_NTHREADS`` environment variable already chose
   (kvikio's own default is one thread). A number is applied whenever it changes.
+* ``gpu_direct_reads``: which route the bytes of zstd and uncompressed chunks in local files
+  take. ``"auto"`` (the default): kvikio reads them straight into device memory only when it
+  reports GPUDirect Storage (``kvikio.defaults.is_compat_mode_preferred()`` False); otherwise,
+  in kvikio's compatibility mode, they are read on the host by the prefetch thread and travel in
+  the batch's pinned staging copy. True: always kvikio when it is installed; False: never. This
+  default is a reasoned guess (compatibility mode makes one read, copy and sync per span on the
+  critical path), still to be confirmed by measurement on a GPU.
 * ``file_handles``: how many kvikio file handles stay open between reads. None (the default)
   means :func:`default_file_handles`, sized from the open-file limit (``ulimit -n``): each handle
   holds two file descriptors, and half of the limit is left to everything else.
@@ -34,6 +41,8 @@ _settings: dict[str, Any] = {
     "gpu_batch_bytes": None,
     "io_threads": None,
     "file_handles": None,
+    # the direct kvikio route: "auto" (only with GPUDirect Storage), True or False
+    "gpu_direct_reads": "auto",
     "strict": False,
 }
 _pool: ThreadPoolExecutor | None = None
@@ -111,6 +120,8 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
         positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles")
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
+            raise ValueError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
         if name == "strict" and not isinstance(value, bool):
             raise ValueError(f"strict must be True or False, got {value!r}")
     old = {name: _settings[name] for name in settings}

@@ -26,6 +26,8 @@ class EmulatedGpu:
 
     def __init__(self, reads_files: bool = True) -> None:
         self.reads_files = reads_files
+        #: whether the devices made report GPUDirect Storage (what "auto" direct reads need)
+        self.gds = True
         #: the class of the devices made from now on (a subclass makes a device that misbehaves)
         self.device_class: type[CpuEmulatedDevice] = CpuEmulatedDevice
         self.devices: list[CpuEmulatedDevice] = []
@@ -33,7 +35,9 @@ class EmulatedGpu:
         self.staging = StagingPools(host_block)
 
     def make(self, index: int, stream: Any) -> CpuEmulatedDevice:
-        device = self.device_class(index, stream, reads_files=self.reads_files, staging=self.staging)
+        device = self.device_class(
+            index, stream, reads_files=self.reads_files, gds=self.gds, staging=self.staging
+        )
         self.devices.append(device)
         return device
 

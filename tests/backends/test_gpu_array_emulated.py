@@ -92,6 +92,29 @@ def test_direct_file_reads_for_zstd_and_raw(emulated_gpu: EmulatedGpu, local_arr
     assert ("read_files" in emulated_gpu.names()) == (name in DIRECT), emulated_gpu.calls()
 
 
+@pytest.mark.parametrize(
+    ("setting", "gds", "direct"),
+    [("auto", True, True), ("auto", False, False), (True, False, True), (False, True, False)],
+)
+def test_direct_route_switch(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, setting: object, gds: bool, direct: bool
+) -> None:
+    """``gpu_direct_reads``: "auto" reads files on the device only with GPUDirect Storage; True and
+    False force one route. Both routes give the CPU's result."""
+    emulated_gpu.gds = gds
+    for name in ("v3-zstd-f4", "v3-raw-u1"):
+        array = make_array(name, gpuzarr.LocalStore(tmp_path / f"{name}.zarr"))
+        with config.set(gpu_direct_reads=setting):
+            got = _on_gpu(array)[...]
+        assert_bitwise_equal(np.asarray(got), cpu_result(array, Ellipsis))
+    assert ("read_files" in emulated_gpu.names()) == direct, emulated_gpu.calls()
+
+
+def test_direct_route_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match="'auto', True or False"):
+        config.set(gpu_direct_reads="yes")
+
+
 #: the arrays whose chunks the device reads from their files (zstd or uncompressed, no crc32c)
 DIRECT = {
     "v3-zstd-f4.zarr",

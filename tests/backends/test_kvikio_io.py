@@ -123,3 +123,13 @@ def test_file_handle_cache_follows_the_setting(monkeypatch: pytest.MonkeyPatch) 
 def test_file_handles_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive integer"):
         config.set(file_handles=0)
+
+
+@pytest.mark.parametrize(("preferred", "gds"), [(True, False), (False, True), (None, False)])
+def test_gds_is_what_kvikio_reports(preferred: bool | None, gds: bool) -> None:
+    """GPUDirect Storage when kvikio does not prefer its compatibility mode; a kvikio without
+    ``is_compat_mode_preferred`` counts as compatibility mode."""
+    defaults = types.SimpleNamespace()
+    if preferred is not None:
+        defaults.is_compat_mode_preferred = lambda: preferred
+    assert cupy_device._gds_available(types.SimpleNamespace(defaults=defaults)) is gds

@@ -169,6 +169,14 @@ def _kvikio() -> Any:
     return kvikio
 
 
+def _gds_available(kvikio: Any) -> bool:
+    """Whether kvikio reads through GPUDirect Storage (not its POSIX compatibility mode)."""
+    try:
+        return not bool(kvikio.defaults.is_compat_mode_preferred())
+    except AttributeError:  # an older kvikio: take it for compatibility mode
+        return False
+
+
 def as_cupy_stream(stream: Any, device: int = 0) -> Any:
     """A CuPy stream for ``stream`` on device ``device``: a cupy Stream, an object with
     ``__cuda_stream__`` (the CUDA stream protocol, e.g. a recent PyTorch stream), anything with
@@ -224,7 +232,9 @@ class CudaDevice:
     def __init__(self, index: int = 0, stream: Any = None) -> None:
         self.index = index
         self._user_stream = stream
-        self.reads_files = _kvikio() is not None
+        kvikio = _kvikio()
+        self.reads_files = kvikio is not None
+        self.gds = kvikio is not None and _gds_available(kvikio)
         self._batch_log = BatchDecodeLog()
         self.staging = PINNED_STAGING.pool(index)
         self._lock = threading.Lock()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ... import config
 from ...errors import DeviceError
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class Device(Protocol):
 
     #: whether :meth:`read_files` reads local files straight into device buffers
     reads_files: bool
+    #: whether those reads go storage -> device without host memory (GPUDirect Storage)
+    gds: bool
     #: the host staging buffers of this device's batches
     staging: StagingPool
 
@@ -292,6 +295,18 @@ def _address(buffer: npt.NDArray[np.uint8]) -> int:
     return int(buffer.__array_interface__["data"][0])
 
 
+def uses_direct_reads(device: Device) -> bool:
+    """Whether ``device`` reads local chunk files itself (kvikio) rather than getting their bytes
+    through the host staging copy: ``gpuzarr.config`` ``gpu_direct_reads``, where "auto" means
+    only with GPUDirect Storage. Without GDS a direct read is a host read, a copy and a sync per
+    span on the batch's critical path; the staging route reads on the prefetch thread and copies
+    once per batch (a choice still to be confirmed by measurement on a GPU)."""
+    if not device.reads_files:
+        return False
+    wanted = config.get("gpu_direct_reads")
+    return bool(device.gds) if wanted == "auto" else bool(wanted)
+
+
 def read_file_span(span: FileSpan) -> bytes:
     """The bytes of ``span`` on the host (fewer when the file is shorter)."""
     with open(span.path, "rb") as f:
@@ -326,4 +341,5 @@ __all__ = [
     "is_device_failure",
     "peek_index",
     "read_file_span",
+    "uses_direct_reads",
 ]

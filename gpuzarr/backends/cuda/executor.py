@@ -27,7 +27,7 @@ from ...codecs.zstd import frame_content_size
 from ...errors import CorruptChunkError
 from ...store.local import LocalStore
 from .bind import bind_batch, decode_on_host
-from .device import Device, read_file_span
+from .device import Device, read_file_span, uses_direct_reads
 from .fetch import fetch_batch
 from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, FileSpan, StreamGroup
@@ -62,7 +62,7 @@ def execute(
     in use per read.
     """
     indexes: dict[str, ShardIndex | None] = {}
-    direct = device.reads_files and isinstance(store, LocalStore)
+    direct = isinstance(store, LocalStore) and uses_direct_reads(device)
     reported: set[str] = set()
 
     def fallback(reason: str) -> None:

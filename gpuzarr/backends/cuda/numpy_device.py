@@ -61,11 +61,19 @@ class CpuEmulatedDevice:
     machine. New buffers are filled with 0xAB so that bytes nobody writes show up."""
 
     def __init__(
-        self, index: int = 0, stream: Any = None, *, reads_files: bool = True, staging: StagingPools | None = None
+        self,
+        index: int = 0,
+        stream: Any = None,
+        *,
+        reads_files: bool = True,
+        gds: bool = True,
+        staging: StagingPools | None = None,
     ) -> None:
         self.index = index
         self.stream = stream
         self.reads_files = reads_files
+        #: emulates GPUDirect Storage by default, so that "auto" takes the direct route in CI
+        self.gds = gds
         self.calls: list[tuple[str, int]] = []
         #: raised by every batched decode, as nvCOMP raises for bad data or a CUDA failure
         self.decode_error: BaseException | None = None
