@@ -458,3 +458,53 @@ def test_concurrent_readers_fall_back_to_unpooled_staging(emulated_gpu: Emulated
     staging = emulated_gpu.staging.pool(0)
     assert staging.nblocks <= 2
     assert staging.allocations >= 1
+
+
+def test_inner_chunks_of_a_shard_are_read_at_once(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    """The zstd inner chunks of one shard file lie side by side: the device reads each shard's
+    wanted chunks in one read (4 shards, 4 inner chunks each), with the CPU's result."""
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}]
+    array = gpuzarr.create(
+        gpuzarr.LocalStore(tmp_path / "s.zarr"),
+        shape=(64, 96),
+        dtype="u2",
+        chunks=(16, 24),
+        shards=(32, 48),
+        codecs=codecs,
+    )
+    array[...] = np.arange(64 * 96, dtype="u2").reshape(64, 96)
+    cases: list[tuple[Any, int]] = [
+        (Ellipsis, 4),
+        ((slice(0, 32), slice(0, 48)), 1),
+        ((slice(20, 50), slice(10, 90)), 4),  # 2 of shard (0, 0)'s 4 inner chunks, side by side
+    ]
+    for selection, shards in cases:
+        emulated_gpu.devices.clear()
+        got = _on_gpu(array)[selection]
+        assert_bitwise_equal(np.asarray(got), cpu_result(array, selection))
+        reads = [n for name, n in emulated_gpu.calls() if name == "read_files"]
+        assert sum(reads) == shards, emulated_gpu.calls()
+
+
+def test_short_read_of_a_coalesced_shard_names_the_inner_chunk(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    """A shard file cut short after its index was read: the error names the shard and the inner
+    chunk whose bytes the one read of the shard did not get."""
+
+    class ShortReads(CpuEmulatedDevice):
+        def read_files(self, reads: Any, staging: Any, work: Any) -> list[int]:
+            done = super().read_files(reads, staging, work)
+            return [n - 1 for n in done]
+
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}]
+    array = gpuzarr.create(
+        gpuzarr.LocalStore(tmp_path / "s.zarr"),
+        shape=(32, 48),
+        dtype="u2",
+        chunks=(16, 24),
+        shards=(32, 48),
+        codecs=codecs,
+    )
+    array[...] = np.arange(32 * 48, dtype="u2").reshape(32, 48)
+    emulated_gpu.device_class = ShortReads
+    with pytest.raises(CorruptChunkError, match=r"c/0/0.*inner chunk.*ended after"):
+        _on_gpu(array)[...]

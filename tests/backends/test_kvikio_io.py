@@ -133,3 +133,18 @@ def test_gds_is_what_kvikio_reports(preferred: bool | None, gds: bool) -> None:
     if preferred is not None:
         defaults.is_compat_mode_preferred = lambda: preferred
     assert cupy_device._gds_available(types.SimpleNamespace(defaults=defaults)) is gds
+
+
+def test_coalesce_keeps_runs_of_one_file_close_and_in_order() -> None:
+    from gpuzarr.backends.cuda.bind import _coalesce
+    from gpuzarr.store.sharding import COALESCE_GAP_BYTES
+
+    a = [FileSpan("a", 100, 10), FileSpan("a", 0, 100), FileSpan("a", 110 + COALESCE_GAP_BYTES, 5)]
+    far = FileSpan("a", 200 + 2 * COALESCE_GAP_BYTES, 5)
+    overlapping = FileSpan("a", 105 + COALESCE_GAP_BYTES, 10)
+    other_version = FileSpan("a", 10, 10, (1, 2))
+    b = FileSpan("b", 0, 10)
+    spans = [(0, a[0]), (1, b), (2, a[1]), (3, a[2]), (4, far), (5, overlapping), (6, other_version)]
+    runs = [[t for t, _ in run] for run in _coalesce(spans)]
+    # file a in offset order: 0-100, 100-110, then overlapping (at 105+gap) joins, a[2] overlaps it
+    assert runs == [[2, 0, 5], [3], [4], [1], [6]]

@@ -3,7 +3,8 @@
 
 :func:`bind_batch` checks and strips crc32c, splits every chunk into raw nvCOMP streams
 (``streams``), lays the streams out in one host staging buffer and the decoded chunks (and
-Blosc's shuffled scratch) in one device work buffer, all at 8-byte aligned offsets, groups the
+Blosc's shuffled scratch) in one device work buffer, all at 8-byte aligned offsets (except zstd
+frames inside one coalesced read of a shard file, which keep their file layout), groups the
 streams per nvCOMP algorithm, lists the Blosc blocks to un-shuffle, decodes CPU-fallback chunks
 (in parallel) into the staging buffer, and fills the ``assemble_chunks`` arguments in exactly
 the layout of kernels/assemble.cu. Every launch is validated with the ``check_*`` functions of
@@ -23,6 +24,7 @@ from ...codecs.base import as_uint8
 from ...codecs.crc32c import crc32c
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...parallel import run_tasks
+from ...store.sharding import COALESCE_GAP_BYTES
 from . import launch_checks
 from .gpu_plan import ChunkTask, GpuReadPlan, align
 from .launch_checks import MAX_NDIM
@@ -114,8 +116,7 @@ def bind_batch(
             builder.add_host_chunk(t, raw)
     host_decoded = builder.add_cpu_decoded()
     staging = builder.fill_staging(host_empty or _zeros)
-    for t, span in direct:
-        builder.add_file_span(t, span)
+    builder.add_file_spans(direct)
     return builder.validate(task_ids, staging, host_decoded)
 
 
@@ -238,26 +239,48 @@ class _BatchBuilder:
         self.staging_nbytes = staging.size
         return staging
 
-    def add_file_span(self, t: int, span: FileSpan) -> None:
-        """A chunk the device reads from a file: zstd frames go after the host-filled prefix of
-        the staging buffer, uncompressed chunks straight to their place in the work buffer."""
-        task = self.plan.tasks[t]
-        self.encoded_of[t] = span
-        offset = self._decoded_slot(t)
-        if task.route.name == "raw":
+    def add_file_spans(self, direct: Sequence[tuple[int, FileSpan]]) -> None:
+        """The chunks the device reads from files: uncompressed chunks straight to their place in
+        the work buffer, one read each; zstd frames after the host-filled prefix of the staging
+        buffer, where frames of one file that lie close together (inner chunks of a shard, gaps
+        of at most ``store.sharding.COALESCE_GAP_BYTES``) keep their file layout and are read at
+        once (see :func:`_coalesce`). nvCOMP's zstd decoder asks for 1-byte input alignment, so
+        the frames inside such a read need not start at multiples of 8."""
+        frames: list[tuple[int, FileSpan]] = []
+        for t, span in direct:
+            task = self.plan.tasks[t]
+            if task.route.name != "raw":
+                frames.append((t, span))
+                continue
+            self.encoded_of[t] = span
+            offset = self._decoded_slot(t)
             if span.nbytes != task.decoded_nbytes:
                 raise CorruptChunkError(
                     task.key,
                     f"{task.where}uncompressed chunk has {span.nbytes} bytes, expected {task.decoded_nbytes}",
                 )
             self.file_reads.append(FileRead(t, span, "work", offset))
-            return
-        if span.nbytes < 6:
-            raise CorruptChunkError(task.key, f"{task.where}zstd: {span.nbytes}-byte chunk cannot hold a frame")
+        for run in _coalesce(frames):
+            self._add_frame_run(run)
+
+    def _add_frame_run(self, run: list[tuple[int, FileSpan]]) -> None:
+        """zstd frames of one file, in file order without overlaps, as one read into staging."""
+        first = run[0][1]
         start = self.staging_nbytes
-        self.staging_nbytes = align(start + span.nbytes)
-        self.file_reads.append(FileRead(t, span, "staging", start))
-        self._add_stream("zstd", t, start, span.nbytes, offset, task.decoded_nbytes)
+        parts: list[FileRead] = []
+        for t, span in run:
+            task = self.plan.tasks[t]
+            if span.nbytes < 6:
+                raise CorruptChunkError(task.key, f"{task.where}zstd: {span.nbytes}-byte chunk cannot hold a frame")
+            self.encoded_of[t] = span
+            offset = self._decoded_slot(t)
+            at = start + span.offset - first.offset
+            parts.append(FileRead(t, span, "staging", at))
+            self._add_stream("zstd", t, at, span.nbytes, offset, task.decoded_nbytes)
+        last = run[-1][1]
+        merged = FileSpan(first.path, first.offset, last.offset + last.nbytes - first.offset, first.version)
+        self.file_reads.append(FileRead(run[0][0], merged, "staging", start, tuple(parts) if len(parts) > 1 else ()))
+        self.staging_nbytes = align(start + merged.nbytes)
 
     def validate(
         self, task_ids: Sequence[int], staging: npt.NDArray[np.uint8], host_decoded: list[HostDecoded]
@@ -293,6 +316,29 @@ class _BatchBuilder:
             staging_nbytes,
             {t: (blob, self.source_of[t][0]) for t, blob in self.encoded_of.items()},
         )
+
+
+def _coalesce(spans: Sequence[tuple[int, FileSpan]]) -> list[list[tuple[int, FileSpan]]]:
+    """Spans grouped into runs to read at once: same file and version, in file order, each
+    starting at or after the previous one's end and at most ``COALESCE_GAP_BYTES`` after it (the
+    rule of ``store.sharding``'s host reads). Files keep the order they first appear in."""
+    by_file: dict[tuple[str, tuple[int, int]], list[tuple[int, FileSpan]]] = {}
+    for t, span in spans:
+        by_file.setdefault((span.path, span.version), []).append((t, span))
+    runs: list[list[tuple[int, FileSpan]]] = []
+    for group in by_file.values():
+        group.sort(key=lambda item: (item[1].offset, item[1].nbytes))
+        run: list[tuple[int, FileSpan]] = []
+        for t, span in group:
+            if run:
+                end = run[-1][1].offset + run[-1][1].nbytes
+                if not (0 <= span.offset - end <= COALESCE_GAP_BYTES):
+                    runs.append(run)
+                    run = []
+            run.append((t, span))
+        if run:
+            runs.append(run)
+    return runs
 
 
 def _strip_crc32c(task: ChunkTask, data: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:

@@ -141,10 +141,14 @@ def run_batch(
     if bound.file_reads:
         got_bytes = device.read_files(bound.file_reads, staging, work)
         for read, n in zip(bound.file_reads, got_bytes, strict=True):
-            if n != read.span.nbytes:
-                task = plan.tasks[read.task]
-                what = "could not be read" if n < 0 else f"ended after {n} of {read.span.nbytes} bytes"
-                raise CorruptChunkError(task.key, f"{task.where}the file {what} at offset {read.span.offset}")
+            if n == read.span.nbytes:
+                continue
+            for part in read.chunks():  # the first chunk the short read did not cover
+                got = n - (part.offset - read.offset)
+                if n < 0 or got < part.span.nbytes:
+                    task = plan.tasks[part.task]
+                    what = "could not be read" if n < 0 else f"ended after {max(got, 0)} of {part.span.nbytes} bytes"
+                    raise CorruptChunkError(task.key, f"{task.where}the file {what} at offset {part.span.offset}")
     failed: dict[int, str] = {}  # task -> what the device said
     _check_direct_zstd_headers(plan, bound, device, staging, failed)
     _decompress(bound, device, staging, work, failed)
@@ -228,7 +232,7 @@ def _check_direct_zstd_headers(
     """The host checks every zstd frame header it sees (streams.split_zstd); frames the device
     read from files get the same check from one small device-to-host copy. A frame that does not
     declare the chunk's size goes to the CPU."""
-    reads = [r for r in bound.file_reads if r.target == "staging"]
+    reads = [part for r in bound.file_reads if r.target == "staging" for part in r.chunks()]
     if not reads:
         return
     headers = device.peek(staging, [r.offset for r in reads], [r.span.nbytes for r in reads], ZSTD_HEADER_BYTES)

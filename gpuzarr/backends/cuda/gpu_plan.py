@@ -15,7 +15,9 @@ Two pure steps, both testable without a GPU:
 Alignment: nvCOMP documents 1-byte input/output and 8-byte scratch alignment for its batched
 zstd and LZ4 decompressors (``nvcomp<Alg>DecompressRequiredAlignments``) and asks for at most
 8 bytes for any of its algorithms; every stream and every decoded chunk starts at a multiple of
-:data:`ALIGNMENT` (8), which also meets assemble.cu's ``min(itemsize, 8)``.
+:data:`ALIGNMENT` (8), which also meets assemble.cu's ``min(itemsize, 8)``, except the zstd
+frames of one shard file that the device reads at once (``bind._coalesce``): they keep their
+file layout, relying on zstd's documented 1-byte input alignment.
 """
 
 from __future__ import annotations

@@ -87,12 +87,20 @@ class FileSpan:
 
 @dataclass(frozen=True)
 class FileRead:
-    """One device read: ``span`` into ``target`` ("staging" or "work") at byte ``offset``."""
+    """One device read: ``span`` into ``target`` ("staging" or "work") at byte ``offset``.
+
+    A read of several nearby spans of one file (inner chunks of a shard) lists them in
+    ``parts``, each with its own task, span and place in ``target``; ``task`` is the first's."""
 
     task: int
     span: FileSpan
     target: Literal["staging", "work"]
     offset: int
+    parts: tuple[FileRead, ...] = ()
+
+    def chunks(self) -> tuple[FileRead, ...]:
+        """The one-chunk reads this read covers: its ``parts``, or itself."""
+        return self.parts or (self,)
 
 
 @dataclass(frozen=True)
