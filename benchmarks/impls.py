@@ -137,6 +137,30 @@ class GpuzarrGPU(GpuzarrCPU):
         return cupy.asnumpy(x) if isinstance(x, cupy.ndarray) else np.asarray(x)
 
 
+class GpuzarrGPUDirect(GpuzarrGPU):
+    """``gpu_direct_reads=True``: kvikio reads local chunk files into device memory, with or
+    without GPUDirect Storage. Against ``gpuzarr-gpu-host`` it is the measurement that decides
+    what ``gpu_direct_reads="auto"`` should pick."""
+
+    name = "gpuzarr-gpu-direct"
+    direct_reads = True
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        from gpuzarr import config
+
+        with config.set(gpu_direct_reads=self.direct_reads):
+            yield
+
+
+class GpuzarrGPUHost(GpuzarrGPUDirect):
+    """``gpu_direct_reads=False``: every byte read on the host and copied in the batch's pinned
+    staging buffer."""
+
+    name = "gpuzarr-gpu-host"
+    direct_reads = False
+
+
 # -- zarr-python ---------------------------------------------------------------------------------------
 
 
@@ -258,7 +282,7 @@ class TensorStoreCuPy(TensorStore):
 
 
 CPU_IMPLS: list[type[Impl]] = [GpuzarrCPU, ZarrPython, ZarrPythonZarrs, TensorStore]
-GPU_IMPLS: list[type[Impl]] = [GpuzarrGPU, ZarrPythonGPU, TensorStoreCuPy]
+GPU_IMPLS: list[type[Impl]] = [GpuzarrGPU, GpuzarrGPUDirect, GpuzarrGPUHost, ZarrPythonGPU, TensorStoreCuPy]
 ALL_IMPL_NAMES = [c.name for c in CPU_IMPLS + GPU_IMPLS]
 
 

@@ -48,6 +48,13 @@ def test_matches_cpu(local_array: gpuzarr.Array, selection: str) -> None:
     assert_bitwise_equal(_host(_on_gpu(local_array).read(sel)), cpu_result(local_array, sel))
 
 
+@pytest.mark.parametrize("direct", [True, False])
+def test_both_file_routes_match_cpu(local_array: gpuzarr.Array, direct: bool) -> None:
+    with gpuzarr.config.set(gpu_direct_reads=direct):
+        got = _on_gpu(local_array)[...]
+    assert_bitwise_equal(_host(got), cpu_result(local_array, Ellipsis))
+
+
 def test_memory_store_matches_cpu() -> None:
     array = make_array("v3-sharded-zstd-crc32c")
     assert_bitwise_equal(_host(_on_gpu(array)[...]), cpu_result(array, Ellipsis))
@@ -129,6 +136,7 @@ def test_kvikio_compat_mode_reads(tmp_path: Path) -> None:
     make_array("v3-zstd-f4", gpuzarr.LocalStore(tmp_path / "a.zarr"))
     code = (
         "import numpy as np, gpuzarr\n"
+        "gpuzarr.config.set(gpu_direct_reads=True)\n"  # "auto" would take the host route here
         f"p = {str(tmp_path / 'a.zarr')!r}\n"
         "g = gpuzarr.open(p, device='gpu')[...].get()\n"
         "c = gpuzarr.open(p, device='cpu')[...]\n"
