@@ -325,3 +325,32 @@ def test_an_nvcomp_without_configs_decodes_as_before_and_says_so_once(
         assert _decode_with(fakes, codec, "deflate") == [64, 32]
     assert [c for c in codec.calls if c[0] == "decode"] == [("decode", None)] * 2
     assert len([r for r in caplog.records if "decompression" in r.getMessage()]) == 1
+
+
+def test_host_to_device_copies_record_an_event_and_do_not_wait(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, _ = fakes
+    calls: list[tuple[str, Any]] = []
+
+    class RecordingStream(_Stream):
+        def record(self) -> str:
+            calls.append(("record", self.ptr))
+            return "event"
+
+        def synchronize(self) -> None:
+            calls.append(("synchronize", self.ptr))
+
+    class Span:
+        def set(self, host: Any, stream: Any = None) -> None:
+            calls.append(("set", stream.ptr))
+
+    class Buffer:
+        size = 16
+
+        def __getitem__(self, key: slice) -> Span:
+            calls.append(("slice", (key.start, key.stop)))
+            return Span()
+
+    cupy.current = RecordingStream(0x7000)
+    event = cupy_device.CudaDevice(0).copy_host_to_device(np.zeros(8, dtype=np.uint8), Buffer(), 4)
+    assert event == "event"
+    assert calls == [("slice", (4, 12)), ("set", 0x7000), ("record", 0x7000)]

@@ -224,6 +224,8 @@ class CudaDevice:
       host already knows, so nvCOMP neither synchronises to configure it nor makes its
       size-finding pass over LZ4 and Deflate streams (the call form of nvCOMP 6's
       ``Codec.decode`` documentation; an nvCOMP that refuses it decodes without one).
+    * Host-to-device copies are asynchronous: each records a CUDA event, and its pinned staging
+      buffer serves again only once the event has completed (``device.StagingPool``).
     * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
       before file reads land in buffers that the memory pool may have handed back from work
       still queued.
@@ -310,15 +312,17 @@ class CudaDevice:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         return self._cupy().empty(shape, dtype=dtype)
 
-    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
+    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> Any:
+        """The copy, asynchronous from pinned memory, and the CUDA event recorded after it on the
+        current stream (``Stream.record()``). Nothing waits here: the staging buffer goes back
+        to its StagingPool with the event, and is refilled only once the event has completed,
+        so the copy of a batch overlaps the decode of the one before. From pageable memory CUDA
+        returns once the bytes have been staged, so such a buffer may go at once."""
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
         stream = self._stream()
         dst[offset : offset + host.size].set(host, stream=stream)
-        # From pinned memory the copy is asynchronous; the staging buffer goes back to its
-        # StagingPool once the batch has run, so wait here rather than let a later batch refill
-        # it while the copy still reads it.
-        stream.synchronize()
+        return stream.record()
 
     # -- file reads ------------------------------------------------------------------------------
 
