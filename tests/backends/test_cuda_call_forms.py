@@ -256,3 +256,101 @@ def test_probe_with_nvrtc_goes_on_to_nvcomp(monkeypatch: pytest.MonkeyPatch) -> 
     _probe_cupy(monkeypatch, lambda: (13, 0))
     reason, _ = runtime.probe.__wrapped__()
     assert reason is not None and reason.startswith("nvCOMP")
+
+
+class _DecodeResult:
+    def __init__(self, sizes: list[int]) -> None:
+        self.buffer_sizes = sizes
+
+
+class _ConfigCodec:
+    """A codec with nvCOMP 6's decode call forms, recording how it was called."""
+
+    def __init__(self, *, configs: bool = True, keyword: bool = True) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.configs = configs
+        self.keyword = keyword
+
+    def compression_config(self, sizes: list[int]) -> tuple[str, list[int]]:
+        if not self.configs:
+            raise AttributeError("'Codec' object has no attribute 'compression_config'")
+        self.calls.append(("compression_config", sizes))
+        return ("compression", sizes)
+
+    def decompression_config(self, comp: tuple[str, list[int]]) -> tuple[str, list[int]]:
+        self.calls.append(("decompression_config", comp))
+        return ("decompression", comp[1])
+
+    def decode(self, srcs: Any, out: Any = None, **kwargs: Any) -> _DecodeResult:
+        if kwargs and not self.keyword:
+            raise TypeError("decode() got an unexpected keyword argument 'decompression_config'")
+        self.calls.append(("decode", kwargs.get("decompression_config")))
+        return _DecodeResult([n for _, n in out])
+
+
+def _decode_with(fakes: tuple[FakeCupy, FakeNvcomp], codec: _ConfigCodec, algorithm: str) -> list[int]:
+    _, nvcomp = fakes
+    nvcomp.as_arrays = lambda buffer, offsets, sizes, cuda_stream: list(zip(offsets, sizes, strict=True))  # type: ignore[attr-defined]
+    device = cupy_device.CudaDevice(0)
+    device._codec = lambda algorithm: codec  # type: ignore[method-assign]
+    return device.decompress_batch(algorithm, None, [0, 10], [10, 5], None, [0, 64], [64, 32]).tolist()
+
+
+def test_decode_gets_a_config_built_from_the_known_sizes(
+    fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cupy_device, "_NO_DECOMPRESSION_CONFIG", set())
+    codec = _ConfigCodec()
+    assert _decode_with(fakes, codec, "lz4") == [64, 32]
+    assert codec.calls == [
+        ("compression_config", [64, 32]),
+        ("decompression_config", ("compression", [64, 32])),
+        ("decode", ("decompression", [64, 32])),
+    ]
+
+
+@pytest.mark.parametrize("configs, keyword", [(False, True), (True, False)])
+def test_an_nvcomp_without_configs_decodes_as_before_and_says_so_once(
+    fakes: tuple[FakeCupy, FakeNvcomp],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    configs: bool,
+    keyword: bool,
+) -> None:
+    monkeypatch.setattr(cupy_device, "_NO_DECOMPRESSION_CONFIG", set())
+    monkeypatch.setattr(cupy_device, "_logged_notes", set())
+    caplog.set_level("INFO", logger="gpuzarr")
+    codec = _ConfigCodec(configs=configs, keyword=keyword)
+    for _ in range(2):
+        assert _decode_with(fakes, codec, "deflate") == [64, 32]
+    assert [c for c in codec.calls if c[0] == "decode"] == [("decode", None)] * 2
+    assert len([r for r in caplog.records if "decompression" in r.getMessage()]) == 1
+
+
+def test_host_to_device_copies_record_an_event_and_do_not_wait(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    cupy, _ = fakes
+    calls: list[tuple[str, Any]] = []
+
+    class RecordingStream(_Stream):
+        def record(self) -> str:
+            calls.append(("record", self.ptr))
+            return "event"
+
+        def synchronize(self) -> None:
+            calls.append(("synchronize", self.ptr))
+
+    class Span:
+        def set(self, host: Any, stream: Any = None) -> None:
+            calls.append(("set", stream.ptr))
+
+    class Buffer:
+        size = 16
+
+        def __getitem__(self, key: slice) -> Span:
+            calls.append(("slice", (key.start, key.stop)))
+            return Span()
+
+    cupy.current = RecordingStream(0x7000)
+    event = cupy_device.CudaDevice(0).copy_host_to_device(np.zeros(8, dtype=np.uint8), Buffer(), 4)
+    assert event == "event"
+    assert calls == [("slice", (4, 12)), ("set", 0x7000), ("record", 0x7000)]

@@ -443,6 +443,54 @@ def test_random_crops_keep_staging_memory_bounded(emulated_gpu: EmulatedGpu) -> 
     assert pool.nbytes <= 2 * max(budget, 4 * largest_chunk)
 
 
+def test_staging_copies_are_asynchronous_and_blocks_wait_for_them(emulated_gpu: EmulatedGpu) -> None:
+    """Each batch's host-to-device copy records an event that nobody waits for in the batch; the
+    pool hands its staging block out again only once that event has completed."""
+    from gpuzarr.backends.cuda.numpy_device import EmulatedCopyEvent
+
+    array = make_array("v3-zstd-f4")
+    gpu = _on_gpu(array)
+    pool = emulated_gpu.staging.pool(0)
+    acquire, release = pool.acquire, pool.release
+    pending_at_release: list[bool] = []
+
+    def copies() -> list[EmulatedCopyEvent]:
+        return [event for device in emulated_gpu.devices for event in device.copies]
+
+    def checked_acquire(nbytes: int, cap: int | None = None) -> np.ndarray:
+        buffer = acquire(nbytes, cap)
+        for event in copies():  # no copy still reads the block handed out
+            assert event.done or not np.shares_memory(event.host, buffer)
+        return buffer
+
+    def recorded_release(buffer: np.ndarray, ready: Any = None) -> None:
+        pending_at_release.append(ready is not None and not ready.done)
+        release(buffer, ready)
+
+    pool.acquire = checked_acquire  # type: ignore[method-assign]
+    pool.release = recorded_release  # type: ignore[method-assign]
+    with config.set(gpu_batch_bytes=3000):  # several batches sharing the two blocks
+        for box in [(slice(None), slice(None)), (slice(3, 40), slice(5, 60)), (slice(0, 20), slice(None))]:
+            assert_bitwise_equal(gpu[box], cpu_result(array, box))
+    assert len(copies()) > 4
+    assert any(pending_at_release)  # the copies were still in flight when their batch ended
+    for event in copies():  # no host buffer changed while its copy was in flight
+        event.synchronize()
+
+
+def test_the_emulated_event_catches_a_buffer_refilled_too_soon() -> None:
+    from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+
+    device = CpuEmulatedDevice()
+    host = np.arange(8, dtype=np.uint8)
+    dst = device.alloc(8)
+    event = device.copy_host_to_device(host, dst)
+    assert not event.done and dst.tolist() == list(range(8))
+    host[0] = 99
+    with pytest.raises(RuntimeError, match="changed before"):
+        event.synchronize()
+
+
 def test_concurrent_readers_fall_back_to_unpooled_staging(emulated_gpu: EmulatedGpu) -> None:
     """Four readers on one device: at most two pooled blocks, the rest of the staging buffers are
     ordinary host memory, and every read is right."""

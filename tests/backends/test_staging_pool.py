@@ -88,3 +88,44 @@ def test_one_pool_per_device_index() -> None:
     pools = StagingPools(lambda n: np.zeros(n, dtype=np.uint8))
     assert pools.pool(0) is pools.pool(0)
     assert pools.pool(0) is not pools.pool(1)
+
+
+class _Event:
+    """A copy's event: complete once waited on."""
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name, self.done = log, name, False
+
+    def synchronize(self) -> None:
+        self.done = True
+        self.log.append(self.name)
+
+
+def test_a_block_serves_again_only_after_its_copy_has_finished() -> None:
+    pool, made = _pool()
+    log: list[str] = []
+    a, b = pool.acquire(100), pool.acquire(100)
+    event_a, event_b = _Event(log, "a"), _Event(log, "b")
+    pool.release(a, event_a)
+    assert not event_a.done  # releasing waits for nothing
+    again = pool.acquire(100)
+    assert again.__array_interface__["data"][0] == a.__array_interface__["data"][0]
+    assert event_a.done and log == ["a"]
+    pool.release(b, event_b)
+    pool.release(again)  # released without a copy: nothing to wait for next time
+    pool.acquire(50)
+    pool.acquire(50)
+    assert log == ["a", "b"] and made == [100, 100]
+
+
+def test_a_block_is_dropped_only_after_its_copy_has_finished() -> None:
+    pool, made = _pool(max_blocks=1)
+    log: list[str] = []
+    pool.release(pool.acquire(100), _Event(log, "grown"))
+    pool.release(pool.acquire(500))  # replaces the 100-byte block
+    assert log == ["grown"] and made == [100, 500]
+    pool.clear()
+    buffer = pool.acquire(10)
+    pool.release(buffer, _Event(log, "cleared"))
+    pool.clear()
+    assert log == ["grown", "cleared"]

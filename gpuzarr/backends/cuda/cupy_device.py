@@ -220,6 +220,12 @@ class CudaDevice:
       context is checked (a broken one is a DeviceError) and its streams are decoded one at a
       time to name the corrupt chunk; CUDA and out-of-memory errors pass through
       (``device.decode_batch_or_each``).
+    * Each batched decode is given a ``decompression_config`` built from the decoded sizes the
+      host already knows, so nvCOMP neither synchronises to configure it nor makes its
+      size-finding pass over LZ4 and Deflate streams (the call form of nvCOMP 6's
+      ``Codec.decode`` documentation; an nvCOMP that refuses it decodes without one).
+    * Host-to-device copies are asynchronous: each records a CUDA event, and its pinned staging
+      buffer serves again only once the event has completed (``device.StagingPool``).
     * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
       before file reads land in buffers that the memory pool may have handed back from work
       still queued.
@@ -306,15 +312,17 @@ class CudaDevice:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         return self._cupy().empty(shape, dtype=dtype)
 
-    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
+    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> Any:
+        """The copy, asynchronous from pinned memory, and the CUDA event recorded after it on the
+        current stream (``Stream.record()``). Nothing waits here: the staging buffer goes back
+        to its StagingPool with the event, and is refilled only once the event has completed,
+        so the copy of a batch overlaps the decode of the one before. From pageable memory CUDA
+        returns once the bytes have been staged, so such a buffer may go at once."""
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
         stream = self._stream()
         dst[offset : offset + host.size].set(host, stream=stream)
-        # From pinned memory the copy is asynchronous; the staging buffer goes back to its
-        # StagingPool once the batch has run, so wait here rather than let a later batch refill
-        # it while the copy still reads it.
-        stream.synchronize()
+        return stream.record()
 
     # -- file reads ------------------------------------------------------------------------------
 
@@ -400,8 +408,10 @@ class CudaDevice:
             _log_once(f"nvCOMP cannot carve batches ({exc}); decoding {algorithm} streams one at a time")
             return self._decode_one_by_one(codec, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes)
 
+        config = _decompression_config(codec, algorithm, dst_nbytes)
+
         def batched() -> list[int]:
-            result = codec.decode(srcs, out=outs)
+            result = _decode_with_config(codec, algorithm, srcs, outs, config)
             return [int(n) for n in result.buffer_sizes]
 
         return decode_batch_or_each(
@@ -511,6 +521,40 @@ class CudaDevice:
             out_strides=launch.out_strides[:nd].tolist(),
             swap_width=launch.swap_width,
         )
+
+
+#: algorithms whose codec took no ``decompression_config`` (an nvCOMP older than 6)
+_NO_DECOMPRESSION_CONFIG: set[str] = set()
+
+
+def _decompression_config(codec: Any, algorithm: str, dst_nbytes: Sequence[int]) -> Any:
+    """nvCOMP's decompression config for streams of the given decoded sizes, built from what the
+    host knows (nvCOMP 6: ``codec.decompression_config(codec.compression_config(sizes))``), so
+    that ``decode`` neither synchronises to configure itself nor, for LZ4 and Deflate, walks
+    every stream once without output to learn its size. None when this nvCOMP cannot build one:
+    ``decode`` then configures itself, as before (logged once)."""
+    if algorithm in _NO_DECOMPRESSION_CONFIG:
+        return None
+    try:
+        return codec.decompression_config(codec.compression_config(list(dst_nbytes)))
+    except (TypeError, AttributeError) as exc:
+        _NO_DECOMPRESSION_CONFIG.add(algorithm)
+        _log_once(f"nvCOMP builds no {algorithm} decompression config ({exc}); its decode configures itself")
+        return None
+
+
+def _decode_with_config(codec: Any, algorithm: str, srcs: Any, outs: Any, config: Any) -> Any:
+    """``codec.decode(srcs, out=outs)``, given ``config`` as ``decompression_config`` when there
+    is one; a ``decode`` that does not take that keyword is called without it (logged once)."""
+    if config is not None:
+        try:
+            return codec.decode(srcs, out=outs, decompression_config=config)
+        except TypeError as exc:
+            if "decompression_config" not in str(exc):
+                raise
+            _NO_DECOMPRESSION_CONFIG.add(algorithm)
+            _log_once(f"nvCOMP's decode takes no decompression_config ({exc}); its decode configures itself")
+    return codec.decode(srcs, out=outs)
 
 
 _logged_notes: set[str] = set()

@@ -32,6 +32,14 @@ ChecksumKind = Literal["crc32", "adler32"]
 logger = logging.getLogger("gpuzarr")
 
 
+class CopyEvent(Protocol):
+    """The completion of an asynchronous host-to-device copy: on a GPU, a CUDA event recorded on
+    the stream right after the copy."""
+
+    def synchronize(self) -> None:
+        """Wait until the copy has finished reading its host buffer."""
+
+
 class Device(Protocol):
     """What the executor needs from a device. Buffers are flat ``uint8`` device arrays."""
 
@@ -76,8 +84,9 @@ class Device(Protocol):
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         """A C-contiguous output array (contents undefined)."""
 
-    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> None:
-        """Copy ``host`` to ``dst[offset:]``."""
+    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> CopyEvent:
+        """Start copying ``host`` to ``dst[offset:]``, in stream order with the device work after
+        it; ``host`` must not change until the returned event has completed."""
 
     def decompress_batch(
         self,
@@ -200,6 +209,10 @@ class StagingPool:
     while batch k runs); when every block is in use, for instance with several reads in
     parallel, the request gets an ordinary pageable buffer (``unpooled`` counts them), so
     pinned memory stays bounded and no caller waits for another.
+
+    Host-to-device copies are asynchronous: a buffer is released with the :class:`CopyEvent` of
+    the copy that reads it, and its block is handed out again (or dropped) only after that event
+    has completed, so batch k+1 can be bound while batch k's copy and decode still run.
     """
 
     def __init__(
@@ -214,6 +227,8 @@ class StagingPool:
         self.max_blocks = max_blocks
         self._free: list[npt.NDArray[np.uint8]] = []
         self._in_use: dict[int, npt.NDArray[np.uint8]] = {}  # data address -> block
+        #: data address of a free block -> the event of the copy that may still read it
+        self._pending: dict[int, CopyEvent] = {}
         self._lock = threading.Lock()
         #: blocks allocated over the pool's life, and requests served outside the pool
         self.allocations = 0
@@ -236,14 +251,18 @@ class StagingPool:
         :meth:`release` once nothing reads it any more."""
         if nbytes <= 0:
             return self._fallback(0)
+        waits: list[CopyEvent] = []  # copies still reading the block handed out or dropped
+        dropped: npt.NDArray[np.uint8] | None = None
         with self._lock:
             fitting = [i for i, b in enumerate(self._free) if b.size >= nbytes]
             if fitting:
                 block = self._free.pop(min(fitting, key=lambda i: self._free[i].size))
+                waits += self._take_pending(block)
             elif len(self._free) + len(self._in_use) < self.max_blocks or self._free:
                 if self._free:  # replace the largest free block by a bigger one
-                    largest = self._free.pop(max(range(len(self._free)), key=lambda i: self._free[i].size))
-                    grown = 2 * largest.size
+                    dropped = self._free.pop(max(range(len(self._free)), key=lambda i: self._free[i].size))
+                    waits += self._take_pending(dropped)
+                    grown = 2 * dropped.size
                 else:
                     grown = nbytes
                 size = max(nbytes, min(grown, cap) if cap is not None else grown)
@@ -253,21 +272,42 @@ class StagingPool:
                 self.unpooled += 1
                 return self._fallback(nbytes)
             self._in_use[_address(block)] = block
+        # Outside the lock: another thread may release or acquire another block meanwhile.
+        try:
+            for event in waits:
+                event.synchronize()
+        except BaseException:
+            with self._lock:  # the caller never gets the block, and its state is unknown: drop it
+                self._in_use.pop(_address(block), None)
+            raise
+        del dropped  # freed only once no copy reads it
         return block[:nbytes]
 
-    def release(self, buffer: npt.NDArray[np.uint8]) -> None:
-        """Give back a buffer from :meth:`acquire` (others are ignored)."""
+    def _take_pending(self, block: npt.NDArray[np.uint8]) -> list[CopyEvent]:
+        event = self._pending.pop(_address(block), None)
+        return [] if event is None else [event]
+
+    def release(self, buffer: npt.NDArray[np.uint8], ready: CopyEvent | None = None) -> None:
+        """Give back a buffer from :meth:`acquire` (others are ignored); ``ready`` is the event of
+        a copy that may still read it, waited for before its block serves again."""
         if buffer.size == 0:
             return
         with self._lock:
-            block = self._in_use.pop(_address(buffer), None)
+            address = _address(buffer)
+            block = self._in_use.pop(address, None)
             if block is not None:
                 self._free.append(block)
+                if ready is not None:
+                    self._pending[address] = ready
 
     def clear(self) -> None:
-        """Drop the free blocks (blocks in use are dropped when they come back)."""
+        """Drop the free blocks, once their copies have finished (blocks in use are dropped when
+        they come back)."""
         with self._lock:
-            self._free.clear()
+            dropped, self._free = self._free, []
+            waits = [e for b in dropped for e in self._take_pending(b)]
+        for event in waits:
+            event.synchronize()
 
 
 class StagingPools:
@@ -334,6 +374,7 @@ def peek_index(
 __all__ = [
     "BatchDecodeLog",
     "ChecksumKind",
+    "CopyEvent",
     "Device",
     "StagingPool",
     "StagingPools",

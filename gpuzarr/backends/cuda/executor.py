@@ -27,7 +27,7 @@ from ...codecs.zstd import frame_content_size
 from ...errors import CorruptChunkError
 from ...store.local import LocalStore
 from .bind import bind_batch, decode_on_host
-from .device import Device, read_file_span, uses_direct_reads
+from .device import CopyEvent, Device, read_file_span, uses_direct_reads
 from .fetch import fetch_batch
 from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, FileSpan, StreamGroup
@@ -58,8 +58,10 @@ def execute(
     while the device works on batch k. ``on_fallback`` hears each reason a chunk is decoded on
     the CPU (once per reason and read; it may raise to stop the read); by default it is logged.
     Host staging buffers come from the device's :class:`.device.StagingPool` (grown up to
-    ``budget``, the batch budget) and go back to it once their batch has run, so at most two are
-    in use per read.
+    ``budget``, the batch budget) and go back to it once their batch has run, with the event of
+    the copy that reads them: the pool hands a block out again only after that copy has
+    finished, and nothing else waits for it, so batch k+1's copy overlaps batch k's decode. At
+    most two are in use per read.
     """
     indexes: dict[str, ShardIndex | None] = {}
     direct = isinstance(store, LocalStore) and uses_direct_reads(device)
@@ -87,14 +89,15 @@ def execute(
             return bind_batch(layout, plan, batch, encoded, host_empty)
 
     def run(bound: BoundBatch) -> None:
-        # The device's host-to-device copy has finished when run_batch returns (it waits for
-        # it), so the staging buffer can serve the next batch.
+        # The host-to-device copy may still be reading the staging buffer when run_batch
+        # returns: the pool waits for its event before the buffer serves another batch.
+        copied: list[CopyEvent] = []
         try:
             for decoded in bound.host_decoded:
                 fallback(decoded.reason)
-            run_batch(plan, bound, device, out, layout=layout, on_fallback=fallback)
+            run_batch(plan, bound, device, out, layout=layout, on_fallback=fallback, on_copied=copied.append)
         finally:
-            staging.release(bound.staging)
+            staging.release(bound.staging, copied[0] if copied else None)
 
     nbatches = len(plan.batches)
     if nbatches == 1:
@@ -125,9 +128,11 @@ def run_batch(
     *,
     layout: ArrayLayout | None = None,
     on_fallback: Callable[[str], None] | None = None,
+    on_copied: Callable[[CopyEvent], None] | None = None,
 ) -> None:
     """The device work of one bound batch: copy, read files, decompress, verify, un-shuffle,
-    assemble.
+    assemble. ``on_copied`` hears the event of the staging copy as soon as it is started:
+    ``bound.staging`` must not change until that event has completed.
 
     A stream the device fails to decode (or whose checksum differs) does not prove the chunk
     corrupt: the CPU engine is the reference. With ``layout`` given, such chunks are decoded on
@@ -136,7 +141,9 @@ def run_batch(
     """
     staging = device.alloc(max(bound.staging_nbytes, ALIGNMENT))
     if bound.staging.size:
-        device.copy_host_to_device(bound.staging, staging)
+        event = device.copy_host_to_device(bound.staging, staging)
+        if on_copied is not None:
+            on_copied(event)
     work = device.alloc(max(bound.work_nbytes, ALIGNMENT))
     if bound.file_reads:
         got_bytes = device.read_files(bound.file_reads, staging, work)
@@ -277,6 +284,7 @@ def _decode_failed_on_cpu(
     else:
         logger.warning("gpuzarr: %s; decoding it on the CPU", reason)
     for chunk in decoded:
+        # Pageable arrays of their own, which nothing else writes: no event to wait for.
         device.copy_host_to_device(chunk.data, work, chunk.offset)
 
 

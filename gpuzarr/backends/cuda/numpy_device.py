@@ -55,6 +55,26 @@ def _decode_stream_on_cpu(algorithm: str, data: bytes, limit: int) -> bytes:
     raise ValueError(f"unknown algorithm {algorithm!r}")
 
 
+class EmulatedCopyEvent:
+    """The event of an emulated host-to-device copy. The bytes are copied at once, but the event
+    completes only when waited on (:meth:`synchronize`), as a real copy may read its host buffer
+    until then; completing checks that the host bytes are still those copied, so a staging
+    buffer refilled before its copy's event completed raises."""
+
+    def __init__(self, host: npt.NDArray[np.uint8]) -> None:
+        self.host = host
+        self._copied = host.copy()
+        #: whether the event has completed
+        self.done = False
+
+    def synchronize(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        if not np.array_equal(self.host, self._copied):
+            raise RuntimeError("a host buffer changed before the event of the copy reading it had completed")
+
+
 class CpuEmulatedDevice:
     """A device made of NumPy buffers, CPU decoders of nvCOMP's raw formats and the NumPy models
     of the kernels: the executor's host-side logic runs unchanged and can be checked on any
@@ -80,6 +100,8 @@ class CpuEmulatedDevice:
         #: what a synchronisation raises after a decoder error (None: the context is healthy)
         self.context_error: BaseException | None = None
         self._batch_log = BatchDecodeLog()
+        #: the event of every host-to-device copy, in order
+        self.copies: list[EmulatedCopyEvent] = []
         #: host staging buffers, shared by the devices of one index like the CUDA device's
         self.staging = (staging or HOST_STAGING).pool(index)
 
@@ -136,10 +158,14 @@ class CpuEmulatedDevice:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         return np.full(nbytes, POISON, dtype=np.uint8).view(dtype).reshape(shape)
 
-    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], offset: int = 0) -> None:
+    def copy_host_to_device(
+        self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], offset: int = 0
+    ) -> EmulatedCopyEvent:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
         dst[offset : offset + host.size] = host
+        self.copies.append(EmulatedCopyEvent(host))
+        return self.copies[-1]
 
     def decompress_batch(
         self,
@@ -250,4 +276,4 @@ class CpuEmulatedDevice:
         )
 
 
-__all__ = ["HOST_STAGING", "POISON", "CpuEmulatedDevice", "host_block"]
+__all__ = ["HOST_STAGING", "POISON", "CpuEmulatedDevice", "EmulatedCopyEvent", "host_block"]
