@@ -49,6 +49,7 @@ class Array:
     ) -> None:
         self.store = store
         self.path = path.strip("/")
+        self._requested_device = device  # what a pickled copy resolves again in its process
         self._device = resolve_device_for(device, np.dtype(metadata.dtype))
         self._reader = backends.reader_for(self._device)
         #: GPU reads: raise DeviceError instead of running any part on the CPU (None: the
@@ -68,6 +69,38 @@ class Array:
             self._prefix,
             fill_missing_data_reads=self._fill_missing_data_reads,
             store_data_equal_to_fill_value=self._store_data_equal_to_fill_value,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickled Array carries: the store, path, metadata and options.
+
+        No lock, pool, reader, CUDA object or file handle travels: the copy resolves its
+        device again (``device="auto"`` may pick the CPU in a process without a GPU) and builds
+        its own layout, which is what DataLoader workers and Dask's process schedulers need.
+        """
+        return {
+            "store": self.store,
+            "path": self.path,
+            "metadata": self._metadata,
+            "device": self._requested_device,
+            "strict": self.strict,
+            "fill_missing_data_reads": self._fill_missing_data_reads,
+            "store_data_equal_to_fill_value": self._store_data_equal_to_fill_value,
+            "metadata_writable": self._metadata_writable,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rebuild an Array from :meth:`__getstate__`'s state."""
+        Array.__init__(
+            self,
+            state["store"],
+            state["path"],
+            state["metadata"],
+            state["device"],
+            fill_missing_data_reads=state["fill_missing_data_reads"],
+            store_data_equal_to_fill_value=state["store_data_equal_to_fill_value"],
+            strict=state["strict"],
+            metadata_writable=state["metadata_writable"],
         )
 
     @property

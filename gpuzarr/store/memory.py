@@ -32,6 +32,14 @@ class MemoryStore(Store):
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self.data)} keys>)"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A pickled memory store carries a copy of its keys (another process cannot share the
+        # dict); the lock is made anew.
+        return {"data": dict(self.data), "read_only": self.read_only, "name": self.name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        MemoryStore.__init__(self, state["data"], state["read_only"], state["name"])
+
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         value = self.data.get(validate_key(key))
         if value is None or byte_range is None:

@@ -1,0 +1,86 @@
+"""An Array pickles (store, path, metadata, options) and reads the same in another process:
+what PyTorch DataLoader workers under spawn/forkserver and Dask's process schedulers need."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+
+from .backends.emulated_gpu import emulated_gpu  # noqa: F401 - a fixture, used by name below
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+VALUES = np.arange(24 * 20, dtype="<u2").reshape(24, 20)
+CROPS = [(slice(0, 8), slice(0, 8)), (slice(5, 21), slice(3, 19)), (slice(16, 24), slice(12, 20))]
+
+
+def _make(store: Any, **kwargs: Any) -> gpuzarr.Array:
+    a = gpuzarr.create(store, shape=VALUES.shape, dtype="<u2", chunks=(8, 8), fill_value=7, **kwargs)
+    a[...] = VALUES
+    return a
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"shards": (16, 16)}, {"zarr_format": 2, "compressor": {"id": "zlib", "level": 1}}, {"order": "F"}],
+    ids=["v3", "sharded", "v2", "transpose"],
+)
+def test_round_trip_reads_and_writes_the_same(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    a = _make(gpuzarr.LocalStore(tmp_path / "a.zarr"), **kwargs)
+    b = pickle.loads(pickle.dumps(a))
+    described = ("shape", "dtype", "chunks", "shards", "path", "device", "fill_value")
+    assert [getattr(b, name) for name in described] == [getattr(a, name) for name in described]
+    np.testing.assert_array_equal(b[...], VALUES)
+    b[0, 0] = 99  # the copy writes to the same files
+    assert a[0, 0] == 99
+
+
+def test_memory_store_travels_by_value() -> None:
+    a = _make(gpuzarr.MemoryStore())
+    b = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(b.read_batch(CROPS[:1]), VALUES[None, 0:8, 0:8])
+    b[...] = 0
+    np.testing.assert_array_equal(a[...], VALUES)  # a copy: the original's keys are untouched
+
+
+def test_options_travel(tmp_path: Path) -> None:
+    a = _make(gpuzarr.LocalStore(tmp_path / "a.zarr"))
+    strict = gpuzarr.Array(a.store, a.path, a.metadata, "cpu", fill_missing_data_reads=False, strict=True)
+    b = pickle.loads(pickle.dumps(strict))
+    assert b.strict is True and b.fill_missing_data_reads is False
+    ro = pickle.loads(pickle.dumps(gpuzarr.open(tmp_path / "a.zarr", mode="r")))
+    assert ro.read_only
+    with pytest.raises(gpuzarr.errors.ReadOnlyError):
+        ro[0, 0] = 1
+
+
+def _read_crops(array: gpuzarr.Array) -> tuple[str, list[Any]]:
+    results = [array[sel] for sel in CROPS]
+    return array.device, [np.asarray(r.get() if hasattr(r, "get") else r) for r in results]
+
+
+def test_spawned_workers_read_crops(tmp_path: Path) -> None:
+    a = _make(gpuzarr.LocalStore(tmp_path / "a.zarr"), shards=(16, 16))
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        outcomes = pool.map(_read_crops, [a, a])
+    for _, crops in outcomes:
+        for got, sel in zip(crops, CROPS, strict=True):
+            np.testing.assert_array_equal(got, VALUES[sel])
+
+
+@pytest.mark.usefixtures("emulated_gpu")
+def test_the_device_is_resolved_again_in_the_child(tmp_path: Path) -> None:
+    # "auto" picked the (emulated) GPU here; a spawned process has no GPU and reads on the CPU.
+    a = gpuzarr.open(_make(gpuzarr.LocalStore(tmp_path / "a.zarr")).store)
+    assert isinstance(a, gpuzarr.Array) and a.device == "cuda:0"
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        device, crops = pool.apply(_read_crops, (a,))
+    assert device == "cpu"
+    np.testing.assert_array_equal(crops[1], VALUES[CROPS[1]])
