@@ -20,10 +20,10 @@ from .errors import InvalidArgumentError, MetadataError, ReadOnlyError
 from .hierarchy import write_documents
 from .layout import ArrayLayout
 from .metadata.json_util import check_attributes
+from .metadata.v2 import ArrayMetadataV2
 from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
 
 if TYPE_CHECKING:
-    from .metadata.v2 import ArrayMetadataV2
     from .metadata.v3 import ArrayMetadata
     from .store.base import Store
 
@@ -179,7 +179,13 @@ class Array:
 
     @property
     def fill_value(self) -> Any:
-        """The value of elements never written (a missing chunk reads as it)."""
+        """The value of elements never written (a missing chunk reads as it).
+
+        None for a Zarr v2 array whose ``fill_value`` is ``null``, as zarr-python gives; its
+        missing chunks read as the data type's zero, again as in zarr-python.
+        """
+        if isinstance(self._metadata, ArrayMetadataV2) and self._metadata.fill_value_v2 is None:
+            return None
         return self._metadata.fill_value
 
     @property
@@ -373,7 +379,7 @@ class Array:
                     # Clear the tail of the stored chunk that straddles the new edge.
                     edge_stop = min(old, edge_start + dim.chunk_extent(edge))
                     sel = tuple(slice(new, edge_stop) if a == axis else slice(None) for a in range(self.ndim))
-                    self[sel] = self.fill_value
+                    self[sel] = self._metadata.fill_value
         old_grid = self._metadata.chunk_grid.grid_shape(old_shape)
         new_grid = self._metadata.chunk_grid.grid_shape(new_shape)
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
@@ -405,7 +411,7 @@ class Array:
             "chunks": self.chunks,
             "shards": self.shards,
             "codecs": self.codecs,
-            "fill_value": self._metadata.data_type.fill_value_to_json(self.fill_value),
+            "fill_value": self._metadata.data_type.fill_value_to_json(self._metadata.fill_value),
             "device": self.device,
         }
 

@@ -69,7 +69,7 @@ class FieldArray:
     @property
     def fill_value(self) -> Any:
         """The field's part of the array's fill value."""
-        return np.asarray(self.array.fill_value)[self.field][()]
+        return np.asarray(self.array.metadata.fill_value)[self.field][()]
 
     def __repr__(self) -> str:
         return f"<gpuzarr.FieldArray field={self.field!r} of {self.array!r}>"

@@ -268,9 +268,10 @@ def _check_gpuzarr_metadata(case: V2Case, a: Any) -> None:
     assert a.dtype == case.np_dtype.newbyteorder("=")
     assert a.chunks == case.chunks
     assert a.shards is None
-    fill = np.asarray(a.fill_value)
-    expected_fill = np.asarray(0 if case.fill_value is None else case.fill_value, dtype=a.dtype)
-    np.testing.assert_array_equal(fill, expected_fill)
+    if case.fill_value is None:
+        assert a.fill_value is None  # as zarr-python gives for "fill_value": null
+    else:
+        np.testing.assert_array_equal(np.asarray(a.fill_value), np.asarray(case.fill_value, dtype=a.dtype))
 
 
 # -- zarr-python ----------------------------------------------------------------------------------
@@ -562,7 +563,10 @@ def test_fill_values_from_zarray(fill: Any, dtype: str, expected: Any, tmp_path:
     a = gpuzarr.open(str(path), mode="r", device="cpu")
     assert isinstance(a, gpuzarr.Array)
     np.testing.assert_array_equal(np.asarray(a[...]), np.full((4, 4), expected, dtype=np.dtype(dtype)))
-    np.testing.assert_array_equal(np.asarray(a.fill_value), np.asarray(expected, dtype=np.dtype(dtype)))
+    if fill is None:
+        assert a.fill_value is None  # the data reads as the type's zero, as in zarr-python
+    else:
+        np.testing.assert_array_equal(np.asarray(a.fill_value), np.asarray(expected, dtype=np.dtype(dtype)))
     if not (np.dtype(dtype).kind == "c" and not isinstance(fill, list)):
         # zarr-python 3 only takes [real, imag] pairs for complex fill values.
         assert_same(np.asarray(a[...]), np.asarray(zarr.open_array(str(path), mode="r")[...]))
@@ -609,3 +613,19 @@ def test_tensorstore_default_blosc_is_readable(tmp_path: Path) -> None:
     t.write(x).result()
     assert json.loads((path / ".zarray").read_text())["compressor"]["id"] == "blosc"
     assert_same(_read_gpuzarr(path), x)
+
+
+@pytest.mark.parametrize("dtype", ["<f4", "<i2", "|u1", "<c8", "|b1"])
+def test_null_fill_value_reads_as_none_both_ways(tmp_path: Path, dtype: str) -> None:
+    # zarr-python: fill_value None in the metadata, missing chunks read as the type's zero.
+    path = str(tmp_path / "z.zarr")
+    theirs = zarr.create_array(path, shape=(4,), dtype=dtype, chunks=(2,), fill_value=None, zarr_format=2)
+    theirs[0:2] = np.array([1, 2]).astype(dtype)  # one stored chunk, one missing
+    ours = gpuzarr.open_array(tmp_path / "z.zarr", mode="r")
+    assert ours.fill_value is None
+    np.testing.assert_array_equal(ours[...], zarr.open_array(str(tmp_path / "z.zarr"))[...])
+    mine = gpuzarr.create(tmp_path / "g.zarr", zarr_format=2, shape=(4,), dtype=dtype, chunks=(2,), fill_value=None)
+    assert mine.fill_value is None
+    back = zarr.open_array(str(tmp_path / "g.zarr"))
+    assert back.fill_value is None
+    np.testing.assert_array_equal(mine[...], back[...])
