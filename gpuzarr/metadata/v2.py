@@ -61,6 +61,11 @@ def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str
         npdt = np.dtype(value)
     except TypeError as exc:
         raise MetadataError(f"{field_name}: {value!r} is not a valid dtype string") from exc
+    if npdt.kind == "O":
+        # Object arrays hold variable-length values through an object codec (VLenUTF8, ...).
+        raise MetadataError(
+            f"{field_name}: object arrays ({value!r}, variable-length strings or bytes) are not supported"
+        )
     if len(value) < 3 or value[0] not in "<>|":
         raise MetadataError(f"{field_name}: {value!r} must start with a byte order '<', '>' or '|'")
     if npdt.kind not in "biufc":

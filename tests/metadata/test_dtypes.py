@@ -114,3 +114,19 @@ def test_from_numpy_rejects_non_core(dtype: object) -> None:
 def test_from_numpy_rejects_non_dtype() -> None:
     with pytest.raises(MetadataError, match="dtype"):
         DataType.from_numpy(object())
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("|O", "object arrays .* are not supported"),
+        ("<U3", "not supported"),
+        ("i4", "must start with a byte order"),
+        ("|i4", "needs a byte order"),
+    ],
+)
+def test_v2_dtype_errors_say_what_is_wrong(value: str, message: str) -> None:
+    from gpuzarr.metadata.v2 import parse_v2_dtype
+
+    with pytest.raises(MetadataError, match=message):
+        parse_v2_dtype(value)
