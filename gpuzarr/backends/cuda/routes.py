@@ -89,9 +89,9 @@ def _blosc_shuffled(codec: BytesToBytesCodec) -> bool:
     return codec.shuffle != "noshuffle"
 
 
-#: device scratch of nvCOMP's batched zstd decoder per decoded byte: the review of the GPU
-#: backend measured ``nvcompBatchedZstdDecompressGetTempSize`` (nvCOMP 6.0) at 3.05x the
-#: batch's decoded bytes; the Deflate and LZ4 decoders ask for none
+#: device scratch of nvCOMP's batched zstd decoder per decoded byte:
+#: ``nvcompBatchedZstdDecompressGetTempSize`` of libnvcomp 6.0 (which answers without a GPU)
+#: gives 3.05x the batch's decoded bytes; the Deflate and LZ4 decoders ask for none
 ZSTD_SCRATCH_PER_BYTE = 3.1
 
 
