@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import MetadataError
 from .chain import (
     DEFAULT_INDEX_CODECS,
@@ -25,7 +27,7 @@ from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
-from .v2 import ArrayMetadataV2, v2_dtype_string
+from .v2 import ArrayMetadataV2, parse_v2_dtype, v2_dtype_string
 from .v3 import ArrayMetadata
 
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
@@ -121,6 +123,11 @@ def _rectilinear(chunks: Any, ndim: int, field: str) -> RectilinearChunkGrid:
         raise MetadataError(f"{field}: {exc}") from exc
 
 
+def _chunk_shape(chunks: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The regular chunk shape ``chunks`` asks for; by default one chunk holding the array."""
+    return tuple(max(s, 1) for s in shape) if chunks is None else _shape_tuple(chunks, "chunks")
+
+
 def _validated_grid(
     grid: RegularChunkGrid | RectilinearChunkGrid, ndim: int
 ) -> RegularChunkGrid | RectilinearChunkGrid:
@@ -145,7 +152,7 @@ def build_v3(
     chunk_key_encoding: Any = None,
     dimension_separator: str | None = None,
 ) -> ArrayMetadata:
-    """v3 metadata from ``gpuzarr.create``'s arguments (see DESIGN §2), with zarr-python's
+    """v3 metadata from ``gpuzarr.create``'s arguments (see its docstring), with zarr-python's
     defaults. ``shards`` wraps the chain in ``sharding_indexed`` with inner chunks ``chunks``.
     """
     shape_t = _shape_tuple(shape, "shape")
@@ -154,7 +161,7 @@ def build_v3(
         grid: RegularChunkGrid | RectilinearChunkGrid = _rectilinear(chunks, len(shape_t), "chunks")
         chunk_shape = grid.chunk_shape
     else:
-        chunk_shape = tuple(max(s, 1) for s in shape_t) if chunks is None else _shape_tuple(chunks, "chunks")
+        chunk_shape = _chunk_shape(chunks, shape_t)
         grid = RegularChunkGrid(chunk_shape)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
@@ -213,14 +220,10 @@ def build_v2(
 
     ``dtype`` may carry a byte order (">f4") or be a structured dtype; it is written as given.
     """
-    from .v2 import parse_v2_dtype
-
     shape_t = _shape_tuple(shape, "shape")
-    chunk_shape = tuple(max(s, 1) for s in shape_t) if chunks is None else _shape_tuple(chunks, "chunks")
+    chunk_shape = _chunk_shape(chunks, shape_t)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
-    import numpy as np
-
     descr: Any
     if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
         data_type_v3 = DataType.from_numpy(dtype)
