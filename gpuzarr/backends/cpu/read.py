@@ -217,10 +217,13 @@ def _read_sharded(
     # shard key -> inner chunks wanted (position in the shard, every projection of that inner chunk)
     by_shard: dict[str, list[tuple[int, list[ChunkProjection]]]] = defaultdict(list)
     shard_coords: dict[str, tuple[int, ...]] = {}
+    key_of: dict[tuple[int, ...], str] = {}  # one key string per shard, not per inner chunk
     for targets in _by_chunk(projections):
         shard, position = layout.shard_of(targets[0].chunk_coords)
-        key = layout.key(shard)
-        shard_coords[key] = shard
+        key = key_of.get(shard)
+        if key is None:
+            key = key_of[shard] = layout.key(shard)
+            shard_coords[key] = shard
         by_shard[key].append((position, targets))
 
     def shard_layout(key: str) -> ShardLayout:
