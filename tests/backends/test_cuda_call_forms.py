@@ -293,7 +293,8 @@ def _decode_with(fakes: tuple[FakeCupy, FakeNvcomp], codec: _ConfigCodec, algori
     nvcomp.as_arrays = lambda buffer, offsets, sizes, cuda_stream: list(zip(offsets, sizes, strict=True))  # type: ignore[attr-defined]
     device = cupy_device.CudaDevice(0)
     device._codec = lambda algorithm: codec  # type: ignore[method-assign]
-    return device.decompress_batch(algorithm, None, [0, 10], [10, 5], None, [0, 64], [64, 32]).tolist()
+    sizes = device.decompress_batch(algorithm, None, [0, 10], [10, 5], None, [0, 64], [64, 32])
+    return sizes().tolist()
 
 
 def test_decode_gets_a_config_built_from_the_known_sizes(

@@ -83,7 +83,24 @@ def test_device_calls_are_batched() -> None:
     assert names.count("zstd") == 1 and names.count("assemble_chunks") == 1
     blosc = make_array("v3-blosc-zstd-bitshuffle-f8")
     _, device = emulated_read(blosc, Ellipsis)
-    assert [n for n, _ in device.calls if n != "copy"] == ["zstd", "bit_unshuffle", "assemble_chunks"]
+    assert [n for n, _ in device.calls if n != "copy"] == ["zstd", "synchronize", "bit_unshuffle", "assemble_chunks"]
+
+
+def test_one_host_wait_per_batch_after_every_decode_and_checksum_is_queued() -> None:
+    """nvCOMP's sizes and the CRC-32 of gzip streams are read after one synchronisation per
+    batch, queued before it (the emulated device refuses results read before a
+    synchronisation); un-shuffles and the assemble come after it."""
+    gzip = make_array("v3-gzip-i2")
+    _, device = emulated_read(gzip, Ellipsis)
+    names = [n for n, _ in device.calls if n != "copy"]
+    assert names == ["deflate", "crc32", "synchronize", "assemble_chunks"]
+    got, device = emulated_read(gzip, Ellipsis, budget=1)
+    assert_bitwise_equal(got, cpu_result(gzip, Ellipsis))
+    names = [n for n, _ in device.calls]
+    assert names.count("synchronize") == names.count("assemble_chunks") > 1
+    raw = make_array("v3-raw-u1")
+    _, device = emulated_read(raw, Ellipsis)
+    assert "synchronize" not in [n for n, _ in device.calls]  # nothing to wait for
 
 
 def test_staging_and_work_offsets_are_aligned() -> None:
@@ -186,7 +203,12 @@ def test_malformed_chunk_raises_naming_key(name: str, how: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "position", "kind"), [("v3-gzip-i2", -8, "crc32"), ("v2-zlib-bigendian-i4", -1, "adler32")]
+    ("name", "position", "kind"),
+    [
+        ("v3-gzip-i2", -8, "crc32"),
+        ("v2-zlib-bigendian-i4", -1, "adler32"),
+        ("v3-blosc-zlib-shuffle-i4", -1, "adler32"),  # the last zlib stream of the Blosc frame
+    ],
 )
 def test_wrong_checksum_trailer_is_caught_on_the_device(name: str, position: int, kind: str) -> None:
     """The stream still inflates to the right size; only the device checksum kernel can tell."""
@@ -200,6 +222,14 @@ def test_wrong_checksum_trailer_is_caught_on_the_device(name: str, position: int
     assert info.value.key == key
     with pytest.raises(CorruptChunkError):
         cpu_result(array, Ellipsis)
+
+
+def test_every_zlib_stream_of_a_blosc_frame_is_checked() -> None:
+    array = make_array("v3-blosc-zlib-shuffle-i4")
+    got, device = emulated_read(array, Ellipsis)
+    assert_bitwise_equal(got, cpu_result(array, Ellipsis))
+    calls = dict(device.calls)
+    assert calls["adler32"] == calls["deflate"] > 0  # one Adler-32 per zlib stream
 
 
 def test_malformed_inner_chunk_names_shard_key() -> None:

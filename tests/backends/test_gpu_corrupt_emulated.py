@@ -42,29 +42,29 @@ def _zstd_streams(gpu: EmulatedGpu) -> int:
     return sum(n for name, n in gpu.calls() if name == "zstd")
 
 
-def test_frames_failed_by_the_header_check_never_enter_a_batch(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+def test_a_file_replaced_after_the_host_walked_it_never_reaches_the_decoder(
+    emulated_gpu: EmulatedGpu, tmp_path: Path
+) -> None:
+    """The host walks each frame the device will read; a file replaced between that walk and
+    the device's read (new inode or modification time) is an error naming the chunk, raised
+    before any stream of the batch is decoded, not bytes nobody checked handed to nvCOMP."""
     array = _local(tmp_path)
-    expected = cpu_result(array, Ellipsis)
-    _on_gpu(array)[...]
-    nstreams = _zstd_streams(emulated_gpu)
-    victim = str(_victim(tmp_path))
+    victim = _victim(tmp_path)
+    other = Zstd(level=1).encode(b"\0" * 1536)  # a valid frame of another chunk's size
 
-    class ChangedUnderTheRead(CpuEmulatedDevice):
-        """The file of one chunk changes between the host's walk and the device's read: its
-        header now declares another size."""
-
+    class ReplacedUnderTheRead(CpuEmulatedDevice):
         def read_files(self, reads: Any, staging: Any, work: Any) -> list[int]:
-            done = super().read_files(reads, staging, work)
-            for read in reads:
-                if read.span.path == victim:
-                    staging[read.offset + 4] = 0x20  # single segment, 1-byte content size
-                    staging[read.offset + 5] = 3
-            return done
+            replacement = victim.with_name("replacement")
+            replacement.write_bytes(other)
+            replacement.replace(victim)  # what a writer does: a new file under the old name
+            return super().read_files(reads, staging, work)
 
-    emulated_gpu.device_class = ChangedUnderTheRead
+    emulated_gpu.device_class = ReplacedUnderTheRead
     emulated_gpu.devices.clear()
-    assert_bitwise_equal(_on_gpu(array)[...], expected)  # the CPU decoded the victim
-    assert _zstd_streams(emulated_gpu) == nstreams - 1
+    with pytest.raises(CorruptChunkError, match="changed while it was being read") as caught:
+        _on_gpu(array)[...]
+    assert caught.value.key == "c/1/1"
+    assert _zstd_streams(emulated_gpu) == 0
 
 
 def test_direct_reads_of_several_frames_go_to_the_cpu(

@@ -10,6 +10,7 @@ import zlib
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from gpuzarr.backends.cuda import kernel_reference as ref
@@ -172,3 +173,46 @@ def test_crc32_and_adler32(cp: Any, rng: np.random.Generator, kind: str, block: 
     np.testing.assert_array_equal(cp.asnumpy(sums), expected)
     fn = zlib.crc32 if kind == "crc32" else zlib.adler32
     assert cp.asnumpy(sums).tolist() == [fn(h[: int(n)].tobytes()) for h, n in zip(host, sizes)]
+
+
+def _pack(parts: list[npt.NDArray[np.uint8]], gap: int = 5) -> tuple[npt.NDArray[np.uint8], list[int]]:
+    """The parts laid out in one buffer with ``gap`` poison bytes between them, and their offsets."""
+    offsets, at = [], 0
+    for p in parts:
+        offsets.append(at)
+        at += p.size + gap
+    flat = np.full(max(at, 1), POISON, np.uint8)
+    for o, p in zip(offsets, parts):
+        flat[o : o + p.size] = p
+    return flat, offsets
+
+
+@pytest.mark.parametrize("kernel", ["byte_unshuffle", "bit_unshuffle"])
+def test_unshuffle_spans_matches_the_per_array_launch(cp: Any, rng: np.random.Generator, kernel: str) -> None:
+    typesizes = rng.choice([1, 2, 4, 8, 16], size=40).astype(np.int32)
+    nbytes = np.array([int(rng.integers(0, 20_000)) for _ in typesizes], np.int64)
+    host_src = [rng.integers(0, 256, n, dtype=np.uint8) for n in nbytes]
+    packed, src_offsets = _pack(host_src)
+    dst_offsets = [packed.size + o for o in src_offsets]
+    buffer = cp.asarray(np.concatenate([packed, np.full(packed.size, POISON, np.uint8)]))
+    kernels.launch_unshuffle_spans(kernel, buffer, src_offsets, dst_offsets, nbytes, typesizes, 0)
+    expected = [np.full(int(n), POISON, np.uint8) for n in nbytes]
+    if kernel == "byte_unshuffle":
+        ref.byte_unshuffle(host_src, expected, nbytes, typesizes, len(expected))
+    else:
+        ref.bit_unshuffle(host_src, expected, nbytes, typesizes, len(expected), 0)
+    got = cp.asnumpy(buffer)
+    for o, n, want in zip(dst_offsets, nbytes, expected):
+        np.testing.assert_array_equal(got[o : o + int(n)], want)
+
+
+@pytest.mark.parametrize("kind", ["crc32", "adler32", "crc32c"])
+def test_checksum_spans_match_zlib_and_the_model(cp: Any, rng: np.random.Generator, kind: str) -> None:
+    sizes = np.array([0, 1, 9, 4097, *rng.integers(0, 100_000, 20)], np.int64)
+    parts = [rng.integers(0, 256, int(n), dtype=np.uint8) for n in sizes]
+    packed, offsets = _pack(parts)
+    sums = cp.asnumpy(kernels.launch_checksum_spans(kind, cp.asarray(packed), offsets, sizes))
+    expected = np.zeros(sizes.size, np.uint32)
+    model = {"crc32": ref.crc32_batch, "adler32": ref.adler32_batch, "crc32c": ref.crc32c_batch}[kind]
+    model(parts, sizes, expected, sizes.size, block_threads=kernels.BLOCK_THREADS)
+    np.testing.assert_array_equal(sums, expected)

@@ -196,6 +196,9 @@ class _BatchBuilder:
             self._add_stream(
                 stream.algorithm, t, start, stream.nbytes, target + stream.decoded_offset, stream.decoded_nbytes
             )
+            if stream.checksum is not None:
+                decoded_at = target + stream.decoded_offset
+                self.checksums.append(ChecksumCheck(t, stream.checksum, decoded_at, stream.decoded_nbytes))
         if split.checksum is not None:
             self.checksums.append(ChecksumCheck(t, split.checksum, offset, split.decoded_nbytes))
 

@@ -23,11 +23,13 @@ import numpy.typing as npt
 
 from ... import config
 from . import kernels
-from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, peek_index
+from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from .device import PendingSizes
 
 logger = logging.getLogger("gpuzarr")
 
@@ -229,6 +231,8 @@ class CudaDevice:
     * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
       before file reads land in buffers that the memory pool may have handed back from work
       still queued.
+    * One host wait per batch (:meth:`synchronize`, called by the executor once every decode
+      and checksum is queued); nvCOMP's ``buffer_sizes`` and the checksums are read after it.
     * The CRC-32 of gzip and the Adler-32 of zlib streams are computed by our kernels
       (kernels/crc32c.cu, kernels/adler32.cu) and compared on the host; stored streams (Blosc
       memcpy'd blocks, uncompressed chunks from other stores, chunks decoded on the CPU) are one
@@ -275,6 +279,9 @@ class CudaDevice:
     def _stream(self) -> Any:
         return self._cupy().cuda.get_current_stream()
 
+    def synchronize(self) -> None:
+        self._stream().synchronize()
+
     def free_memory(self) -> int | None:
         cupy = self._cupy()
         free, _ = cupy.cuda.runtime.memGetInfo()
@@ -300,10 +307,6 @@ class CudaDevice:
         cupy = self._cupy()
         compact = index.astype(np.int32) if box.size < 2**31 else index  # half the bytes to copy
         return cupy.take(box.reshape(-1), cupy.asarray(compact))
-
-    def peek(self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], width: int) -> npt.NDArray[np.uint8]:
-        cupy = self._cupy()
-        return peek_index(buffer.size, offsets, nbytes, width, lambda i: cupy.take(buffer, cupy.asarray(i)).get())
 
     def alloc(self, nbytes: int) -> Any:
         cupy = self._cupy()
@@ -397,7 +400,7 @@ class CudaDevice:
         dst: Any,
         dst_offsets: Sequence[int],
         dst_nbytes: Sequence[int],
-    ) -> npt.NDArray[np.int64]:
+    ) -> PendingSizes:
         nvcomp = _nvcomp()
         codec = self._codec(algorithm)
         handle = self._stream_handle()
@@ -410,9 +413,10 @@ class CudaDevice:
 
         config = _decompression_config(codec, algorithm, dst_nbytes)
 
-        def batched() -> list[int]:
+        def batched() -> Callable[[], list[int]]:
             result = _decode_with_config(codec, algorithm, srcs, outs, config)
-            return [int(n) for n in result.buffer_sizes]
+            # ``buffer_sizes`` waits for the decode: read once the executor has synchronised.
+            return lambda: [int(n) for n in result.buffer_sizes]
 
         return decode_batch_or_each(
             algorithm,
@@ -453,7 +457,7 @@ class CudaDevice:
         dst: Any,
         dst_offsets: Sequence[int],
         dst_nbytes: Sequence[int],
-    ) -> npt.NDArray[np.int64]:
+    ) -> PendingSizes:
         """Each stream decoded on its own (nvCOMP before 6); -1 where a stream fails or does not fit."""
         return decode_batch_or_each(
             "stream",
@@ -477,10 +481,11 @@ class CudaDevice:
             if n:
                 runtime.memcpyAsync(dst_base + do, src_base + so, n, runtime.memcpyDeviceToDevice, stream)
 
-    def checksums(self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]) -> list[int]:
-        views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
-        sums = kernels.launch_checksums(kind, views, np.asarray(nbytes, dtype=np.int64))
-        return [int(v) for v in sums.get().tolist()]
+    def checksums(
+        self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]
+    ) -> Callable[[], list[int]]:
+        sums = kernels.launch_checksum_spans(kind, buffer, offsets, nbytes)
+        return lambda: [int(v) for v in sums.get().tolist()]
 
     # -- kernels ---------------------------------------------------------------------------------
 
@@ -494,14 +499,7 @@ class CudaDevice:
         typesizes: Sequence[int],
         partial_rule: int,
     ) -> None:
-        kernels.launch_unshuffle(
-            kernel,
-            [buffer[o : o + n] for o, n in zip(src_offsets, nbytes, strict=True)],
-            [buffer[o : o + n] for o, n in zip(dst_offsets, nbytes, strict=True)],
-            nbytes,
-            typesizes,
-            partial_rule=partial_rule,
-        )
+        kernels.launch_unshuffle_spans(kernel, buffer, src_offsets, dst_offsets, nbytes, typesizes, partial_rule)
 
     def launch_assemble(self, out: Any, work: Any, launch: AssembleLaunch) -> None:
         if not out.flags.c_contiguous:

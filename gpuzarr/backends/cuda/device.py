@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from .launches import AssembleLaunch, FileRead, FileSpan
+
+    #: each stream's decoded size (-1: failed), to be called once the device has run the batch
+    PendingSizes: TypeAlias = Callable[[], npt.NDArray[np.int64]]
 
 ChecksumKind = Literal["crc32", "adler32"]
 
@@ -74,10 +77,6 @@ class Device(Protocol):
     def gather(self, box: Any, index: npt.NDArray[np.intp]) -> Any:
         """``box.ravel()[index]``: a new device array of ``index``'s shape."""
 
-    def peek(self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], width: int) -> npt.NDArray[np.uint8]:
-        """The first ``width`` bytes of each span of ``buffer`` on the host, (n, width), zero past
-        a span's end."""
-
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of ``nbytes`` bytes (contents undefined), 8-byte aligned."""
 
@@ -97,17 +96,24 @@ class Device(Protocol):
         dst: Any,
         dst_offsets: Sequence[int],
         dst_nbytes: Sequence[int],
-    ) -> npt.NDArray[np.int64]:
-        """Decode raw ``algorithm`` streams ("zstd", "deflate", "lz4") from spans of ``src`` into
-        spans of ``dst``; return each stream's decoded size (-1 where decoding failed)."""
+    ) -> PendingSizes:
+        """Start decoding raw ``algorithm`` streams ("zstd", "deflate", "lz4") from spans of
+        ``src`` into spans of ``dst``; the returned callable gives each stream's decoded size
+        (-1 where decoding failed) once called after :meth:`synchronize`."""
 
     def copy_spans(
         self, src: Any, src_offsets: Sequence[int], dst: Any, dst_offsets: Sequence[int], nbytes: Sequence[int]
     ) -> None:
         """Copy stored (uncompressed) streams."""
 
-    def checksums(self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]) -> list[int]:
-        """CRC-32 / Adler-32 of spans of ``buffer``."""
+    def checksums(
+        self, kind: ChecksumKind, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int]
+    ) -> Callable[[], list[int]]:
+        """Start computing the CRC-32 / Adler-32 of spans of ``buffer``; the returned callable
+        gives them once called after :meth:`synchronize`."""
+
+    def synchronize(self) -> None:
+        """Wait for the work queued so far (the one host wait of a batch)."""
 
     def launch_unshuffle(
         self,
@@ -156,36 +162,56 @@ class BatchDecodeLog:
 def decode_batch_or_each(
     algorithm: str,
     count: int,
-    batched: Callable[[], Sequence[int]] | None,
+    batched: Callable[[], Callable[[], Sequence[int]]] | None,
     one: Callable[[int], int],
     context_error: Callable[[], BaseException | None],
     log: BatchDecodeLog,
-) -> npt.NDArray[np.int64]:
-    """The decoded size of each of ``count`` streams (-1: failed): one ``batched()`` call, or,
-    when it raises for bad data (or is None), ``one(i)`` per stream to find the bad ones.
+) -> PendingSizes:
+    """The decoded size of each of ``count`` streams (-1: failed), as a callable to call once the
+    device has run the batch: ``batched()`` queues one batched decode and returns the callable
+    that reads its sizes; when queueing or reading raises for bad data (or ``batched`` is None),
+    ``one(i)`` decodes each stream alone to find the bad ones.
 
     Device failures (:func:`is_device_failure`) pass through. After any other error the
     device's context is checked (``context_error()``: the error a synchronisation raises, None
     when healthy); a broken context raises DeviceError, since every later call would fail too.
     """
-    if batched is not None:
+
+    def each() -> npt.NDArray[np.int64]:
+        sizes = np.full(count, -1, dtype=np.int64)
+        for i in range(count):
+            try:
+                sizes[i] = one(i)
+            except Exception as exc:
+                if is_device_failure(exc):
+                    raise
+                _check_context(algorithm, exc, context_error)
+                logger.debug("gpuzarr: %s stream %d of the batch could not be decoded: %s", algorithm, i, exc)
+        return sizes
+
+    def after_failure(exc: Exception) -> npt.NDArray[np.int64]:
+        if is_device_failure(exc):
+            raise exc
+        _check_context(algorithm, exc, context_error)
+        log.failed(f"batched {algorithm} decode of {count} streams failed ({exc}); decoding them one at a time")
+        return each()
+
+    if batched is None:
+        sizes = each()
+        return lambda: sizes
+    try:
+        pending = batched()
+    except Exception as exc:
+        sizes = after_failure(exc)
+        return lambda: sizes
+
+    def result() -> npt.NDArray[np.int64]:
         try:
-            return np.asarray(batched(), dtype=np.int64)
+            return np.asarray(pending(), dtype=np.int64)
         except Exception as exc:
-            if is_device_failure(exc):
-                raise
-            _check_context(algorithm, exc, context_error)
-            log.failed(f"batched {algorithm} decode of {count} streams failed ({exc}); decoding them one at a time")
-    sizes = np.full(count, -1, dtype=np.int64)
-    for i in range(count):
-        try:
-            sizes[i] = one(i)
-        except Exception as exc:
-            if is_device_failure(exc):
-                raise
-            _check_context(algorithm, exc, context_error)
-            logger.debug("gpuzarr: %s stream %d of the batch could not be decoded: %s", algorithm, i, exc)
-    return sizes
+            return after_failure(exc)
+
+    return result
 
 
 def _check_context(algorithm: str, exc: Exception, context_error: Callable[[], BaseException | None]) -> None:
@@ -354,23 +380,6 @@ def read_file_span(span: FileSpan) -> bytes:
         return f.read(span.nbytes)
 
 
-def peek_index(
-    size: int, offsets: Sequence[int], nbytes: Sequence[int], width: int, take: Callable[[Any], Any]
-) -> npt.NDArray[np.uint8]:
-    """``take(flat indices)`` of the first ``width`` bytes of each span, zeroed past its end."""
-    start = np.asarray(offsets, dtype=np.int64).reshape(-1, 1)
-    length = np.asarray(nbytes, dtype=np.int64).reshape(-1, 1)
-    if start.size and (start.min() < 0 or (start + length).max() > size):
-        raise ValueError(f"peek: a span leaves the {size}-byte buffer")
-    column = np.arange(width, dtype=np.int64).reshape(1, -1)
-    inside = column < length
-    index = np.where(inside, start + column, 0)
-    if size == 0:
-        return np.zeros(index.shape, dtype=np.uint8)
-    got = np.asarray(take(index.reshape(-1)), dtype=np.uint8).reshape(index.shape)
-    return np.where(inside, got, 0).astype(np.uint8)
-
-
 __all__ = [
     "BatchDecodeLog",
     "ChecksumKind",
@@ -380,7 +389,6 @@ __all__ = [
     "StagingPools",
     "decode_batch_or_each",
     "is_device_failure",
-    "peek_index",
     "read_file_span",
     "uses_direct_reads",
 ]

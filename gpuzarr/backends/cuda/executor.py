@@ -5,7 +5,8 @@ while the device works on the previous batch, it reads the encoded bytes on the 
 (:func:`.fetch.fetch_batch`), then binds them to the plan (``bind.bind_batch``: streams, staging
 layout, kernel arguments, all validated). On the device (:func:`run_batch`): one host-to-device
 copy of the staging buffer, the file reads, one batched decompression per nvCOMP algorithm,
-checksums, the Blosc un-shuffles and one assemble launch.
+checksums, one host wait for the decoded sizes and checksums, the Blosc un-shuffles and one
+assemble launch.
 
 Chunks the GPU has no decoder for (see ``routes.decode_route``) are decoded on the CPU while the
 batch is bound, and chunks whose structure the host finds malformed (``streams``) are rejected
@@ -23,14 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ...codecs.zstd import frame_content_size
 from ...errors import CorruptChunkError
 from ...store.local import LocalStore
 from .bind import bind_batch, decode_on_host
 from .device import CopyEvent, Device, read_file_span, uses_direct_reads
-from .fetch import fetch_batch
+from .fetch import fetch_batch, file_version
 from .gpu_plan import ALIGNMENT, GpuReadPlan
-from .launches import BoundBatch, FileSpan, StreamGroup
+from .launches import BoundBatch, ChecksumCheck, FileSpan, StreamGroup
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ...layout import ArrayLayout
     from ...store.base import Store
     from ...store.sharding import ShardIndex
+    from .device import ChecksumKind, PendingSizes
 
 logger = logging.getLogger("gpuzarr")
 
@@ -146,27 +147,18 @@ def run_batch(
             on_copied(event)
     work = device.alloc(max(bound.work_nbytes, ALIGNMENT))
     if bound.file_reads:
-        got_bytes = device.read_files(bound.file_reads, staging, work)
-        for read, n in zip(bound.file_reads, got_bytes, strict=True):
-            if n == read.span.nbytes:
-                continue
-            for part in read.chunks():  # the first chunk the short read did not cover
-                got = n - (part.offset - read.offset)
-                if n < 0 or got < part.span.nbytes:
-                    task = plan.tasks[part.task]
-                    what = "could not be read" if n < 0 else f"ended after {max(got, 0)} of {part.span.nbytes} bytes"
-                    raise CorruptChunkError(task.key, f"{task.where}the file {what} at offset {part.span.offset}")
+        _read_files(plan, bound, device, staging, work)
     failed: dict[int, str] = {}  # task -> what the device said
-    _check_direct_zstd_headers(plan, bound, device, staging, failed)
-    _decompress(bound, device, staging, work, failed)
-    for kind in ("crc32", "adler32"):
-        checks = [c for c in bound.checksums if c.checksum.kind == kind and c.task not in failed]
-        if not checks:
-            continue
-        values = device.checksums(kind, work, [c.offset for c in checks], [c.nbytes for c in checks])
-        for check, value in zip(checks, values, strict=True):
-            if value != check.checksum.value:
-                failed[check.task] = f"{kind} mismatch: stored {check.checksum.value:#010x}, computed {value:#010x}"
+    pending = _decompress(bound, device, staging, work, failed)
+    sums = _queue_checksums(bound, device, work, failed)
+    if pending or sums:
+        # The one host wait of a batch: every decode and checksum is queued, and what follows
+        # (un-shuffles, the CPU's chunks, the assemble) depends on which streams failed.
+        device.synchronize()
+    for group, sizes in pending:
+        _note_wrong_sizes(group, sizes(), failed)
+    for checks, values in sums:
+        _note_checksum_mismatches(checks, values(), failed)
     for launch in bound.unshuffles:
         device.launch_unshuffle(
             launch.kernel,
@@ -183,9 +175,50 @@ def run_batch(
         device.launch_assemble(out, work, bound.assemble)
 
 
-def _decompress(bound: BoundBatch, device: Device, staging: Any, work: Any, failed: dict[int, str]) -> None:
-    """One batched decode per nvCOMP algorithm (a copy for stored streams); streams that give
-    the wrong size mark their task in ``failed``."""
+def _read_files(plan: GpuReadPlan, bound: BoundBatch, device: Device, staging: Any, work: Any) -> None:
+    """The device's file reads of a batch; a short read, or a file replaced since the host
+    checked it, raises CorruptChunkError naming the chunk."""
+    got_bytes = device.read_files(bound.file_reads, staging, work)
+    _check_files_unchanged(plan, bound)  # a replaced file also explains a short read
+    for read, n in zip(bound.file_reads, got_bytes, strict=True):
+        if n == read.span.nbytes:
+            continue
+        for part in read.chunks():  # the first chunk the short read did not cover
+            got = n - (part.offset - read.offset)
+            if n < 0 or got < part.span.nbytes:
+                task = plan.tasks[part.task]
+                what = "could not be read" if n < 0 else f"ended after {max(got, 0)} of {part.span.nbytes} bytes"
+                raise CorruptChunkError(task.key, f"{task.where}the file {what} at offset {part.span.offset}")
+
+
+def _queue_checksums(
+    bound: BoundBatch, device: Device, work: Any, failed: dict[int, str]
+) -> list[tuple[list[ChecksumCheck], Callable[[], list[int]]]]:
+    """Queue the CRC-32 / Adler-32 kernels of a batch (streams already known bad left out)."""
+    sums: list[tuple[list[ChecksumCheck], Callable[[], list[int]]]] = []
+    kinds: tuple[ChecksumKind, ...] = ("crc32", "adler32")
+    for kind in kinds:
+        checks = [c for c in bound.checksums if c.checksum.kind == kind and c.task not in failed]
+        if checks:
+            values = device.checksums(kind, work, [c.offset for c in checks], [c.nbytes for c in checks])
+            sums.append((checks, values))
+    return sums
+
+
+def _note_checksum_mismatches(checks: list[ChecksumCheck], values: list[int], failed: dict[int, str]) -> None:
+    for check, value in zip(checks, values, strict=True):
+        stored = check.checksum.value
+        if value != stored:
+            what = f"{check.checksum.kind} mismatch: stored {stored:#010x}, computed {value:#010x}"
+            failed.setdefault(check.task, what)
+
+
+def _decompress(
+    bound: BoundBatch, device: Device, staging: Any, work: Any, failed: dict[int, str]
+) -> list[tuple[StreamGroup, PendingSizes]]:
+    """Queue one batched decode per nvCOMP algorithm (a copy for stored streams); returns each
+    group with the callable that gives its streams' sizes once the device has synchronised."""
+    pending: list[tuple[StreamGroup, PendingSizes]] = []
     for algorithm, whole_group in bound.groups.items():
         # Frames the host already knows are bad never reach nvCOMP (undefined behaviour on
         # corrupt input); the CPU decodes their chunks below.
@@ -195,23 +228,27 @@ def _decompress(bound: BoundBatch, device: Device, staging: Any, work: Any, fail
         if algorithm == "copy":
             device.copy_spans(staging, group.src_offsets, work, group.dst_offsets, group.src_nbytes)
             continue
-        got = np.asarray(
-            device.decompress_batch(
-                algorithm,
-                staging,
-                group.src_offsets,
-                group.src_nbytes,
-                work,
-                group.dst_offsets,
-                group.dst_nbytes,
-            ),
-            dtype=np.int64,
+        sizes = device.decompress_batch(
+            algorithm,
+            staging,
+            group.src_offsets,
+            group.src_nbytes,
+            work,
+            group.dst_offsets,
+            group.dst_nbytes,
         )
-        expected = np.asarray(group.dst_nbytes, dtype=np.int64)
-        for s in np.flatnonzero(got != expected).tolist():
-            what = "failed" if got[s] < 0 else f"gave {int(got[s])} bytes"
-            message = f"{algorithm} stream {s} of the batch {what}, expected {int(expected[s])}"
-            failed.setdefault(group.owners[s], message)
+        pending.append((group, sizes))
+    return pending
+
+
+def _note_wrong_sizes(group: StreamGroup, sizes: npt.NDArray[np.int64], failed: dict[int, str]) -> None:
+    """Mark in ``failed`` the task of each stream that decoded to the wrong size (or failed)."""
+    got = np.asarray(sizes, dtype=np.int64)
+    expected = np.asarray(group.dst_nbytes, dtype=np.int64)
+    for s in np.flatnonzero(got != expected).tolist():
+        what = "failed" if got[s] < 0 else f"gave {int(got[s])} bytes"
+        message = f"{group.algorithm} stream {s} of the batch {what}, expected {int(expected[s])}"
+        failed.setdefault(group.owners[s], message)
 
 
 def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
@@ -229,27 +266,23 @@ def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
     )
 
 
-#: the longest Zstandard frame header: magic, descriptor, window, dictionary id, content size
-ZSTD_HEADER_BYTES = 18
-
-
-def _check_direct_zstd_headers(
-    plan: GpuReadPlan, bound: BoundBatch, device: Device, staging: Any, failed: dict[int, str]
-) -> None:
-    """The host checks every zstd frame header it sees (streams.split_zstd); frames the device
-    read from files get the same check from one small device-to-host copy. A frame that does not
-    declare the chunk's size goes to the CPU."""
-    reads = [part for r in bound.file_reads if r.target == "staging" for part in r.chunks()]
-    if not reads:
-        return
-    headers = device.peek(staging, [r.offset for r in reads], [r.span.nbytes for r in reads], ZSTD_HEADER_BYTES)
-    for read, header in zip(reads, headers, strict=True):
-        expected = plan.tasks[read.task].decoded_nbytes
-        declared = frame_content_size(header[: read.span.nbytes])
-        if declared is None:
-            failed[read.task] = "zstd frame header declares no content size (or is not a frame header)"
-        elif declared != expected:
-            failed[read.task] = f"zstd frame declares {declared} decoded bytes, expected {expected}"
+def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
+    """Raise CorruptChunkError when a file the device has just read is no longer the file whose
+    structure the host checked (``FileSpan.version``: inode and modification time): a writer
+    replaced or rewrote it meanwhile, so its bytes may not be the frames that were walked, and
+    must not reach nvCOMP (undefined behaviour on corrupt input). Costs one ``stat`` per file,
+    not a device round trip."""
+    seen: dict[str, tuple[int, int] | None] = {}
+    for read in bound.file_reads:
+        span = read.span
+        if span.path not in seen:
+            found = file_version(span.path)
+            seen[span.path] = None if found is None else found[1]
+        if seen[span.path] != span.version:
+            task = plan.tasks[read.task]
+            raise CorruptChunkError(
+                task.key, f"{task.where}the file changed while it was being read ({span.path}); read it again"
+            )
 
 
 def _decode_failed_on_cpu(

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .gpu_plan import ChunkTask, GpuReadPlan
 
 
-def _stat(path: str) -> tuple[int, tuple[int, int]] | None:
+def file_version(path: str) -> tuple[int, tuple[int, int]] | None:
     """(size, version) of a regular file, None when there is none."""
     try:
         info = os.stat(path)
@@ -61,7 +61,7 @@ def fetch_batch(
     def whole(task: ChunkTask) -> Buffer | FileSpan | None:
         if local is not None and reads_directly(task.route):
             path = local.path_of(task.key)
-            found = _stat(path)
+            found = file_version(path)
             return None if found is None else FileSpan(path, 0, found[0], found[1])
         return store.get(task.key)
 
@@ -99,7 +99,7 @@ def _fetch_sharded(
         if local is None or key not in direct_keys:
             return read_inner_chunks(store, key, index, positions, shard_layout)
         path = local.path_of(key)
-        found = _stat(path)
+        found = file_version(path)
         if found is None:
             raise CorruptChunkError(key, "shard disappeared while it was being read")
         return [_inner_span(key, path, found, index, i) for i in positions]
@@ -130,4 +130,4 @@ def _inner_span(
     return FileSpan(path, start, n, version)
 
 
-__all__ = ["fetch_batch"]
+__all__ = ["fetch_batch", "file_version"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .launch_checks import check_assemble, check_blocks, check_crc32c
+from .launch_checks import check_assemble, check_blocks, check_crc32c, span_room
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,9 +47,7 @@ def import_cupy() -> ModuleType:
     try:
         import cupy
     except ImportError as exc:
-        raise ImportError(
-            f"gpuzarr's GPU kernels need CuPy, which is not installed; {GPU_EXTRA_HINT}"
-        ) from exc
+        raise ImportError(f"gpuzarr's GPU kernels need CuPy, which is not installed; {GPU_EXTRA_HINT}") from exc
     module: ModuleType = cupy
     return module
 
@@ -92,6 +90,13 @@ def get_kernel(name: str) -> Any:
 
 def _pointers(cupy: ModuleType, arrays: Sequence[Any | None]) -> Any:
     return cupy.asarray(np.array([0 if a is None else a.data.ptr for a in arrays], dtype=np.uint64))
+
+
+def _span_pointers(cupy: ModuleType, buffer: Any, offsets: Any) -> Any:
+    """Device pointers to spans of ``buffer``, computed in NumPy as base + offsets (no CuPy view
+    per span: thousands of Blosc blocks per batch)."""
+    base = np.uint64(buffer.data.ptr)
+    return cupy.asarray(base + np.asarray(offsets, dtype=np.int64).astype(np.uint64))
 
 
 def _grid(work_items: int, rows: int, block: int) -> tuple[int, int, int]:
@@ -221,6 +226,39 @@ def launch_unshuffle(
     get_kernel(kernel)(_grid(int(sizes.max()), sizes.size, block), (block,), args)
 
 
+def launch_unshuffle_spans(
+    kernel: str,
+    buffer: Any,
+    src_offsets: Sequence[int],
+    dst_offsets: Sequence[int],
+    nbytes: Sequence[int],
+    typesizes: Sequence[int],
+    partial_rule: int = 0,
+    *,
+    block: int = BLOCK_THREADS,
+) -> None:
+    """:func:`launch_unshuffle` between spans of one flat CuPy ``uint8`` buffer, given as offsets."""
+    if kernel not in ("byte_unshuffle", "bit_unshuffle"):
+        raise ValueError(f"unshuffle: unknown kernel {kernel!r}")
+    cupy = import_cupy()
+    size = int(buffer.nbytes)
+    sizes, types = check_blocks(
+        kernel, span_room(size, src_offsets, kernel), span_room(size, dst_offsets, kernel), nbytes, typesizes
+    )
+    if sizes.size == 0:
+        return
+    args: tuple[Any, ...] = (
+        _span_pointers(cupy, buffer, src_offsets),
+        _span_pointers(cupy, buffer, dst_offsets),
+        cupy.asarray(sizes),
+        cupy.asarray(types),
+        np.int32(sizes.size),
+    )
+    if kernel == "bit_unshuffle":
+        args += (np.int32(partial_rule),)
+    get_kernel(kernel)(_grid(int(sizes.max()), sizes.size, block), (block,), args)
+
+
 CHECKSUM_KERNELS = {"crc32c": "crc32c_batch", "crc32": "crc32_batch", "adler32": "adler32_batch"}
 
 
@@ -239,5 +277,26 @@ def launch_checksums(kind: str, buffers: Sequence[Any], sizes: Any, *, block: in
             (min(lengths.size, MAX_GRID_X),),
             (block,),
             (_pointers(cupy, buffers), cupy.asarray(lengths), sums, np.int32(lengths.size)),
+        )
+    return sums
+
+
+def launch_checksum_spans(
+    kind: str, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], *, block: int = BLOCK_THREADS
+) -> Any:
+    """:func:`launch_checksums` over spans of one flat CuPy ``uint8`` buffer, given as offsets;
+    returns a CuPy ``uint32`` array (not yet on the host: read it after a synchronisation)."""
+    if kind not in CHECKSUM_KERNELS:
+        raise ValueError(f"checksum kind must be one of {sorted(CHECKSUM_KERNELS)}, got {kind!r}")
+    if not 32 <= block <= 1024:
+        raise ValueError(f"{kind}: block must hold 32..1024 threads, got {block}")
+    cupy = import_cupy()
+    lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, kind), nbytes, kind)
+    sums = cupy.zeros(lengths.size, dtype=cupy.uint32)
+    if lengths.size:
+        get_kernel(CHECKSUM_KERNELS[kind])(
+            (min(lengths.size, MAX_GRID_X),),
+            (block,),
+            (_span_pointers(cupy, buffer, offsets), cupy.asarray(lengths), sums, np.int32(lengths.size)),
         )
     return sums

@@ -99,35 +99,53 @@ def check_assemble(
 
 
 def check_blocks(
-    kernel: str, src_nbytes: Sequence[int], dst_nbytes: Sequence[int], nbytes: Any, typesizes: Any
+    kernel: str, src_nbytes: Sequence[int] | Any, dst_nbytes: Sequence[int] | Any, nbytes: Any, typesizes: Any
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-    """Validate the per-block arguments of ``byte_unshuffle``/``bit_unshuffle``."""
+    """Validate the per-block arguments of ``byte_unshuffle``/``bit_unshuffle`` (``src_nbytes``
+    and ``dst_nbytes``: the bytes each source and destination holds). Vectorised: a batch holds
+    thousands of Blosc blocks."""
     sizes = np.asarray(nbytes, dtype=np.int64).reshape(-1)
     types = np.asarray(typesizes, dtype=np.int32).reshape(-1)
-    if not (len(src_nbytes) == len(dst_nbytes) == sizes.size == types.size):
+    src = np.asarray(src_nbytes, dtype=np.int64).reshape(-1)
+    dst = np.asarray(dst_nbytes, dtype=np.int64).reshape(-1)
+    if not (src.size == dst.size == sizes.size == types.size):
         raise ValueError(
-            f"{kernel}: got {len(src_nbytes)} sources, {len(dst_nbytes)} destinations, "
-            f"{sizes.size} sizes and {types.size} typesizes"
+            f"{kernel}: got {src.size} sources, {dst.size} destinations, {sizes.size} sizes and {types.size} typesizes"
         )
     if ((types < 1) | (types > 255)).any():
         raise ValueError(f"{kernel}: typesizes must be in 1..255, got {types.tolist()}")
-    for b, (size, s, d) in enumerate(zip(sizes.tolist(), src_nbytes, dst_nbytes)):
-        if size < 0 or size > s or size > d:
-            raise ValueError(
-                f"{kernel}: block {b} has {size} bytes; its source holds {s} and its destination {d}"
-            )
+    bad = np.flatnonzero((sizes < 0) | (sizes > src) | (sizes > dst))
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(
+            f"{kernel}: block {b} has {int(sizes[b])} bytes; its source holds {int(src[b])} "
+            f"and its destination {int(dst[b])}"
+        )
     return sizes, types
 
 
-def check_crc32c(buffer_nbytes: Sequence[int], sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
-    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``)."""
+def check_crc32c(buffer_nbytes: Sequence[int] | Any, sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
+    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``):
+    ``buffer_nbytes`` is what each buffer holds."""
     lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
-    if lengths.size != len(buffer_nbytes):
-        raise ValueError(f"{name}: got {len(buffer_nbytes)} buffers and {lengths.size} sizes")
-    for b, (size, held) in enumerate(zip(lengths.tolist(), buffer_nbytes)):
-        if size < 0 or size > held:
-            raise ValueError(f"{name}: buffer {b} is {held} bytes long, size says {size}")
+    held = np.asarray(buffer_nbytes, dtype=np.int64).reshape(-1)
+    if lengths.size != held.size:
+        raise ValueError(f"{name}: got {held.size} buffers and {lengths.size} sizes")
+    bad = np.flatnonzero((lengths < 0) | (lengths > held))
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(f"{name}: buffer {b} is {int(held[b])} bytes long, size says {int(lengths[b])}")
     return lengths
 
 
-__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c"]
+def span_room(buffer_nbytes: int, offsets: Sequence[int] | Any, name: str) -> npt.NDArray[np.int64]:
+    """The bytes from each offset to the end of a ``buffer_nbytes``-byte buffer, for the checks
+    above; an offset outside the buffer raises."""
+    start = np.asarray(offsets, dtype=np.int64).reshape(-1)
+    bad = np.flatnonzero((start < 0) | (start > buffer_nbytes))
+    if bad.size:
+        raise ValueError(f"{name}: offset {int(start[bad[0]])} lies outside the {buffer_nbytes}-byte buffer")
+    return buffer_nbytes - start
+
+
+__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c", "span_room"]

@@ -17,11 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from . import kernel_reference, kernels, launch_checks
-from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, peek_index, read_file_span
+from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, read_file_span
 from .launches import AssembleLaunch, FileRead, check_assemble_launch
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from .device import PendingSizes
 
 POISON = 0xAB
 
@@ -104,6 +106,24 @@ class CpuEmulatedDevice:
         self.copies: list[EmulatedCopyEvent] = []
         #: host staging buffers, shared by the devices of one index like the CUDA device's
         self.staging = (staging or HOST_STAGING).pool(index)
+        #: synchronisations so far: results read before the next one are an error, as on a GPU
+        #: they would not be ready (nvCOMP's sizes would wait; a checksum would be stale)
+        self.synchronizations = 0
+
+    def synchronize(self) -> None:
+        self.calls.append(("synchronize", 0))
+        self.synchronizations += 1
+
+    def _after_synchronize(self, what: str, value: Any) -> Callable[[], Any]:
+        """``value``, readable only after the next :meth:`synchronize`."""
+        queued_at = self.synchronizations
+
+        def result() -> Any:
+            if self.synchronizations == queued_at:
+                raise RuntimeError(f"{what} read before the device was synchronised")
+            return value
+
+        return result
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()
@@ -123,12 +143,6 @@ class CpuEmulatedDevice:
 
     def copy(self, dst: np.ndarray[Any, Any], src: np.ndarray[Any, Any]) -> None:
         dst[...] = src
-
-    def peek(
-        self, buffer: npt.NDArray[np.uint8], offsets: Sequence[int], nbytes: Sequence[int], width: int
-    ) -> npt.NDArray[np.uint8]:
-        self.calls.append(("peek", len(offsets)))
-        return np.asarray(peek_index(buffer.size, offsets, nbytes, width, lambda i: buffer[i]))
 
     def gather(self, box: np.ndarray[Any, Any], index: npt.NDArray[np.intp]) -> np.ndarray[Any, Any]:
         self.calls.append(("gather", index.size))
@@ -176,7 +190,7 @@ class CpuEmulatedDevice:
         dst: npt.NDArray[np.uint8],
         dst_offsets: Sequence[int],
         dst_nbytes: Sequence[int],
-    ) -> npt.NDArray[np.int64]:
+    ) -> PendingSizes:
         self.calls.append((algorithm, len(src_offsets)))
         for i, (so, sn, do, dn) in enumerate(zip(src_offsets, src_nbytes, dst_offsets, dst_nbytes, strict=True)):
             if so + sn > src.size or do + dn > dst.size:
@@ -193,10 +207,13 @@ class CpuEmulatedDevice:
             dst[do : do + len(result)] = np.frombuffer(result, dtype=np.uint8)
             return len(result)
 
-        def batched() -> list[int]:
+        def batched() -> Callable[[], list[int]]:
             if self.decode_error is not None:
                 raise self.decode_error
-            return [one(i) for i in range(len(src_offsets))]
+            sizes: Callable[[], list[int]] = self._after_synchronize(
+                f"{algorithm} sizes", [one(i) for i in range(len(src_offsets))]
+            )
+            return sizes
 
         def one_alone(i: int) -> int:
             self.calls.append((f"{algorithm} alone", 1))
@@ -220,14 +237,15 @@ class CpuEmulatedDevice:
 
     def checksums(
         self, kind: ChecksumKind, buffer: npt.NDArray[np.uint8], offsets: Sequence[int], nbytes: Sequence[int]
-    ) -> list[int]:
+    ) -> Callable[[], list[int]]:
         self.calls.append((kind, len(offsets)))
         views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
         sizes = launch_checks.check_crc32c([v.size for v in views], nbytes, kind)
         sums = np.zeros(sizes.size, dtype=np.uint32)
         model = kernel_reference.crc32_batch if kind == "crc32" else kernel_reference.adler32_batch
         model(views, sizes, sums, sizes.size, block_threads=kernels.BLOCK_THREADS)
-        return [int(v) for v in sums]
+        values: Callable[[], list[int]] = self._after_synchronize(f"{kind} sums", [int(v) for v in sums])
+        return values
 
     def launch_unshuffle(
         self,

@@ -67,23 +67,25 @@ class UnsupportedStreamError(ValueError):
 
 
 @dataclass(frozen=True)
+class Checksum:
+    """A checksum the container carries for the decoded bytes (gzip CRC-32, zlib Adler-32)."""
+
+    kind: Literal["crc32", "adler32"]
+    value: int
+
+
+@dataclass(frozen=True)
 class Stream:
     """One raw stream of an encoded chunk: ``nbytes`` at ``offset`` decode to ``decoded_nbytes``
-    bytes at ``decoded_offset``."""
+    bytes at ``decoded_offset``; ``checksum``: what the stream's own container says of those
+    bytes (the Adler-32 of a zlib stream inside a Blosc frame)."""
 
     algorithm: Algorithm
     offset: int
     nbytes: int
     decoded_offset: int
     decoded_nbytes: int
-
-
-@dataclass(frozen=True)
-class Checksum:
-    """A checksum the container carries for the decoded bytes (gzip CRC-32, zlib Adler-32)."""
-
-    kind: Literal["crc32", "adler32"]
-    value: int
+    checksum: Checksum | None = None
 
 
 @dataclass(frozen=True)
@@ -484,10 +486,11 @@ def _blosc_block_streams(
             raise UnsupportedStreamError(f"blosc: {name} streams have no GPU decoder")
         elif kind == "zlib":
             try:
-                offset, deflate_nbytes, _ = zlib_payload(raw[pos : pos + size])
+                offset, deflate_nbytes, adler = zlib_payload(raw[pos : pos + size])
             except ValueError as exc:
                 raise ValueError(f"blosc: block {b} stream {s}: {exc}") from exc
-            streams.append(Stream("deflate", pos + offset, deflate_nbytes, decoded_offset, neblock))
+            checksum = Checksum("adler32", adler)
+            streams.append(Stream("deflate", pos + offset, deflate_nbytes, decoded_offset, neblock, checksum))
         else:
             if kind == "zstd":
                 try:
