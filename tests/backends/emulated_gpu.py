@@ -33,10 +33,12 @@ class EmulatedGpu:
         self.devices: list[CpuEmulatedDevice] = []
         #: the host staging pools of this test's devices, one per device index
         self.staging = StagingPools(host_block)
+        #: the device buffer pools of this test's devices
+        self.buffers = StagingPools(host_block, max_blocks=4)
 
     def make(self, index: int, stream: Any) -> CpuEmulatedDevice:
         device = self.device_class(
-            index, stream, reads_files=self.reads_files, gds=self.gds, staging=self.staging
+            index, stream, reads_files=self.reads_files, gds=self.gds, staging=self.staging, buffers=self.buffers
         )
         self.devices.append(device)
         return device

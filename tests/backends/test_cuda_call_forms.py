@@ -355,3 +355,48 @@ def test_host_to_device_copies_record_an_event_and_do_not_wait(fakes: tuple[Fake
     event = cupy_device.CudaDevice(0).copy_host_to_device(np.zeros(8, dtype=np.uint8), Buffer(), 4)
     assert event == "event"
     assert calls == [("slice", (4, 12)), ("set", 0x7000), ("record", 0x7000)]
+
+
+def test_uploads_run_on_a_non_blocking_copy_stream_and_the_compute_stream_waits_on_the_device(
+    fakes: tuple[FakeCupy, FakeNvcomp],
+) -> None:
+    cupy, _ = fakes
+    calls: list[tuple[str, Any]] = []
+
+    class CopyStream(_Stream):
+        def __init__(self, non_blocking: bool = False) -> None:
+            calls.append(("Stream", non_blocking))
+            super().__init__(0x9000)
+
+        def record(self) -> str:
+            calls.append(("record", self.ptr))
+            return "copied"
+
+    class ComputeStream(_Stream):
+        def wait_event(self, event: Any) -> None:
+            calls.append(("wait_event", event))
+
+        def synchronize(self) -> None:  # recorded so that the assertion below catches a host wait
+            calls.append(("synchronize", self.ptr))
+
+    class Span:
+        def set(self, host: Any, stream: Any = None) -> None:
+            calls.append(("set", stream.ptr))
+
+    class Buffer:
+        size = 16
+
+        def __getitem__(self, key: slice) -> Span:
+            calls.append(("slice", (key.start, key.stop)))
+            return Span()
+
+    cupy.cuda.Stream = CopyStream
+    cupy.current = ComputeStream(0x7000)
+    device = cupy_device.CudaDevice(0)
+    for _ in range(2):
+        event = device.upload(np.zeros(8, dtype=np.uint8), Buffer())
+        device.wait_for(event)
+    upload = [("slice", (None, 8)), ("set", 0x9000), ("record", 0x9000), ("wait_event", "copied")]
+    assert calls == [("Stream", True), *upload, *upload]  # one copy stream per device object
+    with pytest.raises(ValueError, match="leaves"):
+        device.upload(np.zeros(32, dtype=np.uint8), Buffer())

@@ -83,7 +83,14 @@ def test_device_calls_are_batched() -> None:
     assert names.count("zstd") == 1 and names.count("assemble_chunks") == 1
     blosc = make_array("v3-blosc-zstd-bitshuffle-f8")
     _, device = emulated_read(blosc, Ellipsis)
-    assert [n for n, _ in device.calls if n != "copy"] == ["zstd", "synchronize", "bit_unshuffle", "assemble_chunks"]
+    assert [n for n, _ in device.calls if n != "copy"] == [
+        "upload",
+        "wait_for",
+        "zstd",
+        "synchronize",
+        "bit_unshuffle",
+        "assemble_chunks",
+    ]
 
 
 def test_one_host_wait_per_batch_after_every_decode_and_checksum_is_queued() -> None:
@@ -93,7 +100,7 @@ def test_one_host_wait_per_batch_after_every_decode_and_checksum_is_queued() -> 
     gzip = make_array("v3-gzip-i2")
     _, device = emulated_read(gzip, Ellipsis)
     names = [n for n, _ in device.calls if n != "copy"]
-    assert names == ["deflate", "crc32", "synchronize", "assemble_chunks"]
+    assert names == ["upload", "wait_for", "deflate", "crc32", "synchronize", "assemble_chunks"]
     got, device = emulated_read(gzip, Ellipsis, budget=1)
     assert_bitwise_equal(got, cpu_result(gzip, Ellipsis))
     names = [n for n, _ in device.calls]

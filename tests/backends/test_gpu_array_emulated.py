@@ -250,9 +250,7 @@ def test_types_cupy_cannot_hold_stay_on_the_cpu(emulated_gpu: EmulatedGpu, dtype
 
 
 @pytest.mark.parametrize("name", ["v2-delta-filter-cpu", "v3-blosc-blosclz-cpu", "v3-transpose-outside-sharding-cpu"])
-def test_codecs_without_a_gpu_decoder(
-    emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, name: str
-) -> None:
+def test_codecs_without_a_gpu_decoder(emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, name: str) -> None:
     array = make_array(name)
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
         assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
@@ -452,7 +450,7 @@ def test_random_crops_keep_staging_memory_bounded(emulated_gpu: EmulatedGpu) -> 
 def test_staging_copies_are_asynchronous_and_blocks_wait_for_them(emulated_gpu: EmulatedGpu) -> None:
     """Each batch's host-to-device copy records an event that nobody waits for in the batch; the
     pool hands its staging block out again only once that event has completed."""
-    from gpuzarr.backends.cuda.numpy_device import EmulatedCopyEvent
+    from gpuzarr.backends.cuda.numpy_device import EmulatedEvent
 
     array = make_array("v3-zstd-f4")
     gpu = _on_gpu(array)
@@ -460,7 +458,7 @@ def test_staging_copies_are_asynchronous_and_blocks_wait_for_them(emulated_gpu: 
     acquire, release = pool.acquire, pool.release
     pending_at_release: list[bool] = []
 
-    def copies() -> list[EmulatedCopyEvent]:
+    def copies() -> list[EmulatedEvent]:
         return [event for device in emulated_gpu.devices for event in device.copies]
 
     def checked_acquire(nbytes: int, cap: int | None = None) -> np.ndarray:
@@ -482,6 +480,56 @@ def test_staging_copies_are_asynchronous_and_blocks_wait_for_them(emulated_gpu: 
     assert any(pending_at_release)  # the copies were still in flight when their batch ended
     for event in copies():  # no host buffer changed while its copy was in flight
         event.synchronize()
+
+
+def test_uploads_and_file_reads_run_on_the_prefetch_thread(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    """With several batches, every batch is read, bound, uploaded and (direct reads) read from
+    its files on a helper thread, so that none of it sits between two batches' device work;
+    the device buffers come from a pool of at most four blocks and all go back."""
+    array = make_array("v3-zstd-f4", gpuzarr.LocalStore(tmp_path / "a.zarr"))
+    expected = cpu_result(array, Ellipsis)
+    with config.set(gpu_batch_bytes=3000):
+        assert_bitwise_equal(_on_gpu(array)[...], expected)
+    threads = [(call, name) for device in emulated_gpu.devices for call, name in device.threads]
+    assert {call for call, _ in threads} == {"read_files"}  # zstd frames: read by the device itself
+    assert len(threads) > 2 and all(name.startswith("gpuzarr-prefetch") for _, name in threads)
+    buffers = emulated_gpu.buffers.pool(0)
+    assert 2 <= buffers.nblocks <= 4 and buffers.nin_use == 0
+    # The host route (no direct reads): uploads on the helper thread, waited for on the device.
+    with config.set(gpu_batch_bytes=3000, gpu_direct_reads=False):
+        assert_bitwise_equal(_on_gpu(array)[...], expected)
+    device = emulated_gpu.devices[-1]
+    assert {call for call, _ in device.threads} == {"upload"}
+    assert all(name.startswith("gpuzarr-prefetch") for _, name in device.threads)
+    names = [n for n, _ in device.calls]
+    assert names.count("upload") == names.count("wait_for") == names.count("assemble_chunks") > 2
+
+
+def test_a_read_that_fails_gives_its_device_buffers_back(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-zstd-f4")
+    key = array._layout.key((2, 1))
+    array.store.set(key, b"\x28\xb5\x2f\xfd" + b"\0" * 5)  # a zstd magic number, then nothing
+    with config.set(gpu_batch_bytes=3000), pytest.raises(CorruptChunkError) as caught:
+        _on_gpu(array)[...]
+    assert caught.value.key == key
+    assert emulated_gpu.buffers.pool(0).nin_use == 0
+    assert emulated_gpu.staging.pool(0).nin_use == 0
+
+
+def test_random_crops_keep_device_buffers_bounded(emulated_gpu: EmulatedGpu) -> None:
+    array = make_array("v3-zstd-f4")
+    gpu = _on_gpu(array)
+    rng = np.random.default_rng(11)
+    with config.set(gpu_batch_bytes=3000):
+        for i in range(200):
+            r0, c0 = int(rng.integers(0, 40)), int(rng.integers(0, 55))
+            box = (slice(r0, r0 + int(rng.integers(1, 46 - r0))), slice(c0, c0 + int(rng.integers(1, 62 - c0))))
+            got = gpu[box]
+            if i % 40 == 0:
+                assert_bitwise_equal(got, cpu_result(array, box))
+    pool = emulated_gpu.buffers.pool(0)
+    assert pool.nblocks <= 4 and pool.nin_use == 0 and pool.unpooled == 0
+    assert pool.allocations <= 16  # geometric growth, not blocks per read or per batch
 
 
 def test_the_emulated_event_catches_a_buffer_refilled_too_soon() -> None:

@@ -143,6 +143,22 @@ def _pinned_block(nbytes: int) -> npt.NDArray[np.uint8]:
 PINNED_STAGING = StagingPools(_pinned_block)
 
 
+def _device_block(nbytes: int) -> Any:
+    """A device block for a batch's staging or work buffer, from CuPy's pool on the current
+    stream. The pool may hand back memory that work still queued on that stream uses; uploads
+    (the copy stream) and kvikio write outside that order, so the stream is synchronised before
+    the block is used. Pooled blocks are made rarely (when the pool grows); after that they are
+    reused under the events of their batches, without a synchronisation."""
+    cupy = kernels.import_cupy()
+    block = cupy.empty(nbytes, dtype=cupy.uint8)
+    cupy.cuda.get_current_stream().synchronize()
+    return block
+
+
+#: device staging and work buffers per device: two batches in flight, two buffers each
+DEVICE_BUFFERS = StagingPools(_device_block, max_blocks=4, fallback=_device_block, address=lambda b: int(b.data.ptr))
+
+
 def _kvikio() -> Any:
     """kvikio, configured with ``gpuzarr.config`` ``io_threads``; None when it is not installed.
 
@@ -228,9 +244,10 @@ class CudaDevice:
       ``Codec.decode`` documentation; an nvCOMP that refuses it decodes without one).
     * Host-to-device copies are asynchronous: each records a CUDA event, and its pinned staging
       buffer serves again only once the event has completed (``device.StagingPool``).
-    * kvikio writes device memory outside CuPy's stream order, so the stream is synchronised
-      before file reads land in buffers that the memory pool may have handed back from work
-      still queued.
+    * A batch's device buffers come from ``DEVICE_BUFFERS`` (two batches, two buffers each), so
+      the upload of batch k+1 (on a copy stream of its own) and kvikio's reads into them run on
+      the executor's helper thread while batch k decodes; the compute stream waits for the
+      upload's event on the device, not the host.
     * One host wait per batch (:meth:`synchronize`, called by the executor once every decode
       and checksum is queued); nvCOMP's ``buffer_sizes`` and the checksums are read after it.
     * The CRC-32 of gzip and the Adler-32 of zlib streams are computed by our kernels
@@ -247,6 +264,8 @@ class CudaDevice:
         self.gds = kvikio is not None and _gds_available(kvikio)
         self._batch_log = BatchDecodeLog()
         self.staging = PINNED_STAGING.pool(index)
+        self.buffers = DEVICE_BUFFERS.pool(index)
+        self._copy_stream: Any = None
         self._lock = threading.Lock()
         self._made_stream: Any = None
         #: codecs of this read for a stream the cache must not keep (see :meth:`_codec`)
@@ -315,6 +334,25 @@ class CudaDevice:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         return self._cupy().empty(shape, dtype=dtype)
 
+    def upload(self, host: npt.NDArray[np.uint8], dst: Any) -> Any:
+        """The copy on this read's copy stream (non-blocking, so that it does not wait for the
+        legacy default stream either) and the event recorded after it."""
+        if host.size > dst.size:
+            raise ValueError(f"upload of {host.size} bytes leaves the {dst.size}-byte buffer")
+        cupy = self._cupy()
+        with self._lock:
+            if self._copy_stream is None:
+                self._copy_stream = cupy.cuda.Stream(non_blocking=True)
+            stream = self._copy_stream
+        dst[: host.size].set(host, stream=stream)
+        return stream.record()
+
+    def wait_for(self, event: Any) -> None:
+        self._stream().wait_event(event)
+
+    def record(self) -> Any:
+        return self._stream().record()
+
     def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> Any:
         """The copy, asynchronous from pinned memory, and the CUDA event recorded after it on the
         current stream (``Stream.record()``). Nothing waits here: the staging buffer goes back
@@ -333,7 +371,8 @@ class CudaDevice:
         kvikio = _kvikio()
         if kvikio is None:
             raise RuntimeError("read_files needs kvikio")
-        self._stream().synchronize()
+        # The buffers come from ``buffers``: no queued work uses them (see _device_block), so
+        # kvikio may write them without a synchronisation.
         futures: list[Any] = []
         # The handles stay referenced until every read has finished: a handle evicted from the
         # cache meanwhile would otherwise be closed under its own read.

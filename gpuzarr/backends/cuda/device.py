@@ -35,12 +35,12 @@ ChecksumKind = Literal["crc32", "adler32"]
 logger = logging.getLogger("gpuzarr")
 
 
-class CopyEvent(Protocol):
-    """The completion of an asynchronous host-to-device copy: on a GPU, a CUDA event recorded on
-    the stream right after the copy."""
+class DeviceEvent(Protocol):
+    """The completion of queued device work (a host-to-device copy, or a whole batch): on a GPU,
+    a CUDA event recorded on the stream right after that work."""
 
     def synchronize(self) -> None:
-        """Wait until the copy has finished reading its host buffer."""
+        """Wait until the work has finished (a copy: has finished reading its host buffer)."""
 
 
 class Device(Protocol):
@@ -52,6 +52,9 @@ class Device(Protocol):
     gds: bool
     #: the host staging buffers of this device's batches
     staging: StagingPool
+    #: the device buffers (staging and work) of this device's batches, reused from batch to
+    #: batch: a block serves again only once the event of the batch that used it has completed
+    buffers: StagingPool
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         """Make this device (and its stream) current for the work inside the block."""
@@ -83,7 +86,19 @@ class Device(Protocol):
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
         """A C-contiguous output array (contents undefined)."""
 
-    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> CopyEvent:
+    def upload(self, host: npt.NDArray[np.uint8], dst: Any) -> DeviceEvent:
+        """Start copying ``host`` to the start of ``dst`` on the device's copy stream, out of
+        order with the work already queued (it runs while the previous batch decodes); work
+        that reads ``dst`` must :meth:`wait_for` the returned event, and ``host`` must not
+        change until it has completed."""
+
+    def wait_for(self, event: DeviceEvent) -> None:
+        """Make the work queued after this call wait for ``event`` (without a host wait)."""
+
+    def record(self) -> DeviceEvent:
+        """An event that completes once the work queued so far has run."""
+
+    def copy_host_to_device(self, host: npt.NDArray[np.uint8], dst: Any, offset: int = 0) -> DeviceEvent:
         """Start copying ``host`` to ``dst[offset:]``, in stream order with the device work after
         it; ``host`` must not change until the returned event has completed."""
 
@@ -236,7 +251,7 @@ class StagingPool:
     parallel, the request gets an ordinary pageable buffer (``unpooled`` counts them), so
     pinned memory stays bounded and no caller waits for another.
 
-    Host-to-device copies are asynchronous: a buffer is released with the :class:`CopyEvent` of
+    Host-to-device copies are asynchronous: a buffer is released with the :class:`DeviceEvent` of
     the copy that reads it, and its block is handed out again (or dropped) only after that event
     has completed, so batch k+1 can be bound while batch k's copy and decode still run.
     """
@@ -247,14 +262,16 @@ class StagingPool:
         *,
         max_blocks: int = 2,
         fallback: Callable[[int], npt.NDArray[np.uint8]] | None = None,
+        address: Callable[[Any], int] | None = None,
     ) -> None:
         self._allocate = allocate
         self._fallback = fallback or _host_empty
+        self._address = address or _address
         self.max_blocks = max_blocks
         self._free: list[npt.NDArray[np.uint8]] = []
         self._in_use: dict[int, npt.NDArray[np.uint8]] = {}  # data address -> block
         #: data address of a free block -> the event of the copy that may still read it
-        self._pending: dict[int, CopyEvent] = {}
+        self._pending: dict[int, DeviceEvent] = {}
         self._lock = threading.Lock()
         #: blocks allocated over the pool's life, and requests served outside the pool
         self.allocations = 0
@@ -267,6 +284,12 @@ class StagingPool:
             return len(self._free) + len(self._in_use)
 
     @property
+    def nin_use(self) -> int:
+        """Blocks handed out and not yet given back."""
+        with self._lock:
+            return len(self._in_use)
+
+    @property
     def nbytes(self) -> int:
         """Bytes the pool holds, free or in use."""
         with self._lock:
@@ -277,7 +300,7 @@ class StagingPool:
         :meth:`release` once nothing reads it any more."""
         if nbytes <= 0:
             return self._fallback(0)
-        waits: list[CopyEvent] = []  # copies still reading the block handed out or dropped
+        waits: list[DeviceEvent] = []  # copies still reading the block handed out or dropped
         dropped: npt.NDArray[np.uint8] | None = None
         with self._lock:
             fitting = [i for i, b in enumerate(self._free) if b.size >= nbytes]
@@ -297,29 +320,29 @@ class StagingPool:
             else:
                 self.unpooled += 1
                 return self._fallback(nbytes)
-            self._in_use[_address(block)] = block
+            self._in_use[self._address(block)] = block
         # Outside the lock: another thread may release or acquire another block meanwhile.
         try:
             for event in waits:
                 event.synchronize()
         except BaseException:
             with self._lock:  # the caller never gets the block, and its state is unknown: drop it
-                self._in_use.pop(_address(block), None)
+                self._in_use.pop(self._address(block), None)
             raise
         del dropped  # freed only once no copy reads it
         return block[:nbytes]
 
-    def _take_pending(self, block: npt.NDArray[np.uint8]) -> list[CopyEvent]:
-        event = self._pending.pop(_address(block), None)
+    def _take_pending(self, block: npt.NDArray[np.uint8]) -> list[DeviceEvent]:
+        event = self._pending.pop(self._address(block), None)
         return [] if event is None else [event]
 
-    def release(self, buffer: npt.NDArray[np.uint8], ready: CopyEvent | None = None) -> None:
+    def release(self, buffer: npt.NDArray[np.uint8], ready: DeviceEvent | None = None) -> None:
         """Give back a buffer from :meth:`acquire` (others are ignored); ``ready`` is the event of
         a copy that may still read it, waited for before its block serves again."""
         if buffer.size == 0:
             return
         with self._lock:
-            address = _address(buffer)
+            address = self._address(buffer)
             block = self._in_use.pop(address, None)
             if block is not None:
                 self._free.append(block)
@@ -339,9 +362,18 @@ class StagingPool:
 class StagingPools:
     """One :class:`StagingPool` per device index, made on first use."""
 
-    def __init__(self, allocate: Callable[[int], npt.NDArray[np.uint8]], *, max_blocks: int = 2) -> None:
+    def __init__(
+        self,
+        allocate: Callable[[int], Any],
+        *,
+        max_blocks: int = 2,
+        fallback: Callable[[int], Any] | None = None,
+        address: Callable[[Any], int] | None = None,
+    ) -> None:
         self._allocate = allocate
         self._max_blocks = max_blocks
+        self._fallback = fallback
+        self._address = address
         self._pools: dict[int, StagingPool] = {}
         self._lock = threading.Lock()
 
@@ -349,7 +381,9 @@ class StagingPools:
         with self._lock:
             pool = self._pools.get(index)
             if pool is None:
-                pool = self._pools[index] = StagingPool(self._allocate, max_blocks=self._max_blocks)
+                pool = self._pools[index] = StagingPool(
+                    self._allocate, max_blocks=self._max_blocks, fallback=self._fallback, address=self._address
+                )
             return pool
 
 
@@ -383,7 +417,7 @@ def read_file_span(span: FileSpan) -> bytes:
 __all__ = [
     "BatchDecodeLog",
     "ChecksumKind",
-    "CopyEvent",
+    "DeviceEvent",
     "Device",
     "StagingPool",
     "StagingPools",

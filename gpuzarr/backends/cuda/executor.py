@@ -17,8 +17,11 @@ reported once per read. docs/gpu.md lists what is verified where.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +30,7 @@ import numpy.typing as npt
 from ...errors import CorruptChunkError
 from ...store.local import LocalStore
 from .bind import bind_batch, decode_on_host
-from .device import CopyEvent, Device, read_file_span, uses_direct_reads
+from .device import Device, DeviceEvent, read_file_span, uses_direct_reads
 from .fetch import fetch_batch, file_version
 from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, ChecksumCheck, FileSpan, StreamGroup
@@ -43,6 +46,34 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gpuzarr")
 
 
+@dataclass
+class PreparedBatch:
+    """A bound batch whose device buffers are filled or being filled: ``staging`` and ``work``
+    come from the device's buffer pool; ``copied`` is the event of the upload of the host
+    staging buffer into ``staging`` (None: nothing to upload); the device's own file reads have
+    finished."""
+
+    bound: BoundBatch
+    staging: Any
+    work: Any
+    copied: DeviceEvent | None
+
+
+#: the helper threads that prepare the next batch of each multi-batch read (made on first use)
+_prefetch_pool: ThreadPoolExecutor | None = None
+_prefetch_lock = threading.Lock()
+#: reads whose next batch can be prepared at once; a read beyond them waits for a free thread
+PREFETCH_THREADS = 8
+
+
+def _prefetcher() -> ThreadPoolExecutor:
+    global _prefetch_pool
+    with _prefetch_lock:
+        if _prefetch_pool is None:
+            _prefetch_pool = ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="gpuzarr-prefetch")
+        return _prefetch_pool
+
+
 def execute(
     layout: ArrayLayout,
     store: Store,
@@ -55,14 +86,16 @@ def execute(
 ) -> None:
     """Run every batch of ``plan`` into ``out`` (a C-contiguous device array of the plan's shape).
 
-    The host prepares batch k+1 (reads, stream splitting, launch arguments) on a helper thread
-    while the device works on batch k. ``on_fallback`` hears each reason a chunk is decoded on
+    While the device works on batch k, a helper thread prepares batch k+1 (:func:`prepare`):
+    host reads, stream splitting and launch arguments, then the upload of its host staging
+    buffer on the device's copy stream and the device's own file reads (kvikio), so neither
+    sits on the batch's critical path. ``on_fallback`` hears each reason a chunk is decoded on
     the CPU (once per reason and read; it may raise to stop the read); by default it is logged.
-    Host staging buffers come from the device's :class:`.device.StagingPool` (grown up to
-    ``budget``, the batch budget) and go back to it once their batch has run, with the event of
-    the copy that reads them: the pool hands a block out again only after that copy has
-    finished, and nothing else waits for it, so batch k+1's copy overlaps batch k's decode. At
-    most two are in use per read.
+
+    Buffers come from pools (:class:`.device.StagingPool`, grown up to ``budget``, the batch
+    budget): host staging from ``device.staging``, device staging and work from
+    ``device.buffers``. Each goes back with the event after which nothing reads it (the upload,
+    or the batch's last kernel), and serves again only once that event has completed.
     """
     indexes: dict[str, ShardIndex | None] = {}
     direct = isinstance(store, LocalStore) and uses_direct_reads(device)
@@ -77,77 +110,104 @@ def execute(
         else:
             logger.info("gpuzarr: decoding on the CPU and copying to the GPU: %s", reason)
 
-    staging = device.staging
-
-    def host_empty(nbytes: int) -> npt.NDArray[np.uint8]:
-        return staging.acquire(nbytes, budget)
-
-    def prepare(batch: int) -> BoundBatch:
+    def prepare_batch(batch: int) -> PreparedBatch:
         # The helper thread needs the device current too (pinned staging memory is allocated
-        # in its context).
+        # in its context, and the device's buffers on its stream).
         with device.activate():
-            encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
-            return bind_batch(layout, plan, batch, encoded, host_empty)
+            return prepare(layout, store, plan, batch, device, indexes=indexes, direct=direct, budget=budget)
 
-    def run(bound: BoundBatch) -> None:
-        # The host-to-device copy may still be reading the staging buffer when run_batch
-        # returns: the pool waits for its event before the buffer serves another batch.
-        copied: list[CopyEvent] = []
+    def run(prepared: PreparedBatch) -> None:
         try:
-            for decoded in bound.host_decoded:
+            for decoded in prepared.bound.host_decoded:
                 fallback(decoded.reason)
-            run_batch(plan, bound, device, out, layout=layout, on_fallback=fallback, on_copied=copied.append)
+            run_batch(plan, prepared, device, out, layout=layout, on_fallback=fallback)
         finally:
-            staging.release(bound.staging, copied[0] if copied else None)
+            release(device, prepared, device.record())
 
     nbatches = len(plan.batches)
     if nbatches == 1:
-        run(prepare(0))
+        run(prepare_batch(0))
         return
-    prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuzarr-prefetch")
-    pending: Future[BoundBatch] | None = None
+    prefetch = _prefetcher()
+    pending: Future[PreparedBatch] | None = prefetch.submit(prepare_batch, 0)
     try:
-        next_batch = pending = prefetch.submit(prepare, 0)
         for batch in range(nbatches):
-            bound = next_batch.result()
-            pending = None
-            if batch + 1 < nbatches:
-                next_batch = pending = prefetch.submit(prepare, batch + 1)
-            run(bound)
+            assert pending is not None  # submitted for every batch before its turn
+            prepared = pending.result()
+            pending = prefetch.submit(prepare_batch, batch + 1) if batch + 1 < nbatches else None
+            run(prepared)
     finally:
-        # On an error, do not wait for the next batch to be read and bound for nothing.
-        prefetch.shutdown(wait=True, cancel_futures=True)
-        if pending is not None and pending.done() and not pending.cancelled() and pending.exception() is None:
-            staging.release(pending.result().staging)
+        # On an error, stop the next batch if it has not started; else wait for it (its buffers
+        # are in use until it returns) and give them back.
+        if pending is not None and not pending.cancel():
+            with contextlib.suppress(Exception):
+                release(device, pending.result(), None)
+
+
+def prepare(
+    layout: ArrayLayout,
+    store: Store,
+    plan: GpuReadPlan,
+    batch: int,
+    device: Device,
+    *,
+    indexes: dict[str, ShardIndex | None] | None = None,
+    direct: bool = False,
+    budget: int | None = None,
+) -> PreparedBatch:
+    """Read, bind and upload one batch, and run the device's file reads: everything of a batch
+    that does not wait for the batch before it."""
+    encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
+    bound = bind_batch(layout, plan, batch, encoded, lambda nbytes: device.staging.acquire(nbytes, budget))
+    buffers = device.buffers
+    staging = work = None
+    copied: DeviceEvent | None = None
+    try:
+        staging = buffers.acquire(max(bound.staging_nbytes, ALIGNMENT), budget)
+        work = buffers.acquire(max(bound.work_nbytes, ALIGNMENT), budget)
+        if bound.staging.size:
+            copied = device.upload(bound.staging, staging)
+        prepared = PreparedBatch(bound, staging, work, copied)
+        if bound.file_reads:
+            _read_files(plan, bound, device, staging, work)
+    except BaseException:
+        # The upload may still be running: every buffer goes back with its event.
+        device.staging.release(bound.staging, copied)
+        for buffer in (staging, work):
+            if buffer is not None:
+                buffers.release(buffer, copied)
+        raise
+    return prepared
+
+
+def release(device: Device, prepared: PreparedBatch, done: DeviceEvent | None) -> None:
+    """Give a batch's buffers back to their pools: the host staging buffer once its upload has
+    finished, the device buffers once ``done`` (the batch's last work) has."""
+    device.staging.release(prepared.bound.staging, prepared.copied)
+    device.buffers.release(prepared.staging, done or prepared.copied)
+    device.buffers.release(prepared.work, done or prepared.copied)
 
 
 def run_batch(
     plan: GpuReadPlan,
-    bound: BoundBatch,
+    prepared: PreparedBatch,
     device: Device,
     out: Any,
     *,
     layout: ArrayLayout | None = None,
     on_fallback: Callable[[str], None] | None = None,
-    on_copied: Callable[[CopyEvent], None] | None = None,
 ) -> None:
-    """The device work of one bound batch: copy, read files, decompress, verify, un-shuffle,
-    assemble. ``on_copied`` hears the event of the staging copy as soon as it is started:
-    ``bound.staging`` must not change until that event has completed.
+    """The device work of one prepared batch: wait for its upload (on the device, not the
+    host), decompress, verify, un-shuffle, assemble.
 
     A stream the device fails to decode (or whose checksum differs) does not prove the chunk
     corrupt: the CPU engine is the reference. With ``layout`` given, such chunks are decoded on
     the CPU, which raises CorruptChunkError naming the key when the chunk really is corrupt, and
     the result replaces the device's before the assemble launch (``on_fallback`` hears why).
     """
-    staging = device.alloc(max(bound.staging_nbytes, ALIGNMENT))
-    if bound.staging.size:
-        event = device.copy_host_to_device(bound.staging, staging)
-        if on_copied is not None:
-            on_copied(event)
-    work = device.alloc(max(bound.work_nbytes, ALIGNMENT))
-    if bound.file_reads:
-        _read_files(plan, bound, device, staging, work)
+    bound, staging, work = prepared.bound, prepared.staging, prepared.work
+    if prepared.copied is not None:
+        device.wait_for(prepared.copied)
     failed: dict[int, str] = {}  # task -> what the device said
     pending = _decompress(bound, device, staging, work, failed)
     sums = _queue_checksums(bound, device, work, failed)
@@ -328,4 +388,4 @@ def _read_span(key: str, span: FileSpan) -> npt.NDArray[np.uint8]:
     return np.frombuffer(data, dtype=np.uint8)
 
 
-__all__ = ["execute", "run_batch"]
+__all__ = ["PreparedBatch", "execute", "prepare", "release", "run_batch"]

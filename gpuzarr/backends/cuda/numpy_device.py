@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,9 @@ def host_block(nbytes: int) -> npt.NDArray[np.uint8]:
 
 #: the staging pools of emulated devices, by index (the pinned pools of ``cupy_device``)
 HOST_STAGING = StagingPools(host_block)
+#: the device buffer pools of emulated devices, by index (``cupy_device.DEVICE_BUFFERS``): reused
+#: blocks keep the bytes of their last batch, as device memory does
+DEVICE_BUFFERS = StagingPools(host_block, max_blocks=4)
 
 
 def _decode_stream_on_cpu(algorithm: str, data: bytes, limit: int) -> bytes:
@@ -57,7 +61,7 @@ def _decode_stream_on_cpu(algorithm: str, data: bytes, limit: int) -> bytes:
     raise ValueError(f"unknown algorithm {algorithm!r}")
 
 
-class EmulatedCopyEvent:
+class EmulatedEvent:
     """The event of an emulated host-to-device copy. The bytes are copied at once, but the event
     completes only when waited on (:meth:`synchronize`), as a real copy may read its host buffer
     until then; completing checks that the host bytes are still those copied, so a staging
@@ -90,6 +94,7 @@ class CpuEmulatedDevice:
         reads_files: bool = True,
         gds: bool = True,
         staging: StagingPools | None = None,
+        buffers: StagingPools | None = None,
     ) -> None:
         self.index = index
         self.stream = stream
@@ -103,9 +108,12 @@ class CpuEmulatedDevice:
         self.context_error: BaseException | None = None
         self._batch_log = BatchDecodeLog()
         #: the event of every host-to-device copy, in order
-        self.copies: list[EmulatedCopyEvent] = []
+        self.copies: list[EmulatedEvent] = []
         #: host staging buffers, shared by the devices of one index like the CUDA device's
         self.staging = (staging or HOST_STAGING).pool(index)
+        self.buffers = (buffers or DEVICE_BUFFERS).pool(index)
+        #: (call, thread name) of the calls a helper thread may make: uploads and file reads
+        self.threads: list[tuple[str, str]] = []
         #: synchronisations so far: results read before the next one are an error, as on a GPU
         #: they would not be ready (nvCOMP's sizes would wait; a checksum would be stale)
         self.synchronizations = 0
@@ -154,6 +162,7 @@ class CpuEmulatedDevice:
         self, reads: Sequence[FileRead], staging: npt.NDArray[np.uint8], work: npt.NDArray[np.uint8]
     ) -> list[int]:
         self.calls.append(("read_files", len(reads)))
+        self.threads.append(("read_files", threading.current_thread().name))
         done = []
         for read in reads:
             buffer = staging if read.target == "staging" else work
@@ -174,12 +183,23 @@ class CpuEmulatedDevice:
 
     def copy_host_to_device(
         self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], offset: int = 0
-    ) -> EmulatedCopyEvent:
+    ) -> EmulatedEvent:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
         dst[offset : offset + host.size] = host
-        self.copies.append(EmulatedCopyEvent(host))
+        self.copies.append(EmulatedEvent(host))
         return self.copies[-1]
+
+    def upload(self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8]) -> EmulatedEvent:
+        self.calls.append(("upload", host.size))
+        self.threads.append(("upload", threading.current_thread().name))
+        return self.copy_host_to_device(host, dst)
+
+    def wait_for(self, event: Any) -> None:
+        self.calls.append(("wait_for", 0))
+
+    def record(self) -> EmulatedEvent:
+        return EmulatedEvent(np.empty(0, dtype=np.uint8))
 
     def decompress_batch(
         self,
@@ -294,4 +314,4 @@ class CpuEmulatedDevice:
         )
 
 
-__all__ = ["HOST_STAGING", "POISON", "CpuEmulatedDevice", "EmulatedCopyEvent", "host_block"]
+__all__ = ["DEVICE_BUFFERS", "HOST_STAGING", "POISON", "CpuEmulatedDevice", "EmulatedEvent", "host_block"]
