@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from . import config, errors
 from .api import create, create_group, open, open_array, open_group
-from .array import Array
-from .group import Group
+from .core.array import Array
+from .core.group import Group
 from .store import LocalStore, MemoryStore, Store
 
 __version__ = "0.1.0"

@@ -1,8 +1,8 @@
 """Public entry points: open, create, open_array, open_group, create_group.
 
 Thin wrappers: they turn a store argument into a Store and a path, apply ``mode``
-(:data:`gpuzarr.hierarchy.MODES`), and leave opening to :func:`gpuzarr.group.open_node`, creating
-to :mod:`gpuzarr.group` and :func:`gpuzarr.hierarchy.write_node`, and TensorStore specs to
+(:data:`gpuzarr.hierarchy.MODES`), and leave opening to :func:`gpuzarr.core.group.open_node`, creating
+to :mod:`gpuzarr.core.group` and :func:`gpuzarr.hierarchy.write_node`, and TensorStore specs to
 :mod:`gpuzarr.tensorstore`.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .array import Array
+from .core.array import Array
+from .core.group import Group, create_array_node, create_group_node, open_node
 from .errors import ArrayNotFoundError, GroupNotFoundError, MetadataError, NodeNotFoundError
-from .group import Group, create_array_node, create_group_node, open_node
 from .hierarchy import node_exists, parse_mode, read_node
 from .metadata.build import build_metadata
 from .store import StoreLike, make_store
@@ -88,7 +88,7 @@ def open(  # noqa: A001 - the public name, as in zarr-python
         return node  # type: ignore[no-any-return]
     if not isinstance(node, Array):
         raise MetadataError(f"field: {field!r} given, but {full or '/'!r} is a group")
-    from .field_array import select_field
+    from .core.field_array import select_field
 
     return select_field(node, field)  # type: ignore[return-value]
 

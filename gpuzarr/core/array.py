@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import backends, config
-from .attributes import Attributes
-from .backends.cpu import as_host_array, write_plan
-from .backends.select import resolve_device_for
-from .errors import InvalidArgumentError, MetadataError, ReadOnlyError
-from .hierarchy import write_documents
-from .layout import ArrayLayout
-from .metadata.json_util import check_attributes
-from .metadata.v2 import ArrayMetadataV2
-from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .. import backends, config
+from ..attributes import Attributes
+from ..backends.cpu import as_host_array, write_plan
+from ..backends.select import resolve_device_for
+from ..errors import InvalidArgumentError, MetadataError, ReadOnlyError
+from ..hierarchy import write_documents
+from ..layout import ArrayLayout
+from ..metadata.json_util import check_attributes
+from ..metadata.v2 import ArrayMetadataV2
+from ..plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
 
 if TYPE_CHECKING:
-    from .metadata.v3 import ArrayMetadata
-    from .store.base import Store
+    from ..metadata.v3 import ArrayMetadata
+    from ..store.base import Store
 
 
 class Array:
@@ -394,7 +394,7 @@ class Array:
 
         :func:`gpuzarr.open` opens it, and, for a local store, ``tensorstore.open`` too.
         """
-        from .tensorstore.spec import array_spec_json
+        from ..tensorstore.spec import array_spec_json
 
         options = {
             "fill_missing_data_reads": self.fill_missing_data_reads,

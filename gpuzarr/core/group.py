@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .array import Array
-from .attributes import Attributes
-from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .hierarchy import (
+from ..attributes import Attributes
+from ..errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
+from ..hierarchy import (
     array_metadata,
     group_documents,
     node_prefix,
@@ -21,14 +20,15 @@ from .hierarchy import (
     write_documents,
     write_node,
 )
-from .metadata.build import build_metadata
-from .metadata.v2 import ZATTRS, ArrayMetadataV2
+from ..metadata.build import build_metadata
+from ..metadata.v2 import ZATTRS, ArrayMetadataV2
+from .array import Array
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .metadata.v3 import ArrayMetadata
-    from .store.base import Store
+    from ..metadata.v3 import ArrayMetadata
+    from ..store.base import Store
 
 
 def validate_node_name(name: str) -> str:
