@@ -22,6 +22,7 @@ from ..layout import ArrayLayout
 from ..metadata.json_util import check_attributes
 from ..metadata.v2 import ArrayMetadataV2
 from ..plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .info import ArrayInfo, array_info, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
     from ..metadata.v3 import ArrayMetadata
@@ -402,18 +403,41 @@ class Array:
         }
         return array_spec_json(self.store.kvstore_json(), self.path, self._metadata.to_json(), options)
 
-    def info(self) -> dict[str, Any]:
-        """A summary: shape, dtype, chunking, codecs, device."""
-        return {
-            "zarr_format": self.zarr_format,
-            "shape": self.shape,
-            "dtype": str(self.dtype),
-            "chunks": self.chunks,
-            "shards": self.shards,
-            "codecs": self.codecs,
-            "fill_value": self._metadata.data_type.fill_value_to_json(self._metadata.fill_value),
-            "device": self.device,
-        }
+    @property
+    def info(self) -> ArrayInfo:
+        """A summary that prints as zarr-python's ``Array.info``.
+
+        Type, Zarr format, data type, fill value, shape, shard and chunk shapes, order,
+        read-only, store type, filters, serializer, compressors and the decoded size; the
+        fields are attributes of the returned :class:`~gpuzarr.core.info.ArrayInfo`.
+        Nothing is read from the store: :meth:`info_complete` adds the stored sizes.
+        """
+        return array_info(self)
+
+    def info_complete(self) -> ArrayInfo:
+        """:attr:`info` plus what a listing of the store tells.
+
+        Bytes stored (chunks and metadata documents), the storage ratio, and how many of the
+        grid's chunks (and shards, when sharded) are stored.
+        """
+        return array_info(self, complete=True)
+
+    @property
+    def nchunks(self) -> int:
+        """The number of chunks in the grid: inner chunks when sharded, as zarr-python counts."""
+        return count_chunks(self)
+
+    @property
+    def nchunks_initialized(self) -> int:
+        """The number of chunks stored; every inner chunk of a stored shard counts.
+
+        Lists the keys under the array's path, as zarr-python does.
+        """
+        return count_initialized(self)[1]
+
+    def nbytes_stored(self) -> int:
+        """The bytes stored under the array's path: chunks and metadata documents."""
+        return nbytes_stored(self)
 
 
 class _OrthogonalIndexer:
