@@ -268,8 +268,16 @@ class Array:
         if not plans:
             raise InvalidArgumentError("read_batch: no selections given")
         shape = plans[0].shape
-        if any(p.shape != shape or p.buffer_shape != p.shape for p in plans):
-            raise InvalidArgumentError("read_batch: every selection must be a box selection of the same shape")
+        for i, p in enumerate(plans):
+            if p.buffer_shape != p.shape:
+                raise InvalidArgumentError(
+                    f"read_batch: selection {i} is not a box selection (integers and slices only)"
+                )
+            if p.shape != shape:
+                raise InvalidArgumentError(
+                    f"read_batch: selection {i} has shape {p.shape}, expected {shape} (the shape of "
+                    f"selection 0); every crop must have the same shape"
+                )
         full_shape = (len(plans), *shape)
         batched = SelectionPlan(
             full_shape,
