@@ -9,9 +9,21 @@ imported on first GPU use only.
 from __future__ import annotations
 
 from . import config, errors
-from .api import create, create_group, open, open_array, open_group
-from .array import Array
-from .group import Group
+from .api import create, create_group, group, open, open_array, open_group
+from .core.array import Array
+from .core.group import Group
+from .creation import (
+    array,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    open_like,
+    zeros,
+    zeros_like,
+)
 from .store import LocalStore, MemoryStore, Store
 
 __version__ = "0.1.0"
@@ -23,11 +35,22 @@ __all__ = [
     "MemoryStore",
     "Store",
     "__version__",
+    "array",
     "config",
     "create",
     "create_group",
+    "empty",
+    "empty_like",
     "errors",
+    "full",
+    "full_like",
+    "group",
+    "ones",
+    "ones_like",
     "open",
     "open_array",
     "open_group",
+    "open_like",
+    "zeros",
+    "zeros_like",
 ]

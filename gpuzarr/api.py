@@ -1,8 +1,8 @@
-"""Public entry points: open, create, open_array, open_group, create_group.
+"""Public entry points: open, create, open_array, open_group, create_group, group.
 
 Thin wrappers: they turn a store argument into a Store and a path, apply ``mode``
-(:data:`gpuzarr.hierarchy.MODES`), and leave opening to :func:`gpuzarr.group.open_node`, creating
-to :mod:`gpuzarr.group` and :func:`gpuzarr.hierarchy.write_node`, and TensorStore specs to
+(:data:`gpuzarr.hierarchy.MODES`), and leave opening to :func:`gpuzarr.core.group.open_node`, creating
+to :mod:`gpuzarr.core.group` and :func:`gpuzarr.hierarchy.write_node`, and TensorStore specs to
 :mod:`gpuzarr.tensorstore`.
 """
 
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .array import Array
-from .errors import ArrayNotFoundError, GroupNotFoundError, MetadataError, NodeNotFoundError
-from .group import Group, create_array_node, create_group_node, open_node
+from .core.array import Array
+from .core.from_data import as_data, shape_and_dtype, write_data
+from .core.group import Group, create_array_node, create_group_node, open_node
+from .errors import ArrayNotFoundError, GroupNotFoundError, InvalidArgumentError, MetadataError, NodeNotFoundError
 from .hierarchy import node_exists, parse_mode, read_node
 from .metadata.build import build_metadata
-from .store import StoreLike, make_store
+from .store import MemoryStore, Store, StoreLike, make_store
 
 Mode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -24,6 +25,7 @@ CREATE_OPTIONS = frozenset(
     {
         "shape",
         "dtype",
+        "data",
         "chunks",
         "shards",
         "zarr_format",
@@ -45,8 +47,17 @@ def _join(base: str, path: str) -> str:
     return "/".join(p for p in (base.strip("/"), path.strip("/")) if p)
 
 
+def _store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
+    """:func:`make_store`, with zarr-python's default: no store is a new in-memory store."""
+    return make_store(MemoryStore() if store is None else store, read_only=read_only)
+
+
+def _creates_array(kwargs: dict[str, Any]) -> bool:
+    return "shape" in kwargs or "data" in kwargs
+
+
 def open(  # noqa: A001 - the public name, as in zarr-python
-    store: StoreLike,
+    store: StoreLike = None,
     *,
     path: str = "",
     mode: Mode | None = None,
@@ -75,11 +86,11 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     unknown = set(create_kwargs) - CREATE_OPTIONS
     if unknown:
         raise TypeError(f"open: unexpected keyword arguments {sorted(unknown)}")
-    s, base = make_store(store, read_only=flags.read_only)
+    s, base = _store(store, read_only=flags.read_only)
     full = _join(base, path)
-    if not flags.open and "shape" not in create_kwargs:  # "w", "w-"
+    if not flags.open and not _creates_array(create_kwargs):  # "w", "w-"
         node: Any = create_group(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
-    elif not flags.open or (flags.create and not node_exists(s, full) and "shape" in create_kwargs):
+    elif not flags.open or (flags.create and not node_exists(s, full) and _creates_array(create_kwargs)):
         node = create(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
     else:
         # Creation arguments with mode "a" only apply when nothing exists yet.
@@ -88,16 +99,16 @@ def open(  # noqa: A001 - the public name, as in zarr-python
         return node  # type: ignore[no-any-return]
     if not isinstance(node, Array):
         raise MetadataError(f"field: {field!r} given, but {full or '/'!r} is a group")
-    from .field_array import select_field
+    from .core.field_array import select_field
 
     return select_field(node, field)  # type: ignore[return-value]
 
 
 def open_array(
-    store: StoreLike, *, path: str = "", mode: Mode | None = None, device: str = "auto", **kwargs: Any
+    store: StoreLike = None, *, path: str = "", mode: Mode | None = None, device: str = "auto", **kwargs: Any
 ) -> Array:
     """Like :func:`open`, for an array (raises ArrayNotFoundError for a group or nothing)."""
-    if mode in ("w", "w-") and "shape" not in kwargs:
+    if mode in ("w", "w-") and not _creates_array(kwargs):
         # Checked first: open() would replace the node with a group before failing.
         raise TypeError(f"open_array: mode {mode!r} creates an array and needs shape and dtype")
     try:
@@ -110,11 +121,11 @@ def open_array(
 
 
 def open_group(
-    store: StoreLike, *, path: str = "", mode: Mode = "a", device: str = "auto", zarr_format: int = 3
+    store: StoreLike = None, *, path: str = "", mode: Mode = "a", device: str = "auto", zarr_format: int = 3
 ) -> Group:
     """Open a group; with mode "a", "w" or "w-" it is created when missing."""
     flags = parse_mode(mode)
-    s, base = make_store(store, read_only=flags.read_only)
+    s, base = _store(store, read_only=flags.read_only)
     full = _join(base, path)
     if not flags.open or (flags.create and read_node(s, full) is None):
         return create_group(s, path=full, overwrite=flags.delete_existing, device=device, zarr_format=zarr_format)
@@ -124,8 +135,52 @@ def open_group(
     return node
 
 
+def group(
+    store: StoreLike = None,
+    *,
+    overwrite: bool = False,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    attributes: dict[str, Any] | None = None,
+    device: str = "auto",
+) -> Group:
+    """Open the group at ``store``, creating it when nothing is there (``zarr.group``).
+
+    Parameters
+    ----------
+    store
+        A path, URL, Store or kvstore dict; None (the default) is a new in-memory store.
+    overwrite
+        Replace whatever is at the path (and everything below it) with a new empty group.
+    path
+        The group's path below ``store``.
+    zarr_format
+        The format of a group that is created: 3 (the default) or 2. An existing group is
+        opened in whichever format it has.
+    attributes
+        The attributes of a group that is created (an existing group keeps its own).
+    device
+        Where reads of the arrays opened through the group land.
+
+    Returns
+    -------
+    Group
+
+    Raises
+    ------
+    GroupNotFoundError
+        An array, not a group, is at the path (and ``overwrite`` is False).
+    """
+    s, base = _store(store)
+    full = _join(base, path or "")
+    if not overwrite and read_node(s, full) is not None:
+        return open_group(s, path=full, mode="r+" if not s.read_only else "r", device=device)
+    fmt = 3 if zarr_format is None else zarr_format
+    return create_group(s, path=full, attributes=attributes, overwrite=overwrite, device=device, zarr_format=fmt)
+
+
 def create_group(
-    store: StoreLike,
+    store: StoreLike = None,
     *,
     path: str = "",
     attributes: dict[str, Any] | None = None,
@@ -136,16 +191,17 @@ def create_group(
     """Create a group: v3 (zarr.json with node_type "group") or v2 (.zgroup + .zattrs)."""
     if zarr_format not in (2, 3):
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
-    s, base = make_store(store)
+    s, base = _store(store)
     full = _join(base, path)
     return create_group_node(s, full, attributes, overwrite=overwrite, device=device, zarr_format=zarr_format)
 
 
 def create(
-    store: StoreLike,
+    store: StoreLike = None,
     *,
-    shape: Any,
-    dtype: Any,
+    shape: Any = None,
+    dtype: Any = None,
+    data: Any = None,
     chunks: Any = None,
     shards: Any = None,
     zarr_format: int = 3,
@@ -167,12 +223,30 @@ def create(
     Parameters
     ----------
     store
-        A path, ``file://`` or ``memory://`` URL, Store, or TensorStore kvstore dict.
-    shape, dtype
-        The array's shape and data type (any Zarr core type, or a NumPy dtype).
+        A path, ``file://`` or ``memory://`` URL, Store, or TensorStore kvstore dict; None (the
+        default) creates the array in a new in-memory store.
+    shape
+        The array's shape (an integer for one axis). Taken from ``data`` when omitted.
+    dtype
+        The data type (any Zarr core type, or a NumPy dtype). Taken from ``data`` when omitted;
+        float64 when neither is given, as ``zarr.create``.
+    data
+        Values to write once the array exists: anything with a shape and dtype (NumPy, CuPy,
+        PyTorch, a gpuzarr Array, which is copied a row of chunks at a time) or a nested list.
+        A ``shape`` given with it must match it; a ``dtype`` given with it converts the values.
     chunks
-        The chunk shape (the inner chunk shape when ``shards`` is given); a list of per-axis
-        size lists makes a rectilinear grid (ZEP 3). Default: one chunk holding the whole array.
+        The chunk shape (the inner chunk shape when ``shards`` is given). An integer applies to
+        every axis; a shorter tuple is completed, and -1 or None entries are filled, with the
+        array's extents; False is one chunk holding the whole array; a list of per-axis size
+        lists makes a rectilinear grid (ZEP 3).
+
+        Omitted (None, True or "auto"), the chunk shape is chosen as zarr-python 3 chooses it
+        (h5py's heuristic): starting from the whole array, the axes are halved in turn, first
+        axis first, until a chunk is below, or within 50% of, a target of
+        ``256 KiB * 2 ** log10(array size in MiB)`` clamped to 128 KiB .. 64 MiB, and below
+        64 MiB. An 8000 x 8000 float32 array gets 500 x 1000 chunks (2 MB); a 1000-element
+        array is one chunk. With ``shards`` and no ``chunks``, the guess aims at inner chunks
+        of at most 1 MiB (again as zarr-python) and ``shards`` must be a multiple of it.
     shards
         The shard shape: wraps the codec chain in ``sharding_indexed`` with inner chunks
         ``chunks`` (v3 only).
@@ -200,9 +274,14 @@ def create(
     -------
     Array
     """
+    if data is not None:
+        data = as_data(data)
+        shape, dtype = shape_and_dtype(data, shape, dtype)
+    elif shape is None:
+        raise InvalidArgumentError("shape: required when no data is given")
     metadata = build_metadata(
         shape=shape,
-        dtype=dtype,
+        dtype="float64" if dtype is None else dtype,
         chunks=chunks,
         shards=shards,
         zarr_format=zarr_format,
@@ -216,5 +295,8 @@ def create(
         chunk_key_encoding=chunk_key_encoding,
         dimension_separator=dimension_separator,
     )
-    s, base = make_store(store)
-    return create_array_node(s, _join(base, path), metadata, overwrite=overwrite, device=device)
+    s, base = _store(store)
+    array = create_array_node(s, _join(base, path), metadata, overwrite=overwrite, device=device)
+    if data is not None:
+        write_data(array, data)
+    return array

@@ -286,7 +286,7 @@ def test_invalid_node_names(store: gpuzarr.Store, zarr_format: int, name: str, r
 
 
 def test_slash_in_a_single_name_is_rejected() -> None:
-    from gpuzarr.group import validate_node_name
+    from gpuzarr.core.group import validate_node_name
 
     with pytest.raises(MetadataError, match="'/'"):
         validate_node_name("a/b")

@@ -16,11 +16,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpuzarr"
 LAYERS: dict[str, int] = {
     "gpuzarr": 100,  # the package's __init__ alone: the public names
     "gpuzarr.__main__": 100,
+    "gpuzarr.creation": 95,  # zeros, ones, array, *_like: wrappers of api.create and open_array
     "gpuzarr.api": 90,
     "gpuzarr.tensorstore.open": 85,  # opens TensorStore specs into Arrays
-    "gpuzarr.array": 80,
-    "gpuzarr.group": 80,
-    "gpuzarr.field_array": 80,
+    "gpuzarr.core": 80,  # the facade: Array, Group, FieldArray
     "gpuzarr.tensorstore": 70,  # pure JSON: specs, schemas, chunk-layout choice
     "gpuzarr.hierarchy": 65,  # node documents and the mode table, which TensorStore flags use too
     "gpuzarr.attributes": 65,

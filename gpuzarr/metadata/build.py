@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError
+from .auto_chunks import DEFAULT_MAX_BYTES, SHARDED_MAX_BYTES, normalize_chunks
 from .chain import (
     DEFAULT_INDEX_CODECS,
     bytes_codec,
@@ -123,9 +124,11 @@ def _rectilinear(chunks: Any, ndim: int, field: str) -> RectilinearChunkGrid:
         raise MetadataError(f"{field}: {exc}") from exc
 
 
-def _chunk_shape(chunks: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The regular chunk shape ``chunks`` asks for; by default one chunk holding the array."""
-    return tuple(max(s, 1) for s in shape) if chunks is None else _shape_tuple(chunks, "chunks")
+def _chunk_shape(chunks: Any, shape: tuple[int, ...], typesize: int, sharded: bool = False) -> tuple[int, ...]:
+    """The regular chunk shape ``chunks`` asks for; guessed as zarr-python does when omitted
+    (aiming at smaller chunks when they are the inner chunks of shards)."""
+    max_bytes = SHARDED_MAX_BYTES if sharded else DEFAULT_MAX_BYTES
+    return normalize_chunks(chunks, shape, typesize, max_bytes=max_bytes)
 
 
 def _validated_grid(
@@ -161,7 +164,7 @@ def build_v3(
         grid: RegularChunkGrid | RectilinearChunkGrid = _rectilinear(chunks, len(shape_t), "chunks")
         chunk_shape = grid.chunk_shape
     else:
-        chunk_shape = _chunk_shape(chunks, shape_t)
+        chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize, sharded=shards is not None)
         grid = RegularChunkGrid(chunk_shape)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
@@ -221,9 +224,6 @@ def build_v2(
     ``dtype`` may carry a byte order (">f4") or be a structured dtype; it is written as given.
     """
     shape_t = _shape_tuple(shape, "shape")
-    chunk_shape = _chunk_shape(chunks, shape_t)
-    if len(chunk_shape) != len(shape_t):
-        raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     descr: Any
     if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
         data_type_v3 = DataType.from_numpy(dtype)
@@ -236,6 +236,7 @@ def build_v2(
         elif npdt.fields is None and npdt.itemsize > 1 and npdt.byteorder == "=":
             descr = npdt.newbyteorder("<").str
     data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
+    chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize)
     if compressor == "auto":
         compressor = ZARR_PYTHON_DEFAULTS.v2_compressor
     if order not in ("C", "F"):

@@ -15,6 +15,7 @@ while the original v2 fields are kept so that the metadata is written back as v2
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -303,6 +304,11 @@ class ArrayMetadataV2:
             "filters": list(self.filters) if self.filters else None,
             "dimension_separator": self.dimension_separator,
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The .zarray document with the attributes of .zattrs, as a new dict of JSON values
+        (zarr-python's ``to_dict``)."""
+        return copy.deepcopy({**self.to_json(), "attributes": self.attributes})
 
     def documents(self) -> dict[str, bytes]:
         """The metadata documents to store, by key relative to the array."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -167,6 +168,10 @@ class ArrayMetadata:
             doc["dimension_names"] = list(self.dimension_names)
         doc.update(self.extra_fields)
         return doc
+
+    def to_dict(self) -> dict[str, Any]:
+        """The zarr.json document as a new dict of JSON values (zarr-python's ``to_dict``)."""
+        return copy.deepcopy(self.to_json())
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_json(), indent=2, allow_nan=False).encode()

@@ -11,7 +11,7 @@
   default codecs: ``bytes`` alone for zarr3, blosc for zarr2);
 * ``delete_existing``, ``open`` + ``create``, ``assume_metadata`` (metadata taken from the spec,
   never read nor written; resizing then raises) and ``assume_cached_metadata``;
-* ``field`` opens one field of a zarr2 structured array (:class:`~gpuzarr.field_array.FieldArray`);
+* ``field`` opens one field of a zarr2 structured array (:class:`~gpuzarr.core.field_array.FieldArray`);
 * ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``.
 
 The parsing, the rules, the new metadata and ``Array.spec()``'s JSON are pure and live beside
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..array import Array
+from ..core.array import Array
+from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
-from ..field_array import select_field
 from ..hierarchy import array_metadata, node_exists, node_prefix, read_node, write_documents
 from ..store import LocalStore, MemoryStore, make_store
 from ..store.base import Store

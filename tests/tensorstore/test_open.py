@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gpuzarr
+from gpuzarr.core.field_array import FieldArray
 from gpuzarr.errors import ArrayNotFoundError, ChunkNotFoundError, ContainsNodeError, MetadataError
-from gpuzarr.field_array import FieldArray
 from gpuzarr.tensorstore.open import open_spec
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import InvalidArgumentError
-from .host_arrays import as_host_array, empty, is_device_array
+from .host_arrays import as_host_array, empty, host_output, is_device_array
 from .read import read_plan
 from .write import write_plan
 
@@ -45,10 +45,9 @@ class CpuReader:
         return buffer.reshape(plan.shape) if buffer.shape != plan.shape else buffer
 
 
-def _output_buffer(out: Any, plan: SelectionPlan, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+def _output_buffer(given: Any, plan: SelectionPlan, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """``out`` checked, as an array of ``plan.buffer_shape`` sharing its memory."""
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out: expected a numpy.ndarray on device 'cpu', got {type(out).__name__}")
+    out = host_output(given)  # a NumPy view of a tensor's or buffer's own memory
     if out.shape != plan.shape or out.dtype != dtype:
         raise InvalidArgumentError(
             f"out: expected shape {plan.shape} and dtype {dtype}, got {out.shape} and {out.dtype}"

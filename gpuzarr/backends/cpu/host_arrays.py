@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...buffers import aligned_empty
+from ...errors import InvalidArgumentError
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
@@ -28,6 +29,40 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     elif not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):
         value = np.from_dlpack(value)
     return np.asarray(value, dtype=dtype)
+
+
+def host_output(out: Any) -> np.ndarray[Any, Any]:
+    """A NumPy view of ``out``'s own memory, for reading into it (never a copy).
+
+    NumPy arrays are taken as they are. Other objects are viewed through DLPack (a PyTorch CPU
+    tensor) or the buffer protocol, and must be C-contiguous: the read writes through one view,
+    which point selections reshape, and a reshape of a strided view would be a copy that the
+    caller never sees.
+    """
+    if isinstance(out, np.ndarray):
+        return out
+    view: np.ndarray[Any, Any]
+    if hasattr(out, "__dlpack__"):
+        if is_device_array(out):
+            raise TypeError(f"out: expected host memory on device 'cpu', got a GPU {type(out).__name__}")
+        try:
+            view = np.from_dlpack(out)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            name = type(out).__name__
+            raise InvalidArgumentError(f"out: cannot write into this {name} through DLPack: {exc}") from exc
+    else:
+        try:
+            view = np.asarray(memoryview(out))
+        except TypeError:
+            raise TypeError(
+                f"out: expected a numpy.ndarray or an object exporting DLPack or the buffer protocol "
+                f"on device 'cpu', got {type(out).__name__}"
+            ) from None
+    if not view.flags.c_contiguous:
+        raise InvalidArgumentError(
+            f"out: expected a C-contiguous {type(out).__name__}, got strides {view.strides} for shape {view.shape}"
+        )
+    return view
 
 
 #: DLPack device types whose memory the host cannot read directly (kDLCUDA, kDLCUDAManaged, kDLROCM)

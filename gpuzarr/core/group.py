@@ -7,12 +7,12 @@ public wrappers in :mod:`gpuzarr.api` and the ``Group`` methods both call them.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
-from .array import Array
-from .attributes import Attributes
-from .errors import ContainsNodeError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .hierarchy import (
+from ..attributes import Attributes
+from ..errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
+from ..hierarchy import (
     array_metadata,
     group_documents,
     node_prefix,
@@ -21,14 +21,16 @@ from .hierarchy import (
     write_documents,
     write_node,
 )
-from .metadata.build import build_metadata
-from .metadata.v2 import ZATTRS, ArrayMetadataV2
+from ..metadata.build import build_metadata
+from ..metadata.v2 import ZATTRS, ArrayMetadataV2
+from .array import Array
+from .tree import TreeRepr, render_tree
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from .metadata.v3 import ArrayMetadata
-    from .store.base import Store
+    from ..metadata.v3 import ArrayMetadata
+    from ..store.base import Store
 
 
 def validate_node_name(name: str) -> str:
@@ -112,15 +114,67 @@ class Group:
         """The names of the group's children, sorted."""
         return list(self)
 
-    def members(self, recursive: bool = False) -> list[tuple[str, Any]]:
-        """(name, node) pairs of the children; with ``recursive``, of every descendant."""
-        out = []
+    def members(self, max_depth: int | None = 0, *, recursive: bool = False) -> tuple[tuple[str, Any], ...]:
+        """(path, node) pairs of the arrays and groups below this group, as zarr-python gives them.
+
+        Parameters
+        ----------
+        max_depth
+            0 (the default): the children only; n: down to n levels below the children;
+            None: every descendant.
+        recursive
+            The same as ``max_depth=None``.
+
+        Returns
+        -------
+        tuple of (str, Array or Group)
+            Paths relative to this group ("a", "a/b"), each group followed by its descendants;
+            names sorted within a group.
+        """
+        if recursive:
+            max_depth = None
+        if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 0):
+            raise InvalidArgumentError(f"max_depth: expected None or an integer >= 0, got {max_depth!r}")
+        return tuple(self._iter_members(max_depth))
+
+    def _iter_members(self, max_depth: int | None) -> Iterator[tuple[str, Any]]:
         for name in self:
             node = self[name]
-            out.append((name, node))
-            if recursive and isinstance(node, Group):
-                out.extend((f"{name}/{sub}", child) for sub, child in node.members(recursive=True))
-        return out
+            yield name, node
+            if isinstance(node, Group) and (max_depth is None or max_depth > 0):
+                deeper = None if max_depth is None else max_depth - 1
+                yield from ((f"{name}/{sub}", child) for sub, child in node._iter_members(deeper))
+
+    @property
+    def name(self) -> str:
+        """The group's path with a leading "/" ("/" for a root group), as h5py and zarr-python name it."""
+        return "/" + self.path
+
+    def tree(self, level: int | None = None, *, max_nodes: int = 500, plain: bool = False) -> TreeRepr:
+        """The hierarchy below this group as text, as zarr-python's ``Group.tree()`` draws it.
+
+        Parameters
+        ----------
+        level
+            How many levels below the children to show (None: all; 0: the children only).
+        max_nodes
+            Stop after this many nodes, saying so in the first line.
+        plain
+            No bold names: plain text for logs and files (names are bold only on a terminal or
+            in Jupyter anyway).
+
+        Returns
+        -------
+        TreeRepr
+            ``print(g.tree())`` shows it; ``str()`` and ``.text`` give the text.
+        """
+        if level is not None and (not isinstance(level, int) or level < 0):
+            raise InvalidArgumentError(f"level: expected None or an integer >= 0, got {level!r}")
+        if not isinstance(max_nodes, int) or max_nodes < 0:
+            raise InvalidArgumentError(f"max_nodes: expected an integer >= 0, got {max_nodes!r}")
+        members = list(itertools.islice(self._iter_members(level), max_nodes + 1))
+        truncated = len(members) > max_nodes
+        return render_tree(self.name, members[:max_nodes], truncated_at=max_nodes if truncated else None, plain=plain)
 
     def create_group(
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False

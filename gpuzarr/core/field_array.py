@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import MetadataError
-from .plan.selection import expand_ellipsis
+from ..errors import MetadataError
+from ..plan.selection import expand_ellipsis
 
 if TYPE_CHECKING:
     from .array import Array

@@ -12,20 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import backends, config
-from .attributes import Attributes
-from .backends.cpu import as_host_array, write_plan
-from .backends.select import resolve_device_for
-from .errors import InvalidArgumentError, MetadataError, ReadOnlyError
-from .hierarchy import write_documents
-from .layout import ArrayLayout
-from .metadata.json_util import check_attributes
-from .metadata.v2 import ArrayMetadataV2
-from .plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .. import backends, config
+from ..attributes import Attributes
+from ..backends.cpu import as_host_array, write_plan
+from ..backends.select import resolve_device_for
+from ..errors import InvalidArgumentError, MetadataError, ReadOnlyError
+from ..hierarchy import write_documents
+from ..layout import ArrayLayout
+from ..metadata.json_util import check_attributes
+from ..metadata.v2 import ArrayMetadataV2
+from ..plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from .info import ArrayInfo, array_info, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
-    from .metadata.v3 import ArrayMetadata
-    from .store.base import Store
+    from ..metadata.v3 import ArrayMetadata
+    from ..store.base import Store
 
 
 class Array:
@@ -267,8 +268,16 @@ class Array:
         if not plans:
             raise InvalidArgumentError("read_batch: no selections given")
         shape = plans[0].shape
-        if any(p.shape != shape or p.buffer_shape != p.shape for p in plans):
-            raise InvalidArgumentError("read_batch: every selection must be a box selection of the same shape")
+        for i, p in enumerate(plans):
+            if p.buffer_shape != p.shape:
+                raise InvalidArgumentError(
+                    f"read_batch: selection {i} is not a box selection (integers and slices only)"
+                )
+            if p.shape != shape:
+                raise InvalidArgumentError(
+                    f"read_batch: selection {i} has shape {p.shape}, expected {shape} (the shape of "
+                    f"selection 0); every crop must have the same shape"
+                )
         full_shape = (len(plans), *shape)
         batched = SelectionPlan(
             full_shape,
@@ -394,7 +403,7 @@ class Array:
 
         :func:`gpuzarr.open` opens it, and, for a local store, ``tensorstore.open`` too.
         """
-        from .tensorstore.spec import array_spec_json
+        from ..tensorstore.spec import array_spec_json
 
         options = {
             "fill_missing_data_reads": self.fill_missing_data_reads,
@@ -402,18 +411,41 @@ class Array:
         }
         return array_spec_json(self.store.kvstore_json(), self.path, self._metadata.to_json(), options)
 
-    def info(self) -> dict[str, Any]:
-        """A summary: shape, dtype, chunking, codecs, device."""
-        return {
-            "zarr_format": self.zarr_format,
-            "shape": self.shape,
-            "dtype": str(self.dtype),
-            "chunks": self.chunks,
-            "shards": self.shards,
-            "codecs": self.codecs,
-            "fill_value": self._metadata.data_type.fill_value_to_json(self._metadata.fill_value),
-            "device": self.device,
-        }
+    @property
+    def info(self) -> ArrayInfo:
+        """A summary that prints as zarr-python's ``Array.info``.
+
+        Type, Zarr format, data type, fill value, shape, shard and chunk shapes, order,
+        read-only, store type, filters, serializer, compressors and the decoded size; the
+        fields are attributes of the returned :class:`~gpuzarr.core.info.ArrayInfo`.
+        Nothing is read from the store: :meth:`info_complete` adds the stored sizes.
+        """
+        return array_info(self)
+
+    def info_complete(self) -> ArrayInfo:
+        """:attr:`info` plus what a listing of the store tells.
+
+        Bytes stored (chunks and metadata documents), the storage ratio, and how many of the
+        grid's chunks (and shards, when sharded) are stored.
+        """
+        return array_info(self, complete=True)
+
+    @property
+    def nchunks(self) -> int:
+        """The number of chunks in the grid: inner chunks when sharded, as zarr-python counts."""
+        return count_chunks(self)
+
+    @property
+    def nchunks_initialized(self) -> int:
+        """The number of chunks stored; every inner chunk of a stored shard counts.
+
+        Lists the keys under the array's path, as zarr-python does.
+        """
+        return count_initialized(self)[1]
+
+    def nbytes_stored(self) -> int:
+        """The bytes stored under the array's path: chunks and metadata documents."""
+        return nbytes_stored(self)
 
 
 class _OrthogonalIndexer:

@@ -1,0 +1,194 @@
+"""zarr-python's constructors: zeros, ones, full, empty, array, the ``*_like`` family,
+``create(data=...)`` and ``group()``. Interop of what they write is in
+tests/integration/test_interop_conveniences.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import GroupNotFoundError, InvalidArgumentError, MetadataError
+
+zarr = pytest.importorskip("zarr")
+
+
+def test_the_public_names_are_functions() -> None:
+    # They were submodules once: calling them raised "'module' object is not callable".
+    for name in ("array", "group", "zeros", "ones", "full", "empty", "open_like", "zeros_like"):
+        assert callable(getattr(gpuzarr, name)), name
+        assert name in gpuzarr.__all__
+    assert gpuzarr.Array.__name__ == "Array" and gpuzarr.Group.__name__ == "Group"
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda **kw: gpuzarr.zeros((5, 4), **kw), 0),
+        (lambda **kw: gpuzarr.ones((5, 4), **kw), 1),
+        (lambda **kw: gpuzarr.full((5, 4), 7.5, **kw), 7.5),
+        (lambda **kw: gpuzarr.empty((5, 4), **kw), 0),
+    ],
+    ids=["zeros", "ones", "full", "empty"],
+)
+def test_filled_constructors(store: gpuzarr.Store, make: Any, expected: float) -> None:
+    a = make(store=store, chunks=(2, 3))
+    assert (a.shape, a.dtype, a.chunks) == ((5, 4), np.float64, (2, 3))
+    np.testing.assert_array_equal(a[...], np.full((5, 4), expected))
+    a[1, 1] = -1
+    assert gpuzarr.open_array(store)[1, 1] == -1
+    assert a.nchunks_initialized == 1  # nothing but the written chunk was stored
+
+
+def test_defaults_match_zarr_python() -> None:
+    for ours, theirs in [
+        (gpuzarr.zeros(6), zarr.zeros(6)),
+        (gpuzarr.ones((3, 2), dtype="i2"), zarr.ones((3, 2), dtype="i2")),
+        (gpuzarr.full((4,), 5), zarr.full((4,), 5)),
+        (gpuzarr.empty((2, 2)), zarr.empty((2, 2))),
+    ]:
+        assert (ours.shape, ours.dtype, ours.chunks, ours.zarr_format) == (
+            theirs.shape,
+            theirs.dtype,
+            theirs.chunks,
+            theirs.metadata.zarr_format,
+        )
+        assert ours.fill_value == theirs.fill_value
+        # No store: each array lives in its own new memory store, as in zarr-python.
+        assert isinstance(ours.store, gpuzarr.MemoryStore)
+    assert gpuzarr.zeros(3).store is not gpuzarr.zeros(3).store
+
+
+def test_array_from_numpy_list_and_scalar() -> None:
+    x = np.arange(24, dtype="int16").reshape(4, 6)
+    a = gpuzarr.array(x, chunks=(2, 3))
+    assert (a.dtype, a.chunks) == (np.int16, (2, 3))
+    np.testing.assert_array_equal(a[...], x)
+    b = gpuzarr.array([[1.5, 2], [3, 4]])
+    assert b.dtype == np.float64 and b[1, 0] == 3
+    c = gpuzarr.array(x, dtype="float32")  # dtype converts the values
+    assert c.dtype == np.float32
+    np.testing.assert_array_equal(c[...], x.astype("float32"))
+    s = gpuzarr.array(np.float32(2.5))
+    assert s.shape == () and s[()] == np.float32(2.5)
+
+
+def test_array_from_an_array_keeps_its_layout(tmp_path: Any) -> None:
+    src = gpuzarr.create(
+        tmp_path / "src.zarr", shape=(50, 30), dtype="uint16", chunks=(5, 10), shards=(10, 30), fill_value=9
+    )
+    x = np.arange(1500, dtype="uint16").reshape(50, 30)
+    src[...] = x
+    copy = gpuzarr.array(src, store=tmp_path / "copy.zarr")
+    assert (copy.chunks, copy.shards, copy.fill_value) == ((5, 10), (10, 30), 9)
+    assert copy.codecs == src.codecs
+    np.testing.assert_array_equal(copy[...], x)
+    # Keyword arguments override what the source gives.
+    other = gpuzarr.array(src, chunks=(25, 15), fill_value=0, codecs=None)
+    assert (other.chunks, other.shards, other.fill_value) == ((25, 15), None, 0)
+    np.testing.assert_array_equal(other[...], x)
+
+
+def test_create_with_data_infers_shape_and_dtype(store: gpuzarr.Store) -> None:
+    x = np.linspace(0, 1, 60, dtype="float32").reshape(3, 20)
+    a = gpuzarr.create(store, data=x, chunks=(2, 8))
+    assert (a.shape, a.dtype) == ((3, 20), np.float32)
+    np.testing.assert_array_equal(gpuzarr.open_array(store)[...], x)
+    b = gpuzarr.create(shape=(3, 20), data=x)  # a matching shape is fine
+    np.testing.assert_array_equal(b[...], x)
+    with pytest.raises(InvalidArgumentError, match=r"shape: \(4, 20\) given, but data has shape \(3, 20\)"):
+        gpuzarr.create(shape=(4, 20), data=x)
+    with pytest.raises(InvalidArgumentError, match="shape: required"):
+        gpuzarr.create(dtype="int8")
+
+
+def test_create_without_dtype_is_float64_as_zarr_create() -> None:
+    assert gpuzarr.create(shape=(3,)).dtype == zarr.create((3,)).dtype == np.float64
+
+
+def test_open_array_with_data_creates(tmp_path: Any) -> None:
+    x = np.arange(10, dtype="int8")
+    a = gpuzarr.open_array(tmp_path / "a.zarr", mode="w", data=x)
+    np.testing.assert_array_equal(a[...], x)
+    # mode "a" creates only when nothing is there: the array is opened as it is.
+    b = gpuzarr.open_array(tmp_path / "a.zarr", mode="a", data=np.zeros(3))
+    np.testing.assert_array_equal(b[...], x)
+
+
+def test_like_functions_from_a_gpuzarr_array(store: gpuzarr.Store, tmp_path: Any) -> None:
+    a = gpuzarr.create(store, shape=(12, 8), dtype="int32", chunks=(4, 4), fill_value=-5, order="F")
+    a[...] = 1
+    for fn, fill in [
+        (gpuzarr.zeros_like, 0),
+        (gpuzarr.ones_like, 1),
+        (gpuzarr.empty_like, -5),  # zarr-python: empty_like keeps the fill value
+        (gpuzarr.full_like, -5),
+    ]:
+        b = fn(a, store=tmp_path / f"{fn.__name__}.zarr")
+        assert (b.shape, b.dtype, b.chunks, b.codecs, b.zarr_format) == (a.shape, a.dtype, a.chunks, a.codecs, 3)
+        assert b.fill_value == fill, fn.__name__
+        np.testing.assert_array_equal(b[...], np.full((12, 8), fill))
+    c = gpuzarr.full_like(a, fill_value=3, dtype="float32", chunks=(6, 8))
+    assert (c.dtype, c.chunks, c.fill_value) == (np.float32, (6, 8), 3)
+
+
+def test_like_functions_keep_shards_and_v2_settings() -> None:
+    sharded = gpuzarr.create(shape=(40, 40), dtype="uint8", chunks=(5, 5), shards=(20, 40))
+    copy = gpuzarr.zeros_like(sharded)
+    assert (copy.chunks, copy.shards) == ((5, 5), (20, 40))
+    v2 = gpuzarr.create(
+        shape=(9, 9), dtype=">i4", chunks=(3, 3), zarr_format=2, order="F", compressor={"id": "zlib", "level": 3}
+    )
+    like = gpuzarr.ones_like(v2)
+    assert like.zarr_format == 2
+    assert like.metadata.to_dict() | {"fill_value": 0} == v2.metadata.to_dict() | {"fill_value": 0}
+    assert like.fill_value == 1
+
+
+def test_like_functions_from_numpy() -> None:
+    x = np.zeros((300, 200), dtype="float16")
+    z = gpuzarr.zeros_like(x)
+    assert (z.shape, z.dtype, z.zarr_format) == (x.shape, np.float16, 3)
+    assert z.chunks == zarr.zeros_like(x).chunks  # guessed, as zarr-python does
+    f = gpuzarr.full_like(x, fill_value=2)
+    assert f.fill_value == 2 and f[0, 0] == 2
+    with pytest.raises(TypeError, match="fill_value"):
+        gpuzarr.full_like(x)
+
+
+def test_open_like(tmp_path: Any) -> None:
+    a = gpuzarr.create(shape=(6, 6), dtype="uint8", chunks=(3, 3), fill_value=4)
+    b = gpuzarr.open_like(a, "sub/b", store=tmp_path / "s.zarr")
+    assert (b.path, b.shape, b.chunks, b.fill_value) == ("sub/b", (6, 6), (3, 3), 4)
+    b[0, 0] = 1
+    # The second call opens what the first created.
+    again = gpuzarr.open_like(a, "sub/b", store=tmp_path / "s.zarr", fill_value=0)
+    assert again[0, 0] == 1 and again.fill_value == 4
+
+
+def test_group_opens_or_creates(tmp_path: Any) -> None:
+    path = tmp_path / "g.zarr"
+    g = gpuzarr.group(path, attributes={"made": 1})
+    g.create_group("child")
+    assert dict(gpuzarr.group(path).attrs) == {"made": 1}  # opened, not replaced
+    assert list(gpuzarr.group(path, attributes={"made": 2})) == ["child"]
+    fresh = gpuzarr.group(path, overwrite=True)
+    assert list(fresh) == [] and dict(fresh.attrs) == {}
+    v2 = gpuzarr.group(tmp_path / "v2.zarr", zarr_format=2, path="a/b")
+    assert v2.zarr_format == 2 and v2.path == "a/b"
+    assert gpuzarr.group(tmp_path / "v2.zarr", path="a/b").zarr_format == 2
+    assert isinstance(gpuzarr.group().store, gpuzarr.MemoryStore)
+    gpuzarr.create(tmp_path / "arr.zarr", shape=(2,), dtype="i1")
+    with pytest.raises(GroupNotFoundError):
+        gpuzarr.group(tmp_path / "arr.zarr")
+
+
+def test_constructors_reject_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        gpuzarr.zeros((2,), fill_value=3)  # zeros sets it: a duplicate, as in zarr-python
+    with pytest.raises(MetadataError, match="chunks"):
+        gpuzarr.ones((4, 4), chunks=(2, 2, 2))
+    with pytest.raises(TypeError, match="nonsense"):
+        gpuzarr.zeros((4,), nonsense=1)
