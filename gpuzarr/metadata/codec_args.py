@@ -42,11 +42,15 @@ _KIND_WORDS = {
 _KEYWORD_OF_KIND = {"array_to_array": "filters", "array_to_bytes": "serializer", "bytes_to_bytes": "compressors"}
 
 
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
 def merge_compressor(compressor: Any, compressors: Any) -> Any:
     """``compressors`` after the v2 spelling ``compressor`` (one codec, or None for none)."""
-    if compressor == "auto":
+    if _is_auto(compressor):
         return compressors
-    if compressors != "auto":
+    if not _is_auto(compressors):
         raise InvalidArgumentError(
             "compressor, compressors: give one of them (compressor is the Zarr v2 spelling of compressors)"
         )
@@ -199,9 +203,9 @@ def v3_chain(
     compressors, zarr-python's defaults filling in "auto" (see the module docstring)."""
     itemsize = dtype.itemsize
     if codecs is not None:
-        given = [n for n, v, unset in (
-            ("compressors", compressors, "auto"), ("filters", filters, None), ("serializer", serializer, "auto"),
-        ) if not (v is unset or (isinstance(v, str) and v == unset))]  # fmt: skip
+        parts = (("compressors", compressors), ("filters", filters), ("serializer", serializer))
+        # filters defaults to None in create(), the others to "auto"
+        given = [name for name, value in parts if not (_is_auto(value) or (name == "filters" and value is None))]
         if given:
             raise InvalidArgumentError(f"codecs, {', '.join(given)}: give the whole chain as codecs, or the parts")
         chain = [codec_json_v3(c, f"codecs[{i}]", itemsize) for i, c in enumerate(_as_list(codecs))]
@@ -209,11 +213,11 @@ def v3_chain(
         chain = with_array_to_bytes(chain, bytes_codec(itemsize))
         _check_order(chain, "codecs")
         return with_zarr_python_defaults(chain, dtype)
-    filter_list = [] if isinstance(filters, str) and filters == "auto" else _as_list(filters)
+    filter_list = [] if _is_auto(filters) else _as_list(filters)
     array_to_array = [codec_json_v3(f, f"filters[{i}]", itemsize) for i, f in enumerate(filter_list)]
     for i, codec in enumerate(array_to_array):
         _check_kind(codec, f"filters[{i}]", "array_to_array")
-    if isinstance(serializer, str) and serializer == "auto":
+    if _is_auto(serializer):
         # zarr-python picks the byte order by the array's type; a filter that widens a one-byte
         # type needs one too.
         wide = max(itemsize, _filtered_dtype(array_to_array, dtype).itemsize)
@@ -221,7 +225,7 @@ def v3_chain(
     else:
         array_to_bytes = codec_json_v3(serializer, "serializer", itemsize)
         _check_kind(array_to_bytes, "serializer", "array_to_bytes")
-    if isinstance(compressors, str) and compressors == "auto":
+    if _is_auto(compressors):
         bytes_to_bytes = [dict(c) for c in default_compressors]
     else:
         bytes_to_bytes = [
@@ -236,10 +240,10 @@ def v2_encoding(
     *, compressors: Any, filters: Any, serializer: Any, default_compressor: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
     """The ``compressor`` and ``filters`` of a new v2 array (numcodecs JSON)."""
-    if not (isinstance(serializer, str) and serializer == "auto"):
+    if not _is_auto(serializer):
         raise InvalidArgumentError("serializer: Zarr v2 arrays have no serializer (give zarr_format=3)")
     compressor: dict[str, Any] | None
-    if isinstance(compressors, str) and compressors == "auto":
+    if _is_auto(compressors):
         compressor = dict(default_compressor)
     else:
         listed = _as_list(compressors)
@@ -249,7 +253,7 @@ def v2_encoding(
         if compressor is not None and compressor["id"] == "zstd" and not compressor.get("checksum", True):
             # As zarr-python writes it: TensorStore's zarr2 driver refuses a "checksum" member.
             del compressor["checksum"]
-    filter_list = [] if isinstance(filters, str) and filters == "auto" else _as_list(filters)
+    filter_list = [] if _is_auto(filters) else _as_list(filters)
     v2_filters = [codec_json_v2(f, f"filters[{i}]") for i, f in enumerate(filter_list)]
     return compressor, v2_filters or None
 
