@@ -31,7 +31,9 @@ CREATE_OPTIONS = frozenset(
         "zarr_format",
         "codecs",
         "compressor",
+        "compressors",
         "filters",
+        "serializer",
         "order",
         "fill_value",
         "dimension_names",
@@ -208,6 +210,8 @@ def create(
     codecs: Any = None,
     compressor: Any = "auto",
     filters: Any = None,
+    serializer: Any = "auto",
+    compressors: Any = "auto",
     order: str = "C",
     fill_value: Any = None,
     dimension_names: Any = None,
@@ -252,10 +256,27 @@ def create(
         ``chunks`` (v3 only).
     zarr_format
         3 (default) or 2.
+    filters, serializer, compressors
+        The codecs of each chunk, with zarr-python 3's keywords and meanings (``create_array``).
+        v3: ``filters`` (array -> array codecs: ``transpose``, numcodecs filters such as
+        ``numcodecs.delta``), then the ``serializer`` (the array -> bytes codec: ``bytes``,
+        ``sharding_indexed``, ``numcodecs.pcodec``), then ``compressors`` (bytes -> bytes
+        codecs). v2: ``filters`` and one compressor, numcodecs codecs.
+        Each codec may be a zarr-python codec object (``zarr.codecs.ZstdCodec(level=3)``,
+        ``zarr.codecs.numcodecs.Delta(dtype="<i4")``), a numcodecs codec object
+        (``numcodecs.Zstd(level=3)``) or JSON (``{"name": "zstd", "configuration": {...}}``,
+        ``{"id": "zstd", "level": 3}``); for v3, numcodecs blosc, zstd and gzip become the
+        Zarr codecs of those names and others ``numcodecs.<id>``, as zarr-python's v2 -> v3
+        migration maps them. ``filters`` and ``compressors`` take one codec or a list; None or
+        ``[]`` means none. "auto" (the default of ``serializer`` and ``compressors``) means
+        zarr-python's default: ``bytes`` (little endian), and zstd level 0.
+    compressor
+        The Zarr v2 spelling of ``compressors``: one codec, or None for no compression. Giving
+        both raises :class:`~gpuzarr.errors.InvalidArgumentError`.
     codecs
-        v3: the Zarr JSON codec chain (default: ``bytes`` + zstd level 0, as zarr-python).
-    compressor, filters
-        v2 numcodecs-style JSON dicts; for v3 they are placed around the ``bytes`` codec.
+        v3: the whole codec chain instead of ``filters``/``serializer``/``compressors`` (giving
+        both raises :class:`~gpuzarr.errors.InvalidArgumentError`); codecs as above. A chain
+        without an array -> bytes codec gets ``bytes``.
     order
         "C" or "F" (v3: a ``transpose`` codec).
     fill_value
@@ -294,6 +315,8 @@ def create(
         attributes=attributes,
         chunk_key_encoding=chunk_key_encoding,
         dimension_separator=dimension_separator,
+        compressors=compressors,
+        serializer=serializer,
     )
     s, base = _store(store)
     array = create_array_node(s, _join(base, path), metadata, overwrite=overwrite, device=device)

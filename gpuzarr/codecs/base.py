@@ -16,8 +16,9 @@ Lifecycle of a codec — spec, resolve, prepare, run:
    route table (``backends/cuda``), keyed by the codec's Zarr ``name``, says how each codec
    decodes on the device, so this package knows nothing of devices.
 
-Three kinds, in the order they appear in a chain: array->array (transpose), exactly one
-array->bytes (bytes, sharding_indexed), then bytes->bytes (gzip, zstd, blosc, crc32c).
+Three kinds, in the order they appear in a chain: array->array (transpose, numcodecs filters),
+exactly one array->bytes (bytes, sharding_indexed, numcodecs.pcodec), then bytes->bytes (gzip,
+zstd, blosc, crc32c, numcodecs compressors and checksums).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class Codec(ABC):
 
 
 class ArrayToArrayCodec(Codec):
-    """A codec that maps a chunk array to another array (``transpose``)."""
+    """A codec that maps a chunk array to another array (``transpose``, numcodecs filters)."""
 
     kind: ClassVar[CodecKind] = "array_to_array"
 

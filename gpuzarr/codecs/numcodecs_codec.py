@@ -1,16 +1,24 @@
-"""``numcodecs.<id>`` — bytes -> bytes through any numcodecs codec (v2 filters and compressors).
+"""``numcodecs.<id>`` — bytes -> bytes through a numcodecs codec.
 
-Spec: zarr-python's ``numcodecs.*`` v3 codec names; v2 ``compressor`` / ``filters`` entries with
-ids other than blosc, zstd and gzip normalise to this. Configuration example::
+Spec: zarr-python 3's ``numcodecs.*`` v3 codecs (:mod:`gpuzarr.metadata.numcodecs_v3` lists
+them and their kinds). Configuration: the numcodecs codec's ``get_config()`` without ``"id"``::
 
-    {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}
     {"name": "numcodecs.zlib", "configuration": {"level": 5}}
+    {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}}
 
-Filters that change the element type (``fixedscaleoffset`` with ``astype``, ``quantize``) work
-because numcodecs filters interpret their input with their own configured dtype. Codecs without
-one (``bitround``) check the type of what they are given, so the chunk's bytes are handed to them
-as elements of the array's data type, as zarr-python does; the output of an earlier numcodecs
-filter is passed on with its own type.
+Two placements use this class:
+
+* **v3 compressors and checksums** (``typed=False``): the codec receives the serialized chunk as
+  bytes, as zarr-python hands it over; a ``shuffle`` without ``elementsize`` shuffles elements of
+  the received data type's size, as zarr-python fills it in.
+* **Zarr v2 filters and compressors** (``typed=True``), which :mod:`gpuzarr.metadata.v2` places
+  after ``bytes``, and a v3 chain with a numcodecs filter after its array->bytes codec: the chunk's
+  bytes are handed over as elements of the array's data type, as zarr-python's v2 codec hands
+  over the chunk array, because filters such as ``bitround`` check the type of what they get
+  (filters with a configured ``dtype`` view the bytes with it themselves); the output of an
+  earlier filter is passed on with its own type.
+
+Array -> array filters and array -> bytes serializers of v3 chains are in :mod:`.numcodecs_filters`.
 """
 
 from __future__ import annotations
@@ -21,12 +29,38 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError, UnknownCodecError
+from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defaults
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 
 if TYPE_CHECKING:
     from ..store.base import Buffer
 
-PREFIX = "numcodecs."
+
+def numcodecs_impl(codec_id: str, config: dict[str, Any]) -> Any:
+    """The numcodecs codec object for ``codec_id`` and a configuration without ``"id"``."""
+    import numcodecs
+
+    try:
+        return numcodecs.get_codec({"id": codec_id, **config})
+    except (ValueError, KeyError) as exc:
+        if "not available" in str(exc) or isinstance(exc, KeyError):
+            if codec_id in ARRAY_TO_BYTES_IDS:
+                # numcodecs registers these only when their own package imports.
+                raise UnknownCodecError(
+                    f"numcodecs codec {codec_id!r} is not available (is the {codec_id!r} package installed?)"
+                ) from exc
+            raise UnknownCodecError(f"unknown numcodecs codec id {codec_id!r}") from exc
+        raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
+    except TypeError as exc:
+        raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
+
+
+def check_codec_id(codec_id: str) -> None:
+    """Raise UnknownCodecError unless numcodecs has a codec ``codec_id``."""
+    from numcodecs.registry import codec_registry
+
+    if codec_id not in codec_registry:
+        numcodecs_impl(codec_id, {})  # raises the error that names the id
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,29 +69,27 @@ class NumcodecsCodec(BytesToBytesCodec):
     codec_id: str
     config: dict[str, Any]
     _impl: Any = field(default=None, repr=False)
-    #: The array's data type (set by ``resolve``): how raw chunk bytes are typed for ``encode``.
+    #: Hand the bytes over as elements of the array's data type (v2 placement, see above).
+    typed: bool = False
+    #: The data type the codec receives (set by ``resolve``): how typed bytes are viewed.
     _dtype: np.dtype[Any] | None = field(default=None, repr=False)
 
     @classmethod
-    def from_id(cls, codec_id: str, config: dict[str, Any]) -> NumcodecsCodec:
-        import numcodecs
-
-        try:
-            impl = numcodecs.get_codec({"id": codec_id, **config})
-        except (ValueError, KeyError) as exc:
-            if "not available" in str(exc) or isinstance(exc, KeyError):
-                raise UnknownCodecError(f"unknown numcodecs codec id {codec_id!r}") from exc
-            raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
-        except TypeError as exc:
-            raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
-        return cls(codec_id, dict(config), impl)
+    def from_id(cls, codec_id: str, config: dict[str, Any], *, typed: bool = False) -> NumcodecsCodec:
+        return cls(codec_id, dict(config), numcodecs_impl(codec_id, config), typed)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> NumcodecsCodec:  # pragma: no cover - via from_id
         raise MetadataError("numcodecs codecs are named 'numcodecs.<id>'")
 
     def resolve(self, spec: ChunkSpec) -> NumcodecsCodec:
-        return replace(self, _dtype=spec.dtype)
+        if self.typed:
+            # v2 codecs keep numcodecs' own defaults: zarr-python's v2 codec builds them as given.
+            return replace(self, _dtype=spec.dtype)
+        config = with_dtype_defaults(self.codec_id, self.config, spec.dtype)
+        if config == self.config:
+            return self
+        return replace(self, config=config, _impl=numcodecs_impl(self.codec_id, config))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": PREFIX + self.codec_id, "configuration": dict(self.config)}
@@ -73,6 +105,8 @@ class NumcodecsCodec(BytesToBytesCodec):
         return np.ascontiguousarray(arr)
 
     def encode(self, data: Buffer) -> Buffer:
+        if not self.typed:
+            return self._impl.encode(as_uint8(data))
         if isinstance(data, np.ndarray) and data.dtype != np.uint8:
             return self._impl.encode(data.reshape(-1))
         raw = as_uint8(data)

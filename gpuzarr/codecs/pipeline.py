@@ -40,6 +40,37 @@ if TYPE_CHECKING:
     from ..store.base import Buffer
 
 
+def _place(
+    codec: Codec,
+    current: ChunkSpec,
+    a2a: list[tuple[ArrayToArrayCodec, ChunkSpec]],
+    a2b: tuple[ArrayToBytesCodec, ChunkSpec] | None,
+    b2b: list[BytesToBytesCodec],
+) -> tuple[ChunkSpec, tuple[ArrayToBytesCodec, ChunkSpec] | None]:
+    """Resolve ``codec`` against ``current`` and add it to its part of the chain; the spec the
+    next codec receives and the array->bytes codec so far."""
+    if isinstance(codec, ArrayToArrayCodec):
+        if a2b is not None:
+            raise MetadataError("array->array codec after the array->bytes codec")
+        resolved = codec.resolve(current)
+        assert isinstance(resolved, ArrayToArrayCodec)
+        a2a.append((resolved, current))
+        return resolved.output_spec(current), a2b
+    if isinstance(codec, ArrayToBytesCodec):
+        if a2b is not None:
+            raise MetadataError("a chain has exactly one array->bytes codec")
+        resolved_ab = codec.resolve(current)
+        assert isinstance(resolved_ab, ArrayToBytesCodec)
+        return current, (resolved_ab, current)
+    assert isinstance(codec, BytesToBytesCodec)
+    if a2b is None:
+        raise MetadataError("bytes->bytes codec before the array->bytes codec")
+    resolved_bb = codec.resolve(current)
+    assert isinstance(resolved_bb, BytesToBytesCodec)
+    b2b.append(resolved_bb)
+    return current, a2b
+
+
 @dataclass(frozen=True, eq=False)
 class CodecPipeline:
     array_to_array: tuple[tuple[ArrayToArrayCodec, ChunkSpec], ...]
@@ -51,36 +82,19 @@ class CodecPipeline:
     def from_codecs(
         cls, codecs: Sequence[Codec | dict[str, Any]], spec: ChunkSpec, field: str = "codecs"
     ) -> CodecPipeline:
-        built = [
-            c if isinstance(c, Codec) else codec_from_json(c, f"{field}[{i}]")
-            for i, c in enumerate(codecs)
-        ]
         a2a: list[tuple[ArrayToArrayCodec, ChunkSpec]] = []
         a2b: tuple[ArrayToBytesCodec, ChunkSpec] | None = None
         b2b: list[BytesToBytesCodec] = []
         current = spec
-        for i, codec in enumerate(built):
-            where = f"{field}[{i}] ({codec.name})"
-            if isinstance(codec, ArrayToArrayCodec):
-                if a2b is not None:
-                    raise MetadataError(f"{where}: array->array codec after the array->bytes codec")
-                resolved = codec.resolve(current)
-                assert isinstance(resolved, ArrayToArrayCodec)
-                a2a.append((resolved, current))
-                current = resolved.output_spec(current)
-            elif isinstance(codec, ArrayToBytesCodec):
-                if a2b is not None:
-                    raise MetadataError(f"{where}: a chain has exactly one array->bytes codec")
-                resolved_ab = codec.resolve(current)
-                assert isinstance(resolved_ab, ArrayToBytesCodec)
-                a2b = (resolved_ab, current)
-            else:
-                assert isinstance(codec, BytesToBytesCodec)
-                if a2b is None:
-                    raise MetadataError(f"{where}: bytes->bytes codec before the array->bytes codec")
-                resolved_bb = codec.resolve(current)
-                assert isinstance(resolved_bb, BytesToBytesCodec)
-                b2b.append(resolved_bb)
+        for i, item in enumerate(codecs):
+            # Where a codec stands decides how a numcodecs filter runs (registry.codec_from_json).
+            codec = item if isinstance(item, Codec) else codec_from_json(
+                item, f"{field}[{i}]", after_array_to_bytes=a2b is not None
+            )
+            try:
+                current, a2b = _place(codec, current, a2a, a2b, b2b)
+            except MetadataError as exc:
+                raise type(exc)(f"{field}[{i}] ({codec.to_json()['name']}): {exc}") from exc
         if a2b is None:
             raise MetadataError(f"{field}: the chain needs an array->bytes codec (e.g. 'bytes')")
         return cls(tuple(a2a), a2b, tuple(b2b), spec)

@@ -17,14 +17,12 @@ from ..errors import MetadataError
 from .auto_chunks import DEFAULT_MAX_BYTES, SHARDED_MAX_BYTES, normalize_chunks
 from .chain import (
     DEFAULT_INDEX_CODECS,
-    bytes_codec,
-    normalize_codec_json,
-    with_array_to_bytes,
     with_transpose,
     wrap_in_sharding,
 )
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
+from .codec_args import merge_compressor, v2_encoding, v3_chain
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
@@ -67,12 +65,6 @@ TENSORSTORE_DEFAULTS = CreateDefaults(
 )
 
 
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def _shape_tuple(value: Any, field: str) -> tuple[int, ...]:
     if isinstance(value, int):
         return (value,)
@@ -87,24 +79,20 @@ def _codec_chain(
     dtype: DataType,
     ndim: int,
     codecs: Any,
-    compressor: Any,
+    compressors: Any,
     filters: Any,
+    serializer: Any,
     order: str,
 ) -> list[dict[str, Any]]:
-    """The chain for a v3 array: explicit ``codecs``, or filters + bytes + compressor(s)."""
-    if codecs is not None:
-        if compressor not in (None, "auto") or filters is not None:
-            raise MetadataError("codecs: give either codecs or compressor/filters, not both")
-        chain = [normalize_codec_json(c, f"codecs[{i}]") for i, c in enumerate(_as_list(codecs))]
-        # Like zarr-python: a chain without an array->bytes codec gets the default one.
-        chain = with_array_to_bytes(chain, bytes_codec(dtype.itemsize))
-    else:
-        compressors = list(ZARR_PYTHON_DEFAULTS.compressors) if compressor == "auto" else _as_list(compressor)
-        chain = [
-            *(normalize_codec_json(f, "filters") for f in _as_list(filters)),
-            bytes_codec(dtype.itemsize),
-            *(normalize_codec_json(c, "compressor") for c in compressors),
-        ]
+    """The chain for a v3 array: explicit ``codecs``, or filters + serializer + compressors."""
+    chain = v3_chain(
+        dtype.numpy_dtype,
+        codecs=codecs,
+        compressors=compressors,
+        filters=filters,
+        serializer=serializer,
+        default_compressors=ZARR_PYTHON_DEFAULTS.compressors,
+    )
     if order == "F":
         chain = with_transpose(chain, tuple(range(ndim))[::-1], first=True)
     elif order != "C":
@@ -154,6 +142,8 @@ def build_v3(
     attributes: dict[str, Any] | None = None,
     chunk_key_encoding: Any = None,
     dimension_separator: str | None = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
 ) -> ArrayMetadata:
     """v3 metadata from ``gpuzarr.create``'s arguments (see its docstring), with zarr-python's
     defaults. ``shards`` wraps the chain in ``sharding_indexed`` with inner chunks ``chunks``.
@@ -168,7 +158,8 @@ def build_v3(
         grid = RegularChunkGrid(chunk_shape)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
-    chain = _codec_chain(data_type, len(shape_t), codecs, compressor, filters, order)
+    compressors = merge_compressor(compressor, compressors)
+    chain = _codec_chain(data_type, len(shape_t), codecs, compressors, filters, serializer, order)
     if shards is not None:
         if _is_rectilinear(shards):
             grid = _rectilinear(shards, len(shape_t), "shards")
@@ -218,8 +209,11 @@ def build_v2(
     fill_value: Any = None,
     attributes: dict[str, Any] | None = None,
     dimension_separator: str | None = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
 ) -> ArrayMetadataV2:
-    """v2 metadata from create() arguments; ``compressor``/``filters`` are numcodecs JSON dicts.
+    """v2 metadata from create() arguments; ``compressor``/``compressors``/``filters`` are
+    numcodecs codecs or their JSON (:mod:`.codec_args`).
 
     ``dtype`` may carry a byte order (">f4") or be a structured dtype; it is written as given.
     """
@@ -237,8 +231,12 @@ def build_v2(
             descr = npdt.newbyteorder("<").str
     data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
     chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize)
-    if compressor == "auto":
-        compressor = ZARR_PYTHON_DEFAULTS.v2_compressor
+    v2_compressor, v2_filters = v2_encoding(
+        compressors=merge_compressor(compressor, compressors),
+        filters=filters,
+        serializer=serializer,
+        default_compressor=ZARR_PYTHON_DEFAULTS.v2_compressor,
+    )
     if order not in ("C", "F"):
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
     fill: Any
@@ -255,8 +253,8 @@ def build_v2(
         fill_value_v2=fill,
         endian=endian,
         order=order,
-        compressor=dict(compressor) if compressor is not None else None,
-        filters=tuple(dict(f) for f in _as_list(filters)) or None,
+        compressor=v2_compressor,
+        filters=tuple(v2_filters) if v2_filters else None,
         dimension_separator=dimension_separator or ".",
         attributes=dict(attributes or {}),
     )
@@ -280,6 +278,8 @@ def build_metadata(
     attributes: dict[str, Any] | None = None,
     chunk_key_encoding: Any = None,
     dimension_separator: str | None = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
 ) -> ArrayMetadata | ArrayMetadataV2:
     """v3 or v2 metadata from ``gpuzarr.create``'s arguments (:func:`build_v3`, :func:`build_v2`).
 
@@ -302,6 +302,8 @@ def build_metadata(
             attributes=attributes,
             chunk_key_encoding=chunk_key_encoding,
             dimension_separator=dimension_separator,
+            compressors=compressors,
+            serializer=serializer,
         )
     elif zarr_format == 2:
         for name, value in (("shards", shards), ("codecs", codecs), ("dimension_names", dimension_names),
@@ -318,6 +320,8 @@ def build_metadata(
             fill_value=fill_value,
             attributes=attributes,
             dimension_separator=dimension_separator,
+            compressors=compressors,
+            serializer=serializer,
         )
     else:
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")

@@ -14,14 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .json_util import split_name_configuration
+from .numcodecs_v3 import ARRAY_TO_ARRAY_IDS, ARRAY_TO_BYTES_IDS, BYTES_TO_BYTES_IDS, PREFIX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
+    "ARRAY_TO_ARRAY_NAMES",
     "ARRAY_TO_BYTES_NAMES",
+    "BYTES_TO_BYTES_NAMES",
     "DEFAULT_INDEX_CODECS",
     "bytes_codec",
+    "codec_kind",
     "normalize_codec_json",
     "parse_codec_chain",
     "with_array_to_bytes",
@@ -30,15 +34,30 @@ __all__ = [
 ]
 
 #: Names of the array->bytes codecs: exactly one of them ends the array part of a chain.
-ARRAY_TO_BYTES_NAMES = ("bytes", "sharding_indexed")
+ARRAY_TO_BYTES_NAMES = ("bytes", "sharding_indexed", *sorted(PREFIX + i for i in ARRAY_TO_BYTES_IDS))
 #: Names of the array->array codecs, which come before the array->bytes codec.
-ARRAY_TO_ARRAY_NAMES = ("transpose",)
+ARRAY_TO_ARRAY_NAMES = ("transpose", *sorted(PREFIX + i for i in ARRAY_TO_ARRAY_IDS))
+#: Names of the bytes->bytes codecs, which come after it.
+BYTES_TO_BYTES_NAMES = ("blosc", "crc32c", "gzip", "zstd", *sorted(PREFIX + i for i in BYTES_TO_BYTES_IDS))
 
 #: The shard index codecs that zarr-python, TensorStore and gpuzarr write by default.
 DEFAULT_INDEX_CODECS: tuple[dict[str, Any], ...] = (
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "crc32c"},
 )
+
+
+def codec_kind(name: str) -> str | None:
+    """"array_to_array", "array_to_bytes" or "bytes_to_bytes" for a codec name gpuzarr knows
+    (None for others, e.g. codecs registered by users, whose kind only their class knows)."""
+    for kind, names in (
+        ("array_to_array", ARRAY_TO_ARRAY_NAMES),
+        ("array_to_bytes", ARRAY_TO_BYTES_NAMES),
+        ("bytes_to_bytes", BYTES_TO_BYTES_NAMES),
+    ):
+        if name in names:
+            return kind
+    return None
 
 
 def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:

@@ -171,6 +171,10 @@ def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) 
         return {"name": "zstd", "configuration": {"level": level, "checksum": checksum}}
     if codec_id == "gzip":
         return {"name": "gzip", "configuration": {"level": params.get("level", 1)}}
+    if codec_id == "shuffle" and params.get("elementsize") is None:
+        # numcodecs' own default, which a numcodecs config means; in a v3 chain a shuffle
+        # without it would shuffle elements of the data type's size (zarr-python's rule).
+        params["elementsize"] = 4
     return {"name": f"numcodecs.{codec_id}", "configuration": params}
 
 

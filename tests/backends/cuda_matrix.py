@@ -120,6 +120,16 @@ ARRAYS: dict[str, tuple[dict[str, Any], str, str]] = {
         "<i4",
         "full",
     ),
+    # zarr-python 3's numcodecs.* v3 codecs: compressors decode on the GPU, filters on the CPU.
+    "v3-numcodecs-lz4-f4": ({"compressors": [{"name": "numcodecs.lz4"}]}, "<f4", "partial"),
+    "v3-numcodecs-delta-filter-cpu": (
+        {
+            "filters": [{"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}],
+            "compressors": [{"name": "numcodecs.zlib", "configuration": {"level": 1}}],
+        },
+        "<i4",
+        "full",
+    ),
 }
 
 SELECTIONS: dict[str, Any] = {

@@ -63,6 +63,8 @@ EXPECTED_ROUTES = {
     "v2-zlib-bigendian-i4": "numcodecs.zlib",
     "v2-lz4-f8": "numcodecs.lz4",
     "v2-delta-filter-cpu": "cpu",
+    "v3-numcodecs-lz4-f4": "numcodecs.lz4",
+    "v3-numcodecs-delta-filter-cpu": "cpu",
     "v3-sharded-zstd-crc32c": "zstd",
 }
 

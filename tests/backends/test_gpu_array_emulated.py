@@ -249,8 +249,18 @@ def test_types_cupy_cannot_hold_stay_on_the_cpu(emulated_gpu: EmulatedGpu, dtype
         gpuzarr.open(store, device="gpu")
 
 
-@pytest.mark.parametrize("name", ["v2-delta-filter-cpu", "v3-blosc-blosclz-cpu", "v3-transpose-outside-sharding-cpu"])
-def test_codecs_without_a_gpu_decoder(emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "v2-delta-filter-cpu",
+        "v3-blosc-blosclz-cpu",
+        "v3-transpose-outside-sharding-cpu",
+        "v3-numcodecs-delta-filter-cpu",
+    ],
+)
+def test_codecs_without_a_gpu_decoder(
+    emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
     array = make_array(name)
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
         assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))

@@ -1,0 +1,259 @@
+"""The codec arguments of ``gpuzarr.create`` -> the JSON that a new array's metadata stores.
+
+The keywords and their meanings are zarr-python 3's (``create_array``): ``filters``,
+``serializer`` and ``compressors`` (a codec or a list; ``"auto"`` for the default, None or
+``[]`` for none), the Zarr v2 spelling ``compressor``, and gpuzarr's full v3 chain ``codecs``.
+Each codec may be
+
+* a zarr-python codec object (``zarr.codecs.ZstdCodec(level=3)``,
+  ``zarr.codecs.numcodecs.Delta(dtype="<i4")``), recognised by its ``to_dict()``;
+* a numcodecs codec object (``numcodecs.Zstd(level=3)``), recognised by its ``get_config()``;
+* JSON: ``{"name": ..., "configuration": {...}}`` or a name (v3), ``{"id": ...}`` (numcodecs).
+
+Objects are recognised by these methods, not by their classes, so that neither library is
+imported here. For v3, numcodecs codecs map as zarr-python's v2 -> v3 migration maps them
+(``zarr.metadata.migrate_v3``): blosc, zstd and gzip to the codecs of the Zarr specification,
+any other to ``numcodecs.<id>``. For v2, ``numcodecs.<id>`` codecs map back to ``{"id": ...}``.
+Pure: JSON in, JSON out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgumentError
+from .chain import bytes_codec, codec_kind, normalize_codec_json, with_array_to_bytes
+from .numcodecs_v3 import encoded_dtype, numcodecs_id, with_dtype_defaults
+from .v2 import compressor_to_codec
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy as np
+
+__all__ = ["merge_compressor", "v2_encoding", "v3_chain"]
+
+_KIND_WORDS = {
+    "array_to_array": "an array->array codec (a filter)",
+    "array_to_bytes": "an array->bytes codec (a serializer)",
+    "bytes_to_bytes": "a bytes->bytes codec (a compressor)",
+}
+_KEYWORD_OF_KIND = {"array_to_array": "filters", "array_to_bytes": "serializer", "bytes_to_bytes": "compressors"}
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def merge_compressor(compressor: Any, compressors: Any) -> Any:
+    """``compressors`` after the v2 spelling ``compressor`` (one codec, or None for none)."""
+    if _is_auto(compressor):
+        return compressors
+    if not _is_auto(compressors):
+        raise InvalidArgumentError(
+            "compressor, compressors: give one of them (compressor is the Zarr v2 spelling of compressors)"
+        )
+    return [] if compressor is None else compressor
+
+
+def _as_list(value: Any) -> list[Any]:
+    """None, a single codec or a sequence of codecs -> a list of codecs."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _plain_json(value: Any, field: str) -> Any:
+    # zarr-python's to_dict() gives tuples (shapes, nested chains): store them as JSON lists.
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"{field}: the codec's configuration is not JSON ({exc})") from exc
+
+
+def _object_json(value: Any, field: str) -> dict[str, Any] | str | None:
+    """The JSON of a codec object or a JSON codec; None when ``value`` is neither."""
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _plain_json(to_dict(), field)  # type: ignore[no-any-return]
+    get_config = getattr(value, "get_config", None)
+    if callable(get_config):
+        return _plain_json(get_config(), field)  # type: ignore[no-any-return]
+    if isinstance(value, dict):
+        return _plain_json(value, field)  # type: ignore[no-any-return]
+    if isinstance(value, str):
+        return value
+    return None
+
+
+def _not_a_codec(value: Any, field: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{field}: expected a codec (a zarr-python or numcodecs codec object, or its JSON), got {value!r}"
+    )
+
+
+def _blosc_tunables(value: Any, codec: dict[str, Any], itemsize: int) -> dict[str, Any]:
+    # zarr-python's BloscCodec() marks the members left at None (typesize, shuffle) in
+    # ``_tunable_attrs`` and derives them from the data type when the array is created; its
+    # to_dict() shows placeholders (typesize 1, bitshuffle) instead. Derive them the same way.
+    tunable = getattr(value, "_tunable_attrs", None)
+    if codec.get("name") != "blosc" or not isinstance(tunable, (set, frozenset)):
+        return codec
+    config = dict(codec.get("configuration") or {})
+    if "typesize" in tunable:
+        config["typesize"] = itemsize
+    if "shuffle" in tunable:
+        config["shuffle"] = "bitshuffle" if itemsize == 1 else "shuffle"
+    return {**codec, "configuration": config}
+
+
+def codec_json_v3(value: Any, field: str, itemsize: int) -> dict[str, Any]:
+    """One codec argument -> ``{"name": ..., "configuration": {...}}``."""
+    found = _object_json(value, field)
+    if found is None:
+        raise _not_a_codec(value, field)
+    if isinstance(found, dict) and "id" in found and "name" not in found:
+        return compressor_to_codec(found, itemsize, field)
+    if isinstance(found, dict):
+        found = _blosc_tunables(value, found, itemsize)
+    return normalize_codec_json(found, field)
+
+
+def codec_json_v2(value: Any, field: str) -> dict[str, Any]:
+    """One codec argument -> numcodecs JSON ``{"id": ..., ...}``."""
+    found = _object_json(value, field)
+    if not isinstance(found, dict):
+        raise _not_a_codec(value, field)
+    if "id" in found:
+        return found
+    name = found.get("name")
+    codec_id = numcodecs_id(name) if isinstance(name, str) else None
+    if codec_id is None:
+        raise InvalidArgumentError(
+            f"{field}: {name!r} is a Zarr v3 codec; zarr_format=2 takes numcodecs codecs "
+            "(e.g. numcodecs.Zstd(level=3) or {'id': 'zstd', 'level': 3})"
+        )
+    return {"id": codec_id, **normalize_codec_json(found, field)["configuration"]}
+
+
+def _check_kind(codec: dict[str, Any], field: str, expected: str) -> None:
+    kind = codec_kind(codec["name"])
+    if kind is not None and kind != expected:
+        raise InvalidArgumentError(
+            f"{field}: {codec['name']!r} is {_KIND_WORDS[kind]}: pass it in {_KEYWORD_OF_KIND[kind]}="
+        )
+
+
+def _check_order(chain: Sequence[dict[str, Any]], field: str) -> None:
+    """Codecs of known kinds in the order array->array, array->bytes, bytes->bytes.
+
+    The reader accepts numcodecs filters after the array->bytes codec (the Zarr v2 placement),
+    but zarr-python does not read such a v3 chain, so gpuzarr does not write one.
+    """
+    rank = {"array_to_array": 0, "array_to_bytes": 1, "bytes_to_bytes": 2}
+    highest, highest_name = 0, ""
+    for i, codec in enumerate(chain):
+        kind = codec_kind(codec["name"])
+        if kind is None:
+            continue
+        if rank[kind] < highest or (rank[kind] == 1 and highest == 1):
+            raise InvalidArgumentError(
+                f"{field}[{i}]: {codec['name']!r} is {_KIND_WORDS[kind]} and cannot follow {highest_name!r}"
+            )
+        highest, highest_name = rank[kind], codec["name"]
+
+
+def _filtered_dtype(filters: Sequence[dict[str, Any]], dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The data type the serializer receives after the numcodecs filters."""
+    for i, codec in enumerate(filters):
+        codec_id = numcodecs_id(codec["name"])
+        if codec_id is not None:
+            config = with_dtype_defaults(codec_id, codec["configuration"], dtype)
+            dtype = encoded_dtype(codec_id, config, dtype, f"filters[{i}].configuration")
+    return dtype
+
+
+def with_zarr_python_defaults(chain: Sequence[dict[str, Any]], dtype: np.dtype[Any]) -> list[dict[str, Any]]:
+    """``chain`` with the members zarr-python derives from the array's data type written out
+    (numcodecs ``dtype``, ``decode_dtype``, ``elementsize``), in a sharding codec's chain too."""
+    out = []
+    for codec in chain:
+        config = codec.get("configuration") or {}
+        codec_id = numcodecs_id(codec["name"])
+        if codec_id is not None:
+            codec = {**codec, "configuration": with_dtype_defaults(codec_id, config, dtype)}
+        elif codec["name"] == "sharding_indexed" and isinstance(config.get("codecs"), list):
+            inner = [normalize_codec_json(c, "sharding_indexed.codecs") for c in config["codecs"]]
+            codec = {**codec, "configuration": {**config, "codecs": with_zarr_python_defaults(inner, dtype)}}
+        out.append(codec)
+    return out
+
+
+def v3_chain(
+    dtype: np.dtype[Any],
+    *,
+    codecs: Any,
+    compressors: Any,
+    filters: Any,
+    serializer: Any,
+    default_compressors: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The v3 codec chain of a new array: ``codecs`` as given, or filters + serializer +
+    compressors, zarr-python's defaults filling in "auto" (see the module docstring)."""
+    itemsize = dtype.itemsize
+    if codecs is not None:
+        parts = (("compressors", compressors), ("filters", filters), ("serializer", serializer))
+        # filters defaults to None in create(), the others to "auto"
+        given = [name for name, value in parts if not (_is_auto(value) or (name == "filters" and value is None))]
+        if given:
+            raise InvalidArgumentError(f"codecs, {', '.join(given)}: give the whole chain as codecs, or the parts")
+        chain = [codec_json_v3(c, f"codecs[{i}]", itemsize) for i, c in enumerate(_as_list(codecs))]
+        # Like zarr-python: a chain without an array->bytes codec gets the default one.
+        chain = with_array_to_bytes(chain, bytes_codec(itemsize))
+        _check_order(chain, "codecs")
+        return with_zarr_python_defaults(chain, dtype)
+    filter_list = [] if _is_auto(filters) else _as_list(filters)
+    array_to_array = [codec_json_v3(f, f"filters[{i}]", itemsize) for i, f in enumerate(filter_list)]
+    for i, codec in enumerate(array_to_array):
+        _check_kind(codec, f"filters[{i}]", "array_to_array")
+    if _is_auto(serializer):
+        # zarr-python picks the byte order by the array's type; a filter that widens a one-byte
+        # type needs one too.
+        wide = max(itemsize, _filtered_dtype(array_to_array, dtype).itemsize)
+        array_to_bytes = bytes_codec(wide)
+    else:
+        array_to_bytes = codec_json_v3(serializer, "serializer", itemsize)
+        _check_kind(array_to_bytes, "serializer", "array_to_bytes")
+    if _is_auto(compressors):
+        bytes_to_bytes = [dict(c) for c in default_compressors]
+    else:
+        bytes_to_bytes = [
+            codec_json_v3(c, f"compressors[{i}]", itemsize) for i, c in enumerate(_as_list(compressors))
+        ]
+        for i, codec in enumerate(bytes_to_bytes):
+            _check_kind(codec, f"compressors[{i}]", "bytes_to_bytes")
+    return with_zarr_python_defaults([*array_to_array, array_to_bytes, *bytes_to_bytes], dtype)
+
+
+def v2_encoding(
+    *, compressors: Any, filters: Any, serializer: Any, default_compressor: dict[str, Any]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """The ``compressor`` and ``filters`` of a new v2 array (numcodecs JSON)."""
+    if not _is_auto(serializer):
+        raise InvalidArgumentError("serializer: Zarr v2 arrays have no serializer (give zarr_format=3)")
+    compressor: dict[str, Any] | None
+    if _is_auto(compressors):
+        compressor = dict(default_compressor)
+    else:
+        listed = _as_list(compressors)
+        if len(listed) > 1:
+            raise InvalidArgumentError(f"compressors: Zarr v2 arrays have one compressor, got {len(listed)}")
+        compressor = codec_json_v2(listed[0], "compressor") if listed else None
+        if compressor is not None and compressor["id"] == "zstd" and not compressor.get("checksum", True):
+            # As zarr-python writes it: TensorStore's zarr2 driver refuses a "checksum" member.
+            del compressor["checksum"]
+    filter_list = [] if _is_auto(filters) else _as_list(filters)
+    v2_filters = [codec_json_v2(f, f"filters[{i}]") for i, f in enumerate(filter_list)]
+    return compressor, v2_filters or None
+
