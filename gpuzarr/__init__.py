@@ -9,7 +9,15 @@ imported on first GPU use only.
 from __future__ import annotations
 
 from . import config, errors
-from .api import create, create_group, open, open_array, open_group
+from .api import (
+    consolidate_metadata,
+    create,
+    create_group,
+    open,
+    open_array,
+    open_consolidated,
+    open_group,
+)
 from .array import Array
 from .group import Group
 from .store import LocalStore, MemoryStore, Store
@@ -24,10 +32,12 @@ __all__ = [
     "Store",
     "__version__",
     "config",
+    "consolidate_metadata",
     "create",
     "create_group",
     "errors",
     "open",
     "open_array",
+    "open_consolidated",
     "open_group",
 ]

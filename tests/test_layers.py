@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.group": 80,
     "gpuzarr.field_array": 80,
     "gpuzarr.tensorstore": 70,  # pure JSON: specs, schemas, chunk-layout choice
+    "gpuzarr.consolidated": 66,  # consolidated metadata, read and kept true above node documents
     "gpuzarr.hierarchy": 65,  # node documents and the mode table, which TensorStore flags use too
     "gpuzarr.attributes": 65,
     "gpuzarr.backends": 60,
