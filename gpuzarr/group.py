@@ -129,7 +129,11 @@ class Group:
             return False
 
     def __iter__(self) -> Iterator[str]:
-        """Names of the child arrays and groups (explicit, v2, or implicit), sorted."""
+        """Names of the child arrays and groups, sorted.
+
+        From the consolidated metadata when the group has it; else from the store (explicit, v2
+        or implicit nodes).
+        """
         if self._consolidated is not None:
             yield from self._consolidated.children(self.path)
             return
