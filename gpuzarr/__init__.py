@@ -9,7 +9,16 @@ imported on first GPU use only.
 from __future__ import annotations
 
 from . import config, errors
-from .api import create, create_group, group, open, open_array, open_group
+from .api import (
+    consolidate_metadata,
+    create,
+    create_group,
+    group,
+    open,
+    open_array,
+    open_consolidated,
+    open_group,
+)
 from .core.array import Array
 from .core.group import Group
 from .creation import (
@@ -37,6 +46,7 @@ __all__ = [
     "__version__",
     "array",
     "config",
+    "consolidate_metadata",
     "create",
     "create_group",
     "empty",
@@ -49,6 +59,7 @@ __all__ = [
     "ones_like",
     "open",
     "open_array",
+    "open_consolidated",
     "open_group",
     "open_like",
     "zeros",

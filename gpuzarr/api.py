@@ -1,4 +1,6 @@
-"""Public entry points: open, create, open_array, open_group, create_group, group.
+"""Public entry points: open, create, open_array, open_group, create_group, group and friends.
+
+Also consolidated metadata (open_consolidated, consolidate_metadata).
 
 Thin wrappers: they turn a store argument into a Store and a path, apply ``mode``
 (:data:`gpuzarr.hierarchy.MODES`), and leave opening to :func:`gpuzarr.core.group.open_node`, creating
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .consolidated import consolidate
 from .core.array import Array
 from .core.from_data import as_data, shape_and_dtype, write_data
 from .core.group import Group, create_array_node, create_group_node, open_node
@@ -123,15 +126,49 @@ def open_array(
 
 
 def open_group(
-    store: StoreLike = None, *, path: str = "", mode: Mode = "a", device: str = "auto", zarr_format: int = 3
+    store: StoreLike = None,
+    *,
+    path: str = "",
+    mode: Mode = "a",
+    device: str = "auto",
+    zarr_format: int = 3,
+    use_consolidated: bool | None = None,
 ) -> Group:
-    """Open a group; with mode "a", "w" or "w-" it is created when missing."""
+    """Open a group; with mode "a", "w" or "w-" it is created when missing.
+
+    Parameters
+    ----------
+    store
+        A path, ``file://`` or ``memory://`` URL, Store, or TensorStore kvstore dict.
+    path
+        The group's path below ``store``.
+    mode
+        zarr-python's mode (see :func:`open`).
+    device
+        Where reads of the group's arrays land: "auto", "cpu", "gpu" or "cuda:N".
+    zarr_format
+        The format of a group created here: 3 (default) or 2.
+    use_consolidated
+        As in zarr-python. None: the group's consolidated metadata (v3: the
+        ``consolidated_metadata`` of its zarr.json; v2: ``.zmetadata``) is used when present,
+        so its members open with no further metadata reads; True: it must be present
+        (MetadataError otherwise); False: it is not read, and members are read from the store.
+
+    Returns
+    -------
+    Group
+    """
+    if use_consolidated is not None and not isinstance(use_consolidated, bool):
+        raise InvalidArgumentError(f"use_consolidated: expected None, True or False, got {use_consolidated!r}")
     flags = parse_mode(mode)
     s, base = _store(store, read_only=flags.read_only)
     full = _join(base, path)
     if not flags.open or (flags.create and read_node(s, full) is None):
         return create_group(s, path=full, overwrite=flags.delete_existing, device=device, zarr_format=zarr_format)
-    node = open_node(s, full, device=device) if read_node(s, full) is not None else None
+    try:
+        node: Array | Group | None = open_node(s, full, device=device, use_consolidated=use_consolidated)
+    except NodeNotFoundError:
+        node = None
     if not isinstance(node, Group):
         raise GroupNotFoundError(f"no group at {full or '/'!r} in {s!r}")
     return node
@@ -179,6 +216,80 @@ def group(
         return open_group(s, path=full, mode="r+" if not s.read_only else "r", device=device)
     fmt = 3 if zarr_format is None else zarr_format
     return create_group(s, path=full, attributes=attributes, overwrite=overwrite, device=device, zarr_format=fmt)
+
+
+def open_consolidated(
+    store: StoreLike,
+    *,
+    path: str = "",
+    mode: Mode = "a",
+    device: str = "auto",
+    zarr_format: int = 3,
+    use_consolidated: bool = True,
+) -> Group:
+    """Open a group through its consolidated metadata: :func:`open_group` with ``use_consolidated=True``.
+
+    Parameters
+    ----------
+    store, path, mode, device, zarr_format
+        As in :func:`open_group`.
+    use_consolidated
+        Must be True, as in zarr-python (use :func:`open_group` to choose).
+
+    Returns
+    -------
+    Group
+        A group whose members open from its consolidated metadata.
+
+    Raises
+    ------
+    MetadataError
+        The group has no consolidated metadata.
+    """
+    if use_consolidated is not True:
+        raise InvalidArgumentError(
+            "open_consolidated: use_consolidated must be True; call open_group(use_consolidated=False) instead"
+        )
+    return open_group(store, path=path, mode=mode, device=device, zarr_format=zarr_format, use_consolidated=True)
+
+
+def consolidate_metadata(store: StoreLike, path: str = "", zarr_format: int | None = None) -> Group:
+    """Store the metadata of every node below a group at that group, as zarr-python does.
+
+    Zarr v3: the ``consolidated_metadata`` member of the group's zarr.json; Zarr v2: the group's
+    ``.zmetadata``. zarr-python (``zarr.open_consolidated``, ``use_consolidated``), xarray
+    (``consolidated=True``) and :func:`open_group` then open the whole hierarchy from that one
+    document. Later metadata changes made through gpuzarr (new nodes, ``resize``, attributes)
+    keep it up to date; changes made by other tools need a new call. Consolidated metadata is
+    not part of the Zarr v3 specification: readers other than zarr-python may ignore it.
+
+    Parameters
+    ----------
+    store
+        A path, ``file://`` or ``memory://`` URL, Store, or TensorStore kvstore dict.
+    path
+        The group whose descendants are consolidated ("" for the store's root).
+    zarr_format
+        2 or 3 to require a group of that format; None (default) takes the group's.
+
+    Returns
+    -------
+    Group
+        The group, opened with its new consolidated metadata.
+
+    Raises
+    ------
+    GroupNotFoundError
+        No group (of ``zarr_format``) at ``path``.
+    ReadOnlyError
+        The store is read-only.
+    """
+    if zarr_format not in (None, 2, 3):
+        raise MetadataError(f"zarr_format: expected 2, 3 or None, got {zarr_format!r}")
+    s, base = _store(store)
+    full = _join(base, path)
+    info, view = consolidate(s, full, zarr_format)
+    return Group(s, full, info.attributes, zarr_format=info.zarr_format, consolidated=view)
 
 
 def create_group(

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.tensorstore.open": 85,  # opens TensorStore specs into Arrays
     "gpuzarr.core": 80,  # the facade: Array, Group, FieldArray
     "gpuzarr.tensorstore": 70,  # pure JSON: specs, schemas, chunk-layout choice
+    "gpuzarr.consolidated": 66,  # consolidated metadata, read and kept true above node documents
     "gpuzarr.hierarchy": 65,  # node documents and the mode table, which TensorStore flags use too
     "gpuzarr.attributes": 65,
     "gpuzarr.backends": 60,

@@ -16,6 +16,7 @@ from .. import backends, config
 from ..attributes import Attributes
 from ..backends.cpu import as_host_array, write_plan
 from ..backends.select import resolve_device_for
+from ..consolidated import record_metadata_write
 from ..errors import InvalidArgumentError, MetadataError, ReadOnlyError
 from ..hierarchy import write_documents
 from ..layout import ArrayLayout
@@ -358,6 +359,7 @@ class Array:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         write_documents(self.store, self.path, metadata.documents())
         self._set_metadata(metadata)
+        record_metadata_write(self.store, self.path)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
         check_attributes(attrs)

@@ -11,6 +11,7 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from ..attributes import Attributes
+from ..consolidated import ConsolidatedView, keep_consolidated_member, load_view, record_metadata_write
 from ..errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
 from ..hierarchy import (
     array_metadata,
@@ -29,6 +30,7 @@ from .tree import TreeRepr, render_tree
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from ..hierarchy import NodeInfo
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
 
@@ -47,16 +49,29 @@ def validate_node_name(name: str) -> str:
 
 
 class Group:
-    """A group node. ``g["a/b"]`` opens a descendant; ``list(g)`` lists the children's names."""
+    """A group node. ``g["a/b"]`` opens a descendant; ``list(g)`` lists the children's names.
+
+    A group opened with consolidated metadata (``consolidated``) finds its descendants there,
+    with no further metadata reads, as zarr-python does; nodes missing from it are not looked
+    for in the store.
+    """
 
     def __init__(
-        self, store: Store, path: str, attributes: dict[str, Any], device: str = "auto", zarr_format: int = 3
+        self,
+        store: Store,
+        path: str,
+        attributes: dict[str, Any],
+        device: str = "auto",
+        zarr_format: int = 3,
+        *,
+        consolidated: ConsolidatedView | None = None,
     ) -> None:
         self.store = store
         self.path = path.strip("/")
         self._attributes = dict(attributes)
         self._device = device
         self._zarr_format = zarr_format
+        self._consolidated = consolidated
 
     def __repr__(self) -> str:
         return f"<gpuzarr.Group {self.store!r} path={self.path or '/'!r}>"
@@ -71,14 +86,22 @@ class Group:
         """The user attributes, a mutable mapping written through to the store."""
         return Attributes(lambda: self._attributes, self._put_attributes)
 
+    @property
+    def consolidated(self) -> bool:
+        """Whether the group navigates by consolidated metadata (see :func:`gpuzarr.open_group`)."""
+        return self._consolidated is not None
+
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
         if self.store.read_only:
             raise ReadOnlyError(f"group {self.path or '/'!r} is read-only")
         documents = group_documents(attrs, self._zarr_format)
         if self._zarr_format == 2:
             documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
+        else:
+            documents = keep_consolidated_member(self.store, self.path, documents)
         write_documents(self.store, self.path, documents)
         self._attributes = dict(attrs)
+        record_metadata_write(self.store, self.path)
 
     def _child_path(self, name: str) -> str:
         parts = [validate_node_name(p) for p in name.strip("/").split("/")]
@@ -86,6 +109,11 @@ class Group:
 
     def __getitem__(self, name: str) -> Any:
         path = self._child_path(name)
+        if self._consolidated is not None:
+            info = self._consolidated.lookup(path)
+            if info is None:
+                raise KeyError(name)
+            return _node(self.store, path, info, self._device, self._consolidated)
         try:
             return open_node(self.store, path, device=self._device)
         except NodeNotFoundError:
@@ -95,12 +123,22 @@ class Group:
         if not isinstance(name, str):
             return False
         try:
-            return read_node(self.store, self._child_path(name)) is not None
+            path = self._child_path(name)
+            if self._consolidated is not None:
+                return self._consolidated.lookup(path) is not None
+            return read_node(self.store, path) is not None
         except MetadataError:
             return False
 
     def __iter__(self) -> Iterator[str]:
-        """Names of the child arrays and groups (explicit, v2, or implicit), sorted."""
+        """Names of the child arrays and groups, sorted.
+
+        From the consolidated metadata when the group has it; else from the store (explicit, v2
+        or implicit nodes).
+        """
+        if self._consolidated is not None:
+            yield from self._consolidated.children(self.path)
+            return
         _keys, dirs = self.store.list_dir(node_prefix(self.path))
         for d in dirs:
             name = d.rstrip("/").rsplit("/", 1)[-1]
@@ -182,7 +220,7 @@ class Group:
         """Create a child group (``name`` may be nested: "a/b"; missing parents are created)."""
         return create_group_node(
             self.store, self._child_path(name), attributes, overwrite=overwrite, device=self._device,
-            zarr_format=self._zarr_format,
+            zarr_format=self._zarr_format, consolidated=self._consolidated,
         )
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
@@ -204,15 +242,22 @@ class Group:
         return self.create_group(name)
 
 
-def open_node(store: Store, path: str, device: str = "auto") -> Array | Group:
+def open_node(store: Store, path: str, device: str = "auto", use_consolidated: bool | None = None) -> Array | Group:
     """Open whatever node lives at ``path``: a v3 or v2 array or group, or an implicit group.
 
-    Raises NodeNotFoundError when nothing is there.
+    A group's consolidated metadata is used as zarr-python's ``use_consolidated`` says: None,
+    when present; True, required; False, not read. Raises NodeNotFoundError when nothing is
+    there.
     """
     info = require_node(store, path)
+    view = load_view(store, path, info, use_consolidated) if info.node_type == "group" else None
+    return _node(store, path, info, device, view)
+
+
+def _node(store: Store, path: str, info: NodeInfo, device: str, view: ConsolidatedView | None) -> Array | Group:
     if info.node_type == "array":
         return Array(store, path, array_metadata(info, path), device=device)
-    return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format)
+    return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format, consolidated=view)
 
 
 def create_group_node(
@@ -223,11 +268,17 @@ def create_group_node(
     overwrite: bool = False,
     device: str = "auto",
     zarr_format: int = 3,
+    consolidated: ConsolidatedView | None = None,
 ) -> Group:
-    """Write a new group at ``path`` of ``store`` (see :func:`gpuzarr.hierarchy.write_node`)."""
+    """Write a new group at ``path`` of ``store`` (see :func:`gpuzarr.hierarchy.write_node`).
+
+    The groups above that record their descendants in consolidated metadata record it too;
+    ``consolidated`` is the view of the group it is created through, which the new group shares.
+    """
     attrs = dict(attributes or {})
     write_node(store, path, group_documents(attrs, zarr_format), overwrite=overwrite, zarr_format=zarr_format)
-    return Group(store, path, attrs, device=device, zarr_format=zarr_format)
+    record_metadata_write(store, path, new_node=True)
+    return Group(store, path, attrs, device=device, zarr_format=zarr_format, consolidated=consolidated)
 
 
 def create_array_node(
@@ -242,4 +293,5 @@ def create_array_node(
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
     array = Array(store, path, metadata, device=device)
     write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
+    record_metadata_write(store, path, new_node=True)
     return array

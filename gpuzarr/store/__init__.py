@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import threading
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-from ..errors import MetadataError
 from .base import ByteRange, Store, validate_key
 from .local import LocalStore
 from .memory import MemoryStore
+from .url import parse_store_url
 
 _named_memory: dict[str, dict[str, bytes]] = {}
 _named_lock = threading.Lock()
@@ -30,9 +29,12 @@ def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
 def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
     """A Store and the node path inside it from anything the public API accepts.
 
-    Paths and ``file://`` URLs give a LocalStore rooted at that directory; ``memory://name`` a
-    named MemoryStore; a dict a kvstore spec ``{"driver": "file"|"memory", "path": ...}``, parsed
-    by :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec`.
+    Paths and ``file://`` URLs give a LocalStore rooted at that directory (a relative one below
+    the current directory, ``file://data.zarr`` included, as in zarr-python: see
+    :mod:`gpuzarr.store.url`); ``memory://name`` a named MemoryStore; a dict a kvstore spec
+    ``{"driver": "file"|"memory", "path": ...}``, parsed by
+    :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec`. Other URL schemes raise
+    InvalidArgumentError naming the URL.
     """
     if isinstance(store, Store):
         if read_only and not store.read_only:
@@ -53,14 +55,12 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
     if isinstance(store, os.PathLike):
         return LocalStore(store, read_only=read_only), ""
     if isinstance(store, str):
-        if store.startswith("memory://"):
-            return memory_store(store[len("memory://") :].strip("/"), read_only), ""
-        if store.startswith("file://"):
-            return LocalStore(unquote(urlparse(store).path), read_only=read_only), ""
-        if "://" in store:
-            scheme = store.split("://", 1)[0]
-            raise MetadataError(f"store: unsupported URL scheme {scheme!r} in {store!r}")
-        return LocalStore(store, read_only=read_only), ""
+        url = parse_store_url(store)
+        if url is None:
+            return LocalStore(store, read_only=read_only), ""
+        if url.kind == "memory":
+            return memory_store(url.location, read_only), ""
+        return LocalStore(url.location, read_only=read_only), ""
     raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
 
 

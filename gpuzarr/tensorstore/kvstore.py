@@ -3,17 +3,23 @@
 A kvstore is ``{"driver": "file", "path": "/data/x.zarr/"}``, ``{"driver": "memory"}`` or a URL
 (``"file:///data/x.zarr"``, ``"memory://name"``). Reference:
 https://google.github.io/tensorstore/kvstore/index.html. Pure.
+
+``file://`` URLs follow TensorStore, which is stricter than zarr-python's plain strings
+(:mod:`gpuzarr.store.url`): the path is absolute and percent-decoded, the only host allowed is
+``localhost``, and queries and fragments are refused. ``file://a.zarr`` names the host "a.zarr"
+there, so it is an error naming the URL rather than a path below the current directory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from ..errors import MetadataError
 from ..metadata.json_util import expect_dict
 
-__all__ = ["KvStoreSpec", "join_path"]
+__all__ = ["KvStoreSpec", "file_url_path", "join_path"]
 
 _KVSTORE_IGNORED = frozenset(
     {
@@ -34,13 +40,35 @@ def join_path(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
+def file_url_path(url: str, field_name: str = "kvstore") -> str:
+    """The absolute directory of a ``file://`` kvstore URL, read as TensorStore reads it.
+
+    ``file:///data/x.zarr/`` and ``file://localhost/data/x.zarr`` give ``/data/x.zarr``;
+    ``%xx`` escapes are decoded. A host other than localhost, a relative or empty path, a query
+    or a fragment raises MetadataError naming ``field_name`` and the URL.
+    """
+    rest = url[len("file://") :]
+    if "?" in rest or "#" in rest:
+        raise MetadataError(f"{field_name}: query strings and fragments are not supported in {url!r}")
+    host, slash, path = rest.partition("/")
+    if not slash and host in ("", "localhost"):
+        raise MetadataError(f"{field_name}: {url!r} names no directory ('file:///abs/dir/')")
+    if host not in ("", "localhost"):
+        raise MetadataError(
+            f"{field_name}: {url!r} names the host {host!r}; a file:// URL needs an absolute path "
+            "('file:///abs/dir/'), and a relative directory is {'driver': 'file', 'path': 'dir'}"
+        )
+    path = unquote(slash + path).rstrip("/")
+    return path or "/"
+
+
 @dataclass(frozen=True)
 class KvStoreSpec:
     """A ``file`` or ``memory`` key-value store.
 
     ``path`` is the directory (file) or key prefix (memory), without a trailing "/". ``url`` is
-    kept when the spec gave a URL string (``"file:///data/x.zarr"``, ``"memory://name"``), so that
-    the URL's meaning in gpuzarr (a named memory store) is kept.
+    kept when the spec gave a ``"memory://name"`` URL, so that the URL's meaning in gpuzarr (a
+    named memory store) is kept; a ``file://`` URL is just its absolute path.
     """
 
     driver: Literal["file", "memory"]
@@ -51,14 +79,18 @@ class KvStoreSpec:
     def from_json(cls, value: Any, field_name: str = "kvstore") -> KvStoreSpec:
         """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member."""
         if isinstance(value, str):
+            if "|" in value:
+                raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
             if value.startswith("file://"):
-                from urllib.parse import unquote, urlparse
-
-                if "|" in value:
-                    raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
-                return cls("file", unquote(urlparse(value).path).rstrip("/") or "/", value)
+                return cls("file", file_url_path(value, field_name))
             if value.startswith("memory://"):
                 return cls("memory", "", value)
+            scheme = value.split("://", 1)[0] if "://" in value else None
+            if scheme is not None:
+                raise MetadataError(
+                    f"{field_name}: the URL scheme {scheme!r} of {value!r} is not supported "
+                    "(gpuzarr reads 'file://' and 'memory://' kvstores)"
+                )
             raise MetadataError(
                 f"{field_name}: expected a 'file://' or 'memory://' URL or a kvstore object, got {value!r}"
             )

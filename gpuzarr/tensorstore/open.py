@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..consolidated import record_metadata_write
 from ..core.array import Array
 from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
@@ -122,6 +123,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     if spec.delete_existing or node_exists(store, path):
         store.erase_prefix(node_prefix(path))
     write_documents(store, path, metadata.documents())
+    record_metadata_write(store, path, new_node=True)
     return result
 
 

@@ -1,0 +1,493 @@
+"""Consolidated metadata: every node's metadata below a group, stored once at the group.
+
+The two layouts zarr-python 3 writes (``zarr.consolidate_metadata``) and reads
+(``zarr.open_consolidated``, ``use_consolidated``):
+
+* Zarr v3: a ``consolidated_metadata`` member in the group's zarr.json,
+  ``{"kind": "inline", "must_understand": false, "metadata": {path: document}}``, keys the paths
+  below the group ("a", "sub", "sub/b"), sorted by depth then case-folded name; a group's
+  document carries an empty ``consolidated_metadata`` of its own (its children are listed flat
+  at the top).
+* Zarr v2: a ``.zmetadata`` key beside ``.zgroup``,
+  ``{"metadata": {".zgroup": ..., ".zattrs": ..., "a/.zattrs": ..., "a/.zarray": ...},
+  "zarr_consolidated_format": 1}``.
+
+A :class:`ConsolidatedView` is what a group opened with consolidated metadata navigates by: its
+members open with no further metadata read. :func:`record_metadata_write` keeps both true after
+gpuzarr writes a node's metadata (a new node, a resize, new attributes): every consolidating
+ancestor's stored document, and every view opened on the same Store object, so that zarr-python
+and xarray, which trust consolidated metadata, see the change.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import unicodedata
+import weakref
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
+from .hierarchy import NodeInfo, node_prefix, read_node
+from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
+from .metadata.v3 import ZARR_JSON, parse_json_document
+from .store.base import validate_key
+from .store.local import LocalStore
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from .store.base import Store
+
+ZMETADATA = ".zmetadata"
+MEMBER = "consolidated_metadata"
+
+__all__ = [
+    "MEMBER",
+    "ZMETADATA",
+    "ConsolidatedView",
+    "consolidate",
+    "keep_consolidated_member",
+    "load_view",
+    "record_metadata_write",
+]
+
+
+def _empty_member() -> dict[str, Any]:
+    """What zarr-python writes for a group whose children are listed elsewhere (or that has none)."""
+    return {"kind": "inline", "must_understand": False, "metadata": {}}
+
+
+class ConsolidatedView:
+    """The consolidated metadata of the group at ``root``: a NodeInfo per path below it.
+
+    Shared by the group opened with it and every group opened or created through that one, and
+    updated by :func:`record_metadata_write`; thread-safe.
+    """
+
+    def __init__(self, store: Store, root: str, zarr_format: int, entries: dict[str, NodeInfo]) -> None:
+        self.store = store
+        self.root = root.strip("/")
+        self.zarr_format = zarr_format
+        self._entries = entries
+        self._children: dict[str, list[str]] | None = None
+        self._lock = threading.Lock()
+        with _live_lock:
+            _live_views.add(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A pickled group carries its view; the copy gets a lock of its own.
+        return {"store": self.store, "root": self.root, "zarr_format": self.zarr_format, "entries": self.entries()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        ConsolidatedView.__init__(self, state["store"], state["root"], state["zarr_format"], state["entries"])
+
+    def __repr__(self) -> str:
+        return f"<ConsolidatedView {self.store!r} root={self.root or '/'!r}: {len(self._entries)} nodes>"
+
+    def relative(self, path: str) -> str | None:
+        """``path`` (in the store) relative to the root: "" for the root, None when outside."""
+        path = path.strip("/")
+        if path == self.root:
+            return ""
+        if not self.root:
+            return path
+        return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else None
+
+    def lookup(self, path: str) -> NodeInfo | None:
+        """The node at ``path`` (in the store) as recorded, or None when it is not recorded."""
+        rel = self.relative(path)
+        if not rel:
+            return None
+        with self._lock:
+            return self._entries.get(rel)
+
+    def children(self, path: str) -> list[str]:
+        """The names of the recorded children of the group at ``path`` (in the store), sorted."""
+        rel = self.relative(path)
+        if rel is None:
+            return []
+        with self._lock:
+            if self._children is None:
+                index: dict[str, list[str]] = {}
+                for key in self._entries:
+                    parent, _, name = key.rpartition("/")
+                    index.setdefault(parent, []).append(name)
+                self._children = {k: sorted(v) for k, v in index.items()}
+            return list(self._children.get(rel, []))
+
+    def entries(self) -> dict[str, NodeInfo]:
+        """A copy of the recorded nodes, by path relative to the root."""
+        with self._lock:
+            return dict(self._entries)
+
+    def _apply(self, change: _Change, root: str) -> None:
+        # ``root``: this view's root in the coordinates of the change's paths.
+        with self._lock:
+            change.apply(self._entries, root)
+            self._children = None
+
+
+_live_views: weakref.WeakSet[ConsolidatedView] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+
+def _entry(info: NodeInfo) -> NodeInfo:
+    """A node as consolidated metadata records it: a group's own consolidated member dropped."""
+    if info.node_type == "group" and MEMBER in info.document:
+        return replace(info, document={k: v for k, v in info.document.items() if k != MEMBER})
+    return info
+
+
+def _check_path(path: str, field: str) -> None:
+    try:
+        validate_key(path)
+    except InvalidKeyError as exc:
+        raise MetadataError(f"{field}: not a node path ({exc})") from None
+
+
+def parse_v3_member(member: Any, key: str) -> dict[str, NodeInfo]:
+    """The nodes of a v3 ``consolidated_metadata`` member (``key`` names its document)."""
+    field = f"{key}: {MEMBER}"
+    if not isinstance(member, dict):
+        raise MetadataError(f"{field}: expected an object, got {type(member).__name__}")
+    if member.get("kind") != "inline":
+        raise MetadataError(f"{field}.kind: expected 'inline', got {member.get('kind')!r}")
+    out: dict[str, NodeInfo] = {}
+    _flatten_v3(member.get("metadata"), "", out, f"{field}.metadata")
+    return out
+
+
+def _flatten_v3(metadata: Any, prefix: str, out: dict[str, NodeInfo], field: str) -> None:
+    # zarr-python writes the nodes flat; a group's own non-empty member (the nested form it
+    # keeps in memory) is read too, its keys relative to that group.
+    if not isinstance(metadata, dict):
+        raise MetadataError(f"{field}: expected an object, got {type(metadata).__name__}")
+    for name, doc in metadata.items():
+        path = prefix + name
+        where = f"{field}[{name!r}]"
+        _check_path(path, where)
+        if not isinstance(doc, dict):
+            raise MetadataError(f"{where}: expected an object, got {type(doc).__name__}")
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"{where}.zarr_format: expected 3, got {doc.get('zarr_format')!r}")
+        node_type = doc.get("node_type")
+        if node_type not in ("array", "group"):
+            raise MetadataError(f"{where}.node_type: expected 'array' or 'group', got {node_type!r}")
+        attributes = doc.get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise MetadataError(f"{where}.attributes: expected an object, got {attributes!r}")
+        out[path] = _entry(NodeInfo(node_type, 3, doc, attributes))
+        nested = doc.get(MEMBER)
+        if node_type == "group" and isinstance(nested, dict) and nested.get("metadata"):
+            _flatten_v3(nested["metadata"], path + "/", out, f"{where}.{MEMBER}.metadata")
+
+
+def parse_v2_document(raw: bytes, key: str) -> dict[str, NodeInfo]:
+    """The nodes of a v2 ``.zmetadata`` document (``key`` is its store key)."""
+    doc = parse_json_document(raw, key)
+    version = doc.get("zarr_consolidated_format", 1)
+    if version != 1:
+        raise MetadataError(f"{key}: zarr_consolidated_format: expected 1, got {version!r}")
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict):
+        raise MetadataError(f"{key}: metadata: expected an object, got {type(metadata).__name__}")
+    parts: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, value in metadata.items():
+        if name in (ZGROUP, ZATTRS):
+            continue  # the group's own documents, read from their keys
+        path, _, kind = name.rpartition("/")
+        where = f"{key}: metadata[{name!r}]"
+        if kind not in (ZARRAY, ZGROUP, ZATTRS) or not path:
+            raise MetadataError(f"{where}: expected '<path>/.zarray', '<path>/.zgroup' or '<path>/.zattrs'")
+        _check_path(path, where)
+        if not isinstance(value, dict):
+            raise MetadataError(f"{where}: expected an object, got {type(value).__name__}")
+        parts.setdefault(path, {})[kind] = value
+    out: dict[str, NodeInfo] = {}
+    for path, docs in parts.items():
+        attributes = docs.get(ZATTRS, {})
+        if ZARRAY in docs:
+            out[path] = NodeInfo("array", 2, docs[ZARRAY], attributes)
+        elif ZGROUP in docs:
+            out[path] = _entry(NodeInfo("group", 2, docs[ZGROUP], attributes))
+        else:
+            raise MetadataError(f"{key}: metadata[{path + '/' + ZATTRS!r}]: attributes of no array or group")
+    return out
+
+
+def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, NodeInfo] | None:
+    """The nodes of the consolidated metadata stored at ``path`` in ``zarr_format``, or None."""
+    prefix = node_prefix(path)
+    if zarr_format == 3:
+        raw = store.get(prefix + ZARR_JSON)
+        if raw is None:
+            return None
+        doc = parse_json_document(bytes(raw), prefix + ZARR_JSON)
+        member = doc.get(MEMBER)
+        if doc.get("node_type") != "group" or member is None:
+            return None
+        return parse_v3_member(member, prefix + ZARR_JSON)
+    raw = store.get(prefix + ZMETADATA)
+    return None if raw is None else parse_v2_document(bytes(raw), prefix + ZMETADATA)
+
+
+def load_view(store: Store, path: str, info: NodeInfo, use_consolidated: bool | None) -> ConsolidatedView | None:
+    """The consolidated metadata of the group ``info`` at ``path``, as zarr-python's ``use_consolidated``.
+
+    None: used when present; True: required (MetadataError naming the key when absent); False:
+    not read.
+    """
+    if use_consolidated is False or info.implicit:
+        return None
+    prefix = node_prefix(path)
+    if info.zarr_format == 3:
+        member = info.document.get(MEMBER)
+        entries = None if member is None else parse_v3_member(member, prefix + ZARR_JSON)
+        where = f"{prefix}{ZARR_JSON}: {MEMBER}"
+    else:
+        raw = store.get(prefix + ZMETADATA)
+        entries = None if raw is None else parse_v2_document(bytes(raw), prefix + ZMETADATA)
+        where = prefix + ZMETADATA
+    if entries is None:
+        if use_consolidated:
+            raise MetadataError(
+                f"use_consolidated=True, but the group {path or '/'!r} has no consolidated metadata ({where})"
+            )
+        return None
+    return ConsolidatedView(store, path, info.zarr_format, entries)
+
+
+# -- writing ----------------------------------------------------------------------------------------
+
+
+def _order(path: str) -> tuple[int, str]:
+    # zarr-python's order: shallow nodes first, then by case-folded name.
+    return path.count("/"), unicodedata.normalize("NFKC", path).casefold()
+
+
+def _dumps(doc: Any, indent: int | None) -> bytes:
+    # Documents other tools wrote may hold NaN (zarr-python writes it in attributes): carried
+    # over as they are, as zarr-python does.
+    return json.dumps(doc, indent=indent, allow_nan=True).encode()
+
+
+def _v3_member(entries: Mapping[str, NodeInfo]) -> dict[str, Any]:
+    metadata = {}
+    for path in sorted(entries, key=_order):
+        info = entries[path]
+        doc = dict(info.document)
+        if info.node_type == "group":
+            doc[MEMBER] = _empty_member()
+        metadata[path] = doc
+    return {**_empty_member(), "metadata": metadata}
+
+
+def _v2_document(group_doc: Mapping[str, Any], attributes: Mapping[str, Any], entries: Mapping[str, NodeInfo]) -> bytes:
+    metadata: dict[str, Any] = {ZGROUP: dict(group_doc), ZATTRS: dict(attributes)}
+    for path in sorted(entries, key=_order):
+        info = entries[path]
+        metadata[f"{path}/{ZATTRS}"] = info.attributes
+        if info.node_type == "array":
+            metadata[f"{path}/{ZARRAY}"] = info.document
+        else:
+            # zarr-python 3 marks v2 groups as it marks v3 ones; other readers ignore the member.
+            marker = {"metadata": {}, "must_understand": False, "kind": "inline"}
+            metadata[f"{path}/{ZGROUP}"] = {**info.document, MEMBER: marker}
+    # zarr-python writes this document without indentation.
+    return _dumps({"metadata": metadata, "zarr_consolidated_format": 1}, None)
+
+
+def _write(store: Store, path: str, info: NodeInfo, entries: Mapping[str, NodeInfo]) -> None:
+    """Store ``entries`` as the consolidated metadata of the group ``info`` at ``path``."""
+    prefix = node_prefix(path)
+    if info.zarr_format == 3:
+        doc = {**info.document, MEMBER: _v3_member(entries)}
+        store.set(prefix + ZARR_JSON, _dumps(doc, 2))
+    else:
+        store.set(prefix + ZMETADATA, _v2_document(info.document, info.attributes, entries))
+
+
+def _walk(store: Store, group: str, zarr_format: int, rel: str, out: dict[str, NodeInfo]) -> None:
+    # As zarr-python: the explicit nodes of the group's format; an implicit group (no document)
+    # and what lies below it are left out.
+    _keys, dirs = store.list_dir(node_prefix(group))
+    for directory in dirs:
+        child = directory.rstrip("/")
+        info = read_node(store, child, allow_implicit=False)
+        if info is None or info.zarr_format != zarr_format:
+            continue
+        name = rel + child.rsplit("/", 1)[-1]
+        out[name] = _entry(info)
+        if info.node_type == "group":
+            _walk(store, child, zarr_format, name + "/", out)
+
+
+def consolidate(store: Store, path: str, zarr_format: int | None = None) -> tuple[NodeInfo, ConsolidatedView]:
+    """Write the consolidated metadata of the group at ``path``: (the group, a view of it).
+
+    Raises GroupNotFoundError when there is no group of ``zarr_format`` (any format when None)
+    at ``path``, ReadOnlyError for a read-only store.
+    """
+    path = path.strip("/")
+    info = read_node(store, path, allow_implicit=False)
+    if info is None or info.node_type != "group" or (zarr_format is not None and info.zarr_format != zarr_format):
+        kind = "group" if zarr_format is None else f"Zarr v{zarr_format} group"
+        raise GroupNotFoundError(f"consolidate_metadata: no {kind} at {path or '/'!r} in {store!r}")
+    if store.read_only:
+        raise ReadOnlyError(f"consolidate_metadata: {store!r} is read-only")
+    entries: dict[str, NodeInfo] = {}
+    _walk(store, path, info.zarr_format, "", entries)
+    _write(store, path, _entry(info), entries)
+    return info, ConsolidatedView(store, path, info.zarr_format, entries)
+
+
+def keep_consolidated_member(store: Store, path: str, documents: Mapping[str, bytes]) -> dict[str, bytes]:
+    """New v3 group ``documents`` for ``path``, carrying the stored consolidated member over.
+
+    A group's attributes are rewritten with its whole zarr.json: without this, a change of
+    attributes would drop the consolidated metadata of its descendants.
+    """
+    out = dict(documents)
+    new = out.get(ZARR_JSON)
+    stored = store.get(node_prefix(path) + ZARR_JSON) if new is not None else None
+    if new is None or stored is None:
+        return out
+    old = parse_json_document(bytes(stored), node_prefix(path) + ZARR_JSON)
+    if old.get(MEMBER) is None:
+        return out
+    out[ZARR_JSON] = _dumps({**json.loads(new), MEMBER: old[MEMBER]}, 2)
+    return out
+
+
+class _Change:
+    """The nodes from a root down to a written node, as they are now (paths in one store).
+
+    ``new_node``: the node was created or replaced, so what was recorded below it is gone.
+    """
+
+    def __init__(self, path: str, nodes: dict[str, NodeInfo | None], new_node: bool) -> None:
+        self.path = path
+        self.nodes = nodes
+        self.new_node = new_node
+
+    def apply(self, entries: dict[str, NodeInfo], root: str) -> None:
+        """Update ``entries``, the consolidated metadata of the group at ``root``."""
+        cut = len(node_prefix(root))
+        for path, info in self.nodes.items():
+            if path == root or not path.startswith(node_prefix(root)):
+                continue
+            if info is None:
+                entries.pop(path[cut:], None)
+            else:
+                entries[path[cut:]] = _entry(info)
+        if self.new_node:
+            below = node_prefix(self.path)[cut:]
+            for key in [k for k in entries if k.startswith(below)]:
+                del entries[key]
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+def _holds_group(directory: Path, zarr_format: int) -> bool:
+    try:
+        if zarr_format == 2:
+            return (directory / ZGROUP).is_file()
+        doc = json.loads((directory / ZARR_JSON).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("zarr_format") == 3 and doc.get("node_type") == "group"
+
+
+def _outermost(store: Store, path: str, zarr_format: int) -> tuple[Store, str, str]:
+    """The store holding the whole hierarchy around ``path``: (store, the node's path, lift).
+
+    ``gpuzarr.open("data.zarr/temp")`` roots a LocalStore at an array inside a hierarchy: the
+    groups above its root are the node's ancestors too, and theirs the consolidated metadata
+    to keep true. Parent directories are climbed while they hold a group of the node's format
+    (every node consolidated metadata records has only explicit groups above it). ``lift`` is
+    the prefix that turns a path of ``store`` into a path of the returned store.
+    """
+    if not isinstance(store, LocalStore):
+        return store, path, ""
+    root = store.root
+    lifted: list[str] = []
+    while root.parent != root and _holds_group(root.parent, zarr_format):
+        lifted.insert(0, root.name)
+        root = root.parent
+    if not lifted:
+        return store, path, ""
+    lift = "/".join(lifted)
+    return LocalStore(root), _join(lift, path), lift
+
+
+def record_metadata_write(store: Store, path: str, *, new_node: bool = False) -> None:
+    """Keep consolidated metadata true after the metadata of the node at ``path`` was written.
+
+    Every group above the node (in ``store``, or above its root for a LocalStore opened inside
+    a hierarchy) whose consolidated metadata of the node's format is stored gets the node's new
+    metadata, and that of the groups between (created with it); a v2 group's own
+    ``.zmetadata`` gets its new attributes. ``new_node``: the node was created or replaced, so
+    what was recorded below it is gone. The views opened on the same store (the same object,
+    or a LocalStore of the same directory) are updated alike; a view of a replaced subtree is
+    emptied.
+    """
+    path = path.strip("/")
+    info = read_node(store, path, allow_implicit=False)
+    if info is None:
+        return
+    outer, path, lift = _outermost(store, path, info.zarr_format)
+    parts = path.split("/") if path else []
+    ancestors = ["/".join(parts[:i]) for i in range(len(parts))]
+    stored = {a: e for a in ancestors if (e := _stored_entries(outer, a, info.zarr_format)) is not None}
+    with _live_lock:
+        views = list(_live_views)
+    # Each view with its root as a path of ``outer``; views of other stores are left alone.
+    placed = [(v, v.root if v.store == outer else _join(lift, v.root)) for v in views if v.store in (outer, store)]
+    if new_node:
+        for view, root in placed:
+            if root == path or root.startswith(node_prefix(path)):
+                view._apply(_Clear(), root)
+    elif info.zarr_format == 2 and info.node_type == "group":
+        _refresh_own_attributes(outer, path, info)
+    # The views that record the node: it lies strictly below their root, in their format.
+    covering = [(v, r) for v, r in placed if r in ancestors and v.zarr_format == info.zarr_format]
+    roots = [*stored, *(r for _, r in covering)]
+    if not roots:
+        return
+    # The groups between the topmost root and the node may be new (created as its parents).
+    top = min(ancestors.index(r) for r in roots)
+    nodes: dict[str, NodeInfo | None] = {a: read_node(outer, a, allow_implicit=False) for a in ancestors[top + 1 :]}
+    nodes[path] = info
+    change = _Change(path, nodes, new_node)
+    for ancestor, entries in stored.items():
+        group = read_node(outer, ancestor, allow_implicit=False)
+        if group is not None:
+            change.apply(entries, ancestor)
+            _write(outer, ancestor, _entry(group), entries)
+    for view, root in covering:
+        view._apply(change, root)
+
+
+class _Clear(_Change):
+    """Forget every recorded node: the view's group was replaced."""
+
+    def __init__(self) -> None:
+        super().__init__("", {}, False)
+
+    def apply(self, entries: dict[str, NodeInfo], root: str) -> None:
+        entries.clear()
+
+
+def _refresh_own_attributes(store: Store, path: str, info: NodeInfo) -> None:
+    """A v2 group's ``.zmetadata`` repeats its own ``.zattrs``: rewrite it with the new ones."""
+    entries = _stored_entries(store, path, 2)
+    if entries is not None:
+        _write(store, path, info, entries)

@@ -1,0 +1,60 @@
+"""Store URLs given as strings to the public API, read the way zarr-python reads them.
+
+zarr-python hands every string containing "://" to fsspec, whose local filesystem strips the
+scheme and takes the rest as a path: ``file://data.zarr`` is ``data.zarr`` below the current
+directory, ``file:///data/x.zarr`` the absolute ``/data/x.zarr``. gpuzarr does the same, and
+also percent-decodes the path (``my%20data`` is ``my data``), as TensorStore does. Any other
+scheme is refused by name: reading it as a local path would open, or create, the wrong place.
+
+TensorStore specs have stricter rules of their own (no host, absolute paths only): see
+:mod:`gpuzarr.tensorstore.kvstore`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import unquote
+
+from ..errors import InvalidArgumentError
+
+#: fsspec's local filesystem answers to both names.
+LOCAL_SCHEMES = ("file", "local")
+
+
+@dataclass(frozen=True)
+class StoreUrl:
+    """A parsed store URL: a local directory, or the name of a shared memory store."""
+
+    kind: Literal["file", "memory"]
+    #: the directory (as given: relative paths are taken from the current directory), or the
+    #: memory store's name
+    location: str
+
+
+def parse_store_url(value: str) -> StoreUrl | None:
+    """The store a URL string names, or None when ``value`` is a plain path.
+
+    Raises InvalidArgumentError, naming the URL, for schemes gpuzarr does not read (``s3://``,
+    ``gs://``, ``http://``, ...) and for fsspec URL chains (``zip::file://...``).
+    """
+    if "::" in value:
+        # fsspec chains ("simplecache::s3://b/x", "zip::file://a.zip") wrap other filesystems.
+        raise InvalidArgumentError(
+            f"store: {value!r} is a chained fsspec URL, which gpuzarr does not read "
+            "(it reads local paths, file:// and memory:// URLs)"
+        )
+    if "://" not in value:
+        return None
+    scheme, rest = value.split("://", 1)
+    if scheme == "memory":
+        return StoreUrl("memory", rest.strip("/"))
+    if scheme in LOCAL_SCHEMES:
+        path = unquote(rest)
+        if not path:
+            raise InvalidArgumentError(f"store: {value!r} names no directory")
+        return StoreUrl("file", path)
+    raise InvalidArgumentError(
+        f"store: the URL scheme {scheme!r} of {value!r} is not supported "
+        "(gpuzarr reads local paths, file:// and memory:// URLs)"
+    )

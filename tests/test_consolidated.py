@@ -1,0 +1,388 @@
+"""Consolidated metadata: the documents gpuzarr writes, opening a hierarchy from them, and
+keeping them true through every metadata write gpuzarr makes (zarr-python interop is in
+tests/integration/test_consolidated_interop.py)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import GroupNotFoundError, InvalidArgumentError, MetadataError, ReadOnlyError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+
+def _json(store: gpuzarr.Store, key: str) -> Any:
+    raw = store.get(key)
+    assert raw is not None, key
+    return json.loads(bytes(raw))
+
+
+@pytest.fixture(params=[3, 2], ids=["v3", "v2"])
+def zarr_format(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+def _build(store: gpuzarr.Store, zarr_format: int) -> gpuzarr.Group:
+    """root{a, B{}, sub{b, e{}}} with attributes and data."""
+    root = gpuzarr.create_group(store, zarr_format=zarr_format, attributes={"title": "root"})
+    root.create_array("a", shape=(4,), dtype="int32", chunks=(2,), attributes={"units": "m"})[...] = np.arange(4)
+    root.create_group("B")
+    sub = root.create_group("sub", attributes={"level": 1})
+    sub.create_array("b", shape=(2, 3), dtype="float64", chunks=(2, 3), fill_value=0.5)[0, :] = 7
+    sub.create_group("e")
+    return root
+
+
+def _tree(group: gpuzarr.Group) -> dict[str, Any]:
+    """Every node below ``group`` as (kind, shape, attributes), and the group's own attributes."""
+    out: dict[str, Any] = {"": dict(group.attrs)}
+    for name, node in group.members(recursive=True):
+        shape = node.shape if isinstance(node, gpuzarr.Array) else None
+        out[name] = (type(node).__name__, shape, dict(node.attrs))
+    return out
+
+
+def _stored_tree(store: gpuzarr.Store) -> dict[str, Any]:
+    return _tree(gpuzarr.open_group(store, mode="r", use_consolidated=False))
+
+
+def _consolidated_tree(store: gpuzarr.Store) -> dict[str, Any]:
+    return _tree(gpuzarr.open_consolidated(store, mode="r"))
+
+
+# -- the documents ----------------------------------------------------------------------------------
+
+
+def test_v3_member_in_the_group_document(store: gpuzarr.Store) -> None:
+    _build(store, 3)
+    sub_before = _json(store, "sub/zarr.json")
+    group = gpuzarr.consolidate_metadata(store)
+    doc = _json(store, "zarr.json")
+    assert (doc["zarr_format"], doc["node_type"], doc["attributes"]) == (3, "group", {"title": "root"})
+    member = doc["consolidated_metadata"]
+    assert (member["kind"], member["must_understand"]) == ("inline", False)
+    # zarr-python's order: by depth, then case-folded name; the paths are flat.
+    assert list(member["metadata"]) == ["a", "B", "sub", "sub/b", "sub/e"]
+    assert member["metadata"]["a"] == _json(store, "a/zarr.json")
+    empty = {"kind": "inline", "must_understand": False, "metadata": {}}
+    assert member["metadata"]["sub"] == {**sub_before, "consolidated_metadata": empty}
+    assert _json(store, "sub/zarr.json") == sub_before  # only the consolidating group changes
+    assert group.consolidated and group.zarr_format == 3 and dict(group.attrs) == {"title": "root"}
+
+
+def test_v2_zmetadata_beside_the_group(store: gpuzarr.Store) -> None:
+    _build(store, 2)
+    gpuzarr.consolidate_metadata(store, zarr_format=2)
+    doc = _json(store, ".zmetadata")
+    assert doc["zarr_consolidated_format"] == 1
+    metadata = doc["metadata"]
+    assert list(metadata) == [
+        ".zgroup", ".zattrs",
+        "a/.zattrs", "a/.zarray", "B/.zattrs", "B/.zgroup", "sub/.zattrs", "sub/.zgroup",
+        "sub/b/.zattrs", "sub/b/.zarray", "sub/e/.zattrs", "sub/e/.zgroup",
+    ]  # fmt: skip
+    assert metadata[".zattrs"] == {"title": "root"} and metadata["sub/.zattrs"] == {"level": 1}
+    assert metadata["a/.zarray"] == _json(store, "a/.zarray")
+    assert metadata["a/.zattrs"] == {"units": "m"}
+    assert metadata["sub/.zgroup"]["zarr_format"] == 2
+
+
+def test_consolidating_a_subgroup_records_only_its_descendants(store: gpuzarr.Store, zarr_format: int) -> None:
+    _build(store, zarr_format)
+    sub = gpuzarr.consolidate_metadata(store, path="sub")
+    assert sub.path == "sub" and sub.consolidated
+    assert [n for n, _ in sub.members(recursive=True)] == ["b", "e"]
+    root = gpuzarr.open_group(store, mode="r")
+    assert not root.consolidated
+    assert root["sub"].consolidated  # a member group opens with its own consolidated metadata
+
+
+def test_implicit_groups_are_left_out(store: gpuzarr.Store) -> None:
+    # zarr-python skips a directory without metadata, and everything below it.
+    gpuzarr.create_group(store)
+    gpuzarr.create(store, path="imp/x", shape=(2,), dtype="int8")
+    store.erase("imp/zarr.json")
+    gpuzarr.create(store, path="y", shape=(2,), dtype="int8")
+    group = gpuzarr.consolidate_metadata(store)
+    assert list(_json(store, "zarr.json")["consolidated_metadata"]["metadata"]) == ["y"]
+    assert list(group) == ["y"]
+
+
+# -- opening ----------------------------------------------------------------------------------------
+
+
+class CountingStore(gpuzarr.MemoryStore):
+    """Counts every read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get(self, key, byte_range=None):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().get(key, byte_range)
+
+    def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().get_into(key, buffer_for, start, length)
+
+    def list_prefix(self, prefix):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().list_prefix(prefix)
+
+
+def _reads(store: CountingStore, **options: Any) -> tuple[int, int]:
+    """(reads to open the root group, reads to open every node below it)."""
+    store.reads = 0
+    group = gpuzarr.open_group(store, mode="r+", **options)  # "r" would wrap the store, uncounted
+    opening = store.reads
+    for _name, node in group.members(recursive=True):
+        assert isinstance(node, gpuzarr.Group) or node.shape
+    return opening, store.reads - opening
+
+
+def test_members_open_from_one_document(zarr_format: int) -> None:
+    store = CountingStore()
+    root = _build(store, zarr_format)
+    for i in range(6):
+        root.create_array(f"more/x{i}", shape=(3,), dtype="int16")
+    gpuzarr.consolidate_metadata(store)
+    opening, members = _reads(store)
+    # v3: zarr.json; v2: the .zarray probe, .zgroup, .zattrs, .zmetadata (and zarr.json first).
+    assert (opening, members) == ((1, 0) if zarr_format == 3 else (5, 0))
+    assert _reads(store, use_consolidated=False)[1] > 2 * 13  # reads for each of the 13 nodes
+    root.create_array("later", shape=(1,), dtype="int8")
+    assert _reads(store) == (opening, 0)
+
+
+def test_consolidated_metadata_is_trusted(store: gpuzarr.Store, zarr_format: int) -> None:
+    # As in zarr-python: members come from the consolidated document, not from the store.
+    _build(store, zarr_format)
+    gpuzarr.consolidate_metadata(store)
+    for key in list(store.list_prefix("sub/b/")):
+        if key.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zattrs"):
+            store.erase(key)
+    other = gpuzarr.create_group(gpuzarr.MemoryStore(), zarr_format=zarr_format)
+    other.create_array("hidden", shape=(1,), dtype="int8")
+    for key in other.store.list_prefix("hidden/"):
+        store.set(key, other.store.get(key))  # written behind gpuzarr's back
+    group = gpuzarr.open_group(store, mode="r")
+    assert group.consolidated
+    assert "sub/b" in group and "hidden" not in group
+    np.testing.assert_array_equal(group["sub/b"][0], [7, 7, 7])
+    with pytest.raises(KeyError):
+        group["hidden"]
+    plain = gpuzarr.open_group(store, mode="r", use_consolidated=False)
+    assert "sub/b" not in plain and "hidden" in plain
+    # gpuzarr.open of a group uses it too, as zarr.open does.
+    opened = gpuzarr.open(store, mode="r")
+    assert isinstance(opened, gpuzarr.Group) and opened.consolidated
+
+
+def test_use_consolidated_true_needs_consolidated_metadata(store: gpuzarr.Store, zarr_format: int) -> None:
+    _build(store, zarr_format)
+    key = "zarr.json" if zarr_format == 3 else ".zmetadata"
+    with pytest.raises(MetadataError, match=key):
+        gpuzarr.open_group(store, mode="r", use_consolidated=True)
+    with pytest.raises(MetadataError, match="use_consolidated=True"):
+        gpuzarr.open_consolidated(store, mode="r")
+    assert not gpuzarr.open_group(store, mode="r").consolidated
+
+
+def test_use_consolidated_values() -> None:
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create_group(store)
+    with pytest.raises(InvalidArgumentError, match="use_consolidated"):
+        gpuzarr.open_group(store, use_consolidated=".zmetadata")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="use_consolidated must be True"):
+        gpuzarr.open_consolidated(store, use_consolidated=False)
+
+
+def test_consolidate_errors(tmp_path: Path) -> None:
+    store = gpuzarr.LocalStore(tmp_path / "x.zarr")
+    with pytest.raises(GroupNotFoundError, match="no group at '/'"):
+        gpuzarr.consolidate_metadata(store)
+    gpuzarr.create_group(store, zarr_format=2).create_array("arr", shape=(1,), dtype="int8")
+    with pytest.raises(GroupNotFoundError, match="'arr'"):
+        gpuzarr.consolidate_metadata(store, path="arr")
+    with pytest.raises(GroupNotFoundError, match="Zarr v3 group"):
+        gpuzarr.consolidate_metadata(store, zarr_format=3)
+    with pytest.raises(MetadataError, match="zarr_format"):
+        gpuzarr.consolidate_metadata(store, zarr_format=4)
+    with pytest.raises(ReadOnlyError):
+        gpuzarr.consolidate_metadata(gpuzarr.LocalStore(store.root, read_only=True))
+    assert store.get(".zmetadata") is None
+
+
+V3_BAD: list[tuple[Any, str]] = [
+    ({"kind": "offset", "metadata": {}}, "consolidated_metadata.kind"),
+    ({"kind": "inline", "metadata": []}, "consolidated_metadata.metadata"),
+    ({"kind": "inline", "metadata": {"a": 1}}, r"metadata\['a'\]: expected an object"),
+    ({"kind": "inline", "metadata": {"a": {"zarr_format": 2, "node_type": "array"}}}, r"\['a'\].zarr_format"),
+    ({"kind": "inline", "metadata": {"a": {"zarr_format": 3, "node_type": "x"}}}, r"\['a'\].node_type"),
+    ({"kind": "inline", "metadata": {"../a": {"zarr_format": 3, "node_type": "group"}}}, "not a node path"),
+    ("yes", "consolidated_metadata: expected an object"),
+]
+
+
+def _group_document(member: Any) -> bytes:
+    return json.dumps({"zarr_format": 3, "node_type": "group", "consolidated_metadata": member}).encode()
+
+
+@pytest.mark.parametrize(("member", "match"), V3_BAD)
+def test_malformed_v3_member(member: Any, match: str) -> None:
+    store = gpuzarr.MemoryStore()
+    store.set("zarr.json", _group_document(member))
+    with pytest.raises(MetadataError, match=match) as info:
+        gpuzarr.open_group(store, mode="r")
+    assert "zarr.json" in str(info.value)
+    assert not gpuzarr.open_group(store, mode="r", use_consolidated=False).consolidated
+
+
+V2_BAD: list[tuple[Any, str]] = [
+    ({"metadata": {}, "zarr_consolidated_format": 2}, "zarr_consolidated_format"),
+    ({"metadata": None}, "metadata: expected an object"),
+    ({"metadata": {"a/.zfoo": {}}}, r"metadata\['a/.zfoo'\]"),
+    ({"metadata": {"a/.zattrs": {"x": 1}}}, "attributes of no array or group"),
+    ({"metadata": {"a/.zarray": []}}, "expected an object"),
+]
+
+
+@pytest.mark.parametrize(("document", "match"), V2_BAD)
+def test_malformed_v2_zmetadata(document: Any, match: str) -> None:
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create_group(store, zarr_format=2)
+    store.set(".zmetadata", json.dumps(document).encode())
+    with pytest.raises(MetadataError, match=match) as info:
+        gpuzarr.open_group(store, mode="r")
+    assert ".zmetadata" in str(info.value)
+
+
+def test_nested_form_of_the_v3_member_is_read() -> None:
+    # zarr-python keeps children under their group in memory; a document in that form reads too.
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create_group(store).create_group("g").create_array("x", shape=(3,), dtype="int8")
+    x = _json(store, "g/x/zarr.json")
+    g = _json(store, "g/zarr.json")
+    nested = {**g, "consolidated_metadata": {"kind": "inline", "metadata": {"x": x}}}
+    member = {"kind": "inline", "must_understand": False, "metadata": {"g": nested}}
+    store.set("zarr.json", _group_document(member))
+    group = gpuzarr.open_consolidated(store, mode="r")
+    assert [n for n, _ in group.members(recursive=True)] == ["g", "g/x"]
+    assert group["g/x"].shape == (3,)
+
+
+# -- keeping it true --------------------------------------------------------------------------------
+
+
+def _spec_create(group: gpuzarr.Group) -> None:
+    driver = "zarr3" if group.zarr_format == 3 else "zarr2"
+    kvstore = group.store.kvstore_json()
+    gpuzarr.open({"driver": driver, "kvstore": kvstore, "path": "ts"}, shape=[3], dtype="int32", create=True)
+
+
+CHANGES: dict[str, Callable[[gpuzarr.Group], Any]] = {
+    "resize": lambda g: g["a"].resize(9),
+    "shrink nested": lambda g: g["sub/b"].resize(1, 2),
+    "array attrs": lambda g: g["a"].attrs.update(units="km", n=2),
+    "root attrs": lambda g: g.attrs.update(title="new"),
+    "subgroup attrs": lambda g: g["sub"].attrs.__setitem__("level", 2),
+    "delete attr": lambda g: g["a"].attrs.__delitem__("units"),
+    "new array": lambda g: g["sub"].create_array("c", shape=(2, 2), dtype="uint8"),
+    "new group": lambda g: g.create_group("new", attributes={"k": 1}),
+    "new nested": lambda g: g.create_array("p/q/r", shape=(5,), dtype="int64"),
+    "require group": lambda g: g.require_group("sub/e/f"),
+    "replace group": lambda g: g.create_array("sub", shape=(3,), dtype="int8", overwrite=True),
+    "replace array": lambda g: g.create_group("a", overwrite=True),
+    "api create": lambda g: gpuzarr.create(g.store, path="e/z", shape=(2,), dtype="int8", zarr_format=g.zarr_format),
+    "api create_group": lambda g: gpuzarr.create_group(g.store, path="B/C", zarr_format=g.zarr_format),
+    "tensorstore spec": _spec_create,
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_metadata_writes_keep_it_true(tmp_path: Path, zarr_format: int, change: str) -> None:
+    store = gpuzarr.LocalStore(tmp_path / "h.zarr")  # a spec needs a store TensorStore can name
+    _build(store, zarr_format)
+    group = gpuzarr.consolidate_metadata(store)
+    CHANGES[change](group)
+    truth = _stored_tree(store)
+    assert _consolidated_tree(store) == truth
+    assert _tree(group) == truth  # the handle's own view follows too
+    # What gpuzarr keeps is what consolidating afresh writes.
+    kept = _consolidated_tree(store)
+    gpuzarr.consolidate_metadata(store)
+    assert _consolidated_tree(store) == kept
+
+
+def test_changes_below_a_consolidated_subgroup_reach_every_consolidating_ancestor(
+    store: gpuzarr.Store, zarr_format: int
+) -> None:
+    _build(store, zarr_format)
+    gpuzarr.consolidate_metadata(store, path="sub")
+    gpuzarr.consolidate_metadata(store)
+    gpuzarr.open_group(store, path="sub", mode="r+", use_consolidated=False)["b"].resize(4, 4)
+    assert gpuzarr.open_consolidated(store, mode="r")["sub/b"].shape == (4, 4)
+    assert gpuzarr.open_consolidated(store, path="sub", mode="r")["b"].shape == (4, 4)
+
+
+def test_group_attributes_keep_the_v3_member(store: gpuzarr.Store) -> None:
+    _build(store, 3)
+    gpuzarr.consolidate_metadata(store)
+    gpuzarr.open_group(store, mode="r+", use_consolidated=False).attrs["title"] = "t"
+    doc = _json(store, "zarr.json")
+    assert doc["attributes"] == {"title": "t"}
+    assert "sub/b" in doc["consolidated_metadata"]["metadata"]
+
+
+def test_a_local_store_opened_inside_the_hierarchy(tmp_path: Path, zarr_format: int) -> None:
+    # gpuzarr.open("h.zarr/sub/b") roots its store at the array: the groups above are still its
+    # ancestors.
+    path = tmp_path / "h.zarr"
+    _build(gpuzarr.LocalStore(path), zarr_format)
+    gpuzarr.consolidate_metadata(str(path))
+    array = gpuzarr.open(str(path / "sub" / "b"), mode="r+")
+    assert isinstance(array, gpuzarr.Array)
+    array.resize(6, 3)
+    array.attrs["where"] = "inside"
+    inner = gpuzarr.open_group(str(path / "sub"), mode="r+", use_consolidated=False)
+    inner.create_array("c", shape=(1,), dtype="int8")
+    truth = _stored_tree(gpuzarr.LocalStore(path))
+    assert _consolidated_tree(gpuzarr.LocalStore(path)) == truth
+    assert truth["sub/b"] == ("Array", (6, 3), {"where": "inside"}) and "sub/c" in truth
+
+
+def test_handles_on_one_store_share_what_they_see(tmp_path: Path) -> None:
+    path = tmp_path / "h.zarr"
+    _build(gpuzarr.LocalStore(path), 3)
+    group = gpuzarr.consolidate_metadata(str(path))
+    array = group["a"]
+    array.resize(2)
+    assert group["a"].shape == (2,)  # through the same group
+    gpuzarr.open(str(path / "a"), mode="r+").resize(3)  # another handle on the same directory
+    assert group["a"].shape == (3,)
+
+
+def test_replacing_the_consolidated_group_empties_its_view(store: gpuzarr.Store, zarr_format: int) -> None:
+    _build(store, zarr_format)
+    group = gpuzarr.consolidate_metadata(store)
+    gpuzarr.create_group(store, zarr_format=zarr_format, overwrite=True)
+    assert list(group) == []
+    assert not gpuzarr.open_group(store, mode="r").consolidated
+
+
+def test_pickled_group_keeps_its_view() -> None:
+    store = gpuzarr.MemoryStore()
+    _build(store, 3)
+    group = pickle.loads(pickle.dumps(gpuzarr.consolidate_metadata(store)))
+    assert group.consolidated
+    assert [n for n, _ in group.members(recursive=True)] == ["B", "a", "sub", "sub/b", "sub/e"]
+    np.testing.assert_array_equal(group["a"][...], np.arange(4))
