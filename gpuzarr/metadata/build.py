@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError
+from . import named_dtypes
 from .chain import (
     DEFAULT_INDEX_CODECS,
-    bytes_codec,
     normalize_codec_json,
+    serializer_codec,
     with_array_to_bytes,
     with_transpose,
     wrap_in_sharding,
@@ -27,7 +28,7 @@ from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
-from .v2 import ArrayMetadataV2, parse_v2_dtype, v2_dtype_string
+from .v2 import ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
 from .v3 import ArrayMetadata
 
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
@@ -96,12 +97,12 @@ def _codec_chain(
             raise MetadataError("codecs: give either codecs or compressor/filters, not both")
         chain = [normalize_codec_json(c, f"codecs[{i}]") for i, c in enumerate(_as_list(codecs))]
         # Like zarr-python: a chain without an array->bytes codec gets the default one.
-        chain = with_array_to_bytes(chain, bytes_codec(dtype.itemsize))
+        chain = with_array_to_bytes(chain, serializer_codec(dtype))
     else:
         compressors = list(ZARR_PYTHON_DEFAULTS.compressors) if compressor == "auto" else _as_list(compressor)
         chain = [
             *(normalize_codec_json(f, "filters") for f in _as_list(filters)),
-            bytes_codec(dtype.itemsize),
+            serializer_codec(dtype),
             *(normalize_codec_json(c, "compressor") for c in compressors),
         ]
     if order == "F":
@@ -225,7 +226,10 @@ def build_v2(
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     descr: Any
-    if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
+    named = _named_type(dtype)
+    if named is not None:
+        descr = v2_dtype_string(named, "big" if _byte_order(dtype) == ">" else "little")
+    elif isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
         data_type_v3 = DataType.from_numpy(dtype)
         descr = dtype if dtype in EXTENSION_DATA_TYPES else f"|V{data_type_v3.itemsize}"
     else:
@@ -235,9 +239,21 @@ def build_v2(
             descr = npdt.name
         elif npdt.fields is None and npdt.itemsize > 1 and npdt.byteorder == "=":
             descr = npdt.newbyteorder("<").str
-    data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
+    filter_list = _as_list(filters)
+    data_type, endian = parse_v2_dtype(
+        [list(d) for d in descr] if isinstance(descr, list) else descr,
+        # zarr-python 2's dtype=object with an object codec in filters says what it holds.
+        object_codec=named.object_codec_id if named is not None else object_codec_of(filter_list, compressor),
+    )
     if compressor == "auto":
         compressor = ZARR_PYTHON_DEFAULTS.v2_compressor
+    codec_id = data_type.object_codec_id
+    if codec_id is not None and not filter_list:
+        filter_list = [{"id": codec_id}]  # zarr-python's default filters for the type
+    elif codec_id is not None and object_codec_of(filter_list, compressor) is None:
+        raise MetadataError(
+            f"filters: a {data_type.name} array needs the object codec {codec_id!r} as its first filter"
+        )
     if order not in ("C", "F"):
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
     fill: Any
@@ -255,12 +271,35 @@ def build_v2(
         endian=endian,
         order=order,
         compressor=dict(compressor) if compressor is not None else None,
-        filters=tuple(dict(f) for f in _as_list(filters)) or None,
+        filters=tuple(dict(f) for f in filter_list) or None,
         dimension_separator=dimension_separator or ".",
         attributes=dict(attributes or {}),
     )
     v2_dtype_string(data_type, endian)
     return metadata
+
+
+def _named_type(dtype: Any) -> DataType | None:
+    """The data type of a string, bytes or time ``dtype`` (named_dtypes), else None."""
+    if isinstance(dtype, (dict, DataType)) or dtype is str or (
+        isinstance(dtype, str) and dtype in (*named_dtypes.NAMES, "str")
+    ):
+        data_type = DataType.from_numpy(dtype)
+        return data_type if data_type.name in named_dtypes.NAMES else None
+    try:
+        npdt = np.dtype(dtype)
+    except TypeError:
+        return None
+    # Object arrays are parsed with the object codec of their filters, as v2 metadata is.
+    return DataType.from_numpy(npdt) if npdt.kind in named_dtypes.KINDS.replace("O", "") else None
+
+
+def _byte_order(dtype: Any) -> str:
+    try:
+        order: str = np.dtype(dtype).byteorder
+    except TypeError:
+        return "="
+    return order
 
 
 def build_metadata(
