@@ -136,10 +136,12 @@ GOOD = struct.pack("<II", 2, 1) + b"a" + struct.pack("<I", 2) + b"bc"
     [
         (b"\x02\x00", "has no 4-byte element count"),
         (struct.pack("<I", 3) + GOOD[4:], "holds 3 elements, expected 2"),
-        (GOOD[:6], "ends in the length of element 0"),
-        (GOOD[:10], "ends in the length of element 1"),
-        (GOOD[:13], r"element 1 runs to byte 15, past the end \(13 bytes\)"),
-        (GOOD + b"\x00", "1 bytes after its 2 elements"),
+        (GOOD[:6], "vlen chunk of 6 bytes is truncated"),
+        (GOOD[:10], "vlen chunk of 10 bytes is truncated"),
+        (GOOD[:13], "vlen chunk of 13 bytes is truncated"),
+        (GOOD + b"\x00", "bytes after its 2 elements"),
+        # Non-ASCII text (more bytes than characters) followed by one byte too many.
+        (struct.pack("<II", 2, 2) + "é".encode() + struct.pack("<I", 1) + b"a\x00", "bytes after its 2 elements"),
         (struct.pack("<II", 2, 1) + b"\xff" + struct.pack("<I", 0), "utf-8"),
     ],
 )
