@@ -57,6 +57,7 @@ class Case:
     chunks: tuple[int, ...] = (3, 2)
     shards: tuple[int, ...] | None = None
     compressor: str = "default"
+    order: str = "C"
 
     def values(self, shape: tuple[int, ...], seed: int) -> np.ndarray[Any, Any]:
         rng = np.random.default_rng(zlib.crc32(self.id.encode()) + seed)
@@ -113,6 +114,9 @@ CASES = [
     Case("v3-timedelta64-ns-sharded", 3, "m8[ns]", "m8[ns]", np.dtype("m8[ns]"), fill_value=7, shards=(6, 4)),
     Case("v2-string", 2, "string", "string", STRING, fill_value=""),
     Case("v2-string-null-fill-blosc", 2, "string", "string", STRING, compressor="blosc"),
+    Case("v2-string-F", 2, "string", "string", STRING, fill_value="·", order="F"),
+    Case("v3-vlen-bytes-F", 3, "variable_length_bytes", zarr_dtype.VariableLengthBytes(), np.dtype(object),
+         order="F"),
     Case("v2-vlen-bytes", 2, "variable_length_bytes", zarr_dtype.VariableLengthBytes(), np.dtype(object),
          fill_value=b"x"),
     Case("v2-S6", 2, "|S6", "|S6", np.dtype("S6"), fill_value=b"ab"),
@@ -137,10 +141,19 @@ def _compressors(case: Case, library: str) -> dict[str, Any]:
     return {"compressors": numcodecs.Blosc(cname="lz4", clevel=5, shuffle=1)}
 
 
+def _order(case: Case) -> dict[str, Any]:
+    """zarr-python's keywords for the chunk order: v3 stores F order as a transpose codec."""
+    if case.zarr_format == 2:
+        return {"order": case.order}
+    if case.order == "F":
+        return {"filters": [{"name": "transpose", "configuration": {"order": [1, 0]}}]}
+    return {}
+
+
 def write_zarr_python(case: Case, path: Path) -> Any:
     z = zarr.create_array(
         str(path), shape=SHAPE, chunks=case.chunks, shards=case.shards, dtype=case.zarr_python_dtype,
-        fill_value=case.fill_value, zarr_format=case.zarr_format, **_compressors(case, "zarr-python"),
+        fill_value=case.fill_value, zarr_format=case.zarr_format, **_order(case), **_compressors(case, "zarr-python"),
     )  # fmt: skip
     z[REGION] = case.values((5, 4), 0)
     z[OVERWRITE] = case.values((2, 3), 1)
@@ -150,7 +163,8 @@ def write_zarr_python(case: Case, path: Path) -> Any:
 def write_gpuzarr(case: Case, path: Path) -> gpuzarr.Array:
     a = gpuzarr.create(
         str(path), shape=SHAPE, chunks=case.chunks, shards=case.shards, dtype=case.dtype,
-        fill_value=case.fill_value, zarr_format=case.zarr_format, **_compressors(case, "gpuzarr"),
+        fill_value=case.fill_value, zarr_format=case.zarr_format, order=case.order,
+        **_compressors(case, "gpuzarr"),
     )  # fmt: skip
     a[REGION] = case.values((5, 4), 0)
     a[OVERWRITE] = case.values((2, 3), 1)
@@ -200,7 +214,20 @@ def stored_chunks(root: Path) -> set[str]:
             and p.name != "zarr.json"}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+#: zarr-python 3.1 writes the elements of a transposed chunk through vlen-utf8/vlen-bytes in
+#: the untransposed order (numcodecs flattens the view in its memory order), so its own reads
+#: of such arrays come back scrambled; gpuzarr writes them in the order the spec says.
+ZARR_PYTHON_TRANSPOSED_VLEN = pytest.mark.xfail(
+    reason="zarr-python writes v3 vlen chunks after a transpose codec untransposed", strict=True
+)
+
+
+def _zarr_python_written(case: Case) -> Any:
+    broken = case.zarr_format == 3 and case.order == "F" and case.numpy_dtype.kind in "TO"
+    return pytest.param(case, id=case.id, marks=[ZARR_PYTHON_TRANSPOSED_VLEN] if broken else [])
+
+
+@pytest.mark.parametrize("case", [_zarr_python_written(c) for c in CASES])
 def test_gpuzarr_reads_zarr_python(case: Case, tmp_path: Path) -> None:
     z = write_zarr_python(case, tmp_path / "zp.zarr")
     expected = case.model()
@@ -261,6 +288,21 @@ def test_v2_metadata_is_what_zarr_python_writes(case: Case, tmp_path: Path) -> N
         if doc["fill_value"] is not None:
             assert_same(np.array([data_type.fill_value_from_json(doc["fill_value"])], dtype=case.numpy_dtype),
                         np.array([gpuzarr.open(str(tmp_path / "zp.zarr")).fill_value], dtype=case.numpy_dtype))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values"),
+    [("U3", ["ab", "ç", "xyz"]), ("M8[s]", ["1999-12-31T23:59:59", "NaT", "2000-01-01"]), ("m8[ms]", [5, -3, 0])],
+)
+def test_big_endian_text_and_times(dtype: str, values: list[Any], tmp_path: Path) -> None:
+    path = str(tmp_path / "be.zarr")
+    x = np.array(values, dtype=dtype)
+    a = gpuzarr.create(path, shape=(3,), chunks=(2,), dtype=dtype,
+                       codecs=[{"name": "bytes", "configuration": {"endian": "big"}}])  # fmt: skip
+    a[...] = x
+    assert (tmp_path / "be.zarr" / "c" / "0").read_bytes()[:8] == x[:2].astype(x.dtype.newbyteorder(">")).tobytes()[:8]
+    assert_same(zarr.open_array(path)[...], x)
+    assert_same(gpuzarr.open(path)[...], x)
 
 
 def test_zarr_python_2_object_arrays_with_a_vlen_filter_are_read(tmp_path: Path) -> None:
