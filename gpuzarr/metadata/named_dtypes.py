@@ -127,7 +127,7 @@ def from_numpy(dtype: np.dtype[Any]) -> tuple[str, np.dtype[Any]] | None:
     if kind == "T":
         if hasattr(dtype, "na_object"):
             raise MetadataError(f"dtype: {dtype} has an na_object, which the Zarr string data type cannot store")
-        return STRING, dtype
+        return STRING, string_dtype()  # coerce=False or not, arrays read back as zarr-python gives them
     if kind == "O":
         raise MetadataError(
             "dtype: object is ambiguous; use dtype='string' (variable-length strings) or "

@@ -95,6 +95,7 @@ def test_name_only_objects_are_read() -> None:
         ("str", "string"),
         ("string", "string"),
         (STRING, "string"),
+        (np.dtypes.StringDType(coerce=False), "string"),
         ("variable_length_bytes", "variable_length_bytes"),
         ("bytes", "bytes"),
         (np.dtype("S4"), length_type("null_terminated_bytes", 4)),
@@ -111,6 +112,8 @@ def test_from_numpy_names_the_types_as_zarr_python(given: Any, expected: Any) ->
     data_type = DataType.from_numpy(given)
     assert data_type.to_json() == expected
     assert data_type.numpy_dtype.isnative
+    if expected == "string":
+        assert data_type.numpy_dtype == STRING  # what reads return, as in zarr-python
 
 
 @pytest.mark.parametrize(
