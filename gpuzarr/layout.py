@@ -24,6 +24,7 @@ from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import ShardingCodec
 from .errors import MetadataError
 from .metadata.chunk_grid import DimensionGrid
+from .metadata.named_dtypes import full
 from .metadata.rectilinear import VariableDimensionGrid
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ class ArrayLayout:
 
     def fill_chunk(self, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
         spec = self.pipeline_at(coords).spec
-        return np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
+        return full(spec.shape, spec.fill_value, spec.dtype)
 
     def dimensions(self, shape: tuple[int, ...] | None = None) -> tuple[AnyDimension, ...]:
         """The planning grid's axes for an array of ``shape`` (default: the array's, cached)."""

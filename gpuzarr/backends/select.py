@@ -93,7 +93,7 @@ def resolve_device(device: str) -> str:
 def cupy_supports(dtype: np.dtype[Any]) -> bool:
     """Whether CuPy arrays can hold ``dtype``: booleans, integers, floats and complex numbers.
     Structured, raw (``r*``), extended-precision and ml_dtypes types (bfloat16, float8, int4,
-    ...) cannot."""
+    ...), strings, bytes, datetime64 and timedelta64 cannot."""
     if dtype.fields is not None:
         return False
     if dtype.kind in "fc":
@@ -109,9 +109,11 @@ def resolve_device_for(device: str, dtype: np.dtype[Any]) -> str:
         return resolved
     if device == "auto":
         return "cpu"
+    # Variable-length strings and bytes are Python objects: they exist in host memory only.
+    why = " (variable-length strings and bytes are Python objects)" if dtype.hasobject else ""
     raise DeviceError(
-        f"device={device!r}: CuPy arrays cannot hold the data type {dtype}; open this array with "
-        "device='cpu' (or 'auto')"
+        f"device={device!r}: CuPy arrays cannot hold the data type {dtype}{why}; open this array "
+        "with device='cpu' (or 'auto')"
     )
 
 

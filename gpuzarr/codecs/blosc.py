@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import MetadataError
+from ..metadata.dtypes import is_variable_length
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
 
@@ -121,7 +122,9 @@ class BloscCodec(BytesToBytesCodec):
     def resolve(self, spec: ChunkSpec) -> BloscCodec:
         if self.typesize is not None:
             return self
-        return BloscCodec(self.cname, self.clevel, self.shuffle, spec.dtype.itemsize, self.blocksize)
+        # After vlen-utf8/vlen-bytes the stream is plain bytes (zarr-python's typesize 1 too).
+        typesize = 1 if is_variable_length(spec.dtype) else spec.dtype.itemsize
+        return BloscCodec(self.cname, self.clevel, self.shuffle, typesize, self.blocksize)
 
     def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
         header = parse_blosc_header(data)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError
-from ..metadata.dtypes import ML_FLOAT_TYPES
+from ..metadata.dtypes import ML_FLOAT_TYPES, is_variable_length
 from .base import ArrayToBytesCodec, ChunkSpec, as_uint8
 from .registry import register_codec
 
@@ -46,6 +46,11 @@ class BytesCodec(ArrayToBytesCodec):
         return None if self.endian is None else {"endian": self.endian}
 
     def resolve(self, spec: ChunkSpec) -> BytesCodec:
+        if is_variable_length(spec.dtype):
+            raise MetadataError(
+                f"bytes cannot encode the variable-length data type {spec.dtype}; use the vlen-utf8 "
+                "(strings) or vlen-bytes codec"
+            )
         if self.endian is None and has_byte_order(spec.dtype):
             raise MetadataError(
                 f"configuration.endian: required for {spec.dtype.itemsize}-byte data types"
@@ -91,8 +96,9 @@ class BytesCodec(ArrayToBytesCodec):
 
 
 def has_byte_order(dtype: np.dtype[Any]) -> bool:
-    """Whether encoding ``dtype`` needs an ``endian``: multi-byte numbers, not raw bytes or
-    structured types (those carry each field's byte order in the dtype itself)."""
+    """Whether encoding ``dtype`` needs an ``endian``: multi-byte numbers, times and UTF-32
+    text, not bytes, raw bytes or structured types (those carry each field's byte order in the
+    dtype itself)."""
     if dtype.itemsize == 1 or dtype.fields is not None:
         return False
-    return dtype.kind != "V" or dtype.name in ML_FLOAT_TYPES
+    return dtype.kind not in "SV" or dtype.name in ML_FLOAT_TYPES

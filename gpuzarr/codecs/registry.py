@@ -75,6 +75,6 @@ def _load_builtin_codecs() -> None:
     global _builtins_loaded
     if _builtins_loaded:
         return
-    from . import blosc, bytes, crc32c, gzip, sharding, transpose, zstd  # noqa: F401
+    from . import blosc, bytes, crc32c, gzip, sharding, transpose, vlen, zstd  # noqa: F401
 
     _builtins_loaded = True

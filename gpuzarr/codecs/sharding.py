@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import CorruptChunkError, MetadataError
 from ..metadata.chain import DEFAULT_INDEX_CODECS
 from ..metadata.dtypes import fill_value_bytes_equal
+from ..metadata.named_dtypes import full
 from ..metadata.v3 import normalize_codec_json
 from ..store.sharding import EMPTY, ShardLayout, encode_shard
 from .base import ArrayToBytesCodec, ChunkSpec
@@ -167,7 +168,7 @@ class ShardingCodec(ArrayToBytesCodec):
     def decode(self, data: Buffer, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         assert self.inner is not None
         key = "inner shard"
-        out = np.full(spec.shape, spec.fill_value, dtype=spec.dtype)
+        out = full(spec.shape, spec.fill_value, spec.dtype)
         for i, part in enumerate(self.layout.split(data, key)):
             if part is not None:
                 out[self.inner_slices(i)] = self.inner.decode(part, key)

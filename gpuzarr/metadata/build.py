@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import MetadataError
+from . import named_dtypes
 from .auto_chunks import DEFAULT_MAX_BYTES, SHARDED_MAX_BYTES, normalize_chunks
 from .chain import (
     DEFAULT_INDEX_CODECS,
+    serializer_codec,
     with_transpose,
     wrap_in_sharding,
 )
@@ -26,7 +28,7 @@ from .codec_args import merge_compressor, v2_encoding, v3_chain
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
-from .v2 import ArrayMetadataV2, parse_v2_dtype, v2_dtype_string
+from .v2 import ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
 from .v3 import ArrayMetadata
 
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
@@ -92,6 +94,7 @@ def _codec_chain(
         filters=filters,
         serializer=serializer,
         default_compressors=ZARR_PYTHON_DEFAULTS.compressors,
+        default_serializer=serializer_codec(dtype),
     )
     if order == "F":
         chain = with_transpose(chain, tuple(range(ndim))[::-1], first=True)
@@ -219,7 +222,10 @@ def build_v2(
     """
     shape_t = _shape_tuple(shape, "shape")
     descr: Any
-    if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
+    named = _named_type(dtype)
+    if named is not None:
+        descr = v2_dtype_string(named, "big" if _byte_order(dtype) == ">" else "little")
+    elif isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or dtype.startswith("r")):
         data_type_v3 = DataType.from_numpy(dtype)
         descr = dtype if dtype in EXTENSION_DATA_TYPES else f"|V{data_type_v3.itemsize}"
     else:
@@ -229,14 +235,26 @@ def build_v2(
             descr = npdt.name
         elif npdt.fields is None and npdt.itemsize > 1 and npdt.byteorder == "=":
             descr = npdt.newbyteorder("<").str
-    data_type, endian = parse_v2_dtype([list(d) for d in descr] if isinstance(descr, list) else descr)
-    chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize)
     v2_compressor, v2_filters = v2_encoding(
         compressors=merge_compressor(compressor, compressors),
         filters=filters,
         serializer=serializer,
         default_compressor=ZARR_PYTHON_DEFAULTS.v2_compressor,
     )
+    filter_list = list(v2_filters or [])
+    data_type, endian = parse_v2_dtype(
+        [list(d) for d in descr] if isinstance(descr, list) else descr,
+        # zarr-python 2's dtype=object with an object codec in filters says what it holds.
+        object_codec=named.object_codec_id if named is not None else object_codec_of(filter_list, v2_compressor),
+    )
+    chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize)
+    codec_id = data_type.object_codec_id
+    if codec_id is not None and not filter_list:
+        filter_list = [{"id": codec_id}]  # zarr-python's default filters for the type
+    elif codec_id is not None and object_codec_of(filter_list, v2_compressor) is None:
+        raise MetadataError(
+            f"filters: a {data_type.name} array needs the object codec {codec_id!r} as its first filter"
+        )
     if order not in ("C", "F"):
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
     fill: Any
@@ -254,12 +272,35 @@ def build_v2(
         endian=endian,
         order=order,
         compressor=v2_compressor,
-        filters=tuple(v2_filters) if v2_filters else None,
+        filters=tuple(dict(f) for f in filter_list) or None,
         dimension_separator=dimension_separator or ".",
         attributes=dict(attributes or {}),
     )
     v2_dtype_string(data_type, endian)
     return metadata
+
+
+def _named_type(dtype: Any) -> DataType | None:
+    """The data type of a string, bytes or time ``dtype`` (named_dtypes), else None."""
+    if isinstance(dtype, (dict, DataType)) or dtype is str or (
+        isinstance(dtype, str) and dtype in (*named_dtypes.NAMES, "str")
+    ):
+        data_type = DataType.from_numpy(dtype)
+        return data_type if data_type.name in named_dtypes.NAMES else None
+    try:
+        npdt = np.dtype(dtype)
+    except TypeError:
+        return None
+    # Object arrays are parsed with the object codec of their filters, as v2 metadata is.
+    return DataType.from_numpy(npdt) if npdt.kind in named_dtypes.KINDS.replace("O", "") else None
+
+
+def _byte_order(dtype: Any) -> str:
+    try:
+        order: str = np.dtype(dtype).byteorder
+    except TypeError:
+        return "="
+    return order
 
 
 def build_metadata(

@@ -19,6 +19,8 @@ from .numcodecs_v3 import ARRAY_TO_ARRAY_IDS, ARRAY_TO_BYTES_IDS, BYTES_TO_BYTES
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .dtypes import DataType
+
 __all__ = [
     "ARRAY_TO_ARRAY_NAMES",
     "ARRAY_TO_BYTES_NAMES",
@@ -28,13 +30,20 @@ __all__ = [
     "codec_kind",
     "normalize_codec_json",
     "parse_codec_chain",
+    "serializer_codec",
     "with_array_to_bytes",
     "with_transpose",
     "wrap_in_sharding",
 ]
 
 #: Names of the array->bytes codecs: exactly one of them ends the array part of a chain.
-ARRAY_TO_BYTES_NAMES = ("bytes", "sharding_indexed", *sorted(PREFIX + i for i in ARRAY_TO_BYTES_IDS))
+ARRAY_TO_BYTES_NAMES = (
+    "bytes",
+    "sharding_indexed",
+    "vlen-utf8",
+    "vlen-bytes",
+    *sorted(PREFIX + i for i in ARRAY_TO_BYTES_IDS),
+)
 #: Names of the array->array codecs, which come before the array->bytes codec.
 ARRAY_TO_ARRAY_NAMES = ("transpose", *sorted(PREFIX + i for i in ARRAY_TO_ARRAY_IDS))
 #: Names of the bytes->bytes codecs, which come after it.
@@ -80,6 +89,17 @@ def bytes_codec(itemsize: int) -> dict[str, Any]:
     if itemsize == 1:
         return {"name": "bytes", "configuration": {}}
     return {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def serializer_codec(data_type: DataType) -> dict[str, Any]:
+    """The array->bytes codec zarr-python gives a new array of ``data_type``: ``vlen-utf8`` or
+    ``vlen-bytes`` for variable-length types, else ``bytes`` (little endian where that matters)."""
+    codec_id = data_type.object_codec_id
+    if codec_id is not None:
+        return {"name": codec_id, "configuration": {}}
+    if data_type.has_endianness:
+        return {"name": "bytes", "configuration": {"endian": "little"}}
+    return {"name": "bytes", "configuration": {}}
 
 
 def with_array_to_bytes(chain: Sequence[dict[str, Any]], codec: dict[str, Any]) -> list[dict[str, Any]]:

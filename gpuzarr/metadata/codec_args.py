@@ -198,10 +198,20 @@ def v3_chain(
     filters: Any,
     serializer: Any,
     default_compressors: Sequence[dict[str, Any]],
+    default_serializer: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The v3 codec chain of a new array: ``codecs`` as given, or filters + serializer +
-    compressors, zarr-python's defaults filling in "auto" (see the module docstring)."""
+    compressors, zarr-python's defaults filling in "auto" (see the module docstring).
+    ``default_serializer``: the data type's own array->bytes codec where it is not ``bytes``
+    with a byte order (``vlen-utf8`` for strings, ``bytes`` without ``endian`` for
+    fixed-length bytes), as ``chain.serializer_codec`` gives it."""
     itemsize = dtype.itemsize
+    own_serializer = (
+        dict(default_serializer)
+        if default_serializer is not None
+        and (default_serializer["name"] != "bytes" or "endian" not in default_serializer.get("configuration", {}))
+        else None
+    )
     if codecs is not None:
         parts = (("compressors", compressors), ("filters", filters), ("serializer", serializer))
         # filters defaults to None in create(), the others to "auto"
@@ -210,14 +220,16 @@ def v3_chain(
             raise InvalidArgumentError(f"codecs, {', '.join(given)}: give the whole chain as codecs, or the parts")
         chain = [codec_json_v3(c, f"codecs[{i}]", itemsize) for i, c in enumerate(_as_list(codecs))]
         # Like zarr-python: a chain without an array->bytes codec gets the default one.
-        chain = with_array_to_bytes(chain, bytes_codec(itemsize))
+        chain = with_array_to_bytes(chain, own_serializer or bytes_codec(itemsize))
         _check_order(chain, "codecs")
         return with_zarr_python_defaults(chain, dtype)
     filter_list = [] if _is_auto(filters) else _as_list(filters)
     array_to_array = [codec_json_v3(f, f"filters[{i}]", itemsize) for i, f in enumerate(filter_list)]
     for i, codec in enumerate(array_to_array):
         _check_kind(codec, f"filters[{i}]", "array_to_array")
-    if _is_auto(serializer):
+    if _is_auto(serializer) and own_serializer is not None and not array_to_array:
+        array_to_bytes = own_serializer
+    elif _is_auto(serializer):
         # zarr-python picks the byte order by the array's type; a filter that widens a one-byte
         # type needs one too.
         wide = max(itemsize, _filtered_dtype(array_to_array, dtype).itemsize)

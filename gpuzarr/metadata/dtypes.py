@@ -5,8 +5,9 @@ NumPy dtype (byte order on disk is the ``bytes`` codec's business, not the data 
 
 Besides the v3 core types this knows the extensions TensorStore writes — ``bfloat16``, the
 ``float8_*`` / ``float4_e2m1fn`` formats and the 1-byte-padded ``int4`` / ``int2`` (NumPy dtypes
-from ml_dtypes, imported only when such an array is opened) — and the core spec's raw types
-``r8``, ``r16``, … (read as NumPy void, ``V1``, ``V2``, …; their fill value is a list of bytes).
+from ml_dtypes, imported only when such an array is opened) — the core spec's raw types
+``r8``, ``r16``, … (read as NumPy void, ``V1``, ``V2``, …; their fill value is a list of bytes),
+and zarr-python's string, bytes and time types (:mod:`gpuzarr.metadata.named_dtypes`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..errors import MetadataError
+from . import named_dtypes
 
 CORE_DATA_TYPES: dict[str, str] = {
     "bool": "|b1",
@@ -83,6 +85,12 @@ def is_integer_like(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "iu" or dtype.name in ML_INT_TYPES
 
 
+def is_variable_length(dtype: np.dtype[Any]) -> bool:
+    """Whether elements of ``dtype`` are Python objects (variable-length strings or bytes):
+    they have no fixed number of bytes, and buffers of them cannot be viewed as raw memory."""
+    return bool(dtype.hasobject)
+
+
 _NAME_BY_KIND_SIZE = {
     (np.dtype(code).kind, np.dtype(code).itemsize): name for name, code in CORE_DATA_TYPES.items()
 }
@@ -97,6 +105,9 @@ class DataType:
 
     @classmethod
     def from_json(cls, value: Any, field: str = "data_type") -> DataType:
+        named = named_dtypes.parse(value, field)
+        if named is not None:
+            return cls(*named)
         if isinstance(value, str) and value in CORE_DATA_TYPES:
             return cls(value, np.dtype(CORE_DATA_TYPES[value]).newbyteorder("="))
         if isinstance(value, str) and value in EXTENSION_DATA_TYPES:
@@ -106,23 +117,24 @@ class DataType:
             if bits <= 0 or bits % 8:
                 raise MetadataError(f"{field}: raw data type {value!r} needs a positive multiple of 8 bits")
             return cls(value, np.dtype(f"V{bits // 8}"))
+        supported = ", ".join((*CORE_DATA_TYPES, *named_dtypes.NAMES))
         if isinstance(value, dict):
             name = value.get("name")
-            raise MetadataError(
-                f"{field}: extension data type {name!r} is not supported "
-                f"(supported: {', '.join(CORE_DATA_TYPES)})"
-            )
-        raise MetadataError(
-            f"{field}: unknown data type {value!r} (supported: {', '.join(CORE_DATA_TYPES)})"
-        )
+            raise MetadataError(f"{field}: extension data type {name!r} is not supported (supported: {supported})")
+        raise MetadataError(f"{field}: unknown data type {value!r} (supported: {supported})")
 
     @classmethod
     def from_numpy(cls, dtype: Any) -> DataType:
-        """The data type for a NumPy dtype, name or v3 data type name."""
+        """The data type for a NumPy dtype, a v3 data type name or JSON object, or ``str``
+        (variable-length strings, as in zarr-python)."""
         if isinstance(dtype, DataType):
             return dtype
-        if isinstance(dtype, str) and dtype in CORE_DATA_TYPES:
-            return cls.from_json(dtype)
+        if dtype is str or (isinstance(dtype, str) and dtype == "str"):
+            return cls.from_json(named_dtypes.STRING)
+        if isinstance(dtype, dict):
+            return cls.from_json(dtype, "dtype")
+        if isinstance(dtype, str) and dtype in (*CORE_DATA_TYPES, *named_dtypes.NAMES):
+            return cls.from_json(dtype, "dtype")
         if isinstance(dtype, str) and (dtype in EXTENSION_DATA_TYPES or _raw_bits(dtype) is not None):
             return cls.from_json(dtype)
         try:
@@ -132,25 +144,48 @@ class DataType:
         if npdt.name in EXTENSION_DATA_TYPES:
             return cls.from_json(npdt.name)
         if npdt.kind == "V" and npdt.fields is None and npdt.subdtype is None:
-            return cls.from_json(f"r{8 * npdt.itemsize}")
+            # zarr-python's name for raw bytes (it reads no r* type); "r24" given by name stays.
+            return cls.from_json({"name": "raw_bytes", "configuration": {"length_bytes": npdt.itemsize}})
+        named = named_dtypes.from_numpy(npdt)
+        if named is not None:
+            return cls(*named)
         name = _NAME_BY_KIND_SIZE.get((npdt.kind, npdt.itemsize))
         if name is None:
             raise MetadataError(f"dtype: NumPy dtype {npdt} has no Zarr v3 core data type")
         return cls.from_json(name)
 
-    def to_json(self) -> str:
+    def to_json(self) -> str | dict[str, Any]:
+        """The v3 ``data_type``: a name, or ``{"name", "configuration"}`` for parametrised types."""
+        if self.name in named_dtypes.NAMES:
+            return named_dtypes.to_json(self.name, self.numpy_dtype)
         return self.name
 
     @property
     def itemsize(self) -> int:
         return self.numpy_dtype.itemsize
 
+    @property
+    def object_codec_id(self) -> str | None:
+        """The codec of a variable-length type (``vlen-utf8``, ``vlen-bytes``), else None."""
+        return named_dtypes.object_codec_id(self.name)
+
+    @property
+    def has_endianness(self) -> bool:
+        """Whether stored elements have a byte order (the ``bytes`` codec needs ``endian``)."""
+        dt = self.numpy_dtype
+        if dt.itemsize == 1 or dt.fields is not None or is_variable_length(dt):
+            return False
+        return dt.kind not in "SV" or dt.name in ML_FLOAT_TYPES
+
     # -- fill values -------------------------------------------------------------------------
 
     @property
     def fill_kind(self) -> str:
-        """"b" bool, "i" integer, "f" real float, "c" complex, "r" raw bytes."""
+        """"b" bool, "i" integer, "f" real float, "c" complex, "r" raw bytes, and for the types
+        of :mod:`~gpuzarr.metadata.named_dtypes`: "t" time, "s" text, "y" bytes."""
         dt = self.numpy_dtype
+        if self.name in named_dtypes.NAMES:
+            return named_dtypes.fill_kind(self.name, dt)
         if dt.kind == "b":
             return "b"
         if is_integer_like(dt):
@@ -163,6 +198,8 @@ class DataType:
 
     def fill_value_from_json(self, value: Any, field: str = "fill_value") -> np.generic:
         """Parse a v3 JSON fill value for this type (every form the core spec allows)."""
+        if self.name in named_dtypes.NAMES:
+            return named_dtypes.fill_from_json(self.name, self.numpy_dtype, value, field)
         dt = self.numpy_dtype
         kind = self.fill_kind
         if kind == "b":
@@ -210,6 +247,8 @@ class DataType:
 
     def fill_value_to_json(self, value: np.generic) -> Any:
         """The normalised JSON form of a fill value (round-trips through fill_value_from_json)."""
+        if self.name in named_dtypes.NAMES:
+            return named_dtypes.fill_to_json(self.name, self.numpy_dtype, value)
         kind = self.fill_kind
         if kind == "b":
             return bool(value)
@@ -222,12 +261,17 @@ class DataType:
         return list(np.asarray(value, dtype=self.numpy_dtype).tobytes())
 
     def default_fill_value(self) -> np.generic:
+        """Zero, or what zarr-python writes for the named types ("", b"", NaT)."""
+        if self.name in named_dtypes.NAMES:
+            return named_dtypes.default_fill(self.name, self.numpy_dtype)
         return _scalar(np.zeros((), dtype=self.numpy_dtype))
 
     def fill_value_from_python(self, value: Any) -> np.generic:
         """A fill value given by a user: a Python/NumPy scalar, or any JSON form."""
         if value is None:
             return self.default_fill_value()
+        if self.name in named_dtypes.NAMES:
+            return named_dtypes.fill_from_python(self.name, self.numpy_dtype, value)
         if isinstance(value, (str, list, tuple, dict)):
             return self.fill_value_from_json(list(value) if isinstance(value, tuple) else value)
         if isinstance(value, np.generic) and value.dtype == self.numpy_dtype:
@@ -322,6 +366,15 @@ def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
         first_row = a[(0,) * (a.ndim - 1)]
         if not fill_value_bytes_equal(first_row, fill):
             return False
+    if a.dtype.kind == "O":
+        # Compare the objects themselves: NumPy would make bytes a bytes_ scalar, dropping NULs.
+        boxed = np.empty((), dtype=object)
+        boxed[()] = fill
+        return bool(np.all(a == boxed))
+    if a.dtype.kind in "mM":
+        # NaT != NaT: times compare by their int64 counts.
+        fill_count = np.asarray(fill, dtype=a.dtype).view(np.int64)
+        return bool(np.all(a.view(np.int64) == fill_count))
     if a.dtype.kind == "V" and not is_float_like(a.dtype):
         # Raw and structured types: compare the bytes (NaN fields compare by bit pattern).
         fill_bytes = np.frombuffer(np.asarray(fill, dtype=a.dtype).tobytes(), dtype=np.uint8)
@@ -337,4 +390,4 @@ def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
     return bool(np.all(a == fill))
 
 
-__all__ = ["CORE_DATA_TYPES", "DataType", "fill_value_bytes_equal"]
+__all__ = ["CORE_DATA_TYPES", "DataType", "fill_value_bytes_equal", "is_variable_length"]

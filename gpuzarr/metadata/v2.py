@@ -5,6 +5,8 @@ Everything above metadata/ sees one model: a v2 array becomes a :class:`ArrayMet
 
 * ``order: "F"``                 -> a reversing ``transpose`` codec,
 * the dtype's byte order         -> the ``bytes`` codec's ``endian``,
+* an object array's object codec -> the array->bytes codec in place of ``bytes`` (``vlen-utf8``
+  or ``vlen-bytes``, the first filter, or the compressor when there are no filters),
 * ``filters`` and ``compressor`` -> bytes->bytes codecs (``blosc``, ``zstd``, ``gzip`` map to the
   native codecs; every other numcodecs id to ``numcodecs.<id>``),
 * ``dimension_separator``        -> the ``v2`` chunk key encoding,
@@ -24,6 +26,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..errors import MetadataError
+from . import named_dtypes
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
@@ -38,11 +41,30 @@ _V2_FIELDS = {
     "dimension_separator",
 }
 _NATIVE_COMPRESSORS = {"blosc", "zstd", "gzip"}
+#: numcodecs' object codecs (zarr-python's list): the one among filters and compressor tells
+#: what an object ('|O') array holds.
+OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "pickle", "json2", "msgpack2")
+_OBJECT_TYPES = {"vlen-utf8": named_dtypes.STRING, "vlen-bytes": named_dtypes.VARIABLE_LENGTH_BYTES}
 _BLOSC_SHUFFLE_NAMES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 
 
-def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str | None]:
-    """A v2 dtype (string or structured list) -> (DataType, bytes-codec endian or None)."""
+def object_codec_of(filters: Any, compressor: Any) -> str | None:
+    """The id of the first object codec among ``filters`` and ``compressor`` (as zarr-python
+    looks for it), or None."""
+    for config in [*(filters if isinstance(filters, (list, tuple)) else ()), compressor]:
+        if isinstance(config, dict) and config.get("id") in OBJECT_CODEC_IDS:
+            return str(config["id"])
+    return None
+
+
+def parse_v2_dtype(
+    value: Any, field_name: str = "dtype", object_codec: str | None = None
+) -> tuple[DataType, str | None]:
+    """A v2 dtype (string or structured list) -> (DataType, bytes-codec endian or None).
+
+    ``object_codec`` is the object codec id found in the filters or compressor
+    (:func:`object_codec_of`), which says what an object dtype (``|O``) holds.
+    """
     if isinstance(value, list):
         try:
             # JSON gives a subarray field's shape as a list; NumPy wants a tuple.
@@ -63,12 +85,11 @@ def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str
     except TypeError as exc:
         raise MetadataError(f"{field_name}: {value!r} is not a valid dtype string") from exc
     if npdt.kind == "O":
-        # Object arrays hold variable-length values through an object codec (VLenUTF8, ...).
-        raise MetadataError(
-            f"{field_name}: object arrays ({value!r}, variable-length strings or bytes) are not supported"
-        )
+        return _object_data_type(value, field_name, object_codec), None
     if len(value) < 3 or value[0] not in "<>|":
         raise MetadataError(f"{field_name}: {value!r} must start with a byte order '<', '>' or '|'")
+    if npdt.kind in "SUMm":
+        return _named_v2_dtype(value, npdt, field_name)
     if npdt.kind not in "biufc":
         raise MetadataError(f"{field_name}: data type {value!r} is not supported (numeric types only)")
     native = npdt.newbyteorder("=")
@@ -83,8 +104,40 @@ def parse_v2_dtype(value: Any, field_name: str = "dtype") -> tuple[DataType, str
     return data_type, "little" if value[0] == "<" else "big"
 
 
+def _object_data_type(value: str, field_name: str, object_codec: str | None) -> DataType:
+    """What an object array holds, by its object codec (zarr-python reads the same two)."""
+    if value != "|O":
+        raise MetadataError(f"{field_name}: object arrays are written '|O', got {value!r}")
+    if object_codec is None:
+        raise MetadataError(
+            f"{field_name}: an object array ('|O') needs an object codec (vlen-utf8 or vlen-bytes) in "
+            "filters or compressor, and has none"
+        )
+    name = _OBJECT_TYPES.get(object_codec)
+    if name is None:
+        raise MetadataError(
+            f"{field_name}: object arrays encoded with {object_codec!r} are not supported "
+            "(only vlen-utf8 strings and vlen-bytes bytes)"
+        )
+    return DataType.from_json(name, field_name)
+
+
+def _named_v2_dtype(value: str, npdt: np.dtype[Any], field_name: str) -> tuple[DataType, str | None]:
+    """Fixed-length bytes and strings (``|S8``, ``<U8``) and times (``<M8[s]``, ``<m8[ns]``)."""
+    if npdt.kind == "S" and value[0] != "|":
+        raise MetadataError(f"{field_name}: bytes types are written '|S<n>', got {value!r}")
+    if npdt.kind != "S" and value[0] == "|":
+        raise MetadataError(f"{field_name}: {value!r} needs a byte order ('<' or '>')")
+    named = named_dtypes.from_numpy(npdt)
+    assert named is not None
+    endian = None if npdt.kind == "S" else ("little" if value[0] == "<" else "big")
+    return DataType(*named), endian
+
+
 def v2_dtype_string(data_type: DataType, endian: str | None) -> Any:
     dt = data_type.numpy_dtype
+    if data_type.name in named_dtypes.NAMES:
+        return named_dtypes.v2_dtype(data_type.name, dt, endian)
     if dt.fields is not None:
         return [list(_field_descr(f)) for f in dt.descr]
     if data_type.name in EXTENSION_DATA_TYPES:
@@ -104,6 +157,8 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
     if value is None:
         return None
     dt = data_type.numpy_dtype
+    if data_type.name in named_dtypes.NAMES:
+        return data_type.fill_value_from_json(value, field_name)  # the same JSON as in v3
     is_bytes = dt.fields is not None or data_type.fill_kind == "r"
     special = ("NaN", "Infinity", "-Infinity")
     if is_bytes or (isinstance(value, str) and data_type.fill_kind not in "fc" and value not in special):
@@ -131,6 +186,11 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     if value is None:
         return None
     dt = data_type.numpy_dtype
+    if dt.kind == "S":
+        # All the bytes, NULs included: TensorStore's zarr2 driver reads no shorter form.
+        return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
+    if data_type.name in named_dtypes.NAMES:
+        return data_type.fill_value_to_json(value)
     if dt.fields is not None or data_type.fill_kind == "r":
         return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
     if data_type.fill_kind == "f":
@@ -236,13 +296,31 @@ class ArrayMetadataV2:
         chain: list[dict[str, Any]] = []
         if self.order == "F" and self.ndim > 1:
             chain.append({"name": "transpose", "configuration": {"order": list(range(self.ndim))[::-1]}})
-        bytes_config = {} if self.endian is None else {"endian": self.endian}
-        chain.append({"name": "bytes", "configuration": bytes_config})
-        typesize = self.dtype.itemsize
-        for i, f in enumerate(self.filters or ()):
-            chain.append(compressor_to_codec(f, typesize, f"filters[{i}]"))
+        # (field, numcodecs config) of the filters, then the compressor
+        stages = [(f"filters[{i}]", f) for i, f in enumerate(self.filters or ())]
         if self.compressor is not None:
-            chain.append(compressor_to_codec(self.compressor, typesize, "compressor"))
+            stages.append(("compressor", self.compressor))
+        object_codec = self.data_type.object_codec_id
+        if object_codec is None:
+            bytes_config = {} if self.endian is None else {"endian": self.endian}
+            chain.append({"name": "bytes", "configuration": bytes_config})
+            typesize = self.dtype.itemsize
+        else:
+            # The object codec turns the elements into bytes, so it must come first; what
+            # follows compresses plain bytes.
+            where, first = stages.pop(0) if stages else ("filters", None)
+            if first is None or first.get("id") != object_codec:
+                raise MetadataError(
+                    f"{where}: the object codec {object_codec!r} must be the first filter (or the "
+                    f"compressor when there are no filters), got {first!r}"
+                )
+            extra = set(first) - {"id"}
+            if extra:
+                raise MetadataError(f"{where}: unexpected members {sorted(extra)} of {object_codec!r}")
+            chain.append({"name": object_codec, "configuration": {}})
+            typesize = 1
+        for where, config in stages:
+            chain.append(compressor_to_codec(config, typesize, where))
         return tuple(chain)
 
     def evolve(self, **changes: Any) -> ArrayMetadataV2:
@@ -267,10 +345,6 @@ class ArrayMetadataV2:
             raise MetadataError(f"chunks: must have {len(shape)} entries, got {len(chunks)}")
         if any(c <= 0 for c in chunks):
             raise MetadataError(f"chunks: entries must be positive, got {chunks}")
-        data_type, endian = parse_v2_dtype(doc["dtype"])
-        order = doc["order"]
-        if order not in ("C", "F"):
-            raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
         compressor = doc["compressor"]
         if compressor is not None:
             compressor = expect_dict(compressor, "compressor")
@@ -279,6 +353,10 @@ class ArrayMetadataV2:
             if not isinstance(filters, list):
                 raise MetadataError(f"filters: expected a list or null, got {filters!r}")
             filters = tuple(expect_dict(f, f"filters[{i}]") for i, f in enumerate(filters))
+        data_type, endian = parse_v2_dtype(doc["dtype"], object_codec=object_codec_of(filters, compressor))
+        order = doc["order"]
+        if order not in ("C", "F"):
+            raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
         separator = doc.get("dimension_separator", ".")
         if separator not in (".", "/"):
             raise MetadataError(f"dimension_separator: expected '.' or '/', got {separator!r}")

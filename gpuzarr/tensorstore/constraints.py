@@ -18,7 +18,14 @@ from ..errors import MetadataError
 from ..metadata.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
 from ..metadata.dtypes import DataType
 from ..metadata.json_util import expect_dict, expect_int_list, expect_str
-from ..metadata.v2 import ArrayMetadataV2, _fill_from_v2, _fill_to_v2, parse_v2_dtype, v2_dtype_string
+from ..metadata.v2 import (
+    ArrayMetadataV2,
+    _fill_from_v2,
+    _fill_to_v2,
+    object_codec_of,
+    parse_v2_dtype,
+    v2_dtype_string,
+)
 from ..metadata.v3 import ARRAY_FIELDS, ArrayMetadata
 from .schema import Schema, check_ranks, normalize_unit
 
@@ -152,7 +159,8 @@ def check_v2_metadata(doc: dict[str, Any]) -> dict[str, Any]:
             out[key] = values
             ranks.append((f"{f}.{key}", len(values)))
     if "dtype" in doc:
-        data_type, endian = parse_v2_dtype(doc["dtype"], f"{f}.dtype")
+        object_codec = object_codec_of(doc.get("filters"), doc.get("compressor"))
+        data_type, endian = parse_v2_dtype(doc["dtype"], f"{f}.dtype", object_codec)
         out["dtype"] = v2_dtype_string(data_type, endian)
         if "fill_value" in doc:
             out["fill_value"] = _fill_to_v2(
@@ -268,15 +276,19 @@ def check_metadata_constraints(spec: MetadataConstraints, stored: dict[str, Any]
         else:
             if key == "dimension_separator":
                 actual = stored.get(key, ".")
+            # An object dtype ('|O') holds what the stored array's object codec says.
+            object_codec = object_codec_of(stored.get("filters"), stored.get("compressor"))
             if key == "fill_value" and "dtype" in stored:
-                data_type, _ = parse_v2_dtype(stored["dtype"])
+                data_type, _ = parse_v2_dtype(stored["dtype"], object_codec=object_codec)
                 expected = _fill_to_v2(_fill_from_v2(expected, data_type, name), data_type)
                 actual = _fill_to_v2(_fill_from_v2(actual, data_type), data_type)
             if key == "compressor" and expected is not None and actual is not None:
                 if not json_subset(expected, actual):
                     raise _mismatch(name, expected, actual)
             elif key == "dtype":
-                if parse_v2_dtype(expected) != parse_v2_dtype(actual):
+                if parse_v2_dtype(expected, object_codec=object_codec) != parse_v2_dtype(
+                    actual, object_codec=object_codec
+                ):
                     raise _mismatch(name, expected, actual)
             elif key == "zarr_format":
                 continue

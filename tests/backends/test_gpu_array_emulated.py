@@ -249,6 +249,33 @@ def test_types_cupy_cannot_hold_stay_on_the_cpu(emulated_gpu: EmulatedGpu, dtype
         gpuzarr.open(store, device="gpu")
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize(
+    ("dtype", "why"),
+    [
+        ("string", "variable-length strings and bytes are Python objects"),
+        ("variable_length_bytes", "variable-length strings and bytes are Python objects"),
+        ("M8[s]", "datetime64"),
+        ("m8[ns]", "timedelta64"),
+        ("S4", "S4"),
+        ("U3", "U3"),
+    ],
+)
+def test_strings_bytes_and_times_stay_on_the_cpu(
+    emulated_gpu: EmulatedGpu, zarr_format: int, dtype: str, why: str
+) -> None:
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create(store, zarr_format=zarr_format, shape=(9,), dtype=dtype, chunks=(4,), device="cpu")
+    a = gpuzarr.open(store)
+    assert a.device == "cpu"
+    assert isinstance(a[...], np.ndarray) and a[...].dtype == a.dtype
+    assert emulated_gpu.devices == []
+    with pytest.raises(DeviceError, match=f"device='gpu': CuPy arrays cannot hold the data type .*{why}.*'cpu'"):
+        gpuzarr.open(store, device="gpu")
+    with pytest.raises(DeviceError, match="cannot hold the data type"):
+        gpuzarr.open(store, device="cuda:1")
+
+
 @pytest.mark.parametrize(
     "name",
     [

@@ -30,6 +30,8 @@ def test_registry() -> None:
         "gzip",
         "sharding_indexed",
         "transpose",
+        "vlen-bytes",
+        "vlen-utf8",
         "zstd",
     ]
     with pytest.raises(UnknownCodecError, match="'nope'"):

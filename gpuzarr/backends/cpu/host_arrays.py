@@ -8,10 +8,16 @@ import numpy as np
 
 from ...buffers import aligned_empty
 from ...errors import InvalidArgumentError
+from ...metadata.dtypes import is_variable_length
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-    """An output buffer; page-aligned so that reads straight into it copy at full speed."""
+    """An output buffer; page-aligned so that reads straight into it copy at full speed.
+
+    Arrays of strings and bytes objects hold references, which NumPy must allocate itself.
+    """
+    if is_variable_length(dtype):
+        return np.empty(shape, dtype)
     return aligned_empty(shape, dtype)
 
 
