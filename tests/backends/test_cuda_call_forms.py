@@ -328,6 +328,25 @@ def test_an_nvcomp_without_configs_decodes_as_before_and_says_so_once(
     assert len([r for r in caplog.records if "decompression" in r.getMessage()]) == 1
 
 
+class _RecordingBuffer:
+    """A 16-byte device buffer whose slices record the copies into them."""
+
+    size = 16
+
+    def __init__(self, calls: list[tuple[str, Any]]) -> None:
+        self.calls = calls
+
+    def __getitem__(self, key: slice) -> Any:
+        self.calls.append(("slice", (key.start, key.stop)))
+        calls = self.calls
+
+        class Span:
+            def set(self, host: Any, stream: Any = None) -> None:
+                calls.append(("set", stream.ptr))
+
+        return Span()
+
+
 def test_host_to_device_copies_record_an_event_and_do_not_wait(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
     cupy, _ = fakes
     calls: list[tuple[str, Any]] = []
@@ -340,19 +359,8 @@ def test_host_to_device_copies_record_an_event_and_do_not_wait(fakes: tuple[Fake
         def synchronize(self) -> None:
             calls.append(("synchronize", self.ptr))
 
-    class Span:
-        def set(self, host: Any, stream: Any = None) -> None:
-            calls.append(("set", stream.ptr))
-
-    class Buffer:
-        size = 16
-
-        def __getitem__(self, key: slice) -> Span:
-            calls.append(("slice", (key.start, key.stop)))
-            return Span()
-
     cupy.current = RecordingStream(0x7000)
-    event = cupy_device.CudaDevice(0).copy_host_to_device(np.zeros(8, dtype=np.uint8), Buffer(), 4)
+    event = cupy_device.CudaDevice(0).copy_host_to_device(np.zeros(8, dtype=np.uint8), _RecordingBuffer(calls), 4)
     assert event == "event"
     assert calls == [("slice", (4, 12)), ("set", 0x7000), ("record", 0x7000)]
 
@@ -379,24 +387,13 @@ def test_uploads_run_on_a_non_blocking_copy_stream_and_the_compute_stream_waits_
         def synchronize(self) -> None:  # recorded so that the assertion below catches a host wait
             calls.append(("synchronize", self.ptr))
 
-    class Span:
-        def set(self, host: Any, stream: Any = None) -> None:
-            calls.append(("set", stream.ptr))
-
-    class Buffer:
-        size = 16
-
-        def __getitem__(self, key: slice) -> Span:
-            calls.append(("slice", (key.start, key.stop)))
-            return Span()
-
     cupy.cuda.Stream = CopyStream
     cupy.current = ComputeStream(0x7000)
     device = cupy_device.CudaDevice(0)
     for _ in range(2):
-        event = device.upload(np.zeros(8, dtype=np.uint8), Buffer())
+        event = device.upload(np.zeros(8, dtype=np.uint8), _RecordingBuffer(calls))
         device.wait_for(event)
     upload = [("slice", (None, 8)), ("set", 0x9000), ("record", 0x9000), ("wait_event", "copied")]
     assert calls == [("Stream", True), *upload, *upload]  # one copy stream per device object
     with pytest.raises(ValueError, match="leaves"):
-        device.upload(np.zeros(32, dtype=np.uint8), Buffer())
+        device.upload(np.zeros(32, dtype=np.uint8), _RecordingBuffer(calls))

@@ -22,7 +22,7 @@ import numpy as np
 from .launch_checks import check_assemble, check_blocks, check_crc32c, span_room
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from types import ModuleType
 
 BLOCK_THREADS = 256
@@ -208,22 +208,12 @@ def launch_unshuffle(
     block: int = BLOCK_THREADS,
 ) -> None:
     """Run ``byte_unshuffle`` or ``bit_unshuffle`` over Blosc blocks (CuPy arrays, per block)."""
-    if kernel not in ("byte_unshuffle", "bit_unshuffle"):
-        raise ValueError(f"unshuffle: unknown kernel {kernel!r}")
+    _check_unshuffle_kernel(kernel)
     cupy = import_cupy()
     sizes, types = check_blocks(kernel, [s.nbytes for s in src], [d.nbytes for d in dst], nbytes, typesizes)
-    if sizes.size == 0:
-        return
-    args: tuple[Any, ...] = (
-        _pointers(cupy, src),
-        _pointers(cupy, dst),
-        cupy.asarray(sizes),
-        cupy.asarray(types),
-        np.int32(sizes.size),
+    _run_unshuffle(
+        cupy, kernel, lambda: _pointers(cupy, src), lambda: _pointers(cupy, dst), sizes, types, partial_rule, block
     )
-    if kernel == "bit_unshuffle":
-        args += (np.int32(partial_rule),)
-    get_kernel(kernel)(_grid(int(sizes.max()), sizes.size, block), (block,), args)
 
 
 def launch_unshuffle_spans(
@@ -238,18 +228,45 @@ def launch_unshuffle_spans(
     block: int = BLOCK_THREADS,
 ) -> None:
     """:func:`launch_unshuffle` between spans of one flat CuPy ``uint8`` buffer, given as offsets."""
-    if kernel not in ("byte_unshuffle", "bit_unshuffle"):
-        raise ValueError(f"unshuffle: unknown kernel {kernel!r}")
+    _check_unshuffle_kernel(kernel)
     cupy = import_cupy()
     size = int(buffer.nbytes)
     sizes, types = check_blocks(
         kernel, span_room(size, src_offsets, kernel), span_room(size, dst_offsets, kernel), nbytes, typesizes
     )
+    _run_unshuffle(
+        cupy,
+        kernel,
+        lambda: _span_pointers(cupy, buffer, src_offsets),
+        lambda: _span_pointers(cupy, buffer, dst_offsets),
+        sizes,
+        types,
+        partial_rule,
+        block,
+    )
+
+
+def _check_unshuffle_kernel(kernel: str) -> None:
+    if kernel not in ("byte_unshuffle", "bit_unshuffle"):
+        raise ValueError(f"unshuffle: unknown kernel {kernel!r}")
+
+
+def _run_unshuffle(
+    cupy: ModuleType,
+    kernel: str,
+    src_pointers: Callable[[], Any],
+    dst_pointers: Callable[[], Any],
+    sizes: Any,
+    types: Any,
+    partial_rule: int,
+    block: int,
+) -> None:
+    """The launch itself, once the blocks are checked (pointer tables made only when needed)."""
     if sizes.size == 0:
         return
     args: tuple[Any, ...] = (
-        _span_pointers(cupy, buffer, src_offsets),
-        _span_pointers(cupy, buffer, dst_offsets),
+        src_pointers(),
+        dst_pointers(),
         cupy.asarray(sizes),
         cupy.asarray(types),
         np.int32(sizes.size),
@@ -265,20 +282,10 @@ CHECKSUM_KERNELS = {"crc32c": "crc32c_batch", "crc32": "crc32_batch", "adler32":
 def launch_checksums(kind: str, buffers: Sequence[Any], sizes: Any, *, block: int = BLOCK_THREADS) -> Any:
     """CRC-32C, CRC-32 or Adler-32 (``kind``) of each CuPy buffer's first ``sizes[i]`` bytes;
     returns a CuPy ``uint32`` array."""
-    if kind not in CHECKSUM_KERNELS:
-        raise ValueError(f"checksum kind must be one of {sorted(CHECKSUM_KERNELS)}, got {kind!r}")
-    if not 32 <= block <= 1024:
-        raise ValueError(f"{kind}: block must hold 32..1024 threads, got {block}")
+    _check_checksum_launch(kind, block)
     cupy = import_cupy()
     lengths = check_crc32c([b.nbytes for b in buffers], sizes, kind)
-    sums = cupy.zeros(lengths.size, dtype=cupy.uint32)
-    if lengths.size:
-        get_kernel(CHECKSUM_KERNELS[kind])(
-            (min(lengths.size, MAX_GRID_X),),
-            (block,),
-            (_pointers(cupy, buffers), cupy.asarray(lengths), sums, np.int32(lengths.size)),
-        )
-    return sums
+    return _run_checksums(cupy, kind, lambda: _pointers(cupy, buffers), lengths, block)
 
 
 def launch_checksum_spans(
@@ -286,17 +293,25 @@ def launch_checksum_spans(
 ) -> Any:
     """:func:`launch_checksums` over spans of one flat CuPy ``uint8`` buffer, given as offsets;
     returns a CuPy ``uint32`` array (not yet on the host: read it after a synchronisation)."""
+    _check_checksum_launch(kind, block)
+    cupy = import_cupy()
+    lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, kind), nbytes, kind)
+    return _run_checksums(cupy, kind, lambda: _span_pointers(cupy, buffer, offsets), lengths, block)
+
+
+def _check_checksum_launch(kind: str, block: int) -> None:
     if kind not in CHECKSUM_KERNELS:
         raise ValueError(f"checksum kind must be one of {sorted(CHECKSUM_KERNELS)}, got {kind!r}")
     if not 32 <= block <= 1024:
         raise ValueError(f"{kind}: block must hold 32..1024 threads, got {block}")
-    cupy = import_cupy()
-    lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, kind), nbytes, kind)
+
+
+def _run_checksums(cupy: ModuleType, kind: str, pointers: Callable[[], Any], lengths: Any, block: int) -> Any:
     sums = cupy.zeros(lengths.size, dtype=cupy.uint32)
     if lengths.size:
         get_kernel(CHECKSUM_KERNELS[kind])(
             (min(lengths.size, MAX_GRID_X),),
             (block,),
-            (_span_pointers(cupy, buffer, offsets), cupy.asarray(lengths), sums, np.int32(lengths.size)),
+            (pointers(), cupy.asarray(lengths), sums, np.int32(lengths.size)),
         )
     return sums
