@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpuzarr"
 LAYERS: dict[str, int] = {
     "gpuzarr": 100,  # the package's __init__ alone: the public names
     "gpuzarr.__main__": 100,
+    "gpuzarr.loader": 95,  # crop batches for training: above the facade (uses Array.read_batch)
     "gpuzarr.api": 90,
     "gpuzarr.tensorstore.open": 85,  # opens TensorStore specs into Arrays
     "gpuzarr.array": 80,

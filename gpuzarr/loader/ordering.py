@@ -1,0 +1,166 @@
+"""How the loader's background reads are ordered against the consumer: on the CPU, by the queue
+between the threads alone; on a GPU, by CUDA events between a side stream and the consumer's
+stream, and the hand-over of finished batches as NumPy arrays, CuPy arrays or PyTorch tensors.
+
+On a GPU the producer thread reads batch k+1 on the loader's side stream while the consumer's
+stream works on batch k. After each batch it records an event on the side stream; the consumer's
+stream (PyTorch's current stream for ``output="torch"``, CuPy's for ``"cupy"``) waits for that
+event when the batch is handed over, without a host wait, and ``torch.from_dlpack`` wraps the
+buffer without a copy. When the consumer moves on, an event recorded on its stream guards the
+buffer: the side stream waits for it before decoding into the buffer again.
+
+torch is imported only when ``output="torch"``; CuPy only inside ``backends/cuda``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from .. import backends
+from ..backends.cpu import empty as host_empty
+from ..backends.select import device_index
+
+OUTPUTS = ("torch", "cupy", "numpy")
+
+
+class HostOrdering:
+    """The CPU: buffers are NumPy arrays and the queue between the threads orders everything."""
+
+    stream: Any = None
+    #: whether buffers live in device memory
+    on_device = False
+
+    def producing(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+        return host_empty(shape, dtype)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        return host
+
+    def to_host(self, value: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(value)
+
+    def record(self) -> Any:
+        return None
+
+    def hand_over(self, event: Any, output: str) -> None:
+        return None
+
+    def consumer_event(self, output: str) -> Any:
+        return None
+
+    def wait_before_reuse(self, event: Any) -> None:
+        return None
+
+    def settle(self, event: Any) -> None:
+        return None
+
+
+class CudaOrdering(HostOrdering):
+    """A CUDA device: reads on a side stream of the loader's own, handed over with events.
+
+    With the emulated device of the test-suite (no CuPy) there is no side stream: the device
+    runs every call at once, and hand-overs wait for the (already complete) events on the host.
+    """
+
+    on_device = True
+
+    def __init__(self, device: str) -> None:
+        from ..backends.cuda.handoff import device_on, side_stream
+        from ..backends.cuda.reader import CudaReader
+
+        reader = backends.reader_for(device)
+        assert isinstance(reader, CudaReader)
+        self._reader = reader
+        self._device_on = device_on
+        self.index = device_index(device) or 0
+        self.stream = side_stream(reader)
+        self._side = device_on(reader, self.stream)
+
+    @property
+    def _real(self) -> bool:
+        return self.stream is not None
+
+    def producing(self) -> contextlib.AbstractContextManager[Any]:
+        # The loader's side stream (and device) current for every device call of the producer.
+        return self._side.activate()
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+        with self._side.activate():
+            return self._side.empty(shape, dtype)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        with self._side.activate():
+            return self._side.from_host(host)
+
+    def to_host(self, value: Any) -> np.ndarray[Any, Any]:
+        if isinstance(value, np.ndarray):
+            return value
+        return np.asarray(value.get())  # a CuPy array; .get() waits for its stream
+
+    def record(self) -> Any:
+        with self._side.activate():
+            return self._side.record()
+
+    def _consumer(self, output: str) -> Any:
+        """A device object on the consumer's stream: PyTorch's current one for torch output,
+        CuPy's current one (stream None) otherwise."""
+        stream = None
+        if output == "torch":
+            import torch
+
+            stream = torch.cuda.current_stream(torch.device("cuda", self.index))
+        return self._device_on(self._reader, stream)
+
+    def hand_over(self, event: Any, output: str) -> None:
+        if event is None:
+            return
+        if not self._real or output == "numpy":
+            event.synchronize()  # the batch goes to the host, or the device is emulated
+            return
+        consumer = self._consumer(output)
+        with consumer.activate():
+            consumer.wait_for(event)
+
+    def consumer_event(self, output: str) -> Any:
+        # NumPy output was copied to the host at hand-over: nothing on the device reads the buffer.
+        if not self._real or output == "numpy":
+            return None
+        consumer = self._consumer(output)
+        with consumer.activate():
+            return consumer.record()
+
+    def wait_before_reuse(self, event: Any) -> None:
+        if event is not None:
+            with self._side.activate():
+                self._side.wait_for(event)
+
+    def settle(self, event: Any) -> None:
+        if event is not None:
+            event.synchronize()
+
+
+def ordering_for(device: str) -> HostOrdering:
+    """The ordering of a resolved device."""
+    return HostOrdering() if device == "cpu" else CudaOrdering(device)
+
+
+def convert(buffer: Any, output: str, ordering: HostOrdering) -> Any:
+    """One field of a handed-over batch as the loader's output type (no copy, except NumPy
+    output of a GPU loader, which comes to the host)."""
+    if output == "numpy":
+        return ordering.to_host(buffer)
+    if output == "cupy":
+        return buffer
+    import torch
+
+    if isinstance(buffer, np.ndarray):
+        return torch.from_numpy(buffer)
+    from torch.utils.dlpack import from_dlpack
+
+    return from_dlpack(buffer)
