@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from ..errors import DeviceError, InvalidArgumentError
 from .cache import CacheStats, ChunkCache
 from .chunked import ChunkAssembler, check_cacheable
 from .ordering import OUTPUTS, HostOrdering, convert, ordering_for
-from .prefetch import BufferPool, Producer, Ready, Slot, read_one
+from .prefetch import BufferPool, Producer, Ready, read_one
 from .reading import BatchReader
 from .sampling import (
     Crops,
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
 STATE_VERSION = 1
 
 _forked = False
-#: the stop flag of reads on the calling thread, which nothing stops
-_RUNNING = threading.Event()
 
 
 def _mark_forked() -> None:
@@ -69,8 +66,8 @@ class Batch:
     data
         ``(N, *crop_shape)`` on the loader's device, as the loader's output type (a PyTorch
         tensor, CuPy array or NumPy array); for dict input, a dict of them by field name.
-        Valid until the next batch is requested, unless the loader was made with
-        ``reuse_buffers=False`` (see :class:`CropLoader`).
+        Its buffer is read into again only once nothing refers to it any more (see
+        ``reuse_buffers`` of :class:`CropLoader`), so a batch may be kept.
     origins
         ``(N, ndim)`` int64: the origin of each crop in its volume.
     volume_index
@@ -174,9 +171,12 @@ class CropLoader:
         Budget of a device LRU cache of decoded chunks (GPU only; 0: none). Looked up before the
         host cache.
     reuse_buffers
-        True (the default): batches are read into a pool of ``prefetch + 2`` reused buffers,
-        and **a batch's data is valid until the next batch is requested** (as with DALI);
-        copy it to keep it longer. False: a new buffer per batch, which may be kept.
+        True (the default): batches are read into a pool of reused buffers, with no copy on
+        the way to the consumer. A buffer is reused only once nothing refers to its batch any
+        more (no Batch, tensor, array or view of them; the pool reads the reference count of
+        the object owning the memory), so a kept batch is never overwritten: a loop that drops
+        each batch reuses ``prefetch + 3`` buffers, one that keeps batches gets new ones.
+        False: a new buffer for every batch.
 
     Notes
     -----
@@ -461,7 +461,9 @@ class CropLoader:
         reader = self._reader(ordering)
         batches = self.epoch_batches()
         indices = list(range(self._position + worker, len(batches), workers))
-        pool = BufferPool(lambda: reader.new_buffers(self.batch_size), self.prefetch + 2 if reuse_buffers else None)
+        # prefetch queued, one being read, one handed out, one still held by the loop variable
+        size = self.prefetch + 3 if reuse_buffers else None
+        pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
         self._pass = _Pass(self, reader, ordering, pool, batches, indices)
         return self._pass
 
@@ -503,7 +505,6 @@ class _Pass:
         self._output = loader.output
         self._keyed = loader.volumes.keyed
         self._pid = os.getpid()
-        self._held: Slot | None = None
         self._producer: Producer | None = None
         if loader.prefetch > 0:
             self._producer = Producer(reader, ordering, pool, batches, indices, loader.prefetch)
@@ -511,28 +512,19 @@ class _Pass:
     def __iter__(self) -> _Pass:
         return self
 
-    def _release_held(self) -> None:
-        if self._held is not None:
-            self._pool.release(self._held, self._ordering.consumer_event(self._output))
-            self._held = None
-
     def _next_ready(self) -> Ready | None:
         if self._producer is not None:
             return self._producer.next()
         index = next(self._indices, None)
         if index is None:
             return None
-        # Reading on the calling thread, the held slot went back first: one is always free.
-        slot = self._pool.acquire(_RUNNING)
-        assert slot is not None
-        return read_one(self._reader, self._ordering, index, self._batches[index], slot)
+        return read_one(self._reader, self._ordering, index, self._batches[index], self._pool.acquire())
 
     def __next__(self) -> Batch:
         if self._loader is None:
             raise StopIteration
         if os.getpid() != self._pid:
             raise DeviceError("an iteration of a CropLoader cannot continue in a forked process; start a new one there")
-        self._release_held()
         try:
             ready = self._next_ready()
         except BaseException:
@@ -545,7 +537,10 @@ class _Pass:
             raise StopIteration
         self._ordering.hand_over(ready.event, self._output)
         data = {name: convert(view, self._output, self._ordering) for name, view in ready.views.items()}
-        self._held = ready.slot
+        if self._output == "numpy" and self._ordering.on_device:
+            self._pool.give_back(ready.slot)  # the batch was copied to the host
+        else:
+            self._pool.lend(ready.slot, self._ordering.consumer_stream(self._output))
         self._loader._handed_out(ready.index)
         return Batch(
             data if self._keyed else data[UNNAMED],
@@ -555,16 +550,14 @@ class _Pass:
         )
 
     def close(self) -> None:
-        """Stop reading ahead; the last batch handed out stays valid until its buffers are
-        collected (on a GPU the consumer's queued work on it is waited for first)."""
+        """Stop reading ahead. Batches handed out stay valid as long as they are referenced;
+        on a GPU the consumer's work queued on them so far is waited for, since their memory
+        may serve another stream once they are dropped."""
         if self._producer is not None:
             self._producer.stop()
             self._producer = None
-        if self._held is not None:
-            # Nothing reads into the buffers any more; before they may be freed (and their
-            # memory handed to another stream), the consumer's work on the last batch must end.
-            self._ordering.settle(self._ordering.consumer_event(self._output))
-            self._held = None
+        if self._loader is not None:
+            self._pool.settle()
         self._loader = None
 
     def __del__(self) -> None:

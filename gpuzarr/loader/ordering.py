@@ -6,8 +6,9 @@ On a GPU the producer thread reads batch k+1 on the loader's side stream while t
 stream works on batch k. After each batch it records an event on the side stream; the consumer's
 stream (PyTorch's current stream for ``output="torch"``, CuPy's for ``"cupy"``) waits for that
 event when the batch is handed over, without a host wait, and ``torch.from_dlpack`` wraps the
-buffer without a copy. When the consumer moves on, an event recorded on its stream guards the
-buffer: the side stream waits for it before decoding into the buffer again.
+buffer without a copy. The consumer's stream is remembered with the buffer: before the buffer is
+read into again, an event recorded on that stream makes the side stream wait for the work the
+consumer queued on the batch.
 
 torch is imported only when ``output="torch"``; CuPy only inside ``backends/cuda``.
 """
@@ -51,7 +52,17 @@ class HostOrdering:
     def hand_over(self, event: Any, output: str) -> None:
         return None
 
-    def consumer_event(self, output: str) -> Any:
+    def memory_owner(self, buffer: Any) -> Any:
+        """The object every view of ``buffer`` references (NumPy: the array owning the memory)."""
+        owner = buffer
+        while isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        return owner
+
+    def consumer_stream(self, output: str) -> Any:
+        return None
+
+    def reuse_event(self, stream: Any) -> Any:
         return None
 
     def wait_before_reuse(self, event: Any) -> None:
@@ -107,31 +118,42 @@ class CudaOrdering(HostOrdering):
         with self._side.activate():
             return self._side.record()
 
-    def _consumer(self, output: str) -> Any:
-        """A device object on the consumer's stream: PyTorch's current one for torch output,
-        CuPy's current one (stream None) otherwise."""
-        stream = None
-        if output == "torch":
-            import torch
-
-            stream = torch.cuda.current_stream(torch.device("cuda", self.index))
-        return self._device_on(self._reader, stream)
-
     def hand_over(self, event: Any, output: str) -> None:
         if event is None:
             return
         if not self._real or output == "numpy":
             event.synchronize()  # the batch goes to the host, or the device is emulated
             return
-        consumer = self._consumer(output)
+        consumer = self._device_on(self._reader, self.consumer_stream(output))
         with consumer.activate():
             consumer.wait_for(event)
 
-    def consumer_event(self, output: str) -> Any:
-        # NumPy output was copied to the host at hand-over: nothing on the device reads the buffer.
+    def memory_owner(self, buffer: Any) -> Any:
+        if isinstance(buffer, np.ndarray):
+            return super().memory_owner(buffer)
+        from ..backends.cuda.handoff import memory_owner
+
+        return memory_owner(buffer)
+
+    def consumer_stream(self, output: str) -> Any:
+        """The stream the consumer works on (in the consumer's thread, at hand-over); None for
+        NumPy output, copied to the host at hand-over, and on the emulated device."""
         if not self._real or output == "numpy":
             return None
-        consumer = self._consumer(output)
+        if output == "torch":
+            import torch
+
+            return torch.cuda.current_stream(torch.device("cuda", self.index))
+        from ..backends.cuda.handoff import current_stream
+
+        return current_stream(self.index)
+
+    def reuse_event(self, stream: Any) -> Any:
+        """An event recorded now on the consumer's ``stream``: after the work it queued on a
+        batch it no longer holds."""
+        if stream is None:
+            return None
+        consumer = self._device_on(self._reader, stream)
         with consumer.activate():
             return consumer.record()
 

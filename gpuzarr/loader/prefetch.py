@@ -1,16 +1,18 @@
-"""Batches read ahead on a background thread, into a small pool of reused output buffers.
+"""Batches read ahead on a background thread, into a pool of reused output buffers.
 
 The producer thread reads batch k+1, k+2, ... (at most ``prefetch`` finished batches wait in the
-queue) while the consumer works on batch k. Output buffers come from a pool of ``prefetch + 2``
-sets (one held by the consumer, ``prefetch`` queued, one being read), so a steady loop
-allocates nothing.
+queue) while the consumer works on batch k.
 
-The reuse rule: a batch's buffer goes back to the pool when the consumer asks for the next batch
-(or the iteration ends), and is read into again afterwards. So ``batch.data`` is valid until
-the next batch is requested; keep it longer with a copy (``.clone()``, ``.copy()``), or make
-the loader with ``reuse_buffers=False``. On a GPU the buffer goes back with an event recorded on
-the consumer's stream, and the next read into it waits for that event on the side stream: work
-the consumer queued on the batch before moving on finishes first.
+Buffers are reused only when that is safe, so a batch stays valid as long as anything refers to
+it. A buffer set handed out is lent: it goes back to the pool only once no object refers to its
+memory any more (the Batch, its tensors or arrays, any view of them: each keeps a reference to
+the object owning the memory, whose reference count the pool reads). A loop that drops each
+batch before it takes the one after next reuses ``prefetch + 3`` sets (one held by the loop
+variable while the next batch is asked for, one just handed out, ``prefetch`` queued, one being
+read); a consumer that keeps batches gets new buffers, and its batches are never overwritten.
+On a GPU, the stream the consumer worked on is remembered at hand-over, and when the set is
+reused the side stream first waits for an event recorded on it then, so the consumer's queued
+work on the batch finishes before the buffer is read into again.
 
 The producer holds no reference to the iterator the consumer holds, so dropping the iterator
 (``break`` out of a loop) stops the thread after the batch it is reading.
@@ -19,8 +21,9 @@ The producer holds no reference to the iterator the consumer holds, so dropping 
 from __future__ import annotations
 
 import queue
+import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,12 +37,27 @@ if TYPE_CHECKING:
 POLL_S = 0.05
 
 
+def _reference_counts(owners: Sequence[Any]) -> list[int]:
+    # One helper for the baseline and every later look, so its own references count the same.
+    return [sys.getrefcount(owner) for owner in owners]
+
+
 @dataclass
 class Slot:
-    """One set of output buffers (one per field) and the event that guards its reuse."""
+    """One set of output buffers (one per field), what owns their memory, and how to reuse it."""
 
     buffers: dict[str, Any]
+    owners: list[Any]
+    #: the reference counts of ``owners`` when nothing but the slot refers to them
+    baseline: list[int]
+    #: the stream the consumer worked on when the set was handed out
+    consumer_stream: Any = None
+    #: what the next read into the set waits for
     reuse_event: Any = None
+
+    def in_use(self) -> bool:
+        """Whether anything outside the slot still refers to its memory."""
+        return any(n > b for n, b in zip(_reference_counts(self.owners), self.baseline, strict=True))
 
 
 @dataclass
@@ -62,38 +80,71 @@ class _Failed:
 _END = object()
 
 
-@dataclass
 class BufferPool:
-    """Output buffer sets: ``size`` of them, reused; None: a fresh set for every batch."""
+    """Output buffer sets, reused once nothing refers to them; ``size`` is how many it keeps
+    (None: a new set for every batch, never reused)."""
 
-    make: Callable[[], dict[str, Any]]
-    size: int | None
-    _free: queue.Queue[Slot] = field(default_factory=queue.Queue)
-    _made: int = 0
+    def __init__(self, make: Callable[[], dict[str, Any]], size: int | None, ordering: HostOrdering) -> None:
+        self._make = make
+        self.size = size
+        self._ordering = ordering
+        self._free: list[Slot] = []
+        self._lent: list[Slot] = []
+        self._kept = 0
+        self._lock = threading.Lock()
 
-    def acquire(self, stop: threading.Event) -> Slot | None:
-        """A free slot (made on first use), or None once ``stop`` is set."""
+    def _new(self) -> Slot:
+        buffers = self._make()
+        owners = [self._ordering.memory_owner(b) for b in buffers.values()]
+        return Slot(buffers, owners, _reference_counts(owners))
+
+    def acquire(self) -> Slot:
+        """A free set: one the consumer has let go of, else a new one."""
         if self.size is None:
-            return Slot(self.make())
-        while not stop.is_set():
-            try:
-                return self._free.get_nowait()
-            except queue.Empty:
-                pass
-            if self._made < self.size:
-                self._made += 1
-                return Slot(self.make())
-            try:
-                return self._free.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-        return None
+            return self._new()
+        self._reclaim()
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            self._kept += 1
+        return self._new()
 
-    def release(self, slot: Slot, event: Any) -> None:
-        """Give ``slot`` back; its next read waits for ``event`` first."""
+    def lend(self, slot: Slot, consumer_stream: Any) -> None:
+        """``slot`` was handed to the consumer, who works on ``consumer_stream``."""
         if self.size is not None:
-            slot.reuse_event = event
-            self._free.put(slot)
+            slot.consumer_stream = consumer_stream
+            with self._lock:
+                self._lent.append(slot)
+
+    def give_back(self, slot: Slot) -> None:
+        """``slot`` is free at once (its batch was copied out, or never handed out)."""
+        if self.size is not None:
+            with self._lock:
+                self._free.append(slot)
+
+    def _reclaim(self) -> None:
+        with self._lock:
+            lent, self._lent = self._lent, []
+            for slot in lent:
+                if slot.in_use():
+                    self._lent.append(slot)
+                    continue
+                event = self._ordering.reuse_event(slot.consumer_stream)
+                slot.consumer_stream = None
+                if self._kept > (self.size or 0):
+                    # One made while the consumer kept batches: let it go (after the consumer's
+                    # work on it, before its memory may serve another stream).
+                    self._kept -= 1
+                    self._ordering.settle(event)
+                    continue
+                slot.reuse_event = event
+                self._free.append(slot)
+
+    def settle(self) -> None:
+        """Wait for the consumer's queued work on every lent set (before the pool goes)."""
+        with self._lock:
+            for slot in self._lent:
+                self._ordering.settle(self._ordering.reuse_event(slot.consumer_stream))
 
 
 def read_one(reader: BatchReader, ordering: HostOrdering, index: int, crops: Crops, slot: Slot) -> Ready:
@@ -140,11 +191,13 @@ class Producer:
     def _run(self) -> None:
         try:
             for index in self._indices:
-                slot = self._pool.acquire(self._stop)
-                if slot is None:
+                if self._stop.is_set():
                     return
+                slot = self._pool.acquire()
                 ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
-                if not self._put(ready):
+                queued = self._put(ready)
+                del ready  # no reference of this thread may keep a lent slot in use
+                if not queued:
                     return
         except BaseException as exc:  # handed to the consumer, which raises it
             self._put(_Failed(exc))

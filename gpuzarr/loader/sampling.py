@@ -180,7 +180,7 @@ def check_fits(
     """Raise InvalidArgumentError, naming the volume and crop, unless the crop lies inside."""
     if len(origin) != len(shape):
         raise InvalidArgumentError(
-            f"{prefix}{volume=}: origin {tuple(origin)} has {len(origin)} axes, the volume has {len(shape)}"
+            f"{prefix}volume {volume}: origin {tuple(origin)} has {len(origin)} axes, the volume has {len(shape)}"
         )
     if any(o < 0 or o + c > n for o, c, n in zip(origin, crop_shape, shape, strict=True)):
         raise InvalidArgumentError(

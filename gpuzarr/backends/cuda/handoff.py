@@ -32,4 +32,20 @@ def device_on(reader: CudaReader, stream: Any) -> Device:
     return reader.device_factory(reader.index, stream)
 
 
-__all__ = ["device_on", "side_stream"]
+def current_stream(index: int) -> Any:
+    """CuPy's current stream on device ``index`` in the calling thread (the stream a consumer of
+    CuPy arrays works on)."""
+    cupy = kernels.import_cupy()
+    with cupy.cuda.Device(index):
+        return cupy.cuda.get_current_stream()
+
+
+def memory_owner(array: Any) -> Any:
+    """The object holding a CuPy array's memory: its ``MemoryPointer``'s ``mem``, which every
+    view of the array (and a DLPack capsule made from one) keeps a reference to."""
+    pointer = getattr(array, "data", None)
+    owner = getattr(pointer, "mem", None)
+    return array if owner is None else owner
+
+
+__all__ = ["current_stream", "device_on", "memory_owner", "side_stream"]
