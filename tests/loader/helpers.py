@@ -35,9 +35,7 @@ def values(shape: tuple[int, ...], dtype: str = "<u2", salt: int = 0) -> np.ndar
     return data.astype(dtype).reshape(shape)
 
 
-def make_volume(
-    store: Any, data: np.ndarray[Any, Any], layout: str = "v3-sharded-zstd", **extra: Any
-) -> gpuzarr.Array:
+def make_volume(store: Any, data: np.ndarray[Any, Any], layout: str = "v3-sharded-zstd", **extra: Any) -> gpuzarr.Array:
     """``data`` written as a Zarr array of ``layout`` into ``store``."""
     kwargs = {**LAYOUTS[layout], **extra}
     array = gpuzarr.create(store, shape=data.shape, dtype=data.dtype, **kwargs)
@@ -64,6 +62,4 @@ def assert_batch_matches(batch: Batch, sources: list[np.ndarray[Any, Any]], crop
 
 def crop_list(batches: list[Batch]) -> list[tuple[int, tuple[int, ...]]]:
     """(volume, origin) of every crop of ``batches``, in order."""
-    return [
-        (int(v), tuple(int(o) for o in origin)) for b in batches for v, origin in zip(b.volume_index, b.origins)
-    ]
+    return [(int(v), tuple(int(o) for o in origin)) for b in batches for v, origin in zip(b.volume_index, b.origins)]

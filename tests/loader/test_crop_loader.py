@@ -258,12 +258,8 @@ def _owner(x: np.ndarray[Any, Any]) -> Any:
 
 
 @pytest.mark.parametrize("reuse", [True, False])
-def test_reuse_buffers_false_gives_every_batch_its_own_buffer(
-    sources: list[np.ndarray[Any, Any]], reuse: bool
-) -> None:
-    loader = CropLoader(
-        _volumes(sources), CROP, 4, crops_per_epoch=48, output="numpy", prefetch=2, reuse_buffers=reuse
-    )
+def test_reuse_buffers_false_gives_every_batch_its_own_buffer(sources: list[np.ndarray[Any, Any]], reuse: bool) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=48, output="numpy", prefetch=2, reuse_buffers=reuse)
     seen: list[weakref.ref[Any]] = []
     repeats = 0
     for batch in loader:
@@ -350,9 +346,7 @@ def test_errors_name_the_volume_and_crop(sources: list[np.ndarray[Any, Any]]) ->
 
 
 def test_a_corrupt_chunk_names_its_key_volume_and_crops(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> None:
-    volumes = [
-        make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)
-    ]
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
     (tmp_path / "v1.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
     crops = [(0, (0, 0, 0)), (1, (0, 0, 0)), (1, (2, 3, 1))]
     loader = CropLoader(volumes, CROP, 3, sampler=crops, shuffle=False, output="numpy")

@@ -64,9 +64,7 @@ def test_every_batch_equals_numpy_slicing_on_the_gpu_path(
     assert emulated_gpu.names().count("assemble_chunks") >= batches
 
 
-def test_gpu_batches_equal_the_cpu_loaders_batches(
-    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
-) -> None:
+def test_gpu_batches_equal_the_cpu_loaders_batches(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
     def make(device: str) -> CropLoader:
         return CropLoader(cpu_volumes, CROP, 4, crops_per_epoch=20, seed=9, device=device, output="numpy")
 
@@ -92,9 +90,7 @@ def test_paired_fields_and_the_grid_on_the_gpu_path(emulated_gpu: EmulatedGpu, t
     assert covered.all()
 
 
-@pytest.mark.parametrize(
-    ("host", "device"), [(0, 64 << 20), (64 << 20, 0), (64 << 20, 64 << 20), (3000, 0), (0, 3000)]
-)
+@pytest.mark.parametrize(("host", "device"), [(0, 64 << 20), (64 << 20, 0), (64 << 20, 64 << 20), (3000, 0), (0, 3000)])
 def test_the_chunk_caches_on_the_gpu_path(
     emulated_gpu: EmulatedGpu,
     cpu_volumes: list[gpuzarr.Array],

@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pytest
 
 import gpuzarr
@@ -21,6 +20,8 @@ from gpuzarr.loader import CropLoader
 from .helpers import assert_batch_matches, crop_list, make_volume, values
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..backends.emulated_gpu import EmulatedGpu
 
 ROOT = Path(__file__).resolve().parents[2]
