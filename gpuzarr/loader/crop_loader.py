@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -264,8 +265,12 @@ class CropLoader:
             check_cacheable(self.volumes)
         self._ordering: HostOrdering | None = None
         self._epoch = 0
+        #: batches handed out by the current (or last, unfinished) pass; 0 after a whole pass
         self._position = 0
-        self._pass: _Pass | None = None
+        #: where the next pass starts: set by load_state_dict, used once
+        self._resume: int | None = None
+        # The pass is referenced weakly: dropping its iterator (a break) stops its thread.
+        self._pass: weakref.ref[_Pass] | None = None
 
     def _make_sampler(self, sampler: Any, crops_per_epoch: int | None) -> Sampler:
         shapes = self.volumes.shapes
@@ -290,15 +295,21 @@ class CropLoader:
 
     def __getstate__(self) -> dict[str, Any]:
         """The constructor's arguments, the epoch and the position: a copy in another process
-        starts where this loader stands, with empty caches."""
-        return {"arguments": self._arguments, "epoch": self._epoch, "position": self._position}
+        stands where this loader stands (its next pass starts where this one's would), with
+        empty caches."""
+        return {
+            "arguments": self._arguments,
+            "epoch": self._epoch,
+            "position": self._position,
+            "resume": self._resume,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         arguments = dict(state["arguments"])
         CropLoader.__init__(
             self, arguments.pop("arrays"), arguments.pop("crop_shape"), arguments.pop("batch_size"), **arguments
         )
-        self._epoch, self._position = state["epoch"], state["position"]
+        self._epoch, self._position, self._resume = state["epoch"], state["position"], state["resume"]
 
     # -- description -----------------------------------------------------------------------------
 
@@ -367,6 +378,7 @@ class CropLoader:
         self._close_pass()
         self._epoch = _count(epoch, "epoch", 0)
         self._position = 0
+        self._resume = None
 
     # -- resuming --------------------------------------------------------------------------------
 
@@ -387,10 +399,11 @@ class CropLoader:
     def state_dict(self) -> dict[str, Any]:
         """Where this loader stands: the epoch and the batches of it handed out so far.
 
-        Loaded into a loader made with the same arguments, the next iteration yields exactly
-        the batches this loader's next ones would have been (batches read ahead but not handed
-        out are read again). After a completed pass the position is 0 again: the next
-        iteration repeats the epoch unless :meth:`set_epoch` moves on.
+        Loaded (:meth:`load_state_dict`) into a loader made with the same arguments, that
+        loader's next iteration yields exactly the batches this loader's current iteration has
+        not handed out yet (batches read ahead are read again). After a completed pass the
+        position is 0. As with torchdata's ``StatefulDataLoader``, a new iteration of a loader
+        starts at the epoch's first batch unless a state was loaded just before.
         """
         return {
             "version": STATE_VERSION,
@@ -413,13 +426,14 @@ class CropLoader:
         if differ:
             details = "; ".join(f"{k}: state {fingerprint.get(k)!r}, loader {mine.get(k)!r}" for k in differ)
             raise InvalidArgumentError(f"load_state_dict: the state is of a loader with other crops ({details})")
-        self._close_pass()
-        self._epoch = _count(epoch, "epoch", 0)
-        self._position = _count(position, "position", 0)
-        if self._position > len(self):
+        position = _count(position, "position", 0)
+        if position > len(self):
             raise InvalidArgumentError(
                 f"load_state_dict: position {position} is past the {len(self)} batches of an epoch"
             )
+        self._close_pass()
+        self._epoch = _count(epoch, "epoch", 0)
+        self._position = self._resume = position
 
     # -- iterating -------------------------------------------------------------------------------
 
@@ -444,12 +458,15 @@ class CropLoader:
         return BatchReader(self.volumes, self.crop_shape, ordering, assembler)
 
     def _close_pass(self) -> None:
-        if self._pass is not None:
-            self._pass.close()
-            self._pass = None
+        current = self._pass() if self._pass is not None else None
+        if current is not None:
+            current.close()
+        self._pass = None
 
     def __iter__(self) -> Iterator[Batch]:
-        """A pass over this rank's batches of the current epoch, from the saved position."""
+        """A pass over this rank's batches of the current epoch: from its first batch, or, the
+        first time after :meth:`load_state_dict`, from the state's position. A new pass ends
+        the one before."""
         return self._iterate(0, 1, self.reuse_buffers)
 
     def _iterate(self, worker: int, workers: int, reuse_buffers: bool) -> _Pass:
@@ -460,18 +477,21 @@ class CropLoader:
         ordering = self._ordering_now()
         reader = self._reader(ordering)
         batches = self.epoch_batches()
-        indices = list(range(self._position + worker, len(batches), workers))
+        start, self._resume = self._resume or 0, None
+        self._position = start
+        indices = list(range(start + worker, len(batches), workers))
         # prefetch queued, one being read, one handed out, one still held by the loop variable
         size = self.prefetch + 3 if reuse_buffers else None
         pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
-        self._pass = _Pass(self, reader, ordering, pool, batches, indices)
-        return self._pass
+        new_pass = _Pass(self, reader, ordering, pool, batches, indices)
+        self._pass = weakref.ref(new_pass)
+        return new_pass
 
     def _handed_out(self, index: int) -> None:
         self._position = index + 1
 
     def _finished(self, finished_pass: _Pass) -> None:
-        if self._pass is finished_pass:
+        if self._pass is not None and self._pass() is finished_pass:
             self._pass = None
             self._position = 0
 

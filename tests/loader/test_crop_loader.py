@@ -195,6 +195,22 @@ def test_state_dict_resumes_mid_epoch_exactly(sources: list[np.ndarray[Any, Any]
     assert second.state_dict()["position"] == 0 and first.state_dict()["position"] == 0
 
 
+def test_a_new_iteration_starts_the_epoch_again_unless_a_state_was_loaded(
+    sources: list[np.ndarray[Any, Any]],
+) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=12, seed=6, output="numpy")
+    expected = crop_list(list(loader))
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    state = loader.state_dict()
+    assert state["position"] == 3
+    assert crop_list(list(loader)) == expected  # from the first batch again
+    loader.load_state_dict(state)
+    assert crop_list(list(loader)) == expected[6:]
+    assert crop_list(list(loader)) == expected  # the loaded position is used once
+
+
 def test_a_state_of_another_loader_is_refused(sources: list[np.ndarray[Any, Any]]) -> None:
     loader = CropLoader(_volumes(sources), CROP, 4, seed=1, output="numpy")
     other = CropLoader(_volumes(sources), CROP, 5, seed=2, output="numpy")
@@ -208,7 +224,9 @@ def test_a_state_of_another_loader_is_refused(sources: list[np.ndarray[Any, Any]
         loader.load_state_dict(state)
 
 
-def test_a_pickled_loader_continues_where_it_stood(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> None:
+def test_a_pickled_loader_stands_where_the_original_stands(
+    sources: list[np.ndarray[Any, Any]], tmp_path: Path
+) -> None:
     volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"{i}.zarr"), s) for i, s in enumerate(sources)]
     loader = CropLoader(volumes, CROP, 3, crops_per_epoch=12, seed=4, output="numpy", cache_bytes=1 << 20)
     loader.set_epoch(3)
@@ -218,7 +236,10 @@ def test_a_pickled_loader_continues_where_it_stood(sources: list[np.ndarray[Any,
     copy = pickle.loads(pickle.dumps(loader))
     assert copy.epoch == 3 and copy.state_dict() == loader.state_dict()
     assert copy.cache_stats()["host"].entries == 0  # caches do not travel
-    rest = list(copy)
+    assert crop_list(list(copy)) == expected  # a new pass, as the original's next one
+    # a loaded state travels: the copy's next pass resumes, as the original's would
+    loader.load_state_dict(loader.state_dict())
+    rest = list(pickle.loads(pickle.dumps(loader)))
     assert crop_list(rest) == expected[3:]
     for b in rest:
         assert_batch_matches(b, sources, CROP)
@@ -282,6 +303,12 @@ def test_a_new_epoch_or_iteration_stops_the_thread_reading_ahead(sources: list[n
     next(second)
     loader.set_epoch(1)
     assert len(_loader_threads()) == before
+    third = iter(loader)
+    next(third)
+    thread = next(t for t in _loader_threads())
+    del third  # dropping the iterator (a break out of a loop) stops its thread
+    thread.join(timeout=30)
+    assert not thread.is_alive()
 
 
 @pytest.mark.parametrize("layout", ["v3-sharded-zstd", "v2-blosc-lz4"])
