@@ -74,6 +74,17 @@ class Impl:
     def write_full(self, h: Any, data: np.ndarray[Any, Any]) -> None:
         h[...] = data
 
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        """The ``loader`` workload: batches of 32 crops as torch tensors, one batch after the
+        other (each batch read as :meth:`read_batch` reads, stacked, ``torch.from_numpy``);
+        the list of them when ``keep``, else how many (each dropped as a training step would)."""
+        import torch
+
+        from .loader_workload import batches_of, consume
+
+        batches = (torch.from_numpy(np.stack([np.asarray(c) for c in self.read_batch(h, b)])) for b in batches_of(sels))
+        return consume(batches, keep)
+
     def finish(self) -> None:
         """Called at the end of every timed call (GPU implementations synchronise here)."""
 
@@ -110,6 +121,17 @@ class GpuzarrCPU(Impl):
 
     def read_batch(self, h: Any, sels: list[tuple[slice, ...]]) -> Any:
         return h.read_batch(sels)
+
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        from gpuzarr.loader import CropLoader
+
+        from .loader_workload import LOADER_BATCH, consume
+
+        crops = [(0, tuple(s.start for s in sel)) for sel in sels]
+        shape = tuple(s.stop - s.start for s in sels[0])
+        output = "torch" if self._device == "cpu" else "cupy"
+        loader = CropLoader(h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output=output, prefetch=2)
+        return consume((batch.data for batch in loader), keep)
 
 
 class GpuzarrGPU(GpuzarrCPU):
@@ -176,6 +198,15 @@ class ZarrPython(Impl):
         with self.context():
             return zarr.open_array(store=str(path), mode="r+" if write else "r", zarr_format=zarr_format)
 
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        """What a PyTorch user writes today: a map-style dataset of crops in a DataLoader with
+        two (forked) workers, collated into batches."""
+        from torch.utils.data import DataLoader
+
+        from .loader_workload import LOADER_BATCH, CropsDataset, consume
+
+        return consume(DataLoader(CropsDataset(h, sels), batch_size=LOADER_BATCH, num_workers=2), keep)
+
 
 class ZarrPythonZarrs(ZarrPython):
     name = "zarr-python+zarrs"
@@ -197,10 +228,16 @@ class ZarrPythonZarrs(ZarrPython):
             raise SkipImpl(f"zarrs pipeline not selected (got {pipeline})")
         return arr
 
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        return Impl.load_batches(self, h, sels, keep)  # in this process: zarrs decodes in parallel itself
+
 
 class ZarrPythonGPU(ZarrPython):
     name = "zarr-python-gpu"
     device = "gpu"
+
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        raise SkipImpl("loader workload: the GPU peers are not measured (CPU peers only)")
 
     def unavailable(self) -> str | None:
         return _missing("zarr") or _gpu_note()
@@ -260,6 +297,9 @@ class TensorStore(Impl):
 class TensorStoreCuPy(TensorStore):
     name = "tensorstore+cupy"
     device = "gpu"
+
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        raise SkipImpl("loader workload: the GPU peers are not measured (CPU peers only)")
 
     def unavailable(self) -> str | None:
         return _missing("tensorstore") or _gpu_note()

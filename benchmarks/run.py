@@ -19,7 +19,7 @@ from .environment import environment
 from .impls import ALL_IMPL_NAMES, implementations
 from .measure import log
 from .report import add_fractions, write_outputs
-from .workloads import WORKLOADS, bench_ceilings, bench_dataset
+from .workloads import OPTIONAL_WORKLOADS, WORKLOADS, bench_ceilings, bench_dataset
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,15 +51,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         metavar="NAME",
         help="restrict to these implementations / datasets / workloads (any mix): "
-        + ", ".join(ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS),
+        + ", ".join(ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS)
+        + " (loader runs only when named)",
     )
     p.add_argument("--save-results", action="store_true", help="also write benchmarks/results/<date>-<machine>.md")
     p.add_argument("--results-dir", type=Path, default=HERE / "results", help=argparse.SUPPRESS)
     p.add_argument("--machine", default=None, help="machine name for --save-results (default: CPU model + cores)")
     args = p.parse_args(argv)
-    unknown = [o for o in args.only if o not in ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS]
+    names = ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS
+    unknown = [o for o in args.only if o not in names]
     if unknown:
-        p.error(f"--only: unknown name(s) {unknown}; choose from {ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS}")
+        p.error(f"--only: unknown name(s) {unknown}; choose from {names}")
     if args.repeats < 1 or args.crops < 1 or args.boxes < 1:
         p.error("--repeats, --crops and --boxes must be >= 1")
     return args
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"skipping {impl.name}: {note}")
     usable = [i for i in impls if i.name not in unavailable]
     datasets = [d for d in DATASETS if d.name in _select(DATASET_NAMES, args.only)]
-    workloads = _select(WORKLOADS, args.only)
+    workloads = [w for w in WORKLOADS + OPTIONAL_WORKLOADS if w in args.only] or list(WORKLOADS)
 
     data = DataDir(args.data_dir, args.size_mib, log=log)
     t_start = time.perf_counter()
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             for wl in workloads:
                 if wl == "shard-partial" and not spec.sharded:
                     continue
+                if wl == "loader":
+                    continue  # its records are per crop size, and only for the loader datasets
                 results.append(
                     {
                         "dataset": spec.name,

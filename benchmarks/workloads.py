@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 WORKLOADS = ["full-read", "crops-each", "crops-batch", "shard-partial", "full-write"]
+#: run only when named with --only
+OPTIONAL_WORKLOADS = ["loader"]
 WORKLOAD_HELP = {
+    "loader": "epochs of random 64^3 / 128^3 crops in batches of 32 as torch tensors (benchmarks/loader_workload.py)",
     "full-read": "the whole array in one read",
     "crops-each": "N random unaligned crops, one read after the other",
     "crops-batch": "the same N crops as one batch (gpuzarr read_batch; TensorStore all futures at once; "
@@ -241,9 +244,15 @@ def bench_dataset(
     read_workloads = [w for w in workloads if w != "full-write"]
     if not spec.sharded and "shard-partial" in read_workloads:
         read_workloads.remove("shard-partial")
+    loader = "loader" in read_workloads
+    if loader:
+        read_workloads.remove("loader")
+        from .loader_workload import LOADER_DATASETS
+
+        loader = spec.name in LOADER_DATASETS
 
     handles: dict[str, Any] = {}
-    if read_workloads:
+    if read_workloads or loader:
         for impl in impls:
             try:
                 with impl.context():
@@ -268,6 +277,12 @@ def bench_dataset(
             wl = Workload(name, nb, len(boxes), lambda i, h, b=boxes: i.read_each(h, b), check_crops(truth, boxes))
         log(f"  {name}: {WORKLOAD_HELP[name]}")
         results += run_workload(wl, impls, handles, args.repeats, base)
+    if loader:
+        from .loader_workload import loader_workloads
+
+        log(f"  loader: {WORKLOAD_HELP['loader']}")
+        for wl in loader_workloads(truth, chunks, args.crops):
+            results += run_workload(wl, impls, handles, args.repeats, base)
     handles.clear()
     gc.collect()
 

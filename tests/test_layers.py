@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr": 100,  # the package's __init__ alone: the public names
     "gpuzarr.__main__": 100,
     "gpuzarr.creation": 95,  # zeros, ones, array, *_like: wrappers of api.create and open_array
+    "gpuzarr.loader": 95,  # crop batches for training: above the facade (uses Array.read_batch)
     "gpuzarr.api": 90,
     "gpuzarr.tensorstore.open": 85,  # opens TensorStore specs into Arrays
     "gpuzarr.core": 80,  # the facade: Array, Group, FieldArray

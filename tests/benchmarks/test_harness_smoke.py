@@ -57,3 +57,27 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     )
     assert proc2.returncode == 0, proc2.stderr[-3000:]
     assert "wrote dataset" not in proc2.stderr and "generated ground truth" not in proc2.stderr
+
+
+@pytest.mark.slow
+def test_loader_workload_end_to_end(tmp_path: Path) -> None:
+    pytest.importorskip("zarr")
+    pytest.importorskip("tensorstore")
+    pytest.importorskip("torch")
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable, "-m", "benchmarks.run",
+        "--size-mib", "1", "--repeats", "1", "--crops", "3",
+        "--data-dir", str(tmp_path / "data"), "--out", str(out),
+        "--only", "loader", "sharded-zstd", "v2-blosc-lz4", "gpuzarr-cpu", "zarr-python", "tensorstore",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())["results"]
+    # an 80^3 volume holds 64^3 crops, not 128^3 ones
+    assert {(r["dataset"], r["workload"]) for r in results} == {
+        ("sharded-zstd", "loader-64^3"), ("v2-blosc-lz4", "loader-64^3")
+    }  # fmt: skip
+    assert {r["impl"] for r in results} == {"gpuzarr-cpu", "zarr-python", "tensorstore"}
+    # every batch of every implementation was checked against the ground truth
+    assert all(r["status"] == "ok" for r in results), [r for r in results if r["status"] != "ok"]

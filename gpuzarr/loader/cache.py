@@ -1,0 +1,103 @@
+"""A least-recently-used cache of decoded chunks, bounded by a byte budget.
+
+One class serves both levels of the loader: the host cache holds NumPy chunks, the device cache
+CuPy chunks; only ``nbytes`` of the values is looked at. A chunk larger than the whole budget is
+never kept (it would evict everything for one entry), and the budget is never exceeded, not even
+for a moment: the entries to evict go before the new one is counted in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgumentError
+
+#: a cache key: (field, volume index, chunk coordinates)
+ChunkKey = tuple[str, int, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What a cache did so far.
+
+    Attributes
+    ----------
+    hits, misses
+        Look-ups that found their chunk, and those that did not.
+    evictions
+        Chunks dropped to make room.
+    entries, nbytes, capacity
+        Chunks held now, their bytes, and the byte budget.
+    """
+
+    hits: int
+    misses: int
+    evictions: int
+    entries: int
+    nbytes: int
+    capacity: int
+
+
+class ChunkCache:
+    """Decoded chunks by key, the least recently used dropped first once ``capacity`` bytes are
+    held. Safe to use from several threads."""
+
+    def __init__(self, capacity: int, name: str = "cache") -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise InvalidArgumentError(f"{name}: expected a byte budget >= 0, got {capacity!r}")
+        self.capacity = capacity
+        self._entries: OrderedDict[ChunkKey, Any] = OrderedDict()
+        self._nbytes = 0
+        self._hits = self._misses = self._evictions = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: ChunkKey) -> Any:
+        """The chunk stored under ``key`` (now the most recently used), or None."""
+        with self._lock:
+            value = self._entries.get(key)
+            if value is None:
+                self._misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self._hits += 1
+            return value
+
+    def put(self, key: ChunkKey, value: Any) -> bool:
+        """Keep ``value`` under ``key``, evicting the least recently used chunks to make room;
+        False when it is larger than the whole budget (then nothing is evicted)."""
+        size = int(value.nbytes)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._nbytes -= int(old.nbytes)
+            if size > self.capacity:
+                return False
+            while self._nbytes + size > self.capacity:
+                _, evicted = self._entries.popitem(last=False)
+                self._nbytes -= int(evicted.nbytes)
+                self._evictions += 1
+            self._entries[key] = value
+            self._nbytes += size
+            return True
+
+    def clear(self) -> None:
+        """Drop every chunk (the counters stay)."""
+        with self._lock:
+            self._entries.clear()
+            self._nbytes = 0
+
+    def stats(self) -> CacheStats:
+        """The counters and the current size."""
+        with self._lock:
+            return CacheStats(
+                self._hits, self._misses, self._evictions, len(self._entries), self._nbytes, self.capacity
+            )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries

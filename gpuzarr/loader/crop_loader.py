@@ -1,0 +1,596 @@
+"""``CropLoader``: batches of crops of Zarr volumes for training and inference, read ahead on a
+background thread (on a GPU: on a side CUDA stream) and handed over as PyTorch tensors, CuPy
+arrays or NumPy arrays.
+
+The pieces: :mod:`.volumes` checks the input, :mod:`.sampling` decides the crops of each epoch
+and rank, :mod:`.reading` reads one batch (one ``read_batch`` per volume), :mod:`.chunked` and
+:mod:`.cache` serve crops from cached chunks, :mod:`.prefetch` runs the background thread and
+the buffer pool, :mod:`.ordering` orders the GPU work and hands batches over.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import DeviceError, InvalidArgumentError
+from .cache import CacheStats, ChunkCache
+from .chunked import ChunkAssembler, check_cacheable
+from .ordering import OUTPUTS, HostOrdering, convert, ordering_for
+from .prefetch import BufferPool, Producer, Ready, read_one
+from .reading import BatchReader
+from .sampling import (
+    Crops,
+    RandomSampler,
+    Sampler,
+    batch_bounds,
+    epoch_rng,
+    grid_sampler,
+    grid_tile_count,
+    group_by_volume,
+    listed_sampler,
+    rank_share,
+)
+from .volumes import UNNAMED, check_volumes
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    import numpy.typing as npt
+
+#: the version of the ``state_dict`` layout
+STATE_VERSION = 1
+
+_forked = False
+
+
+def _mark_forked() -> None:
+    global _forked
+    _forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of crops.
+
+    Attributes
+    ----------
+    data
+        ``(N, *crop_shape)`` on the loader's device, as the loader's output type (a PyTorch
+        tensor, CuPy array or NumPy array); for dict input, a dict of them by field name.
+        Its buffer is read into again only once nothing refers to it any more (see
+        ``reuse_buffers`` of :class:`CropLoader`), so a batch may be kept.
+    origins
+        ``(N, ndim)`` int64: the origin of each crop in its volume.
+    volume_index
+        ``(N,)`` int64: the volume of each crop.
+    index
+        The batch's position in this rank's epoch.
+    """
+
+    data: Any
+    origins: npt.NDArray[np.int64]
+    volume_index: npt.NDArray[np.int64]
+    index: int
+
+    def __len__(self) -> int:
+        return int(self.volume_index.shape[0])
+
+
+def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """The rank and world size: given, else torch.distributed's when it is initialised (it
+    cannot be when torch was never imported), else 0 and 1.
+    """
+    if rank is None or world_size is None:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank = dist.get_rank() if rank is None else rank
+            world_size = dist.get_world_size() if world_size is None else world_size
+    rank = 0 if rank is None else rank
+    world_size = 1 if world_size is None else world_size
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise InvalidArgumentError(f"{name}: expected an integer, got {value!r}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise InvalidArgumentError(
+            f"rank {rank} / world_size {world_size}: expected world_size >= 1 and 0 <= rank < world_size"
+        )
+    return int(rank), int(world_size)
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InvalidArgumentError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _in_forked_child() -> bool:
+    """Whether this process is a fork of one that may hold a CUDA context: an ``os.fork`` child
+    or a forked torch DataLoader worker.
+    """
+    if _forked:
+        return True
+    cuda = sys.modules.get("torch.cuda")
+    return bool(cuda is not None and getattr(cuda, "_is_in_bad_fork", lambda: False)())
+
+
+class CropLoader:
+    """Batches of fixed-shape crops of one or more Zarr volumes, read ahead in the background.
+
+    Parameters
+    ----------
+    arrays
+        A :class:`gpuzarr.Array`, a list of Arrays (one volume each), or a dict of field name
+        -> Array or list of Arrays: paired volumes, cropped at the same origins (e.g.
+        ``{"image": images, "label": labels}``). Volumes of one field share dtype and rank;
+        paired volumes share their shape.
+    crop_shape
+        The shape of every crop, e.g. ``(64, 64, 64)``; it must fit inside every volume.
+    batch_size
+        Crops per batch.
+    sampler
+        ``"random"``: origins uniform over all valid origins of all volumes (with replacement).
+        ``"grid"``: tiles of ``crop_shape`` at its multiples, then the tiles flush with the
+        far edges, so they cover every voxel (for inference; pass ``shuffle=False`` to keep
+        them in volume order). Or an iterable of ``(volume_index, origin)`` pairs.
+    crops_per_epoch
+        Crops in one epoch (across all ranks). Default: the number of grid tiles across all
+        volumes (for a list of crops: its length). The grid and a list are repeated to reach it.
+    seed
+        The crops of an epoch are a function of ``(seed, epoch, rank, world_size)`` only.
+    shuffle
+        ``"grid"`` and lists: a new order of the crops every epoch.
+    drop_last
+        As ``torch.utils.data.DistributedSampler`` and ``DataLoader`` use it: cut the epoch to a
+        multiple of ``world_size`` (instead of padding it with its first crops), and drop a last
+        batch smaller than ``batch_size``.
+    rank, world_size
+        This process's share of each epoch. Default: torch.distributed's rank and world size
+        when it is initialised, else 0 and 1. The shares are disjoint and together make the
+        epoch.
+    device
+        ``"auto"`` (where the arrays are), ``"cpu"``, ``"gpu"``, ``"cuda:N"``. Arrays on another
+        device are reopened on this one (nothing is read again).
+    output
+        ``"torch"`` (tensors, handed over with ``torch.from_dlpack`` on a GPU: no copy),
+        ``"cupy"`` (GPU only) or ``"numpy"`` (a GPU loader copies to the host). Without
+        ``"torch"``, torch is never imported.
+    prefetch
+        Batches read ahead on the background thread (0: each batch is read when asked for,
+        on the calling thread).
+    cache_bytes
+        Budget of a host LRU cache of decoded chunks (0: none). With a cache, crops are
+        assembled from whole cached chunks; without, each batch reads exactly its crops.
+    device_cache_bytes
+        Budget of a device LRU cache of decoded chunks (GPU only; 0: none). Looked up before the
+        host cache.
+    reuse_buffers
+        True (the default): batches are read into a pool of reused buffers, with no copy on
+        the way to the consumer. A buffer is reused only once nothing refers to its batch any
+        more (no Batch, tensor, array or view of them; the pool reads the reference count of
+        the object owning the memory), so a kept batch is never overwritten: a loop that drops
+        each batch reuses ``prefetch + 3`` buffers, one that keeps batches gets new ones.
+        False: a new buffer for every batch.
+
+    Notes
+    -----
+    Each batch is one I/O plan: the crops of a batch are grouped by volume (a stable sort, so
+    ``batch.volume_index`` is non-decreasing) and each volume's crops are read with one
+    ``Array.read_batch``, which decodes chunks that crops share once and fetches the inner
+    chunks of a shard with coalesced ranges.
+
+    The loader uses threads and needs no worker processes. CUDA does not survive ``fork``:
+    a GPU loader used in a forked process (an ``os.fork`` child, a forked DataLoader worker)
+    raises DeviceError. On the CPU, :meth:`as_dataset` gives a ``torch.utils.data``
+    IterableDataset for DataLoader workers started with ``spawn``.
+
+    Examples
+    --------
+    >>> loader = CropLoader({"image": image, "label": label}, (64, 64, 64), 8, device="gpu")
+    >>> for epoch in range(10):
+    ...     loader.set_epoch(epoch)
+    ...     for batch in loader:
+    ...         train_step(batch.data["image"], batch.data["label"])
+    """
+
+    def __init__(
+        self,
+        arrays: Any,
+        crop_shape: Sequence[int],
+        batch_size: int,
+        *,
+        sampler: Any = "random",
+        crops_per_epoch: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        device: str = "auto",
+        output: str = "torch",
+        prefetch: int = 2,
+        cache_bytes: int = 0,
+        device_cache_bytes: int = 0,
+        reuse_buffers: bool = True,
+    ) -> None:
+        self.volumes, self.crop_shape = check_volumes(arrays, crop_shape, device)
+        self.batch_size = _count(batch_size, "batch_size", 1)
+        self.seed = _count(seed, "seed", 0)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.prefetch = _count(prefetch, "prefetch", 0)
+        self.reuse_buffers = bool(reuse_buffers)
+        if output not in OUTPUTS:
+            raise InvalidArgumentError(f"output: expected one of {list(OUTPUTS)}, got {output!r}")
+        if output == "cupy" and self.device == "cpu":
+            raise InvalidArgumentError("output='cupy' needs a GPU device; this loader reads on the CPU")
+        self.output = output
+        self.rank, self.world_size = _distributed(rank, world_size)
+        self._sampler = self._make_sampler(sampler, crops_per_epoch)
+        cache = _count(cache_bytes, "cache_bytes", 0)
+        device_cache = _count(device_cache_bytes, "device_cache_bytes", 0)
+        if device_cache and self.device == "cpu":
+            raise InvalidArgumentError(
+                "device_cache_bytes: a device cache needs a GPU device; use cache_bytes on the CPU"
+            )
+        self.host_cache = ChunkCache(cache, "cache_bytes") if cache else None
+        self.device_cache = ChunkCache(device_cache, "device_cache_bytes") if device_cache else None
+        # What pickling carries (the arrays pickle themselves); the caches and threads do not travel.
+        self._arguments: dict[str, Any] = {
+            "arrays": arrays,
+            "crop_shape": self.crop_shape,
+            "batch_size": self.batch_size,
+            "sampler": sampler if isinstance(sampler, str) else getattr(self._sampler, "crops", sampler),
+            "crops_per_epoch": crops_per_epoch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "device": self.device,
+            "output": self.output,
+            "prefetch": self.prefetch,
+            "cache_bytes": cache,
+            "device_cache_bytes": device_cache,
+            "reuse_buffers": self.reuse_buffers,
+        }
+        if self.host_cache is not None or self.device_cache is not None:
+            check_cacheable(self.volumes)
+        self._ordering: HostOrdering | None = None
+        self._epoch = 0
+        #: batches handed out by the current (or last, unfinished) pass; 0 after a whole pass
+        self._position = 0
+        #: where the next pass starts: set by load_state_dict, used once
+        self._resume: int | None = None
+        # The pass is referenced weakly: dropping its iterator (a break) stops its thread.
+        self._pass: weakref.ref[_Pass] | None = None
+
+    def _make_sampler(self, sampler: Any, crops_per_epoch: int | None) -> Sampler:
+        shapes = self.volumes.shapes
+        count = None if crops_per_epoch is None else _count(crops_per_epoch, "crops_per_epoch", 1)
+        if isinstance(sampler, Crops):  # a listed sampler's crops, from a pickled loader
+            sampler = list(zip(sampler.volumes.tolist(), sampler.origins.tolist(), strict=True))
+        if sampler == "random":
+            return RandomSampler(shapes, self.crop_shape, count or grid_tile_count(shapes, self.crop_shape))
+        if sampler == "grid":
+            return grid_sampler(shapes, self.crop_shape, count)
+        if isinstance(sampler, str):
+            raise InvalidArgumentError(
+                f"sampler: expected 'random', 'grid' or (volume_index, origin) pairs, got {sampler!r}"
+            )
+        try:
+            items = iter(sampler)
+        except TypeError as exc:
+            raise InvalidArgumentError(f"sampler: expected 'random', 'grid' or an iterable, got {sampler!r}") from exc
+        return listed_sampler(items, shapes, self.crop_shape, count)
+
+    # -- pickling --------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The constructor's arguments, the epoch and the position: a copy in another process
+        stands where this loader stands (its next pass starts where this one's would), with
+        empty caches.
+        """
+        return {
+            "arguments": self._arguments,
+            "epoch": self._epoch,
+            "position": self._position,
+            "resume": self._resume,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        arguments = dict(state["arguments"])
+        CropLoader.__init__(
+            self, arguments.pop("arrays"), arguments.pop("crop_shape"), arguments.pop("batch_size"), **arguments
+        )
+        self._epoch, self._position, self._resume = state["epoch"], state["position"], state["resume"]
+
+    # -- description -----------------------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        """Where batches are read and handed over: ``"cpu"`` or ``"cuda:N"``."""
+        return self.volumes.device
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration reads (see :meth:`set_epoch`)."""
+        return self._epoch
+
+    @property
+    def crops_per_epoch(self) -> int:
+        """Crops in one epoch, across all ranks."""
+        return self._sampler.count
+
+    def rank_crop_count(self) -> int:
+        """Crops in this rank's share of an epoch."""
+        n, w = self._sampler.count, self.world_size
+        if w == 1:
+            return n
+        return n // w if self.drop_last else -(-n // w)
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank."""
+        n = self.rank_crop_count()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __repr__(self) -> str:
+        return (
+            f"<gpuzarr.loader.CropLoader {len(self.volumes.shapes)} volume(s) crop_shape={self.crop_shape} "
+            f"batch_size={self.batch_size} sampler={self._sampler.kind!r} device={self.device!r} "
+            f"output={self.output!r} rank={self.rank}/{self.world_size}>"
+        )
+
+    def cache_stats(self) -> dict[str, CacheStats]:
+        """Hits, misses, evictions and size of each chunk cache that is on (``"host"``, ``"device"``)."""
+        stats = {}
+        if self.host_cache is not None:
+            stats["host"] = self.host_cache.stats()
+        if self.device_cache is not None:
+            stats["device"] = self.device_cache.stats()
+        return stats
+
+    # -- the crop sequence -----------------------------------------------------------------------
+
+    def epoch_crops(self, epoch: int | None = None) -> Crops:
+        """This rank's crops of ``epoch`` (default: the current one), in reading order."""
+        e = self._epoch if epoch is None else _count(epoch, "epoch", 0)
+        everything = self._sampler.epoch(epoch_rng(self.seed, e), self.shuffle)
+        return rank_share(everything, self.rank, self.world_size, self.drop_last)
+
+    def epoch_batches(self, epoch: int | None = None) -> list[Crops]:
+        """This rank's batches of ``epoch``: each batch's crops grouped by volume."""
+        crops = self.epoch_crops(epoch)
+        return [
+            group_by_volume(crops.take(slice(a, b)))
+            for a, b in batch_bounds(len(crops), self.batch_size, self.drop_last)
+        ]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch the next iteration reads, from its first batch (as
+        ``DistributedSampler.set_epoch``); without it every iteration repeats the same epoch.
+        """
+        self._close_pass()
+        self._epoch = _count(epoch, "epoch", 0)
+        self._position = 0
+        self._resume = None
+
+    # -- resuming --------------------------------------------------------------------------------
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {
+            "sampler": self._sampler.kind,
+            "crop_shape": list(self.crop_shape),
+            "batch_size": self.batch_size,
+            "crops_per_epoch": self._sampler.count,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "volume_shapes": [list(s) for s in self.volumes.shapes],
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader stands: the epoch and the batches of it handed out so far.
+
+        Loaded (:meth:`load_state_dict`) into a loader made with the same arguments, that
+        loader's next iteration yields exactly the batches this loader's current iteration has
+        not handed out yet (batches read ahead are read again). After a completed pass the
+        position is 0. As with torchdata's ``StatefulDataLoader``, a new iteration of a loader
+        starts at the epoch's first batch unless a state was loaded just before.
+        """
+        return {
+            "version": STATE_VERSION,
+            "epoch": self._epoch,
+            "position": self._position,
+            "loader": self._fingerprint(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`; InvalidArgumentError when it was taken from a
+        loader with other crops (sampler, shapes, seed, batching, rank).
+        """
+        try:
+            version, epoch, position, fingerprint = (state[k] for k in ("version", "epoch", "position", "loader"))
+        except (KeyError, TypeError) as exc:
+            raise InvalidArgumentError(f"load_state_dict: not a CropLoader state_dict ({exc!r})") from exc
+        if version != STATE_VERSION:
+            raise InvalidArgumentError(f"load_state_dict: state version {version}, this loader reads {STATE_VERSION}")
+        mine = self._fingerprint()
+        differ = sorted(k for k in mine.keys() | fingerprint.keys() if mine.get(k) != fingerprint.get(k))
+        if differ:
+            details = "; ".join(f"{k}: state {fingerprint.get(k)!r}, loader {mine.get(k)!r}" for k in differ)
+            raise InvalidArgumentError(f"load_state_dict: the state is of a loader with other crops ({details})")
+        position = _count(position, "position", 0)
+        if position > len(self):
+            raise InvalidArgumentError(
+                f"load_state_dict: position {position} is past the {len(self)} batches of an epoch"
+            )
+        self._close_pass()
+        self._epoch = _count(epoch, "epoch", 0)
+        self._position = self._resume = position
+
+    # -- iterating -------------------------------------------------------------------------------
+
+    def _check_process(self) -> None:
+        if self.device != "cpu" and _in_forked_child():
+            raise DeviceError(
+                f"CropLoader on {self.device} is used in a forked process (an os.fork child or a DataLoader worker "
+                "started with fork), where CUDA cannot run. Iterate the loader in the main process: it reads on "
+                "background threads and needs no workers (use a torch DataLoader with num_workers=0, or none at "
+                "all); worker processes need multiprocessing_context='spawn'."
+            )
+
+    def _ordering_now(self) -> HostOrdering:
+        if self._ordering is None:
+            self._ordering = ordering_for(self.device)
+        return self._ordering
+
+    def _reader(self, ordering: HostOrdering) -> BatchReader:
+        assembler = None
+        if self.host_cache is not None or self.device_cache is not None:
+            assembler = ChunkAssembler(self.volumes, self.crop_shape, ordering, self.host_cache, self.device_cache)
+        return BatchReader(self.volumes, self.crop_shape, ordering, assembler)
+
+    def _close_pass(self) -> None:
+        current = self._pass() if self._pass is not None else None
+        if current is not None:
+            current.close()
+        self._pass = None
+
+    def __iter__(self) -> Iterator[Batch]:
+        """A pass over this rank's batches of the current epoch: from its first batch, or, the
+        first time after :meth:`load_state_dict`, from the state's position. A new pass ends
+        the one before.
+        """
+        return self._iterate(0, 1, self.reuse_buffers)
+
+    def _iterate(self, worker: int, workers: int, reuse_buffers: bool) -> _Pass:
+        """Batches ``worker, worker + workers, ...`` from the position on (DataLoader workers
+        take every ``workers``-th batch).
+        """
+        self._check_process()
+        self._close_pass()
+        ordering = self._ordering_now()
+        reader = self._reader(ordering)
+        batches = self.epoch_batches()
+        start, self._resume = self._resume or 0, None
+        self._position = start
+        indices = list(range(start + worker, len(batches), workers))
+        # prefetch queued, one being read, one handed out, one still held by the loop variable
+        size = self.prefetch + 3 if reuse_buffers else None
+        pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
+        new_pass = _Pass(self, reader, ordering, pool, batches, indices)
+        self._pass = weakref.ref(new_pass)
+        return new_pass
+
+    def _handed_out(self, index: int) -> None:
+        self._position = index + 1
+
+    def _finished(self, finished_pass: _Pass) -> None:
+        if self._pass is not None and self._pass() is finished_pass:
+            self._pass = None
+            self._position = 0
+
+    def as_dataset(self) -> Any:
+        """This loader as a ``torch.utils.data.IterableDataset`` of batches, for DataLoader
+        worker processes (CPU loaders only; see :class:`gpuzarr.loader.CropDataset`).
+        """
+        from .dataset import CropDataset
+
+        return CropDataset(self)
+
+
+class _Pass:
+    """One iteration over an epoch: batches from the background producer (or read on the
+    calling thread when ``prefetch`` is 0), handed over one at a time.
+    """
+
+    def __init__(
+        self,
+        loader: CropLoader,
+        reader: BatchReader,
+        ordering: HostOrdering,
+        pool: BufferPool,
+        batches: list[Crops],
+        indices: list[int],
+    ) -> None:
+        self._loader: CropLoader | None = loader
+        self._reader = reader
+        self._ordering = ordering
+        self._pool = pool
+        self._batches = batches
+        self._indices = iter(indices)
+        self._output = loader.output
+        self._keyed = loader.volumes.keyed
+        self._pid = os.getpid()
+        self._producer: Producer | None = None
+        if loader.prefetch > 0:
+            self._producer = Producer(reader, ordering, pool, batches, indices, loader.prefetch)
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def _next_ready(self) -> Ready | None:
+        if self._producer is not None:
+            return self._producer.next()
+        index = next(self._indices, None)
+        if index is None:
+            return None
+        return read_one(self._reader, self._ordering, index, self._batches[index], self._pool.acquire())
+
+    def __next__(self) -> Batch:
+        if self._loader is None:
+            raise StopIteration
+        if os.getpid() != self._pid:
+            raise DeviceError("an iteration of a CropLoader cannot continue in a forked process; start a new one there")
+        try:
+            ready = self._next_ready()
+        except BaseException:
+            self.close()
+            raise
+        if ready is None:
+            loader = self._loader
+            self.close()
+            loader._finished(self)
+            raise StopIteration
+        self._ordering.hand_over(ready.event, self._output)
+        data = {name: convert(view, self._output, self._ordering) for name, view in ready.views.items()}
+        if self._output == "numpy" and self._ordering.on_device:
+            self._pool.give_back(ready.slot)  # the batch was copied to the host
+        else:
+            self._pool.lend(ready.slot, self._ordering.consumer_stream(self._output))
+        self._loader._handed_out(ready.index)
+        return Batch(
+            data if self._keyed else data[UNNAMED],
+            ready.crops.origins.copy(),
+            ready.crops.volumes.copy(),
+            ready.index,
+        )
+
+    def close(self) -> None:
+        """Stop reading ahead. Batches handed out stay valid as long as they are referenced;
+        on a GPU the consumer's work queued on them so far is waited for, since their memory
+        may serve another stream once they are dropped.
+        """
+        if self._producer is not None:
+            self._producer.stop()
+            self._producer = None
+        if self._loader is not None:
+            self._pool.settle()
+        self._loader = None
+
+    def __del__(self) -> None:
+        producer = self._producer
+        if producer is not None:
+            producer.stop(wait=False)

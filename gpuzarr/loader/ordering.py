@@ -1,0 +1,188 @@
+"""How the loader's background reads are ordered against the consumer: on the CPU, by the queue
+between the threads alone; on a GPU, by CUDA events between a side stream and the consumer's
+stream, and the hand-over of finished batches as NumPy arrays, CuPy arrays or PyTorch tensors.
+
+On a GPU the producer thread reads batch k+1 on the loader's side stream while the consumer's
+stream works on batch k. After each batch it records an event on the side stream; the consumer's
+stream (PyTorch's current stream for ``output="torch"``, CuPy's for ``"cupy"``) waits for that
+event when the batch is handed over, without a host wait, and ``torch.from_dlpack`` wraps the
+buffer without a copy. The consumer's stream is remembered with the buffer: before the buffer is
+read into again, an event recorded on that stream makes the side stream wait for the work the
+consumer queued on the batch.
+
+torch is imported only when ``output="torch"``; CuPy only inside ``backends/cuda``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from .. import backends
+from ..backends.cpu import empty as host_empty
+from ..backends.select import device_index
+
+OUTPUTS = ("torch", "cupy", "numpy")
+
+
+class HostOrdering:
+    """The CPU: buffers are NumPy arrays and the queue between the threads orders everything."""
+
+    stream: Any = None
+    #: whether buffers live in device memory
+    on_device = False
+
+    def producing(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+        return host_empty(shape, dtype)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        return host
+
+    def to_host(self, value: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(value)
+
+    def record(self) -> Any:
+        return None
+
+    def hand_over(self, event: Any, output: str) -> None:
+        return None
+
+    def memory_owner(self, buffer: Any) -> Any:
+        """The object every view of ``buffer`` references (NumPy: the array owning the memory)."""
+        owner = buffer
+        while isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        return owner
+
+    def consumer_stream(self, output: str) -> Any:
+        return None
+
+    def reuse_event(self, stream: Any) -> Any:
+        return None
+
+    def wait_before_reuse(self, event: Any) -> None:
+        return None
+
+    def settle(self, event: Any) -> None:
+        return None
+
+
+class CudaOrdering(HostOrdering):
+    """A CUDA device: reads on a side stream of the loader's own, handed over with events.
+
+    With the emulated device of the test-suite (no CuPy) there is no side stream: the device
+    runs every call at once, and hand-overs wait for the (already complete) events on the host.
+    """
+
+    on_device = True
+
+    def __init__(self, device: str) -> None:
+        from ..backends.cuda.handoff import device_on, side_stream
+        from ..backends.cuda.reader import CudaReader
+
+        reader = backends.reader_for(device)
+        assert isinstance(reader, CudaReader)
+        self._reader = reader
+        self._device_on = device_on
+        self.index = device_index(device) or 0
+        self.stream = side_stream(reader)
+        self._side = device_on(reader, self.stream)
+
+    @property
+    def _real(self) -> bool:
+        return self.stream is not None
+
+    def producing(self) -> contextlib.AbstractContextManager[Any]:
+        # The loader's side stream (and device) current for every device call of the producer.
+        return self._side.activate()
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+        with self._side.activate():
+            return self._side.empty(shape, dtype)
+
+    def from_host(self, host: np.ndarray[Any, Any]) -> Any:
+        with self._side.activate():
+            return self._side.from_host(host)
+
+    def to_host(self, value: Any) -> np.ndarray[Any, Any]:
+        if isinstance(value, np.ndarray):
+            return value
+        return np.asarray(value.get())  # a CuPy array; .get() waits for its stream
+
+    def record(self) -> Any:
+        with self._side.activate():
+            return self._side.record()
+
+    def hand_over(self, event: Any, output: str) -> None:
+        if event is None:
+            return
+        if not self._real or output == "numpy":
+            event.synchronize()  # the batch goes to the host, or the device is emulated
+            return
+        consumer = self._device_on(self._reader, self.consumer_stream(output))
+        with consumer.activate():
+            consumer.wait_for(event)
+
+    def memory_owner(self, buffer: Any) -> Any:
+        if isinstance(buffer, np.ndarray):
+            return super().memory_owner(buffer)
+        from ..backends.cuda.handoff import memory_owner
+
+        return memory_owner(buffer)
+
+    def consumer_stream(self, output: str) -> Any:
+        """The stream the consumer works on (in the consumer's thread, at hand-over); None for
+        NumPy output, copied to the host at hand-over, and on the emulated device."""
+        if not self._real or output == "numpy":
+            return None
+        if output == "torch":
+            import torch
+
+            return torch.cuda.current_stream(torch.device("cuda", self.index))
+        from ..backends.cuda.handoff import current_stream
+
+        return current_stream(self.index)
+
+    def reuse_event(self, stream: Any) -> Any:
+        """An event recorded now on the consumer's ``stream``: after the work it queued on a
+        batch it no longer holds."""
+        if stream is None:
+            return None
+        consumer = self._device_on(self._reader, stream)
+        with consumer.activate():
+            return consumer.record()
+
+    def wait_before_reuse(self, event: Any) -> None:
+        if event is not None:
+            with self._side.activate():
+                self._side.wait_for(event)
+
+    def settle(self, event: Any) -> None:
+        if event is not None:
+            event.synchronize()
+
+
+def ordering_for(device: str) -> HostOrdering:
+    """The ordering of a resolved device."""
+    return HostOrdering() if device == "cpu" else CudaOrdering(device)
+
+
+def convert(buffer: Any, output: str, ordering: HostOrdering) -> Any:
+    """One field of a handed-over batch as the loader's output type (no copy, except NumPy
+    output of a GPU loader, which comes to the host)."""
+    if output == "numpy":
+        return ordering.to_host(buffer)
+    if output == "cupy":
+        return buffer
+    import torch
+
+    if isinstance(buffer, np.ndarray):
+        return torch.from_numpy(buffer)
+    from torch.utils.dlpack import from_dlpack
+
+    return from_dlpack(buffer)

@@ -1,0 +1,226 @@
+"""Batches read ahead on a background thread, into a pool of reused output buffers.
+
+The producer thread reads batch k+1, k+2, ... (at most ``prefetch`` finished batches wait in the
+queue) while the consumer works on batch k.
+
+Buffers are reused only when that is safe, so a batch stays valid as long as anything refers to
+it. A buffer set handed out is lent: it goes back to the pool only once no object refers to its
+memory any more (the Batch, its tensors or arrays, any view of them: each keeps a reference to
+the object owning the memory, whose reference count the pool reads). A loop that drops each
+batch before it takes the one after next reuses ``prefetch + 3`` sets (one held by the loop
+variable while the next batch is asked for, one just handed out, ``prefetch`` queued, one being
+read); a consumer that keeps batches gets new buffers, and its batches are never overwritten.
+On a GPU, the stream the consumer worked on is remembered at hand-over, and when the set is
+reused the side stream first waits for an event recorded on it then, so the consumer's queued
+work on the batch finishes before the buffer is read into again.
+
+The producer holds no reference to the iterator the consumer holds, so dropping the iterator
+(``break`` out of a loop) stops the thread after the batch it is reading.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from .ordering import HostOrdering
+    from .reading import BatchReader
+    from .sampling import Crops
+
+#: how often a blocked producer looks whether it was stopped, in seconds
+POLL_S = 0.05
+
+
+def _reference_counts(owners: Sequence[Any]) -> list[int]:
+    # One helper for the baseline and every later look, so its own references count the same.
+    return [sys.getrefcount(owner) for owner in owners]
+
+
+@dataclass
+class Slot:
+    """One set of output buffers (one per field), what owns their memory, and how to reuse it."""
+
+    buffers: dict[str, Any]
+    owners: list[Any]
+    #: the reference counts of ``owners`` when nothing but the slot refers to them
+    baseline: list[int]
+    #: the stream the consumer worked on when the set was handed out
+    consumer_stream: Any = None
+    #: what the next read into the set waits for
+    reuse_event: Any = None
+
+    def in_use(self) -> bool:
+        """Whether anything outside the slot still refers to its memory."""
+        return any(n > b for n, b in zip(_reference_counts(self.owners), self.baseline, strict=True))
+
+
+@dataclass
+class Ready:
+    """A finished batch: its position in the epoch, crops, slot, the views of the slot that hold
+    it, and the event recorded after its reads."""
+
+    index: int
+    crops: Crops
+    slot: Slot
+    views: dict[str, Any]
+    event: Any
+
+
+@dataclass
+class _Failed:
+    error: BaseException
+
+
+_END = object()
+
+
+class BufferPool:
+    """Output buffer sets, reused once nothing refers to them; ``size`` is how many it keeps
+    (None: a new set for every batch, never reused)."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]], size: int | None, ordering: HostOrdering) -> None:
+        self._make = make
+        self.size = size
+        self._ordering = ordering
+        self._free: list[Slot] = []
+        self._lent: list[Slot] = []
+        self._kept = 0
+        self._lock = threading.Lock()
+
+    def _new(self) -> Slot:
+        buffers = self._make()
+        owners = [self._ordering.memory_owner(b) for b in buffers.values()]
+        return Slot(buffers, owners, _reference_counts(owners))
+
+    def acquire(self) -> Slot:
+        """A free set: one the consumer has let go of, else a new one."""
+        if self.size is None:
+            return self._new()
+        self._reclaim()
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            self._kept += 1
+        return self._new()
+
+    def lend(self, slot: Slot, consumer_stream: Any) -> None:
+        """``slot`` was handed to the consumer, who works on ``consumer_stream``."""
+        if self.size is not None:
+            slot.consumer_stream = consumer_stream
+            with self._lock:
+                self._lent.append(slot)
+
+    def give_back(self, slot: Slot) -> None:
+        """``slot`` is free at once (its batch was copied out, or never handed out)."""
+        if self.size is not None:
+            with self._lock:
+                self._free.append(slot)
+
+    def _reclaim(self) -> None:
+        with self._lock:
+            lent, self._lent = self._lent, []
+            for slot in lent:
+                if slot.in_use():
+                    self._lent.append(slot)
+                    continue
+                event = self._ordering.reuse_event(slot.consumer_stream)
+                slot.consumer_stream = None
+                if self._kept > (self.size or 0):
+                    # One made while the consumer kept batches: let it go (after the consumer's
+                    # work on it, before its memory may serve another stream).
+                    self._kept -= 1
+                    self._ordering.settle(event)
+                    continue
+                slot.reuse_event = event
+                self._free.append(slot)
+
+    def settle(self) -> None:
+        """Wait for the consumer's queued work on every lent set (before the pool goes)."""
+        with self._lock:
+            for slot in self._lent:
+                self._ordering.settle(self._ordering.reuse_event(slot.consumer_stream))
+
+
+def read_one(reader: BatchReader, ordering: HostOrdering, index: int, crops: Crops, slot: Slot) -> Ready:
+    """Read batch ``index`` into ``slot`` (after the consumer's last use of it has run)."""
+    ordering.wait_before_reuse(slot.reuse_event)
+    slot.reuse_event = None
+    views = {name: buffer[: len(crops)] for name, buffer in slot.buffers.items()}
+    reader.read(crops, views)
+    return Ready(index, crops, slot, views, ordering.record())
+
+
+class Producer:
+    """The background thread of one pass over an epoch: batches ``start, start + step, ...`` of
+    ``batches``, read in order into slots of ``pool`` and queued for the consumer."""
+
+    def __init__(
+        self,
+        reader: BatchReader,
+        ordering: HostOrdering,
+        pool: BufferPool,
+        batches: Sequence[Crops],
+        indices: Sequence[int],
+        prefetch: int,
+    ) -> None:
+        self._reader = reader
+        self._ordering = ordering
+        self._pool = pool
+        self._batches = batches
+        self._indices = indices
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=POLL_S)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def _run(self) -> None:
+        try:
+            for index in self._indices:
+                if self._stop.is_set():
+                    return
+                slot = self._pool.acquire()
+                ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
+                queued = self._put(ready)
+                del ready  # no reference of this thread may keep a lent slot in use
+                if not queued:
+                    return
+        except BaseException as exc:  # handed to the consumer, which raises it
+            self._put(_Failed(exc))
+            return
+        self._put(_END)
+
+    def next(self) -> Ready | None:
+        """The next finished batch, None at the end; re-raises the producer's error."""
+        item = self._queue.get()
+        if item is _END:
+            return None
+        if isinstance(item, _Failed):
+            raise item.error
+        ready: Ready = item
+        return ready
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop the thread (after the batch it is reading) and drop the queued batches."""
+        self._stop.set()
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()

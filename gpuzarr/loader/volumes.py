@@ -1,0 +1,142 @@
+"""The loader's input, checked once: volumes (Arrays) per field, their shapes, dtypes and device.
+
+A single Array or a list of Arrays is one unnamed field; a dict maps field names to an Array or
+a list of Arrays, paired by position: volume i of every field is cropped at the same origin, so
+paired volumes must have one shape. Within a field every volume has one dtype and one rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..backends.select import resolve_device_for
+from ..core.array import Array
+from ..errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: the field name of an Array or list of Arrays given without names
+UNNAMED = ""
+
+
+@dataclass(frozen=True)
+class Volumes:
+    """The checked input of a loader."""
+
+    #: field name -> one Array per volume, all on ``device``
+    arrays: dict[str, list[Array]]
+    #: whether the user gave a dict (batches then carry a dict of arrays)
+    keyed: bool
+    #: each volume's shape (shared by its paired fields)
+    shapes: list[tuple[int, ...]]
+    #: field name -> dtype
+    dtypes: dict[str, np.dtype[Any]]
+    #: the resolved device of every array: "cpu" or "cuda:N"
+    device: str
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.arrays)
+
+    def describe(self, field: str, volume: int) -> str:
+        """How errors name a volume: its index, field and path."""
+        array = self.arrays[field][volume]
+        where = f"{field!r} " if self.keyed else ""
+        path = f" (path {array.path!r})" if array.path else ""
+        return f"{where}volume {volume}{path}"
+
+
+def _as_list(value: Any, what: str) -> list[Array]:
+    items = [value] if isinstance(value, Array) else value
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise InvalidArgumentError(f"{what}: expected a gpuzarr.Array or a list of them, got {type(value).__name__}")
+    items = list(items)
+    if not items:
+        raise InvalidArgumentError(f"{what}: no volumes given")
+    for i, item in enumerate(items):
+        if not isinstance(item, Array):
+            raise InvalidArgumentError(f"{what}: volume {i} is a {type(item).__name__}, not a gpuzarr.Array")
+    return items
+
+
+def on_device(array: Array, device: str) -> Array:
+    """``array``, or a twin of it opened on ``device`` (the same store, path, metadata and
+    options, rebuilt through its pickling state, so nothing is read again)."""
+    if array.device == device:
+        return array
+    state = array.__getstate__()
+    state["device"] = device
+    twin = Array.__new__(Array)
+    twin.__setstate__(state)
+    return twin
+
+
+def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, tuple[int, ...]]:
+    """The checked volumes and crop shape; InvalidArgumentError names what does not fit."""
+    keyed = isinstance(arrays, Mapping)
+    if keyed:
+        if not arrays:
+            raise InvalidArgumentError("arrays: the dict of fields is empty")
+        fields = {str(name): _as_list(value, f"arrays[{name!r}]") for name, value in arrays.items()}
+    else:
+        fields = {UNNAMED: _as_list(arrays, "arrays")}
+    counts = {name: len(v) for name, v in fields.items()}
+    if len(set(counts.values())) != 1:
+        raise InvalidArgumentError(f"arrays: every field needs the same number of volumes, got {counts}")
+    first = next(iter(fields.values()))
+    ndim = first[0].ndim
+    shape = _crop_shape(crop_shape, ndim)
+    dtypes: dict[str, np.dtype[Any]] = {}
+    for name, items in fields.items():
+        for i, array in enumerate(items):
+            label = f"{name!r} volume {i}" if keyed else f"volume {i}"
+            if array.ndim != ndim:
+                raise InvalidArgumentError(
+                    f"arrays: {label} has {array.ndim} dimensions, volume 0 has {ndim}; one loader reads volumes "
+                    "of one rank"
+                )
+            dtype = dtypes.setdefault(name, array.dtype)
+            if array.dtype != dtype:
+                raise InvalidArgumentError(
+                    f"arrays: {label} has dtype {array.dtype}, volume 0 has {dtype}; one field holds one dtype "
+                    "(cast the volumes, or give them as separate fields of a dict)"
+                )
+            if array.shape != first[i].shape:
+                raise InvalidArgumentError(
+                    f"arrays: {label} has shape {array.shape}, its paired volume has {first[i].shape}; paired "
+                    "volumes are cropped at the same origins and need one shape"
+                )
+            if any(c > n for c, n in zip(shape, array.shape, strict=True)):
+                raise InvalidArgumentError(f"crop_shape {shape} does not fit inside {label} of shape {array.shape}")
+    resolved = _resolve_device(fields, device, keyed)
+    arrays_on = {name: [on_device(a, resolved) for a in items] for name, items in fields.items()}
+    volumes = Volumes(arrays_on, keyed, [a.shape for a in first], dtypes, resolved)
+    return volumes, shape
+
+
+def _crop_shape(crop_shape: Any, ndim: int) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(c) for c in crop_shape)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"crop_shape: expected a tuple of integers, got {crop_shape!r}") from exc
+    if len(shape) != ndim or any(c < 1 for c in shape):
+        raise InvalidArgumentError(f"crop_shape: expected {ndim} positive integers (one per axis), got {crop_shape!r}")
+    return shape
+
+
+def _resolve_device(fields: dict[str, list[Array]], device: str, keyed: bool) -> str:
+    """ "auto": the device the arrays are on (one for all); else the device asked for."""
+    if device == "auto":
+        devices = {a.device for items in fields.values() for a in items}
+        if len(devices) != 1:
+            raise InvalidArgumentError(
+                f"device='auto': the arrays are on several devices {sorted(devices)}; pass device= explicitly"
+            )
+        return devices.pop()
+    resolved = {resolve_device_for(device, items[0].dtype) for items in fields.values()}
+    if len(resolved) != 1:  # pragma: no cover - one device string resolves to one device
+        raise InvalidArgumentError(f"device={device!r} resolves to several devices {sorted(resolved)}")
+    return resolved.pop()

@@ -1,0 +1,89 @@
+"""CropLoader on a real GPU: batches equal to NumPy slicing as CuPy arrays and PyTorch tensors,
+the hand-over from the loader's side stream to PyTorch's current stream, reuse of buffers only
+after the consumer's stream is done with them, and the device chunk cache. Skipped without a
+usable GPU (and the torch parts without a CUDA build of PyTorch)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.loader import CropLoader
+
+from ..loader.helpers import assert_batch_matches, make_volume, values
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.gpu
+
+CROP = (16, 16, 16)
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]]:
+    root: Path = tmp_path_factory.mktemp("loader-gpu")
+    sources = [values((70, 66, 50), salt=1), values((40, 80, 33), salt=2)]
+    arrays = [
+        make_volume(gpuzarr.LocalStore(root / "a.zarr"), sources[0], "v3-sharded-zstd", device="cpu"),
+        make_volume(gpuzarr.LocalStore(root / "b.zarr"), sources[1], "v2-blosc-lz4", device="cpu"),
+    ]
+    return arrays, sources
+
+
+def _torch_cuda() -> Any:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device here (a CPU build)")
+    return torch
+
+
+@pytest.mark.parametrize("cache", [0, 64 << 20])
+def test_cupy_batches_equal_numpy_slicing(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], cache: int
+) -> None:
+    import cupy
+
+    arrays, sources = volumes
+    loader = CropLoader(arrays, CROP, 8, crops_per_epoch=64, device="gpu", output="cupy", device_cache_bytes=cache)
+    for batch in loader:
+        assert isinstance(batch.data, cupy.ndarray)
+        cupy.cuda.get_current_stream().synchronize()
+        host = type(batch)(batch.data.get(), batch.origins, batch.volume_index, batch.index)
+        assert_batch_matches(host, sources, CROP)
+
+
+def test_torch_batches_arrive_on_the_current_stream_without_a_copy(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]],
+) -> None:
+    torch = _torch_cuda()
+    arrays, sources = volumes
+    loader = CropLoader(arrays, CROP, 8, crops_per_epoch=96, device="gpu", output="torch", prefetch=3)
+    stream = torch.cuda.Stream()
+    sums = []
+    with torch.cuda.stream(stream):
+        for batch in loader:
+            assert batch.data.is_cuda and batch.data.shape == (len(batch), *CROP)
+            # work queued on the consumer's stream, read without a host wait in between
+            sums.append((batch.data.to(torch.int64).sum(dim=(1, 2, 3)), batch.origins, batch.volume_index))
+    stream.synchronize()
+    for total, origins, volume_index in sums:
+        for s, o, v in zip(total.cpu().numpy(), origins, volume_index):
+            box = tuple(slice(int(a), int(a) + c) for a, c in zip(o, CROP))
+            assert int(s) == int(sources[int(v)][box].astype(np.int64).sum())
+
+
+def test_kept_torch_batches_are_never_overwritten(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]],
+) -> None:
+    torch = _torch_cuda()
+    arrays, sources = volumes
+    loader = CropLoader(arrays, CROP, 4, crops_per_epoch=48, device="gpu", output="torch", prefetch=2)
+    kept = list(loader)
+    torch.cuda.synchronize()
+    for batch in kept:
+        host = type(batch)(batch.data.cpu().numpy(), batch.origins, batch.volume_index, batch.index)
+        assert_batch_matches(host, sources, CROP)

@@ -1,0 +1,52 @@
+"""The LRU chunk cache: bounded by its byte budget at every moment, least recently used out
+first, counters that match what happened."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuzarr.errors import InvalidArgumentError
+from gpuzarr.loader import ChunkCache
+
+
+def _chunk(nbytes: int, value: int = 0) -> np.ndarray:
+    return np.full(nbytes, value, dtype=np.uint8)
+
+
+def test_least_recently_used_goes_first_and_the_budget_holds() -> None:
+    cache = ChunkCache(300)
+    for i in range(3):
+        assert cache.put(("", 0, (i,)), _chunk(100, i))
+    assert cache.get(("", 0, (0,))) is not None  # (0,) is now the most recently used
+    assert cache.put(("", 0, (3,)), _chunk(100, 3))
+    assert ("", 0, (1,)) not in cache and ("", 0, (0,)) in cache
+    assert cache.get(("", 0, (1,))) is None
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.evictions, stats.entries, stats.nbytes) == (1, 1, 1, 3, 300)
+    assert cache.put(("", 0, (4,)), _chunk(250))  # makes room by evicting the three oldest
+    assert cache.stats().nbytes == 250 and len(cache) == 1 and cache.stats().evictions == 4
+
+
+def test_a_chunk_larger_than_the_budget_is_not_kept_and_evicts_nothing() -> None:
+    cache = ChunkCache(100)
+    assert cache.put(("a", 0, (0,)), _chunk(60))
+    assert not cache.put(("a", 0, (1,)), _chunk(101))
+    assert ("a", 0, (0,)) in cache and cache.stats().evictions == 0
+
+
+def test_replacing_a_key_counts_its_bytes_once() -> None:
+    cache = ChunkCache(100)
+    cache.put(("a", 0, (0,)), _chunk(60))
+    cache.put(("a", 0, (0,)), _chunk(70, 1))
+    assert cache.stats().nbytes == 70
+    got = cache.get(("a", 0, (0,)))
+    assert got is not None and got[0] == 1
+    cache.clear()
+    assert cache.stats().nbytes == 0 and len(cache) == 0
+
+
+@pytest.mark.parametrize("budget", [-1, 1.5, True])
+def test_a_bad_budget_is_an_argument_error(budget: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="byte budget"):
+        ChunkCache(budget)  # type: ignore[arg-type]

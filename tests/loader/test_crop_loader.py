@@ -1,0 +1,388 @@
+"""CropLoader on the CPU: every batch equals NumPy slicing of its source at ``batch.origins``,
+for each layout, output, prefetch and cache; determinism, rank shares, resuming, paired fields,
+the grid sampler, buffer reuse, and errors that name the volume and crop."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError
+from gpuzarr.loader import Batch, CropLoader
+
+from .helpers import LAYOUTS, assert_batch_matches, crop_list, make_volume, to_numpy, values
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CROP = (6, 5, 7)
+SHAPES = [(20, 18, 16), (13, 24, 9)]
+
+
+@pytest.fixture
+def sources() -> list[np.ndarray[Any, Any]]:
+    return [values(s, salt=i) for i, s in enumerate(SHAPES)]
+
+
+def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd") -> list[gpuzarr.Array]:
+    return [make_volume(gpuzarr.MemoryStore(), s, layout) for s in sources]
+
+
+def _loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_every_batch_equals_numpy_slicing(
+    sources: list[np.ndarray[Any, Any]], layout: str, output: str, prefetch: int
+) -> None:
+    loader = CropLoader(_volumes(sources, layout), CROP, 7, crops_per_epoch=40, output=output, prefetch=prefetch)
+    batches = 0
+    for batch in loader:
+        assert_batch_matches(batch, sources, CROP)
+        if output == "torch":
+            import torch
+
+            assert isinstance(batch.data, torch.Tensor) and batch.data.device.type == "cpu"
+        else:
+            assert isinstance(batch.data, np.ndarray)
+        # one read per volume: the crops of a batch come grouped by volume
+        assert (np.diff(batch.volume_index) >= 0).all()
+        batches += 1
+    assert batches == len(loader) == 6  # 40 crops: 5 of 7, then 5
+    assert len(batch) == 5
+
+
+def test_batches_mix_volumes_in_proportion_to_their_origins(sources: list[np.ndarray[Any, Any]]) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 16, crops_per_epoch=320, output="numpy", seed=3)
+    volumes = np.concatenate([b.volume_index for b in loader])
+    # 15*14*10 = 2100 and 8*20*3 = 480 valid origins
+    assert 0.1 < (volumes == 1).mean() < 0.3
+
+
+def test_paired_fields_are_cropped_at_the_same_origins() -> None:
+    shape = (21, 17, 12)
+    images = [values(shape, "<u2", salt=1), values((15, 17, 12), "<u2", salt=2)]
+    labels = [(im % 5).astype("u1") for im in images]
+    data = {
+        "image": [make_volume(gpuzarr.MemoryStore(), im, "v3-gzip") for im in images],
+        "label": [make_volume(gpuzarr.MemoryStore(), lb, "v2-blosc-lz4") for lb in labels],
+    }
+    loader = CropLoader(data, CROP, 6, crops_per_epoch=24, output="numpy")
+    for batch in loader:
+        assert set(batch.data) == {"image", "label"}
+        assert batch.data["image"].dtype == np.uint16 and batch.data["label"].dtype == np.uint8
+        assert_batch_matches(Batch(batch.data["image"], batch.origins, batch.volume_index, 0), images, CROP)
+        assert_batch_matches(Batch(batch.data["label"], batch.origins, batch.volume_index, 0), labels, CROP)
+
+
+def test_the_grid_sampler_covers_every_voxel(sources: list[np.ndarray[Any, Any]]) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 8, sampler="grid", shuffle=False, output="numpy")
+    covered = [np.zeros(s.shape, dtype=bool) for s in sources]
+    seen = []
+    for batch in loader:
+        assert_batch_matches(batch, sources, CROP)
+        for v, origin in zip(batch.volume_index, batch.origins):
+            covered[v][tuple(slice(o, o + c) for o, c in zip(origin, CROP))] = True
+            seen.append((int(v), tuple(origin)))
+    assert all(c.all() for c in covered)
+    assert len(seen) == len(set(seen)) == loader.crops_per_epoch  # each tile once
+    assert [v for v, _ in seen] == sorted(v for v, _ in seen)  # volume after volume
+
+
+def test_the_default_epoch_has_as_many_crops_as_grid_tiles(sources: list[np.ndarray[Any, Any]]) -> None:
+    grid = CropLoader(_volumes(sources), CROP, 4, sampler="grid", output="numpy")
+    random = CropLoader(_volumes(sources), CROP, 4, output="numpy")
+    assert random.crops_per_epoch == grid.crops_per_epoch == len(grid.epoch_crops())
+    assert len(random) == -(-random.crops_per_epoch // 4)
+
+
+def test_listed_crops_are_read_in_their_order(sources: list[np.ndarray[Any, Any]]) -> None:
+    crops = [(1, (0, 0, 0)), (0, (14, 13, 9)), (1, (7, 19, 2))]
+    loader = CropLoader(_volumes(sources), CROP, 1, sampler=crops, shuffle=False, output="numpy")
+    got = list(loader)
+    assert crop_list(got) == crops
+    for b in got:
+        assert_batch_matches(b, sources, CROP)
+
+
+def _all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
+    crops, data = [], []
+    for batch in loader:
+        crops += crop_list([batch])
+        data.append(to_numpy(batch.data).copy())
+    return crops, data
+
+
+def test_two_runs_give_identical_batches_and_epochs_differ(sources: list[np.ndarray[Any, Any]]) -> None:
+    def make(seed: int = 7) -> CropLoader:
+        return CropLoader(_volumes(sources), CROP, 5, crops_per_epoch=20, seed=seed, output="numpy")
+
+    first, second = make(), make()
+    crops_a, data_a = _all(first)
+    crops_b, data_b = _all(second)
+    assert crops_a == crops_b and all(np.array_equal(a, b) for a, b in zip(data_a, data_b))
+    assert _all(first)[0] == crops_a  # without set_epoch an iteration repeats the epoch
+    first.set_epoch(1)
+    assert _all(first)[0] != crops_a
+    assert _all(make(seed=8))[0] != crops_a
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("sampler", ["random", "grid"])
+def test_ranks_read_disjoint_shares_that_make_the_epoch(
+    sources: list[np.ndarray[Any, Any]], drop_last: bool, sampler: str
+) -> None:
+    volumes = _volumes(sources)
+
+    def make(rank: int, world: int) -> CropLoader:
+        return CropLoader(
+            volumes, CROP, 3, sampler=sampler, crops_per_epoch=29, seed=2, rank=rank, world_size=world,
+            drop_last=drop_last, output="numpy",
+        )  # fmt: skip
+
+    whole = make(0, 1).epoch_crops()
+    epoch = [(int(v), tuple(o)) for v, o in zip(whole.volumes, whole.origins.tolist())]
+    shares = []
+    for rank in range(4):
+        loader = make(rank, 4)
+        crops, data = _all(loader)
+        assert len(crops) == loader.rank_crop_count() - (loader.rank_crop_count() % 3 if drop_last else 0)
+        assert sum(len(d) for d in data) == len(crops)
+        shares.append(loader.epoch_crops())
+    # DistributedSampler's split of the epoch's positions: 29 crops -> 8 each (3 padded) or 7 (1 cut)
+    positions = np.arange(32 if not drop_last else 28) % 29
+    for rank, share in enumerate(shares):
+        expected = [epoch[p] for p in positions[rank::4]]
+        assert [(int(v), tuple(o)) for v, o in zip(share.volumes, share.origins.tolist())] == expected
+
+
+def test_state_dict_resumes_mid_epoch_exactly(sources: list[np.ndarray[Any, Any]]) -> None:
+    volumes = _volumes(sources)
+
+    def make() -> CropLoader:
+        return CropLoader(volumes, CROP, 4, crops_per_epoch=30, seed=11, output="numpy", prefetch=3)
+
+    reference = make()
+    reference.set_epoch(2)
+    expected_crops, expected_data = _all(reference)
+
+    first = make()
+    first.set_epoch(2)
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(3)]
+    assert crop_list(taken) == expected_crops[:12]
+    state = first.state_dict()
+    assert state["epoch"] == 2 and state["position"] == 3  # batches read ahead are not counted
+
+    second = make()
+    second.load_state_dict(pickle.loads(pickle.dumps(state)))
+    crops, data = _all(second)
+    assert crops == expected_crops[12:]
+    assert all(np.array_equal(a, b) for a, b in zip(data, expected_data[3:]))
+    # the first loader goes on with the same batches
+    assert crop_list(list(iterator)) == expected_crops[12:]
+    # after a whole pass the position is 0: the next iteration repeats the epoch
+    assert second.state_dict()["position"] == 0 and first.state_dict()["position"] == 0
+
+
+def test_a_new_iteration_starts_the_epoch_again_unless_a_state_was_loaded(
+    sources: list[np.ndarray[Any, Any]],
+) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=12, seed=6, output="numpy")
+    expected = crop_list(list(loader))
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    state = loader.state_dict()
+    assert state["position"] == 3
+    assert crop_list(list(loader)) == expected  # from the first batch again
+    loader.load_state_dict(state)
+    assert crop_list(list(loader)) == expected[6:]
+    assert crop_list(list(loader)) == expected  # the loaded position is used once
+
+
+def test_a_state_of_another_loader_is_refused(sources: list[np.ndarray[Any, Any]]) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 4, seed=1, output="numpy")
+    other = CropLoader(_volumes(sources), CROP, 5, seed=2, output="numpy")
+    with pytest.raises(InvalidArgumentError, match=r"batch_size: state 5, loader 4; seed: state 2, loader 1"):
+        loader.load_state_dict(other.state_dict())
+    with pytest.raises(InvalidArgumentError, match="not a CropLoader state_dict"):
+        loader.load_state_dict({"epoch": 1})
+    state = loader.state_dict()
+    state["position"] = len(loader) + 1
+    with pytest.raises(InvalidArgumentError, match="past the"):
+        loader.load_state_dict(state)
+
+
+def test_a_pickled_loader_stands_where_the_original_stands(
+    sources: list[np.ndarray[Any, Any]], tmp_path: Path
+) -> None:
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"{i}.zarr"), s) for i, s in enumerate(sources)]
+    loader = CropLoader(volumes, CROP, 3, crops_per_epoch=12, seed=4, output="numpy", cache_bytes=1 << 20)
+    loader.set_epoch(3)
+    expected = crop_list(list(loader))
+    iterator = iter(loader)
+    next(iterator)
+    copy = pickle.loads(pickle.dumps(loader))
+    assert copy.epoch == 3 and copy.state_dict() == loader.state_dict()
+    assert copy.cache_stats()["host"].entries == 0  # caches do not travel
+    assert crop_list(list(copy)) == expected  # a new pass, as the original's next one
+    # a loaded state travels: the copy's next pass resumes, as the original's would
+    loader.load_state_dict(loader.state_dict())
+    rest = list(pickle.loads(pickle.dumps(loader)))
+    assert crop_list(rest) == expected[3:]
+    for b in rest:
+        assert_batch_matches(b, sources, CROP)
+
+
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+def test_a_loop_that_drops_its_batches_reuses_a_small_pool(sources: list[np.ndarray[Any, Any]], output: str) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=64, output=output, prefetch=2)
+    addresses = set()
+    for batch in loader:
+        addresses.add(to_numpy(batch.data).__array_interface__["data"][0])
+        time.sleep(0.002)  # gives the producer the chance to run ahead into other buffers
+        assert_batch_matches(batch, sources, CROP)
+    assert 2 <= len(addresses) <= 2 + 3  # prefetch + 3
+
+
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_kept_batches_and_views_of_them_are_never_overwritten(
+    sources: list[np.ndarray[Any, Any]], output: str, prefetch: int
+) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=48, output=output, prefetch=prefetch)
+    kept = list(loader)
+    for batch in kept:
+        assert_batch_matches(batch, sources, CROP)
+    # a view of one crop alone (NumPy collapses a view's base onto the memory's owner)
+    first_crops = [(b.data[0], b.volume_index[0], b.origins[0]) for b in loader]
+    for crop, volume, origin in first_crops:
+        box = tuple(slice(int(o), int(o) + c) for o, c in zip(origin, CROP))
+        np.testing.assert_array_equal(to_numpy(crop), sources[int(volume)][box])
+
+
+def _owner(x: np.ndarray[Any, Any]) -> Any:
+    while isinstance(x, np.ndarray) and x.base is not None:
+        x = x.base
+    return x
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_reuse_buffers_false_gives_every_batch_its_own_buffer(sources: list[np.ndarray[Any, Any]], reuse: bool) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=48, output="numpy", prefetch=2, reuse_buffers=reuse)
+    seen: list[weakref.ref[Any]] = []
+    repeats = 0
+    for batch in loader:
+        owner = _owner(batch.data)
+        repeats += any(ref() is owner for ref in seen)
+        seen.append(weakref.ref(owner))
+    assert (repeats > 0) == reuse
+
+
+def test_a_new_epoch_or_iteration_stops_the_thread_reading_ahead(sources: list[np.ndarray[Any, Any]]) -> None:
+    before = len(_loader_threads())
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=40, output="numpy")
+    first = iter(loader)
+    next(first)
+    assert len(_loader_threads()) == before + 1
+    second = iter(loader)  # replaces the first pass
+    assert len(_loader_threads()) == before + 1
+    with pytest.raises(StopIteration):
+        next(first)
+    next(second)
+    loader.set_epoch(1)
+    assert len(_loader_threads()) == before
+    third = iter(loader)
+    next(third)
+    thread = next(t for t in _loader_threads())
+    del third  # dropping the iterator (a break out of a loop) stops its thread
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("layout", ["v3-sharded-zstd", "v2-blosc-lz4"])
+def test_the_host_cache_gives_the_same_batches_and_counts_hits(
+    sources: list[np.ndarray[Any, Any]], layout: str
+) -> None:
+    volumes = _volumes(sources, layout)
+    plain = CropLoader(volumes, CROP, 5, crops_per_epoch=40, seed=1, output="numpy")
+    cached = CropLoader(volumes, CROP, 5, crops_per_epoch=40, seed=1, output="numpy", cache_bytes=64 << 20)
+    crops, data = _all(plain)
+    crops_cached, data_cached = _all(cached)
+    assert crops_cached == crops and all(np.array_equal(a, b) for a, b in zip(data, data_cached))
+    stats = cached.cache_stats()["host"]
+    chunk = LAYOUTS[layout]["chunks"]
+    chunk_count = sum(int(np.prod([-(-n // c) for n, c in zip(s, chunk)])) for s in SHAPES)
+    assert stats.misses == stats.entries <= chunk_count and stats.hits > 0 and stats.evictions == 0
+    assert 0 < stats.nbytes <= stats.entries * int(np.prod(chunk)) * 2
+    _all(cached)  # a second pass reads nothing
+    again = cached.cache_stats()["host"]
+    assert again.misses == stats.misses and again.hits > stats.hits
+
+
+def test_the_host_cache_keeps_to_its_budget(sources: list[np.ndarray[Any, Any]]) -> None:
+    budget = 6 * 8 * 8 * 8 * 2  # six 8^3 uint16 chunks
+    loader = CropLoader(_volumes(sources), CROP, 5, crops_per_epoch=40, output="numpy", cache_bytes=budget)
+    for batch in loader:
+        assert_batch_matches(batch, sources, CROP)
+        assert loader.cache_stats()["host"].nbytes <= budget
+    stats = loader.cache_stats()["host"]
+    assert stats.evictions > 0 and 0 < stats.nbytes <= budget
+
+
+def test_errors_name_the_volume_and_crop(sources: list[np.ndarray[Any, Any]]) -> None:
+    volumes = _volumes(sources)
+    with pytest.raises(InvalidArgumentError, match=r"crop_shape \(14, 5, 7\) does not fit inside volume 1 of shape"):
+        CropLoader(volumes, (14, 5, 7), 2)
+    other_dtype = make_volume(gpuzarr.MemoryStore(), sources[1].astype("<i4"))
+    with pytest.raises(InvalidArgumentError, match="volume 1 has dtype int32, volume 0 has uint16"):
+        CropLoader([volumes[0], other_dtype], CROP, 2)
+    flat = make_volume(gpuzarr.MemoryStore(), sources[0][0], chunks=(8, 8), shards=None)
+    with pytest.raises(InvalidArgumentError, match="volume 1 has 2 dimensions, volume 0 has 3"):
+        CropLoader([volumes[0], flat], CROP, 2)
+    with pytest.raises(InvalidArgumentError, match=r"'label' volume 0 has shape .* paired volume"):
+        CropLoader({"image": volumes[0], "label": volumes[1]}, CROP, 2)
+    with pytest.raises(InvalidArgumentError, match="same number of volumes"):
+        CropLoader({"image": volumes, "label": volumes[0]}, CROP, 2)
+    with pytest.raises(InvalidArgumentError, match="crop_shape: expected 3 positive"):
+        CropLoader(volumes, (4, 4), 2)
+    with pytest.raises(InvalidArgumentError, match="volume 1 is a ndarray"):
+        CropLoader([volumes[0], sources[1]], CROP, 2)
+    with pytest.raises(InvalidArgumentError, match="output='cupy' needs a GPU"):
+        CropLoader(volumes, CROP, 2, output="cupy")
+    with pytest.raises(InvalidArgumentError, match="device cache needs a GPU"):
+        CropLoader(volumes, CROP, 2, device_cache_bytes=1 << 20)
+    with pytest.raises(InvalidArgumentError, match="sampler: expected"):
+        CropLoader(volumes, CROP, 2, sampler="sequential")
+    with pytest.raises(InvalidArgumentError, match="rank 2 / world_size 2"):
+        CropLoader(volumes, CROP, 2, rank=2, world_size=2)
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        CropLoader(volumes, CROP, 0)
+    assert issubclass(InvalidArgumentError, GpuZarrError)
+
+
+def test_a_corrupt_chunk_names_its_key_volume_and_crops(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> None:
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
+    (tmp_path / "v1.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
+    crops = [(0, (0, 0, 0)), (1, (0, 0, 0)), (1, (2, 3, 1))]
+    loader = CropLoader(volumes, CROP, 3, sampler=crops, shuffle=False, output="numpy")
+    with pytest.raises(CorruptChunkError) as info:
+        list(loader)
+    message = str(info.value)
+    assert info.value.key == "c/0/0/0"
+    assert "volume 1" in message and "volume 1 crop [0:6, 0:5, 0:7]" in message and "[2:8, 3:8, 1:8]" in message
+    # the cached path names them too
+    cached = CropLoader(volumes, CROP, 3, sampler=crops, shuffle=False, output="numpy", cache_bytes=1 << 20)
+    with pytest.raises(CorruptChunkError, match=r"c/0/0/0: .*while reading volume 1"):
+        list(cached)

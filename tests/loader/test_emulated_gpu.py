@@ -1,0 +1,183 @@
+"""CropLoader on device="gpu" with the emulated device (tests/backends/emulated_gpu.py): the
+whole GPU host path (side-stream reads into pooled device buffers, events, hand-over, the device
+chunk cache) on NumPy buffers. Output is NumPy: there is no CuPy here."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import DeviceError, InvalidArgumentError
+from gpuzarr.loader import Batch, CropLoader
+
+from .helpers import assert_batch_matches, crop_list, make_volume, values
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..backends.emulated_gpu import EmulatedGpu
+
+CROP = (5, 6, 7)
+SHAPES = [(19, 17, 16), (12, 20, 9)]
+
+
+@pytest.fixture
+def sources() -> list[np.ndarray[Any, Any]]:
+    return [values(s, salt=10 + i) for i, s in enumerate(SHAPES)]
+
+
+@pytest.fixture
+def cpu_volumes(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> list[gpuzarr.Array]:
+    # Written on the CPU, in local files (the kvikio route of the emulated device reads them).
+    return [
+        make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-sharded-zstd", device="cpu")
+        for i, s in enumerate(sources)
+    ]
+
+
+def _all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
+    crops, data = [], []
+    for batch in loader:
+        crops += crop_list([batch])
+        data.append(np.array(batch.data))
+    return crops, data
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_every_batch_equals_numpy_slicing_on_the_gpu_path(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]], prefetch: int
+) -> None:
+    loader = CropLoader(cpu_volumes, CROP, 6, crops_per_epoch=30, device="gpu", output="numpy", prefetch=prefetch)
+    assert loader.device == "cuda:0"
+    assert all(a.device == "cuda:0" for a in loader.volumes.arrays[""])  # reopened on the device
+    batches = 0
+    for batch in loader:
+        assert_batch_matches(batch, sources, CROP)
+        batches += 1
+    assert batches == len(loader) == 5
+    # the reads ran on the emulated device: one assemble launch per batch at least
+    assert emulated_gpu.names().count("assemble_chunks") >= batches
+
+
+def test_gpu_batches_equal_the_cpu_loaders_batches(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
+    def make(device: str) -> CropLoader:
+        return CropLoader(cpu_volumes, CROP, 4, crops_per_epoch=20, seed=9, device=device, output="numpy")
+
+    gpu, cpu = _all(make("gpu")), _all(make("cpu"))
+    assert gpu[0] == cpu[0]
+    assert all(np.array_equal(a, b) for a, b in zip(gpu[1], cpu[1]))
+
+
+def test_paired_fields_and_the_grid_on_the_gpu_path(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
+    image = values((17, 13, 11), "<u2", salt=3)
+    label = (image % 7).astype("u1")
+    data = {
+        "image": make_volume(gpuzarr.LocalStore(tmp_path / "i.zarr"), image, "v2-blosc-lz4", device="cpu"),
+        "label": make_volume(gpuzarr.LocalStore(tmp_path / "l.zarr"), label, "v3-gzip", device="cpu"),
+    }
+    loader = CropLoader(data, CROP, 5, sampler="grid", shuffle=False, device="gpu", output="numpy")
+    covered = np.zeros(image.shape, dtype=bool)
+    for batch in loader:
+        assert_batch_matches(Batch(batch.data["image"], batch.origins, batch.volume_index, 0), [image], CROP)
+        assert_batch_matches(Batch(batch.data["label"], batch.origins, batch.volume_index, 0), [label], CROP)
+        for origin in batch.origins:
+            covered[tuple(slice(o, o + c) for o, c in zip(origin, CROP))] = True
+    assert covered.all()
+
+
+@pytest.mark.parametrize(("host", "device"), [(0, 64 << 20), (64 << 20, 0), (64 << 20, 64 << 20), (3000, 0), (0, 3000)])
+def test_the_chunk_caches_on_the_gpu_path(
+    emulated_gpu: EmulatedGpu,
+    cpu_volumes: list[gpuzarr.Array],
+    sources: list[np.ndarray[Any, Any]],
+    host: int,
+    device: int,
+) -> None:
+    loader = CropLoader(
+        cpu_volumes, CROP, 5, crops_per_epoch=25, seed=2, device="gpu", output="numpy",
+        cache_bytes=host, device_cache_bytes=device,
+    )  # fmt: skip
+    plain = CropLoader(cpu_volumes, CROP, 5, crops_per_epoch=25, seed=2, device="gpu", output="numpy")
+    first = _all(loader)
+    assert first[0] == _all(plain)[0]
+    assert all(np.array_equal(a, b) for a, b in zip(first[1], _all(plain)[1]))
+    stats = loader.cache_stats()
+    assert set(stats) == {name for name, budget in (("host", host), ("device", device)) if budget}
+    for s in stats.values():
+        assert s.nbytes <= s.capacity and s.misses > 0
+    second = _all(loader)
+    assert second[0] == first[0] and all(np.array_equal(a, b) for a, b in zip(first[1], second[1]))
+    if host > 3000 and device:
+        # the whole set fits both levels: the second pass is served by the device cache alone
+        assert loader.cache_stats()["host"].hits == stats["host"].hits
+        assert loader.cache_stats()["device"].misses == stats["device"].misses
+
+
+def test_a_host_cache_hit_fills_the_device_cache(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]]
+) -> None:
+    loader = CropLoader(
+        cpu_volumes, CROP, 5, crops_per_epoch=10, device="gpu", output="numpy",
+        cache_bytes=64 << 20, device_cache_bytes=64 << 20,
+    )  # fmt: skip
+    _all(loader)
+    assert loader.device_cache is not None
+    loader.device_cache.clear()  # as if evicted from the device: the host level answers
+    for batch in loader:
+        assert_batch_matches(batch, sources, CROP)
+    stats = loader.cache_stats()
+    assert stats["host"].hits > 0 and stats["device"].entries == stats["host"].entries
+
+
+def test_resume_on_the_gpu_path(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
+    def make() -> CropLoader:
+        return CropLoader(cpu_volumes, CROP, 3, crops_per_epoch=18, seed=5, device="gpu", output="numpy")
+
+    expected = _all(make())[0]
+    first = make()
+    iterator = iter(first)
+    next(iterator), next(iterator)
+    second = make()
+    second.load_state_dict(first.state_dict())
+    assert _all(second)[0] == expected[6:]
+
+
+def test_a_gpu_loader_refuses_to_run_in_a_forked_child(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
+) -> None:
+    loader = CropLoader(cpu_volumes, CROP, 3, crops_per_epoch=6, device="gpu", output="numpy", prefetch=0)
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a process with threads
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        code = b"no error"
+        try:
+            next(iter(loader))
+        except DeviceError as exc:
+            code = b"ok" if "forked process" in str(exc) and "spawn" in str(exc) else str(exc).encode()
+        except BaseException as exc:
+            code = repr(exc).encode()
+        finally:
+            os.write(write, code)
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        report = pipe.read()
+    os.waitpid(pid, 0)
+    assert report == b"ok"
+    # the parent goes on
+    assert len(next(iter(loader))) == 3
+
+
+def test_a_gpu_loader_cannot_be_a_dataset_for_workers(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
+) -> None:
+    loader = CropLoader(cpu_volumes, CROP, 3, device="gpu", output="numpy")
+    with pytest.raises(InvalidArgumentError, match="Iterate the CropLoader itself"):
+        loader.as_dataset()
