@@ -1,6 +1,7 @@
-"""``CropLoader``: batches of crops of Zarr volumes for training and inference, read ahead on a
-background thread (on a GPU: on a side CUDA stream) and handed over as PyTorch tensors, CuPy
-arrays or NumPy arrays.
+"""``CropLoader``: batches of crops of Zarr volumes for training and inference.
+
+Batches are read ahead on a background thread (on a GPU: on a side CUDA stream) and handed over
+as PyTorch tensors, CuPy arrays or NumPy arrays.
 
 The pieces: :mod:`.volumes` checks the input, :mod:`.sampling` decides the crops of each epoch
 and rank, :mod:`.reading` reads one batch (one ``read_batch`` per volume), :mod:`.chunked` and
@@ -87,8 +88,10 @@ class Batch:
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """The rank and world size: given, else torch.distributed's when it is initialised (it
-    cannot be when torch was never imported), else 0 and 1.
+    """The rank and world size.
+
+    As given, else torch.distributed's when it is initialised (it cannot be when torch was never
+    imported), else 0 and 1.
     """
     if rank is None or world_size is None:
         dist = sys.modules.get("torch.distributed")
@@ -114,8 +117,9 @@ def _count(value: Any, name: str, minimum: int) -> int:
 
 
 def _in_forked_child() -> bool:
-    """Whether this process is a fork of one that may hold a CUDA context: an ``os.fork`` child
-    or a forked torch DataLoader worker.
+    """Whether this process is a fork of one that may hold a CUDA context.
+
+    That is an ``os.fork`` child or a forked torch DataLoader worker.
     """
     if _forked:
         return True
@@ -296,9 +300,10 @@ class CropLoader:
     # -- pickling --------------------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
-        """The constructor's arguments, the epoch and the position: a copy in another process
-        stands where this loader stands (its next pass starts where this one's would), with
-        empty caches.
+        """The constructor's arguments, the epoch and the position.
+
+        A copy in another process stands where this loader stands (its next pass starts where
+        this one's would), with empty caches.
         """
         return {
             "arguments": self._arguments,
@@ -362,13 +367,13 @@ class CropLoader:
     # -- the crop sequence -----------------------------------------------------------------------
 
     def epoch_crops(self, epoch: int | None = None) -> Crops:
-        """This rank's crops of ``epoch`` (default: the current one), in reading order."""
+        """Return the crops of ``epoch`` on this rank (default: the current epoch), in reading order."""
         e = self._epoch if epoch is None else _count(epoch, "epoch", 0)
         everything = self._sampler.epoch(epoch_rng(self.seed, e), self.shuffle)
         return rank_share(everything, self.rank, self.world_size, self.drop_last)
 
     def epoch_batches(self, epoch: int | None = None) -> list[Crops]:
-        """This rank's batches of ``epoch``: each batch's crops grouped by volume."""
+        """Return the batches of ``epoch`` on this rank: each batch's crops grouped by volume."""
         crops = self.epoch_crops(epoch)
         return [
             group_by_volume(crops.take(slice(a, b)))
@@ -376,8 +381,9 @@ class CropLoader:
         ]
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch the next iteration reads, from its first batch (as
-        ``DistributedSampler.set_epoch``); without it every iteration repeats the same epoch.
+        """Choose the epoch the next iteration reads, from its first batch.
+
+        As ``DistributedSampler.set_epoch``: without it every iteration repeats the same epoch.
         """
         self._close_pass()
         self._epoch = _count(epoch, "epoch", 0)
@@ -417,8 +423,10 @@ class CropLoader:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`state_dict`; InvalidArgumentError when it was taken from a
-        loader with other crops (sampler, shapes, seed, batching, rank).
+        """Continue from a :meth:`state_dict`.
+
+        Raises InvalidArgumentError when it was taken from a loader with other crops (sampler,
+        shapes, seed, batching, rank).
         """
         try:
             version, epoch, position, fingerprint = (state[k] for k in ("version", "epoch", "position", "loader"))
@@ -469,15 +477,17 @@ class CropLoader:
         self._pass = None
 
     def __iter__(self) -> Iterator[Batch]:
-        """A pass over this rank's batches of the current epoch: from its first batch, or, the
-        first time after :meth:`load_state_dict`, from the state's position. A new pass ends
-        the one before.
+        """A pass over this rank's batches of the current epoch.
+
+        It starts from the first batch, or, the first time after :meth:`load_state_dict`, from
+        the state's position. A new pass ends the one before.
         """
         return self._iterate(0, 1, self.reuse_buffers)
 
     def _iterate(self, worker: int, workers: int, reuse_buffers: bool) -> _Pass:
-        """Batches ``worker, worker + workers, ...`` from the position on (DataLoader workers
-        take every ``workers``-th batch).
+        """Batches ``worker, worker + workers, ...`` from the position on.
+
+        DataLoader workers take every ``workers``-th batch.
         """
         self._check_process()
         self._close_pass()
@@ -503,8 +513,10 @@ class CropLoader:
             self._position = 0
 
     def as_dataset(self) -> Any:
-        """This loader as a ``torch.utils.data.IterableDataset`` of batches, for DataLoader
-        worker processes (CPU loaders only; see :class:`gpuzarr.loader.CropDataset`).
+        """Return the loader as a ``torch.utils.data.IterableDataset`` of batches.
+
+        For DataLoader worker processes (CPU loaders only; see
+        :class:`gpuzarr.loader.CropDataset`).
         """
         from .dataset import CropDataset
 
@@ -512,8 +524,10 @@ class CropLoader:
 
 
 class _Pass:
-    """One iteration over an epoch: batches from the background producer (or read on the
-    calling thread when ``prefetch`` is 0), handed over one at a time.
+    """One iteration over an epoch.
+
+    Batches come from the background producer (or are read on the calling thread when
+    ``prefetch`` is 0), handed over one at a time.
     """
 
     def __init__(
@@ -579,9 +593,11 @@ class _Pass:
         )
 
     def close(self) -> None:
-        """Stop reading ahead. Batches handed out stay valid as long as they are referenced;
-        on a GPU the consumer's work queued on them so far is waited for, since their memory
-        may serve another stream once they are dropped.
+        """Stop reading ahead.
+
+        Batches handed out stay valid as long as they are referenced; on a GPU the consumer's
+        work queued on them so far is waited for, since their memory may serve another stream
+        once they are dropped.
         """
         if self._producer is not None:
             self._producer.stop()

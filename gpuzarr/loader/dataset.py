@@ -1,5 +1,6 @@
-"""``CropDataset``: a CPU CropLoader as a ``torch.utils.data.IterableDataset``, for DataLoader
-worker processes.
+"""``CropDataset``: a CPU CropLoader as a ``torch.utils.data.IterableDataset``.
+
+It serves DataLoader worker processes.
 
 Each worker takes every ``num_workers``-th batch of its rank's epoch (worker w: batches w,
 w + num_workers, ...), so a DataLoader, which takes one batch from each worker in turn, yields
