@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
-from .hierarchy import NodeInfo, node_prefix, read_node
+from .hierarchy import NodeInfo, node_prefix, read_node, v3_node_info
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
 from .metadata.v3 import ZARR_JSON, parse_json_document
 from .store.base import validate_key
@@ -174,17 +174,10 @@ def _flatten_v3(metadata: Any, prefix: str, out: dict[str, NodeInfo], field: str
         _check_path(path, where)
         if not isinstance(doc, dict):
             raise MetadataError(f"{where}: expected an object, got {type(doc).__name__}")
-        if doc.get("zarr_format") != 3:
-            raise MetadataError(f"{where}.zarr_format: expected 3, got {doc.get('zarr_format')!r}")
-        node_type = doc.get("node_type")
-        if node_type not in ("array", "group"):
-            raise MetadataError(f"{where}.node_type: expected 'array' or 'group', got {node_type!r}")
-        attributes = doc.get("attributes", {})
-        if not isinstance(attributes, dict):
-            raise MetadataError(f"{where}.attributes: expected an object, got {attributes!r}")
-        out[path] = _entry(NodeInfo(node_type, 3, doc, attributes))
+        info = v3_node_info(doc, f"{where}.")
+        out[path] = _entry(info)
         nested = doc.get(MEMBER)
-        if node_type == "group" and isinstance(nested, dict) and nested.get("metadata"):
+        if info.node_type == "group" and isinstance(nested, dict) and nested.get("metadata"):
             _flatten_v3(nested["metadata"], path + "/", out, f"{where}.{MEMBER}.metadata")
 
 

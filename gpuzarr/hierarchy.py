@@ -82,21 +82,28 @@ def _read_json(store: Store, key: str) -> dict[str, Any] | None:
     return None if raw is None else parse_json_document(bytes(raw), key)
 
 
+def v3_node_info(doc: dict[str, Any], where: str) -> NodeInfo:
+    """The NodeInfo of a v3 node document (a zarr.json, or an entry of consolidated metadata),
+    once its ``zarr_format``, ``node_type`` and ``attributes`` are checked; an error names the
+    member as ``where`` followed by its name."""
+    if doc.get("zarr_format") != 3:
+        raise MetadataError(f"{where}zarr_format: expected 3, got {doc.get('zarr_format')!r}")
+    node_type = doc.get("node_type")
+    if node_type not in ("array", "group"):
+        raise MetadataError(f"{where}node_type: expected 'array' or 'group', got {node_type!r}")
+    attributes = doc.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{where}attributes: expected an object, got {attributes!r}")
+    return NodeInfo(node_type, 3, doc, attributes)
+
+
 def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo | None:
     """The node at ``path`` (v3 first, then v2), an implicit group, or None for nothing."""
     prefix = node_prefix(path)
     doc = _read_json(store, prefix + ZARR_JSON)
     if doc is not None:
         key = prefix + ZARR_JSON
-        if doc.get("zarr_format") != 3:
-            raise MetadataError(f"{key}: zarr_format: expected 3, got {doc.get('zarr_format')!r}")
-        node_type = doc.get("node_type")
-        if node_type not in ("array", "group"):
-            raise MetadataError(f"{key}: node_type: expected 'array' or 'group', got {node_type!r}")
-        attrs = doc.get("attributes", {})
-        if not isinstance(attrs, dict):
-            raise MetadataError(f"{key}: attributes: expected an object, got {attrs!r}")
-        return NodeInfo(node_type, 3, doc, attrs)
+        return v3_node_info(doc, f"{key}: ")
     for key, node_type in ((ZARRAY, "array"), (ZGROUP, "group")):
         doc = _read_json(store, prefix + key)
         if doc is None:
