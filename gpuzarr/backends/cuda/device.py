@@ -398,9 +398,9 @@ def _address(buffer: npt.NDArray[np.uint8]) -> int:
 def uses_direct_reads(device: Device) -> bool:
     """Whether ``device`` reads local chunk files itself (kvikio) rather than getting their bytes
     through the host staging copy: ``gpuzarr.config`` ``gpu_direct_reads``, where "auto" means
-    only with GPUDirect Storage. Without GDS a direct read is a host read, a copy and a sync per
-    span on the batch's critical path; the staging route reads on the prefetch thread and copies
-    once per batch (a choice still to be confirmed by measurement on a GPU)."""
+    only with GPUDirect Storage. Both routes run on the prefetch thread; without GDS a direct
+    read is kvikio's host read, copy and sync per span, where the staging route makes one copy
+    per batch (a choice still to be confirmed by measurement on a GPU)."""
     if not device.reads_files:
         return False
     wanted = config.get("gpu_direct_reads")
