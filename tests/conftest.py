@@ -31,3 +31,9 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(params=[3, 2], ids=["v3", "v2"])
+def zarr_format(request: pytest.FixtureRequest) -> int:
+    """Both Zarr formats, for tests of what v2 and v3 hierarchies share."""
+    return int(request.param)

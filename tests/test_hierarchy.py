@@ -29,11 +29,6 @@ def _json(store: gpuzarr.Store, key: str) -> Any:
     return json.loads(bytes(raw))
 
 
-@pytest.fixture(params=[3, 2], ids=["v3", "v2"])
-def zarr_format(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 def _build(store: gpuzarr.Store, zarr_format: int) -> gpuzarr.Group:
     """root{a: array, sub{b: array, deeper{}}}"""
     root = gpuzarr.create_group(store, zarr_format=zarr_format, attributes={"title": "root"})

@@ -30,11 +30,6 @@ A = np.arange(12, dtype="int32").reshape(3, 4)
 B = np.linspace(0, 1, 6).reshape(2, 3)
 
 
-@pytest.fixture(params=[3, 2], ids=["v3", "v2"])
-def zarr_format(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 def _zarr_python_hierarchy(path: Path, zarr_format: int) -> None:
     root = zarr.open_group(str(path), mode="w", zarr_format=zarr_format, attributes={"title": "zp"})
     a = root.create_array("a", shape=A.shape, chunks=(2, 2), dtype=A.dtype, attributes={"units": "m"})
