@@ -394,7 +394,7 @@ def _holds_group(directory: Path, zarr_format: int) -> bool:
         if zarr_format == 2:
             return (directory / ZGROUP).is_file()
         doc = json.loads((directory / ZARR_JSON).read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(doc, dict) and doc.get("zarr_format") == 3 and doc.get("node_type") == "group"
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
+from .metadata.json_util import check_attributes
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 
@@ -159,12 +160,10 @@ def group_documents(attributes: Mapping[str, Any], zarr_format: int) -> dict[str
 
     Raises MetadataError when the attributes cannot be written as JSON.
     """
-    try:
-        if zarr_format == 2:
-            return {ZGROUP: b'{\n  "zarr_format": 2\n}', ZATTRS: _json_bytes(attributes)}
-        return {ZARR_JSON: _json_bytes({"zarr_format": 3, "node_type": "group", "attributes": attributes})}
-    except (TypeError, ValueError) as exc:
-        raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+    check_attributes(attributes)
+    if zarr_format == 2:
+        return {ZGROUP: b'{\n  "zarr_format": 2\n}', ZATTRS: _json_bytes(attributes)}
+    return {ZARR_JSON: _json_bytes({"zarr_format": 3, "node_type": "group", "attributes": attributes})}
 
 
 def _json_bytes(doc: Any) -> bytes:

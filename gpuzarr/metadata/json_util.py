@@ -7,6 +7,44 @@ from typing import Any
 
 from ..errors import MetadataError
 
+#: How deeply metadata JSON may nest. Everything that walks a document (json.dumps, deepcopy,
+#: consolidated metadata's nested groups, users' own code) recurses once or twice per level, and
+#: Python stops at 1000 frames; zarrs (serde_json) refuses documents deeper than 128 too.
+MAX_JSON_DEPTH = 128
+
+
+def check_depth(value: Any, where: str) -> None:
+    """Raise MetadataError when ``value`` nests objects and lists deeper than MAX_JSON_DEPTH.
+
+    Iterative, so that the check itself cannot exhaust the stack it protects.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise MetadataError(f"{where}: JSON nests deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def loads_document(raw: bytes, key: str) -> Any:
+    """Decode the JSON text of the document stored at ``key``; MetadataError naming ``key``
+    when it is not JSON, or nests deeper than MAX_JSON_DEPTH."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetadataError(f"{key}: not valid JSON ({exc})") from exc
+    except RecursionError as exc:
+        # json's decoder recurses once per level of nesting.
+        raise MetadataError(f"{key}: JSON nests deeper than {MAX_JSON_DEPTH} levels") from exc
+    check_depth(doc, key)
+    return doc
+
 
 def expect_dict(value: Any, field: str) -> dict[str, Any]:
     if value is None:
@@ -57,6 +95,7 @@ def split_name_configuration(value: Any, field: str) -> tuple[str, dict[str, Any
 
 def check_attributes(attributes: Any) -> None:
     """Raise MetadataError unless ``attributes`` can be written as strict JSON (no NaN)."""
+    check_depth(attributes, "attributes")
     try:
         json.dumps(attributes, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -12,7 +12,7 @@ from .chain import normalize_codec_json as normalize_codec_json  # re-exported: 
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import DataType
-from .json_util import expect_dict, expect_int_list, split_name_configuration
+from .json_util import expect_dict, expect_int_list, loads_document, split_name_configuration
 from .rectilinear import RectilinearChunkGrid
 
 if TYPE_CHECKING:
@@ -183,10 +183,7 @@ class ArrayMetadata:
 
 def parse_json_document(raw: bytes, key: str) -> dict[str, Any]:
     """Decode a metadata document, naming its key when it is not a JSON object."""
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MetadataError(f"{key}: not valid JSON ({exc})") from exc
+    doc = loads_document(raw, key)
     if not isinstance(doc, dict):
         raise MetadataError(f"{key}: expected a JSON object, got {type(doc).__name__}")
     return doc

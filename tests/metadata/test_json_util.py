@@ -1,0 +1,70 @@
+"""Metadata documents nested without bound are refused with a MetadataError naming the key,
+never a RecursionError from json or from a walker of the document (json_util.MAX_JSON_DEPTH)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import MetadataError
+from gpuzarr.metadata.json_util import MAX_JSON_DEPTH, check_depth, loads_document
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 900, 100_000])
+def test_deep_document_is_a_metadata_error_naming_the_key(depth: int) -> None:
+    with pytest.raises(MetadataError, match=f"a/zarr.json: JSON nests deeper than {MAX_JSON_DEPTH} levels"):
+        loads_document(nested(depth).encode(), "a/zarr.json")
+
+
+def test_depth_at_the_limit_is_read() -> None:
+    assert loads_document(nested(MAX_JSON_DEPTH).encode(), "k") is not None
+    check_depth({"a": json.loads(nested(MAX_JSON_DEPTH - 1))}, "k")
+
+
+def deep_value(depth: int) -> list[object]:
+    """``depth`` nested lists, built without recursion."""
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("key", ["zarr.json", ".zattrs", ".zarray"])
+def test_deep_documents_in_a_store(key: str) -> None:
+    fmt = 3 if key == "zarr.json" else 2
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create(store=store, shape=(4,), chunks=(2,), dtype="u1", zarr_format=fmt)[:] = np.arange(4)
+    store.set(key, ('{"zarr_format": %d, "x": %s}' % (fmt, nested(100_000))).encode())
+    with pytest.raises(MetadataError, match=f"{key}: JSON nests deeper"):
+        gpuzarr.open_array(store, mode="r")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_deep_consolidated_metadata(zarr_format: int) -> None:
+    store = gpuzarr.MemoryStore()
+    gpuzarr.group(store=store, zarr_format=zarr_format).create_array("a", shape=(2,), dtype="u1")
+    gpuzarr.consolidate_metadata(store)
+    key = ".zmetadata" if zarr_format == 2 else "zarr.json"
+    doc = json.loads(bytes(store.get(key)))  # type: ignore[arg-type]
+    if zarr_format == 2:
+        doc["metadata"]["a/.zattrs"] = {"x": "@"}
+    else:
+        doc["consolidated_metadata"]["metadata"]["a"]["attributes"] = {"x": "@"}
+    store.set(key, json.dumps(doc).replace('"@"', nested(50_000)).encode())
+    with pytest.raises(MetadataError, match=f"{key}: JSON nests deeper"):
+        gpuzarr.open_consolidated(store)
+
+
+def test_deep_attributes_are_refused_when_written(zarr_format: int) -> None:
+    with pytest.raises(MetadataError, match="attributes: JSON nests deeper"):
+        gpuzarr.group(store=gpuzarr.MemoryStore(), zarr_format=zarr_format, attributes={"x": deep_value(MAX_JSON_DEPTH)})
+    a = gpuzarr.create(store=gpuzarr.MemoryStore(), shape=(1,), dtype="u1", zarr_format=zarr_format)
+    with pytest.raises(MetadataError, match="attributes: JSON nests deeper"):
+        a.attrs["x"] = deep_value(5000)
