@@ -22,6 +22,14 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
 * ``file_handles``: how many kvikio file handles stay open between reads. None (the default)
   means :func:`default_file_handles`, sized from the open-file limit (``ulimit -n``): each handle
   holds two file descriptors, and half of the limit is left to everything else.
+
+``max_chunk_bytes`` bounds what metadata may ask one chunk to decode to (see
+:mod:`gpuzarr.metadata.limits`): an array whose chunk (or inner chunk of a shard, or shard index)
+is larger is refused when it is opened or created, with a MetadataError naming the field. The
+default, 2 GiB (``2**31`` bytes), is Blosc1's and LZ4's largest buffer, so no chunk that blosc or
+lz4 ever wrote is refused; it is far below the memory of a machine that trains on such data,
+while one forged chunk shape can no longer ask for terabytes. Raise it to read larger chunks:
+``gpuzarr.config.set(max_chunk_bytes=8 * 2**30)``.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ _settings: dict[str, Any] = {
     # the direct kvikio route: "auto" (only with GPUDirect Storage), True or False
     "gpu_direct_reads": "auto",
     "strict": False,
+    # the largest decoded chunk metadata may ask for (gpuzarr.metadata.limits)
+    "max_chunk_bytes": 2**31,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -117,9 +127,11 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
     for name, value in settings.items():
         if name not in _settings:
             raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
-        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles")
+        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes")
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if name == "max_chunk_bytes" and value is None:
+            raise ValueError("max_chunk_bytes must be a positive integer, got None")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
             raise ValueError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
         if name == "strict" and not isinstance(value, bool):

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import CorruptChunkError, MetadataError
 from ..metadata.chain import DEFAULT_INDEX_CODECS
 from ..metadata.dtypes import fill_value_bytes_equal
+from ..metadata.limits import check_chunk_bytes, check_shard_index_bytes
 from ..metadata.named_dtypes import full
 from ..metadata.v3 import normalize_codec_json
 from ..store.sharding import EMPTY, ShardLayout, encode_shard
@@ -108,12 +109,14 @@ class ShardingCodec(ArrayToBytesCodec):
                 f"configuration.chunk_shape: {list(self.chunk_shape)} must divide the shard "
                 f"shape {list(spec.shape)}"
             )
+        check_chunk_bytes(self.chunk_shape, spec.dtype, "configuration.chunk_shape")
+        per_shard = tuple(s // c for s, c in zip(spec.shape, self.chunk_shape, strict=True))
+        check_shard_index_bytes(per_shard, "configuration.chunk_shape")
         inner = CodecPipeline.from_codecs(
             self.codecs,
             ChunkSpec(self.chunk_shape, spec.dtype, spec.fill_value),
             "configuration.codecs",
         )
-        per_shard = tuple(s // c for s, c in zip(spec.shape, self.chunk_shape, strict=True))
         index = CodecPipeline.from_codecs(
             self.index_codecs,
             ChunkSpec((*per_shard, 2), np.dtype(np.uint64), EMPTY),

@@ -31,6 +31,7 @@ from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import expect_dict, expect_int_list
+from .limits import check_chunk_bytes, check_shape
 
 ZARRAY = ".zarray"
 ZATTRS = ".zattrs"
@@ -257,6 +258,9 @@ class ArrayMetadataV2:
     def __post_init__(self) -> None:
         if any(s < 0 for s in self.shape):
             raise MetadataError(f"shape: entries must be >= 0, got {list(self.shape)}")
+        check_shape(self.shape, "shape")
+        check_shape(self.chunk_shape, "chunks")
+        check_chunk_bytes(self.chunk_shape, self.dtype, "chunks")
         # Validate the codec configs now so bad metadata fails at open time.
         self.codecs  # noqa: B018
 

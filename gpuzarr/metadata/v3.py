@@ -13,6 +13,7 @@ from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import DataType
 from .json_util import expect_dict, expect_int_list, loads_document, split_name_configuration
+from .limits import check_chunk_bytes, check_shape
 from .rectilinear import RectilinearChunkGrid
 
 if TYPE_CHECKING:
@@ -65,6 +66,16 @@ class ArrayMetadata:
     def __post_init__(self) -> None:
         if any(s < 0 for s in self.shape):
             raise MetadataError(f"shape: entries must be >= 0, got {list(self.shape)}")
+        check_shape(self.shape, "shape")
+        if isinstance(self.chunk_grid, RectilinearChunkGrid):
+            chunk_field = "chunk_grid.configuration.chunk_shapes (largest chunk)"
+        else:
+            chunk_field = "chunk_grid.configuration.chunk_shape"
+        check_shape(self.chunk_shape, chunk_field)
+        if [c["name"] for c in self.codecs] != ["sharding_indexed"]:
+            # With a chain of sharding alone, shards are never decoded whole: the sharding
+            # codec checks its inner chunks and index instead (codecs/sharding.py).
+            check_chunk_bytes(self.chunk_shape, self.dtype, chunk_field)
         if isinstance(self.chunk_grid, RectilinearChunkGrid):
             self.chunk_grid.validate_shape(self.shape)
         if self.dimension_names is not None and len(self.dimension_names) != len(self.shape):
