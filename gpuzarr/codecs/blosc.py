@@ -88,13 +88,13 @@ class BloscCodec(BytesToBytesCodec):
         if extra:
             raise MetadataError(f"configuration: unexpected members {sorted(extra)}")
         cname = config.get("cname", "lz4")
-        if cname not in CNAMES:
+        if not isinstance(cname, str) or cname not in CNAMES:
             raise MetadataError(f"configuration.cname: expected one of {list(CNAMES)}, got {cname!r}")
         clevel = config.get("clevel", 5)
         if isinstance(clevel, bool) or not isinstance(clevel, int) or not 0 <= clevel <= 9:
             raise MetadataError(f"configuration.clevel: expected an integer 0-9, got {clevel!r}")
         shuffle = config.get("shuffle", "noshuffle")
-        if shuffle not in SHUFFLES:
+        if not isinstance(shuffle, str) or shuffle not in SHUFFLES:
             raise MetadataError(
                 f"configuration.shuffle: expected one of {list(SHUFFLES)}, got {shuffle!r}"
             )

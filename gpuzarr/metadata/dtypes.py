@@ -39,6 +39,9 @@ CORE_DATA_TYPES: dict[str, str] = {
     "complex128": "<c16",
 }
 
+#: NumPy stores a dtype's itemsize in a C int: no element may be larger.
+MAX_ITEMSIZE = 2**31 - 1
+
 #: Extension types (name -> ml_dtypes attribute): floats first, then padded small integers.
 ML_FLOAT_TYPES = (
     "bfloat16",
@@ -116,6 +119,11 @@ class DataType:
         if bits is not None:
             if bits <= 0 or bits % 8:
                 raise MetadataError(f"{field}: raw data type {value!r} needs a positive multiple of 8 bits")
+            if bits // 8 > MAX_ITEMSIZE:
+                raise MetadataError(
+                    f"{field}: raw data type {value!r} has {bits // 8} bytes per element, more than "
+                    f"the {MAX_ITEMSIZE} NumPy supports"
+                )
             return cls(value, np.dtype(f"V{bits // 8}"))
         supported = ", ".join((*CORE_DATA_TYPES, *named_dtypes.NAMES))
         if isinstance(value, dict):

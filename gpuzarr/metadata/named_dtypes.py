@@ -99,6 +99,12 @@ def _length_dtype(name: str, config: Any, field: str) -> np.dtype[Any]:
                 f"{field}.configuration.length_bytes: {name} needs a multiple of 4 (UTF-32), got {length}"
             )
         length //= 4
+    if length * np.dtype(f"{kind}1").itemsize > 2**31 - 1:
+        # NumPy stores the itemsize in a C int.
+        raise MetadataError(
+            f"{field}.configuration.length_bytes: at most {2**31 - 1} bytes per element are supported, "
+            f"got {config['length_bytes']}"
+        )
     return np.dtype(f"{kind}{length}")
 
 

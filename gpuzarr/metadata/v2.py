@@ -175,9 +175,9 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
             )
         return cast("np.generic", np.frombuffer(decoded, dtype=dt)[0])
     if dt.kind == "c" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return dt.type(value)  # type: ignore[no-any-return]
-    if data_type.fill_kind == "f" and isinstance(value, int) and not isinstance(value, bool):
-        return dt.type(value)  # type: ignore[no-any-return]
+        # A number is the real part, parsed (and refused when it overflows) as that float type.
+        real = DataType.from_json(f"float{4 * dt.itemsize}").fill_value_from_json(value, field_name)
+        return dt.type(real)  # type: ignore[no-any-return]
     if dt.kind == "b" and isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return np.bool_(value)
     return data_type.fill_value_from_json(value, field_name)
@@ -215,7 +215,7 @@ def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) 
         shuffle = params.get("shuffle", 1)
         if shuffle == -1:  # AUTOSHUFFLE: bit-shuffle for 1-byte types, byte-shuffle otherwise
             shuffle = 2 if typesize == 1 else 1
-        if shuffle not in _BLOSC_SHUFFLE_NAMES:
+        if isinstance(shuffle, bool) or not isinstance(shuffle, int) or shuffle not in _BLOSC_SHUFFLE_NAMES:
             raise MetadataError(f"{field_name}.shuffle: expected -1, 0, 1 or 2, got {shuffle!r}")
         return {
             "name": "blosc",

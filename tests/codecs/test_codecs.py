@@ -338,3 +338,12 @@ def test_crc32c_mismatch(flip: int) -> None:
 def test_crc32c_too_short() -> None:
     with pytest.raises(ValueError, match="4-byte checksum"):
         codec_from_json({"name": "crc32c"}).decode(b"abc")
+
+
+@pytest.mark.parametrize(
+    ("member", "value"),
+    [("shuffle", {}), ("shuffle", ["shuffle"]), ("shuffle", 1), ("cname", {}), ("cname", ["lz4"])],
+)
+def test_blosc_config_member_of_the_wrong_json_type(member: str, value: Any) -> None:
+    with pytest.raises(MetadataError, match=f"configuration.{member}: expected one of"):
+        codec_from_json({"name": "blosc", "configuration": {member: value}}, "codecs[1]")

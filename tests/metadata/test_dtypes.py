@@ -134,3 +134,20 @@ def test_v2_dtype_errors_say_what_is_wrong(value: str, message: str) -> None:
 
     with pytest.raises(MetadataError, match=message):
         parse_v2_dtype(value)
+
+
+@pytest.mark.parametrize("value", ["r17179869184", "r" + "8" * 40])
+def test_raw_type_larger_than_numpy_supports_is_refused(value: str) -> None:
+    with pytest.raises(MetadataError, match=r"data_type: raw data type .* more than the 2147483647 NumPy supports"):
+        DataType.from_json(value)
+
+
+def test_largest_raw_type_numpy_supports_is_read() -> None:
+    assert DataType.from_json(f"r{8 * (2**31 - 1)}").itemsize == 2**31 - 1
+
+
+@pytest.mark.parametrize("name", ["raw_bytes", "null_terminated_bytes", "fixed_length_utf32"])
+def test_length_bytes_larger_than_numpy_supports_is_refused(name: str) -> None:
+    value = {"name": name, "configuration": {"length_bytes": 2**33}}
+    with pytest.raises(MetadataError, match="data_type.configuration.length_bytes: at most"):
+        DataType.from_json(value)

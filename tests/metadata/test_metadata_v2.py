@@ -1,0 +1,51 @@
+"""Malformed .zarray members are MetadataErrors naming the field, never NumPy's or Python's own
+exceptions, nor a silently changed value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpuzarr.errors import MetadataError
+from gpuzarr.metadata.v2 import ArrayMetadataV2
+
+
+def zarray(**changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<f4", "compressor": None,
+        "fill_value": 0.0, "order": "C", "filters": None,
+    }
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill_value"),
+    [("<f4", 1e300), ("<f4", 10**39), ("<f2", 70000), ("<f8", 10**400), ("<c8", 1e300), ("<c8", 10**39)],
+)
+def test_float_fill_value_too_large_for_its_type_is_refused(dtype: str, fill_value: Any) -> None:
+    # zarr-python reads these as inf (with a RuntimeWarning); the value was not inf.
+    with pytest.raises(MetadataError, match="fill_value: .* is out of range"):
+        ArrayMetadataV2.from_json(zarray(dtype=dtype, fill_value=fill_value))
+
+
+@pytest.mark.parametrize(
+    ("fill_value", "expected"),
+    [("Infinity", np.inf), ("-Infinity", -np.inf), (3, 3.0), (3.4e38, np.float32(3.4e38))],
+)
+def test_float_fill_values_that_fit_are_read(fill_value: Any, expected: float) -> None:
+    assert ArrayMetadataV2.from_json(zarray(fill_value=fill_value)).fill_value == expected
+    assert np.isnan(ArrayMetadataV2.from_json(zarray(fill_value="NaN")).fill_value)
+
+
+def test_complex_fill_value_is_its_real_part() -> None:
+    assert ArrayMetadataV2.from_json(zarray(dtype="<c8", fill_value=2)).fill_value == np.complex64(2)
+
+
+@pytest.mark.parametrize("shuffle", [{}, [1], "1", 1.0, True, None])
+def test_blosc_shuffle_of_the_wrong_json_type_is_refused(shuffle: Any) -> None:
+    compressor = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": shuffle}
+    with pytest.raises(MetadataError, match="compressor.shuffle: expected -1, 0, 1 or 2"):
+        ArrayMetadataV2.from_json(zarray(compressor=compressor))
