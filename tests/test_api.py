@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.errors import ContainsNodeError, DeviceError, NodeNotFoundError, ReadOnlyError
+from gpuzarr.errors import ContainsNodeError, DeviceError, MetadataError, NodeNotFoundError, ReadOnlyError
 
 
 def _new(store: gpuzarr.Store | str, **kwargs: object) -> gpuzarr.Array:
@@ -301,3 +301,18 @@ def test_bad_arguments_are_gpuzarr_errors_and_value_errors(tmp_path) -> None:  #
         with pytest.raises(InvalidArgumentError) as info:
             call()
         assert isinstance(info.value, GpuZarrError) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_codec_chain_errors_name_the_metadata_document(zarr_format: int) -> None:
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create(store=store, shape=(4,), dtype="u1", path="a", zarr_format=zarr_format)
+    key = "a/zarr.json" if zarr_format == 3 else "a/.zarray"
+    doc = json.loads(bytes(store.get(key)))  # type: ignore[arg-type]
+    if zarr_format == 3:
+        doc["codecs"].append({"name": "gzip", "configuration": {"level": "high"}})
+    else:
+        doc["compressor"] = {"id": "blosc", "clevel": "high"}
+    store.set(key, json.dumps(doc).encode())
+    with pytest.raises(MetadataError, match=f"^{key}: codecs\\[\\d\\] .*: configuration.c?level: expected an integer"):
+        gpuzarr.open_array(store, path="a", mode="r")

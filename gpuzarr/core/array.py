@@ -66,12 +66,17 @@ class Array:
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
         self._metadata = metadata
-        self._layout = ArrayLayout.from_metadata(
-            metadata,
-            self._prefix,
-            fill_missing_data_reads=self._fill_missing_data_reads,
-            store_data_equal_to_fill_value=self._store_data_equal_to_fill_value,
-        )
+        try:
+            self._layout = ArrayLayout.from_metadata(
+                metadata,
+                self._prefix,
+                fill_missing_data_reads=self._fill_missing_data_reads,
+                store_data_equal_to_fill_value=self._store_data_equal_to_fill_value,
+            )
+        except MetadataError as exc:
+            # The codec chain is resolved here, after the document was parsed: name its key.
+            document = ".zarray" if metadata.zarr_format == 2 else "zarr.json"
+            raise type(exc)(f"{self._prefix}{document}: {exc}") from exc
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickled Array carries: the store, path, metadata and options.
