@@ -72,6 +72,11 @@ def parse_v2_dtype(
             npdt = np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else tuple(f) for f in value])
         except (TypeError, ValueError) as exc:
             raise MetadataError(f"{field_name}: invalid structured dtype {value!r} ({exc})") from exc
+        if npdt.itemsize == 0 or npdt.hasobject:
+            # Chunks are raw bytes: an element needs a size, and bytes never become objects.
+            raise MetadataError(
+                f"{field_name}: a structured dtype needs fields of fixed, nonzero size, got {value!r}"
+            )
         return DataType("structured", npdt), None
     if not isinstance(value, str):
         raise MetadataError(f"{field_name}: expected a dtype string or a list of fields, got {value!r}")
@@ -83,7 +88,7 @@ def parse_v2_dtype(
         return DataType.from_json(f"r{8 * int(value[2:])}", field_name), None
     try:
         npdt = np.dtype(value)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # ValueError: UnicodeEncodeError of a lone surrogate
         raise MetadataError(f"{field_name}: {value!r} is not a valid dtype string") from exc
     if npdt.kind == "O":
         return _object_data_type(value, field_name, object_codec), None

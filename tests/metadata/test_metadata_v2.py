@@ -27,7 +27,7 @@ def zarray(**changes: Any) -> dict[str, Any]:
 )
 def test_float_fill_value_too_large_for_its_type_is_refused(dtype: str, fill_value: Any) -> None:
     # zarr-python reads these as inf (with a RuntimeWarning); the value was not inf.
-    with pytest.raises(MetadataError, match="fill_value: .* is out of range"):
+    with pytest.raises(MetadataError, match=r"fill_value: .* is out of range"):
         ArrayMetadataV2.from_json(zarray(dtype=dtype, fill_value=fill_value))
 
 
@@ -47,5 +47,13 @@ def test_complex_fill_value_is_its_real_part() -> None:
 @pytest.mark.parametrize("shuffle", [{}, [1], "1", 1.0, True, None])
 def test_blosc_shuffle_of_the_wrong_json_type_is_refused(shuffle: Any) -> None:
     compressor = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": shuffle}
-    with pytest.raises(MetadataError, match="compressor.shuffle: expected -1, 0, 1 or 2"):
+    with pytest.raises(MetadataError, match=r"compressor\.shuffle: expected -1, 0, 1 or 2"):
         ArrayMetadataV2.from_json(zarray(compressor=compressor))
+
+
+@pytest.mark.parametrize("dtype", ["\ud800", [], [["a", "|O"]]])
+def test_dtype_numpy_cannot_read_raw_bytes_into_is_refused(dtype: Any) -> None:
+    # found by benchmarks/fuzz.py: UnicodeEncodeError from np.dtype, and a zero-size
+    # element that failed on read with NumPy's ValueError
+    with pytest.raises(MetadataError, match="dtype: "):
+        ArrayMetadataV2.from_json(zarray(dtype=dtype))
