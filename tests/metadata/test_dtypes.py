@@ -149,5 +149,5 @@ def test_largest_raw_type_numpy_supports_is_read() -> None:
 @pytest.mark.parametrize("name", ["raw_bytes", "null_terminated_bytes", "fixed_length_utf32"])
 def test_length_bytes_larger_than_numpy_supports_is_refused(name: str) -> None:
     value = {"name": name, "configuration": {"length_bytes": 2**33}}
-    with pytest.raises(MetadataError, match="data_type.configuration.length_bytes: at most"):
+    with pytest.raises(MetadataError, match=r"data_type\.configuration\.length_bytes: at most"):
         DataType.from_json(value)

@@ -41,7 +41,7 @@ def test_deep_documents_in_a_store(key: str) -> None:
     fmt = 3 if key == "zarr.json" else 2
     store = gpuzarr.MemoryStore()
     gpuzarr.create(store=store, shape=(4,), chunks=(2,), dtype="u1", zarr_format=fmt)[:] = np.arange(4)
-    store.set(key, ('{"zarr_format": %d, "x": %s}' % (fmt, nested(100_000))).encode())
+    store.set(key, f'{{"zarr_format": {fmt}, "x": {nested(100_000)}}}'.encode())
     with pytest.raises(MetadataError, match=f"{key}: JSON nests deeper"):
         gpuzarr.open_array(store, mode="r")
 
@@ -64,7 +64,8 @@ def test_deep_consolidated_metadata(zarr_format: int) -> None:
 
 def test_deep_attributes_are_refused_when_written(zarr_format: int) -> None:
     with pytest.raises(MetadataError, match="attributes: JSON nests deeper"):
-        gpuzarr.group(store=gpuzarr.MemoryStore(), zarr_format=zarr_format, attributes={"x": deep_value(MAX_JSON_DEPTH)})
+        attributes = {"x": deep_value(MAX_JSON_DEPTH)}
+        gpuzarr.group(store=gpuzarr.MemoryStore(), zarr_format=zarr_format, attributes=attributes)
     a = gpuzarr.create(store=gpuzarr.MemoryStore(), shape=(1,), dtype="u1", zarr_format=zarr_format)
     with pytest.raises(MetadataError, match="attributes: JSON nests deeper"):
         a.attrs["x"] = deep_value(5000)
