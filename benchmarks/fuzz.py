@@ -1,0 +1,605 @@
+"""Fuzz gpuzarr's readers with mutated stores.
+
+Run ``python -m benchmarks.fuzz --seconds 60 [--seed S] [--jobs J] [--out DIR]``, or replay one
+case with ``python -m benchmarks.fuzz --replay SEED_NAME:CASE``.
+
+Seeds are small arrays written by gpuzarr and, when it is installed, zarr-python (v2 and v3;
+bytes, gzip, zstd, blosc, crc32c, sharding with a crc32c index, transpose, vlen-utf8, numcodecs
+zlib/lz4/bz2/lzma, a group with consolidated metadata). Each case takes one seed and one
+mutation, chosen by ``random.Random(f"{seed_name}:{case}")`` so that a case number alone
+reproduces it: the metadata JSON (a value replaced by another JSON type, a huge or negative
+number, deep nesting, a member removed or added, unicode, a flipped byte of the text), a chunk
+(bit flips, truncation, extension, splicing), a shard index (offsets and sizes edited, one half
+EMPTY, its crc32c recomputed so that the edit reaches the reader) or a codec header (zstd frame
+content size, blosc header fields, the lz4 size prefix, gzip flags and trailer).
+
+The oracle: opening the store and reading every array either succeeds or raises a
+:class:`~gpuzarr.errors.GpuZarrError`. Where a crc32c covers every stored byte of a chunk that a
+mutation touched (the ``checksummed`` seeds, mutations that do not repair the checksum), a read
+that succeeds must give the seed's data. Anything else fails the case: another exception type,
+a crash of the worker (each case runs in a worker subprocess), more than ``--case-seconds``
+(10 s), or more memory than ``--memory-mib`` (RLIMIT_AS of the worker, 2 GiB; a MemoryError is
+a failure too). Workers read with ``max_chunk_bytes`` at 64 MiB, so that metadata asking for
+more is refused before the memory limit is near.
+
+A failure writes the mutated store and the traceback under ``--out`` (``fuzz-failures``) and
+prints a one-line reproducer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SHAPE = (6, 4)
+CHUNKS = (3, 2)
+METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+EMPTY = 2**64 - 1
+
+# -- seeds ------------------------------------------------------------------------------------
+
+
+def _data(dtype: str) -> np.ndarray[Any, Any]:
+    if dtype == "str":
+        return np.array([f"s{i}" * (i % 3) for i in range(24)], dtype=object).reshape(SHAPE)
+    return np.arange(24, dtype=dtype).reshape(SHAPE)
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A small store to mutate. ``checksummed``: a crc32c covers every stored byte of its chunks."""
+
+    name: str
+    dtype: str
+    kwargs: dict[str, Any]
+    writer: str = "gpuzarr"
+    checksummed: bool = False
+
+
+CRC = {"name": "crc32c"}
+SEEDS = (
+    Seed("v3-bytes", "<i4", {"compressors": None}),
+    Seed("v3-crc32c", "<i4", {"compressors": [CRC]}, checksummed=True),
+    Seed("v3-gzip", "<f8", {"compressors": [{"name": "gzip", "configuration": {"level": 5}}]}),
+    Seed("v3-zstd", "<u2", {"compressors": [{"name": "zstd", "configuration": {"checksum": False}}]}),
+    Seed("v3-zstd-checksum", "<u2", {"compressors": [{"name": "zstd", "configuration": {"checksum": True}}]}),
+    Seed("v3-blosc", "<i8", {"compressors": [{"name": "blosc", "configuration": {"shuffle": "shuffle"}}]}),
+    Seed("v3-shard", "<i4", {"shards": (6, 4), "compressors": [CRC]}, checksummed=True),
+    Seed("v3-shard-zstd", "<f4", {"shards": (6, 4), "compressors": [{"name": "zstd", "configuration": {"level": 1}}]}),
+    Seed("v3-transpose", "<i2", {"order": "F", "compressors": [{"name": "gzip", "configuration": {"level": 1}}]}),
+    Seed("v3-vlen-utf8", "str", {"compressors": [{"name": "zstd", "configuration": {"level": 1}}]}),
+    Seed("v2-zlib", "<i4", {"zarr_format": 2, "compressor": {"id": "zlib", "level": 1}}),
+    Seed("v2-lz4", "<f4", {"zarr_format": 2, "compressor": {"id": "lz4", "acceleration": 1}}),
+    Seed("v2-bz2", "<i4", {"zarr_format": 2, "compressor": {"id": "bz2", "level": 1}}),
+    Seed("v2-lzma", "<i4", {"zarr_format": 2, "compressor": {"id": "lzma", "preset": 1}}),
+    Seed("v2-blosc-F", ">i4", {"zarr_format": 2, "order": "F", "compressor": {"id": "blosc", "shuffle": 2}}),
+    Seed("v2-group-consolidated", "<i4", {"zarr_format": 2}, writer="gpuzarr-group"),
+    Seed("v3-group-consolidated", "<i4", {}, writer="gpuzarr-group"),
+    Seed("zarr-v3-shard", "<i4", {"shards": (6, 4)}, writer="zarr"),
+    Seed("zarr-v3-blosc", "<u1", {}, writer="zarr"),
+    Seed("zarr-v2-blosc", "<i4", {"zarr_format": 2}, writer="zarr"),
+    Seed("zarr-v3-vlen-utf8", "str", {}, writer="zarr"),
+)
+
+
+def write_seed(seed: Seed, root: Path) -> bool:
+    """Write ``seed`` under ``root``; False when its writer is not installed."""
+    data = _data(seed.dtype)
+    dtype = str if seed.dtype == "str" else seed.dtype
+    if seed.writer == "zarr":
+        try:
+            import zarr
+        except ImportError:
+            return False
+        kwargs = dict(seed.kwargs)
+        a = zarr.create_array(str(root), shape=SHAPE, chunks=CHUNKS, dtype=dtype, **kwargs)
+        a[...] = data
+        return True
+    import gpuzarr
+
+    if seed.writer == "gpuzarr-group":
+        group = gpuzarr.group(store=str(root), zarr_format=seed.kwargs.get("zarr_format", 3), attributes={"a": 1})
+        group.create_array("x", shape=SHAPE, chunks=CHUNKS, dtype=dtype)[...] = data
+        group.create_group("sub").create_array("y", shape=SHAPE, chunks=CHUNKS, dtype=dtype)[...] = data
+        gpuzarr.consolidate_metadata(str(root))
+        return True
+    kwargs = dict(seed.kwargs)
+    if kwargs.pop("order", "C") == "F" and kwargs.get("zarr_format", 3) == 3:
+        kwargs["codecs"] = [
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            *kwargs.pop("compressors"),
+        ]
+    elif "order" in seed.kwargs:
+        kwargs["order"] = seed.kwargs["order"]
+    gpuzarr.create(store=str(root), shape=SHAPE, chunks=CHUNKS, dtype=dtype, **kwargs)[...] = data
+    return True
+
+
+def read_store(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def build_seeds(root: Path) -> dict[str, dict[str, bytes]]:
+    """Every seed's files (key -> bytes), written once under ``root``."""
+    out: dict[str, dict[str, bytes]] = {}
+    for seed in SEEDS:
+        path = root / seed.name
+        if not path.exists():
+            tmp = root / f".{seed.name}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not write_seed(seed, tmp):
+                continue
+            tmp.rename(path)
+        out[seed.name] = read_store(path)
+    return out
+
+
+# -- mutations --------------------------------------------------------------------------------
+
+HOSTILE_VALUES: tuple[Any, ...] = (
+    None, True, False, 0, -1, 1, 2**31 - 1, 2**31, 2**32, 2**40, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63),
+    10**400, 1e308, -1e308, 0.5, "", "x", "\u00e9\u4e2d\U0001f600", "\ud800", "r17179869184", "NaN", "Infinity",
+    "../escape", "a" * 5000, [], {}, [0], [1] * 65, [2**40], [2**63], [-1], ["a"], [[1]], {"name": "x"},
+    {"id": "blosc", "shuffle": {}}, {"name": "bytes"},
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path of a JSON value, itself included."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _get(doc: Any, path: tuple[Any, ...]) -> Any:
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def _deep(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def mutate_json_value(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
+    doc = json.loads(raw)
+    path = rng.choice(_paths(doc))
+    what = rng.choice(["replace", "replace", "replace", "delete", "add", "deep", "number"])
+    if not path and what in ("replace", "delete", "number"):
+        what = "add"
+    parent = _get(doc, path[:-1]) if path else None
+    if what == "replace":
+        parent[path[-1]] = rng.choice(HOSTILE_VALUES)
+    elif what == "number":
+        old = parent[path[-1]]
+        if isinstance(old, int) and not isinstance(old, bool):
+            parent[path[-1]] = rng.choice([old * 2**rng.randint(8, 70), -old - 1, old + 1, 0])
+        else:
+            parent[path[-1]] = rng.choice(HOSTILE_VALUES)
+    elif what == "delete":
+        del parent[path[-1]]
+    elif what == "deep":
+        depth = rng.choice([100, 129, 500, 990, 5000, 100_000])
+        target = _get(doc, path)
+        if isinstance(target, dict):
+            target["deep"] = "@DEEP@"
+        elif path:
+            parent[path[-1]] = "@DEEP@"
+        text = json.dumps(doc).replace('"@DEEP@"', "[" * depth + "]" * depth, 1)
+        return text.encode(), f"json deep {depth} at {list(path)}"
+    else:
+        target = _get(doc, path)
+        if isinstance(target, dict):
+            target[rng.choice(["extra", "must_understand", "attributes", "configuration", "name"])] = rng.choice(
+                HOSTILE_VALUES
+            )
+        elif isinstance(target, list):
+            target.append(rng.choice(HOSTILE_VALUES))
+    return json.dumps(doc).encode(), f"json {what} at {list(path)}"
+
+
+def mutate_bytes(rng: random.Random, raw: bytes, other: bytes) -> tuple[bytes, str]:
+    """Flip, cut, extend, zero or splice bytes (a splice may put in a whole other valid chunk)."""
+    data = bytearray(raw)
+    what = rng.choice(["flip", "flip", "truncate", "extend", "splice", "zero"])
+    if what == "flip" and data:
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+    elif what == "truncate":
+        del data[rng.randrange(len(data) + 1) :]
+    elif what == "extend":
+        data += bytes(rng.randrange(256) for _ in range(rng.choice([1, 7, 100, 5000])))
+    elif what == "splice" and other:
+        cut = rng.randrange(len(data) + 1)
+        data = data[:cut] + other[rng.randrange(len(other)) :]
+    elif what == "zero" and data:
+        start = rng.randrange(len(data))
+        data[start : start + rng.randint(1, 32)] = bytes(min(32, len(data) - start))
+    return bytes(data), f"bytes {what}"
+
+
+def _crc32c(data: bytes) -> bytes:
+    from gpuzarr.codecs.crc32c import crc32c
+
+    return struct.pack("<I", crc32c(data))
+
+
+def mutate_shard_index(rng: random.Random, raw: bytes, n_inner: int) -> tuple[bytes, str]:
+    """Edit the index at the end of a shard (bytes + crc32c), repairing its checksum."""
+    size = 16 * n_inner + 4
+    if len(raw) < size:
+        return raw, "shard index absent"
+    body, index = raw[:-size], bytearray(raw[-size:-4])
+    i = rng.randrange(n_inner)
+    offset, nbytes = struct.unpack_from("<QQ", index, 16 * i)
+    what = rng.choice(["offset", "nbytes", "half-empty", "huge", "overlap", "past-end"])
+    if what == "offset":
+        offset = rng.choice([0, offset + 1, offset - 1, len(body) - 1]) % 2**64
+    elif what == "nbytes":
+        nbytes = rng.choice([0, 1, nbytes + 1, nbytes - 1, len(body)]) % 2**64
+    elif what == "half-empty":
+        if rng.random() < 0.5:
+            offset = EMPTY
+        else:
+            nbytes = EMPTY
+    elif what == "huge":
+        offset, nbytes = rng.choice([(2**63, 16), (0, 2**63), (2**64 - 2, 4), (0, 2**40)])
+    elif what == "overlap":
+        offset, nbytes = struct.unpack_from("<QQ", index, 16 * rng.randrange(n_inner))
+    else:
+        offset = len(body) + rng.randint(0, 100)
+    struct.pack_into("<QQ", index, 16 * i, offset, nbytes)
+    return body + bytes(index) + _crc32c(bytes(index)), f"shard index {what} of entry {i}"
+
+
+def mutate_codec_header(rng: random.Random, raw: bytes, seed_name: str) -> tuple[bytes, str]:
+    """Forge a size or flag field of the compressor's header (what decoders size buffers from)."""
+    data = bytearray(raw)
+    huge = rng.choice([2**31 - 1, 2**32 - 1, 2**40, 2**30])
+    if data[:4] == b"\x28\xb5\x2f\xfd" and len(data) > 6:
+        # zstd frame header: make the frame content size 8 bytes and set it.
+        data[4] = (data[4] & 0x3F) | 0xC0 | 0x20  # FCS flag 3, single segment
+        data[5:5] = struct.pack("<Q", huge)
+        return bytes(data), f"zstd frame content size {huge}"
+    if data[:2] == b"\x1f\x8b" and len(data) > 18:
+        if rng.random() < 0.5:
+            data[-4:] = struct.pack("<I", huge % 2**32)
+            return bytes(data), "gzip ISIZE"
+        data[3] = rng.randrange(256)
+        return bytes(data), "gzip FLG"
+    if "blosc" in seed_name and len(data) >= 16:
+        field = rng.choice([("nbytes", 4), ("blocksize", 8), ("typesize", 3), ("flags", 2)])
+        if field[0] in ("nbytes", "blocksize"):
+            struct.pack_into("<I", data, field[1], huge % 2**32)
+        else:
+            data[field[1]] = rng.randrange(256)
+        return bytes(data), f"blosc {field[0]}"
+    if "lz4" in seed_name and len(data) >= 4:
+        struct.pack_into("<i", data, 0, rng.choice([2**31 - 1, -1, 2**30]))
+        return bytes(data), "lz4 size prefix"
+    return mutate_bytes(rng, raw, b"")
+
+
+def _is_metadata(key: str) -> bool:
+    return key.rsplit("/", 1)[-1] in METADATA_NAMES
+
+
+def mutate(seed_name: str, files: dict[str, bytes], case: int) -> tuple[dict[str, bytes], str, bool]:
+    """The store of ``case``: (files, description, whether the data must still be the seed's)."""
+    rng = random.Random(f"{seed_name}:{case}")
+    files = dict(files)
+    meta = sorted(k for k in files if _is_metadata(k))
+    chunks = sorted(k for k in files if not _is_metadata(k))
+    kind = rng.choice(["json", "json", "json-bytes", "chunk", "chunk", "header", "shard"])
+    if not chunks:
+        kind = "json"
+    if kind == "shard" and "shard" not in seed_name:
+        kind = "chunk"
+    if kind in ("json", "json-bytes"):
+        key = rng.choice(meta)
+        if kind == "json":
+            files[key], what = mutate_json_value(rng, files[key])
+        else:
+            files[key], what = mutate_bytes(rng, files[key], b"")
+        return files, f"{key}: {what}", False
+    key = rng.choice(chunks)
+    if kind == "chunk":
+        other = files[rng.choice(chunks)]
+        files[key], what = mutate_bytes(rng, files[key], other)
+        # A splice may swap in another chunk whole, checksum included: no checksum sees that.
+        return files, f"{key}: {what}", what != "bytes splice"
+    if kind == "shard":
+        # the seeds' shards hold (6, 4) / (3, 2) = 4 inner chunks
+        files[key], what = mutate_shard_index(rng, files[key], 4)
+        # The index's checksum is repaired: an entry may now point at another valid chunk.
+        return files, f"{key}: {what}", False
+    raw = files[key]
+    crc = seed_name == "v3-crc32c"  # a crc32c after the compressor: repaired, so the edit reaches it
+    body = raw[:-4] if crc else raw
+    body, what = mutate_codec_header(rng, body, seed_name)
+    files[key] = body + _crc32c(body) if crc else body
+    return files, f"{key}: {what}", False
+
+
+# -- the worker: one case at a time, under limits --------------------------------------------
+
+
+def _bounded(shape: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(0, min(n, 16)) for n in shape)
+
+
+def run_case(files: dict[str, bytes], expected: dict[str, np.ndarray[Any, Any]] | None) -> None:
+    """Open and read every array of the store; raise what gpuzarr raised."""
+    import gpuzarr
+
+    store = gpuzarr.MemoryStore(dict(files))
+    node = gpuzarr.open(store, mode="r")
+    arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
+    for name, member in arrays:
+        if not isinstance(member, gpuzarr.Array):
+            continue
+        got = member[_bounded(member.shape)]
+        if expected is not None and name in expected:
+            want = expected[name]
+            if got.shape != want.shape or not np.array_equal(got, want):
+                raise AssertionError(f"{name or '/'}: read {got!r}, the seed holds {want!r}")
+
+
+def _worker(seed_dir: Path, memory_mib: int) -> None:
+    import resource
+
+    limit = memory_mib * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    import gpuzarr
+
+    gpuzarr.config.set(concurrency=1, max_chunk_bytes=64 * 2**20)
+    seeds = build_seeds(seed_dir)
+    expected: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+    for name in seeds:
+        seed = next(s for s in SEEDS if s.name == name)
+        data = _data(seed.dtype)
+        expected[name] = {"": data} if "group" not in name else {"x": data, "sub/y": data}
+    for line in sys.stdin:
+        seed_name, case = line.split()
+        files, what, data_kept = mutate(seed_name, seeds[seed_name], int(case))
+        check = expected[seed_name] if data_kept and next(s for s in SEEDS if s.name == seed_name).checksummed else None
+        try:
+            run_case(files, check)
+            result = {"ok": True, "error": None}
+        except gpuzarr.errors.GpuZarrError as exc:
+            result = {"ok": True, "error": type(exc).__name__}
+        except BaseException as exc:
+            result = {"ok": False, "error": type(exc).__name__, "traceback": traceback.format_exc(), "what": what}
+        print(json.dumps(result), flush=True)
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Failure:
+    seed_name: str
+    case: int
+    kind: str
+    what: str
+    traceback: str
+
+    @property
+    def reproducer(self) -> str:
+        return f"python -m benchmarks.fuzz --replay {self.seed_name}:{self.case}"
+
+
+class Worker:
+    """A worker subprocess, restarted after a crash or a case that ran out of time."""
+
+    def __init__(self, seed_dir: Path, memory_mib: int) -> None:
+        self.seed_dir, self.memory_mib = seed_dir, memory_mib
+        self.proc: subprocess.Popen[str] | None = None
+        self.warm = False
+        # stderr goes to a file: a pipe nobody reads could fill and stall the worker
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
+
+    def _start(self) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seed-dir", str(self.seed_dir),
+               "--memory-mib", str(self.memory_mib)]  # fmt: skip
+        env = {**os.environ, "GPUZARR_DEVICE": "cpu"}
+        root = Path(__file__).resolve().parents[1]
+        self.stderr.seek(0)
+        self.stderr.truncate()
+        return subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=root, env=env
+        )
+
+    def run(self, seed_name: str, case: int, timeout: float) -> dict[str, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{seed_name} {case}\n")
+        self.proc.stdin.flush()
+        answer: list[str] = []
+        reader = threading.Thread(target=lambda: answer.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        # the first case also pays for the worker's start and imports
+        reader.join(timeout if self.warm else timeout + 30)
+        self.warm = True
+        if reader.is_alive():
+            self.kill()
+            return {"ok": False, "error": "timeout", "traceback": f"no answer within {timeout} s"}
+        if not answer or not answer[0]:
+            code = self.proc.wait()
+            self.kill()
+            self.stderr.seek(0)
+            stderr = self.stderr.read()
+            return {"ok": False, "error": f"crash (exit status {code})", "traceback": stderr[-4000:]}
+        result: dict[str, Any] = json.loads(answer[0])
+        return result
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+            self.proc = None
+        self.warm = False
+
+    def close(self) -> None:
+        self.kill()
+        self.stderr.close()
+
+
+def save_failure(out: Path, failure: Failure, files: dict[str, bytes]) -> Path:
+    where = out / f"{failure.seed_name}-{failure.case}"
+    shutil.rmtree(where, ignore_errors=True)
+    for key, value in files.items():
+        path = where / "store" / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(value)
+    (where / "traceback.txt").write_text(f"{failure.kind}: {failure.what}\n{failure.reproducer}\n\n{failure.traceback}")
+    return where
+
+
+def fuzz(
+    *,
+    seconds: float | None = None,
+    cases: int | None = None,
+    seed: int = 0,
+    jobs: int = 1,
+    out: Path | None = None,
+    seed_dir: Path | None = None,
+    case_seconds: float = 10.0,
+    memory_mib: int = 2048,
+    seed_names: list[str] | None = None,
+    quiet: bool = False,
+) -> tuple[int, list[Failure], dict[str, int]]:
+    """Run cases until ``seconds`` pass or ``cases`` ran; (cases run, failures, how many cases
+    ended how: "read", or the name of the exception raised)."""
+    seed_dir = seed_dir or Path(tempfile.gettempdir()) / "gpuzarr-fuzz-seeds"
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    seeds = build_seeds(seed_dir)
+    names = sorted(n for n in seeds if seed_names is None or n in seed_names)
+    deadline = time.monotonic() + seconds if seconds is not None else None
+    lock = threading.Lock()
+    failures: list[Failure] = []
+    outcomes: dict[str, int] = {}
+    counter = [0]
+
+    def next_case() -> tuple[str, int] | None:
+        with lock:
+            n = counter[0]
+            if (cases is not None and n >= cases) or (deadline is not None and time.monotonic() > deadline):
+                return None
+            counter[0] += 1
+        number = seed * 1_000_000 + n
+        return names[n % len(names)], number
+
+    def loop() -> None:
+        worker = Worker(seed_dir, memory_mib)
+        try:
+            while (item := next_case()) is not None:
+                seed_name, case = item
+                result = worker.run(seed_name, case, case_seconds)
+                with lock:
+                    outcome = result["error"] or "read"
+                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                if result["ok"]:
+                    continue
+                files, what, _ = mutate(seed_name, seeds[seed_name], case)
+                failure = Failure(seed_name, case, result["error"], result.get("what", what), result["traceback"])
+                with lock:
+                    failures.append(failure)
+                if out is not None:
+                    save_failure(out, failure, files)
+                if not quiet:
+                    print(f"FAIL {failure.kind}: {failure.what}  --  {failure.reproducer}", flush=True)
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=loop) for _ in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counter[0], failures, outcomes
+
+
+def replay(spec: str, seed_dir: Path | None) -> int:
+    """Run one case in this process and show what happens."""
+    import gpuzarr
+
+    seed_name, case = spec.rsplit(":", 1)
+    seed_dir = seed_dir or Path(tempfile.gettempdir()) / "gpuzarr-fuzz-seeds"
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    files, what, _ = mutate(seed_name, build_seeds(seed_dir)[seed_name], int(case))
+    print(f"{seed_name}:{case}: {what}")
+    gpuzarr.config.set(max_chunk_bytes=64 * 2**20)
+    try:
+        run_case(files, None)
+    except gpuzarr.errors.GpuZarrError as exc:
+        print(f"ok: {type(exc).__name__}: {exc}")
+        return 0
+    print("ok: read")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fuzz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz (default 60)")
+    parser.add_argument("--cases", type=int, default=None, help="stop after this many cases")
+    parser.add_argument("--seed", type=int, default=0, help="which series of cases (default 0)")
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="where failing stores go")
+    parser.add_argument("--seed-dir", type=Path, default=None, help="where the seed stores are written")
+    parser.add_argument("--case-seconds", type=float, default=10.0)
+    parser.add_argument("--memory-mib", type=int, default=2048)
+    parser.add_argument("--replay", metavar="SEED_NAME:CASE", help="run one case in this process")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args.seed_dir, args.memory_mib)
+        return 0
+    if args.replay:
+        return replay(args.replay, args.seed_dir)
+    started = time.monotonic()
+    n, failures, outcomes = fuzz(
+        seconds=args.seconds, cases=args.cases, seed=args.seed, jobs=args.jobs, out=args.out,
+        seed_dir=args.seed_dir, case_seconds=args.case_seconds, memory_mib=args.memory_mib,
+    )  # fmt: skip
+    kinds: dict[str, int] = {}
+    for f in failures:
+        kinds[f.kind] = kinds.get(f.kind, 0) + 1
+    print(f"{n} cases in {time.monotonic() - started:.0f} s, {len(failures)} failures {kinds or ''}")
+    print("outcomes:", dict(sorted(outcomes.items(), key=lambda kv: -kv[1])))
+    if failures:
+        print(f"failing stores and tracebacks: {args.out.resolve()}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

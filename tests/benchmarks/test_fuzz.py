@@ -1,0 +1,63 @@
+"""The fuzz harness (benchmarks/fuzz.py) in CI: a fixed series of mutated stores, each opened and
+read in a worker subprocess under a time and memory limit, must end in a read or a GpuZarrError.
+
+``python -m benchmarks.fuzz --seconds N`` runs the same harness for longer.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import fuzz
+
+ROOT = Path(__file__).resolve().parents[2]
+#: about 15 s on two cores
+CI_CASES = 4000
+
+
+@pytest.fixture(scope="module")
+def seed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz-seeds")
+
+
+def test_every_mutated_store_reads_or_raises_a_gpuzarr_error(seed_dir: Path, tmp_path: Path) -> None:
+    n, failures, outcomes = fuzz.fuzz(cases=CI_CASES, seed=0, jobs=2, out=tmp_path, seed_dir=seed_dir, quiet=True)
+    assert n == CI_CASES
+    report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer}\n{f.traceback[-1500:]}" for f in failures[:5])
+    assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
+    # the mutations reach past the metadata: some cases read, some chunks are refused as corrupt
+    assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+
+
+def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:
+    seeds = fuzz.build_seeds(seed_dir)
+    assert {"v3-shard", "v2-lzma", "v3-group-consolidated"} <= set(seeds)
+    assert any(".zmetadata" in files for files in seeds.values())
+    pytest.importorskip("zarr")
+    assert {"zarr-v3-shard", "zarr-v2-blosc"} <= set(seeds)
+
+
+def test_a_case_number_reproduces_its_store(seed_dir: Path) -> None:
+    files = fuzz.build_seeds(seed_dir)["v3-zstd"]
+    assert fuzz.mutate("v3-zstd", files, 17) == fuzz.mutate("v3-zstd", files, 17)
+    assert any(fuzz.mutate("v3-zstd", files, n)[0] != files for n in range(5))
+
+
+def test_failures_are_saved_with_a_reproducer(seed_dir: Path, tmp_path: Path) -> None:
+    files, what, _ = fuzz.mutate("v3-bytes", fuzz.build_seeds(seed_dir)["v3-bytes"], 3)
+    failure = fuzz.Failure("v3-bytes", 3, "ValueError", what, "Traceback ...")
+    where = fuzz.save_failure(tmp_path, failure, files)
+    assert (where / "store" / "zarr.json").exists()
+    assert "python -m benchmarks.fuzz --replay v3-bytes:3" in (where / "traceback.txt").read_text()
+
+
+def test_replay_runs_one_case(seed_dir: Path) -> None:
+    cmd = [sys.executable, "-m", "benchmarks.fuzz", "--replay", "v3-gzip:5", "--seed-dir", str(seed_dir)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("v3-gzip:5: ")
+    assert "ok: " in proc.stdout
