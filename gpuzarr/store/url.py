@@ -5,9 +5,9 @@ scheme and takes the rest as a path: ``file://data.zarr`` is ``data.zarr`` below
 directory, ``file:///data/x.zarr`` the absolute ``/data/x.zarr``. gpuzarr does the same, and
 also percent-decodes the path (``my%20data`` is ``my data``), as TensorStore does. Any other
 scheme is refused by name: reading it as a local path would open, or create, the wrong place.
-A URL's path with a '.', '..' or empty component is refused too (fsspec would take it), as in
-TensorStore: URLs travel in configuration written by others. A plain path string is the
-caller's own operating-system path and is taken as it is.
+A URL's path with a '..' or empty component, or a '.' one other than a leading "./", is refused
+too (fsspec would take it), as in TensorStore: URLs travel in configuration written by others.
+A plain path string is the caller's own operating-system path and is taken as it is.
 
 TensorStore specs have stricter rules of their own (no host, absolute paths only): see
 :mod:`gpuzarr.tensorstore.kvstore`.
@@ -58,7 +58,8 @@ def parse_store_url(value: str) -> StoreUrl | None:
         path = unquote(rest)
         if not path:
             raise InvalidArgumentError(f"store: {value!r} names no directory")
-        problem = directory_problem(path)
+        # "file://./data.zarr", the current directory's data.zarr, is zarr-python's own spelling.
+        problem = directory_problem(path.removeprefix("./"))
         if problem is not None:
             raise InvalidKeyError(f"store: invalid directory {path!r} in {value!r}: {problem}")
         return StoreUrl("file", path)

@@ -48,6 +48,15 @@ def test_file_url_with_dot_components_is_refused(tmp_path: Path, tail: str) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_file_url_may_start_with_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    store, _ = make_store("file://./data.zarr")
+    store.set("k", b"v")
+    assert (tmp_path / "data.zarr" / "k").read_bytes() == b"v"
+    with pytest.raises(InvalidKeyError, match="invalid directory"):
+        make_store("file://./../data.zarr")
+
+
 def test_file_url_percent_encoded_dots_are_refused_after_decoding(tmp_path: Path) -> None:
     with pytest.raises(InvalidKeyError, match="invalid directory"):
         make_store("file://" + str(tmp_path) + "/store/%2E%2E/escape")
