@@ -20,6 +20,7 @@ from .errors import ArrayNotFoundError, GroupNotFoundError, InvalidArgumentError
 from .hierarchy import node_exists, parse_mode, read_node
 from .metadata.build import build_metadata
 from .store import MemoryStore, Store, StoreLike, make_store
+from .store.base import validate_path
 
 Mode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -49,7 +50,8 @@ CREATE_OPTIONS = frozenset(
 
 
 def _join(base: str, path: str) -> str:
-    return "/".join(p for p in (base.strip("/"), path.strip("/")) if p)
+    # Checked here, where the caller's argument is still known by its name.
+    return "/".join(p for p in (base.strip("/"), validate_path(path)) if p)
 
 
 def _store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:

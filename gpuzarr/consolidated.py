@@ -418,7 +418,7 @@ def _outermost(store: Store, path: str, zarr_format: int) -> tuple[Store, str, s
     if not lifted:
         return store, path, ""
     lift = "/".join(lifted)
-    return LocalStore(root), _join(lift, path), lift
+    return LocalStore(root, follow_symlinks=store.follow_symlinks, durable=store.durable), _join(lift, path), lift
 
 
 def record_metadata_write(store: Store, path: str, *, new_node: bool = False) -> None:

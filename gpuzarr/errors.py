@@ -72,3 +72,16 @@ class DeviceError(GpuZarrError, RuntimeError):
 
 class BoundsCheckError(GpuZarrError, IndexError):
     """A selection lies outside the array."""
+
+
+class SymlinkEscapeError(GpuZarrError, PermissionError):
+    """A key of a :class:`~gpuzarr.store.LocalStore` leads, through a symbolic link, outside the
+    store's root; refused unless the store was made with ``follow_symlinks=True``."""
+
+    def __init__(self, key: str, target: str) -> None:
+        super().__init__(
+            f"{key}: a symbolic link leads outside the store root, to {target!r} "
+            "(LocalStore(..., follow_symlinks=True) follows it)"
+        )
+        self.key = key
+        self.target = target

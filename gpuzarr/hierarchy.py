@@ -16,6 +16,7 @@ from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, Node
 from .metadata.json_util import check_attributes
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
+from .store.base import validate_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -62,8 +63,11 @@ def parse_mode(mode: str) -> Mode:
 
 
 def node_prefix(path: str) -> str:
-    """The key prefix of the node at ``path``: "a/b/" ("" for the root)."""
-    path = path.strip("/")
+    """The key prefix of the node at ``path``: "a/b/" ("" for the root).
+
+    A path with a '.', '..' or empty component raises InvalidKeyError naming it.
+    """
+    path = validate_path(path)
     return path + "/" if path else ""
 
 

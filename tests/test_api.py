@@ -316,3 +316,37 @@ def test_codec_chain_errors_name_the_metadata_document(zarr_format: int) -> None
     store.set(key, json.dumps(doc).encode())
     with pytest.raises(MetadataError, match=f"^{key}: codecs\\[\\d\\] .*: configuration.c?level: expected an integer"):
         gpuzarr.open_array(store, path="a", mode="r")
+
+
+# -- node paths --------------------------------------------------------------------------------------
+
+ESCAPING_NODE_PATHS = ["../escape", "a/../../escape", "./a", "a/./b", "a//b", ".."]
+
+
+@pytest.mark.parametrize("path", ESCAPING_NODE_PATHS)
+def test_node_paths_with_dot_components_are_refused_by_name(tmp_path: Path, path: str) -> None:
+    from gpuzarr.errors import InvalidKeyError
+
+    root = tmp_path / "data.zarr"
+    calls = [
+        lambda: gpuzarr.open(str(root), path=path, mode="w", shape=(2,), dtype="u1"),
+        lambda: gpuzarr.open(str(root), path=path, mode="r"),
+        lambda: gpuzarr.create(str(root), path=path, shape=(2,), dtype="u1"),
+        lambda: gpuzarr.open_group(str(root), path=path, mode="a"),
+        lambda: gpuzarr.create_group(str(root), path=path),
+        lambda: gpuzarr.open_array(str(root), path=path, mode="r"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidKeyError, match=r"^path: invalid path"):
+            call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_group_members_cannot_name_a_parent(tmp_path: Path) -> None:
+    g = gpuzarr.open_group(str(tmp_path / "data.zarr"), mode="w")
+    for name in ("..", "a/../..", "a//b", "."):
+        with pytest.raises(ValueError, match="node name"):
+            g.create_array(name, shape=(2,), dtype="u1")
+        with pytest.raises(ValueError, match="node name"):
+            g[name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.zarr"]

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.codecs": 40,
     "gpuzarr.store": 35,
     "gpuzarr.tensorstore.kvstore": 30,  # kvstore JSON, which store.make_store parses
+    "gpuzarr.store.paths": 25,  # the path rules, which kvstore JSON applies too
     "gpuzarr.metadata": 20,
     "gpuzarr.errors": 0,
     "gpuzarr.config": 0,

@@ -40,7 +40,7 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
         if read_only and not store.read_only:
             # Same data, refusing writes: never mutate the caller's object.
             if isinstance(store, LocalStore):
-                return LocalStore(store.root, read_only=True), ""
+                return store.with_options(read_only=True), ""
             if isinstance(store, MemoryStore):
                 return MemoryStore(store.data, read_only=True, name=store.name), ""
         return store, ""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidKeyError, MetadataError, ReadOnlyError
+from .paths import path_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +64,23 @@ def validate_key(key: str) -> str:
     if any(p in ("..", ".") for p in parts) or "" in parts[:-1]:
         raise InvalidKeyError(f"invalid store key {key!r}: '.', '..' and empty segments are refused")
     return key
+
+
+def validate_path(path: str, field: str = "path") -> str:
+    """``path``, a node path relative to a store's root, without its leading and trailing '/'.
+
+    Raises
+    ------
+    InvalidKeyError
+        Naming ``field`` and the path, when ``path`` is not a string or has a '.', '..' or empty
+        component (see :func:`path_problem`).
+    """
+    if not isinstance(path, str):
+        raise InvalidKeyError(f"{field}: expected a string, got {type(path).__name__}")
+    problem = path_problem(path)
+    if problem is not None:
+        raise InvalidKeyError(f"{field}: invalid path {path!r}: {problem}")
+    return path.strip("/")
 
 
 def validate_prefix(prefix: str) -> str:

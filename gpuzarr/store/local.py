@@ -1,14 +1,57 @@
-"""A store on a local directory: one file per key, atomic writes by rename."""
+"""A store on a local directory: one file per key, atomic writes by rename.
+
+Symbolic links
+--------------
+By default a LocalStore never reads, writes, erases or lists through a symbolic link that
+resolves outside its root: such a key raises :class:`~gpuzarr.errors.SymlinkEscapeError`
+naming it, and listings skip such links. Links that stay inside the root work, and the root
+itself may be a link (it is resolved once, when the store is made). ``follow_symlinks=True``
+follows every link, as a plain file system walk would.
+
+How it is checked: a read opens the file and then asks the kernel where the open file lives
+(``/proc/self/fd``), so what is read is what was checked. A write or an erase walks the key's
+directories one at a time from the root (``openat`` with ``O_NOFOLLOW``; a link is followed
+only after its target is checked), then creates, renames and unlinks relative to the checked
+directory. What stays racy: where ``/proc`` is missing (not Linux) a read checks the resolved
+path before opening it, and the GPU path's direct reads (kvikio) open the checked real path by
+name again, so a directory swapped for a link between the check and that open is followed.
+
+Partial writes
+--------------
+``set`` writes to a hidden temporary file beside the key and renames it over the key. The
+temporary name is short and fixed in length (``.<16 hex digits of the key's name>`` then
+:data:`TEMP_MARKER`), so any key whose own name fits the file system's limit can be written,
+and it is skipped by every listing. The writer holds an advisory lock (``flock``) on it until
+the rename; the kernel drops the lock when the writer dies. The next write of the same key
+therefore takes over a leftover of a killed writer at once (an unlocked temporary file has no
+live writer) and never touches the file of a live one: liveness by lock rather than by age, so
+that a slow writer is never cut off and no grace period has to be guessed. A writer that finds
+the name held by a live writer uses a second name with its pid and a random part; those
+leftovers, and leftovers of keys never written again, are removed by
+:meth:`LocalStore.remove_partial_writes`.
+
+Durable writes
+--------------
+``durable=True`` makes ``set`` fsync the temporary file before the rename and the directory
+after it, and fsync the parent of every directory it creates, so that a key written survives a
+power failure. Without it a write is atomic for readers (they see the old or the new value,
+never a torn file, even when the writer is killed) but may be lost to a crash of the machine.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import hashlib
 import os
+import secrets
 import stat
-import uuid
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import SymlinkEscapeError
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
 
 if TYPE_CHECKING:
@@ -17,13 +60,43 @@ if TYPE_CHECKING:
 #: Marks in-progress writes; listing skips them so readers never see a half-written key.
 TEMP_MARKER = ".__gpuzarr_partial_"
 
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: O_NONBLOCK: opening a FIFO planted in a store must not wait for a writer (it is then not a
+#: regular file, so not a key); regular files ignore the flag.
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+
 
 class LocalStore(Store):
-    """Keys are files below ``root``; '/' in a key is a directory separator."""
+    """Keys are files below ``root``; '/' in a key is a directory separator.
 
-    def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
+    Parameters
+    ----------
+    root
+        The directory; created on the first write. When it is a symbolic link, it is resolved
+        once, here.
+    read_only
+        Refuse writes.
+    follow_symlinks
+        Follow symbolic links that lead outside ``root``. By default a key reached through
+        such a link raises :class:`~gpuzarr.errors.SymlinkEscapeError` and listings skip it.
+    durable
+        fsync each written file and its directory (see the module's docstring).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        read_only: bool = False,
+        *,
+        follow_symlinks: bool = False,
+        durable: bool = False,
+    ) -> None:
         super().__init__(read_only)
         self.root = Path(root).expanduser().absolute()
+        self.follow_symlinks = follow_symlinks
+        self.durable = durable
+        self._real_root = os.path.realpath(self.root)
+        self._inside_prefix = self._real_root.rstrip("/") + "/"
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -34,12 +107,53 @@ class LocalStore(Store):
     def __hash__(self) -> int:
         return hash(self.root)
 
+    def with_options(self, read_only: bool) -> LocalStore:
+        """A store of the same directory and link and durability options, ``read_only`` or not."""
+        return LocalStore(self.root, read_only=read_only, follow_symlinks=self.follow_symlinks, durable=self.durable)
+
     def kvstore_json(self) -> dict[str, Any]:
         """``{"driver": "file", "path": "<root>/"}``, which TensorStore opens too."""
         return {"driver": "file", "path": os.fspath(self.root).rstrip("/") + "/"}
 
     def path_of(self, key: str) -> str:
+        """The file name of ``key`` below the root as given (not checked for links)."""
         return os.path.join(self.root, validate_key(key))
+
+    def real_path(self, key: str) -> str | None:
+        """Where the regular file holding ``key`` really is, links resolved; None when there is
+        none. For readers that open files by name (kvikio). Raises SymlinkEscapeError when the
+        file lies outside the root and links are not followed."""
+        with self._open(key) as opened:
+            if opened is None:
+                return None
+            return self._opened_path(opened[0], os.path.join(self._real_root, key))
+
+    # -- the link policy -------------------------------------------------------------------------
+
+    def _inside(self, real: str) -> bool:
+        return real == self._real_root or real.startswith(self._inside_prefix)
+
+    def _opened_path(self, fd: int, path: str) -> str:
+        """The real path of the file open as ``fd`` (opened as ``path``)."""
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # no /proc: the resolved name, checked before the file may change
+            return os.path.realpath(path)
+        # A file replaced (renamed over) since it was opened is still the one read.
+        return real.removesuffix(" (deleted)")
+
+    def _check_opened(self, fd: int, key: str, path: str) -> None:
+        if self.follow_symlinks:
+            return
+        real = self._opened_path(fd, path)
+        if not self._inside(real):
+            raise SymlinkEscapeError(key, real)
+
+    def _link_leaves(self, path: str) -> bool:
+        """Whether the link at ``path`` is one this store refuses to go through."""
+        return not self.follow_symlinks and not self._inside(os.path.realpath(path))
+
+    # -- reading ---------------------------------------------------------------------------------
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         with self._open(key) as opened:
@@ -52,12 +166,18 @@ class LocalStore(Store):
     @contextlib.contextmanager
     def _open(self, key: str) -> Iterator[tuple[int, int] | None]:
         """(file descriptor, size) of the file holding ``key``, or None when there is none."""
+        path = os.path.join(self._real_root, validate_key(key))
         try:
-            fd = os.open(self.path_of(key), os.O_RDONLY)
+            fd = os.open(path, _READ_FLAGS)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             yield None
             return
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SymlinkEscapeError(key, "a loop of symbolic links") from None
+            raise
         try:
+            self._check_opened(fd, key, path)
             info = os.fstat(fd)
             # os.open succeeds on a directory; a directory is not a key.
             yield (fd, info.st_size) if stat.S_ISREG(info.st_mode) else None
@@ -90,73 +210,292 @@ class LocalStore(Store):
             return [_pread_all(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
 
     def exists(self, key: str) -> bool:
-        return os.path.isfile(self.path_of(key))
+        with self._open(key) as opened:
+            return opened is not None
+
+    # -- listing ---------------------------------------------------------------------------------
+
+    def _walk(self, directory: str, *, partial_writes: bool = False) -> Iterator[str]:
+        """The keys below ``directory`` ("" or a prefix ending in '/'), in no order; with
+        ``partial_writes``, the temporary files of writes instead.
+
+        Links leaving the root are skipped (unless followed); a directory that is one of its
+        own ancestors (a link loop) is not entered again, so a walk always ends.
+        """
+        top = os.path.join(self._real_root, directory)
+        if directory and self._link_leaves(top):
+            return
+        try:
+            info = os.stat(top)
+        except OSError:
+            return
+        stack = [(directory, top, frozenset({(info.st_dev, info.st_ino)}))]
+        while stack:
+            rel, path, ancestors = stack.pop()
+            try:
+                entries = os.scandir(path)
+            except OSError:  # gone, not a directory, or not ours to read: as os.walk does
+                continue
+            with entries:
+                for entry in entries:
+                    if entry.is_symlink() and self._link_leaves(entry.path):
+                        continue
+                    try:
+                        if entry.is_dir():
+                            info = entry.stat()
+                            ident = (info.st_dev, info.st_ino)
+                            if ident not in ancestors:
+                                stack.append((rel + entry.name + "/", entry.path, ancestors | {ident}))
+                        elif entry.is_file() and (TEMP_MARKER in entry.name) == partial_writes:
+                            yield rel + entry.name
+                    except OSError:  # removed while listed
+                        continue
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)
         # Walk only the directory the prefix names, not the whole store.
-        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        top = os.path.join(self.root, base_dir)
-        if not os.path.isdir(top):
-            return iter(())
-        found = []
-        for dirpath, _dirnames, filenames in os.walk(top):
-            rel = os.path.relpath(dirpath, self.root)
-            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            for name in filenames:
-                key = rel + name
-                if key.startswith(prefix) and TEMP_MARKER not in name:
-                    found.append(key)
-        return iter(sorted(found))
+        base_dir = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        return iter(sorted(key for key in self._walk(base_dir) if key.startswith(prefix)))
 
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         validate_prefix(prefix)
         if prefix and not prefix.endswith("/"):
             prefix += "/"
+        top = os.path.join(self._real_root, prefix)
+        if prefix and self._link_leaves(top):
+            return [], []
         try:
-            entries = list(os.scandir(os.path.join(self.root, prefix)))
+            entries = list(os.scandir(top))
         except (FileNotFoundError, NotADirectoryError):
             return [], []
-        keys = sorted(prefix + e.name for e in entries if e.is_file() and TEMP_MARKER not in e.name)
+        entries = [
+            e for e in entries if TEMP_MARKER not in e.name and not (e.is_symlink() and self._link_leaves(e.path))
+        ]
+        keys = sorted(prefix + e.name for e in entries if e.is_file())
         # erase() leaves empty directories behind: a child prefix is listed only when it holds a
         # key, as in every other store.
-        dirs = sorted(prefix + e.name + "/" for e in entries if e.is_dir() and _holds_a_key(e.path))
+        dirs = sorted(
+            prefix + e.name + "/"
+            for e in entries
+            if e.is_dir() and next(self._walk(prefix + e.name + "/"), None) is not None
+        )
         return keys, dirs
+
+    # -- writing ---------------------------------------------------------------------------------
 
     def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
-        path = self.path_of(key)
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        temp = f"{path}{TEMP_MARKER}{uuid.uuid4().hex}"
+        *directories, name = validate_key(key).split("/")
+        dir_fd = self._open_directory(key, directories, create=True)
+        assert dir_fd is not None  # created
         try:
-            with open(temp, "wb", buffering=0) as f:
-                view = memoryview(value).cast("B")
-                while view:
-                    written = f.write(view)
-                    view = view[written:]
-            os.replace(temp, path)
+            fd, temp = _create_temp(dir_fd, name)
+            try:
+                with open(fd, "wb", buffering=0, closefd=False) as f:
+                    view = memoryview(value).cast("B")
+                    while view:
+                        written = f.write(view)
+                        view = view[written:]
+                if self.durable:
+                    os.fsync(fd)
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=dir_fd)
+                raise
+            finally:
+                os.close(fd)  # releases the lock, after the rename
+            if self.durable:
+                os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _open_directory(self, key: str, directories: list[str], *, create: bool) -> int | None:
+        """A descriptor of the directory holding ``key``, reached one component at a time from
+        the root; None when it does not exist and ``create`` is false.
+
+        A component that is a link is followed only when it stays inside the root (or the
+        store follows links); created directories are fsynced into their parents when durable.
+        """
+        if create:
+            self._make_root()
+        nofollow = 0 if self.follow_symlinks else os.O_NOFOLLOW
+        try:
+            fd = os.open(self._real_root, _DIRECTORY_FLAGS)
+        except FileNotFoundError:
+            return None
+        try:
+            for name in directories:
+                try:
+                    child = os.open(name, _DIRECTORY_FLAGS | nofollow, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, dir_fd=fd)
+                        if self.durable:
+                            os.fsync(fd)
+                    child = os.open(name, _DIRECTORY_FLAGS | nofollow, dir_fd=fd)
+                except OSError as exc:
+                    # O_NOFOLLOW refuses a link with ELOOP (ENOTDIR on some systems).
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not _is_link(name, fd):
+                        raise
+                    child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+                    try:
+                        self._check_opened(child, key, name)
+                    except BaseException:
+                        os.close(child)
+                        raise
+                os.close(fd)
+                fd = child
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
+            os.close(fd)
             raise
+        return fd
+
+    def _make_root(self) -> None:
+        if os.path.isdir(self._real_root):
+            return
+        missing = []
+        parent = self._real_root
+        while not os.path.exists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        os.makedirs(self._real_root, exist_ok=True)
+        if self.durable:
+            for directory in [parent, *reversed(missing[1:])]:
+                _fsync_directory(directory)
 
     def erase(self, key: str) -> None:
         # Empty directories are left in place: removing them could race with a concurrent
         # set() that has just created the directory for its temporary file.
         self._check_writable()
+        *directories, name = validate_key(key).split("/")
         try:
-            os.unlink(self.path_of(key))
+            dir_fd = self._open_directory(key, directories, create=False)
+        except NotADirectoryError:
+            return
+        if dir_fd is None:
+            return
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+            if self.durable:
+                os.fsync(dir_fd)
         except (FileNotFoundError, NotADirectoryError):
             return
+        finally:
+            os.close(dir_fd)
+
+    def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
+        """Remove the temporary files that killed writers left in the store.
+
+        A temporary file is removed when no live writer holds its lock and it was last
+        modified at least ``older_than`` seconds ago (the age is a second guard, for file
+        systems whose locks are not reliable). Safe to run while the store is being written.
+
+        Returns
+        -------
+        list of str
+            The removed files, as '/'-separated paths below the root.
+        """
+        self._check_writable()
+        removed = []
+        for rel in sorted(self._walk("", partial_writes=True)):
+            *directories, name = rel.split("/")
+            dir_fd = self._open_directory(rel, directories, create=False)
+            if dir_fd is None:
+                continue
+            try:
+                if _remove_if_abandoned(dir_fd, name, time.time() - older_than):
+                    removed.append(rel)
+            finally:
+                os.close(dir_fd)
+        return removed
 
 
-def _holds_a_key(directory: str) -> bool:
-    """Whether ``directory`` or any directory below it holds a file other than a partial write."""
-    for _dirpath, _dirnames, filenames in os.walk(directory):
-        if any(TEMP_MARKER not in name for name in filenames):
-            return True
-    return False
+def _temp_name(name: str) -> str:
+    """The fixed-length hidden temporary name of the key file ``name``."""
+    digest = hashlib.blake2b(os.fsencode(name), digest_size=8).hexdigest()
+    return f".{digest}{TEMP_MARKER}"
+
+
+def _lock(fd: int) -> bool:
+    """Take the writer's lock on ``fd`` without waiting; False when another holds it or the
+    file system has no locks."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _names_same_file(dir_fd: int, name: str, fd: int) -> bool:
+    """Whether ``name`` still names the file open as ``fd`` (not renamed or replaced)."""
+    try:
+        named = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
+    """A new, locked, empty temporary file for the key file ``name``: (descriptor, its name).
+
+    Whoever holds the lock of a temporary file owns it: only the owner writes, renames or
+    removes it, and it checks after locking that the name still names its file. A leftover
+    whose writer died (lock free) is taken over; one with a live writer is left alone, and a
+    second name with this process's pid and a random part is used instead.
+    """
+    temp = _temp_name(name)
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    for _attempt in range(3):
+        try:
+            fd = os.open(temp, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
+        except FileExistsError:
+            try:
+                fd = os.open(temp, flags, dir_fd=dir_fd)
+            except FileNotFoundError:  # its writer renamed it meanwhile: try again
+                continue
+        if _lock(fd) and _names_same_file(dir_fd, temp, fd):
+            os.ftruncate(fd, 0)  # a leftover of a killed writer
+            return fd, temp
+        os.close(fd)
+        break
+    own = f"{temp}{os.getpid()}_{secrets.token_hex(4)}"
+    fd = os.open(own, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
+    _lock(fd)  # so that remove_partial_writes sees a live writer
+    return fd, own
+
+
+def _remove_if_abandoned(dir_fd: int, name: str, modified_before: float) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        if not _lock(fd) or os.fstat(fd).st_mtime > modified_before or not _names_same_file(dir_fd, name, fd):
+            return False
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(path, _DIRECTORY_FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:

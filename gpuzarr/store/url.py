@@ -5,6 +5,9 @@ scheme and takes the rest as a path: ``file://data.zarr`` is ``data.zarr`` below
 directory, ``file:///data/x.zarr`` the absolute ``/data/x.zarr``. gpuzarr does the same, and
 also percent-decodes the path (``my%20data`` is ``my data``), as TensorStore does. Any other
 scheme is refused by name: reading it as a local path would open, or create, the wrong place.
+A URL's path with a '..' or empty component, or a '.' one other than a leading "./", is refused
+too (fsspec would take it), as in TensorStore: URLs travel in configuration written by others.
+A plain path string is the caller's own operating-system path and is taken as it is.
 
 TensorStore specs have stricter rules of their own (no host, absolute paths only): see
 :mod:`gpuzarr.tensorstore.kvstore`.
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, InvalidKeyError
+from .paths import directory_problem
 
 #: fsspec's local filesystem answers to both names.
 LOCAL_SCHEMES = ("file", "local")
@@ -36,7 +40,8 @@ def parse_store_url(value: str) -> StoreUrl | None:
     """The store a URL string names, or None when ``value`` is a plain path.
 
     Raises InvalidArgumentError, naming the URL, for schemes gpuzarr does not read (``s3://``,
-    ``gs://``, ``http://``, ...) and for fsspec URL chains (``zip::file://...``).
+    ``gs://``, ``http://``, ...) and for fsspec URL chains (``zip::file://...``), and
+    InvalidKeyError for a local path with a '.', '..' or empty component.
     """
     if "::" in value:
         # fsspec chains ("simplecache::s3://b/x", "zip::file://a.zip") wrap other filesystems.
@@ -53,6 +58,10 @@ def parse_store_url(value: str) -> StoreUrl | None:
         path = unquote(rest)
         if not path:
             raise InvalidArgumentError(f"store: {value!r} names no directory")
+        # "file://./data.zarr", the current directory's data.zarr, is zarr-python's own spelling.
+        problem = directory_problem(path.removeprefix("./"))
+        if problem is not None:
+            raise InvalidKeyError(f"store: invalid directory {path!r} in {value!r}: {problem}")
         return StoreUrl("file", path)
     raise InvalidArgumentError(
         f"store: the URL scheme {scheme!r} of {value!r} is not supported "

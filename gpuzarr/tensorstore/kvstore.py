@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 from ..errors import MetadataError
 from ..metadata.json_util import expect_dict
+from ..store.paths import directory_problem, path_problem
 
 __all__ = ["KvStoreSpec", "file_url_path", "join_path"]
 
@@ -58,8 +59,11 @@ def file_url_path(url: str, field_name: str = "kvstore") -> str:
             f"{field_name}: {url!r} names the host {host!r}; a file:// URL needs an absolute path "
             "('file:///abs/dir/'), and a relative directory is {'driver': 'file', 'path': 'dir'}"
         )
-    path = unquote(slash + path).rstrip("/")
-    return path or "/"
+    path = unquote(slash + path)
+    problem = directory_problem(path)
+    if problem is not None:
+        raise MetadataError(f"{field_name}: invalid directory {path!r} in {url!r}: {problem}")
+    return path.rstrip("/") or "/"
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,24 @@ class KvStoreSpec:
         if driver == "file":
             if not path:
                 raise MetadataError(f"{field_name}.path: a file kvstore needs a path")
+            problem = directory_problem(path)
+        else:
+            problem = path_problem(path)
+        if problem is not None:
+            raise MetadataError(f"{field_name}.path: invalid path {path!r}: {problem}")
+        if driver == "file":
             return cls("file", path.rstrip("/") or "/")
         return cls("memory", path.strip("/"))
 
-    def joined(self, path: str) -> KvStoreSpec:
-        """This store with ``path`` appended to its path (for a URL store: to the URL)."""
+    def joined(self, path: str, field_name: str = "path") -> KvStoreSpec:
+        """This store with ``path`` appended to its path (for a URL store: to the URL).
+
+        A ``path`` with a '.', '..' or empty component, which could lead out of the store,
+        raises MetadataError naming ``field_name``.
+        """
+        problem = path_problem(path)
+        if problem is not None:
+            raise MetadataError(f"{field_name}: invalid path {path!r}: {problem}")
         if not path.strip("/"):
             return self
         if self.driver == "file":

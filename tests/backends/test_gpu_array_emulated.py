@@ -647,3 +647,21 @@ def test_short_read_of_a_coalesced_shard_names_the_inner_chunk(emulated_gpu: Emu
     emulated_gpu.device_class = ShortReads
     with pytest.raises(CorruptChunkError, match=r"c/0/0.*inner chunk.*ended after"):
         _on_gpu(array)[...]
+
+
+@pytest.mark.parametrize("name", ["v3-raw-u1", "v3-zstd-f4"])
+def test_direct_reads_refuse_a_chunk_linked_out_of_the_store(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, name: str
+) -> None:
+    from gpuzarr.errors import SymlinkEscapeError
+
+    array = _local(tmp_path, name)
+    victim = Path(_chunk_files(array)[0])
+    outside = tmp_path / "outside"
+    outside.write_bytes(victim.read_bytes())
+    victim.unlink()
+    victim.symlink_to(outside)
+    key = victim.relative_to(tmp_path / "a.zarr").as_posix()
+    with config.set(gpu_direct_reads=True), pytest.raises(SymlinkEscapeError, match=key):
+        _on_gpu(array)[...]
+    assert "read_files" not in emulated_gpu.names()

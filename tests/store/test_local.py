@@ -87,7 +87,7 @@ def test_failing_write_mid_file_keeps_old_value(tmp_path: Path, monkeypatch: pyt
     store = LocalStore(tmp_path)
     store.set("k", b"old")
 
-    def broken_replace(src: str, dst: str) -> None:
+    def broken_replace(src: str, dst: str, **dir_fds: int) -> None:
         raise OSError("rename failed")
 
     monkeypatch.setattr(os, "replace", broken_replace)

@@ -60,9 +60,10 @@ def fetch_batch(
 
     def whole(task: ChunkTask) -> Buffer | FileSpan | None:
         if local is not None and reads_directly(task.route):
-            path = local.path_of(task.key)
-            found = file_version(path)
-            return None if found is None else FileSpan(path, 0, found[0], found[1])
+            # The store's real path: a link leaving the store raises, as on the host path.
+            path = local.real_path(task.key)
+            found = None if path is None else file_version(path)
+            return None if path is None or found is None else FileSpan(path, 0, found[0], found[1])
         return store.get(task.key)
 
     return run_tasks(whole, tasks)
@@ -98,9 +99,9 @@ def _fetch_sharded(
     ) -> Sequence[Buffer | FileSpan | None]:
         if local is None or key not in direct_keys:
             return read_inner_chunks(store, key, index, positions, shard_layout)
-        path = local.path_of(key)
-        found = file_version(path)
-        if found is None:
+        path = local.real_path(key)
+        found = None if path is None else file_version(path)
+        if path is None or found is None:
             raise CorruptChunkError(key, "shard disappeared while it was being read")
         return [_inner_span(key, path, found, index, i) for i in positions]
 
