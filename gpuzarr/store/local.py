@@ -1,4 +1,9 @@
-"""A store on a local directory: one file per key, atomic writes by rename."""
+"""A store on a local directory: one file per key, atomic writes by rename.
+
+Concurrency: a :meth:`LocalStore.snapshot` holds the key's file open, so reads through it see
+one version however often a writer replaces the file; :meth:`LocalStore.lock` takes a per-key
+lock in the process and an advisory ``flock`` between processes (``store.locks``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
+from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -18,8 +24,16 @@ if TYPE_CHECKING:
 TEMP_MARKER = ".__gpuzarr_partial_"
 
 
+def _is_hidden(name: str) -> bool:
+    """Whether a file name is a partial write or a lock file, never a key."""
+    return TEMP_MARKER in name or name.startswith(LOCK_MARKER)
+
+
 class LocalStore(Store):
     """Keys are files below ``root``; '/' in a key is a directory separator."""
+
+    locks_across_threads = True
+    locks_across_processes = LOCKS_ACROSS_PROCESSES
 
     def __init__(self, root: str | os.PathLike[str], read_only: bool = False) -> None:
         super().__init__(read_only)
@@ -64,6 +78,25 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    @contextlib.contextmanager
+    def snapshot(self, key: str) -> Iterator[Snapshot]:
+        """The file of ``key`` held open: a writer that replaces the file (as :meth:`set` does,
+        and TensorStore) leaves this version readable; one that rewrites it in place shows
+        in ``Snapshot.changed()``."""
+        with self._open(key) as opened:
+            yield _FileSnapshot(key, opened)
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """The write lock of ``key``, between threads and (through ``flock`` on a lock file
+        beside the key's file, see :mod:`gpuzarr.store.locks`) processes. Advisory: writers
+        that do not take it (other libraries) are not held back; on NFS it holds only where
+        the server supports locks."""
+        self._check_writable()
+        path = self.path_of(key)
+        with process_locks.hold(path), file_lock(lock_path(path)):
+            yield
+
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
@@ -105,7 +138,7 @@ class LocalStore(Store):
             rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
             for name in filenames:
                 key = rel + name
-                if key.startswith(prefix) and TEMP_MARKER not in name:
+                if key.startswith(prefix) and not _is_hidden(name):
                     found.append(key)
         return iter(sorted(found))
 
@@ -117,7 +150,7 @@ class LocalStore(Store):
             entries = list(os.scandir(os.path.join(self.root, prefix)))
         except (FileNotFoundError, NotADirectoryError):
             return [], []
-        keys = sorted(prefix + e.name for e in entries if e.is_file() and TEMP_MARKER not in e.name)
+        keys = sorted(prefix + e.name for e in entries if e.is_file() and not _is_hidden(e.name))
         # erase() leaves empty directories behind: a child prefix is listed only when it holds a
         # key, as in every other store.
         dirs = sorted(prefix + e.name + "/" for e in entries if e.is_dir() and _holds_a_key(e.path))
@@ -151,12 +184,44 @@ class LocalStore(Store):
             return
 
 
+class _FileSnapshot(Snapshot):
+    """One open file of a LocalStore (``opened`` None: the key was absent)."""
+
+    def __init__(self, key: str, opened: tuple[int, int] | None) -> None:
+        super().__init__(key)
+        self._fd, self.size = opened if opened is not None else (-1, 0)
+        self._stat = None if opened is None else os.fstat(self._fd)
+
+    @property
+    def version(self) -> tuple[int, int] | None:
+        """(inode, modification time in ns), as ``FileSpan.version`` of the GPU path."""
+        return None if self._stat is None else (self._stat.st_ino, self._stat.st_mtime_ns)
+
+    def changed(self) -> bool:
+        if self._stat is None:
+            return False
+        now = os.fstat(self._fd)
+        return (now.st_size, now.st_mtime_ns) != (self._stat.st_size, self._stat.st_mtime_ns)
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        self._check_key(key)
+        if self._stat is None:
+            return None
+        start, stop = (0, self.size) if byte_range is None else byte_range.resolve(self.size)
+        return _pread_all(self._fd, stop - start, start)
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        self._check_key(key)
+        if self._stat is None:
+            return None
+        spans = (r.resolve(self.size) for r in ranges)
+        return [_pread_all(self._fd, stop - start, start) for start, stop in spans]
+
+
 def _holds_a_key(directory: str) -> bool:
-    """Whether ``directory`` or any directory below it holds a file other than a partial write."""
-    for _dirpath, _dirnames, filenames in os.walk(directory):
-        if any(TEMP_MARKER not in name for name in filenames):
-            return True
-    return False
+    """Whether ``directory`` or any directory below it holds a file other than a partial write
+    or a lock file."""
+    return any(not _is_hidden(name) for _dirpath, _dirnames, filenames in os.walk(directory) for name in filenames)
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:
