@@ -99,7 +99,7 @@ def test_processes_writing_disjoint_chunks_lose_nothing(tmp_path: Any, sharded: 
 
 # -- readers during shard rewrites ----------------------------------------------------------------
 
-#: 4 x 4 shards of 4 x 4 inner chunks of 4 x 4 elements.
+#: 2 x 2 shards (few, so that readers often meet the writer) of 4 x 4 inner chunks of 4 x 4 elements.
 R_SHAPE = (32, 32)
 R_INNER = (4, 4)
 R_SHARD = (16, 16)
