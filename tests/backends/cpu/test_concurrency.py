@@ -233,23 +233,21 @@ def test_writers_killed_mid_write_leave_whole_chunks_and_no_visible_partial_writ
     a[...] = 0
     context = multiprocessing.get_context("spawn")
     rng = random.Random(12)
-    for round_ in range(2):
-        writing = [context.Event() for _ in range(3)]
-        writers = [
-            context.Process(target=_write_forever, args=(str(root / "a"), sharded, 3 * round_ + w + 1, writing[w]))
-            for w in range(3)
-        ]
-        for proc in writers:
-            proc.start()
-        for proc, started in zip(writers, writing, strict=True):
-            # Killed at a random moment once it has written a chunk, most likely mid-write.
-            assert started.wait(timeout=60)
-            threading.Event().wait(rng.random() * 0.3)
-            assert proc.pid is not None
-            os.kill(proc.pid, signal.SIGKILL)
-        for proc in writers:
-            proc.join(timeout=30)
-            assert proc.exitcode == -signal.SIGKILL
+    writing = [context.Event() for _ in range(4)]
+    writers = [
+        context.Process(target=_write_forever, args=(str(root / "a"), sharded, w + 1, writing[w])) for w in range(4)
+    ]
+    for proc in writers:
+        proc.start()
+    for proc, started in zip(writers, writing, strict=True):
+        # Killed at a random moment once it has written a chunk, most likely mid-write.
+        assert started.wait(timeout=60)
+        threading.Event().wait(rng.random() * 0.3)
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGKILL)
+    for proc in writers:
+        proc.join(timeout=30)
+        assert proc.exitcode == -signal.SIGKILL
     store = gpuzarr.LocalStore(root)
     keys = list(store.list_prefix(""))
     assert all(".__gpuzarr" not in key for key in keys)
