@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,7 +11,9 @@ from gpuzarr.backends.cuda.fetch import fetch_batch
 from gpuzarr.backends.cuda.gpu_plan import build_gpu_read_plan
 from gpuzarr.backends.cuda.launches import FileSpan
 from gpuzarr.plan.selection import plan_selection
-from gpuzarr.store.sharding import ShardIndex
+
+if TYPE_CHECKING:
+    from gpuzarr.store.sharding import ShardIndex
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
 
