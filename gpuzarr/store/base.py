@@ -2,19 +2,28 @@
 
 Keys are '/'-separated relative paths. A missing key reads as ``None`` (never an exception), so
 that missing chunks are cheap to detect. Every store passes tests/store/conformance.py.
+
+Two capabilities serve concurrent writers and readers (docs/reliability.md says what each store
+promises):
+
+* :meth:`Store.snapshot` reads several parts of one version of a value (a shard's index, then
+  its inner chunks) while a writer may replace the value in between;
+* :meth:`Store.lock` serialises the read-modify-write of one key (a shard some of whose inner
+  chunks change, a partly written chunk, a group's metadata) between writers.
 """
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidKeyError, MetadataError, ReadOnlyError
+from ..errors import InvalidArgumentError, InvalidKeyError, MetadataError, ReadOnlyError
 from .paths import path_problem
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Hashable, Iterator, Sequence
 
 Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
 
@@ -177,6 +186,41 @@ class Store(ABC):
         for key in list(self.list_prefix(prefix)):
             self.erase(key)
 
+    # -- concurrency -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def snapshot(self, key: str) -> Iterator[Snapshot]:
+        """One version of the value at ``key``, to read several parts of through one object.
+
+        Every read of the returned :class:`Snapshot` sees the value as it was when the
+        snapshot was taken, even when a writer replaces it meanwhile (a LocalStore holds the
+        file open; a MemoryStore holds the bytes). This base implementation cannot promise
+        that: it forwards each read to the store (``Snapshot.consistent`` is False), and a
+        writer may change the value between two reads. Stores that can, override it.
+        """
+        validate_key(key)
+        yield _ForwardingSnapshot(self, key)
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold the write lock of ``key`` for a read-modify-write of its value.
+
+        While one writer holds it, no other writer that takes the lock of the same key (in
+        this process or, where the store supports it, in another) gets it: a value read under
+        the lock is still the stored one when it is written back. Writes that replace a value
+        whole need no lock. This base implementation locks nothing (``locks_across_processes``
+        and ``locks_across_threads`` are False): stores without a lock make no promise about
+        concurrent read-modify-writes of one key.
+        """
+        self._check_writable()
+        validate_key(key)
+        yield
+
+    #: whether :meth:`lock` excludes writers in other threads of this process
+    locks_across_threads: bool = False
+    #: whether :meth:`lock` excludes writers in other processes (on the same host)
+    locks_across_processes: bool = False
+
     def kvstore_json(self) -> dict[str, Any] | str:
         """The TensorStore kvstore (JSON object or URL) that reopens this store.
 
@@ -187,3 +231,117 @@ class Store(ABC):
 
     def close(self) -> None:
         """Release any handles the store holds."""
+
+
+class Snapshot(Store):
+    """A read-only view of one version of one value, made by :meth:`Store.snapshot`.
+
+    It is a store holding the single key ``key`` (None when the value was absent), so that code
+    written against the store interface (``store.sharding``'s readers) reads through it as it
+    is. Reading another key raises InvalidArgumentError.
+    """
+
+    #: whether every read sees the same version of the value (see :meth:`Store.snapshot`)
+    consistent: bool = True
+
+    def __init__(self, key: str) -> None:
+        super().__init__(read_only=True)
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key!r})"
+
+    @property
+    def version(self) -> Hashable | None:
+        """What identifies this version of the value, None when the store cannot tell.
+
+        E.g. a file's inode and modification time; equal versions mean the same bytes.
+        """
+        return None
+
+    def changed(self) -> bool:
+        """Whether the value was modified in place since the snapshot was taken.
+
+        A writer that rewrites a file instead of replacing it shows here; False when the store
+        cannot tell.
+        """
+        return False
+
+    def _check_key(self, key: str) -> None:
+        if key != self.key:
+            raise InvalidArgumentError(f"snapshot of {self.key!r}: cannot read {key!r}")
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """The snapshot's key when it starts with ``prefix`` and the value is present."""
+        validate_prefix(prefix)
+        present = self.key.startswith(prefix) and self.get(self.key, ByteRange(0, 0)) is not None
+        return iter([self.key] if present else [])
+
+    def set(self, key: str, value: Buffer) -> None:
+        """Refused: a snapshot is read-only."""
+        raise ReadOnlyError(f"{self!r} is read-only")
+
+    def erase(self, key: str) -> None:
+        """Refused: a snapshot is read-only."""
+        raise ReadOnlyError(f"{self!r} is read-only")
+
+
+class _ForwardingSnapshot(Snapshot):
+    """Each read goes to the store: no promise of one version (see :meth:`Store.snapshot`)."""
+
+    consistent = False
+
+    def __init__(self, store: Store, key: str) -> None:
+        super().__init__(key)
+        self.store = store
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        self._check_key(key)
+        return self.store.get(key, byte_range)
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        self._check_key(key)
+        return self.store.get_ranges(key, ranges)
+
+
+class BytesSnapshot(Snapshot):
+    """A snapshot of a value held in memory (or of an absent one: ``value`` None)."""
+
+    def __init__(self, key: str, value: Buffer | None) -> None:
+        super().__init__(key)
+        self.value = value
+
+    @property
+    def version(self) -> Hashable | None:
+        """The value object itself, compared by identity.
+
+        A store that replaces values whole makes a new object for each version.
+        """
+        return None if self.value is None else _SameObject(self.value)
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        """The held value, or a part of it (a view, no copy)."""
+        self._check_key(key)
+        if self.value is None or byte_range is None:
+            return self.value
+        view = memoryview(self.value).cast("B")
+        start, stop = byte_range.resolve(len(view))
+        return view[start:stop]
+
+
+class _SameObject:
+    """Equal to another only when both wrap the same object.
+
+    It keeps the object alive, so that the object's identity is not reused.
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SameObject) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)

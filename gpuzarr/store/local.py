@@ -36,6 +36,12 @@ Durable writes
 after it, and fsync the parent of every directory it creates, so that a key written survives a
 power failure. Without it a write is atomic for readers (they see the old or the new value,
 never a torn file, even when the writer is killed) but may be lost to a crash of the machine.
+
+Concurrency
+-----------
+A :meth:`LocalStore.snapshot` holds the key's file open, so reads through it see one version
+however often a writer replaces the file; :meth:`LocalStore.lock` takes a per-key lock in the
+process and an advisory ``flock`` between processes (:mod:`gpuzarr.store.locks`).
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SymlinkEscapeError
-from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
+from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -64,6 +71,11 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 #: O_NONBLOCK: opening a FIFO planted in a store must not wait for a writer (it is then not a
 #: regular file, so not a key); regular files ignore the flag.
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _is_hidden(name: str) -> bool:
+    """Whether a file name is a partial write or a lock file, never a key."""
+    return TEMP_MARKER in name or name.startswith(LOCK_MARKER)
 
 
 class LocalStore(Store):
@@ -82,6 +94,9 @@ class LocalStore(Store):
     durable
         fsync each written file and its directory (see the module's docstring).
     """
+
+    locks_across_threads = True
+    locks_across_processes = LOCKS_ACROSS_PROCESSES
 
     def __init__(
         self,
@@ -184,6 +199,31 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    @contextlib.contextmanager
+    def snapshot(self, key: str) -> Iterator[Snapshot]:
+        """The file of ``key`` held open: a writer that replaces the file (as :meth:`set` does,
+        and TensorStore) leaves this version readable; one that rewrites it in place shows
+        in ``Snapshot.changed()``."""
+        with self._open(key) as opened:
+            yield _FileSnapshot(key, opened)
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """The write lock of ``key``, between threads and (through ``flock`` on a lock file
+        beside the key's file, see :mod:`gpuzarr.store.locks`) processes. Advisory: writers
+        that do not take it (other libraries) are not held back; on NFS it holds only where
+        the server supports locks."""
+        self._check_writable()
+        *directories, _name = validate_key(key).split("/")
+        # The lock file is created beside the key: reach its directory as a write does, so
+        # that the lock, too, never goes through a link that leaves the root.
+        dir_fd = self._open_directory(key, directories, create=True)
+        assert dir_fd is not None  # created
+        os.close(dir_fd)
+        path = os.path.join(self._real_root, key)
+        with process_locks.hold(path), file_lock(lock_path(path)):
+            yield
+
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
@@ -246,7 +286,11 @@ class LocalStore(Store):
                             ident = (info.st_dev, info.st_ino)
                             if ident not in ancestors:
                                 stack.append((rel + entry.name + "/", entry.path, ancestors | {ident}))
-                        elif entry.is_file() and (TEMP_MARKER in entry.name) == partial_writes:
+                        elif (
+                            entry.is_file()
+                            and not entry.name.startswith(LOCK_MARKER)
+                            and (TEMP_MARKER in entry.name) == partial_writes
+                        ):
                             yield rel + entry.name
                     except OSError:  # removed while listed
                         continue
@@ -269,7 +313,7 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return [], []
         entries = [
-            e for e in entries if TEMP_MARKER not in e.name and not (e.is_symlink() and self._link_leaves(e.path))
+            e for e in entries if not _is_hidden(e.name) and not (e.is_symlink() and self._link_leaves(e.path))
         ]
         keys = sorted(prefix + e.name for e in entries if e.is_file())
         # erase() leaves empty directories behind: a child prefix is listed only when it holds a
@@ -412,6 +456,40 @@ class LocalStore(Store):
             finally:
                 os.close(dir_fd)
         return removed
+
+
+class _FileSnapshot(Snapshot):
+    """One open file of a LocalStore (``opened`` None: the key was absent)."""
+
+    def __init__(self, key: str, opened: tuple[int, int] | None) -> None:
+        super().__init__(key)
+        self._fd, self.size = opened if opened is not None else (-1, 0)
+        self._stat = None if opened is None else os.fstat(self._fd)
+
+    @property
+    def version(self) -> tuple[int, int] | None:
+        """(inode, modification time in ns), as ``FileSpan.version`` of the GPU path."""
+        return None if self._stat is None else (self._stat.st_ino, self._stat.st_mtime_ns)
+
+    def changed(self) -> bool:
+        if self._stat is None:
+            return False
+        now = os.fstat(self._fd)
+        return (now.st_size, now.st_mtime_ns) != (self._stat.st_size, self._stat.st_mtime_ns)
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        self._check_key(key)
+        if self._stat is None:
+            return None
+        start, stop = (0, self.size) if byte_range is None else byte_range.resolve(self.size)
+        return _pread_all(self._fd, stop - start, start)
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        self._check_key(key)
+        if self._stat is None:
+            return None
+        spans = (r.resolve(self.size) for r in ranges)
+        return [_pread_all(self._fd, stop - start, start) for start, stop in spans]
 
 
 def _temp_name(name: str) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+from .base import Buffer, ByteRange, BytesSnapshot, Snapshot, Store, validate_key, validate_prefix
+from .locks import process_locks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -15,7 +17,11 @@ class MemoryStore(Store):
     """Keys and values in a dict. ``MemoryStore(data)`` shares ``data`` with the caller.
 
     ``name`` is the name of a shared store (``memory://name``), "" for an anonymous one.
+    Values are immutable bytes replaced whole, so a :meth:`snapshot` is the bytes object itself;
+    :meth:`lock` is a thread lock per key of the dict (stores sharing a dict share it).
     """
+
+    locks_across_threads = True
 
     def __init__(self, data: dict[str, bytes] | None = None, read_only: bool = False, name: str = "") -> None:
         super().__init__(read_only)
@@ -57,6 +63,16 @@ class MemoryStore(Store):
         view = memoryview(value).cast("B")
         stop = len(view) if length is None else min(start + length, len(view))
         return view[min(start, len(view)) : stop], len(view)
+
+    @contextlib.contextmanager
+    def snapshot(self, key: str) -> Iterator[Snapshot]:
+        yield BytesSnapshot(key, self.data.get(validate_key(key)))
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        self._check_writable()
+        with process_locks.hold((id(self.data), validate_key(key))):
+            yield
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)

@@ -13,20 +13,24 @@ and the one fetch routine both readers use, :func:`fetch_inner_chunks`: per shar
 with one byte-range request (a suffix when it is at the end; cached per read when the caller
 passes a cache), then the wanted inner chunks with coalesced range requests, or the whole shard
 in one request when most of it is wanted. The bytes then go through the ordinary codec chain.
+
+A writer may replace a shard between the read of its index and the reads of its inner chunks.
+Both go through one :meth:`Store.snapshot` of the shard, so they see one version of it; a shard
+rewritten in place meanwhile (``Snapshot.changed``) is read again, a bounded number of times.
 ``ArrayLayout.shard_of`` maps an array's inner chunk to its shard (addressing), and the CPU
 writer (``backends/cpu/write.py``) assembles shards with :func:`encode_shard`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from ..errors import CorruptChunkError
-from .base import Buffer, ByteRange, Store
+from .base import Buffer, ByteRange, Snapshot, Store
 
 EMPTY = np.uint64(2**64 - 1)
 
@@ -34,6 +38,8 @@ EMPTY = np.uint64(2**64 - 1)
 COALESCE_GAP_BYTES = 64 * 1024
 #: When at least this fraction of a shard's inner chunks is wanted, read the shard whole.
 WHOLE_SHARD_FRACTION = 0.5
+#: Reads of a shard that a writer rewrites in place while it is read, before giving up.
+SHARD_READ_ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class ShardIndex:
 
     offsets: np.ndarray[Any, np.dtype[np.uint64]]
     nbytes: np.ndarray[Any, np.dtype[np.uint64]]
+    #: the version of the shard it was read from (``Snapshot.version``; None: unknown)
+    version: Hashable | None = field(default=None, compare=False)
 
     @classmethod
     def from_array(cls, table: np.ndarray[Any, Any], shard_nbytes: int, key: str) -> ShardIndex:
@@ -155,7 +163,8 @@ def read_shard_index(store: Store, key: str, layout: ShardLayout) -> ShardIndex 
         )
     table = layout.decode_index(raw, key)
     # The shard's size is unknown from a suffix read; bounds are checked when ranges are read.
-    return ShardIndex.from_array(table, 2**63, key)
+    index = ShardIndex.from_array(table, 2**63, key)
+    return replace(index, version=store.version) if isinstance(store, Snapshot) else index
 
 
 def read_inner_chunks(
@@ -231,20 +240,51 @@ def fetch_shard(
     """The encoded bytes of inner chunks ``wanted`` of the shard at ``key`` (None: empty, or the
     whole shard is missing).
 
-    ``index_cache`` keeps indexes read before (one read = one version of the shard: do not keep
-    it across reads that a writer may interleave with). ``read_chunks`` replaces the byte-range
-    reads, e.g. to hand out file spans that a device reads itself; it gets the same arguments as
-    :func:`read_inner_chunks` and returns one entry per wanted chunk.
+    The index and the inner chunks are read through one :meth:`Store.snapshot` of the shard,
+    so that a writer replacing the shard in between cannot pair one version's index with
+    another's bytes; a shard rewritten in place while it was read is read again (at most
+    ``SHARD_READ_ATTEMPTS`` times, then CorruptChunkError).
+
+    ``index_cache`` keeps indexes read before, used again only for the same version of the
+    shard (``ShardIndex.version``; where a store cannot tell versions apart, do not keep it
+    across reads that a writer may interleave with). ``read_chunks`` replaces the byte-range
+    reads, e.g. to hand out file spans that a device reads itself; it gets the same arguments
+    as :func:`read_inner_chunks` (the store being the snapshot) and returns one entry per
+    wanted chunk.
     """
-    if index_cache is not None and key in index_cache:
-        index = index_cache[key]
-    else:
-        index = read_shard_index(store, key, layout)
+    for _ in range(SHARD_READ_ATTEMPTS):
+        with store.snapshot(key) as shard:
+            try:
+                got = _fetch_from(shard, key, wanted, layout, index_cache, read_chunks)
+            except CorruptChunkError:
+                if not shard.changed():
+                    raise
+                continue
+            if not shard.changed():
+                return got
+    raise CorruptChunkError(
+        key, f"the shard was rewritten in place during each of {SHARD_READ_ATTEMPTS} reads of it"
+    )
+
+
+def _fetch_from(
+    shard: Snapshot,
+    key: str,
+    wanted: Sequence[int],
+    layout: ShardLayout,
+    index_cache: MutableMapping[str, ShardIndex | None] | None,
+    read_chunks: InnerReader[Any],
+) -> list[Any]:
+    """:func:`fetch_shard` on one snapshot of the shard."""
+    index = None if index_cache is None else index_cache.get(key)
+    # An absent shard has no version: a cached None holds while the shard is still absent.
+    if index_cache is None or key not in index_cache or (index and index.version) != shard.version:
+        index = read_shard_index(shard, key, layout)
         if index_cache is not None:
             index_cache[key] = index
     if index is None:
         return [None] * len(wanted)
-    return list(read_chunks(store, key, index, wanted, layout))
+    return list(read_chunks(shard, key, index, wanted, layout))
 
 
 def fetch_inner_chunks(

@@ -7,12 +7,13 @@ A store class passes when ``class TestMyStore(StoreConformance)`` with a ``make_
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 import pytest
 
-from gpuzarr.errors import InvalidKeyError, ReadOnlyError
+from gpuzarr.errors import InvalidArgumentError, InvalidKeyError, ReadOnlyError
 from gpuzarr.store.base import ByteRange, Store
 
 INVALID_KEYS = ["..", "a/../b", "../a", "a/..", "./a", "a/./b", "/a", "a\\b", "a//b", "", "a/"]
@@ -229,6 +230,58 @@ class StoreConformance:
         ro = self.make_read_only(store)
         with pytest.raises(PermissionError):
             ro.set("k", b"new")
+
+    # -- snapshots and locks -----------------------------------------------------------------------
+
+    def test_snapshot_reads_one_version(self, store: Store) -> None:
+        store.set("k", VALUE)
+        with store.snapshot("k") as value:
+            assert as_bytes(value.get("k", ByteRange.suffix(4))) == VALUE[-4:]
+            store.set("k", b"another version")
+            if value.consistent:
+                assert as_bytes(value.get("k")) == VALUE
+                got = value.get_ranges("k", [ByteRange(0, 2), ByteRange(14, 2)])
+                assert got is not None and [as_bytes(b) for b in got] == [VALUE[:2], VALUE[14:]]
+            assert not value.changed()
+            with pytest.raises(InvalidArgumentError):
+                value.get("other")
+            with pytest.raises(ReadOnlyError):
+                value.set("k", b"x")
+        with store.snapshot("absent") as value:
+            assert value.get("absent") is None and value.version is None
+            assert list(value.list_prefix("")) == []
+
+    def test_snapshot_versions_differ(self, store: Store) -> None:
+        store.set("k", VALUE)
+        with store.snapshot("k") as first:
+            store.set("k", b"another version")
+            with store.snapshot("k") as second:
+                if first.consistent and first.version is not None:
+                    assert first.version != second.version
+
+    def test_lock_serialises_threads(self, store: Store) -> None:
+        # Increments of one stored counter from many threads, each a read-modify-write.
+        store.set("counter", b"0")
+        if not store.locks_across_threads:
+            pytest.skip(f"{type(store).__name__} makes no promise")
+
+        def add() -> None:
+            for _ in range(20):
+                with store.lock("counter"):
+                    value = int(bytes(store.get("counter")))
+                    store.set("counter", str(value + 1).encode())
+
+        threads = [threading.Thread(target=add) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert as_bytes(store.get("counter")) == b"160"
+        assert list(store.list_prefix("")) == ["counter"]
+
+    def test_lock_of_a_read_only_store(self, store: Store) -> None:
+        with pytest.raises(ReadOnlyError), self.make_read_only(store).lock("k"):
+            pass
 
     # -- keys ------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import pytest
 
 from gpuzarr.store import LocalStore, make_store
 from gpuzarr.store.local import TEMP_MARKER
+from gpuzarr.store.locks import LOCK_MARKER, lock_path
 
 from .conformance import StoreConformance
 
@@ -65,6 +66,44 @@ def test_write_leaves_no_temp_files(tmp_path: Path) -> None:
     for i in range(3):
         store.set("a/k", np.full(100, i, np.uint8))
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["k"]
+
+
+def test_lock_files_are_never_listed_and_are_removed(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("a/k", b"v")
+    with store.lock("a/k"):
+        assert (tmp_path / "a" / f"{LOCK_MARKER}k").exists()
+        assert list(store.list_prefix("")) == ["a/k"]
+        assert store.list_dir("a/") == (["a/k"], [])
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["k"]
+    # A lock file left by a writer killed while holding it: taken over, then removed.
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / f"{LOCK_MARKER}x").write_bytes(b"")
+    assert store.list_dir("") == ([], ["a/"])
+    with store.lock("b/x"):
+        store.set("b/x", b"y")
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["x"]
+
+
+def test_lock_file_of_a_long_name_fits_the_name_limit(tmp_path: Path) -> None:
+    name = "k" * 250
+    assert len(os.path.basename(lock_path(str(tmp_path / name)))) <= 255
+    store = LocalStore(tmp_path)
+    with store.lock(name):
+        assert (tmp_path / os.path.basename(lock_path(str(tmp_path / name)))).exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_snapshot_keeps_a_replaced_file(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("k", b"old")
+    with store.snapshot("k") as value:
+        store.set("k", b"new and longer")
+        assert value.get("k") == b"old" and not value.changed()
+    with store.snapshot("k") as value:
+        with open(tmp_path / "k", "ab") as f:  # a writer that appends in place
+            f.write(b"!")
+        assert value.changed()
 
 
 class _Exploding:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -348,3 +349,33 @@ def test_fetch_shard_hands_the_index_to_a_custom_reader() -> None:
     assert seen == [(KEY, [2, 1])]
     assert got[KEY, 1] is None and got[KEY, 2] == (INNER_NBYTES, INNER_NBYTES)
     assert not store.range_calls  # the custom reader replaced the byte-range reads
+
+
+# -- one version per shard read ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("location", ["end", "start"])
+def test_a_shard_replaced_between_index_and_chunks_is_read_as_one_version(
+    store: Store, location: str
+) -> None:
+    # The writer replaces the shard right after its index was read, with a version whose inner
+    # chunks have other sizes: the index and the bytes must still come from one version.
+    codec = sharding_codec(location)
+    old: list[Buffer | None] = [bytes([1]) * 10 for _ in range(N_INNER)]
+    new: list[Buffer | None] = [bytes([2]) * (10 + i) for i in range(N_INNER)]
+    store.set(KEY, encode_shard(old, codec.layout))
+    replaced = []
+
+    def decode_then_replace(raw: Buffer, key: str) -> np.ndarray[Any, Any]:
+        table = codec.layout.decode_index(raw, key)
+        if not replaced:
+            store.set(KEY, encode_shard(new, codec.layout))
+            replaced.append(True)
+        return table
+
+    layout = replace(codec.layout, decode_index=decode_then_replace)
+    for wanted in ([3, 5], list(range(N_INNER))):  # coalesced ranges, then the whole shard
+        replaced.clear()
+        store.set(KEY, encode_shard(old, codec.layout))
+        got = fetch_shard(store, KEY, wanted, layout)
+        assert replaced and [bytes(b) for b in got] == [old[i] for i in wanted]

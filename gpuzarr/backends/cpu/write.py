@@ -8,10 +8,17 @@ Sharded arrays are written shard by shard in three parallel phases: gather (read
 when some of its inner chunks are only partly overwritten, and build the new inner chunks),
 encode (all new inner chunks of all shards), assemble (keep untouched inner chunks' bytes
 verbatim, write the shard with a fresh index, or erase it when nothing but fill remains).
+
+Every read-modify-write (a partly covered chunk, a shard not rewritten whole) holds the key's
+:meth:`Store.lock` from the read to the write, so that writers of disjoint chunks of one shard
+or chunk (threads, or processes on a local store) lose nothing. A value replaced whole takes no
+lock. Shards are locked in key order, a few at a time (``LOCKED_SHARDS``), the same order in
+every writer, so that two writers never wait for each other in a cycle.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +35,13 @@ if TYPE_CHECKING:
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
     from ...store.base import Buffer, Store
+
+    #: A shard's coordinates and the inner chunks a write touches in it (position, projection).
+    _ShardItem = tuple[tuple[int, ...], list[tuple[int, ChunkProjection]]]
+
+#: Shards read, modified and written under their locks at once (each lock holds a file
+#: descriptor on a LocalStore, and a store may have far more shards than descriptors).
+LOCKED_SHARDS = 16
 
 
 def _covers_whole_chunk(p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:
@@ -72,15 +86,17 @@ def _write_chunks(
 ) -> None:
     def work(p: ChunkProjection) -> None:
         key = layout.key(p.chunk_coords)
-        old = None
-        if not p.is_complete:
-            raw = store.get(key)
-            old = None if raw is None else layout.pipeline_at(p.chunk_coords).decode(raw, key)
-        encoded = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
-        if encoded is None:
-            store.erase(key)
-        else:
-            store.set(key, encoded)
+        # A partly covered chunk is read, modified and written back under its lock.
+        with store.lock(key) if not p.is_complete else contextlib.nullcontext():
+            old = None
+            if not p.is_complete:
+                raw = store.get(key)
+                old = None if raw is None else layout.pipeline_at(p.chunk_coords).decode(raw, key)
+            encoded = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
+            if encoded is None:
+                store.erase(key)
+            else:
+                store.set(key, encoded)
 
     run_tasks(work, projections, min_parallel=2)
 
@@ -115,17 +131,37 @@ def _write_sharded(
     for p in projections:
         shard, position = layout.shard_of(p.chunk_coords)
         by_shard[shard].append((position, p))
+    whole: list[_ShardItem] = []
+    modified: list[_ShardItem] = []
+    for shard, touched in by_shard.items():
+        rewrites_everything = all(p.is_complete for _, p in touched) and len(touched) == _inner_chunks_in_bounds(
+            layout, shard, layout.sharding_at(shard)
+        )
+        (whole if rewrites_everything else modified).append((shard, touched))
+    if whole:
+        _write_shards(layout, store, whole, value, read_old=False)
+    modified.sort(key=lambda item: layout.key(item[0]))
+    for start in range(0, len(modified), LOCKED_SHARDS):
+        group = modified[start : start + LOCKED_SHARDS]
+        with contextlib.ExitStack() as held:
+            for shard, _ in group:
+                held.enter_context(store.lock(layout.key(shard)))
+            _write_shards(layout, store, group, value, read_old=True)
 
-    def gather(item: tuple[tuple[int, ...], list[tuple[int, ChunkProjection]]]) -> _ShardWrite:
+
+def _write_shards(
+    layout: ArrayLayout, store: Store, items: list[_ShardItem], value: np.ndarray[Any, Any], *, read_old: bool
+) -> None:
+    """Write the shards ``items`` name (gather, encode, assemble); ``read_old``: some of their
+    inner chunks are kept or partly overwritten, so the stored shards are read first."""
+
+    def gather(item: _ShardItem) -> _ShardWrite:
         shard, touched = item
         key = layout.key(shard)
         codec = layout.sharding_at(shard)
         shard_layout = codec.layout
         work = _ShardWrite(key, codec, [None] * shard_layout.n_inner)
-        rewrites_everything = all(p.is_complete for _, p in touched) and len(touched) == _inner_chunks_in_bounds(
-            layout, shard, codec
-        )
-        old_shard = None if rewrites_everything else store.get(key)
+        old_shard = store.get(key) if read_old else None
         if old_shard is not None:
             work.parts[:] = shard_layout.split(old_shard, key)
         for i, p in touched:
@@ -139,7 +175,7 @@ def _write_sharded(
             work.edits.append((i, p, _new_chunk(layout, p, value, old)))
         return work
 
-    shard_writes = run_tasks(gather, list(by_shard.items()))
+    shard_writes = run_tasks(gather, items)
     edits = [(w, i, p, chunk) for w in shard_writes for i, p, chunk in w.edits]
 
     def encode(edit: tuple[_ShardWrite, int, ChunkProjection, np.ndarray[Any, Any]]) -> None:

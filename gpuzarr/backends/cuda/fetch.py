@@ -3,7 +3,10 @@
 Per batch, on the executor's helper thread: whole chunks through the store, or, for zstd and
 uncompressed chunks in local files, the file spans the device reads itself (kvikio). Sharded
 arrays go through ``store.sharding.fetch_inner_chunks``, the CPU reader's routine too: shard
-indexes first, then coalesced inner-chunk ranges (or the inner chunks' spans in the shard file).
+indexes first, then coalesced inner-chunk ranges (or the inner chunks' spans in the shard file),
+both from one snapshot of the shard. Spans the device reads itself carry the version of the file
+whose index was read; a file replaced before that is read on the host from the snapshot, one
+replaced after it is caught when the device has read it (``executor._check_files_unchanged``).
 """
 
 from __future__ import annotations
@@ -101,8 +104,10 @@ def _fetch_sharded(
             return read_inner_chunks(store, key, index, positions, shard_layout)
         path = local.real_path(key)
         found = None if path is None else file_version(path)
-        if path is None or found is None:
-            raise CorruptChunkError(key, "shard disappeared while it was being read")
+        if path is None or found is None or found[1] != index.version:
+            # The file at the path is no longer the version whose index was read (``store`` is
+            # the snapshot that read it): its inner chunks come from the snapshot, on the host.
+            return read_inner_chunks(store, key, index, positions, shard_layout)
         return [_inner_span(key, path, found, index, i) for i in positions]
 
     fetched = fetch_inner_chunks(
