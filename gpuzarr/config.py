@@ -5,6 +5,13 @@ at once (numcodecs' compressors release the GIL, so threads scale across cores).
 the number of CPUs this process may use. Change it with ``gpuzarr.config.set(concurrency=8)``;
 the thread pool is created on first use, never at import.
 
+``max_decoded_bytes`` bounds what a decoder may produce for one chunk where the metadata does
+not fix a chunk's encoded size: variable-length strings and bytes (``vlen-utf8``,
+``vlen-bytes``), ``numcodecs.pcodec``/``zfpy`` streams, and codecs outside numcodecs filters
+whose growth is unknown. Where the metadata fixes the size (``bytes`` and any compressors), the
+bound is that size and this setting plays no part. Default 1 GiB; a stream that would decode to
+more is a CorruptChunkError.
+
 GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict`` (see
 ``_settings`` below):
 
@@ -44,6 +51,8 @@ _settings: dict[str, Any] = {
     # the direct kvikio route: "auto" (only with GPUDirect Storage), True or False
     "gpu_direct_reads": "auto",
     "strict": False,
+    # the most one decoder may produce where the metadata fixes no chunk size (see above)
+    "max_decoded_bytes": 1 << 30,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -117,9 +126,11 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
     for name, value in settings.items():
         if name not in _settings:
             raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
-        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles")
+        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_decoded_bytes")
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if name == "max_decoded_bytes" and value is None:
+            raise ValueError("max_decoded_bytes must be a positive integer, got None")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
             raise ValueError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
         if name == "strict" and not isinstance(value, bool):
