@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from numcodecs import LZ4, Blosc
+from numcodecs import LZ4, Blosc, Zstd
 
 import gpuzarr
 from gpuzarr.codecs.crc32c import crc32c
+from gpuzarr.errors import CorruptChunkError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -246,3 +247,54 @@ def test_bomb_is_refused_within_bounded_memory(outcomes: dict[str, dict[str, Any
     assert key == result["key"] and result["key"] in message, result
     assert "MemoryError" not in result["causes"], result
     assert result["peak"] < PEAK_LIMIT, f"{name}: peak resident memory grew by {result['peak'] >> 20} MiB"
+
+
+# -- what the bounds must keep accepting ---------------------------------------------------------
+
+
+def zstd_raw_frame(data: bytes) -> bytes:
+    """A valid Zstandard frame of raw blocks that declares no decoded size (as streaming
+    compressors write them)."""
+    block = 128 * 1024
+    pieces = [data[i : i + block] for i in range(0, len(data), block)] or [b""]
+    header = struct.pack("<IBB", 0xFD2FB528, 0x00, 7 << 3)
+    blocks = [
+        ((1 if i == len(pieces) - 1 else 0) | (len(p) << 3)).to_bytes(3, "little") + p for i, p in enumerate(pieces)
+    ]
+    return header + b"".join(blocks)
+
+
+def _rewrite(path: Path, encode: Any) -> None:
+    """Re-encode the one chunk of the array at ``path`` with ``encode(decoded bytes)``."""
+    files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".z", "zarr.json"))]
+    assert len(files) == 1, files
+    files[0].write_bytes(encode(files[0]))
+
+
+@pytest.mark.parametrize("frames", [1, 2])
+def test_zstd_frames_without_a_declared_size_still_decode(tmp_path: Path, frames: int) -> None:
+    """Exact-size chains decode such frames into the chunk's buffer, one frame or several."""
+    values = (np.arange(300_000) % 251).astype("u1")
+    a = gpuzarr.create(str(tmp_path / "a"), data=values, chunks=values.shape, codecs=[BYTES, {"name": "zstd"}])
+    half = len(values) // 2
+    parts = [values.tobytes()] if frames == 1 else [values[:half].tobytes(), values[half:].tobytes()]
+    _rewrite(tmp_path / "a", lambda _: b"".join(zstd_raw_frame(p) for p in parts))
+    np.testing.assert_array_equal(gpuzarr.open_array(str(tmp_path / "a"), mode="r")[...], values)
+    assert a.shape == values.shape
+
+
+def test_variable_length_chunks_are_bounded_by_max_decoded_bytes(tmp_path: Path) -> None:
+    """Where the metadata fixes no size, ``max_decoded_bytes`` is the bound: a vlen chunk
+    (zstd without a declared size, and gzip) decodes below it and is refused above it."""
+    values = np.array(["x" * 1000] * 1000, dtype=object)
+    for name, codec in (("zstd", {"name": "zstd"}), ("gzip", {"name": "gzip"})):
+        path = tmp_path / name
+        gpuzarr.create(str(path), data=values, dtype="string", chunks=values.shape,
+                       codecs=[{"name": "vlen-utf8"}, codec])
+        if name == "zstd":
+            _rewrite(path, lambda f: zstd_raw_frame(np.asarray(Zstd().decode(f.read_bytes())).tobytes()))
+        a = gpuzarr.open_array(str(path), mode="r")
+        assert a[...].tolist() == values.tolist()
+        with gpuzarr.config.set(max_decoded_bytes=500_000), pytest.raises(CorruptChunkError) as caught:
+            a[...]
+        assert caught.value.key == "c/0" and "500000" in str(caught.value)
