@@ -162,7 +162,10 @@ def decode_zstd(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_n
         declared, _ = decoded_size_bounds(data)
         if declared is not None and declared != out.nbytes:
             raise ValueError(f"zstd: frames declare {declared} decoded bytes, expected {out.nbytes}")
-        return impl.decode(data, out)
+        try:
+            return impl.decode(data, out)
+        except RuntimeError as exc:  # libzstd: "Destination buffer is too small", or fewer bytes
+            raise ValueError(f"zstd: frames do not decode to the {out.nbytes} bytes expected ({exc})") from exc
     if max_nbytes is None:
         return impl.decode(data)
     declared, most = decoded_size_bounds(data)
