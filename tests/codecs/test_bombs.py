@@ -298,3 +298,13 @@ def test_variable_length_chunks_are_bounded_by_max_decoded_bytes(tmp_path: Path)
         with gpuzarr.config.set(max_decoded_bytes=500_000), pytest.raises(CorruptChunkError) as caught:
             a[...]
         assert caught.value.key == "c/0" and "500000" in str(caught.value)
+
+
+def test_blosc_header_with_a_block_larger_than_its_data_is_refused() -> None:
+    """c-blosc sizes its per-thread scratch from the header's blocksize, which it never writes
+    larger than nbytes: the host refuses such a header before c-blosc or a GPU split reads it."""
+    from gpuzarr.codecs.blosc import parse_blosc_header
+
+    parse_blosc_header(blosc_forged("blocksize", CHUNK))  # the largest honest block
+    with pytest.raises(ValueError, match="blocksize 2147483647 exceeds its nbytes 1048576"):
+        parse_blosc_header(blosc_forged("blocksize", 2**31 - 1))
