@@ -30,6 +30,12 @@ default, 2 GiB (``2**31`` bytes), is Blosc1's and LZ4's largest buffer, so no ch
 lz4 ever wrote is refused; it is far below the memory of a machine that trains on such data,
 while one forged chunk shape can no longer ask for terabytes. Raise it to read larger chunks:
 ``gpuzarr.config.set(max_chunk_bytes=8 * 2**30)``.
+
+The same setting bounds what one decoder may produce where the metadata does not fix a chunk's
+decoded size: variable-length strings and bytes (``vlen-utf8``, ``vlen-bytes``) and
+``numcodecs.pcodec``/``zfpy`` streams. Where the metadata fixes it (``bytes`` and any
+compressors), the bound is that size. A stream that would decode to more is a
+CorruptChunkError naming the key, raised before the memory is allocated.
 """
 
 from __future__ import annotations

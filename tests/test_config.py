@@ -33,7 +33,13 @@ def test_restored_even_when_the_block_raises() -> None:
 
 @pytest.mark.parametrize(
     ("settings", "message"),
-    [({"concurrency": 0}, "positive integer"), ({"strict": "yes"}, "True or False"), ({"colour": 1}, "unknown")],
+    [
+        ({"concurrency": 0}, "positive integer"),
+        ({"strict": "yes"}, "True or False"),
+        ({"colour": 1}, "unknown"),
+        ({"max_chunk_bytes": None}, "positive integer"),
+        ({"max_chunk_bytes": 0}, "positive integer"),
+    ],
 )
 def test_bad_settings_change_nothing(settings: dict[str, object], message: str) -> None:
     with pytest.raises((ValueError, KeyError), match=message):

@@ -11,7 +11,11 @@ Lifecycle of a codec — spec, resolve, prepare, run:
 3. **prepare**: :class:`~gpuzarr.codecs.pipeline.CodecPipeline` is built once per chunk shape
    and precomputes what the hot loop needs (every stage's ChunkSpec, the fast-path flags, the
    inverse transpose).
-4. **run**: ``decode`` / ``encode`` on one chunk. The CPU reader calls them from a thread pool
+4. **run**: ``decode`` / ``encode`` on one chunk. A bytes->bytes ``decode`` is given the most
+   bytes it may produce (``max_nbytes``, computed once by the pipeline from the decoded chunk
+   size and each inner codec's :meth:`Codec.max_encoded_size`): stored bytes are untrusted, so a
+   decoder stops there, and never allocates from a size the data declares before comparing it
+   with that bound. The CPU reader calls them from a thread pool
    (the numcodecs compressors release the GIL). The GPU reader does not call codec objects: its
    route table (``backends/cuda``), keyed by the codec's Zarr ``name``, says how each codec
    decodes on the device, so this package knows nothing of devices.
@@ -86,6 +90,13 @@ class Codec(ABC):
         """Size of the encoding of ``input_nbytes`` bytes, when it is fixed (else None)."""
         return None
 
+    def max_encoded_size(self, input_nbytes: int) -> int | None:
+        """The largest encoding of ``input_nbytes`` bytes (None when it has no bound).
+
+        It is what the decoder of the codec outside this one may produce.
+        """
+        return self.encoded_size(input_nbytes)
+
 
 class ArrayToArrayCodec(Codec):
     """A codec that maps a chunk array to another array (``transpose``, numcodecs filters)."""
@@ -125,11 +136,21 @@ class BytesToBytesCodec(Codec):
     kind: ClassVar[CodecKind] = "bytes_to_bytes"
 
     @abstractmethod
-    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+    def decode(
+        self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
+    ) -> Buffer:
         """Decode ``data``, straight into ``out`` when given and the codec can.
 
-        ``out`` is a contiguous uint8 buffer; when it is used, it is returned. Callers check the
-        size of what is returned.
+        Parameters
+        ----------
+        data
+            The encoded bytes (untrusted).
+        out
+            A contiguous uint8 buffer of exactly the decoded size, when the caller knows that
+            size; when it is used, it is returned. Callers check the size of what is returned.
+        max_nbytes
+            The most bytes the decoded data may have (None: no bound). A stream that would
+            decode to more raises ValueError before that much is allocated or inflated.
         """
 
     @abstractmethod

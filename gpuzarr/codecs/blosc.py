@@ -8,7 +8,8 @@ v3 name ``blosc`` (v2 id ``blosc``). Configuration::
 
 ``typesize`` may be omitted; it is resolved from the data type. The 16-byte frame header is
 checked on the host before decompressing, so a truncated or forged frame becomes an error rather
-than an out-of-bounds read.
+than an out-of-bounds read, and its ``nbytes`` (which c-blosc allocates) and ``blocksize`` (its
+per-thread scratch) are compared with the chunk's size first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..errors import MetadataError
 from ..metadata.dtypes import is_variable_length
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
+from .bounded import check_decoded_size, compressed_size_bound
 from .registry import register_codec
 
 if TYPE_CHECKING:
@@ -56,6 +58,10 @@ def parse_blosc_header(data: Buffer) -> BloscHeader:
         raise ValueError(f"blosc header says {header.cbytes} compressed bytes, frame has {raw.size}")
     if header.typesize == 0 or (header.nbytes and header.blocksize == 0):
         raise ValueError(f"blosc header is invalid: {header}")
+    # c-blosc never writes a block larger than the data (it shrinks the block to fit), and
+    # allocates scratch of the block's size to decode: a larger one is forged.
+    if header.blocksize > header.nbytes:
+        raise ValueError(f"blosc header's blocksize {header.blocksize} exceeds its nbytes {header.nbytes}")
     return header
 
 
@@ -126,11 +132,23 @@ class BloscCodec(BytesToBytesCodec):
         typesize = 1 if is_variable_length(spec.dtype) else spec.dtype.itemsize
         return BloscCodec(self.cname, self.clevel, self.shuffle, typesize, self.blocksize)
 
-    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
-        header = parse_blosc_header(data)
-        if out is not None and out.nbytes != header.nbytes:
-            out = None
-        return self._impl.decode(data, out)
+    def max_encoded_size(self, input_nbytes: int) -> int:
+        return compressed_size_bound(input_nbytes)
+
+    def decode(
+        self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
+    ) -> Buffer:
+        return decode_blosc(self._impl, data, out, max_nbytes)
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(as_uint8(data))
+
+
+def decode_blosc(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_nbytes: int | None) -> Buffer:
+    """Decode a Blosc1 frame with numcodecs' ``impl`` once its header fits the bound: exactly
+    ``out``'s size when given, else at most ``max_nbytes``."""
+    header = parse_blosc_header(data)
+    if out is not None and out.nbytes != header.nbytes:
+        raise ValueError(f"blosc: header says {header.nbytes} decoded bytes, expected {out.nbytes}")
+    check_decoded_size("blosc", header.nbytes, max_nbytes)
+    return impl.decode(data, out)

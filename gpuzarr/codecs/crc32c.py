@@ -44,7 +44,10 @@ class Crc32cCodec(BytesToBytesCodec):
     def encoded_size(self, input_nbytes: int) -> int:
         return input_nbytes + 4
 
-    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+    def decode(
+        self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
+    ) -> Buffer:
+        # Checking needs no allocation: the payload is a view of ``data``.
         raw = as_uint8(data)
         if raw.size < 4:
             raise ValueError(f"crc32c: {raw.size} bytes cannot hold a 4-byte checksum")

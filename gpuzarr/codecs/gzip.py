@@ -6,7 +6,9 @@ v3 name ``gzip`` (v2 ids ``gzip``; v2 ``zlib`` is the RFC 1950 stream). Configur
     {"name": "gzip", "configuration": {"level": 5}}
 
 Uses zlib (what numcodecs' GZip wraps) directly: one call per chunk, releasing the GIL, and no
-GzipFile object per chunk. Decoding accepts concatenated members, as gzip readers must.
+GzipFile object per chunk. Decoding accepts concatenated members, as gzip readers must, and
+stops past the chunk's size (:func:`~gpuzarr.codecs.bounded.inflate`): gzip declares no size
+that could be checked first.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .base import BytesToBytesCodec
+from .bounded import compressed_size_bound, inflate
 from .registry import register_codec
 
 if TYPE_CHECKING:
@@ -44,18 +47,19 @@ class GzipCodec(BytesToBytesCodec):
     def configuration(self) -> dict[str, Any]:
         return {"level": self.level}
 
-    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
-        d = zlib.decompressobj(wbits=31)
-        result = d.decompress(data)
-        # Further members (rare: concatenated gzip streams) follow the first one.
-        while d.eof and d.unused_data:
-            rest = d.unused_data
-            d = zlib.decompressobj(wbits=31)
-            result += d.decompress(rest)
-        if not d.eof:
-            raise ValueError("truncated gzip stream")
-        return result
+    def max_encoded_size(self, input_nbytes: int) -> int:
+        return compressed_size_bound(input_nbytes)
+
+    def decode(
+        self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
+    ) -> Buffer:
+        return decode_gzip(data, max_nbytes)
 
     def encode(self, data: Buffer) -> Buffer:
         c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
+
+
+def decode_gzip(data: Buffer, max_nbytes: int | None) -> bytes:
+    """Decode a gzip stream of one or more members (RFC 1952), at most ``max_nbytes`` bytes."""
+    return inflate("gzip", lambda: zlib.decompressobj(wbits=31), data, max_nbytes, members=True)

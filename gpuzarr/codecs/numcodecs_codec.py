@@ -18,11 +18,19 @@ Two placements use this class:
   (filters with a configured ``dtype`` view the bytes with it themselves); the output of an
   earlier filter is passed on with its own type.
 
+Decoding is bounded (:mod:`.bounded`): the compressors whose streams can inflate without limit
+or declare the size numcodecs allocates (``zlib``, ``gzip``, ``bz2``, ``lzma``, ``lz4``, ``zstd``,
+``blosc``) are decoded here with that bound checked first; any other codec's output is checked
+after numcodecs (filters and checksums do not grow data more than their data types allow).
+
 Array -> array filters and array -> bytes serializers of v3 chains are in :mod:`.numcodecs_filters`.
 """
 
 from __future__ import annotations
 
+import bz2
+import lzma
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +39,10 @@ import numpy as np
 from ..errors import MetadataError, UnknownCodecError
 from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defaults
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
+from .blosc import decode_blosc
+from .bounded import check_decoded_size, compressed_size_bound, inflate
+from .gzip import decode_gzip
+from .zstd import decode_zstd
 
 if TYPE_CHECKING:
     from ..store.base import Buffer
@@ -53,6 +65,61 @@ def numcodecs_impl(codec_id: str, config: dict[str, Any]) -> Any:
         raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
     except TypeError as exc:
         raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
+
+
+#: codecs whose encoding is compressed: at most :func:`compressed_size_bound` of their input
+COMPRESSOR_IDS = frozenset({"zlib", "gzip", "bz2", "lzma", "lz4", "zstd", "blosc"})
+#: checksums, which add at most 8 bytes (``fletcher32``: 4 after the data, the others 4 before)
+CHECKSUM_IDS = frozenset({"crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3"})
+#: filters that keep the element count; their size changes only with a configured data type
+ELEMENTWISE_IDS = frozenset({"shuffle", "bitround", "delta", "quantize", "fixedscaleoffset", "astype"})
+#: what liblzma may allocate beyond the output: the dictionary a stream's header names (64 MiB
+#: for preset 9, whatever the data's size), capped rather than taken from the header
+LZMA_MEMLIMIT_ROOM = 256 << 20
+
+
+def _decode_lzma(impl: Any, data: Buffer, max_nbytes: int | None) -> bytes:
+    memlimit = None if max_nbytes is None else max_nbytes + LZMA_MEMLIMIT_ROOM
+    if impl.format == lzma.FORMAT_RAW:
+        memlimit = None  # liblzma accepts a memory limit for headed formats only
+
+    def start() -> lzma.LZMADecompressor:
+        return lzma.LZMADecompressor(format=impl.format, memlimit=memlimit, filters=impl.filters)
+
+    return inflate("lzma", start, data, max_nbytes, members=True)
+
+
+def _decode_lz4(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_nbytes: int | None) -> Buffer:
+    raw = as_uint8(data)
+    if raw.size < 4:
+        raise ValueError(f"lz4: stream of {raw.size} bytes has no 4-byte size prefix")
+    declared = int.from_bytes(raw[:4].tobytes(), "little")
+    if out is not None and declared != out.nbytes:
+        raise ValueError(f"lz4: size prefix says {declared} decoded bytes, expected {out.nbytes}")
+    check_decoded_size("lz4", declared, max_nbytes)
+    return impl.decode(raw, out)
+
+
+def decode_bounded(
+    codec_id: str, impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_nbytes: int | None
+) -> Buffer | None:
+    """Decode with numcodecs' ``impl`` of a compressor, its sizes checked against the bound
+    first (None when ``codec_id`` is not one of :data:`COMPRESSOR_IDS`)."""
+    if codec_id == "zlib":
+        return inflate("zlib", zlib.decompressobj, data, max_nbytes, members=False)
+    if codec_id == "gzip":
+        return decode_gzip(data, max_nbytes)
+    if codec_id == "bz2":
+        return inflate("bz2", bz2.BZ2Decompressor, data, max_nbytes, members=True)
+    if codec_id == "lzma":
+        return _decode_lzma(impl, data, max_nbytes)
+    if codec_id == "lz4":
+        return _decode_lz4(impl, data, out, max_nbytes)
+    if codec_id == "zstd":
+        return decode_zstd(impl, data, out, max_nbytes)
+    if codec_id == "blosc":
+        return decode_blosc(impl, data, out, max_nbytes)
+    return None
 
 
 def check_codec_id(codec_id: str) -> None:
@@ -97,11 +164,35 @@ class NumcodecsCodec(BytesToBytesCodec):
     def configuration(self) -> dict[str, Any]:
         return dict(self.config)
 
-    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
-        result = self._impl.decode(as_uint8(data))
+    def max_encoded_size(self, input_nbytes: int) -> int | None:
+        if self.codec_id in COMPRESSOR_IDS:
+            return compressed_size_bound(input_nbytes)
+        if self.codec_id in CHECKSUM_IDS:
+            return input_nbytes + 8
+        if self.codec_id in ELEMENTWISE_IDS:
+            # A configured encoded type may be wider than the received one: elements of at
+            # least one byte, each encoded in at most the configured type's size.
+            encoded = self.config.get("astype", self.config.get("encode_dtype"))
+            try:
+                width = np.dtype(encoded).itemsize if encoded is not None else 1
+            except TypeError:
+                return None
+            return input_nbytes * max(width, 1)
+        return None
+
+    def decode(
+        self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
+    ) -> Buffer:
+        result = decode_bounded(self.codec_id, self._impl, data, out, max_nbytes)
+        if result is None:
+            result = self._impl.decode(as_uint8(data))
         arr = np.asarray(result)
         if arr.dtype == object:
             raise ValueError(f"numcodecs.{self.codec_id} decoded to objects, which gpuzarr does not support")
+        if max_nbytes is not None and arr.nbytes > max_nbytes:
+            raise ValueError(
+                f"numcodecs.{self.codec_id} decoded {arr.nbytes} bytes, more than the {max_nbytes} expected"
+            )
         return np.ascontiguousarray(arr)
 
     def encode(self, data: Buffer) -> Buffer:

@@ -10,7 +10,10 @@ bytes->bytes*), resolves every codec against the spec it receives, and offers
   in a contiguous region of it,
 * ``encode(chunk)`` -> bytes.
 
-Every failure while decoding becomes a CorruptChunkError naming the key.
+Every failure while decoding becomes a CorruptChunkError naming the key. Each bytes->bytes
+decoder is told the most it may produce (:attr:`CodecPipeline.decoded_bounds`): the decoded
+chunk size for the innermost, grown by each inner codec's worst case outwards, and the
+``max_chunk_bytes`` setting where the metadata fixes no size (variable-length types, pcodec).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import buffers
+from .. import buffers, config
 from ..errors import CorruptChunkError, MetadataError
 from .base import (
     ArrayToArrayCodec,
@@ -115,6 +118,35 @@ class CodecPipeline:
             size = None if size is None else codec.encoded_size(size)
         return size
 
+    def max_encoded_size(self) -> int | None:
+        """The largest encoded chunk these codecs can write (None when it has no bound)."""
+        bounds = self.decoded_bounds
+        if not bounds:
+            a2b, a2b_spec = self.array_to_bytes
+            return a2b.max_encoded_size(a2b_spec.nbytes)
+        size, _ = bounds[0]
+        return None if size is None else self.bytes_to_bytes[-1].max_encoded_size(size)
+
+    @cached_property
+    def decoded_bounds(self) -> tuple[tuple[int | None, bool], ...]:
+        """For each bytes->bytes codec in decoding order (outermost first): the most bytes its
+        decoder may produce (None: not fixed by the metadata) and whether that is the exact size.
+
+        The innermost decodes to what the array->bytes codec takes (exactly the chunk's bytes for
+        ``bytes``); each codec outside it to at most the worst-case encoding of that (exactly,
+        through fixed-size codecs such as crc32c).
+        """
+        a2b, a2b_spec = self.array_to_bytes
+        size = a2b.max_encoded_size(a2b_spec.nbytes)
+        exact = size is not None and a2b.encoded_size(a2b_spec.nbytes) == size
+        bounds: list[tuple[int | None, bool]] = []
+        for codec in self.bytes_to_bytes:
+            bounds.append((size, exact))
+            fixed = codec.encoded_size(size) if size is not None and exact else None
+            size = None if size is None else codec.max_encoded_size(size)
+            exact = fixed is not None and fixed == size
+        return tuple(reversed(bounds))
+
     # The properties below are the fast-path flags: cached, so the hot loop asks them per chunk
     # for free (a frozen dataclass keeps cached_property values in its instance dict).
 
@@ -129,8 +161,15 @@ class CodecPipeline:
     def _decode_bytes(self, raw: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
         data = raw
         last = len(self.bytes_to_bytes) - 1
-        for i, codec in enumerate(reversed(self.bytes_to_bytes)):
-            data = codec.decode(data, out if i == last else None)
+        ceiling: int = config.get("max_chunk_bytes")
+        stages = zip(reversed(self.bytes_to_bytes), self.decoded_bounds, strict=True)
+        for i, (codec, (bound, exact)) in enumerate(stages):
+            target = out if i == last else None
+            if target is None and exact and bound is not None:
+                # A buffer of the exact size lets a decoder that writes into it (zstd, blosc,
+                # lz4) stop there, whatever sizes the stream declares.
+                target = np.empty(bound, np.uint8)
+            data = codec.decode(data, target, ceiling if bound is None else bound)
         return data
 
     def decode(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:

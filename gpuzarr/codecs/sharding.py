@@ -159,6 +159,14 @@ class ShardingCodec(ArrayToBytesCodec):
         assert self.index is not None
         return bytes(memoryview(self.index.encode(table)).cast("B"))
 
+    def max_encoded_size(self, input_nbytes: int) -> int | None:
+        """A shard holds its index and at most every inner chunk's largest encoding."""
+        assert self.inner is not None and self.index is not None, "resolve() first"
+        inner, index = self.inner.max_encoded_size(), self.index.encoded_size()
+        if inner is None or index is None:
+            return None
+        return index + self.layout.n_inner * inner
+
     def inner_slices(self, i: int) -> tuple[slice, ...]:
         """The region of the shard covered by inner chunk ``i`` (C order)."""
         coords = np.unravel_index(i, self.chunks_per_shard)

@@ -4,23 +4,36 @@ Spec: https://github.com/zarr-developers/zarr-specs/pull/256 (zarr-extensions ``
 v3 name ``zstd`` (v2 id ``zstd``). Configuration::
 
     {"name": "zstd", "configuration": {"level": 3, "checksum": false}}
+
+A frame may declare its decoded size, and numcodecs allocates what it declares; a frame that
+declares none is inflated by numcodecs into a growing buffer. Neither is trusted here
+(:func:`decode_zstd`): a chunk of known size is decoded in one call into a buffer of that size,
+which libzstd never writes past; otherwise the frames' declared sizes, or what their block
+headers can hold, are compared with the bound before numcodecs runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import MetadataError
 from .base import BytesToBytesCodec, as_uint8
+from .bounded import compressed_size_bound
 from .registry import register_codec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from ..store.base import Buffer
 
-_MAGIC = 0xFD2FB528
+ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE_MAGIC = 0x184D2A50  # 0x184D2A50-0x184D2A5F
+#: the largest block a Zstandard frame may hold, compressed or decoded (RFC 8878, Block_Maximum_Size)
+ZSTD_BLOCK_MAX = 128 * 1024
+_BLOCK_TYPES = ("raw", "RLE", "compressed", "reserved")
 _FCS_FIELD_BYTES = (0, 2, 4, 8)
 _DICT_ID_BYTES = (0, 1, 2, 4)
 
@@ -29,7 +42,7 @@ def frame_content_size(data: Buffer) -> int | None:
     """The decompressed size a Zstandard frame header declares, or None when it declares none
     (or ``data`` does not start with a frame header)."""
     raw = as_uint8(data)
-    if raw.size < 6 or int.from_bytes(raw[:4].tobytes(), "little") != _MAGIC:
+    if raw.size < 6 or int.from_bytes(raw[:4].tobytes(), "little") != ZSTD_MAGIC:
         return None
     descriptor = int(raw[4])
     single_segment = bool(descriptor & 0x20)
@@ -40,6 +53,131 @@ def frame_content_size(data: Buffer) -> int | None:
         return None
     value = int.from_bytes(raw[position : position + size].tobytes(), "little")
     return value + 256 if size == 2 else value
+
+
+class ZstdBlocks(NamedTuple):
+    """What the block headers of one frame say: where the last block ends, the decoded bytes of
+    its raw and RLE blocks (exact), and how many compressed blocks (at most 128 KiB each) it has."""
+
+    end: int
+    fixed_nbytes: int
+    ncompressed: int
+    nblocks: int
+
+    @property
+    def max_decoded_nbytes(self) -> int:
+        return self.fixed_nbytes + self.ncompressed * ZSTD_BLOCK_MAX
+
+
+def walk_zstd_blocks(read: Callable[[int, int], bytes | memoryview], size: int, pos: int) -> ZstdBlocks:
+    """Walk the block headers of a frame from ``pos`` (after the frame header) to its last block,
+    through ``read(offset, n)``, in a ``size``-byte chunk.
+
+    Reads 3 bytes a block and allocates nothing from what it reads. Raises ValueError for a block
+    of the reserved type, one larger than 128 KiB, one whose content runs past the chunk, and a
+    frame without a last block.
+    """
+    fixed, ncompressed, nblocks = 0, 0, 0
+    while True:
+        if pos + 3 > size:
+            raise ValueError(
+                f"zstd: frame ends without a last block (block {nblocks} header at offset {pos} runs past "
+                f"the end of the {size}-byte chunk)"
+            )
+        header = int.from_bytes(read(pos, 3), "little")
+        last, kind, block_size = header & 1, (header >> 1) & 3, header >> 3
+        if kind == 3:
+            raise ValueError(f"zstd: block {nblocks} at offset {pos} has the reserved block type 3")
+        if block_size > ZSTD_BLOCK_MAX:
+            raise ValueError(
+                f"zstd: {_BLOCK_TYPES[kind]} block {nblocks} at offset {pos} declares {block_size} bytes, "
+                f"more than the {ZSTD_BLOCK_MAX} a block may hold"
+            )
+        content = 1 if kind == 1 else block_size
+        if pos + 3 + content > size:
+            raise ValueError(
+                f"zstd: {_BLOCK_TYPES[kind]} block {nblocks} at offset {pos} needs {content} bytes, "
+                f"past the end of the {size}-byte chunk"
+            )
+        if kind == 2:
+            ncompressed += 1
+        else:
+            fixed += block_size
+        pos += 3 + content
+        nblocks += 1
+        if last:
+            return ZstdBlocks(pos, fixed, ncompressed, nblocks)
+
+
+def decoded_size_bounds(data: Buffer) -> tuple[int | None, int]:
+    """Walk every frame of a chunk (skippable frames included): the sum of the decoded sizes the
+    frames declare (None when one declares none), and the most their blocks can decode to."""
+    raw = as_uint8(data)
+    view = memoryview(raw.data if raw.flags.c_contiguous else raw.tobytes()).cast("B")
+
+    def read(offset: int, n: int) -> memoryview:
+        return view[offset : offset + n]
+
+    n = len(view)
+    pos, most = 0, 0
+    declared: int | None = 0
+    while pos < n:
+        if pos + 8 > n:
+            raise ValueError(f"zstd: {n - pos} bytes at offset {pos} cannot hold a frame")
+        magic = int.from_bytes(view[pos : pos + 4], "little")
+        if magic & 0xFFFFFFF0 == _SKIPPABLE_MAGIC:
+            pos += 8 + int.from_bytes(view[pos + 4 : pos + 8], "little")
+            continue
+        if magic != ZSTD_MAGIC:
+            raise ValueError(f"zstd: no frame header at offset {pos} of the {n}-byte chunk")
+        descriptor = view[pos + 4]
+        single_segment = bool(descriptor & 0x20)
+        fcs_bytes = _FCS_FIELD_BYTES[descriptor >> 6] or (1 if single_segment else 0)
+        header_end = pos + 5 + (0 if single_segment else 1) + _DICT_ID_BYTES[descriptor & 0x3] + fcs_bytes
+        content_size = frame_content_size(view[pos:header_end]) if fcs_bytes else None
+        blocks = walk_zstd_blocks(read, n, header_end)
+        if content_size is None:
+            declared = None
+        elif declared is not None:
+            declared += content_size
+        most += blocks.max_decoded_nbytes
+        pos = blocks.end + (4 if descriptor & 0x04 else 0)
+    return declared, most
+
+
+def decode_zstd(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_nbytes: int | None) -> Buffer:
+    """Decode one or more Zstandard frames with numcodecs' ``impl``, bounded.
+
+    ``out`` (the exact decoded size): libzstd decodes into it in one call and fails rather than
+    write past it, whatever the frames declare; frames that declare a total other than its size
+    are refused first, since numcodecs would leave the rest of ``out`` unwritten. Without ``out``,
+    the frames' declared sizes (or, when a frame declares none, what its blocks can hold) must
+    fit ``max_nbytes`` before numcodecs allocates.
+    """
+    if out is not None:
+        # The common case: one frame declaring the chunk's size; numcodecs refuses more frames
+        # (their sum would exceed ``out``).
+        if frame_content_size(data) == out.nbytes:
+            return impl.decode(data, out)
+        declared, _ = decoded_size_bounds(data)
+        if declared is not None and declared != out.nbytes:
+            raise ValueError(f"zstd: frames declare {declared} decoded bytes, expected {out.nbytes}")
+        try:
+            return impl.decode(data, out)
+        except RuntimeError as exc:  # libzstd: "Destination buffer is too small", or fewer bytes
+            raise ValueError(f"zstd: frames do not decode to the {out.nbytes} bytes expected ({exc})") from exc
+    if max_nbytes is None:
+        return impl.decode(data)
+    declared, most = decoded_size_bounds(data)
+    if declared is not None:
+        if declared > max_nbytes:
+            raise ValueError(f"zstd: frames declare {declared} decoded bytes, more than the {max_nbytes} expected")
+    elif most > max_nbytes:
+        raise ValueError(
+            f"zstd: a frame declares no decoded size and its blocks may hold up to {most} bytes, "
+            f"more than the {max_nbytes} expected"
+        )
+    return impl.decode(data)
 
 
 @register_codec
@@ -71,12 +209,13 @@ class ZstdCodec(BytesToBytesCodec):
     def configuration(self) -> dict[str, Any]:
         return {"level": self.level, "checksum": self.checksum}
 
-    def decode(self, data: Buffer, out: np.ndarray[Any, Any] | None = None) -> Buffer:
-        # numcodecs fills ``out`` silently when a frame holds fewer bytes than it: only decode
-        # into it when the frame header promises exactly its size.
-        if out is not None and frame_content_size(data) != out.nbytes:
-            out = None
-        return self._impl.decode(data, out)
+    def max_encoded_size(self, input_nbytes: int) -> int:
+        return compressed_size_bound(input_nbytes)
+
+    def decode(
+        self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
+    ) -> Buffer:
+        return decode_zstd(self._impl, data, out, max_nbytes)
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(data)

@@ -37,6 +37,8 @@ import numpy.typing as npt
 
 from ...codecs.base import as_uint8
 from ...codecs.blosc import BLOSC_HEADER_NBYTES, BloscHeader, parse_blosc_header
+from ...codecs.zstd import ZSTD_BLOCK_MAX as ZSTD_BLOCK_MAX  # re-exported: the limit the walk enforces
+from ...codecs.zstd import ZSTD_MAGIC, walk_zstd_blocks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -118,11 +120,7 @@ def _u8(data: Buffer) -> npt.NDArray[np.uint8]:
 
 # --- zstd ---------------------------------------------------------------------------------------
 
-ZSTD_MAGIC = 0xFD2FB528
-#: the largest block a Zstandard frame may hold, compressed or decoded (RFC 8878, Block_Maximum_Size)
-ZSTD_BLOCK_MAX = 128 * 1024
 _ZSTD_SKIPPABLE_MAGIC = 0x184D2A50  # 0x184D2A50-0x184D2A5F
-_ZSTD_BLOCK_TYPES = ("raw", "RLE", "compressed", "reserved")
 _ZSTD_DICT_ID_BYTES = (0, 1, 2, 4)
 _ZSTD_FCS_BYTES = (0, 2, 4, 8)
 
@@ -197,45 +195,17 @@ def _zstd_frame_header(read: Callable[[int, int], bytes | memoryview], size: int
 def _walk_zstd_blocks(
     read: Callable[[int, int], bytes | memoryview], size: int, pos: int, content_size: int | None
 ) -> tuple[int, int]:
-    """Walk the block headers from ``pos`` to the last block: (offset after it, block count)."""
-    fixed, ncompressed, nblocks = 0, 0, 0
-    while True:
-        if pos + 3 > size:
-            raise ValueError(
-                f"zstd: frame ends without a last block (block {nblocks} header at offset {pos} runs past "
-                f"the end of the {size}-byte chunk)"
-            )
-        header = int.from_bytes(read(pos, 3), "little")
-        last, kind, block_size = header & 1, (header >> 1) & 3, header >> 3
-        if kind == 3:
-            raise ValueError(f"zstd: block {nblocks} at offset {pos} has the reserved block type 3")
-        if block_size > ZSTD_BLOCK_MAX:
-            raise ValueError(
-                f"zstd: {_ZSTD_BLOCK_TYPES[kind]} block {nblocks} at offset {pos} declares {block_size} bytes, "
-                f"more than the {ZSTD_BLOCK_MAX} a block may hold"
-            )
-        content = 1 if kind == 1 else block_size
-        if pos + 3 + content > size:
-            raise ValueError(
-                f"zstd: {_ZSTD_BLOCK_TYPES[kind]} block {nblocks} at offset {pos} needs {content} bytes, "
-                f"past the end of the {size}-byte chunk"
-            )
-        if kind == 2:
-            ncompressed += 1
-        else:
-            fixed += block_size
-        if content_size is not None and fixed > content_size:
-            raise ValueError(f"zstd: blocks decode to more than the {content_size} bytes the frame header declares")
-        pos += 3 + content
-        nblocks += 1
-        if last:
-            break
-    if content_size is not None and fixed + ncompressed * ZSTD_BLOCK_MAX < content_size:
+    """Walk the block headers from ``pos`` to the last block (``codecs.zstd.walk_zstd_blocks``)
+    and check them against the declared content size: (offset after it, block count)."""
+    blocks = walk_zstd_blocks(read, size, pos)
+    if content_size is not None and blocks.fixed_nbytes > content_size:
+        raise ValueError(f"zstd: blocks decode to more than the {content_size} bytes the frame header declares")
+    if content_size is not None and blocks.max_decoded_nbytes < content_size:
         raise ValueError(
-            f"zstd: {nblocks} blocks hold at most {fixed + ncompressed * ZSTD_BLOCK_MAX} decoded bytes, "
+            f"zstd: {blocks.nblocks} blocks hold at most {blocks.max_decoded_nbytes} decoded bytes, "
             f"the frame header declares {content_size}"
         )
-    return pos, nblocks
+    return blocks.end, blocks.nblocks
 
 
 def check_zstd_frame(read: Callable[[int, int], bytes | memoryview], size: int, decoded_nbytes: int) -> ZstdFrame:
