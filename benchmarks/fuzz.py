@@ -10,8 +10,10 @@ mutation, chosen by ``random.Random(f"{seed_name}:{case}")`` so that a case numb
 reproduces it: the metadata JSON (a value replaced by another JSON type, a huge or negative
 number, deep nesting, a member removed or added, unicode, a flipped byte of the text), a chunk
 (bit flips, truncation, extension, splicing), a shard index (offsets and sizes edited, one half
-EMPTY, its crc32c recomputed so that the edit reaches the reader) or a codec header (zstd frame
-content size, blosc header fields, the lz4 size prefix, gzip flags and trailer).
+EMPTY, its crc32c recomputed so that the edit reaches the reader), a codec header (zstd frame
+content size, blosc header fields, the lz4 size prefix, gzip flags and trailer), or a chunk
+replaced by a decompression bomb of the seed's compressor (:mod:`benchmarks.bombs`: 3 GiB of
+zeros, more than the worker's address space, or a size field declaring it).
 
 The oracle: opening the store and reading every array either succeeds or raises a
 :class:`~gpuzarr.errors.GpuZarrError`. Where a crc32c covers every stored byte of a chunk that a
@@ -45,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks import bombs
 
 SHAPE = (6, 4)
 CHUNKS = (3, 2)
@@ -305,6 +309,52 @@ def mutate_codec_header(rng: random.Random, raw: bytes, seed_name: str) -> tuple
     return mutate_bytes(rng, raw, b"")
 
 
+#: what a bomb decodes to: more than the worker's address space (``--memory-mib``, 2 GiB), so
+#: that a decoder inflating it in full fails the case
+BOMB_BYTES = 3 << 30
+
+
+def _xz_compress(data: bytes) -> bytes:
+    import lzma
+
+    return lzma.compress(data, preset=0)
+
+
+def _bz2_compress(data: bytes) -> bytes:
+    import bz2
+
+    return bz2.compress(data)
+
+
+def bomb_for(rng: random.Random, seed_name: str, raw: bytes) -> tuple[bytes, str] | None:
+    """A stream of the seed's compressor that decodes to (or declares) :data:`BOMB_BYTES`, or
+    None when the seed has no compressor to bomb."""
+    if "gzip" in seed_name or seed_name == "v3-transpose":
+        return bombs.gzip_members(BOMB_BYTES), "gzip bomb"
+    if "zstd" in seed_name or "vlen" in seed_name:
+        if rng.random() < 0.5:
+            return bombs.zstd_rle_frame(64, BOMB_BYTES), "zstd frame declaring 3 GiB"
+        return bombs.zstd_rle_frame(BOMB_BYTES), "zstd bomb without a declared size"
+    if seed_name == "v2-zlib":
+        return bombs.zlib_stream(BOMB_BYTES), "zlib bomb"
+    if seed_name == "v2-bz2":
+        return bombs.members(_bz2_compress, BOMB_BYTES, 1 << 20), "bz2 bomb"
+    if seed_name == "v2-lzma":
+        return bombs.members(_xz_compress, BOMB_BYTES), "xz bomb"
+    if seed_name == "v2-lz4" and len(raw) >= 4:
+        return bombs.forge_u32(raw, 0, 2**31 - 1), "lz4 size prefix 2**31-1"
+    if "blosc" in seed_name and len(raw) >= 16:
+        return bombs.forge_u32(raw, 4, 2**31 - 1), "blosc nbytes 2**31-1"
+    return None
+
+
+def _shard_holding(inner: bytes, n_inner: int) -> bytes:
+    """A shard (index bytes + crc32c at the end) whose first inner chunk is ``inner``."""
+    entries = [(0, len(inner))] + [(EMPTY, EMPTY)] * (n_inner - 1)
+    index = b"".join(struct.pack("<QQ", o, n) for o, n in entries)
+    return inner + index + _crc32c(index)
+
+
 def _is_metadata(key: str) -> bool:
     return key.rsplit("/", 1)[-1] in METADATA_NAMES
 
@@ -315,7 +365,7 @@ def mutate(seed_name: str, files: dict[str, bytes], case: int) -> tuple[dict[str
     files = dict(files)
     meta = sorted(k for k in files if _is_metadata(k))
     chunks = sorted(k for k in files if not _is_metadata(k))
-    kind = rng.choice(["json", "json", "json-bytes", "chunk", "chunk", "header", "shard"])
+    kind = rng.choice(["json", "json", "json-bytes", "chunk", "chunk", "header", "shard", "bomb"])
     if not chunks:
         kind = "json"
     if kind == "shard" and "shard" not in seed_name:
@@ -328,6 +378,14 @@ def mutate(seed_name: str, files: dict[str, bytes], case: int) -> tuple[dict[str
             files[key], what = mutate_bytes(rng, files[key], b"")
         return files, f"{key}: {what}", False
     key = rng.choice(chunks)
+    if kind == "bomb":
+        bomb = bomb_for(rng, seed_name, files[key])
+        if bomb is not None:
+            stream, what = bomb
+            # the seeds' shards hold 4 inner chunks (see below): the bomb is the first
+            files[key] = _shard_holding(stream, 4) if "shard" in seed_name else stream
+            return files, f"{key}: {what}", False
+        kind = "chunk"
     if kind == "chunk":
         other = files[rng.choice(chunks)]
         files[key], what = mutate_bytes(rng, files[key], other)

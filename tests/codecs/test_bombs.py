@@ -18,8 +18,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import zlib
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +25,7 @@ import pytest
 from numcodecs import LZ4, Blosc, Zstd
 
 import gpuzarr
+from benchmarks import bombs
 from gpuzarr.codecs.crc32c import crc32c
 from gpuzarr.errors import CorruptChunkError
 
@@ -46,66 +45,36 @@ BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 ZEROS_MIB = bytes(CHUNK)
 
 
-# -- bombs, built from repeated pieces so that building them is cheap ---------------------------
+# -- bombs (benchmarks/bombs.py builds them cheaply) ---------------------------------------------
 
 
-def zstd_rle_frame(total: int, declared: int | None = None) -> bytes:
-    """A Zstandard frame of RLE blocks decoding to ``total`` zero bytes, 4 bytes per 128 KiB;
-    its header declares ``declared`` (or no size: then a 128 KiB window descriptor)."""
-    if declared is None:
-        header = struct.pack("<IBB", 0xFD2FB528, 0x00, 7 << 3)  # no size; window 2**(10+7)
-    else:
-        header = struct.pack("<IBQ", 0xFD2FB528, 0xE0, declared)  # single segment, 8-byte size
-    block = 128 * 1024
-    n = max(-(-total // block), 1)
-    middle = ((1 << 1) | (block << 3)).to_bytes(3, "little") + b"\0"
-    last_size = total - (n - 1) * block
-    last = (1 | (1 << 1) | (last_size << 3)).to_bytes(3, "little") + b"\0"
-    return header + middle * (n - 1) + last
-
-
-@cache
 def zlib_bomb() -> bytes:
-    """One zlib stream of 1 GiB of zeros: full-flushed pieces repeat byte for byte."""
-    c = zlib.compressobj(6)
-    piece = 16 << 20
-    zeros = bytes(piece)
-    first = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
-    again = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
-    tail = c.flush()
-    adler = (BOMB % 65521) << 16 | 1  # Adler-32 of zeros: a stays 1, b adds 1 per byte
-    return first + again * (BOMB // piece - 1) + tail[:-4] + adler.to_bytes(4, "big")
+    return bombs.zlib_stream(BOMB)
 
 
-@cache
-def members(compress: Any, piece: int = 16 << 20) -> bytes:
-    """Concatenated members (gzip, bz2, xz allow them), each ``piece`` zeros, 1 GiB in all."""
-    return compress(bytes(piece)) * (BOMB // piece)
-
-
-def gzip_compress(data: bytes) -> bytes:
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)
-    return c.compress(data) + c.flush()
+def gzip_bomb() -> bytes:
+    return bombs.gzip_members(BOMB)
 
 
 def xz_compress(data: bytes) -> bytes:
     return lzma.compress(data, preset=0)
 
 
-def gzip_bomb() -> bytes:
-    return members(gzip_compress)
+def bz2_bomb() -> bytes:
+    return bombs.members(bz2.compress, BOMB, CHUNK)
+
+
+def xz_bomb() -> bytes:
+    return bombs.members(xz_compress, BOMB)
 
 
 def blosc_forged(field: str, value: int) -> bytes:
-    frame = bytearray(Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE).encode(ZEROS_MIB))
-    struct.pack_into("<I", frame, {"nbytes": 4, "blocksize": 8}[field], value)
-    return bytes(frame)
+    frame = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE).encode(ZEROS_MIB)
+    return bombs.forge_u32(frame, {"nbytes": 4, "blocksize": 8}[field], value)
 
 
 def lz4_forged_prefix() -> bytes:
-    frame = bytearray(LZ4().encode(ZEROS_MIB))
-    struct.pack_into("<I", frame, 0, 2**31 - 1)
-    return bytes(frame)
+    return bombs.forge_u32(LZ4().encode(ZEROS_MIB), 0, 2**31 - 1)
 
 
 def shard_of(inner: bytes) -> bytes:
@@ -124,29 +93,29 @@ V3 = {"zarr_format": 3}
 NC = "numcodecs."
 CASES: dict[str, tuple[dict[str, Any], Any]] = {
     "gzip": ({**V3, "codecs": [BYTES, {"name": "gzip"}]}, gzip_bomb),
-    "zstd-no-size": ({**V3, "codecs": [BYTES, {"name": "zstd"}]}, lambda: zstd_rle_frame(BOMB)),
-    "zstd-declares-1TiB": ({**V3, "codecs": [BYTES, {"name": "zstd"}]}, lambda: zstd_rle_frame(CHUNK, 1 << 40)),
-    "zstd-declares-1GiB": ({**V3, "codecs": [BYTES, {"name": "zstd"}]}, lambda: zstd_rle_frame(BOMB, BOMB)),
+    "zstd-no-size": ({**V3, "codecs": [BYTES, {"name": "zstd"}]}, lambda: bombs.zstd_rle_frame(BOMB)),
+    "zstd-declares-1TiB": ({**V3, "codecs": [BYTES, {"name": "zstd"}]}, lambda: bombs.zstd_rle_frame(CHUNK, 1 << 40)),
+    "zstd-declares-1GiB": ({**V3, "codecs": [BYTES, {"name": "zstd"}]}, lambda: bombs.zstd_rle_frame(BOMB, BOMB)),
     "blosc-nbytes": ({**V3, "codecs": [BYTES, {"name": "blosc"}]}, lambda: blosc_forged("nbytes", 2**31 - 1)),
     "numcodecs.zlib": ({**V3, "codecs": [BYTES, {"name": NC + "zlib"}]}, zlib_bomb),
     "numcodecs.gzip": ({**V3, "codecs": [BYTES, {"name": NC + "gzip"}]}, gzip_bomb),
-    "numcodecs.bz2": ({**V3, "codecs": [BYTES, {"name": NC + "bz2"}]}, lambda: members(bz2.compress, CHUNK)),
-    "numcodecs.lzma": ({**V3, "codecs": [BYTES, {"name": NC + "lzma"}]}, lambda: members(xz_compress)),
+    "numcodecs.bz2": ({**V3, "codecs": [BYTES, {"name": NC + "bz2"}]}, bz2_bomb),
+    "numcodecs.lzma": ({**V3, "codecs": [BYTES, {"name": NC + "lzma"}]}, xz_bomb),
     "numcodecs.lz4": ({**V3, "codecs": [BYTES, {"name": NC + "lz4"}]}, lz4_forged_prefix),
-    "numcodecs.zstd": ({**V3, "codecs": [BYTES, {"name": NC + "zstd"}]}, lambda: zstd_rle_frame(BOMB)),
+    "numcodecs.zstd": ({**V3, "codecs": [BYTES, {"name": NC + "zstd"}]}, lambda: bombs.zstd_rle_frame(BOMB)),
     "numcodecs.blosc": ({**V3, "codecs": [BYTES, {"name": NC + "blosc"}]}, lambda: blosc_forged("nbytes", 2**31 - 1)),
     "v2-zlib": ({"zarr_format": 2, "compressor": {"id": "zlib"}}, zlib_bomb),
     "v2-gzip": ({"zarr_format": 2, "compressor": {"id": "gzip"}}, gzip_bomb),
-    "v2-bz2": ({"zarr_format": 2, "compressor": {"id": "bz2"}}, lambda: members(bz2.compress, CHUNK)),
-    "v2-lzma": ({"zarr_format": 2, "compressor": {"id": "lzma"}}, lambda: members(xz_compress)),
+    "v2-bz2": ({"zarr_format": 2, "compressor": {"id": "bz2"}}, bz2_bomb),
+    "v2-lzma": ({"zarr_format": 2, "compressor": {"id": "lzma"}}, xz_bomb),
     "v2-lz4": ({"zarr_format": 2, "compressor": {"id": "lz4"}}, lz4_forged_prefix),
-    "v2-zstd": ({"zarr_format": 2, "compressor": {"id": "zstd"}}, lambda: zstd_rle_frame(BOMB)),
+    "v2-zstd": ({"zarr_format": 2, "compressor": {"id": "zstd"}}, lambda: bombs.zstd_rle_frame(BOMB)),
     "v2-blosc": ({"zarr_format": 2, "compressor": {"id": "blosc"}}, lambda: blosc_forged("nbytes", 2**31 - 1)),
     "vlen-utf8-count": ({**V3, "dtype": "string", "codecs": [{"name": "vlen-utf8"}]}, lambda: vlen_count(2**32 - 1)),
     "vlen-utf8-gzip": ({**V3, "dtype": "string", "codecs": [{"name": "vlen-utf8"}, {"name": "gzip"}]}, gzip_bomb),
     "vlen-bytes-zstd": (
         {**V3, "dtype": "bytes", "codecs": [{"name": "vlen-bytes"}, {"name": "zstd"}]},
-        lambda: zstd_rle_frame(BOMB),
+        lambda: bombs.zstd_rle_frame(BOMB),
     ),
     "sharded-gzip": (
         {**V3, "shards": (CHUNK,), "codecs": [{"name": "sharding_indexed", "configuration": {
@@ -156,7 +125,7 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
     "sharded-zstd-1TiB": (
         {**V3, "shards": (CHUNK,), "codecs": [{"name": "sharding_indexed", "configuration": {
             "chunk_shape": [CHUNK], "codecs": [BYTES, {"name": "zstd"}]}}]},
-        lambda: shard_of(zstd_rle_frame(CHUNK, 1 << 40)),
+        lambda: shard_of(bombs.zstd_rle_frame(CHUNK, 1 << 40)),
     ),
 }
 
