@@ -328,6 +328,30 @@ def test_an_nvcomp_without_configs_decodes_as_before_and_says_so_once(
     assert len([r for r in caplog.records if "decompression" in r.getMessage()]) == 1
 
 
+def test_a_failed_batch_decodes_each_stream_into_its_own_place_of_the_output(
+    fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a batch fails, each stream is decoded alone as a batch of one into its carved
+    output (never ``codec.decode(src)``, whose output nvCOMP would size from the stream)."""
+    monkeypatch.setattr(cupy_device, "_NO_DECOMPRESSION_CONFIG", set())
+    outs_seen: list[Any] = []
+
+    class FailingBatch(_ConfigCodec):
+        def decode(self, srcs: Any, out: Any = None, **kwargs: Any) -> _DecodeResult:
+            if out is None:
+                raise AssertionError("a stream was decoded without a pre-allocated output")
+            if len(srcs) > 1:
+                raise RuntimeError("nvCOMP: the batch holds an invalid stream")
+            outs_seen.append(out)
+            if srcs[0][0] == 10:  # the second stream is the bad one
+                raise RuntimeError("nvCOMP: invalid stream")
+            return _DecodeResult([n for _, n in out])
+
+    monkeypatch.setattr(cupy_device.CudaDevice, "_context_error", lambda self: None)
+    assert _decode_with(fakes, FailingBatch(), "lz4") == [64, -1]
+    assert outs_seen == [[(0, 64)], [(64, 32)]]
+
+
 class _RecordingBuffer:
     """A 16-byte device buffer whose slices record the copies into them."""
 

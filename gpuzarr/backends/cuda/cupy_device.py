@@ -461,7 +461,7 @@ class CudaDevice:
             algorithm,
             len(src_offsets),
             batched,
-            lambda i: self._decode_one(codec, src, src_offsets[i], src_nbytes[i], dst, dst_offsets[i], dst_nbytes[i]),
+            lambda i: _decode_into(codec, algorithm, srcs[i], outs[i]),
             self._context_error,
             self._batch_log,
         )
@@ -477,7 +477,9 @@ class CudaDevice:
 
     def _decode_one(self, codec: Any, src: Any, so: int, sn: int, dst: Any, do: int, dn: int) -> int:
         """Decode one stream into its own allocation and copy it to its place; -1 when it does
-        not fit."""
+        not fit. Only for nvCOMP before 6, which cannot decode into a carved output: its decoder
+        sizes that allocation from the stream itself, so this route is not bounded by the
+        chunk's size (docs/reliability.md says so)."""
         nvcomp = _nvcomp()
         cupy = self._cupy()
         decoded = codec.decode(nvcomp.as_array(src[so : so + sn]))
@@ -578,6 +580,14 @@ def _decompression_config(codec: Any, algorithm: str, dst_nbytes: Sequence[int])
         _NO_DECOMPRESSION_CONFIG.add(algorithm)
         _log_once(f"nvCOMP builds no {algorithm} decompression config ({exc}); its decode configures itself")
         return None
+
+
+def _decode_into(codec: Any, algorithm: str, src: Any, out: Any) -> int:
+    """Decode one stream of a failed batch into its own place of the batch's output (a batch of
+    one): the output stays the chunk's size, whatever the stream would decode to, so finding the
+    bad stream of a batch allocates nothing sized by the data. Waits for the decode."""
+    result = _decode_with_config(codec, algorithm, [src], [out], None)
+    return int(result.buffer_sizes[0])
 
 
 def _decode_with_config(codec: Any, algorithm: str, srcs: Any, outs: Any, config: Any) -> Any:
