@@ -5,7 +5,8 @@
 #
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
-#   bash benchmarks/gpu_session.sh all      # both
+#   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
+#   bash benchmarks/gpu_session.sh all      # tests and bench
 #
 # Nothing here changes the GPU's settings, and KVIKIO_COMPAT_MODE is left to kvikio (AUTO).
 set -uo pipefail
@@ -70,10 +71,26 @@ bench() {
   tail -60 "$out/bench.log"
 }
 
+sanitize() {
+  # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
+  # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
+  # and the loader stay out (memcheck slows every launch about 10-100x).
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "compute-sanitizer not found"; return 1
+  fi
+  timeout 560 compute-sanitizer --tool memcheck --error-exitcode 99 --log-file "$out/memcheck.log" \
+    python3 -m pytest -q -rfE -p no:cacheprovider -W default::DeprecationWarning \
+    tests/gpu/test_gpu_array.py -k "corrupt or bomb or checksum" >"$out/pytest-memcheck.log" 2>&1
+  echo "memcheck exit $? (99: memcheck found errors; see memcheck.log)"
+  tail -20 "$out/pytest-memcheck.log"
+  grep -c "Invalid" "$out/memcheck.log" || true
+}
+
 report
 case "$stage" in
   tests) tests ;;
   bench) bench ;;
+  sanitize) sanitize ;;
   all) tests; bench ;;
-  *) echo "unknown stage $stage (tests | bench | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (tests | bench | sanitize | all)"; exit 2 ;;
 esac

@@ -182,3 +182,26 @@ def test_corrupt_streams_of_every_decoder(tmp_path: Path, name: str) -> None:
     raw = bytes(array.store.get(key))  # type: ignore[arg-type]
     array.store.set(key, raw[: len(raw) // 2])
     _expect_corrupt(tmp_path / "a.zarr", key)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gzip", "zstd-no-size", "zstd-declares-1TiB", "blosc-nbytes", "numcodecs.lz4", "v2-gzip", "sharded-gzip"],
+)
+def test_bombs_are_refused_on_the_device_without_device_memory_sized_by_them(tmp_path: Path, name: str) -> None:
+    """The bombs of tests/codecs/test_bombs.py on the real device: a CorruptChunkError naming
+    the key, and the device's memory pool never grows to anything near what the bomb decodes to
+    (run under compute-sanitizer by ``benchmarks/gpu_session.sh sanitize``)."""
+    import cupy
+
+    from tests.codecs.test_bombs import _write_case
+
+    key = _write_case(tmp_path, name)
+    array = gpuzarr.open_array(str(tmp_path / name), mode="r", device="gpu")
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    with pytest.raises(gpuzarr.errors.CorruptChunkError) as caught:
+        array[...]
+    assert caught.value.key == key
+    # The chunk is 1 MiB; the bombs decode to 1 GiB or declare more.
+    assert pool.total_bytes() < 256 << 20, f"device pool holds {pool.total_bytes() >> 20} MiB"
