@@ -57,6 +57,15 @@ def _check_every_chunk(a: gpuzarr.Array) -> None:
     assert not lost, f"{len(lost)} of {NCHUNKS} writes lost: regions {lost[:10]}"
 
 
+def _run_threads(target: Any, args: Any) -> None:
+    """Run ``target(arg)`` for each of ``args`` in its own thread, all at once; wait for all."""
+    threads = [threading.Thread(target=target, args=(arg,)) for arg in args]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 @pytest.mark.parametrize("sharded", [True, False], ids=["shards", "partial-chunks"])
 def test_threads_writing_disjoint_chunks_lose_nothing(store: gpuzarr.Store, sharded: bool) -> None:
     a = _create(store, sharded)
@@ -72,11 +81,7 @@ def test_threads_writing_disjoint_chunks_lose_nothing(store: gpuzarr.Store, shar
         except BaseException as exc:  # reported below, in the test's thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(t,)) for t in range(nthreads)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _run_threads(writer, range(nthreads))
     assert not errors
     _check_every_chunk(a)
 
@@ -157,11 +162,7 @@ def _readers(a: gpuzarr.Array, nthreads: int, nreads: int) -> list[str]:
             if problem is not None:
                 problems.append(problem)
 
-    threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(nthreads)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _run_threads(reader, range(nthreads))
     return problems
 
 
