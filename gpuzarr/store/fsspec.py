@@ -136,11 +136,12 @@ class FsspecStore(Store):
     def list_prefix(self, prefix: str) -> Iterator[str]:
         """Every file below the root whose key starts with ``prefix``."""
         validate_prefix(prefix)
+        # find() below the deepest directory the prefix names, not below the root.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        base = self._path(directory) if directory else self.root
+        base = self._path(directory) if directory else (self.root or "/")
         with self._errors(prefix, "listing"):
             try:
-                found = self.fs.find(base or "/" if not self.root else base)
+                found = self.fs.find(base)
             except FileNotFoundError:
                 found = []
         cut = len(self.root) + 1 if self.root else 0
