@@ -85,3 +85,18 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
         )
         self.key = key
         self.target = target
+
+
+class StoreError(GpuZarrError, OSError):
+    """A store failed to read, write or list a key for a reason other than its absence (a
+    missing key reads as None): the message names the store's URL and the key."""
+
+
+class StorePermissionError(GpuZarrError, PermissionError):
+    """A store refused access to a key (an HTTP 403, a file system's permission denied): the
+    message names the store's URL and the key."""
+
+
+class UnsupportedOperationError(GpuZarrError, NotImplementedError):
+    """A store cannot do what was asked by its nature (its capability flag says so): listing an
+    HTTP server, erasing a member of a zip archive opened for reading."""

@@ -1,7 +1,9 @@
 """The store interface: a small synchronous key -> bytes map with byte-range reads.
 
 Keys are '/'-separated relative paths. A missing key reads as ``None`` (never an exception), so
-that missing chunks are cheap to detect. Every store passes tests/store/conformance.py.
+that missing chunks are cheap to detect. Every store passes tests/store/conformance.py; the
+interface is public, so that users can plug in their own (docs/stores.md, "Writing your own
+store", has a complete example). :class:`Store` says what a store must implement and what it may.
 
 Two capabilities serve concurrent writers and readers (docs/reliability.md says what each store
 promises):
@@ -101,13 +103,70 @@ def validate_prefix(prefix: str) -> str:
 
 
 class Store(ABC):
-    """Base class of all stores."""
+    """Base class of all stores: subclass it to read and write Zarr data anywhere.
+
+    A store maps keys (``"zarr.json"``, ``"raw/c/0/1"``: '/'-separated relative paths) to byte
+    values. gpuzarr calls it from many threads at once, so its methods must be thread-safe.
+
+    **Must implement**
+
+    - :meth:`get` ``(key, byte_range=None)``: the value, or the part a :class:`ByteRange`
+      names (``ByteRange(offset, length)``, ``ByteRange(offset)`` to the end, or
+      ``ByteRange.suffix(n)``, the last ``n`` bytes; :meth:`ByteRange.resolve` clamps one to a
+      size). Ranges past the end give the bytes there are, possibly none.
+    - :meth:`list_prefix` ``(prefix)``: every key starting with ``prefix`` ("" is every key).
+    - :meth:`set` ``(key, value)``: store ``value`` (bytes, bytearray, memoryview or a
+      C-contiguous NumPy array; copy it, the caller may reuse its buffer).
+    - :meth:`erase` ``(key)``: remove ``key``.
+
+    **May override**, for speed or stronger guarantees (the defaults are built on the four
+    above): :meth:`get_ranges` (many ranges of one key at once: one request of many ranges,
+    or requests in flight together), :meth:`get_into` (read into a buffer the caller gives),
+    :meth:`exists`, :meth:`list_dir`, :meth:`erase_prefix`, :meth:`snapshot` (one version of a
+    value for several reads), :meth:`lock` (a per-key read-modify-write lock),
+    :meth:`kvstore_json` (TensorStore's spec of the store) and :meth:`close`.
+
+    **Contracts** (checked by the conformance suite, tests/store/conformance.py):
+
+    - a missing key reads as None from :meth:`get`, :meth:`get_ranges` and :meth:`get_into`,
+      never as an exception; any other failure raises (a :class:`~gpuzarr.errors.GpuZarrError`
+      naming the store and the key), never None: None means "fill value" to the readers;
+    - every method validates keys with :func:`validate_key` and prefixes with
+      :func:`validate_prefix` first, so that no key leaves the store's root;
+    - :meth:`set` is atomic for readers: a reader sees the old value or the new one, whole;
+    - erasing an absent key is not an error;
+    - with ``read_only`` True, :meth:`set`, :meth:`erase`, :meth:`erase_prefix` and
+      :meth:`lock` raise :class:`~gpuzarr.errors.ReadOnlyError` (call :meth:`_check_writable`
+      first).
+
+    **Capabilities** are class (or instance) attributes that the API and the readers consult:
+    ``read_only``, :attr:`supports_partial_reads`, :attr:`supports_writes`,
+    :attr:`supports_deletes`, :attr:`supports_listing`, :attr:`locks_across_threads` and
+    :attr:`locks_across_processes`. A store that cannot do something by its nature (erase from
+    a read-only server, list an HTTP server) says so with the flag and raises
+    :class:`~gpuzarr.errors.UnsupportedOperationError` when asked; the conformance suite skips
+    what a store declares it cannot do.
+
+    Parameters
+    ----------
+    read_only
+        Refuse writes (:class:`~gpuzarr.errors.ReadOnlyError`).
+    """
 
     #: True when get() with a ByteRange costs only the bytes asked for.
     supports_partial_reads: bool = True
+    #: False for stores that can never be written (an HTTP server): set() raises ReadOnlyError.
+    supports_writes: bool = True
+    #: False for stores that cannot remove a key: erase() of a present key raises
+    #: UnsupportedOperationError (of an absent one it still succeeds).
+    supports_deletes: bool = True
+    #: False for stores that cannot enumerate keys (an HTTP server without listings):
+    #: list_prefix() and list_dir() raise UnsupportedOperationError, and nodes are opened by key.
+    supports_listing: bool = True
 
     def __init__(self, read_only: bool = False) -> None:
-        self.read_only = read_only
+        # A store that can never be written is read-only whatever it was asked.
+        self.read_only = read_only or not self.supports_writes
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -9,6 +9,12 @@ A URL's path with a '..' or empty component, or a '.' one other than a leading "
 too (fsspec would take it), as in TensorStore: URLs travel in configuration written by others.
 A plain path string is the caller's own operating-system path and is taken as it is.
 
+``zip://archive.zip`` names a zip archive (the path read as a ``file://`` one). URLs of other
+schemes that fsspec knows (``abfs://``, ``sftp://``, ``hf://``, ...) and fsspec's chained URLs
+(``simplecache::https://...``) go to :class:`gpuzarr.store.fsspec.FsspecStore`; fsspec's own
+``memory://`` stays gpuzarr's named memory store (``FsspecStore.from_url("memory://x")`` reaches
+fsspec's).
+
 TensorStore specs have stricter rules of their own (no host, absolute paths only): see
 :mod:`gpuzarr.tensorstore.kvstore`.
 """
@@ -25,45 +31,56 @@ from .paths import directory_problem
 #: fsspec's local filesystem answers to both names.
 LOCAL_SCHEMES = ("file", "local")
 
+#: Served by gpuzarr's object stores (obstore), never by the fsspec adapter.
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "azure", "http", "https")
+
 
 @dataclass(frozen=True)
 class StoreUrl:
     """A parsed store URL: a local directory, or the name of a shared memory store."""
 
-    kind: Literal["file", "memory"]
-    #: the directory (as given: relative paths are taken from the current directory), or the
-    #: memory store's name
+    kind: Literal["file", "memory", "zip", "fsspec"]
+    #: the directory (as given: relative paths are taken from the current directory), the
+    #: memory store's name, the zip archive's path, or the whole URL for fsspec
     location: str
 
 
 def parse_store_url(value: str) -> StoreUrl | None:
     """The store a URL string names, or None when ``value`` is a plain path.
 
-    Raises InvalidArgumentError, naming the URL, for schemes gpuzarr does not read (``s3://``,
-    ``gs://``, ``http://``, ...) and for fsspec URL chains (``zip::file://...``), and
+    Raises InvalidArgumentError, naming the URL, for schemes gpuzarr does not read, and
     InvalidKeyError for a local path with a '.', '..' or empty component.
     """
     if "::" in value:
         # fsspec chains ("simplecache::s3://b/x", "zip::file://a.zip") wrap other filesystems.
-        raise InvalidArgumentError(
-            f"store: {value!r} is a chained fsspec URL, which gpuzarr does not read "
-            "(it reads local paths, file:// and memory:// URLs)"
-        )
+        return StoreUrl("fsspec", value)
     if "://" not in value:
         return None
     scheme, rest = value.split("://", 1)
     if scheme == "memory":
         return StoreUrl("memory", rest.strip("/"))
-    if scheme in LOCAL_SCHEMES:
+    if scheme in LOCAL_SCHEMES or scheme == "zip":
         path = unquote(rest)
         if not path:
-            raise InvalidArgumentError(f"store: {value!r} names no directory")
+            raise InvalidArgumentError(f"store: {value!r} names no {'archive' if scheme == 'zip' else 'directory'}")
         # "file://./data.zarr", the current directory's data.zarr, is zarr-python's own spelling.
         problem = directory_problem(path.removeprefix("./"))
         if problem is not None:
             raise InvalidKeyError(f"store: invalid directory {path!r} in {value!r}: {problem}")
-        return StoreUrl("file", path)
+        return StoreUrl("zip" if scheme == "zip" else "file", path)
+    if scheme not in OBJECT_STORE_SCHEMES and _fsspec_knows(scheme):
+        return StoreUrl("fsspec", value)
     raise InvalidArgumentError(
         f"store: the URL scheme {scheme!r} of {value!r} is not supported "
-        "(gpuzarr reads local paths, file:// and memory:// URLs)"
+        "(gpuzarr reads local paths, file://, memory:// and zip:// URLs, and with fsspec installed, "
+        "pip install 'gpuzarr[fsspec]', the URLs of fsspec's file systems)"
     )
+
+
+def _fsspec_knows(scheme: str) -> bool:
+    """Whether fsspec has a file system for ``scheme`` (False without fsspec installed)."""
+    try:
+        from fsspec.registry import known_implementations, registry
+    except ImportError:
+        return False
+    return scheme in known_implementations or scheme in registry

@@ -1,8 +1,14 @@
-"""TensorStore kvstore specs (``file`` and ``memory``) and the one parser of kvstore JSON.
+"""TensorStore kvstore specs (``file``, ``memory`` and ``zip``) and the one parser of kvstore JSON.
 
-A kvstore is ``{"driver": "file", "path": "/data/x.zarr/"}``, ``{"driver": "memory"}`` or a URL
-(``"file:///data/x.zarr"``, ``"memory://name"``). Reference:
-https://google.github.io/tensorstore/kvstore/index.html. Pure.
+A kvstore is ``{"driver": "file", "path": "/data/x.zarr/"}``, ``{"driver": "memory"}``,
+``{"driver": "zip", "base": {"driver": "file", "path": "/data/x.zip"}, "path": "x.zarr/"}`` or
+a URL (``"file:///data/x.zarr"``, ``"memory://name"``, ``"file:///data/x.zip|zip:x.zarr/"``).
+Reference: https://google.github.io/tensorstore/kvstore/index.html and
+https://google.github.io/tensorstore/kvstore/zip/index.html. Pure.
+
+TensorStore's zip kvstore only reads; gpuzarr also writes through it (a
+:class:`~gpuzarr.store.zip.ZipStore` in mode "a"), and reads archives from local files only
+(``base`` must be a ``file`` kvstore).
 
 ``file://`` URLs follow TensorStore, which is stricter than zarr-python's plain strings
 (:mod:`gpuzarr.store.url`): the path is absolute and percent-decoded, the only host allowed is
@@ -68,42 +74,32 @@ def file_url_path(url: str, field_name: str = "kvstore") -> str:
 
 @dataclass(frozen=True)
 class KvStoreSpec:
-    """A ``file`` or ``memory`` key-value store.
+    """A ``file``, ``memory`` or ``zip`` key-value store.
 
-    ``path`` is the directory (file) or key prefix (memory), without a trailing "/". ``url`` is
-    kept when the spec gave a ``"memory://name"`` URL, so that the URL's meaning in gpuzarr (a
-    named memory store) is kept; a ``file://`` URL is just its absolute path.
+    ``path`` is the directory (file) or key prefix (memory, zip), without a trailing "/".
+    ``url`` is kept when the spec gave a ``"memory://name"`` URL, so that the URL's meaning in
+    gpuzarr (a named memory store) is kept; a ``file://`` URL is just its absolute path.
+    ``base`` is a zip kvstore's archive: a ``file`` kvstore whose path is the archive's file.
     """
 
-    driver: Literal["file", "memory"]
+    driver: Literal["file", "memory", "zip"]
     path: str = ""
     url: str | None = None
+    base: KvStoreSpec | None = None
 
     @classmethod
     def from_json(cls, value: Any, field_name: str = "kvstore") -> KvStoreSpec:
         """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member."""
         if isinstance(value, str):
-            if "|" in value:
-                raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
-            if value.startswith("file://"):
-                return cls("file", file_url_path(value, field_name))
-            if value.startswith("memory://"):
-                return cls("memory", "", value)
-            scheme = value.split("://", 1)[0] if "://" in value else None
-            if scheme is not None:
-                raise MetadataError(
-                    f"{field_name}: the URL scheme {scheme!r} of {value!r} is not supported "
-                    "(gpuzarr reads 'file://' and 'memory://' kvstores)"
-                )
-            raise MetadataError(
-                f"{field_name}: expected a 'file://' or 'memory://' URL or a kvstore object, got {value!r}"
-            )
+            return cls._from_url(value, field_name)
         doc = expect_dict(value, field_name)
         if not doc:
             raise MetadataError(f"{field_name}: required member is missing")
         driver = doc.get("driver")
+        if driver == "zip":
+            return cls._zip_from_json(doc, field_name)
         if driver not in ("file", "memory"):
-            raise MetadataError(f"{field_name}.driver: expected 'file' or 'memory', got {driver!r}")
+            raise MetadataError(f"{field_name}.driver: expected 'file', 'memory' or 'zip', got {driver!r}")
         path = doc.get("path", "")
         if not isinstance(path, str):
             raise MetadataError(f"{field_name}.path: expected a string, got {path!r}")
@@ -122,6 +118,50 @@ class KvStoreSpec:
             return cls("file", path.rstrip("/") or "/")
         return cls("memory", path.strip("/"))
 
+    @classmethod
+    def _from_url(cls, value: str, field_name: str) -> KvStoreSpec:
+        if value.startswith("file://") and "|zip:" in value:
+            archive, _, inner = value.partition("|zip:")
+            return cls._zip(cls.from_json(archive, f"{field_name}.base"), unquote(inner), field_name)
+        if "|" in value:
+            raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
+        if value.startswith("file://"):
+            return cls("file", file_url_path(value, field_name))
+        if value.startswith("memory://"):
+            return cls("memory", "", value)
+        scheme = value.split("://", 1)[0] if "://" in value else None
+        if scheme is not None:
+            raise MetadataError(
+                f"{field_name}: the URL scheme {scheme!r} of {value!r} is not supported "
+                "(gpuzarr reads 'file://' and 'memory://' kvstores)"
+            )
+        raise MetadataError(
+            f"{field_name}: expected a 'file://' or 'memory://' URL or a kvstore object, got {value!r}"
+        )
+
+    @classmethod
+    def _zip_from_json(cls, doc: dict[str, Any], field_name: str) -> KvStoreSpec:
+        extra = set(doc) - {"driver", "path", "base"} - _KVSTORE_IGNORED
+        if extra:
+            raise MetadataError(f"{field_name}.{sorted(extra)[0]}: unknown kvstore member")
+        if "base" not in doc:
+            raise MetadataError(f"{field_name}.base: a zip kvstore needs the archive's kvstore")
+        path = doc.get("path", "")
+        if not isinstance(path, str):
+            raise MetadataError(f"{field_name}.path: expected a string, got {path!r}")
+        return cls._zip(cls.from_json(doc["base"], f"{field_name}.base"), path, field_name)
+
+    @classmethod
+    def _zip(cls, base: KvStoreSpec, path: str, field_name: str) -> KvStoreSpec:
+        if base.driver != "file":
+            raise MetadataError(
+                f"{field_name}.base: gpuzarr reads zip archives from local files, got a {base.driver!r} kvstore"
+            )
+        problem = path_problem(path)
+        if problem is not None:
+            raise MetadataError(f"{field_name}.path: invalid path {path!r}: {problem}")
+        return cls("zip", path.strip("/"), None, base)
+
     def joined(self, path: str, field_name: str = "path") -> KvStoreSpec:
         """This store with ``path`` appended to its path (for a URL store: to the URL).
 
@@ -136,6 +176,8 @@ class KvStoreSpec:
         if self.driver == "file":
             new_path = self.path.rstrip("/") + "/" + path.strip("/")
             return KvStoreSpec("file", new_path, None)
+        if self.driver == "zip":
+            return KvStoreSpec("zip", join_path(self.path, path), None, self.base)
         if self.url is not None:
             return KvStoreSpec("memory", join_path(self.path, path), self.url)
         return KvStoreSpec("memory", join_path(self.path, path))
@@ -146,4 +188,8 @@ class KvStoreSpec:
             return self.url.rstrip("/") + ("/" + self.path if self.path else "")
         if self.driver == "file":
             return {"driver": "file", "path": self.path.rstrip("/") + "/"}
+        if self.driver == "zip":
+            assert self.base is not None
+            doc = {"driver": "zip", "base": {"driver": "file", "path": self.base.path}}
+            return {**doc, "path": self.path + "/"} if self.path else doc
         return {"driver": "memory", "path": self.path + "/"} if self.path else {"driver": "memory"}

@@ -28,7 +28,7 @@ from ..core.array import Array
 from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..hierarchy import array_metadata, node_exists, node_prefix, read_node, write_documents
-from ..store import LocalStore, MemoryStore, make_store
+from ..store import LocalStore, MemoryStore, make_store, zip_store
 from ..store.base import Store
 from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
 from .create import build_metadata
@@ -77,6 +77,9 @@ def _make_store(kvstore: KvStoreSpec, read_only: bool, store_obj: Store | None) 
     if kvstore.url is not None:
         s, base = make_store(kvstore.url, read_only=read_only)
         return s, join_path(base, kvstore.path)
+    if kvstore.driver == "zip":
+        assert kvstore.base is not None
+        return zip_store(kvstore.base.path, read_only), kvstore.path
     if kvstore.driver == "file":
         return LocalStore(kvstore.path, read_only=read_only), ""
     return MemoryStore(read_only=read_only), kvstore.path

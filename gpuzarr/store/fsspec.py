@@ -1,0 +1,195 @@
+"""Any fsspec file system as a store: the adapter for URLs no built-in store serves.
+
+fsspec (``pip install 'gpuzarr[fsspec]'``) is imported only when a store is made. Reads map
+to ``cat_file`` (with ``start``/``end``; a suffix is a negative ``start``) and ``cat_ranges``
+(which async file systems run concurrently); listing to ``find`` and ``ls``; writes to
+``pipe_file``; erase to ``rm_file``. ``FileNotFoundError`` (and a directory where a key was
+asked for) is a missing key, None; any other failure raises a StoreError (a PermissionError
+a StorePermissionError) naming the URL and the key: a failed read is never taken for a
+missing chunk.
+
+Atomicity of :meth:`FsspecStore.set` is the file system's: object stores replace objects
+whole, fsspec's local file system writes the file in place (gpuzarr's LocalStore is the
+store for local directories).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError, StorePermissionError
+from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+
+def import_fsspec() -> Any:
+    """The fsspec module, or an ImportError naming the extra that installs it."""
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise ImportError(
+            "fsspec URLs and FsspecStore need fsspec: pip install 'gpuzarr[fsspec]' "
+            "(and the file system's own package, e.g. adlfs for abfs://)"
+        ) from exc
+    return fsspec
+
+
+class FsspecStore(Store):
+    """The files below ``root`` of an fsspec file system as keys.
+
+    Parameters
+    ----------
+    fs
+        Any ``fsspec.AbstractFileSystem`` (sync or async with a sync interface).
+    root
+        The directory (or bucket prefix) the keys are relative to, in the file system's own
+        form (its protocol is stripped).
+    read_only
+        Refuse writes.
+    """
+
+    supports_partial_reads = True
+
+    def __init__(self, fs: Any, root: str = "", read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self.fs = fs
+        self.root = fs._strip_protocol(root).rstrip("/") if root else ""
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        #: the URL errors name
+        self.url = f"{protocol}://{self.root.lstrip('/')}"
+
+    @classmethod
+    def from_url(cls, url: str, storage_options: dict[str, Any] | None = None, read_only: bool = False) -> FsspecStore:
+        """The store at an fsspec URL (chained ones too: ``"simplecache::s3://bucket/x.zarr"``).
+
+        ``storage_options`` are the file system's arguments (``fsspec.core.url_to_fs``).
+        """
+        fsspec = import_fsspec()
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        store = cls(fs, path, read_only=read_only)
+        store.url = url
+        return store
+
+    def __repr__(self) -> str:
+        return f"FsspecStore({self.url!r})"
+
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key}" if self.root else key
+
+    @contextlib.contextmanager
+    def _errors(self, key: str, action: str) -> Iterator[None]:
+        """Failures other than absence become errors naming the URL and the key."""
+        try:
+            yield
+        except PermissionError as exc:
+            raise StorePermissionError(f"{self.url}: {action} {key!r}: permission denied ({exc})") from exc
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise
+        except Exception as exc:
+            raise StoreError(f"{self.url}: {action} {key!r} failed: {type(exc).__name__}: {exc}") from exc
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        """The file at ``key`` (or part of it), None when absent."""
+        path = self._path(validate_key(key))
+        start, end = _bounds(byte_range)
+        if end is not None and end <= (start or 0):
+            # An empty range still tells whether the key exists.
+            return b"" if self.exists(key) else None
+        try:
+            with self._errors(key, "reading"):
+                return self.fs.cat_file(path, start=start, end=end)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        """Several parts of one file through ``cat_ranges`` (concurrent on async file systems)."""
+        path = self._path(validate_key(key))
+        if not self.exists(key):
+            return None
+        if not ranges:
+            return []
+        bounds = [_bounds(r) for r in ranges]
+        with self._errors(key, "reading"):
+            got = self.fs.cat_ranges(
+                [path] * len(bounds), [s for s, _ in bounds], [e for _, e in bounds], on_error="return"
+            )
+        out: list[Buffer] = []
+        for (start, end), value in zip(bounds, got):
+            if isinstance(value, (FileNotFoundError, IsADirectoryError)):
+                return None  # erased since exists(): absent, as a single read would say
+            if isinstance(value, BaseException):
+                with self._errors(key, "reading"):
+                    raise value
+            # Some file systems hand back bytes for empty ranges, some fail on them.
+            out.append(b"" if end is not None and end <= (start or 0) else value)
+        return out
+
+    def exists(self, key: str) -> bool:
+        """Whether a file (not a directory) is at ``key``."""
+        path = self._path(validate_key(key))
+        with self._errors(key, "checking"):
+            return bool(self.fs.isfile(path))
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """Every file below the root whose key starts with ``prefix``."""
+        validate_prefix(prefix)
+        # find() below the deepest directory the prefix names, not below the root.
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        base = self._path(directory) if directory else (self.root or "/")
+        with self._errors(prefix, "listing"):
+            try:
+                found = self.fs.find(base)
+            except FileNotFoundError:
+                found = []
+        cut = len(self.root) + 1 if self.root else 0
+        keys = []
+        for path in found:
+            key = path[cut:] if self.root else path.lstrip("/")
+            if key.startswith(prefix):
+                keys.append(key)
+        return iter(sorted(keys))
+
+    def set(self, key: str, value: Buffer) -> None:
+        """Write the file at ``key`` with ``pipe_file`` (making its directory if needed)."""
+        self._check_writable()
+        path = self._path(validate_key(key))
+        data = bytes(memoryview(value).cast("B"))
+        with self._errors(key, "writing"):
+            try:
+                self.fs.pipe_file(path, data)
+            except FileNotFoundError:
+                # Local-like file systems need the directory first; object stores never do.
+                self.fs.makedirs(self.fs._parent(path), exist_ok=True)
+                self.fs.pipe_file(path, data)
+
+    def erase(self, key: str) -> None:
+        """Remove the file at ``key``, and directories left empty up to the root."""
+        self._check_writable()
+        path = self._path(validate_key(key))
+        with self._errors(key, "erasing"):
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                return
+            # A directory emptied here would still show in list_dir on local-like systems.
+            parent = self.fs._parent(path)
+            while parent.rstrip("/") != self.root.rstrip("/") and len(parent) > len(self.root):
+                try:
+                    if self.fs.ls(parent, detail=False):
+                        break
+                    self.fs.rmdir(parent)
+                except (FileNotFoundError, OSError):
+                    break
+                parent = self.fs._parent(parent)
+
+
+def _bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:
+    """``(start, end)`` of fsspec's ``cat_file`` (a suffix is a negative start)."""
+    if byte_range is None:
+        return None, None
+    if byte_range.length is None:
+        return byte_range.offset, None
+    return byte_range.offset, byte_range.offset + byte_range.length
