@@ -85,3 +85,25 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
         )
         self.key = key
         self.target = target
+
+
+class StoreError(GpuZarrError, OSError):
+    """A store request failed for a reason other than a missing key (after its retries): a
+    server error, a timeout, a dropped connection, a truncated body. The message names the
+    store's URL, the key and the cause; a read that fails this way is never filled in."""
+
+    def __init__(self, url: str, key: str, reason: str) -> None:
+        super().__init__(f"{url}: {key}: {reason}")
+        self.url = url
+        self.key = key
+        self.reason = reason
+
+
+class StorePermissionError(GpuZarrError, PermissionError):
+    """The store refused a request for lack of credentials or permission (HTTP 401 or 403)."""
+
+    def __init__(self, url: str, key: str, reason: str) -> None:
+        super().__init__(f"{url}: {key}: {reason}")
+        self.url = url
+        self.key = key
+        self.reason = reason

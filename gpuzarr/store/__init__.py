@@ -1,4 +1,4 @@
-"""Stores (local directory, memory) and the shard reader."""
+"""Stores (local directory, memory, object stores and HTTP) and the shard reader."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from .base import ByteRange, Store, validate_key
 from .local import LocalStore
 from .memory import MemoryStore
+from .object_store import ObjectStore
 from .url import parse_store_url
 
 _named_memory: dict[str, dict[str, bytes]] = {}
@@ -26,16 +27,23 @@ def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
     return MemoryStore(data, read_only=read_only, name=name)
 
 
-def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
+def make_store(
+    store: StoreLike, read_only: bool = False, storage_options: dict[str, Any] | None = None
+) -> tuple[Store, str]:
     """A Store and the node path inside it from anything the public API accepts.
 
     Paths and ``file://`` URLs give a LocalStore rooted at that directory (a relative one below
     the current directory, ``file://data.zarr`` included, as in zarr-python: see
-    :mod:`gpuzarr.store.url`); ``memory://name`` a named MemoryStore; a dict a kvstore spec
-    ``{"driver": "file"|"memory", "path": ...}``, parsed by
-    :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec`. Other URL schemes raise
-    InvalidArgumentError naming the URL.
+    :mod:`gpuzarr.store.url`); ``memory://name`` a named MemoryStore; ``s3://``, ``gs://``,
+    ``gcs://``, ``az://``, ``azure://`` and ``http(s)://`` URLs an :class:`ObjectStore`
+    configured by ``storage_options`` (:mod:`gpuzarr.store.object_options`); a dict a kvstore
+    spec ``{"driver": "file"|"memory"|"s3"|"gcs"|"http", ...}``, parsed by
+    :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec` (``storage_options`` add to and override
+    what an object store's spec says). Other URL schemes raise InvalidArgumentError naming
+    the URL.
     """
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options: expected a dict or None, got {type(storage_options).__name__}")
     if isinstance(store, Store):
         if read_only and not store.read_only:
             # Same data, refusing writes: never mutate the caller's object.
@@ -43,12 +51,19 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
                 return store.with_options(read_only=True), ""
             if isinstance(store, MemoryStore):
                 return MemoryStore(store.data, read_only=True, name=store.name), ""
+            if isinstance(store, ObjectStore):
+                return store.with_options(read_only=True), ""
         return store, ""
     if isinstance(store, dict):
         # One parser of kvstore JSON, shared with TensorStore specs (imported on first use).
         from ..tensorstore.kvstore import KvStoreSpec
 
         kvstore = KvStoreSpec.from_json(store)
+        if kvstore.driver in ("s3", "gcs", "http"):
+            from ..tensorstore.kvstore import object_storage_options, object_store_url
+
+            options = {**object_storage_options(kvstore), **(storage_options or {})}
+            return _object_store(object_store_url(kvstore), options, read_only), ""
         if kvstore.driver == "file":
             return LocalStore(kvstore.path, read_only=read_only), ""
         return memory_store("", read_only), kvstore.path + "/" if kvstore.path else ""
@@ -60,8 +75,27 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
             return LocalStore(store, read_only=read_only), ""
         if url.kind == "memory":
             return memory_store(url.location, read_only), ""
+        if url.kind == "object":
+            return _object_store(url.location, storage_options, read_only), ""
         return LocalStore(url.location, read_only=read_only), ""
     raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
 
 
-__all__ = ["ByteRange", "LocalStore", "MemoryStore", "Store", "make_store", "memory_store", "validate_key"]
+def _object_store(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
+    """An ObjectStore for ``url``, wrapped in the host cache when ``cache_bytes`` asks for it."""
+    store = ObjectStore.from_url(url, storage_options, read_only=read_only)
+    # Host cache: storage_options["cache_bytes"] (parsed as ObjectStoreOptions.cache_bytes) is
+    # the byte budget of the LRU cache of fetched bytes; wrap ``store`` in it here.
+    return store
+
+
+__all__ = [
+    "ByteRange",
+    "LocalStore",
+    "MemoryStore",
+    "ObjectStore",
+    "Store",
+    "make_store",
+    "memory_store",
+    "validate_key",
+]

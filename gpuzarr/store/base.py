@@ -105,6 +105,10 @@ class Store(ABC):
 
     #: True when get() with a ByteRange costs only the bytes asked for.
     supports_partial_reads: bool = True
+    #: Requests a read should keep in flight against this store, when that is more than the
+    #: CPU ``concurrency``: a remote store waits on the network, not on cores, so its readers
+    #: run their fetches on that many threads. None (local and memory stores): CPU-bound.
+    io_concurrency: int | None = None
 
     def __init__(self, read_only: bool = False) -> None:
         self.read_only = read_only

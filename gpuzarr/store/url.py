@@ -24,23 +24,27 @@ from .paths import directory_problem
 
 #: fsspec's local filesystem answers to both names.
 LOCAL_SCHEMES = ("file", "local")
+#: Object stores and HTTP, read through obstore (gpuzarr.store.object_store).
+OBJECT_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https")
 
 
 @dataclass(frozen=True)
 class StoreUrl:
-    """A parsed store URL: a local directory, or the name of a shared memory store."""
+    """A parsed store URL: a local directory, the name of a shared memory store, or an object
+    store or HTTP URL."""
 
-    kind: Literal["file", "memory"]
-    #: the directory (as given: relative paths are taken from the current directory), or the
-    #: memory store's name
+    kind: Literal["file", "memory", "object"]
+    #: the directory (as given: relative paths are taken from the current directory), the
+    #: memory store's name, or the whole object store URL
     location: str
 
 
 def parse_store_url(value: str) -> StoreUrl | None:
     """The store a URL string names, or None when ``value`` is a plain path.
 
-    Raises InvalidArgumentError, naming the URL, for schemes gpuzarr does not read (``s3://``,
-    ``gs://``, ``http://``, ...) and for fsspec URL chains (``zip::file://...``), and
+    Object store and HTTP URLs (:data:`OBJECT_SCHEMES`) are kind "object". Raises
+    InvalidArgumentError, naming the URL, for schemes gpuzarr does not read and for fsspec URL
+    chains (``zip::file://...``), and
     InvalidKeyError for a local path with a '.', '..' or empty component.
     """
     if "::" in value:
@@ -63,7 +67,11 @@ def parse_store_url(value: str) -> StoreUrl | None:
         if problem is not None:
             raise InvalidKeyError(f"store: invalid directory {path!r} in {value!r}: {problem}")
         return StoreUrl("file", path)
+    if scheme.lower() in OBJECT_SCHEMES:
+        if not rest.strip("/"):
+            raise InvalidArgumentError(f"store: {value!r} names no bucket or host")
+        return StoreUrl("object", value)
     raise InvalidArgumentError(
         f"store: the URL scheme {scheme!r} of {value!r} is not supported "
-        "(gpuzarr reads local paths, file:// and memory:// URLs)"
+        "(gpuzarr reads local paths, file://, memory://, s3://, gs://, az:// and http(s):// URLs)"
     )
