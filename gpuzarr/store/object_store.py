@@ -145,7 +145,9 @@ class ObjectStore(Store):
                     raise InvalidArgumentError(
                         f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
                     )
-                inner = HTTPStore(target, client_options=options.client_options, retry_config=options.retry_config)
+                # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
+                client = {"allow_http": True, **options.client_options} if scheme.lower() == "http" else options.client_options
+                inner = HTTPStore(target, client_options=client, retry_config=options.retry_config)
             else:
                 inner = obstore_from_url(
                     target,
@@ -219,6 +221,11 @@ class ObjectStore(Store):
             return StorePermissionError(self.url, key, f"permission denied ({reason})")
         return StoreError(self.url, key, reason)
 
+    def _check_bucket(self, exc: BaseException, key: str) -> None:
+        # A 404 for the bucket itself is a wrong URL, not a missing chunk: never a fill value.
+        if "NoSuchBucket" in str(exc):
+            raise StoreError(self.url, key, "the bucket does not exist (S3 NoSuchBucket)") from exc
+
     # -- reading -----------------------------------------------------------------------------------
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
@@ -250,7 +257,8 @@ class ObjectStore(Store):
         obstore = import_obstore()
         try:
             meta: dict[str, Any] = obstore.head(self.store, key)
-        except (obx.NotFoundError, FileNotFoundError):
+        except (obx.NotFoundError, FileNotFoundError) as exc:
+            self._check_bucket(exc, key)
             return None
         except obx.BaseError as exc:
             raise self.error(exc, key) from exc
@@ -279,7 +287,8 @@ class ObjectStore(Store):
             data = result.bytes()
             start, stop = result.range
             meta = result.meta
-        except (obx.NotFoundError, FileNotFoundError):
+        except (obx.NotFoundError, FileNotFoundError) as exc:
+            self._check_bucket(exc, key)
             return None
         except obx.PreconditionError as exc:
             raise _Replaced(key) from exc
