@@ -23,7 +23,7 @@ def io_workers(store: Store) -> int | None:
     wanted = store.io_concurrency
     if wanted is None:
         return None
-    return max(config.get("concurrency"), wanted)
+    return max(int(config.get("concurrency")), wanted)
 
 
 def run_tasks(

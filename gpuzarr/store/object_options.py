@@ -58,7 +58,9 @@ CLIENT_KEYS = frozenset(
         "user_agent",
     }
 )
-_CLIENT_DURATIONS = frozenset({"connect_timeout", "http2_keep_alive_timeout", "pool_idle_timeout", "read_timeout", "timeout"})
+_CLIENT_DURATIONS = frozenset(
+    {"connect_timeout", "http2_keep_alive_timeout", "pool_idle_timeout", "read_timeout", "timeout"}
+)
 RETRY_KEYS = frozenset({"max_retries", "retry_timeout", "init_backoff", "max_backoff", "backoff_base"})
 GPUZARR_KEYS = frozenset({"io_concurrency", "cache_bytes"})
 

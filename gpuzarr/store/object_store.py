@@ -40,12 +40,14 @@ snapshot read, or create-only), where the service offers it (S3, GCS, Azure; not
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .. import config
-from ..errors import CorruptChunkError, InvalidArgumentError, StoreError, StorePermissionError
+from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, StoreError, StorePermissionError
 from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import KeyLocks
 from .object_options import ObjectStoreOptions
@@ -134,8 +136,8 @@ class ObjectStore(Store):
         if not sep or scheme.lower() not in SCHEMES:
             raise InvalidArgumentError(f"store: {url!r} is not an object store or HTTP URL ({', '.join(SCHEMES)})")
         obstore = import_obstore()
-        from obstore.store import HTTPStore
-        from obstore.store import from_url as obstore_from_url
+        # The options are checked by obstore itself, at run time (as untyped dicts here).
+        stores = importlib.import_module("obstore.store")
 
         options = ObjectStoreOptions.from_storage_options(storage_options)
         target = SCHEMES[scheme.lower()] + "://" + rest
@@ -146,10 +148,12 @@ class ObjectStore(Store):
                         f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
                     )
                 # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
-                client = {"allow_http": True, **options.client_options} if scheme.lower() == "http" else options.client_options
-                inner = HTTPStore(target, client_options=client, retry_config=options.retry_config)
+                client = options.client_options
+                if scheme.lower() == "http":
+                    client = {"allow_http": True, **client}
+                inner = stores.HTTPStore(target, client_options=client, retry_config=options.retry_config)
             else:
-                inner = obstore_from_url(
+                inner = stores.from_url(
                     target,
                     config=options.config or None,
                     client_options=options.client_options,
@@ -204,10 +208,25 @@ class ObjectStore(Store):
         return int(config.get("remote_concurrency")) if value is None else value
 
     def kvstore_json(self) -> dict[str, Any] | str:
-        """TensorStore's ``s3``, ``gcs`` or ``http`` kvstore for this store."""
-        from ..tensorstore.kvstore import object_kvstore_json
-
-        return object_kvstore_json(self)
+        """TensorStore's ``s3`` (with ``endpoint`` and ``aws_region`` when set), ``gcs`` or
+        ``http`` kvstore for this store; MetadataError for Azure, which TensorStore lacks."""
+        url = urlsplit(self.url)
+        doc: dict[str, Any]
+        if url.scheme in ("s3", "s3a"):
+            doc = {"driver": "s3", "bucket": url.netloc}
+            settings = dict(getattr(self.store, "config", None) or {})
+            for ours, theirs in (("endpoint", "endpoint"), ("aws_region", "region")):
+                value = settings.get(theirs, settings.get("aws_" + theirs))
+                if value:
+                    doc[ours] = value
+        elif url.scheme in ("gs", "gcs"):
+            doc = {"driver": "gcs", "bucket": url.netloc}
+        elif url.scheme in ("http", "https"):
+            doc = {"driver": "http", "base_url": f"{url.scheme}://{url.netloc}"}
+        else:
+            raise MetadataError(f"spec: no TensorStore kvstore for {self!r}")
+        path = url.path.strip("/")
+        return {**doc, "path": path + "/"} if path else doc
 
     # -- errors ------------------------------------------------------------------------------------
 

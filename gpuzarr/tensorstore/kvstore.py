@@ -23,7 +23,6 @@ there, so it is an error naming the URL rather than a path below the current dir
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -33,13 +32,12 @@ from ..metadata.json_util import expect_dict
 from ..store.paths import directory_problem, path_problem
 
 if TYPE_CHECKING:
-    from ..store.object_store import ObjectStore
+    from collections.abc import Mapping
 
 __all__ = [
     "KvStoreSpec",
     "file_url_path",
     "join_path",
-    "object_kvstore_json",
     "object_storage_options",
     "object_store_url",
 ]
@@ -121,23 +119,7 @@ class KvStoreSpec:
     def from_json(cls, value: Any, field_name: str = "kvstore") -> KvStoreSpec:
         """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member."""
         if isinstance(value, str):
-            if "|" in value:
-                raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
-            if value.startswith("file://"):
-                return cls("file", file_url_path(value, field_name))
-            if value.startswith("memory://"):
-                return cls("memory", "", value)
-            scheme = value.split("://", 1)[0] if "://" in value else None
-            if scheme in _URL_DRIVERS:
-                return _remote_from_url(value, scheme, field_name)
-            if scheme is not None:
-                raise MetadataError(
-                    f"{field_name}: the URL scheme {scheme!r} of {value!r} is not supported "
-                    "(gpuzarr reads 'file://', 'memory://', 's3://', 'gs://' and 'http(s)://' kvstores)"
-                )
-            raise MetadataError(
-                f"{field_name}: expected a 'file://' or 'memory://' URL or a kvstore object, got {value!r}"
-            )
+            return _from_url(value, field_name)
         doc = expect_dict(value, field_name)
         if not doc:
             raise MetadataError(f"{field_name}: required member is missing")
@@ -197,6 +179,27 @@ class KvStoreSpec:
         return {"driver": "memory", "path": self.path + "/"} if self.path else {"driver": "memory"}
 
 
+def _from_url(value: str, field_name: str) -> KvStoreSpec:
+    """A kvstore given as a URL string."""
+    if "|" in value:
+        raise MetadataError(f"{field_name}: URL pipelines ('|') are not supported, got {value!r}")
+    if value.startswith("file://"):
+        return KvStoreSpec("file", file_url_path(value, field_name))
+    if value.startswith("memory://"):
+        return KvStoreSpec("memory", "", value)
+    scheme = value.split("://", 1)[0] if "://" in value else None
+    if scheme in _URL_DRIVERS:
+        return _remote_from_url(value, scheme, field_name)
+    if scheme is not None:
+        raise MetadataError(
+            f"{field_name}: the URL scheme {scheme!r} of {value!r} is not supported "
+            "(gpuzarr reads 'file://', 'memory://', 's3://', 'gs://' and 'http(s)://' kvstores)"
+        )
+    raise MetadataError(
+        f"{field_name}: expected a 'file://' or 'memory://' URL or a kvstore object, got {value!r}"
+    )
+
+
 def _remote_from_json(doc: Mapping[str, Any], field_name: str) -> KvStoreSpec:
     """An ``s3``, ``gcs`` or ``http`` kvstore object, checked member by member."""
     driver = doc["driver"]
@@ -206,7 +209,9 @@ def _remote_from_json(doc: Mapping[str, Any], field_name: str) -> KvStoreSpec:
         raise MetadataError(f"{field_name}.{sorted(extra)[0]}: unknown member of an {driver!r} kvstore")
     required = "base_url" if driver == "http" else "bucket"
     if not isinstance(doc.get(required), str) or not doc[required]:
-        raise MetadataError(f"{field_name}.{required}: an {driver!r} kvstore needs a non-empty string, got {doc.get(required)!r}")
+        raise MetadataError(
+            f"{field_name}.{required}: an {driver!r} kvstore needs a non-empty string, got {doc.get(required)!r}"
+        )
     for name in ("endpoint", "aws_region", "host_header", "user_project"):
         if name in doc and not isinstance(doc[name], str):
             raise MetadataError(f"{field_name}.{name}: expected a string, got {doc[name]!r}")
@@ -241,7 +246,8 @@ def _remote_from_url(value: str, scheme: str, field_name: str) -> KvStoreSpec:
         raise MetadataError(f"{field_name}: {value!r} names no bucket or host")
     driver = _URL_DRIVERS[scheme]
     if driver == "http":
-        doc: dict[str, Any] = {"driver": "http", "base_url": f"{parts.scheme}://{parts.netloc}", "path": unquote(parts.path)}
+        base_url = f"{parts.scheme}://{parts.netloc}"
+        doc: dict[str, Any] = {"driver": "http", "base_url": base_url, "path": unquote(parts.path)}
     else:
         doc = {"driver": driver, "bucket": parts.netloc, "path": unquote(parts.path)}
     return _remote_from_json(doc, field_name)
@@ -275,26 +281,3 @@ def object_storage_options(kvstore: KvStoreSpec) -> dict[str, Any]:
             raise MetadataError(f"kvstore.headers: expected a list of 'Name: value' strings, got {headers!r}")
         options["default_headers"] = {h.split(":", 1)[0].strip(): h.split(":", 1)[1].strip() for h in headers}
     return options
-
-
-def object_kvstore_json(store: ObjectStore) -> dict[str, Any]:
-    """TensorStore's kvstore for an :class:`~gpuzarr.store.ObjectStore` (s3, gcs or http)."""
-    url = urlsplit(store.url)
-    path = url.path.strip("/")
-    doc: dict[str, Any]
-    if url.scheme in ("s3", "s3a"):
-        doc = {"driver": "s3", "bucket": url.netloc}
-        config = dict(getattr(store.store, "config", None) or {})
-        for ours, theirs in (("endpoint", "endpoint"), ("aws_region", "region")):
-            value = config.get(theirs, config.get("aws_" + theirs))
-            if value:
-                doc[ours] = value
-    elif url.scheme in ("gs", "gcs"):
-        doc = {"driver": "gcs", "bucket": url.netloc}
-    elif url.scheme in ("http", "https"):
-        doc = {"driver": "http", "base_url": f"{url.scheme}://{url.netloc}"}
-    else:
-        raise MetadataError(f"spec: no TensorStore kvstore for {store!r}")
-    if path:
-        doc["path"] = path + "/"
-    return doc

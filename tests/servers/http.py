@@ -15,15 +15,17 @@ connection dropped half-way through the body, a delay before answering.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    import os
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
@@ -133,86 +135,95 @@ class HttpServer:
             self.in_flight -= 1
 
 
+def _span(header: str, size: int) -> tuple[int, int] | None:
+    """(start, stop) of a single-range ``Range`` header, or None when it cannot be satisfied."""
+    match = _RANGE.match(header.strip())
+    if match is None or match.group(1) == match.group(2) == "":
+        return None
+    first, last = match.groups()
+    if first == "":
+        start, stop = max(size - int(last), 0), size
+    else:
+        start = int(first)
+        stop = min(int(last) + 1, size) if last else size
+    return None if start >= size or start >= stop else (start, stop)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers from ``owner``'s directory, with its faults."""
+
+    owner: HttpServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass  # the request log is server.requests
+
+    def do_HEAD(self) -> None:
+        self._serve(head=True)
+
+    def do_GET(self) -> None:
+        self._serve(head=False)
+
+    def _serve(self, head: bool) -> None:
+        self.owner._enter()
+        try:
+            self._answer(head)
+        finally:
+            self.owner._leave()
+
+    def _answer(self, head: bool) -> None:
+        path = unquote(self.path.split("?", 1)[0])
+        rng = self.headers.get("Range")
+        status, drop, delay = self.owner._take("HEAD" if head else "GET", path, rng)
+        if delay:
+            time.sleep(delay)
+        if status is not None:
+            self._empty(status)
+            return
+        target = (self.owner.directory / path.lstrip("/")).resolve()
+        if self.owner.directory.resolve() not in target.parents or not target.is_file():
+            self._empty(404)
+            return
+        data = target.read_bytes()
+        etag = '"' + hashlib.md5(data).hexdigest() + '"'
+        if_match = self.headers.get("If-Match")
+        if if_match is not None and if_match not in ("*", etag):
+            self._empty(412)
+            return
+        span = (0, len(data)) if rng is None else _span(rng, len(data))
+        if span is None:
+            self._empty(416, {"Content-Range": f"bytes */{len(data)}"})
+            return
+        start, stop = span
+        code = 200 if rng is None else 206
+        self._send(data[start:stop], code, etag, f"bytes {start}-{stop - 1}/{len(data)}", head, drop)
+
+    def _send(self, body: bytes, code: int, etag: str, content_range: str, head: bool, drop: bool) -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.send_header("Accept-Ranges", "bytes")
+        if code == 206:
+            self.send_header("Content-Range", content_range)
+        self.end_headers()
+        if head:
+            return
+        if drop:
+            # Half the body, then the connection goes: the client must notice.
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        self.wfile.write(body)
+
+    def _empty(self, status: int, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
 def _handler(server: HttpServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
-            pass  # the request log is server.requests
-
-        def do_HEAD(self) -> None:
-            self._serve(head=True)
-
-        def do_GET(self) -> None:
-            self._serve(head=False)
-
-        def _serve(self, head: bool) -> None:
-            server._enter()
-            try:
-                self._answer(head)
-            finally:
-                server._leave()
-
-        def _answer(self, head: bool) -> None:
-            path = unquote(self.path.split("?", 1)[0])
-            rng = self.headers.get("Range")
-            status, drop, delay = server._take("HEAD" if head else "GET", path, rng)
-            if delay:
-                time.sleep(delay)
-            if status is not None:
-                self._empty(status)
-                return
-            target = (server.directory / path.lstrip("/")).resolve()
-            if server.directory.resolve() not in target.parents or not target.is_file():
-                self._empty(404)
-                return
-            data = target.read_bytes()
-            etag = '"' + hashlib.md5(data).hexdigest() + '"'
-            if_match = self.headers.get("If-Match")
-            if if_match is not None and if_match not in ("*", etag):
-                self._empty(412)
-                return
-            start, stop, code = 0, len(data), 200
-            if rng is not None:
-                match = _RANGE.match(rng.strip())
-                if match is None or match.group(1) == match.group(2) == "":
-                    self._empty(416)
-                    return
-                first, last = match.groups()
-                if first == "":
-                    start = max(len(data) - int(last), 0)
-                else:
-                    start = int(first)
-                    stop = min(int(last) + 1, len(data)) if last else len(data)
-                if start >= len(data) or start >= stop:
-                    self._empty(416, {"Content-Range": f"bytes */{len(data)}"})
-                    return
-                code = 206
-            body = data[start:stop]
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", etag)
-            self.send_header("Accept-Ranges", "bytes")
-            self.send_header("Last-Modified", self.date_time_string(int(target.stat().st_mtime)))
-            if code == 206:
-                self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
-            self.end_headers()
-            if head:
-                return
-            if drop:
-                # Half the body, then the connection goes: the client must notice.
-                self.wfile.write(body[: len(body) // 2])
-                self.wfile.flush()
-                self.close_connection = True
-                self.connection.shutdown(2)
-                return
-            self.wfile.write(body)
-
-        def _empty(self, status: int, headers: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    return Handler
+    return type("Handler", (_Handler,), {"owner": server})

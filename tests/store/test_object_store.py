@@ -4,6 +4,8 @@ and options, snapshots against a writer, conditional writes, errors and pickling
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -199,3 +201,18 @@ def test_errors_are_store_errors_naming_url_and_key() -> None:
     assert isinstance(info.value, OSError) and not isinstance(info.value, StorePermissionError)
     with pytest.raises(StoreError):
         store.get("c/0", ByteRange(0, 4))
+
+
+def test_missing_obstore_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gpuzarr itself imports without obstore; asking for an object store says what to install.
+    monkeypatch.setitem(sys.modules, "obstore", None)
+    with pytest.raises(ImportError, match=r"gpuzarr\[remote\]"):
+        ObjectStore.from_url("s3://bucket/x.zarr")
+    with pytest.raises(ImportError, match=r"gpuzarr\[remote\]"):
+        gpuzarr.open("https://example.invalid/x.zarr", mode="r")
+
+
+def test_gpuzarr_imports_without_obstore() -> None:
+    code = "import sys; sys.modules['obstore'] = None; import gpuzarr; gpuzarr.open_group('memory://x', mode='a')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
