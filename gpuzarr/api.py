@@ -54,9 +54,11 @@ def _join(base: str, path: str) -> str:
     return "/".join(p for p in (base.strip("/"), validate_path(path)) if p)
 
 
-def _store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
+def _store(
+    store: StoreLike, read_only: bool = False, storage_options: dict[str, Any] | None = None
+) -> tuple[Store, str]:
     """:func:`make_store`, with zarr-python's default: no store is a new in-memory store."""
-    return make_store(MemoryStore() if store is None else store, read_only=read_only)
+    return make_store(MemoryStore() if store is None else store, read_only=read_only, storage_options=storage_options)
 
 
 def _creates_array(kwargs: dict[str, Any]) -> bool:
@@ -69,6 +71,7 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     path: str = "",
     mode: Mode | None = None,
     device: str = "auto",
+    storage_options: dict[str, Any] | None = None,
     **create_kwargs: Any,
 ) -> Array | Group:
     """Open the array or group at ``store`` (a path, URL, Store or kvstore dict).
@@ -82,18 +85,24 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     A TensorStore spec (a dict whose ``driver`` is "zarr3", "zarr2" or "zarr") is opened by
     :func:`gpuzarr.tensorstore.open.open_spec`: its open/create/delete_existing flags decide,
     ``mode`` (if given) must agree with them, and keyword arguments are spec options.
+
+    ``storage_options`` configure an object store or HTTP URL (``s3://``, ``gs://``,
+    ``http(s)://``, ...) or kvstore: endpoint, region, credentials, retries, timeouts, requests
+    in flight (see docs/stores.md); they are ignored for local and memory stores.
     """
     if isinstance(store, dict) and store.get("driver") in ("zarr3", "zarr2", "zarr"):
         from .tensorstore.open import open_spec
 
-        return open_spec(store, mode=mode, device=device, path=path or None, **create_kwargs)  # type: ignore[no-any-return]
+        return open_spec(  # type: ignore[no-any-return]
+            store, mode=mode, device=device, path=path or None, storage_options=storage_options, **create_kwargs
+        )
     mode = "a" if mode is None else mode
     flags = parse_mode(mode)
     field = create_kwargs.pop("field", None)
     unknown = set(create_kwargs) - CREATE_OPTIONS
     if unknown:
         raise TypeError(f"open: unexpected keyword arguments {sorted(unknown)}")
-    s, base = _store(store, read_only=flags.read_only)
+    s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
     full = _join(base, path)
     if not flags.open and not _creates_array(create_kwargs):  # "w", "w-"
         node: Any = create_group(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
@@ -135,6 +144,7 @@ def open_group(
     device: str = "auto",
     zarr_format: int = 3,
     use_consolidated: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Group:
     """Open a group; with mode "a", "w" or "w-" it is created when missing.
 
@@ -155,6 +165,8 @@ def open_group(
         ``consolidated_metadata`` of its zarr.json; v2: ``.zmetadata``) is used when present,
         so its members open with no further metadata reads; True: it must be present
         (MetadataError otherwise); False: it is not read, and members are read from the store.
+    storage_options
+        Options of an object store or HTTP URL or kvstore (see :func:`open`).
 
     Returns
     -------
@@ -163,7 +175,7 @@ def open_group(
     if use_consolidated is not None and not isinstance(use_consolidated, bool):
         raise InvalidArgumentError(f"use_consolidated: expected None, True or False, got {use_consolidated!r}")
     flags = parse_mode(mode)
-    s, base = _store(store, read_only=flags.read_only)
+    s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
     full = _join(base, path)
     if not flags.open or (flags.create and read_node(s, full) is None):
         return create_group(s, path=full, overwrite=flags.delete_existing, device=device, zarr_format=zarr_format)
@@ -184,6 +196,7 @@ def group(
     zarr_format: int | None = None,
     attributes: dict[str, Any] | None = None,
     device: str = "auto",
+    storage_options: dict[str, Any] | None = None,
 ) -> Group:
     """Open the group at ``store``, creating it when nothing is there (``zarr.group``).
 
@@ -202,6 +215,8 @@ def group(
         The attributes of a group that is created (an existing group keeps its own).
     device
         Where reads of the arrays opened through the group land.
+    storage_options
+        Options of an object store or HTTP URL or kvstore (see :func:`open`).
 
     Returns
     -------
@@ -212,7 +227,7 @@ def group(
     GroupNotFoundError
         An array, not a group, is at the path (and ``overwrite`` is False).
     """
-    s, base = _store(store)
+    s, base = _store(store, storage_options=storage_options)
     full = _join(base, path or "")
     if not overwrite and read_node(s, full) is not None:
         return open_group(s, path=full, mode="r+" if not s.read_only else "r", device=device)
@@ -228,12 +243,13 @@ def open_consolidated(
     device: str = "auto",
     zarr_format: int = 3,
     use_consolidated: bool = True,
+    storage_options: dict[str, Any] | None = None,
 ) -> Group:
     """Open a group through its consolidated metadata: :func:`open_group` with ``use_consolidated=True``.
 
     Parameters
     ----------
-    store, path, mode, device, zarr_format
+    store, path, mode, device, zarr_format, storage_options
         As in :func:`open_group`.
     use_consolidated
         Must be True, as in zarr-python (use :func:`open_group` to choose).
@@ -252,10 +268,20 @@ def open_consolidated(
         raise InvalidArgumentError(
             "open_consolidated: use_consolidated must be True; call open_group(use_consolidated=False) instead"
         )
-    return open_group(store, path=path, mode=mode, device=device, zarr_format=zarr_format, use_consolidated=True)
+    return open_group(
+        store,
+        path=path,
+        mode=mode,
+        device=device,
+        zarr_format=zarr_format,
+        use_consolidated=True,
+        storage_options=storage_options,
+    )
 
 
-def consolidate_metadata(store: StoreLike, path: str = "", zarr_format: int | None = None) -> Group:
+def consolidate_metadata(
+    store: StoreLike, path: str = "", zarr_format: int | None = None, storage_options: dict[str, Any] | None = None
+) -> Group:
     """Store the metadata of every node below a group at that group, as zarr-python does.
 
     Zarr v3: the ``consolidated_metadata`` member of the group's zarr.json; Zarr v2: the group's
@@ -273,6 +299,8 @@ def consolidate_metadata(store: StoreLike, path: str = "", zarr_format: int | No
         The group whose descendants are consolidated ("" for the store's root).
     zarr_format
         2 or 3 to require a group of that format; None (default) takes the group's.
+    storage_options
+        Options of an object store URL or kvstore (see :func:`open`).
 
     Returns
     -------
@@ -288,7 +316,7 @@ def consolidate_metadata(store: StoreLike, path: str = "", zarr_format: int | No
     """
     if zarr_format not in (None, 2, 3):
         raise MetadataError(f"zarr_format: expected 2, 3 or None, got {zarr_format!r}")
-    s, base = _store(store)
+    s, base = _store(store, storage_options=storage_options)
     full = _join(base, path)
     info, view = consolidate(s, full, zarr_format)
     return Group(s, full, info.attributes, zarr_format=info.zarr_format, consolidated=view)
@@ -302,11 +330,15 @@ def create_group(
     overwrite: bool = False,
     device: str = "auto",
     zarr_format: int = 3,
+    storage_options: dict[str, Any] | None = None,
 ) -> Group:
-    """Create a group: v3 (zarr.json with node_type "group") or v2 (.zgroup + .zattrs)."""
+    """Create a group: v3 (zarr.json with node_type "group") or v2 (.zgroup + .zattrs).
+
+    ``storage_options`` configure an object store URL or kvstore (see :func:`open`).
+    """
     if zarr_format not in (2, 3):
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
-    s, base = _store(store)
+    s, base = _store(store, storage_options=storage_options)
     full = _join(base, path)
     return create_group_node(s, full, attributes, overwrite=overwrite, device=device, zarr_format=zarr_format)
 
@@ -334,6 +366,7 @@ def create(
     overwrite: bool = False,
     device: str = "auto",
     path: str = "",
+    storage_options: dict[str, Any] | None = None,
 ) -> Array:
     """Create an array and return it open for writing.
 
@@ -403,6 +436,8 @@ def create(
         Where reads of the returned array land: "auto", "cpu", "gpu" or "cuda:N".
     path
         The array's path below ``store``.
+    storage_options
+        Options of an object store URL or kvstore (see :func:`open`).
 
     Returns
     -------
@@ -431,7 +466,7 @@ def create(
         compressors=compressors,
         serializer=serializer,
     )
-    s, base = _store(store)
+    s, base = _store(store, storage_options=storage_options)
     array = create_array_node(s, _join(base, path), metadata, overwrite=overwrite, device=device)
     if data is not None:
         write_data(array, data)

@@ -23,6 +23,11 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
   means :func:`default_file_handles`, sized from the open-file limit (``ulimit -n``): each handle
   holds two file descriptors, and half of the limit is left to everything else.
 
+``remote_concurrency`` (default 32) is how many requests a read keeps in flight against a
+remote store (object stores, HTTP): their readers fetch on that many threads, since they wait on
+the network rather than on cores (``Store.io_concurrency``; a store's own ``io_concurrency``
+storage option wins). Local reads keep ``concurrency``.
+
 ``max_chunk_bytes`` bounds what metadata may ask one chunk to decode to (see
 :mod:`gpuzarr.metadata.limits`): an array whose chunk (or inner chunk of a shard, or shard index)
 is larger is refused when it is opened or created, with a MetadataError naming the field. The
@@ -58,11 +63,15 @@ _settings: dict[str, Any] = {
     # the direct kvikio route: "auto" (only with GPUDirect Storage), True or False
     "gpu_direct_reads": "auto",
     "strict": False,
+    # requests in flight per read against a remote store (Store.io_concurrency)
+    "remote_concurrency": 32,
     # the largest decoded chunk metadata may ask for (gpuzarr.metadata.limits)
     "max_chunk_bytes": 2**31,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_io_pool: ThreadPoolExecutor | None = None
+_io_pool_size = 0
 
 
 def _default_concurrency() -> int:
@@ -133,11 +142,13 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
     for name, value in settings.items():
         if name not in _settings:
             raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
-        positive = name in ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes")
+        positive = name in (
+            "concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes", "remote_concurrency"
+        )
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
-        if name == "max_chunk_bytes" and value is None:
-            raise ValueError("max_chunk_bytes must be a positive integer, got None")
+        if name in ("max_chunk_bytes", "remote_concurrency") and value is None:
+            raise ValueError(f"{name} must be a positive integer, got None")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
             raise ValueError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
         if name == "strict" and not isinstance(value, bool):
@@ -165,10 +176,29 @@ def thread_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def io_thread_pool(workers: int) -> ThreadPoolExecutor:
+    """The pool of fetches from remote stores: ``workers - 1`` threads (the caller works too).
+
+    Separate from :func:`thread_pool`, so that local reads keep ``concurrency`` threads; (re)made
+    when ``workers`` changes.
+    """
+    global _io_pool, _io_pool_size
+    size = max(workers - 1, 1)
+    with _lock:
+        if _io_pool is None or _io_pool_size != size:
+            old = _io_pool
+            _io_pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr-io")
+            _io_pool_size = size
+            if old is not None:
+                old.shutdown(wait=False)
+        return _io_pool
+
+
 def _after_fork() -> None:
-    # Threads do not survive fork(): a child must build its own pool.
-    global _pool, _pool_size
+    # Threads do not survive fork(): a child must build its own pools.
+    global _pool, _pool_size, _io_pool, _io_pool_size
     _pool, _pool_size = None, 0
+    _io_pool, _io_pool_size = None, 0
 
 
 if hasattr(os, "register_at_fork"):

@@ -88,13 +88,28 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
 
 
 class StoreError(GpuZarrError, OSError):
-    """A store failed to read, write or list a key for a reason other than its absence (a
-    missing key reads as None): the message names the store's URL and the key."""
+    """A store failed to read, write or list for a reason other than a missing key (a missing
+    key reads as None), after its retries: a server error, a timeout, a dropped connection, a
+    truncated body, a file that is not what the store expects. The message names the store's
+    URL, the key (when there is one) and the cause; a read that fails this way is never filled
+    in with the fill value."""
+
+    def __init__(self, url: str, key: str | None, reason: str) -> None:
+        super().__init__(f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}")
+        self.url = url
+        self.key = key
+        self.reason = reason
 
 
 class StorePermissionError(GpuZarrError, PermissionError):
-    """A store refused access to a key (an HTTP 403, a file system's permission denied): the
-    message names the store's URL and the key."""
+    """The store refused a request for lack of credentials or permission (HTTP 401 or 403, a
+    file system's permission denied). The message names the store's URL and the key."""
+
+    def __init__(self, url: str, key: str | None, reason: str) -> None:
+        super().__init__(f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}")
+        self.url = url
+        self.key = key
+        self.reason = reason
 
 
 class UnsupportedOperationError(GpuZarrError, NotImplementedError):

@@ -11,11 +11,24 @@ from . import config
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from .store.base import Store
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2) -> list[R]:
+def io_workers(store: Store) -> int | None:
+    """Workers for tasks that fetch from ``store``: None (the CPU ``concurrency``) for local
+    stores, ``max(concurrency, store.io_concurrency)`` for remote ones (see ``run_tasks``)."""
+    wanted = store.io_concurrency
+    if wanted is None:
+        return None
+    return max(int(config.get("concurrency")), wanted)
+
+
+def run_tasks(
+    func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2, workers: int | None = None
+) -> list[R]:
     """``[func(x) for x in items]``, shared between the calling thread and the pool.
 
     Items are cut into a few groups per worker (amortising hand-offs); the caller and
@@ -23,8 +36,13 @@ def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2)
     caller starts work at once instead of waiting on the pool. Small jobs (below
     ``min_parallel`` items, or one worker) run inline. The first exception stops further groups
     from starting and is raised once every group in progress has finished.
+
+    ``workers`` (default: ``concurrency``) above ``concurrency`` runs the tasks on the I/O pool
+    instead (:func:`io_workers`: fetches that wait on a remote store).
     """
-    workers = config.get("concurrency")
+    io = workers is not None and workers > config.get("concurrency")
+    if workers is None:
+        workers = config.get("concurrency")
     if workers <= 1 or len(items) < min_parallel:
         return [func(x) for x in items]
     ngroups = min(len(items), workers * 4)
@@ -45,7 +63,7 @@ def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2)
                 failed.set()
                 raise
 
-    pool = config.thread_pool()
+    pool = config.io_thread_pool(workers) if io else config.thread_pool()
     helpers = [pool.submit(drain) for _ in range(min(workers - 1, len(groups) - 1))]
     error: BaseException | None = None
     try:
@@ -75,4 +93,4 @@ def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     return runs
 
 
-__all__ = ["batches_by_bytes", "run_tasks"]
+__all__ = ["batches_by_bytes", "io_workers", "run_tasks"]

@@ -14,6 +14,9 @@ os.environ.setdefault("GPUZARR_DEVICE", "cpu")
 
 import gpuzarr
 
+# The loopback S3 and HTTP servers' fixtures (tests/servers), for every test directory.
+pytest_plugins = ["tests.servers"]
+
 
 @pytest.fixture(params=["local", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path):  # type: ignore[no-untyped-def]

@@ -1,4 +1,5 @@
-"""Stores (local directory, memory, zip archive, fsspec file systems) and the shard reader."""
+"""Stores (local directory, memory, object stores and HTTP, zip archive, fsspec file systems)
+and the shard reader."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .base import ByteRange, Store, validate_key
 from .fsspec import FsspecStore  # imports fsspec itself only when a store is made
 from .local import LocalStore
 from .memory import MemoryStore
+from .object_store import ObjectStore
 from .url import parse_store_url
 from .zip import ZipStore
 
@@ -28,56 +30,86 @@ def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
     return MemoryStore(data, read_only=read_only, name=name)
 
 
-def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
+def make_store(
+    store: StoreLike, read_only: bool = False, storage_options: dict[str, Any] | None = None
+) -> tuple[Store, str]:
     """A Store and the node path inside it from anything the public API accepts.
 
     Paths and ``file://`` URLs give a LocalStore rooted at that directory (a relative one below
     the current directory, ``file://data.zarr`` included, as in zarr-python: see
-    :mod:`gpuzarr.store.url`); ``memory://name`` a named MemoryStore; a dict a kvstore spec
-    ``{"driver": "file"|"memory", "path": ...}``, parsed by
-    :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec`. Other URL schemes raise
-    InvalidArgumentError naming the URL.
+    :mod:`gpuzarr.store.url`); ``memory://name`` a named MemoryStore; ``s3://``, ``gs://``,
+    ``gcs://``, ``az://``, ``azure://`` and ``http(s)://`` URLs an :class:`ObjectStore`
+    configured by ``storage_options`` (:mod:`gpuzarr.store.object_options`); a dict a kvstore
+    spec ``{"driver": "file"|"memory"|"s3"|"gcs"|"http"|"zip", ...}``, parsed by
+    :class:`gpuzarr.tensorstore.kvstore.KvStoreSpec` (``storage_options`` add to and override
+    what an object store's spec says). Other URL schemes raise InvalidArgumentError naming
+    the URL.
 
     A path ending in ``.zip`` (not a directory) and a ``zip://`` URL give a ZipStore: mode "r"
     when ``read_only``, else "a" (read, and append once written to; created by the first
     write). ``{"driver": "zip", "base": {"driver": "file", "path": ...}}`` opens the same way.
-    URLs of fsspec's file systems and chained fsspec URLs give an FsspecStore.
+    URLs of fsspec's file systems and chained fsspec URLs give an FsspecStore, configured by
+    ``storage_options`` as fsspec takes them.
     """
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options: expected a dict or None, got {type(storage_options).__name__}")
     if isinstance(store, Store):
-        if read_only and not store.read_only:
-            # Same data, refusing writes: never mutate the caller's object.
-            if isinstance(store, LocalStore):
-                return store.with_options(read_only=True), ""
-            if isinstance(store, MemoryStore):
-                return MemoryStore(store.data, read_only=True, name=store.name), ""
-        return store, ""
+        return (_read_only_view(store) if read_only and not store.read_only else store), ""
     if isinstance(store, dict):
-        # One parser of kvstore JSON, shared with TensorStore specs (imported on first use).
-        from ..tensorstore.kvstore import KvStoreSpec
-
-        kvstore = KvStoreSpec.from_json(store)
-        if kvstore.driver == "zip":
-            assert kvstore.base is not None
-            return zip_store(kvstore.base.path, read_only), kvstore.path + "/" if kvstore.path else ""
-        if kvstore.driver == "file":
-            return LocalStore(kvstore.path, read_only=read_only), ""
-        return memory_store("", read_only), kvstore.path + "/" if kvstore.path else ""
+        return _from_kvstore(store, read_only, storage_options)
     if isinstance(store, (str, os.PathLike)) and _is_zip_path(store):
         return zip_store(store, read_only), ""
     if isinstance(store, os.PathLike):
         return LocalStore(store, read_only=read_only), ""
     if isinstance(store, str):
-        url = parse_store_url(store)
-        if url is None:
-            return LocalStore(store, read_only=read_only), ""
-        if url.kind == "memory":
-            return memory_store(url.location, read_only), ""
-        if url.kind == "zip":
-            return zip_store(url.location, read_only), ""
-        if url.kind == "fsspec":
-            return FsspecStore.from_url(url.location, read_only=read_only), ""
-        return LocalStore(url.location, read_only=read_only), ""
+        return _from_string(store, read_only, storage_options), ""
     raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
+
+
+def _read_only_view(store: Store) -> Store:
+    """The same data refusing writes, without mutating the caller's object (a store type with
+    no such view is returned as it is)."""
+    if isinstance(store, (LocalStore, ObjectStore)):
+        return store.with_options(read_only=True)
+    if isinstance(store, MemoryStore):
+        return MemoryStore(store.data, read_only=True, name=store.name)
+    return store
+
+
+def _from_kvstore(
+    doc: dict[str, Any], read_only: bool, storage_options: dict[str, Any] | None
+) -> tuple[Store, str]:
+    """The store and node path of a TensorStore kvstore spec."""
+    # One parser of kvstore JSON, shared with TensorStore specs (imported on first use).
+    from ..tensorstore.kvstore import KvStoreSpec, object_storage_options, object_store_url
+
+    kvstore = KvStoreSpec.from_json(doc)
+    prefix = kvstore.path + "/" if kvstore.path else ""
+    if kvstore.driver == "zip":
+        assert kvstore.base is not None
+        return zip_store(kvstore.base.path, read_only), prefix
+    if kvstore.driver in ("s3", "gcs", "http"):
+        options = {**object_storage_options(kvstore), **(storage_options or {})}
+        return _object_store(object_store_url(kvstore), options, read_only), ""
+    if kvstore.driver == "file":
+        return LocalStore(kvstore.path, read_only=read_only), ""
+    return memory_store("", read_only), prefix
+
+
+def _from_string(value: str, read_only: bool, storage_options: dict[str, Any] | None) -> Store:
+    """The store a path or URL string names."""
+    url = parse_store_url(value)
+    if url is None:
+        return LocalStore(value, read_only=read_only)
+    if url.kind == "memory":
+        return memory_store(url.location, read_only)
+    if url.kind == "zip":
+        return zip_store(url.location, read_only)
+    if url.kind == "fsspec":
+        return FsspecStore.from_url(url.location, storage_options, read_only=read_only)
+    if url.kind == "object":
+        return _object_store(url.location, storage_options, read_only)
+    return LocalStore(url.location, read_only=read_only)
 
 
 def zip_store(path: str | os.PathLike[str], read_only: bool = False) -> ZipStore:
@@ -92,11 +124,20 @@ def _is_zip_path(path: str | os.PathLike[str]) -> bool:
     return "://" not in text and text.lower().rstrip("/").endswith(".zip") and not os.path.isdir(text)
 
 
+def _object_store(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
+    """An ObjectStore for ``url``, wrapped in the host cache when ``cache_bytes`` asks for it."""
+    store = ObjectStore.from_url(url, storage_options, read_only=read_only)
+    # Host cache: storage_options["cache_bytes"] (parsed as ObjectStoreOptions.cache_bytes) is
+    # the byte budget of the LRU cache of fetched bytes; wrap ``store`` in it here.
+    return store
+
+
 __all__ = [
     "ByteRange",
     "FsspecStore",
     "LocalStore",
     "MemoryStore",
+    "ObjectStore",
     "Store",
     "ZipStore",
     "make_store",

@@ -163,6 +163,10 @@ class Store(ABC):
     #: False for stores that cannot enumerate keys (an HTTP server without listings):
     #: list_prefix() and list_dir() raise UnsupportedOperationError, and nodes are opened by key.
     supports_listing: bool = True
+    #: Requests a read should keep in flight against this store, when that is more than the
+    #: CPU ``concurrency``: a remote store waits on the network, not on cores, so its readers
+    #: run their fetches on that many threads. None (local and memory stores): CPU-bound.
+    io_concurrency: int | None = None
 
     def __init__(self, read_only: bool = False) -> None:
         # A store that can never be written is read-only whatever it was asked.

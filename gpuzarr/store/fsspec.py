@@ -85,11 +85,11 @@ class FsspecStore(Store):
         try:
             yield
         except PermissionError as exc:
-            raise StorePermissionError(f"{self.url}: {action} {key!r}: permission denied ({exc})") from exc
+            raise StorePermissionError(self.url, key, f"{action}: permission denied ({exc})") from exc
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise
         except Exception as exc:
-            raise StoreError(f"{self.url}: {action} {key!r} failed: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(self.url, key, f"{action} failed: {type(exc).__name__}: {exc}") from exc
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         """The file at ``key`` (or part of it), None when absent."""

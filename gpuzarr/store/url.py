@@ -9,6 +9,8 @@ A URL's path with a '..' or empty component, or a '.' one other than a leading "
 too (fsspec would take it), as in TensorStore: URLs travel in configuration written by others.
 A plain path string is the caller's own operating-system path and is taken as it is.
 
+Object store and HTTP URLs (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ...:
+:data:`OBJECT_SCHEMES`) go to :class:`gpuzarr.store.object_store.ObjectStore` (obstore).
 ``zip://archive.zip`` names a zip archive (the path read as a ``file://`` one). URLs of other
 schemes that fsspec knows (``abfs://``, ``sftp://``, ``hf://``, ...) and fsspec's chained URLs
 (``simplecache::https://...``) go to :class:`gpuzarr.store.fsspec.FsspecStore`; fsspec's own
@@ -31,24 +33,27 @@ from .paths import directory_problem
 #: fsspec's local filesystem answers to both names.
 LOCAL_SCHEMES = ("file", "local")
 
-#: Served by gpuzarr's object stores (obstore), never by the fsspec adapter.
-OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "azure", "http", "https")
+#: Object stores and HTTP, read through obstore (gpuzarr.store.object_store), never by the
+#: fsspec adapter.
+OBJECT_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https")
 
 
 @dataclass(frozen=True)
 class StoreUrl:
-    """A parsed store URL: a local directory, or the name of a shared memory store."""
+    """A parsed store URL: a local directory, the name of a shared memory store, a zip archive,
+    an object store or HTTP URL, or a URL of one of fsspec's file systems."""
 
-    kind: Literal["file", "memory", "zip", "fsspec"]
+    kind: Literal["file", "memory", "zip", "object", "fsspec"]
     #: the directory (as given: relative paths are taken from the current directory), the
-    #: memory store's name, the zip archive's path, or the whole URL for fsspec
+    #: memory store's name, the zip archive's path, or the whole URL (object stores, fsspec)
     location: str
 
 
 def parse_store_url(value: str) -> StoreUrl | None:
     """The store a URL string names, or None when ``value`` is a plain path.
 
-    Raises InvalidArgumentError, naming the URL, for schemes gpuzarr does not read, and
+    Object store and HTTP URLs (:data:`OBJECT_SCHEMES`) are kind "object". Raises
+    InvalidArgumentError, naming the URL, for schemes gpuzarr does not read, and
     InvalidKeyError for a local path with a '.', '..' or empty component.
     """
     if "::" in value:
@@ -68,12 +73,16 @@ def parse_store_url(value: str) -> StoreUrl | None:
         if problem is not None:
             raise InvalidKeyError(f"store: invalid directory {path!r} in {value!r}: {problem}")
         return StoreUrl("zip" if scheme == "zip" else "file", path)
-    if scheme not in OBJECT_STORE_SCHEMES and _fsspec_knows(scheme):
+    if scheme.lower() in OBJECT_SCHEMES:
+        if not rest.strip("/"):
+            raise InvalidArgumentError(f"store: {value!r} names no bucket or host")
+        return StoreUrl("object", value)
+    if _fsspec_knows(scheme):
         return StoreUrl("fsspec", value)
     raise InvalidArgumentError(
         f"store: the URL scheme {scheme!r} of {value!r} is not supported "
-        "(gpuzarr reads local paths, file://, memory:// and zip:// URLs, and with fsspec installed, "
-        "pip install 'gpuzarr[fsspec]', the URLs of fsspec's file systems)"
+        "(gpuzarr reads local paths, file://, memory://, zip://, s3://, gs://, az:// and http(s):// "
+        "URLs, and with fsspec installed, pip install 'gpuzarr[fsspec]', the URLs of fsspec's file systems)"
     )
 
 

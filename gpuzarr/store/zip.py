@@ -70,7 +70,7 @@ class _Archive:
         """Open the file (under ``cond``), after the readers of the previous one are done."""
         if zip_mode == "a" and os.path.exists(self.path) and not zipfile.is_zipfile(self.path):
             # zipfile would append an archive to the end of any file.
-            raise StoreError(f"{self.path}: not a zip archive")
+            raise StoreError(str(self.path), None, "not a zip archive")
         while self.readers:
             self.cond.wait()
         if self.zf is not None:
@@ -79,7 +79,7 @@ class _Archive:
         try:
             zf = zipfile.ZipFile(self.path, zip_mode, compression=self.compression, allowZip64=True)
         except zipfile.BadZipFile as exc:
-            raise StoreError(f"{self.path}: not a zip archive ({exc})") from None
+            raise StoreError(str(self.path), None, f"not a zip archive ({exc})") from None
         members: dict[str, zipfile.ZipInfo] = {}
         stale = False
         for info in zf.infolist():
@@ -107,7 +107,7 @@ class _Archive:
 
     def check_open(self) -> None:
         if self.closed:
-            raise StoreError(f"{self.path}: the zip store is closed")
+            raise StoreError(str(self.path), None, "the zip store is closed")
 
     def close(self) -> None:
         with self.cond:

@@ -40,7 +40,14 @@ if TYPE_CHECKING:
     from ..metadata.v3 import ArrayMetadata
 
 
-def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "auto", **kwargs: Any) -> Any:
+def open_spec(
+    spec: dict[str, Any],
+    *,
+    mode: str | None = None,
+    device: str = "auto",
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
     """Open or create the array a TensorStore-style JSON spec describes.
 
     Parameters
@@ -53,6 +60,9 @@ def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "a
         ``create`` and ``delete_existing``; a contradiction raises MetadataError.
     device
         "auto", "gpu" or "cpu".
+    storage_options
+        For an ``s3``, ``gcs`` or ``http`` kvstore: obstore options added to (and overriding)
+        the spec's (:mod:`gpuzarr.store.object_options`).
     **kwargs
         Spec members (``create=True``, ``metadata={...}``) or ``tensorstore.open``'s options
         (``shape``, ``dtype``, ``fill_value``, ``chunk_layout``, ``dimension_units``, ``codec``).
@@ -66,14 +76,18 @@ def open_spec(spec: dict[str, Any], *, mode: str | None = None, device: str = "a
         store_obj = spec["kvstore"]
         spec = {**spec, "kvstore": {"driver": "memory"}}
     parsed = TensorStoreSpec.from_json(spec, mode=mode, **kwargs)
-    store, path = _make_store(parsed.kvstore, parsed.read_only, store_obj)
+    store, path = _make_store(parsed.kvstore, parsed.read_only, store_obj, storage_options)
     return open_parsed(parsed, store, path, device)
 
 
-def _make_store(kvstore: KvStoreSpec, read_only: bool, store_obj: Store | None) -> tuple[Store, str]:
+def _make_store(
+    kvstore: KvStoreSpec, read_only: bool, store_obj: Store | None, storage_options: dict[str, Any] | None = None
+) -> tuple[Store, str]:
     if store_obj is not None:
         s, _ = make_store(store_obj, read_only=read_only)
         return s, kvstore.path
+    if kvstore.driver in ("s3", "gcs", "http"):
+        return make_store(kvstore.to_json(), read_only=read_only, storage_options=storage_options)
     if kvstore.url is not None:
         s, base = make_store(kvstore.url, read_only=read_only)
         return s, join_path(base, kvstore.path)

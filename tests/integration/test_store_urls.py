@@ -90,11 +90,8 @@ def test_absolute_file_url_and_percent_escapes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "s3://bucket/x.zarr",
-        "gs://bucket/x.zarr",
-        "http://host/x.zarr",
-        "https://host/x.zarr",
         "nosuchscheme://host/x.zarr",
+        "nosuchscheme://bucket/x.zarr",
     ],
 )
 def test_unsupported_urls_are_refused_by_name(
@@ -170,9 +167,9 @@ def test_spec_relative_kvstore_path_is_below_the_current_directory(
         ("file://", "names no directory"),
         ("file:///x.zarr/?v=1", "query"),
         ("file:///x.zarr/#f", "fragment"),
-        ("s3://bucket/x.zarr/", "'s3'"),
-        ("gs://bucket/x.zarr/", "'gs'"),
-        ("http://host/x.zarr/", "'http'"),
+        ("nosuchscheme://bucket/x.zarr/", "'nosuchscheme'"),
+        ("s3://bucket/x.zarr/?versionId=1", "query"),
+        ("s3:///x.zarr/", "names no bucket"),
     ],
 )
 def test_spec_urls_tensorstore_refuses_are_refused(kvstore: str, match: str) -> None:

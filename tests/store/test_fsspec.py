@@ -102,14 +102,14 @@ class FailingFileSystem(MemoryFileSystem):  # type: ignore[misc]
 
 def test_errors_name_the_url_and_key_and_are_never_a_missing_key() -> None:
     store = FsspecStore(FailingFileSystem(ConnectionResetError("reset by peer")), "/bucket/x.zarr")
-    with pytest.raises(StoreError, match=r"failing://bucket/x\.zarr: reading 'c/0' failed: ConnectionResetError"):
+    with pytest.raises(StoreError, match=r"failing://bucket/x\.zarr: c/0: reading failed: ConnectionResetError"):
         store.get("c/0")
-    with pytest.raises(StoreError, match="'c/0'"):
+    with pytest.raises(StoreError, match="c/0"):
         store.get_ranges("c/0", [ByteRange(0, 4)])
-    with pytest.raises(StoreError, match=r"writing 'c/0'"):
+    with pytest.raises(StoreError, match=r"c/0: writing"):
         store.set("c/0", b"x")
     denied = FsspecStore(FailingFileSystem(PermissionError("403 Forbidden")), "/bucket/x.zarr")
-    with pytest.raises(StorePermissionError, match=r"failing://bucket/x\.zarr: reading 'c/0': permission denied"):
+    with pytest.raises(StorePermissionError, match=r"failing://bucket/x\.zarr: c/0: reading: permission denied"):
         denied.get("c/0")
     with pytest.raises(PermissionError):
         denied.get("c/0")

@@ -45,10 +45,15 @@ def test_kvstore_forms_and_path_join() -> None:
 @pytest.mark.parametrize(
     ("kvstore", "match"),
     [
-        ({"driver": "gcs", "bucket": "b"}, "kvstore.driver"),
+        ({"driver": "gcs"}, "kvstore.bucket"),
+        ({"driver": "s3", "bucket": "b", "bogus": 1}, "kvstore.bogus"),
+        ({"driver": "s3", "bucket": "b", "aws_credentials": {"type": "profile"}}, "kvstore.aws_credentials"),
+        ({"driver": "http", "base_url": "ftp://host/x"}, "kvstore.base_url"),
+        ({"driver": "s3", "bucket": "b", "path": "a/../b"}, "kvstore.path"),
+        ({"driver": "nosuch"}, "kvstore.driver"),
         ({"driver": "file"}, "kvstore.path"),
         ({"driver": "file", "path": "/x", "bogus": 1}, "kvstore.bogus"),
-        ("s3://bucket/x", "kvstore"),
+        ("nosuch://bucket/x", "kvstore"),
         ("file:///x|zarr3:", "kvstore"),
     ],
 )

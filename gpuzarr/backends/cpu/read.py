@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import buffers, config
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...parallel import batches_by_bytes, run_tasks
+from ...parallel import batches_by_bytes, io_workers, run_tasks
 from ...store.sharding import ShardLayout, fetch_inner_chunks, fetch_shard
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def _read_chunks(
         for targets in groups:
             work(targets)
     else:
-        run_tasks(work, groups)
+        run_tasks(work, groups, workers=io_workers(store))
 
 
 def _read_uncompressed_direct(
@@ -230,7 +230,9 @@ def _read_sharded(
         return layout.sharding_at(shard_coords[key]).layout
 
     keys = list(by_shard)
-    if len(keys) >= 2 * config.get("concurrency"):
+    # A remote store's fetches wait on the network: more of them run at once (io_workers).
+    fetch_workers = io_workers(store)
+    if len(keys) >= 2 * (fetch_workers or config.get("concurrency")):
         # Enough shards to keep every worker busy: each task fetches one shard and decodes it
         # at once, so reading and decoding overlap and only a few shards are held in memory.
         def fetch_and_decode(key: str) -> None:
@@ -239,14 +241,16 @@ def _read_sharded(
             for (i, targets), raw in zip(wanted, blobs, strict=True):
                 _decode_inner(layout, key, i, raw, out, targets)
 
-        run_tasks(fetch_and_decode, keys)
+        run_tasks(fetch_and_decode, keys, workers=fetch_workers)
         return
     # Few shards: fetch them, then spread their inner chunks over the workers.
     chunk_nbytes = layout.chunk_pipeline.spec.nbytes
     sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = {keys[k]: [i for i, _ in by_shard[keys[k]]] for k in run}
-        fetched = fetch_inner_chunks(store, batch, shard_layout, map_shards=run_tasks)
+        fetched = fetch_inner_chunks(
+            store, batch, shard_layout, map_shards=lambda f, xs: run_tasks(f, xs, workers=fetch_workers)
+        )
         tasks = [(key, i, fetched[key, i], targets) for key in batch for i, targets in by_shard[key]]
         run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)
 

@@ -1,0 +1,139 @@
+"""``storage_options`` for object stores and HTTP: obstore's configuration plus gpuzarr's own keys.
+
+One flat dict, as zarr-python and fsspec take it, split here into what obstore's store
+constructors want (``config``, ``client_options``, ``retry_config``) and what gpuzarr keeps:
+
+* gpuzarr's keys: ``io_concurrency`` (requests in flight per read; default the
+  ``remote_concurrency`` setting) and ``cache_bytes`` (the host cache's byte budget, see
+  :mod:`gpuzarr.store`'s ``make_store``);
+* retries: ``max_retries`` (default 5), ``retry_timeout`` (seconds, default 60: no retry starts
+  after it), ``init_backoff`` (seconds, default 0.1), ``max_backoff`` (seconds, default 10),
+  ``backoff_base`` (default 2): exponential backoff with jitter, on 5xx answers, dropped
+  connections and timeouts;
+* obstore's ``ClientConfig`` keys (:data:`CLIENT_KEYS`), ``timeout`` (a whole request, default
+  30 s) and ``connect_timeout`` (default 5 s) among them; numbers are seconds;
+* everything else is the service's configuration (``S3Config``, ``GCSConfig``,
+  ``AzureConfig``: ``endpoint``, ``region``, ``access_key_id``, ``secret_access_key``,
+  ``skip_signature``, ...), which obstore checks, and which it completes from the environment
+  (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``GOOGLE_SERVICE_ACCOUNT``, ...).
+
+An ``endpoint`` starting with ``http://`` (a local S3-compatible server) turns on
+``allow_http`` unless the options say otherwise: obstore refuses plain HTTP by default, and
+naming such an endpoint already says it is meant.
+
+The defaults are shorter than obstore's own (10 retries within 3 minutes): a training job or a
+notebook wants a failing server reported in about a minute, not in three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ..errors import InvalidArgumentError
+
+#: obstore's ClientConfig keys (obstore/_store/_client.pyi): HTTP client settings.
+CLIENT_KEYS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "default_content_type",
+        "default_headers",
+        "http1_only",
+        "http2_keep_alive_interval",
+        "http2_keep_alive_timeout",
+        "http2_keep_alive_while_idle",
+        "http2_only",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "proxy_url",
+        "proxy_ca_certificate",
+        "proxy_excludes",
+        "randomize_addresses",
+        "read_timeout",
+        "root_certificate",
+        "timeout",
+        "user_agent",
+    }
+)
+_CLIENT_DURATIONS = frozenset(
+    {"connect_timeout", "http2_keep_alive_timeout", "pool_idle_timeout", "read_timeout", "timeout"}
+)
+RETRY_KEYS = frozenset({"max_retries", "retry_timeout", "init_backoff", "max_backoff", "backoff_base"})
+GPUZARR_KEYS = frozenset({"io_concurrency", "cache_bytes"})
+
+DEFAULT_CLIENT_OPTIONS: dict[str, Any] = {"timeout": timedelta(seconds=30), "connect_timeout": timedelta(seconds=5)}
+DEFAULT_RETRY: dict[str, float] = {
+    "max_retries": 5,
+    "retry_timeout": 60.0,
+    "init_backoff": 0.1,
+    "max_backoff": 10.0,
+    "backoff_base": 2.0,
+}
+
+
+@dataclass(frozen=True)
+class ObjectStoreOptions:
+    """``storage_options`` split by who reads them (see the module docstring)."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    client_options: dict[str, Any] = field(default_factory=dict)
+    retry_config: dict[str, Any] = field(default_factory=dict)
+    io_concurrency: int | None = None
+    cache_bytes: int | None = None
+
+    @classmethod
+    def from_storage_options(cls, storage_options: dict[str, Any] | None) -> ObjectStoreOptions:
+        """Split ``storage_options``, applying gpuzarr's defaults; InvalidArgumentError names a
+        bad value's key."""
+        options = dict(storage_options or {})
+        if not all(isinstance(k, str) for k in options):
+            raise InvalidArgumentError(f"storage_options: keys must be strings, got {sorted(map(repr, options))}")
+        io_concurrency = _positive_int(options.pop("io_concurrency", None), "io_concurrency")
+        cache_bytes = _positive_int(options.pop("cache_bytes", None), "cache_bytes")
+        retry = {**DEFAULT_RETRY, **{k: options.pop(k) for k in list(options) if k in RETRY_KEYS}}
+        client = {**DEFAULT_CLIENT_OPTIONS, **{k: options.pop(k) for k in list(options) if k in CLIENT_KEYS}}
+        for key in _CLIENT_DURATIONS & set(client):
+            client[key] = _duration(client[key], key)
+        endpoint = options.get("endpoint", options.get("aws_endpoint"))
+        if isinstance(endpoint, str) and endpoint.startswith("http://"):
+            client.setdefault("allow_http", True)
+        return cls(options, client, _retry_config(retry), io_concurrency, cache_bytes)
+
+
+def _retry_config(values: dict[str, Any]) -> dict[str, Any]:
+    """obstore's RetryConfig from the flat keys."""
+    max_retries = values["max_retries"]
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+        raise InvalidArgumentError(f"storage_options['max_retries']: expected an integer >= 0, got {max_retries!r}")
+    base = values["backoff_base"]
+    if not isinstance(base, int | float) or isinstance(base, bool) or base < 1:
+        raise InvalidArgumentError(f"storage_options['backoff_base']: expected a number >= 1, got {base!r}")
+    return {
+        "max_retries": max_retries,
+        "retry_timeout": _duration(values["retry_timeout"], "retry_timeout"),
+        "backoff": {
+            "init_backoff": _duration(values["init_backoff"], "init_backoff"),
+            "max_backoff": _duration(values["max_backoff"], "max_backoff"),
+            "base": float(base),
+        },
+    }
+
+
+def _duration(value: Any, key: str) -> Any:
+    """Seconds (a number) as a timedelta; timedeltas and obstore's strings ("30s") pass."""
+    if isinstance(value, timedelta | str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return timedelta(seconds=value)
+    raise InvalidArgumentError(f"storage_options[{key!r}]: expected seconds (a number >= 0), got {value!r}")
+
+
+def _positive_int(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidArgumentError(f"storage_options[{key!r}]: expected a positive integer, got {value!r}")
+    return value

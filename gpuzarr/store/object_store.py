@@ -1,0 +1,613 @@
+"""Object stores (S3, GCS, Azure, S3-compatible servers) and HTTP(S), through obstore.
+
+:class:`ObjectStore` wraps any obstore store (https://developmentseed.org/obstore/):
+``ObjectStore(S3Store("bucket", prefix="x.zarr", ...))``, or ``ObjectStore.from_url(url,
+storage_options)`` for ``s3://``, ``gs://``/``gcs://``, ``az://``/``azure://`` and
+``http(s)://`` URLs (storage_options: :mod:`gpuzarr.store.object_options`).
+
+Reads
+-----
+Every read is one GET; a ranged read asks for just its bytes (``Range: bytes=a-b``, or
+``bytes=-n`` for a suffix) and checks that the answer covers exactly the bytes asked for (an
+object shorter than the range clamps, as on a disk; a body cut short is a StoreError, never
+short data). :meth:`ObjectStore.get_ranges` sends one request per range, concurrently: the shard
+reader already merges inner chunks closer than 64 KiB into one range, and one request per range
+is what lets each carry the ``If-Match`` of a snapshot. obstore releases the GIL while it
+waits, so the reader pools (``io_concurrency``) keep that many requests in flight.
+
+Errors: a missing object (404) reads as None, a missing chunk (its fill value); 401 and 403 are
+:class:`~gpuzarr.errors.StorePermissionError`; anything else that still fails after obstore's
+retries (5xx, dropped connections, timeouts) is :class:`~gpuzarr.errors.StoreError`; all name
+the store's URL and the key. Nothing but a 404 ever becomes a fill value.
+
+Snapshots and writers
+---------------------
+:meth:`ObjectStore.snapshot` reads the ETag with its first request and sends it as ``If-Match``
+with the later ones: every read through it sees one version of the object or fails. When a
+writer replaced the object in between, the store answers 412, the snapshot reports
+``changed()`` and raises CorruptChunkError, and the shard reader reads the shard again (at most
+``SHARD_READ_ATTEMPTS`` times). ``consistent`` is False: unlike a held-open file, the old version
+cannot be read once it is replaced.
+
+``set`` is one PUT, atomic per object: readers see the old or the new value. :meth:`lock`
+serialises read-modify-writes of one key between the threads of this process only. Two
+processes (or hosts) that write different inner chunks of one shard at once each read the
+shard, change their part and PUT it whole: the later PUT wins, and the other's inner chunks are
+lost (no error). :meth:`set_if` is the conditional PUT that avoids it (``If-Match`` the ETag a
+snapshot read, or create-only), where the service offers it (S3, GCS, Azure; not HTTP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from .. import config
+from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, StoreError, StorePermissionError
+from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
+from .locks import KeyLocks
+from .object_options import ObjectStoreOptions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+#: URL schemes :meth:`ObjectStore.from_url` reads, and the scheme obstore knows them by.
+SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gs",
+    "gcs": "gs",
+    "az": "az",
+    "azure": "azure",
+    "abfs": "abfs",
+    "abfss": "abfss",
+    "http": "http",
+    "https": "https",
+}
+#: Keys deleted per request by erase_prefix (S3's DeleteObjects takes at most 1000).
+DELETE_BATCH = 1000
+
+_locks = KeyLocks()
+
+
+def import_obstore() -> Any:
+    """The obstore module; an ImportError naming the extra to install when it is missing."""
+    try:
+        import obstore
+    except ImportError as exc:
+        raise ImportError(
+            "object stores and HTTP need obstore: pip install 'gpuzarr[remote]' (or pip install obstore)"
+        ) from exc
+    return obstore
+
+
+class ObjectStore(Store):
+    """A store on an object store or HTTP server, wrapping an obstore store.
+
+    Parameters
+    ----------
+    store
+        Any obstore store (``S3Store``, ``GCSStore``, ``AzureStore``, ``HTTPStore``, ...); its
+        prefix is the store's root.
+    read_only
+        Refuse writes. An HTTP store is always read-only.
+    url
+        The URL shown in errors and ``repr`` (derived from ``store`` when None).
+    io_concurrency
+        Requests in flight per read; None: the ``remote_concurrency`` setting.
+    """
+
+    supports_partial_reads = True
+    locks_across_threads = True
+
+    def __init__(
+        self, store: Any, *, read_only: bool = False, url: str | None = None, io_concurrency: int | None = None
+    ) -> None:
+        is_http = type(store).__name__ == "HTTPStore"
+        super().__init__(read_only=read_only or is_http)
+        self.store = store
+        self.url = url if url is not None else _url_of(store)
+        self.is_http = is_http
+        self._io_concurrency = io_concurrency
+        # (url, storage_options) when made by from_url, to pickle by them
+        self._recipe: tuple[str, dict[str, Any] | None] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    @classmethod
+    def from_url(
+        cls, url: str, storage_options: dict[str, Any] | None = None, read_only: bool = False
+    ) -> ObjectStore:
+        """The store at an ``s3://``, ``gs://``, ``gcs://``, ``az://``, ``azure://`` or
+        ``http(s)://`` URL; ``storage_options`` as :mod:`gpuzarr.store.object_options` says.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Naming the URL, for another scheme or an option obstore does not know.
+        ImportError
+            When obstore is not installed (the ``remote`` extra).
+        """
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.lower() not in SCHEMES:
+            raise InvalidArgumentError(f"store: {url!r} is not an object store or HTTP URL ({', '.join(SCHEMES)})")
+        obstore = import_obstore()
+        # The options are checked by obstore itself, at run time (as untyped dicts here).
+        stores = importlib.import_module("obstore.store")
+
+        options = ObjectStoreOptions.from_storage_options(storage_options)
+        target = SCHEMES[scheme.lower()] + "://" + rest
+        try:
+            if scheme.lower() in ("http", "https"):
+                if options.config:
+                    raise InvalidArgumentError(
+                        f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
+                    )
+                # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
+                client = options.client_options
+                if scheme.lower() == "http":
+                    client = {"allow_http": True, **client}
+                inner = stores.HTTPStore(target, client_options=client, retry_config=options.retry_config)
+            else:
+                inner = stores.from_url(
+                    target,
+                    config=options.config or None,
+                    client_options=options.client_options,
+                    retry_config=options.retry_config,
+                )
+        except obstore.exceptions.BaseError as exc:
+            raise InvalidArgumentError(f"store: cannot open {url!r}: {_first_line(exc)}") from exc
+        store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
+        store._recipe = (url, storage_options)
+        return store
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.url!r}{', read_only=True' if self.read_only else ''})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectStore) and (self.url, self.read_only) == (other.url, other.read_only)
+
+    def __hash__(self) -> int:
+        return hash((self.url, self.read_only))
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A store made from a URL travels as its URL and options, so that the other process
+        # builds its own client (credentials from its own environment included); the pool and
+        # the lock are made anew.
+        state: dict[str, Any] = {"read_only": self.read_only, "url": self.url, "io_concurrency": self._io_concurrency}
+        if self._recipe is not None:
+            state["recipe"] = self._recipe
+        else:
+            state["store"] = self.store
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "recipe" in state:
+            url, options = state["recipe"]
+            made = ObjectStore.from_url(url, options, read_only=state["read_only"])
+            self.__dict__.update(made.__dict__)
+            return
+        ObjectStore.__init__(
+            self, state["store"], read_only=state["read_only"], url=state["url"], io_concurrency=state["io_concurrency"]
+        )
+
+    def with_options(self, read_only: bool) -> ObjectStore:
+        """The same objects, refusing writes when ``read_only``."""
+        other = ObjectStore(self.store, read_only=read_only, url=self.url, io_concurrency=self._io_concurrency)
+        other._recipe = self._recipe
+        return other
+
+    @property
+    def io_concurrency(self) -> int:  # type: ignore[override]
+        """Requests in flight per read: the store's own value, else ``remote_concurrency``."""
+        value = self._io_concurrency
+        return int(config.get("remote_concurrency")) if value is None else value
+
+    def kvstore_json(self) -> dict[str, Any] | str:
+        """TensorStore's ``s3`` (with ``endpoint`` and ``aws_region`` when set), ``gcs`` or
+        ``http`` kvstore for this store; MetadataError for Azure, which TensorStore lacks."""
+        url = urlsplit(self.url)
+        doc: dict[str, Any]
+        if url.scheme in ("s3", "s3a"):
+            doc = {"driver": "s3", "bucket": url.netloc}
+            settings = dict(getattr(self.store, "config", None) or {})
+            for ours, theirs in (("endpoint", "endpoint"), ("aws_region", "region")):
+                value = settings.get(theirs, settings.get("aws_" + theirs))
+                if value:
+                    doc[ours] = value
+        elif url.scheme in ("gs", "gcs"):
+            doc = {"driver": "gcs", "bucket": url.netloc}
+        elif url.scheme in ("http", "https"):
+            doc = {"driver": "http", "base_url": f"{url.scheme}://{url.netloc}"}
+        else:
+            raise MetadataError(f"spec: no TensorStore kvstore for {self!r}")
+        path = url.path.strip("/")
+        return {**doc, "path": path + "/"} if path else doc
+
+    # -- errors ------------------------------------------------------------------------------------
+
+    def error(self, exc: BaseException, key: str) -> Exception:
+        """The gpuzarr error for an obstore failure on ``key`` (not for a 404: that is None)."""
+        import obstore.exceptions as obx
+
+        reason = _first_line(exc)
+        denied = isinstance(exc, obx.PermissionDeniedError | obx.UnauthenticatedError)
+        if denied or any(code in reason for code in ("403 Forbidden", "401 Unauthorized")):
+            return StorePermissionError(self.url, key, f"permission denied ({reason})")
+        return StoreError(self.url, key, reason)
+
+    def _check_bucket(self, exc: BaseException, key: str) -> None:
+        # A 404 for the bucket itself is a wrong URL, not a missing chunk: never a fill value.
+        if "NoSuchBucket" in str(exc):
+            raise StoreError(self.url, key, "the bucket does not exist (S3 NoSuchBucket)") from exc
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        got = self._read(validate_key(key), byte_range)
+        if got is None:
+            return None
+        return _as_buffer(got.data, whole=byte_range is None)
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        validate_key(key)
+        return self._read_ranges(key, ranges, None)
+
+    def get_into(
+        self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
+    ) -> tuple[memoryview, int] | None:
+        got = self._read(validate_key(key), ByteRange(start, length))
+        if got is None:
+            return None
+        target = memoryview(buffer_for(len(got.data))).cast("B")
+        target[:] = memoryview(got.data)
+        return target, got.size
+
+    def exists(self, key: str) -> bool:
+        return self._head(validate_key(key)) is not None
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        import obstore.exceptions as obx
+
+        obstore = import_obstore()
+        try:
+            meta: dict[str, Any] = obstore.head(self.store, key)
+        except (obx.NotFoundError, FileNotFoundError) as exc:
+            self._check_bucket(exc, key)
+            return None
+        except obx.BaseError as exc:
+            raise self.error(exc, key) from exc
+        return meta
+
+    def _read(self, key: str, byte_range: ByteRange | None, if_match: str | None = None) -> _Got | None:
+        """One GET of ``key`` (part of it), checked to hold exactly the bytes asked for."""
+        import obstore.exceptions as obx
+
+        obstore = import_obstore()
+        if byte_range is not None and byte_range.length == 0:
+            # An empty range is no HTTP range: ask whether the object is there.
+            meta = self._head(key)
+            if meta is None:
+                return None
+            if if_match is not None and meta.get("e_tag") != if_match:
+                raise _Replaced(key)
+            return _Got(b"", int(meta["size"]), meta.get("e_tag"))
+        options: dict[str, Any] = {}
+        if if_match is not None:
+            options["if_match"] = if_match
+        if byte_range is not None:
+            options["range"] = _http_range(byte_range)
+        try:
+            result = obstore.get(self.store, key, options=options or None)
+            data = result.bytes()
+            start, stop = result.range
+            meta = result.meta
+        except (obx.NotFoundError, FileNotFoundError) as exc:
+            self._check_bucket(exc, key)
+            return None
+        except obx.PreconditionError as exc:
+            raise _Replaced(key) from exc
+        except obx.BaseError as exc:
+            if byte_range is not None and byte_range.offset != 0:
+                # 416: the range starts at or past the end, which reads as empty, as on a disk.
+                empty = self._empty_past_end(key, byte_range, if_match)
+                if empty is not None:
+                    return empty
+            raise self.error(exc, key) from exc
+        size = int(meta["size"])
+        want = (0, size) if byte_range is None else byte_range.resolve(size)
+        if (start, stop) != want or len(data) != stop - start:
+            raise StoreError(
+                self.url,
+                key,
+                f"expected bytes {want[0]}-{want[1]} of {size}, got {len(data)} bytes for {start}-{stop} "
+                "(a cut-short or mismatched answer)",
+            )
+        return _Got(data, size, meta.get("e_tag"))
+
+    def _empty_past_end(self, key: str, byte_range: ByteRange, if_match: str | None) -> _Got | None:
+        meta = self._head(key)
+        if meta is None:
+            return None
+        size = int(meta["size"])
+        start, stop = byte_range.resolve(size)
+        if start != stop:
+            return None
+        if if_match is not None and meta.get("e_tag") != if_match:
+            raise _Replaced(key)
+        return _Got(b"", size, meta.get("e_tag"))
+
+    def _read_ranges(self, key: str, ranges: Sequence[ByteRange], if_match: str | None) -> list[Buffer] | None:
+        """Several ranges of one object, one request each, concurrently; None when it is absent."""
+        if not ranges:
+            return [] if self._read(key, ByteRange(0, 0), if_match) is not None else None
+        if len(ranges) == 1:
+            got = [self._read(key, ranges[0], if_match)]
+        else:
+            got = list(self._pool_for().map(lambda r: self._read(key, r, if_match), ranges))
+        if any(g is None for g in got):
+            return None
+        return [memoryview(g.data) for g in got if g is not None]
+
+    def _pool_for(self) -> ThreadPoolExecutor:
+        # The store's own threads for the ranges of one request: the reader's pool threads call
+        # get_ranges, and waiting on their own pool could deadlock.
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.io_concurrency, thread_name_prefix="gpuzarr-io")
+            return self._pool
+
+    @contextlib.contextmanager
+    def snapshot(self, key: str) -> Iterator[Snapshot]:
+        yield _ETagSnapshot(self, validate_key(key))
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        self._check_writable()
+        with _locks.hold((self.url, validate_key(key))):
+            yield
+
+    # -- listing -----------------------------------------------------------------------------------
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        validate_prefix(prefix)
+        if self.is_http:
+            raise StoreError(self.url, prefix, "an HTTP server cannot list keys (read metadata by key instead)")
+        import obstore.exceptions as obx
+
+        obstore = import_obstore()
+        # obstore lists whole path segments: list the prefix's directory, keep what matches.
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        try:
+            keys = [
+                meta["path"]
+                for batch in obstore.list(self.store, directory or None, chunk_size=1000)
+                for meta in batch
+                if meta["path"].startswith(prefix)
+            ]
+        except obx.BaseError as exc:
+            raise self.error(exc, prefix) from exc
+        return iter(sorted(keys))
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        validate_prefix(prefix)
+        if self.is_http:
+            raise StoreError(self.url, prefix, "an HTTP server cannot list keys (read metadata by key instead)")
+        import obstore.exceptions as obx
+
+        obstore = import_obstore()
+        directory = prefix.rstrip("/")
+        try:
+            found = obstore.list_with_delimiter(self.store, directory or None)
+        except obx.BaseError as exc:
+            raise self.error(exc, prefix) from exc
+        keys = sorted(meta["path"] for meta in found["objects"])
+        dirs = sorted(p.rstrip("/") + "/" for p in found["common_prefixes"])
+        return keys, dirs
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        self._put(validate_key(key), value, None)
+
+    def set_if(self, key: str, value: Buffer, e_tag: str | None) -> bool:
+        """Store ``value`` at ``key`` only if the object is still the version ``e_tag`` (a
+        snapshot's ``version``), or, with ``e_tag`` None, only if there is no object yet.
+
+        Returns False, writing nothing, when another writer came first. Services without
+        conditional writes raise StoreError naming the key.
+        """
+        import obstore.exceptions as obx
+
+        self._check_writable()
+        validate_key(key)
+        try:
+            self._put(key, value, "create" if e_tag is None else {"e_tag": e_tag})
+        except _Conflict:
+            return False
+        except obx.BaseError as exc:  # pragma: no cover - _put translates
+            raise self.error(exc, key) from exc
+        return True
+
+    def _put(self, key: str, value: Buffer, mode: Any) -> None:
+        import obstore.exceptions as obx
+
+        obstore = import_obstore()
+        data = value if isinstance(value, bytes) else bytes(memoryview(value).cast("B"))
+        try:
+            obstore.put(self.store, key, data, mode=mode)
+        except (obx.PreconditionError, obx.AlreadyExistsError) as exc:
+            if mode is None:
+                raise self.error(exc, key) from exc
+            raise _Conflict(key) from exc
+        except obx.BaseError as exc:
+            raise self.error(exc, key) from exc
+
+    def erase(self, key: str) -> None:
+        self._check_writable()
+        self._delete([validate_key(key)], key)
+
+    def erase_prefix(self, prefix: str) -> None:
+        self._check_writable()
+        keys = list(self.list_prefix(prefix))
+        for i in range(0, len(keys), DELETE_BATCH):
+            self._delete(keys[i : i + DELETE_BATCH], prefix)
+
+    def _delete(self, keys: list[str], what: str) -> None:
+        import obstore.exceptions as obx
+
+        obstore = import_obstore()
+        try:
+            obstore.delete(self.store, keys if len(keys) > 1 else keys[0])
+        except (obx.NotFoundError, FileNotFoundError):
+            pass  # erasing an absent key is not an error
+        except obx.BaseError as exc:
+            raise self.error(exc, what) from exc
+
+    def close(self) -> None:
+        """Stop the store's request threads."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+class _Got:
+    """The bytes of one GET, the object's size and its ETag."""
+
+    __slots__ = ("data", "e_tag", "size")
+
+    def __init__(self, data: Any, size: int, e_tag: str | None) -> None:
+        self.data = data
+        self.size = size
+        self.e_tag = e_tag
+
+
+class _Replaced(CorruptChunkError):
+    """A snapshot's object was replaced (412 on If-Match): read it again."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key, "the object was replaced while it was read")
+
+
+class _Conflict(Exception):
+    """A conditional PUT lost to another writer."""
+
+
+class _ETagSnapshot(Snapshot):
+    """One version of one object: the first read's ETag goes as If-Match with every later one."""
+
+    consistent = False
+
+    def __init__(self, store: ObjectStore, key: str) -> None:
+        super().__init__(key)
+        self.store = store
+        self.e_tag: str | None = None
+        self._seen = False  # whether a read (or a HEAD) fixed the version
+        self._absent = False
+        self._replaced = False
+
+    @property
+    def version(self) -> str | None:
+        """The ETag of the version read (a HEAD asks for it before the first read)."""
+        if not self._seen:
+            meta = self.store._head(self.key)
+            self._fix(None if meta is None else meta.get("e_tag"), meta is None)
+        return self.e_tag
+
+    def changed(self) -> bool:
+        """Whether a read found the object replaced after the snapshot's first read."""
+        return self._replaced
+
+    def _fix(self, e_tag: str | None, absent: bool) -> None:
+        if not self._seen:
+            self._seen, self.e_tag, self._absent = True, e_tag, absent
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        self._check_key(key)
+        if self._absent:
+            return None
+        try:
+            got = self.store._read(key, byte_range, self.e_tag)
+        except _Replaced:
+            self._replaced = True
+            raise
+        if got is None:
+            if self._seen:
+                # Gone since the version was fixed: a replacement too.
+                self._replaced = True
+                raise _Replaced(key)
+            self._fix(None, True)
+            return None
+        self._fix(got.e_tag, False)
+        return _as_buffer(got.data, whole=byte_range is None)
+
+    def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        self._check_key(key)
+        if self._absent:
+            return None
+        if not self._seen and ranges:
+            # The first read fixes the version the others must match.
+            first = self.get(key, ranges[0])
+            if first is None:
+                return None
+            rest = self._ranges(key, ranges[1:])
+            return None if rest is None else [first, *rest]
+        return self._ranges(key, ranges)
+
+    def _ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
+        try:
+            got = self.store._read_ranges(key, ranges, self.e_tag)
+        except _Replaced:
+            self._replaced = True
+            raise
+        if got is None and self._seen:
+            self._replaced = True
+            raise _Replaced(key)
+        return got
+
+
+def _as_buffer(data: Any, whole: bool) -> Buffer:
+    # Whole values are bytes (metadata documents go to json.loads); parts stay views of
+    # obstore's buffer, without a copy.
+    if whole:
+        return data.to_bytes() if hasattr(data, "to_bytes") else bytes(data)
+    return memoryview(data)
+
+
+def _http_range(byte_range: ByteRange) -> Any:
+    """obstore's ``range`` option for a non-empty ByteRange."""
+    if byte_range.offset < 0:
+        return {"suffix": -byte_range.offset}
+    if byte_range.length is None:
+        return {"offset": byte_range.offset}
+    return (byte_range.offset, byte_range.offset + byte_range.length)
+
+
+def _url_of(store: Any) -> str:
+    """A URL naming an obstore store, for messages (and kvstore specs)."""
+    name = type(store).__name__
+    prefix = (getattr(store, "prefix", None) or "").strip("/")
+    cfg: dict[str, Any] = dict(getattr(store, "config", None) or {})
+    if name == "HTTPStore":
+        return str(store.url).rstrip("/")
+    if name == "S3Store":
+        base = f"s3://{cfg.get('bucket', '')}"
+    elif name == "GCSStore":
+        base = f"gs://{cfg.get('bucket', '')}"
+    elif name == "AzureStore":
+        base = f"az://{cfg.get('container_name', '')}"
+    else:
+        base = f"{name}://"
+    return f"{base}/{prefix}" if prefix else base
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+

@@ -1,0 +1,169 @@
+"""The HTTP store against a real threaded server on 127.0.0.1 (tests/servers/http.py): reading a
+hierarchy zarr-python wrote, the exact requests of a partial shard read, concurrency, and faults
+(500s, dropped bodies, slow answers, 403s, 404s)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+import zarr
+
+import gpuzarr
+from gpuzarr.errors import ReadOnlyError, StoreError, StorePermissionError
+from gpuzarr.store import ObjectStore
+
+if TYPE_CHECKING:
+    from tests.servers import HttpServer
+
+#: Short retries and timeouts, so that the fault tests take a fraction of a second each.
+FAST = {"max_retries": 2, "init_backoff": 0.01, "max_backoff": 0.02, "timeout": 1.0}
+DATA = np.arange(512 * 512, dtype="<u2").reshape(512, 512)
+
+
+def _write(server: HttpServer, **kwargs: Any) -> str:
+    """A group with array "a" (zarr-python, uncompressed 128x128 inner chunks of 512x512 shards),
+    consolidated; the group's URL."""
+    root = server.directory / "d.zarr"
+    group = zarr.open_group(str(root), mode="w")
+    array = group.create_array(
+        "a", shape=DATA.shape, dtype=DATA.dtype, chunks=(128, 128), shards=(512, 512), compressors=None, **kwargs
+    )
+    array[...] = DATA
+    with pytest.warns(UserWarning, match="Consolidated metadata"):
+        zarr.consolidate_metadata(str(root))
+    return f"{server.url}/d.zarr"
+
+
+def test_reads_a_consolidated_hierarchy_without_listing(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    group = gpuzarr.open_group(url, mode="r", storage_options=FAST)
+    assert list(group) == ["a"]
+    array = group["a"]
+    np.testing.assert_array_equal(array[100:300, 17:400], DATA[100:300, 17:400])
+    # The group's zarr.json, with every member's metadata: no other metadata request, no listing.
+    assert [p for p, _ in http_server.gets() if p.endswith("zarr.json")] == ["/d.zarr/zarr.json"]
+    assert all(method in ("GET", "HEAD") for method, _, _ in http_server.requests)
+
+
+def test_open_array_by_url(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    np.testing.assert_array_equal(gpuzarr.open(url + "/a", mode="r")[...], DATA)
+
+
+def test_partial_shard_read_requests_index_once_then_coalesced_ranges(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    http_server.reset()
+    # Inner chunks (0, 0) and (2, 2) of shard (0, 0): 32 KiB each, which zarr-python writes in
+    # Morton order (positions 0 and 12), far more than the 64 KiB that is merged apart: two
+    # ranges after the 260-byte index (16 entries + crc32c).
+    got = array.vindex[[0, 300], [0, 300]]
+    np.testing.assert_array_equal(got, DATA[[0, 300], [0, 300]])
+    gets = http_server.gets()
+    assert gets[0] == ("/d.zarr/a/c/0/0", "bytes=-260")
+    assert sorted(gets[1:]) == [("/d.zarr/a/c/0/0", "bytes=0-32767"), ("/d.zarr/a/c/0/0", "bytes=393216-425983")]
+    # Inner chunks (0, 0) and (0, 1), at Morton positions 0 and 2: the 32 KiB between them is
+    # less than 64 KiB, so one request covers both.
+    http_server.reset()
+    np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256])
+    assert http_server.gets() == [("/d.zarr/a/c/0/0", "bytes=-260"), ("/d.zarr/a/c/0/0", "bytes=0-98303")]
+
+
+def test_requests_in_flight_exceed_cpu_concurrency(http_server: HttpServer) -> None:
+    # 16 unsharded chunks, each answered after 0.2 s: with 2 CPU workers, more than 2 requests
+    # in flight shows the reader's I/O pool (remote_concurrency) and obstore releasing the GIL.
+    root = http_server.directory / "u.zarr"
+    zarr.create_array(str(root), shape=(64, 64), chunks=(16, 16), dtype="u1")[...] = 1
+    array = gpuzarr.open(f"{http_server.url}/u.zarr", mode="r")
+    http_server.delay_next(16, 0.2)
+    with gpuzarr.config.set(concurrency=2, remote_concurrency=8):
+        assert array[...].sum() == 64 * 64
+    assert http_server.max_in_flight > 2
+
+
+def test_server_errors_are_retried(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    http_server.reset()
+    http_server.fail_next(2, 500)
+    np.testing.assert_array_equal(array[0:10, 0:10], DATA[0:10, 0:10])
+    # Two 500s, then the index; then the chunk.
+    assert [r for _, r in http_server.gets()] == ["bytes=-260"] * 3 + ["bytes=0-32767"]
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_server_errors_that_persist_name_the_key(http_server: HttpServer, status: int) -> None:
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    http_server.fail_next(100, status)
+    with pytest.raises(StoreError, match=rf"{url}/a: c/0/0: .*{status}") as info:
+        array[0:10, 0:10]
+    assert isinstance(info.value, OSError)
+    assert len([p for p, _ in http_server.gets() if p.endswith("c/0/0")]) == 1 + FAST["max_retries"]
+
+
+def test_a_body_cut_short_is_never_wrong_data(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    for drops in (1, 100):
+        http_server.drop_next(drops)
+        try:
+            got = array[0:300, 0:300]
+        except StoreError as exc:
+            assert "c/0/0" in str(exc)  # retries ran out: an error naming the key
+        else:
+            np.testing.assert_array_equal(got, DATA[0:300, 0:300])  # a retry read it whole
+    http_server.drop_next(0)
+    np.testing.assert_array_equal(array[...], DATA)
+
+
+def test_a_body_cut_short_is_retried(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    store = ObjectStore.from_url(url, FAST)
+    http_server.drop_next(1)
+    assert store.get("a/zarr.json") == (http_server.directory / "d.zarr/a/zarr.json").read_bytes()
+    assert len(http_server.gets()) == 2
+
+
+def test_slow_answers_time_out(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    store = ObjectStore.from_url(url, {**FAST, "timeout": 0.2, "max_retries": 0})
+    http_server.delay_next(1, 1.0)
+    with pytest.raises(StoreError, match=r"a/zarr\.json"):
+        store.get("a/zarr.json")
+
+
+def test_forbidden_is_a_permission_error(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    http_server.forbid("/d.zarr/a/c/")
+    with pytest.raises(StorePermissionError, match=rf"{url}/a: c/0/0: permission denied") as info:
+        array[0:10, 0:10]
+    assert isinstance(info.value, PermissionError)
+
+
+def test_missing_chunk_reads_as_fill_value(http_server: HttpServer) -> None:
+    root = http_server.directory / "f.zarr"
+    z = zarr.create_array(str(root), shape=(20,), chunks=(10,), dtype="i4", fill_value=-1)
+    z[:10] = np.arange(10)
+    got = gpuzarr.open(f"{http_server.url}/f.zarr", mode="r", storage_options=FAST)[...]
+    np.testing.assert_array_equal(got, [*range(10), *[-1] * 10])
+
+
+def test_http_is_read_only_and_cannot_list(http_server: HttpServer) -> None:
+    store = ObjectStore.from_url(http_server.url + "/x", FAST)
+    assert store.read_only
+    with pytest.raises(ReadOnlyError):
+        store.set("k", b"v")
+    with pytest.raises(StoreError, match="cannot list"):
+        list(store.list_prefix(""))
+    assert store.kvstore_json() == {"driver": "http", "base_url": http_server.url, "path": "x/"}
+
+
+def test_http_kvstore_spec(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    spec = {"driver": "zarr3", "kvstore": {"driver": "http", "base_url": http_server.url, "path": "d.zarr/a/"}}
+    np.testing.assert_array_equal(gpuzarr.open(spec)[0:5, 0:5], DATA[0:5, 0:5])
+    assert gpuzarr.open(url + "/a", mode="r").spec()["kvstore"] == spec["kvstore"]

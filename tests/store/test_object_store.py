@@ -1,0 +1,218 @@
+"""ObjectStore on a real S3-compatible server (moto on 127.0.0.1): the conformance suite, URLs
+and options, snapshots against a writer, conditional writes, errors and pickling."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import CorruptChunkError, InvalidArgumentError, StoreError, StorePermissionError
+from gpuzarr.store import ObjectStore, make_store
+from gpuzarr.store.base import ByteRange
+from gpuzarr.store.object_options import ObjectStoreOptions
+from gpuzarr.store.sharding import SHARD_READ_ATTEMPTS
+
+from .conformance import VALUE, StoreConformance, as_bytes
+
+if TYPE_CHECKING:
+    from gpuzarr.store.base import Store
+    from tests.servers import S3Bucket
+
+
+def _store(bucket: S3Bucket, path: str = "root.zarr", **options: Any) -> ObjectStore:
+    return ObjectStore.from_url(f"{bucket.url}/{path}", bucket.storage_options(**options))
+
+
+class TestObjectStore(StoreConformance):
+    @pytest.fixture
+    def make_store(self, s3_bucket: S3Bucket) -> Store:
+        return _store(s3_bucket)
+
+    def make_read_only(self, store: Store) -> Store:
+        assert isinstance(store, ObjectStore)
+        return store.with_options(read_only=True)
+
+
+def test_url_and_storage_options_through_make_store(s3_bucket: S3Bucket) -> None:
+    store, path = make_store(f"{s3_bucket.url}/x.zarr", storage_options=s3_bucket.storage_options())
+    assert isinstance(store, ObjectStore) and path == ""
+    store.set("zarr.json", b"{}")
+    # The same object through the bucket's root: the URL's path is the store's prefix.
+    root = _store(s3_bucket, "")
+    assert root.get("x.zarr/zarr.json") == b"{}"
+    assert repr(store) == f"ObjectStore('{s3_bucket.url}/x.zarr')"
+
+
+def test_kvstore_spec_opens_the_same_store(s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    # TensorStore's spec has no credentials: they come from the environment, as for TensorStore.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    store, _ = make_store(s3_bucket.kvstore("a/b.zarr/"))
+    assert isinstance(store, ObjectStore)
+    store.set("k", VALUE)
+    assert _store(s3_bucket, "a/b.zarr").get("k") == VALUE
+    assert store.kvstore_json() == {
+        "driver": "s3",
+        "bucket": s3_bucket.name,
+        "path": "a/b.zarr/",
+        "endpoint": s3_bucket.endpoint,
+        "aws_region": "us-east-1",
+    }
+
+
+def test_array_round_trip_and_spec(s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = np.arange(60 * 70, dtype="<u2").reshape(60, 70)
+    url = f"{s3_bucket.url}/arr.zarr"
+    a = gpuzarr.create(url, shape=data.shape, dtype=data.dtype, chunks=(8, 8), shards=(32, 32),
+                       storage_options=s3_bucket.storage_options())
+    a[...] = data
+    b = gpuzarr.open(url, mode="r", storage_options=s3_bucket.storage_options())
+    np.testing.assert_array_equal(b[5:50, 3:61], data[5:50, 3:61])
+    # Pickled by URL and options: the copy makes its own client.
+    c = pickle.loads(pickle.dumps(b))
+    np.testing.assert_array_equal(c[...], data)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    np.testing.assert_array_equal(gpuzarr.open(b.spec())[...], data)
+
+
+def test_missing_chunks_read_as_fill_value(s3_bucket: S3Bucket) -> None:
+    url = f"{s3_bucket.url}/fill.zarr"
+    a = gpuzarr.create(url, shape=(10,), dtype="i4", chunks=(5,), fill_value=7,
+                       storage_options=s3_bucket.storage_options())
+    a[:5] = np.arange(5)
+    np.testing.assert_array_equal(a[...], [0, 1, 2, 3, 4, 7, 7, 7, 7, 7])
+
+
+def test_snapshot_reads_one_version_or_fails(s3_bucket: S3Bucket) -> None:
+    store = _store(s3_bucket)
+    store.set("k", VALUE)
+    with store.snapshot("k") as snap:
+        assert as_bytes(snap.get("k", ByteRange(0, 4))) == VALUE[:4]
+        first = snap.version
+        assert first is not None
+        store.set("k", b"replaced by another writer")
+        # If-Match: the new version is never mixed with the old one.
+        with pytest.raises(CorruptChunkError, match="replaced"):
+            snap.get_ranges("k", [ByteRange(4, 4), ByteRange(8, 4)])
+        assert snap.changed()
+    with store.snapshot("k") as again:
+        assert as_bytes(again.get("k")) == b"replaced by another writer"
+        assert again.version != first
+
+
+def test_shard_rewritten_between_index_and_chunks_is_read_again(s3_bucket: S3Bucket) -> None:
+    data = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
+    url = f"{s3_bucket.url}/race.zarr"
+    opts = s3_bucket.storage_options()
+    a = gpuzarr.create(url, shape=data.shape, dtype=data.dtype, chunks=(8, 8), shards=(64, 64), storage_options=opts)
+    a[...] = data
+    store = _store(s3_bucket, "race.zarr")
+    writes = 0
+    real_read = ObjectStore._read
+
+    def read_then_write(self: ObjectStore, key: str, byte_range: Any, if_match: Any = None) -> Any:
+        # The first ranged read after the index (If-Match set) finds the shard replaced once.
+        nonlocal writes
+        if if_match is not None and writes == 0:
+            writes += 1
+            a[...] = data + 1
+        return real_read(self, key, byte_range, if_match)
+
+    b = gpuzarr.open(store, mode="r")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ObjectStore, "_read", read_then_write)
+        got = b[0:8, 0:16]
+    assert writes == 1
+    np.testing.assert_array_equal(got, data[0:8, 0:16] + 1)
+    assert SHARD_READ_ATTEMPTS > 1
+
+
+def test_conditional_writes(s3_bucket: S3Bucket) -> None:
+    store = _store(s3_bucket)
+    assert store.set_if("k", b"first", None)  # create-only
+    assert not store.set_if("k", b"second", None)
+    with store.snapshot("k") as snap:
+        assert snap.get("k") == b"first"
+        version = snap.version
+    assert isinstance(version, str)
+    store.set("k", b"other writer")
+    assert not store.set_if("k", b"lost update", version)
+    assert store.get("k") == b"other writer"
+    with store.snapshot("k") as snap:
+        snap.get("k", ByteRange(0, 1))
+        assert store.set_if("k", b"mine", snap.version)
+    assert store.get("k") == b"mine"
+
+
+def test_a_missing_bucket_is_an_error_not_a_fill_value(s3_bucket: S3Bucket) -> None:
+    store = ObjectStore.from_url("s3://no-such-bucket-here/x", s3_bucket.storage_options())
+    # (A HEAD's 404 has no body to tell a bucket from a key: exists() says False.)
+    for read in (lambda: store.get("c/0"), lambda: store.get("c/0", ByteRange(0, 4))):
+        with pytest.raises(StoreError, match=r"s3://no-such-bucket-here/x: c/0: the bucket does not exist"):
+            read()
+
+
+def test_unknown_option_is_named(s3_bucket: S3Bucket) -> None:
+    with pytest.raises(InvalidArgumentError, match="not_an_option"):
+        ObjectStore.from_url(s3_bucket.url, s3_bucket.storage_options(not_an_option=1))
+    with pytest.raises(InvalidArgumentError, match="max_retries"):
+        ObjectStore.from_url(s3_bucket.url, s3_bucket.storage_options(max_retries=-1))
+
+
+def test_storage_options_defaults_and_overrides() -> None:
+    default = ObjectStoreOptions.from_storage_options(None)
+    assert default.retry_config["max_retries"] == 5
+    assert default.client_options["timeout"].total_seconds() == 30
+    opts = ObjectStoreOptions.from_storage_options(
+        {"endpoint": "http://127.0.0.1:1", "timeout": 2, "io_concurrency": 4, "cache_bytes": 1 << 20, "region": "x"}
+    )
+    assert opts.client_options["allow_http"] is True
+    assert opts.client_options["timeout"].total_seconds() == 2
+    assert (opts.io_concurrency, opts.cache_bytes) == (4, 1 << 20)
+    assert opts.config == {"endpoint": "http://127.0.0.1:1", "region": "x"}
+    with pytest.raises(InvalidArgumentError, match="io_concurrency"):
+        ObjectStoreOptions.from_storage_options({"io_concurrency": 0})
+
+
+def test_io_concurrency(s3_bucket: S3Bucket) -> None:
+    assert _store(s3_bucket).io_concurrency == gpuzarr.config.get("remote_concurrency") == 32
+    with gpuzarr.config.set(remote_concurrency=5):
+        assert _store(s3_bucket).io_concurrency == 5
+    assert _store(s3_bucket, io_concurrency=3).io_concurrency == 3
+    assert gpuzarr.LocalStore(".").io_concurrency is None
+
+
+def test_errors_are_store_errors_naming_url_and_key() -> None:
+    # Nothing listens on port 9 of 127.0.0.1: the connection is refused, retried, then reported.
+    store = ObjectStore.from_url(
+        "s3://bucket/x.zarr",
+        {"endpoint": "http://127.0.0.1:9", "region": "us-east-1", "access_key_id": "a",
+         "secret_access_key": "b", "max_retries": 1, "init_backoff": 0.01, "max_backoff": 0.01},
+    )
+    with pytest.raises(StoreError, match=r"s3://bucket/x\.zarr: c/0") as info:
+        store.get("c/0")
+    assert isinstance(info.value, OSError) and not isinstance(info.value, StorePermissionError)
+    with pytest.raises(StoreError):
+        store.get("c/0", ByteRange(0, 4))
+
+
+def test_missing_obstore_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gpuzarr itself imports without obstore; asking for an object store says what to install.
+    monkeypatch.setitem(sys.modules, "obstore", None)
+    with pytest.raises(ImportError, match=r"gpuzarr\[remote\]"):
+        ObjectStore.from_url("s3://bucket/x.zarr")
+    with pytest.raises(ImportError, match=r"gpuzarr\[remote\]"):
+        gpuzarr.open("https://example.invalid/x.zarr", mode="r")
+
+
+def test_gpuzarr_imports_without_obstore() -> None:
+    code = "import sys; sys.modules['obstore'] = None; import gpuzarr; gpuzarr.open_group('memory://x', mode='a')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
