@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from .base import ByteRange, Store, validate_key
+from .caching import CachingStore
 from .local import LocalStore
 from .memory import MemoryStore
 from .url import parse_store_url
@@ -64,4 +65,13 @@ def make_store(store: StoreLike, read_only: bool = False) -> tuple[Store, str]:
     raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
 
 
-__all__ = ["ByteRange", "LocalStore", "MemoryStore", "Store", "make_store", "memory_store", "validate_key"]
+__all__ = [
+    "ByteRange",
+    "CachingStore",
+    "LocalStore",
+    "MemoryStore",
+    "Store",
+    "make_store",
+    "memory_store",
+    "validate_key",
+]
