@@ -23,7 +23,7 @@ from .launches import FileSpan
 from .routes import reads_directly
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import MutableMapping, Sequence
 
     from ...layout import ArrayLayout
     from ...store.base import Buffer, Store
@@ -46,7 +46,7 @@ def fetch_batch(
     store: Store,
     plan: GpuReadPlan,
     batch: int,
-    indexes: dict[str, ShardIndex | None] | None = None,
+    indexes: MutableMapping[str, ShardIndex | None] | None = None,
     *,
     direct: bool = False,
 ) -> list[Buffer | FileSpan | None]:
@@ -76,14 +76,14 @@ def _fetch_sharded(
     layout: ArrayLayout,
     store: Store,
     tasks: list[ChunkTask],
-    indexes: dict[str, ShardIndex | None],
+    indexes: MutableMapping[str, ShardIndex | None],
     local: LocalStore | None,
 ) -> list[Buffer | FileSpan | None]:
     """The inner chunks of a sharded batch through ``store.sharding.fetch_inner_chunks``, the
     routine the CPU reader uses: per shard (in parallel), its index (read once per read and kept
-    in ``indexes``), then its inner chunks as coalesced ranges, or, with ``local`` given and every
-    wanted chunk of the shard readable by the device, as :class:`FileSpan` records of the shard
-    file."""
+    in ``indexes``, over the array's kept indexes), then its inner chunks as coalesced ranges,
+    or, with ``local`` given and every wanted chunk of the shard readable by the device, as
+    :class:`FileSpan` records of the shard file."""
     wanted: dict[str, list[int]] = {}
     shard_of_key: dict[str, tuple[int, ...]] = {}
     direct_keys: set[str] = set()
