@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from . import config
@@ -61,6 +62,33 @@ def run_tasks(func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2)
     return [r for part in results if part is not None for r in part]
 
 
+#: I/O thread pools by size (made on first use): requests to a remote store wait on the network,
+#: not on a core, so such a store keeps more in flight than the CPU pool has workers
+_io_pools: dict[int, ThreadPoolExecutor] = {}
+_io_lock = threading.Lock()
+
+
+def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T]], list[R]]:
+    """How to run a batch of requests to a store whose ``io_concurrency`` is ``concurrency``:
+    :func:`run_tasks` (the CPU pool) for None, in order for 1, else on a pool of that many I/O
+    threads (shared by every store asking for the same number)."""
+    if concurrency is None:
+        return run_tasks
+    if concurrency <= 1:
+        return lambda func, items: [func(x) for x in items]
+    with _io_lock:
+        pool = _io_pools.get(concurrency)
+        if pool is None:
+            pool = _io_pools[concurrency] = ThreadPoolExecutor(concurrency, thread_name_prefix="gpuzarr-io")
+
+    def run(func: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        if len(items) < 2:
+            return [func(x) for x in items]
+        return list(pool.map(func, items))
+
+    return run
+
+
 def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     """Split items into consecutive runs whose summed size stays within ``budget`` (>= 1 item)."""
     runs: list[range] = []
@@ -75,4 +103,4 @@ def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     return runs
 
 
-__all__ = ["batches_by_bytes", "run_tasks"]
+__all__ = ["batches_by_bytes", "io_runner", "run_tasks"]
