@@ -52,7 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="NAME",
         help="restrict to these implementations / datasets / workloads (any mix): "
         + ", ".join(ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS)
-        + " (loader runs only when named)",
+        + " (loader and s3 run only when named)",
     )
     p.add_argument("--save-results", action="store_true", help="also write benchmarks/results/<date>-<machine>.md")
     p.add_argument("--results-dir", type=Path, default=HERE / "results", help=argparse.SUPPRESS)
@@ -75,6 +75,10 @@ def _select(names: list[str], only: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if "s3" in args.only:  # its own server, datasets and table
+        from .s3_workload import run_s3
+
+        return run_s3(args, argv)
     env = environment(args.device)
 
     impls = implementations(args.device)

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 
 WORKLOADS = ["full-read", "crops-each", "crops-batch", "shard-partial", "full-write"]
 #: run only when named with --only
-OPTIONAL_WORKLOADS = ["loader"]
+OPTIONAL_WORKLOADS = ["loader", "s3"]
 WORKLOAD_HELP = {
     "loader": "epochs of random 64^3 / 128^3 crops in batches of 32 as torch tensors (benchmarks/loader_workload.py)",
+    "s3": "full reads and random crops from a loopback S3 server (moto) beside zarr-python and TensorStore "
+    "(benchmarks/s3_workload.py)",
     "full-read": "the whole array in one read",
     "crops-each": "N random unaligned crops, one read after the other",
     "crops-batch": "the same N crops as one batch (gpuzarr read_batch; TensorStore all futures at once; "

@@ -26,6 +26,7 @@ from .errors import MetadataError
 from .metadata.chunk_grid import DimensionGrid
 from .metadata.named_dtypes import full
 from .metadata.rectilinear import VariableDimensionGrid
+from .store.shard_indexes import ShardIndexCache
 
 if TYPE_CHECKING:
     from .metadata.v2 import ArrayMetadataV2
@@ -60,6 +61,9 @@ class ArrayLayout:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _dims_cache: dict[tuple[int, ...], Any] = field(default_factory=dict, repr=False)
     _planning_dims: tuple[AnyDimension, ...] | None = field(default=None, repr=False)
+    #: the shard indexes this array has read, kept across reads (sharded arrays; see
+    #: :mod:`gpuzarr.store.shard_indexes` for when one is used again)
+    shard_indexes: ShardIndexCache = field(default_factory=ShardIndexCache, repr=False)
 
     @classmethod
     def from_metadata(

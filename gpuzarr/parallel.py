@@ -79,6 +79,18 @@ def run_tasks(
     return [r for part in results if part is not None for r in part]
 
 
+def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T]], list[R]]:
+    """How to run a batch of requests to a store whose ``io_concurrency`` is ``concurrency``:
+    :func:`run_tasks` on the CPU pool for None, in order for 1, else :func:`run_tasks` on the
+    I/O pool with ``max(concurrency, CPU concurrency)`` workers (as :func:`io_workers`)."""
+    if concurrency is None:
+        return run_tasks
+    if concurrency <= 1:
+        return lambda func, items: [func(x) for x in items]
+    workers = max(int(config.get("concurrency")), concurrency)
+    return lambda func, items: run_tasks(func, items, workers=workers)
+
+
 def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     """Split items into consecutive runs whose summed size stays within ``budget`` (>= 1 item)."""
     runs: list[range] = []
@@ -93,4 +105,4 @@ def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     return runs
 
 
-__all__ = ["batches_by_bytes", "io_workers", "run_tasks"]
+__all__ = ["batches_by_bytes", "io_runner", "io_workers", "run_tasks"]

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from .base import ByteRange, Store, validate_key
+from .caching import CachingStore
 from .fsspec import FsspecStore  # imports fsspec itself only when a store is made
 from .local import LocalStore
 from .memory import MemoryStore
@@ -126,14 +127,16 @@ def _is_zip_path(path: str | os.PathLike[str]) -> bool:
 
 def _object_store(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
     """An ObjectStore for ``url``, wrapped in the host cache when ``cache_bytes`` asks for it."""
+    from .object_options import ObjectStoreOptions
+
     store = ObjectStore.from_url(url, storage_options, read_only=read_only)
-    # Host cache: storage_options["cache_bytes"] (parsed as ObjectStoreOptions.cache_bytes) is
-    # the byte budget of the LRU cache of fetched bytes; wrap ``store`` in it here.
-    return store
+    cache_bytes = ObjectStoreOptions.from_storage_options(storage_options).cache_bytes
+    return CachingStore(store, cache_bytes) if cache_bytes else store
 
 
 __all__ = [
     "ByteRange",
+    "CachingStore",
     "FsspecStore",
     "LocalStore",
     "MemoryStore",

@@ -65,10 +65,19 @@ def test_partial_shard_read_requests_index_once_then_coalesced_ranges(http_serve
     assert gets[0] == ("/d.zarr/a/c/0/0", "bytes=-260")
     assert sorted(gets[1:]) == [("/d.zarr/a/c/0/0", "bytes=0-32767"), ("/d.zarr/a/c/0/0", "bytes=393216-425983")]
     # Inner chunks (0, 0) and (0, 1), at Morton positions 0 and 2: the 32 KiB between them is
-    # less than 64 KiB, so one request covers both.
+    # less than 64 KiB, so one request covers both. The open array kept the shard's index, and
+    # the request carries its ETag (If-Match), so the index is not fetched again.
     http_server.reset()
     np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256])
-    assert http_server.gets() == [("/d.zarr/a/c/0/0", "bytes=-260"), ("/d.zarr/a/c/0/0", "bytes=0-98303")]
+    assert http_server.gets() == [("/d.zarr/a/c/0/0", "bytes=0-98303")]
+    # A freshly opened array reads the index again.
+    http_server.reset()
+    reopened = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    np.testing.assert_array_equal(reopened[0:128, 0:256], DATA[0:128, 0:256])
+    assert [g for g in http_server.gets() if "zarr.json" not in g[0]] == [
+        ("/d.zarr/a/c/0/0", "bytes=-260"),
+        ("/d.zarr/a/c/0/0", "bytes=0-98303"),
+    ]
 
 
 def test_requests_in_flight_exceed_cpu_concurrency(http_server: HttpServer) -> None:

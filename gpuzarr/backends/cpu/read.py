@@ -229,6 +229,9 @@ def _read_sharded(
     def shard_layout(key: str) -> ShardLayout:
         return layout.sharding_at(shard_coords[key]).layout
 
+    # The array's shard indexes, used again where the shard's version confirms them.
+    indexes = layout.shard_indexes.for_read()
+
     keys = list(by_shard)
     # A remote store's fetches wait on the network: more of them run at once (io_workers).
     fetch_workers = io_workers(store)
@@ -237,7 +240,7 @@ def _read_sharded(
         # at once, so reading and decoding overlap and only a few shards are held in memory.
         def fetch_and_decode(key: str) -> None:
             wanted = by_shard[key]
-            blobs = fetch_shard(store, key, [i for i, _ in wanted], shard_layout(key))
+            blobs = fetch_shard(store, key, [i for i, _ in wanted], shard_layout(key), index_cache=indexes)
             for (i, targets), raw in zip(wanted, blobs, strict=True):
                 _decode_inner(layout, key, i, raw, out, targets)
 
@@ -249,7 +252,11 @@ def _read_sharded(
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = {keys[k]: [i for i, _ in by_shard[keys[k]]] for k in run}
         fetched = fetch_inner_chunks(
-            store, batch, shard_layout, map_shards=lambda f, xs: run_tasks(f, xs, workers=fetch_workers)
+            store,
+            batch,
+            shard_layout,
+            index_cache=indexes,
+            map_shards=lambda f, xs: run_tasks(f, xs, workers=fetch_workers),
         )
         tasks = [(key, i, fetched[key, i], targets) for key in batch for i, targets in by_shard[key]]
         run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)

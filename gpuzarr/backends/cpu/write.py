@@ -185,6 +185,8 @@ def _write_shards(
     run_tasks(encode, edits)
 
     def assemble(w: _ShardWrite) -> None:
+        # The array's kept index of this shard describes the version being replaced.
+        layout.shard_indexes.discard(w.key)
         if all(part is None for part in w.parts):
             store.erase(w.key)
         else:

@@ -36,7 +36,7 @@ from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, ChecksumCheck, FileSpan, StreamGroup
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, MutableMapping
 
     from ...layout import ArrayLayout
     from ...store.base import Store
@@ -97,7 +97,9 @@ def execute(
     ``device.buffers``. Each goes back with the event after which nothing reads it (the upload,
     or the batch's last kernel), and serves again only once that event has completed.
     """
-    indexes: dict[str, ShardIndex | None] = {}
+    # The array's shard indexes (used again where the shard's version confirms them) under
+    # this read's own.
+    indexes = layout.shard_indexes.for_read()
     direct = isinstance(store, LocalStore) and uses_direct_reads(device)
     reported: set[str] = set()
 
@@ -151,7 +153,7 @@ def prepare(
     batch: int,
     device: Device,
     *,
-    indexes: dict[str, ShardIndex | None] | None = None,
+    indexes: MutableMapping[str, ShardIndex | None] | None = None,
     direct: bool = False,
     budget: int | None = None,
 ) -> PreparedBatch:

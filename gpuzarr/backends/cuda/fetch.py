@@ -7,23 +7,31 @@ indexes first, then coalesced inner-chunk ranges (or the inner chunks' spans in 
 both from one snapshot of the shard. Spans the device reads itself carry the version of the file
 whose index was read; a file replaced before that is read on the host from the snapshot, one
 replaced after it is caught when the device has read it (``executor._check_files_unchanged``).
+
+Every other store (memory, zip, object stores, HTTP, fsspec, a CachingStore) goes through the
+host path: whole chunks with ``get``, inner chunks of shards with coalesced ``get_ranges``,
+never the whole shard for a few of its chunks. The requests run on the I/O threads the store
+asks for (``io_concurrency``; the CPU pool when it names none), still on the helper thread's
+time, so they overlap the previous batch's device work. The bytes they return (a view of the
+store's memory, or the buffer a remote store's client filled) are copied once, into the
+batch's pinned staging buffer (``bind``), which crosses to the device in one upload.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptChunkError
-from ...parallel import run_tasks
+from ...parallel import io_runner
 from ...store.local import LocalStore
 from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, read_inner_chunks
 from .launches import FileSpan
 from .routes import reads_directly
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, MutableMapping, Sequence
 
     from ...layout import ArrayLayout
     from ...store.base import Buffer, Store
@@ -46,7 +54,7 @@ def fetch_batch(
     store: Store,
     plan: GpuReadPlan,
     batch: int,
-    indexes: dict[str, ShardIndex | None] | None = None,
+    indexes: MutableMapping[str, ShardIndex | None] | None = None,
     *,
     direct: bool = False,
 ) -> list[Buffer | FileSpan | None]:
@@ -58,8 +66,10 @@ def fetch_batch(
     """
     tasks = [plan.tasks[t] for t in plan.batches[batch]]
     local = store if direct and isinstance(store, LocalStore) else None
+    # A remote store names how many requests it keeps in flight (its ``io_concurrency``).
+    run = io_runner(getattr(store, "io_concurrency", None))
     if plan.sharded:
-        return _fetch_sharded(layout, store, tasks, {} if indexes is None else indexes, local)
+        return _fetch_sharded(layout, store, tasks, {} if indexes is None else indexes, local, run)
 
     def whole(task: ChunkTask) -> Buffer | FileSpan | None:
         if local is not None and reads_directly(task.route):
@@ -69,21 +79,22 @@ def fetch_batch(
             return None if path is None or found is None else FileSpan(path, 0, found[0], found[1])
         return store.get(task.key)
 
-    return run_tasks(whole, tasks)
+    return run(whole, tasks)
 
 
 def _fetch_sharded(
     layout: ArrayLayout,
     store: Store,
     tasks: list[ChunkTask],
-    indexes: dict[str, ShardIndex | None],
+    indexes: MutableMapping[str, ShardIndex | None],
     local: LocalStore | None,
+    run: Callable[[Callable[[str], list[Any]], Sequence[str]], list[list[Any]]],
 ) -> list[Buffer | FileSpan | None]:
     """The inner chunks of a sharded batch through ``store.sharding.fetch_inner_chunks``, the
     routine the CPU reader uses: per shard (in parallel), its index (read once per read and kept
-    in ``indexes``), then its inner chunks as coalesced ranges, or, with ``local`` given and every
-    wanted chunk of the shard readable by the device, as :class:`FileSpan` records of the shard
-    file."""
+    in ``indexes``, over the array's kept indexes), then its inner chunks as coalesced ranges,
+    or, with ``local`` given and every wanted chunk of the shard readable by the device, as
+    :class:`FileSpan` records of the shard file."""
     wanted: dict[str, list[int]] = {}
     shard_of_key: dict[str, tuple[int, ...]] = {}
     direct_keys: set[str] = set()
@@ -116,7 +127,7 @@ def _fetch_sharded(
         lambda key: layout.sharding_at(shard_of_key[key]).layout,
         index_cache=indexes,
         read_chunks=read_chunks,
-        map_shards=run_tasks,
+        map_shards=run,
     )
     return [fetched[task.key, task.inner] for task in tasks if task.inner is not None]
 

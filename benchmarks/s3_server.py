@@ -1,0 +1,97 @@
+"""A loopback S3 server for the ``s3`` benchmark: moto's standalone server (``moto[server]``) in
+a thread of this process, on 127.0.0.1 and a free port, with one bucket.
+
+moto accepts any credentials; the clients are given :data:`ACCESS_KEY_ID` /
+:data:`SECRET_ACCESS_KEY` so that each signs its requests as it would against AWS.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+ACCESS_KEY_ID = "gpuzarr-bench"
+SECRET_ACCESS_KEY = "gpuzarr-bench-secret"
+REGION = "us-east-1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class S3Server:
+    """A running server: ``endpoint`` (``http://127.0.0.1:<port>``) and ``bucket``."""
+
+    endpoint: str
+    bucket: str
+    _server: Any
+
+    @classmethod
+    def start(cls, bucket: str = "bench") -> S3Server:
+        """Start moto's server and create ``bucket``; ImportError names the package when moto
+        (with its server extra) is missing."""
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError as exc:
+            raise ImportError("the s3 benchmark needs moto's server: pip install 'moto[server]'") from exc
+        port = _free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 10
+        while True:  # the thread binds the port shortly after start() returns
+            try:
+                request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+                urllib.request.urlopen(request, timeout=5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    server.stop()
+                    raise
+                time.sleep(0.05)
+        return cls(endpoint, bucket, server)
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def storage_options(self) -> dict[str, Any]:
+        """obstore's S3 configuration (gpuzarr's ``storage_options``) for this server."""
+        return {
+            "endpoint": self.endpoint,
+            "region": REGION,
+            "access_key_id": ACCESS_KEY_ID,
+            "secret_access_key": SECRET_ACCESS_KEY,
+            "allow_http": True,
+        }
+
+    def obstore_store(self, prefix: str | None = None) -> Any:
+        """An ``obstore.store.S3Store`` of the bucket (or of ``prefix`` in it)."""
+        from obstore.store import S3Store
+
+        return S3Store(self.bucket, prefix=prefix, **self.storage_options())
+
+    def tensorstore_kvstore(self, path: str) -> dict[str, Any]:
+        """TensorStore's s3 kvstore of ``path`` in the bucket. Credentials come from the
+        environment (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``: see :meth:`environ`)."""
+        return {
+            "driver": "s3",
+            "bucket": self.bucket,
+            "path": path.rstrip("/") + "/",
+            "endpoint": self.endpoint,
+            "aws_region": REGION,
+        }
+
+    @staticmethod
+    def environ() -> dict[str, str]:
+        """The environment variables through which TensorStore finds the credentials."""
+        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY, "AWS_REGION": REGION}
+
+
+__all__ = ["S3Server"]
