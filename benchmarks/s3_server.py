@@ -1,5 +1,9 @@
 """A loopback S3 server for the ``s3`` benchmark: moto's standalone server (``moto[server]``) in
-a thread of this process, on 127.0.0.1 and a free port, with one bucket.
+a process of its own, on 127.0.0.1 and a free port, with one bucket.
+
+Its own process, not a thread of the benchmark's: moto serves requests in Python, and in the
+clients' process it would compete for their GIL, slowing the clients that hold the GIL longest
+(zarr-python, gpuzarr) more than those that hold it least (TensorStore).
 
 moto accepts any credentials; the clients are given :data:`ACCESS_KEY_ID` /
 :data:`SECRET_ACCESS_KEY` so that each signs its requests as it would against AWS.
@@ -8,6 +12,8 @@ moto accepts any credentials; the clients are given :data:`ACCESS_KEY_ID` /
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -38,28 +44,35 @@ class S3Server:
         """Start moto's server and create ``bucket``; ImportError names the package when moto
         (with its server extra) is missing."""
         try:
-            from moto.server import ThreadedMotoServer
+            import moto.server  # noqa: F401 - only checks that the server extra is installed
         except ImportError as exc:
             raise ImportError("the s3 benchmark needs moto's server: pip install 'moto[server]'") from exc
         port = _free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         endpoint = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 10
-        while True:  # the thread binds the port shortly after start() returns
+        deadline = time.monotonic() + 30
+        while True:  # the server binds the port once it has imported moto
             try:
                 request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
                 urllib.request.urlopen(request, timeout=5).close()
                 break
             except OSError:
-                if time.monotonic() > deadline:
-                    server.stop()
+                if time.monotonic() > deadline or server.poll() is not None:
+                    server.kill()
                     raise
-                time.sleep(0.05)
+                time.sleep(0.1)
         return cls(endpoint, bucket, server)
 
     def stop(self) -> None:
-        self._server.stop()
+        self._server.terminate()
+        try:
+            self._server.wait(10)
+        except subprocess.TimeoutExpired:
+            self._server.kill()
 
     def storage_options(self) -> dict[str, Any]:
         """obstore's S3 configuration (gpuzarr's ``storage_options``) for this server."""
