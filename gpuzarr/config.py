@@ -70,8 +70,9 @@ _settings: dict[str, Any] = {
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
-_io_pool: ThreadPoolExecutor | None = None
-_io_pool_size = 0
+#: I/O pools by thread count: kept, never replaced, because a read may be submitting to one
+#: while another read asks for a different size (stores of different ``io_concurrency``)
+_io_pools: dict[int, ThreadPoolExecutor] = {}
 
 
 def _default_concurrency() -> int:
@@ -179,26 +180,22 @@ def thread_pool() -> ThreadPoolExecutor:
 def io_thread_pool(workers: int) -> ThreadPoolExecutor:
     """The pool of fetches from remote stores: ``workers - 1`` threads (the caller works too).
 
-    Separate from :func:`thread_pool`, so that local reads keep ``concurrency`` threads; (re)made
-    when ``workers`` changes.
+    Separate from :func:`thread_pool`, so that local reads keep ``concurrency`` threads; one
+    pool per size, made on first use (idle threads cost only their stacks).
     """
-    global _io_pool, _io_pool_size
     size = max(workers - 1, 1)
     with _lock:
-        if _io_pool is None or _io_pool_size != size:
-            old = _io_pool
-            _io_pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr-io")
-            _io_pool_size = size
-            if old is not None:
-                old.shutdown(wait=False)
-        return _io_pool
+        pool = _io_pools.get(size)
+        if pool is None:
+            pool = _io_pools[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr-io")
+        return pool
 
 
 def _after_fork() -> None:
     # Threads do not survive fork(): a child must build its own pools.
-    global _pool, _pool_size, _io_pool, _io_pool_size
+    global _pool, _pool_size
     _pool, _pool_size = None, 0
-    _io_pool, _io_pool_size = None, 0
+    _io_pools.clear()
 
 
 if hasattr(os, "register_at_fork"):

@@ -45,3 +45,13 @@ def test_bad_settings_change_nothing(settings: dict[str, object], message: str) 
     with pytest.raises((ValueError, KeyError), match=message):
         config.set(io_threads=7, **settings)
     assert config.get("io_threads") is None
+
+
+def test_io_pools_of_different_sizes_live_side_by_side() -> None:
+    """A read of a store with another ``io_concurrency`` must not shut down the pool that a
+    concurrent read is submitting to."""
+    first = config.io_thread_pool(5)
+    second = config.io_thread_pool(9)
+    assert first is not second
+    assert first.submit(lambda: 1).result() == 1
+    assert config.io_thread_pool(5) is first
