@@ -48,6 +48,10 @@ class CorruptChunkError(GpuZarrError, ValueError):
         self.key = key
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[CorruptChunkError], tuple[str, str]]:
+        # Raised in worker processes too (DataLoader workers, Dask): rebuilt from its parts.
+        return type(self), (self.key, self.reason)
+
 
 class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
     """A chunk is missing and the array was opened with ``fill_missing_data_reads=False``."""
@@ -55,6 +59,9 @@ class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
     def __init__(self, key: str) -> None:
         super().__init__(f"{key}: chunk is missing (fill_missing_data_reads is false)")
         self.key = key
+
+    def __reduce__(self) -> tuple[type[ChunkNotFoundError], tuple[str]]:
+        return type(self), (self.key,)
 
 
 class InvalidArgumentError(GpuZarrError, ValueError):
@@ -86,30 +93,34 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
         self.key = key
         self.target = target
 
+    def __reduce__(self) -> tuple[type[SymlinkEscapeError], tuple[str, str]]:
+        return type(self), (self.key, self.target)
 
-class StoreError(GpuZarrError, OSError):
+
+class _StoreFailure(GpuZarrError):
+    """What store errors share: the store's URL, the key (when there is one) and the cause."""
+
+    def __init__(self, url: str, key: str | None, reason: str) -> None:
+        super().__init__(f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}")
+        self.url = url
+        self.key = key
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[_StoreFailure], tuple[str, str | None, str]]:
+        return type(self), (self.url, self.key, self.reason)
+
+
+class StoreError(_StoreFailure, OSError):
     """A store failed to read, write or list for a reason other than a missing key (a missing
     key reads as None), after its retries: a server error, a timeout, a dropped connection, a
     truncated body, a file that is not what the store expects. The message names the store's
     URL, the key (when there is one) and the cause; a read that fails this way is never filled
     in with the fill value."""
 
-    def __init__(self, url: str, key: str | None, reason: str) -> None:
-        super().__init__(f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}")
-        self.url = url
-        self.key = key
-        self.reason = reason
 
-
-class StorePermissionError(GpuZarrError, PermissionError):
+class StorePermissionError(_StoreFailure, PermissionError):
     """The store refused a request for lack of credentials or permission (HTTP 401 or 403, a
     file system's permission denied). The message names the store's URL and the key."""
-
-    def __init__(self, url: str, key: str | None, reason: str) -> None:
-        super().__init__(f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}")
-        self.url = url
-        self.key = key
-        self.reason = reason
 
 
 class UnsupportedOperationError(GpuZarrError, NotImplementedError):

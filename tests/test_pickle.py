@@ -84,3 +84,27 @@ def test_the_device_is_resolved_again_in_the_child(tmp_path: Path) -> None:
         device, crops = pool.apply(_read_crops, (a,))
     assert device == "cpu"
     np.testing.assert_array_equal(crops[1], VALUES[CROPS[1]])
+
+
+def test_every_error_survives_pickling_with_its_message_and_fields() -> None:
+    """Errors raised in worker processes (DataLoader workers, Dask) reach the parent pickled."""
+    import inspect
+
+    from gpuzarr import errors
+
+    made = {
+        errors.CorruptChunkError: errors.CorruptChunkError("c/0", "bad stream"),
+        errors.ChunkNotFoundError: errors.ChunkNotFoundError("c/1"),
+        errors.SymlinkEscapeError: errors.SymlinkEscapeError("c/2", "/etc/passwd"),
+        errors.StoreError: errors.StoreError("s3://b/x.zarr", "c/3", "timed out"),
+        errors.StorePermissionError: errors.StorePermissionError("s3://b/x.zarr", None, "403"),
+    }
+    classes = [
+        c for name, c in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(c, errors.GpuZarrError) and not name.startswith("_")
+    ]
+    for cls in classes:
+        error = made.get(cls) or cls("a message naming a field")
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is cls and str(again) == str(error)
+        assert vars(again) == vars(error)
