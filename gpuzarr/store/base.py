@@ -11,7 +11,10 @@ promises):
 * :meth:`Store.snapshot` reads several parts of one version of a value (a shard's index, then
   its inner chunks) while a writer may replace the value in between;
 * :meth:`Store.lock` serialises the read-modify-write of one key (a shard some of whose inner
-  chunks change, a partly written chunk, a group's metadata) between writers.
+  chunks change, a partly written chunk, a group's metadata) between writers;
+* conditional writes (:attr:`Store.supports_conditional_writes`: :meth:`Store.get_versioned`,
+  :meth:`Store.set_if`, :meth:`Store.erase_if`) let a read-modify-write detect that another
+  writer came first and start again, where no lock reaches (processes on other hosts).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, InvalidKeyError, MetadataError, ReadOnlyError
+from ..errors import InvalidArgumentError, InvalidKeyError, MetadataError, ReadOnlyError, UnsupportedOperationError
 from .paths import path_problem
 
 if TYPE_CHECKING:
@@ -141,9 +144,10 @@ class Store(ABC):
 
     **Capabilities** are class (or instance) attributes that the API and the readers consult:
     ``read_only``, :attr:`supports_partial_reads`, :attr:`supports_writes`,
-    :attr:`supports_deletes`, :attr:`supports_listing`, :attr:`locks_across_threads` and
-    :attr:`locks_across_processes`. A store that cannot do something by its nature (erase from
-    a read-only server, list an HTTP server) says so with the flag and raises
+    :attr:`supports_deletes`, :attr:`supports_listing`, :attr:`locks_across_threads`,
+    :attr:`locks_across_processes` and :attr:`supports_conditional_writes`. A store that cannot
+    do something by its nature (erase from a read-only server, list an HTTP server) says so
+    with the flag and raises
     :class:`~gpuzarr.errors.UnsupportedOperationError` when asked; the conformance suite skips
     what a store declares it cannot do.
 
@@ -283,6 +287,39 @@ class Store(ABC):
     locks_across_threads: bool = False
     #: whether :meth:`lock` excludes writers in other processes (on the same host)
     locks_across_processes: bool = False
+    #: whether :meth:`get_versioned`, :meth:`set_if` and :meth:`erase_if` work: gpuzarr's own
+    #: read-modify-writes then retry when another writer (any process, any host) came first
+    supports_conditional_writes: bool = False
+
+    def get_versioned(self, key: str) -> tuple[Buffer | None, Any]:
+        """The whole value at ``key`` (None if absent) and its version (None if absent).
+
+        The version is what :meth:`set_if` and :meth:`erase_if` compare with. Only for stores
+        with :attr:`supports_conditional_writes` (an object store: the ETag); this base
+        implementation raises UnsupportedOperationError.
+        """
+        raise UnsupportedOperationError(f"{self!r} has no conditional writes")
+
+    def set_if(self, key: str, value: Buffer, version: Any) -> bool:
+        """Store ``value`` at ``key`` only if the stored value is still ``version``.
+
+        ``version`` comes from :meth:`get_versioned`; None means: only if ``key`` is absent.
+        Returns False, writing nothing, when another writer came first. Only for stores with
+        :attr:`supports_conditional_writes`; this base implementation raises
+        UnsupportedOperationError.
+        """
+        raise UnsupportedOperationError(f"{self!r} has no conditional writes")
+
+    def erase_if(self, key: str, version: Any) -> bool:
+        """Remove ``key`` only if the stored value is still ``version``.
+
+        An absent key counts as erased. Returns False, erasing nothing, when another writer
+        came first. A store whose service has no conditional delete documents the window it
+        leaves. Only for
+        stores with :attr:`supports_conditional_writes`; this base implementation raises
+        UnsupportedOperationError.
+        """
+        raise UnsupportedOperationError(f"{self!r} has no conditional writes")
 
     def kvstore_json(self) -> dict[str, Any] | str:
         """The TensorStore kvstore (JSON object or URL) that reopens this store.

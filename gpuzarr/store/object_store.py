@@ -33,8 +33,12 @@ cannot be read once it is replaced.
 serialises read-modify-writes of one key between the threads of this process only. Two
 processes (or hosts) that write different inner chunks of one shard at once each read the
 shard, change their part and PUT it whole: the later PUT wins, and the other's inner chunks are
-lost (no error). :meth:`set_if` is the conditional PUT that avoids it (``If-Match`` the ETag a
-snapshot read, or create-only), where the service offers it (S3, GCS, Azure; not HTTP).
+lost (no error), unless the writer uses conditional writes, as gpuzarr's own writer does
+(``supports_conditional_writes``): :meth:`get_versioned` reads the object with its ETag,
+:meth:`set_if` is the conditional PUT (``If-Match`` the ETag, or create-only), which the
+writer retries from the fresh object when another writer came first (S3, GCS, Azure; not
+HTTP). :meth:`erase_if` has no conditional DELETE to use: it compares the ETag with a HEAD,
+then deletes, and a PUT landing between the two is erased.
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ class ObjectStore(Store):
 
     supports_partial_reads = True
     locks_across_threads = True
+    supports_conditional_writes = True
 
     def __init__(
         self, store: Any, *, read_only: bool = False, url: str | None = None, io_concurrency: int | None = None
@@ -415,9 +420,19 @@ class ObjectStore(Store):
         self._check_writable()
         self._put(validate_key(key), value, None)
 
-    def set_if(self, key: str, value: Buffer, e_tag: str | None) -> bool:
+    def get_versioned(self, key: str) -> tuple[Buffer | None, str | None]:
+        """The whole object at ``key`` (None if absent) and its ETag, from one GET."""
+        got = self._read(validate_key(key), None)
+        if got is None:
+            return None, None
+        if got.e_tag is None:
+            raise StoreError(self.url, key, "the service sent no ETag (no conditional writes)")
+        return _as_buffer(got.data, whole=True), got.e_tag
+
+    def set_if(self, key: str, value: Buffer, e_tag: Any) -> bool:
         """Store ``value`` at ``key`` only if the object is still the version ``e_tag`` (a
-        snapshot's ``version``), or, with ``e_tag`` None, only if there is no object yet.
+        snapshot's ``version``, or :meth:`get_versioned`'s), or, with ``e_tag`` None, only if
+        there is no object yet.
 
         Returns False, writing nothing, when another writer came first. Services without
         conditional writes raise StoreError naming the key.
@@ -451,6 +466,23 @@ class ObjectStore(Store):
     def erase(self, key: str) -> None:
         self._check_writable()
         self._delete([validate_key(key)], key)
+
+    def erase_if(self, key: str, e_tag: Any) -> bool:
+        """Remove ``key`` only if the object is still the version ``e_tag``.
+
+        obstore (and S3's general-purpose buckets, GCS through it) has no conditional DELETE:
+        this is a HEAD comparing the ETag, then a plain DELETE. It returns False when the HEAD
+        finds another version, but a writer whose PUT lands between the HEAD and the DELETE
+        (one round trip) has its object erased.
+        """
+        self._check_writable()
+        meta = self._head(validate_key(key))
+        if meta is None:
+            return True
+        if meta.get("e_tag") != e_tag:
+            return False
+        self._delete([key], key)
+        return True
 
     def erase_prefix(self, prefix: str) -> None:
         self._check_writable()

@@ -14,23 +14,35 @@ Every read-modify-write (a partly covered chunk, a shard not rewritten whole) ho
 or chunk (threads, or processes on a local store) lose nothing. A value replaced whole takes no
 lock. Shards are locked in key order, a few at a time (``LOCKED_SHARDS``), the same order in
 every writer, so that two writers never wait for each other in a cycle.
+
+A store with conditional writes (``Store.supports_conditional_writes``: object stores, whose
+lock reaches only the threads of one process) makes every read-modify-write optimistic as
+well: the old value is read with its version, and the new one is written only if the stored
+value is still that version (``Store.set_if``, or ``Store.erase_if`` for a value that became
+all fill). When another writer came first, that key's read-modify-write starts again from the
+fresh value, after a short jittered backoff, at most ``RMW_ATTEMPTS`` times; then StoreError
+("conflicting writers") names the key.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import CorruptChunkError
+from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
 from ...parallel import run_tasks
 from ...store.sharding import encode_shard
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...codecs.sharding import ShardingCodec
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
@@ -42,6 +54,47 @@ if TYPE_CHECKING:
 #: Shards read, modified and written under their locks at once (each lock holds a file
 #: descriptor on a LocalStore, and a store may have far more shards than descriptors).
 LOCKED_SHARDS = 16
+#: Conditional writes of one key tried before StoreError, on stores with conditional writes.
+RMW_ATTEMPTS = 16
+#: The backoff before the next attempt: uniform in [0, min(RMW_MAX_BACKOFF, RMW_BACKOFF * 2**n)).
+RMW_BACKOFF = 0.005
+RMW_MAX_BACKOFF = 0.25
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(random.uniform(0, min(RMW_MAX_BACKOFF, RMW_BACKOFF * 2**attempt)))
+
+
+def _conflict(store: Store, key: str) -> StoreError:
+    return StoreError(
+        str(getattr(store, "url", repr(store))),
+        key,
+        f"conflicting writers: the value changed under each of {RMW_ATTEMPTS} read-modify-writes",
+    )
+
+
+def _read_modify_write(store: Store, key: str, build: Callable[[Buffer | None], Buffer | None]) -> None:
+    """Replace the value at ``key`` by ``build(old value)`` (None: erase it), with conditional
+    writes retried from the fresh value where the store has them."""
+    if not store.supports_conditional_writes:
+        new = build(store.get(key))
+        if new is None:
+            store.erase(key)
+        else:
+            store.set(key, new)
+        return
+    for attempt in range(RMW_ATTEMPTS):
+        old, version = store.get_versioned(key)
+        new = build(old)
+        if new is None:
+            done = old is None or store.erase_if(key, version)
+        else:
+            done = store.set_if(key, new, version)
+        if done:
+            return
+        if attempt + 1 < RMW_ATTEMPTS:
+            _backoff(attempt)
+    raise _conflict(store, key)
 
 
 def _covers_whole_chunk(p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:
@@ -86,17 +139,21 @@ def _write_chunks(
 ) -> None:
     def work(p: ChunkProjection) -> None:
         key = layout.key(p.chunk_coords)
-        # A partly covered chunk is read, modified and written back under its lock.
-        with store.lock(key) if not p.is_complete else contextlib.nullcontext():
-            old = None
-            if not p.is_complete:
-                raw = store.get(key)
-                old = None if raw is None else layout.pipeline_at(p.chunk_coords).decode(raw, key)
-            encoded = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
+        if p.is_complete:
+            encoded = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, None))
             if encoded is None:
                 store.erase(key)
             else:
                 store.set(key, encoded)
+            return
+
+        def build(raw: Buffer | None) -> Buffer | None:
+            old = None if raw is None else layout.pipeline_at(p.chunk_coords).decode(raw, key)
+            return _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
+
+        # A partly covered chunk is read, modified and written back under its lock.
+        with store.lock(key):
+            _read_modify_write(store, key, build)
 
     run_tasks(work, projections, min_parallel=2)
 
@@ -107,6 +164,11 @@ class _ShardWrite:
     codec: ShardingCodec
     parts: list[Buffer | None]
     edits: list[tuple[int, ChunkProjection, np.ndarray[Any, Any]]] = field(default_factory=list)
+    #: whether a shard was stored before, and its version (conditional writes only)
+    existed: bool = False
+    version: Any = None
+    #: False when a conditional write lost to another writer
+    done: bool = True
 
 
 def _inner_chunks_in_bounds(layout: ArrayLayout, shard: tuple[int, ...], codec: ShardingCodec) -> int:
@@ -146,14 +208,32 @@ def _write_sharded(
         with contextlib.ExitStack() as held:
             for shard, _ in group:
                 held.enter_context(store.lock(layout.key(shard)))
-            _write_shards(layout, store, group, value, read_old=True)
+            _write_shards_retrying(layout, store, group, value)
+
+
+def _write_shards_retrying(
+    layout: ArrayLayout, store: Store, items: list[_ShardItem], value: np.ndarray[Any, Any]
+) -> None:
+    """Read, modify and write the shards ``items`` name; with conditional writes, the shards
+    another writer changed meanwhile are done again from their fresh value."""
+    for attempt in range(RMW_ATTEMPTS):
+        lost = _write_shards(layout, store, items, value, read_old=True)
+        if not lost:
+            return
+        items = [item for item in items if layout.key(item[0]) in lost]
+        if attempt + 1 < RMW_ATTEMPTS:
+            _backoff(attempt)
+    raise _conflict(store, sorted(layout.key(shard) for shard, _ in items)[0])
 
 
 def _write_shards(
     layout: ArrayLayout, store: Store, items: list[_ShardItem], value: np.ndarray[Any, Any], *, read_old: bool
-) -> None:
+) -> set[str]:
     """Write the shards ``items`` name (gather, encode, assemble); ``read_old``: some of their
-    inner chunks are kept or partly overwritten, so the stored shards are read first."""
+    inner chunks are kept or partly overwritten, so the stored shards are read first (with
+    their versions, on a store with conditional writes). Returns the keys of the shards whose
+    conditional write lost to another writer (written nothing)."""
+    conditional = read_old and store.supports_conditional_writes
 
     def gather(item: _ShardItem) -> _ShardWrite:
         shard, touched = item
@@ -161,7 +241,12 @@ def _write_shards(
         codec = layout.sharding_at(shard)
         shard_layout = codec.layout
         work = _ShardWrite(key, codec, [None] * shard_layout.n_inner)
-        old_shard = store.get(key) if read_old else None
+        old_shard: Buffer | None = None
+        if conditional:
+            old_shard, work.version = store.get_versioned(key)
+            work.existed = old_shard is not None
+        elif read_old:
+            old_shard = store.get(key)
         if old_shard is not None:
             work.parts[:] = shard_layout.split(old_shard, key)
         for i, p in touched:
@@ -187,9 +272,16 @@ def _write_shards(
     def assemble(w: _ShardWrite) -> None:
         # The array's kept index of this shard describes the version being replaced.
         layout.shard_indexes.discard(w.key)
-        if all(part is None for part in w.parts):
-            store.erase(w.key)
+        empty = all(part is None for part in w.parts)
+        if not conditional:
+            if empty:
+                store.erase(w.key)
+            else:
+                store.set(w.key, encode_shard(w.parts, w.codec.layout))
+        elif empty:
+            w.done = not w.existed or store.erase_if(w.key, w.version)
         else:
-            store.set(w.key, encode_shard(w.parts, w.codec.layout))
+            w.done = store.set_if(w.key, encode_shard(w.parts, w.codec.layout), w.version)
 
     run_tasks(assemble, shard_writes)
+    return {w.key for w in shard_writes if not w.done}
