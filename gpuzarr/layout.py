@@ -177,6 +177,22 @@ class ArrayLayout:
         assert isinstance(codec, ShardingCodec)
         return codec
 
+    def inner_chunks_in_bounds(self, shard: tuple[int, ...]) -> int:
+        """How many of a shard's inner chunks intersect the array (fewer than the shard holds
+        for a shard on the array's edge)."""
+        codec = self.sharding_at(shard)
+        n = 1
+        for dim, s, inner, per in zip(
+            self.metadata.chunk_grid.dimensions(self.metadata.shape),
+            shard,
+            codec.chunk_shape,
+            codec.chunks_per_shard,
+            strict=True,
+        ):
+            start = int(dim.chunk_start(s))
+            n *= max(0, min(per, -(-(dim.size - start) // inner)))
+        return n
+
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         """(shard coordinates, C-order position in the shard) of an inner chunk."""
         assert self.sharding is not None

@@ -236,6 +236,7 @@ def fetch_shard(
     *,
     index_cache: MutableMapping[str, ShardIndex | None] | None = None,
     read_chunks: InnerReader[Any] = read_inner_chunks,
+    whole: bool | None = None,
 ) -> list[Any]:
     """The encoded bytes of inner chunks ``wanted`` of the shard at ``key`` (None: empty, or the
     whole shard is missing).
@@ -251,11 +252,19 @@ def fetch_shard(
     reads, e.g. to hand out file spans that a device reads itself; it gets the same arguments
     as :func:`read_inner_chunks` (the store being the snapshot) and returns one entry per
     wanted chunk.
+
+    ``whole``: read the whole shard in one request, index included, when its index is not
+    known already (True: the caller wants most of what the shard holds, e.g. every inner chunk
+    of an edge shard that lies in the array). None: when at least ``WHOLE_SHARD_FRACTION`` of
+    the shard's inner chunks are wanted. Only with the default ``read_chunks``.
     """
+    if whole is None:
+        whole = len(set(wanted)) >= WHOLE_SHARD_FRACTION * layout.n_inner
+    whole = whole and read_chunks is read_inner_chunks
     for _ in range(SHARD_READ_ATTEMPTS):
         with store.snapshot(key) as shard:
             try:
-                got = _fetch_from(shard, key, wanted, layout, index_cache, read_chunks)
+                got = _fetch_from(shard, key, wanted, layout, index_cache, read_chunks, whole)
             except CorruptChunkError:
                 if not shard.changed():
                     raise
@@ -274,17 +283,48 @@ def _fetch_from(
     layout: ShardLayout,
     index_cache: MutableMapping[str, ShardIndex | None] | None,
     read_chunks: InnerReader[Any],
+    whole: bool,
 ) -> list[Any]:
     """:func:`fetch_shard` on one snapshot of the shard."""
     index = None if index_cache is None else index_cache.get(key)
     # An absent shard has no version: a cached None holds while the shard is still absent.
     if index_cache is None or key not in index_cache or (index and index.version) != shard.version:
+        if whole:
+            # Most of the shard is wanted and its index is not known: one request for the whole
+            # shard, index included, instead of one for the index and one for the chunks (a
+            # round trip saved per shard on a remote store, a read on a local one).
+            return _whole_shard(shard, key, wanted, layout, index_cache)
         index = read_shard_index(shard, key, layout)
         if index_cache is not None:
             index_cache[key] = index
     if index is None:
         return [None] * len(wanted)
     return list(read_chunks(shard, key, index, wanted, layout))
+
+
+def _whole_shard(
+    shard: Snapshot,
+    key: str,
+    wanted: Sequence[int],
+    layout: ShardLayout,
+    index_cache: MutableMapping[str, ShardIndex | None] | None,
+) -> list[Buffer | None]:
+    """The wanted inner chunks of a shard fetched whole (its index read from those bytes, and
+    kept in ``index_cache`` with the snapshot's version)."""
+    whole = shard.get(key)
+    if whole is None:
+        if index_cache is not None:
+            index_cache[key] = None
+        return [None] * len(wanted)
+    view = memoryview(whole).cast("B")
+    index = layout.index_from_shard(view, key)  # checked against the shard's size
+    index = replace(index, version=shard.version)
+    if index_cache is not None:
+        index_cache[key] = index
+    return [
+        None if index.is_empty(i) else view[int(index.offsets[i]) : int(index.offsets[i] + index.nbytes[i])]
+        for i in wanted
+    ]
 
 
 def fetch_inner_chunks(
@@ -295,19 +335,26 @@ def fetch_inner_chunks(
     index_cache: MutableMapping[str, ShardIndex | None] | None = None,
     read_chunks: InnerReader[Any] = read_inner_chunks,
     map_shards: Callable[[Callable[[str], list[Any]], Sequence[str]], list[list[Any]]] = _serial,
+    whole: Callable[[str], bool] | None = None,
 ) -> dict[tuple[str, int], Any]:
     """The encoded bytes of many shards' inner chunks: ``{(shard key, position): bytes or None}``.
 
     ``wanted`` maps each shard key to the positions wanted in it, ``layout_of`` gives a shard
     key's :class:`ShardLayout` (shards of a rectilinear grid differ), and ``map_shards`` runs the
     per-shard fetches (e.g. on a thread pool; in order by default). See :func:`fetch_shard` for
-    ``index_cache`` and ``read_chunks``.
+    ``index_cache``, ``read_chunks`` and ``whole`` (here a function of the shard key).
     """
     keys = list(wanted)
 
     def one(key: str) -> list[Any]:
         return fetch_shard(
-            store, key, wanted[key], layout_of(key), index_cache=index_cache, read_chunks=read_chunks
+            store,
+            key,
+            wanted[key],
+            layout_of(key),
+            index_cache=index_cache,
+            read_chunks=read_chunks,
+            whole=None if whole is None else whole(key),
         )
 
     fetched = map_shards(one, keys)

@@ -47,6 +47,22 @@ def test_reads_a_consolidated_hierarchy_without_listing(http_server: HttpServer)
     assert all(method in ("GET", "HEAD") for method, _, _ in http_server.requests)
 
 
+def test_full_read_fetches_each_shard_whole_in_one_request(http_server: HttpServer) -> None:
+    """Every inner chunk of a shard that lies in the array is wanted, edge shards included:
+    one request per shard, index and chunks together, no separate index request."""
+    data = np.arange(320 * 200, dtype="<i4").reshape(320, 200)
+    gpuzarr.create(str(http_server.directory / "e.zarr"), data=data, chunks=(64, 64), shards=(256, 128))
+    array = gpuzarr.open(f"{http_server.url}/e.zarr", mode="r", storage_options=FAST)
+    http_server.reset()
+    np.testing.assert_array_equal(array[...], data)
+    gets = sorted(http_server.gets())
+    assert gets == [(f"/e.zarr/c/{i}/{j}", None) for i in (0, 1) for j in (0, 1)], gets
+    # The open array kept the indexes it read from those shards: a partial read needs no index.
+    http_server.reset()
+    np.testing.assert_array_equal(array[0:64, 0:64], data[0:64, 0:64])
+    assert [path for path, _ in http_server.gets()] == ["/e.zarr/c/0/0"]
+
+
 def test_open_array_by_url(http_server: HttpServer) -> None:
     url = _write(http_server)
     np.testing.assert_array_equal(gpuzarr.open(url + "/a", mode="r")[...], DATA)

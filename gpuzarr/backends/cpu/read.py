@@ -17,7 +17,7 @@ import numpy as np
 from ... import buffers, config
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...parallel import batches_by_bytes, io_workers, run_tasks
-from ...store.sharding import ShardLayout, fetch_inner_chunks, fetch_shard
+from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_inner_chunks, fetch_shard
 
 if TYPE_CHECKING:
     from ...codecs.pipeline import CodecPipeline
@@ -229,6 +229,10 @@ def _read_sharded(
     def shard_layout(key: str) -> ShardLayout:
         return layout.sharding_at(shard_coords[key]).layout
 
+    def whole(key: str) -> bool:
+        # Most of what the shard holds within the array is wanted: one request for all of it.
+        return len(by_shard[key]) >= WHOLE_SHARD_FRACTION * layout.inner_chunks_in_bounds(shard_coords[key])
+
     # The array's shard indexes, used again where the shard's version confirms them.
     indexes = layout.shard_indexes.for_read()
 
@@ -240,7 +244,9 @@ def _read_sharded(
         # at once, so reading and decoding overlap and only a few shards are held in memory.
         def fetch_and_decode(key: str) -> None:
             wanted = by_shard[key]
-            blobs = fetch_shard(store, key, [i for i, _ in wanted], shard_layout(key), index_cache=indexes)
+            blobs = fetch_shard(
+                store, key, [i for i, _ in wanted], shard_layout(key), index_cache=indexes, whole=whole(key)
+            )
             for (i, targets), raw in zip(wanted, blobs, strict=True):
                 _decode_inner(layout, key, i, raw, out, targets)
 
@@ -257,6 +263,7 @@ def _read_sharded(
             shard_layout,
             index_cache=indexes,
             map_shards=lambda f, xs: run_tasks(f, xs, workers=fetch_workers),
+            whole=whole,
         )
         tasks = [(key, i, fetched[key, i], targets) for key in batch for i, targets in by_shard[key]]
         run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)

@@ -171,21 +171,6 @@ class _ShardWrite:
     done: bool = True
 
 
-def _inner_chunks_in_bounds(layout: ArrayLayout, shard: tuple[int, ...], codec: ShardingCodec) -> int:
-    """How many of a shard's inner chunks intersect the array."""
-    n = 1
-    for dim, s, inner, per in zip(
-        layout.metadata.chunk_grid.dimensions(layout.metadata.shape),
-        shard,
-        codec.chunk_shape,
-        codec.chunks_per_shard,
-        strict=True,
-    ):
-        start = int(dim.chunk_start(s))
-        n *= max(0, min(per, -(-(dim.size - start) // inner)))
-    return n
-
-
 def _write_sharded(
     layout: ArrayLayout, store: Store, projections: list[ChunkProjection], value: np.ndarray[Any, Any]
 ) -> None:
@@ -196,8 +181,8 @@ def _write_sharded(
     whole: list[_ShardItem] = []
     modified: list[_ShardItem] = []
     for shard, touched in by_shard.items():
-        rewrites_everything = all(p.is_complete for _, p in touched) and len(touched) == _inner_chunks_in_bounds(
-            layout, shard, layout.sharding_at(shard)
+        rewrites_everything = all(p.is_complete for _, p in touched) and len(touched) == (
+            layout.inner_chunks_in_bounds(shard)
         )
         (whole if rewrites_everything else modified).append((shard, touched))
     if whole:
