@@ -20,10 +20,11 @@ R = TypeVar("R")
 def io_workers(store: Store) -> int | None:
     """Workers for tasks that fetch from ``store``: None (the CPU ``concurrency``) for local
     stores, ``max(concurrency, store.io_concurrency)`` for remote ones (see ``run_tasks``)."""
-    wanted = store.io_concurrency
-    if wanted is None:
-        return None
-    return max(int(config.get("concurrency")), wanted)
+    return _io_worker_count(store.io_concurrency)
+
+
+def _io_worker_count(io_concurrency: int | None) -> int | None:
+    return None if io_concurrency is None else max(int(config.get("concurrency")), io_concurrency)
 
 
 def run_tasks(
@@ -87,8 +88,7 @@ def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T
         return run_tasks
     if concurrency <= 1:
         return lambda func, items: [func(x) for x in items]
-    workers = max(int(config.get("concurrency")), concurrency)
-    return lambda func, items: run_tasks(func, items, workers=workers)
+    return lambda func, items: run_tasks(func, items, workers=_io_worker_count(concurrency))
 
 
 def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:

@@ -127,11 +127,8 @@ def _is_zip_path(path: str | os.PathLike[str]) -> bool:
 
 def _object_store(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
     """An ObjectStore for ``url``, wrapped in the host cache when ``cache_bytes`` asks for it."""
-    from .object_options import ObjectStoreOptions
-
     store = ObjectStore.from_url(url, storage_options, read_only=read_only)
-    cache_bytes = ObjectStoreOptions.from_storage_options(storage_options).cache_bytes
-    return CachingStore(store, cache_bytes) if cache_bytes else store
+    return CachingStore(store, store.cache_bytes) if store.cache_bytes else store
 
 
 __all__ = [

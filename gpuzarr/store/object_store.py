@@ -120,6 +120,9 @@ class ObjectStore(Store):
         self._io_concurrency = io_concurrency
         # (url, storage_options) when made by from_url, to pickle by them
         self._recipe: tuple[str, dict[str, Any] | None] | None = None
+        #: the host cache's byte budget that ``storage_options`` asked for (``cache_bytes``);
+        #: the public API wraps the store in a CachingStore of that size
+        self.cache_bytes: int | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -168,6 +171,7 @@ class ObjectStore(Store):
             raise InvalidArgumentError(f"store: cannot open {url!r}: {_first_line(exc)}") from exc
         store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
         store._recipe = (url, storage_options)
+        store.cache_bytes = options.cache_bytes
         return store
 
     def __repr__(self) -> str:
@@ -204,6 +208,7 @@ class ObjectStore(Store):
         """The same objects, refusing writes when ``read_only``."""
         other = ObjectStore(self.store, read_only=read_only, url=self.url, io_concurrency=self._io_concurrency)
         other._recipe = self._recipe
+        other.cache_bytes = self.cache_bytes
         return other
 
     @property
