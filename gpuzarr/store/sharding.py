@@ -120,12 +120,17 @@ class ShardLayout:
     def split(self, shard: Buffer, key: str) -> list[memoryview | None]:
         """The encoded bytes of every inner chunk of a shard held whole in memory (C order;
         None where the index says empty)."""
-        index = self.index_from_shard(shard, key)
         view = memoryview(shard).cast("B")
-        return [
-            None if index.is_empty(i) else view[int(index.offsets[i]) : int(index.offsets[i] + index.nbytes[i])]
-            for i in range(self.n_inner)
-        ]
+        return inner_views(view, self.index_from_shard(view, key), range(self.n_inner))
+
+
+def inner_views(shard: memoryview, index: ShardIndex, positions: Sequence[int]) -> list[memoryview | None]:
+    """Views of the inner chunks at ``positions`` of a shard held whole (None where the index
+    says empty); the index must have been checked against this shard's size."""
+    return [
+        None if index.is_empty(i) else shard[int(index.offsets[i]) : int(index.offsets[i] + index.nbytes[i])]
+        for i in positions
+    ]
 
 
 def encode_shard(parts: Sequence[Buffer | None], layout: ShardLayout) -> bytes:
@@ -317,14 +322,10 @@ def _whole_shard(
             index_cache[key] = None
         return [None] * len(wanted)
     view = memoryview(whole).cast("B")
-    index = layout.index_from_shard(view, key)  # checked against the shard's size
-    index = replace(index, version=shard.version)
+    index = replace(layout.index_from_shard(view, key), version=shard.version)
     if index_cache is not None:
         index_cache[key] = index
-    return [
-        None if index.is_empty(i) else view[int(index.offsets[i]) : int(index.offsets[i] + index.nbytes[i])]
-        for i in wanted
-    ]
+    return list(inner_views(view, index, wanted))
 
 
 def fetch_inner_chunks(
