@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..metadata.limits import format_bytes
 from ..metadata.v2 import ArrayMetadataV2
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ __all__ = [
     "nbytes_stored",
 ]
 
-_UNITS = ("K", "M", "G", "T", "P")
-
-
 def human_readable_size(size: int) -> str:
     """``size`` bytes with a binary unit and one decimal (``"1.3K"``), or plain under 1 KiB.
 
@@ -46,10 +44,9 @@ def human_readable_size(size: int) -> str:
     """
     if size < 2**10:
         return str(size)
-    for power, unit in enumerate(_UNITS, start=1):
-        if size < 2 ** (10 * (power + 1)) or unit == _UNITS[-1]:
-            return f"{size / float(2 ** (10 * power)):.1f}{unit}"
-    raise AssertionError("unreachable")
+    # format_bytes' "1.3 KiB", in zarr-python's spelling
+    value, unit = format_bytes(size).split()
+    return f"{value}{unit[0]}"
 
 
 def byte_info(size: int) -> str:
