@@ -67,7 +67,7 @@ def fetch_batch(
     tasks = [plan.tasks[t] for t in plan.batches[batch]]
     local = store if direct and isinstance(store, LocalStore) else None
     # A remote store names how many requests it keeps in flight (its ``io_concurrency``).
-    run = io_runner(getattr(store, "io_concurrency", None))
+    run = io_runner(store.io_concurrency)
     if plan.sharded:
         return _fetch_sharded(layout, store, tasks, {} if indexes is None else indexes, local, run)
 
