@@ -104,8 +104,9 @@ class CachingStore(Store):
     max_bytes
         The cache's budget in bytes (values plus a small overhead per entry).
 
-    Listings go to ``inner`` uncached. Capabilities (``supports_partial_reads``, the lock
-    flags, ``io_concurrency``, ``read_only``) are the inner store's; :meth:`kvstore_json` is the
+    Listings go to ``inner`` uncached. Capabilities (``supports_partial_reads``, the write,
+    delete, listing and conditional-write flags, the lock flags, ``io_concurrency``,
+    ``read_only``) are the inner store's, and conditional writes go to it uncached; :meth:`kvstore_json` is the
     inner store's (a spec reopens the data without the cache). Pickling carries the inner store
     and the budget; the copy starts with an empty cache.
     """
@@ -119,10 +120,16 @@ class CachingStore(Store):
         self.inner = inner
         self.max_bytes = max_bytes
         self.supports_partial_reads = inner.supports_partial_reads
+        self.supports_writes = inner.supports_writes
+        self.supports_deletes = inner.supports_deletes
+        self.supports_listing = inner.supports_listing
+        # Read-modify-writes through the cache stay conditional on an object store: a cached
+        # value is never what a conditional write compares with (get_versioned reads inner).
+        self.supports_conditional_writes = inner.supports_conditional_writes
         self.locks_across_threads = inner.locks_across_threads
         self.locks_across_processes = inner.locks_across_processes
         #: how many requests to keep in flight: the inner store's (None: no preference)
-        self.io_concurrency: int | None = getattr(inner, "io_concurrency", None)
+        self.io_concurrency: int | None = inner.io_concurrency
         self._lock = threading.Lock()
         self._entries: OrderedDict[_EntryKey, bytes | None] = OrderedDict()
         self._of_key: dict[str, set[_EntryKey]] = {}
@@ -382,6 +389,23 @@ class CachingStore(Store):
         validate_key(key)
         try:
             self.inner.erase(key)
+        finally:
+            self._invalidate(key)
+
+    def get_versioned(self, key: str) -> tuple[Buffer | None, Any]:
+        return self.inner.get_versioned(validate_key(key))
+
+    def set_if(self, key: str, value: Buffer, version: Any) -> bool:
+        self._check_writable()
+        try:
+            return self.inner.set_if(validate_key(key), value, version)
+        finally:
+            self._invalidate(key)
+
+    def erase_if(self, key: str, version: Any) -> bool:
+        self._check_writable()
+        try:
+            return self.inner.erase_if(validate_key(key), version)
         finally:
             self._invalidate(key)
 

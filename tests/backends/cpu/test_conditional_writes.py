@@ -93,6 +93,26 @@ def test_conflicts_on_every_attempt_raise_naming_the_key(shards: tuple[int, ...]
     np.testing.assert_array_equal(a[...], np.ones(32))  # nothing written
 
 
+def test_read_modify_writes_through_a_host_cache_stay_conditional() -> None:
+    """``storage_options={"cache_bytes": ...}`` puts a CachingStore in front of the object
+    store: its writes must still be conditional, and a cached value never stands in for the
+    version a write compares with."""
+    from gpuzarr.store import CachingStore
+
+    inner = FlakyStore(fail=0)
+    store = CachingStore(inner, 1 << 20)
+    assert store.supports_conditional_writes
+    a = gpuzarr.create(store, shape=(32,), dtype="i4", chunks=(8,), shards=(16,), fill_value=0)
+    a[:] = np.arange(32)
+    a[...]  # the shards are now in the cache
+    inner.fail, inner.reads, inner.puts = 2, 0, 0
+    a[2:5] = -1
+    assert (inner.reads, inner.puts) == (3, 3)
+    expected = np.arange(32)
+    expected[2:5] = -1
+    np.testing.assert_array_equal(a[...], expected)
+
+
 def test_a_value_become_all_fill_is_erased_conditionally() -> None:
     store = FlakyStore(fail=0)
     a = gpuzarr.create(store, shape=(16,), dtype="i4", chunks=(8,), shards=(16,), fill_value=0)
