@@ -8,6 +8,8 @@ imported on first GPU use only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import config, errors
 from .api import (
     consolidate_metadata,
@@ -35,7 +37,31 @@ from .creation import (
 )
 from .store import LocalStore, MemoryStore, Store
 
+if TYPE_CHECKING:
+    # For type checkers only (the "as" marks a re-export): at run time __getattr__ imports them.
+    from .integrations.dask import from_dask as from_dask
+    from .integrations.dask import store_dask as store_dask
+    from .integrations.dask import to_dask as to_dask
+
 __version__ = "0.1.0"
+
+#: Public names whose module imports an optional library (Dask): imported on first use, so that
+#: ``import gpuzarr`` never imports it. Not in ``__all__``: ``from gpuzarr import *`` works
+#: without Dask installed.
+_DASK_NAMES = ("from_dask", "store_dask", "to_dask")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DASK_NAMES:
+        from .integrations import dask as dask_integration
+
+        return getattr(dask_integration, name)
+    raise AttributeError(f"module 'gpuzarr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_DASK_NAMES])
+
 
 __all__ = [
     "Array",

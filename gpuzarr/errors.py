@@ -69,6 +69,12 @@ class InvalidArgumentError(GpuZarrError, ValueError):
     selections, a value that does not broadcast, an ``out`` buffer of the wrong shape."""
 
 
+class UnalignedChunksError(InvalidArgumentError):
+    """Two blocks of a parallel write (Dask blocks) would write to one stored chunk, or one
+    shard: writers that may run on several hosts could lose each other's data. The message names
+    the axis, the blocks and the chunk or shard."""
+
+
 class InvalidKeyError(GpuZarrError, ValueError):
     """A store key is not a valid relative path (contains '..', a leading '/' or a backslash)."""
 

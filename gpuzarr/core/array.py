@@ -110,6 +110,30 @@ class Array:
             metadata_writable=state["metadata_writable"],
         )
 
+    def __dask_tokenize__(self) -> Any:
+        """What Dask names this array's graphs by (``da.from_array``, :func:`gpuzarr.to_dask`).
+
+        The store, path, metadata and options: never the data, which Dask would otherwise pickle
+        whole to hash it (all of it, for a MemoryStore). As for h5py and zarr-python arrays, a
+        graph made before a write and one made after it share their names.
+        """
+        # Only Dask calls this, so Dask is there; it hashes what this returns as text, so the
+        # store (whose repr is not unique) is normalised here, as Dask's documentation does it.
+        from dask.base import normalize_token
+
+        return normalize_token(
+            (
+                "gpuzarr.Array",
+                self.store,
+                self.path,
+                self._metadata.to_json(),
+                self._requested_device,
+                self.strict,
+                self._fill_missing_data_reads,
+                self._store_data_equal_to_fill_value,
+            )
+        )
+
     @property
     def fill_missing_data_reads(self) -> bool:
         """False: reading a missing chunk raises ChunkNotFoundError (TensorStore's option)."""
@@ -173,11 +197,20 @@ class Array:
     def chunks(self) -> tuple[Any, ...]:
         """The shape of a chunk as read and decoded: the inner chunk when sharded.
 
-        For a rectilinear grid, each axis is its chunk size or the tuple of its chunk sizes.
+        For a rectilinear grid, each axis is its chunk size or the tuple of the sizes of its
+        chunks within the array: they add up to the array's extent, as the ``chunks`` of a Dask
+        array do (a listed chunk past the edge is left out and the last one is cut at the edge,
+        which a shrinking resize leaves; ``(0,)`` for an empty axis).
         """
         if self._layout.sharding is not None:
             return self._layout.sharding.chunk_shape
-        return tuple(getattr(self._metadata.chunk_grid, "chunk_shapes", self._metadata.chunk_shape))
+        listed = getattr(self._metadata.chunk_grid, "chunk_shapes", None)
+        if listed is None:
+            return self._metadata.chunk_shape
+        return tuple(
+            sizes if isinstance(sizes, int) else (dim.valid_extents() or (0,))
+            for sizes, dim in zip(listed, self._layout.dimensions(), strict=True)
+        )
 
     @property
     def shards(self) -> tuple[int, ...] | None:

@@ -47,6 +47,14 @@ class DimensionGrid:
         """How many elements of the chunk lie inside the array."""
         return min(self.chunk_size, self.size - chunk * self.chunk_size)
 
+    def valid_extents(self) -> tuple[int, ...]:
+        """How many elements of each chunk lie inside the array, chunk by chunk (they add up
+        to ``size``): the block sizes of one axis in Dask's terms."""
+        n = self.nchunks
+        if n == 0:
+            return ()
+        return (self.chunk_size,) * (n - 1) + (self.size - (n - 1) * self.chunk_size,)
+
 
 @dataclass(frozen=True)
 class RegularChunkGrid:

@@ -50,6 +50,12 @@ class VariableDimensionGrid:
     def chunk_valid(self, chunk: int) -> int:
         return int(min(self.boundaries[chunk + 1], self.size) - self.boundaries[chunk])
 
+    def valid_extents(self) -> tuple[int, ...]:
+        # The listed sizes may reach past the extent (after a shrinking resize): the chunks
+        # that start past it hold nothing, and the last one is cut at the edge.
+        inside = np.minimum(self.boundaries[: self.nchunks + 1], self.size)
+        return tuple(int(n) for n in np.diff(inside))
+
 
 AxisChunks = int | tuple[int, ...]
 

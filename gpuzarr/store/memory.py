@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from .base import Buffer, ByteRange, BytesSnapshot, Snapshot, Store, validate_key, validate_prefix
@@ -28,6 +29,8 @@ class MemoryStore(Store):
         self.data: dict[str, bytes] = {} if data is None else data
         self.name = name
         self._lock = threading.Lock()
+        # Names this store in Dask task graphs: hashing the data instead would copy all of it.
+        self._token = uuid.uuid4().hex
 
     def kvstore_json(self) -> dict[str, Any] | str:
         """``memory://name`` for a named store, which gpuzarr reopens in the same process; an
@@ -37,6 +40,10 @@ class MemoryStore(Store):
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self.data)} keys>)"
+
+    def __dask_tokenize__(self) -> tuple[str, str]:
+        """Dask's name for this store (its graphs never hash the data): unique per store object."""
+        return ("gpuzarr.MemoryStore", self._token)
 
     def __getstate__(self) -> dict[str, Any]:
         # A pickled memory store carries a copy of its keys (another process cannot share the

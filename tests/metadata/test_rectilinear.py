@@ -474,3 +474,16 @@ def test_tuple_forms_and_single_chunk(store: gpuzarr.Store) -> None:
     b[...] = np.arange(9)
     np.testing.assert_array_equal(b[...], np.arange(9))
     assert set(store.list_prefix("one/c/")) == {"one/c/0"}
+
+
+def test_chunks_add_up_to_the_extent_after_a_shrink(store: gpuzarr.Store) -> None:
+    # Dask's from_array takes Array.chunks as its previous chunks, which must add up to the shape.
+    a = gpuzarr.create(store, shape=(37, 29), dtype="int16", chunks=[[5, 12, 20], 10], fill_value=0, device="cpu")
+    assert a.chunks == ((5, 12, 20), 10)
+    a.resize(30, 29)  # the listed sizes now reach 7 past the edge
+    assert a.metadata.chunk_grid.chunk_shapes == ((5, 12, 20), 10)
+    assert a.chunks == ((5, 12, 13), 10)
+    a.resize(5, 29)
+    assert a.chunks == ((5,), 10)
+    a.resize(0, 29)
+    assert a.chunks == ((0,), 10)
