@@ -20,8 +20,6 @@ from dask.base import tokenize
 import gpuzarr
 from gpuzarr.errors import GpuZarrError, InvalidArgumentError, ReadOnlyError, UnalignedChunksError
 
-from ..backends.emulated_gpu import emulated_gpu  # noqa: F401 - a fixture, used by name below
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -291,7 +289,7 @@ def test_read_only_targets_and_non_dask_sources_are_refused(tmp_path: Path) -> N
     assert isinstance(read_only, gpuzarr.Array)
     with pytest.raises(ReadOnlyError, match="read-only"):
         gpuzarr.store_dask(da.from_array(VALUES, chunks=8), read_only)
-    with pytest.raises(InvalidArgumentError, match="source must be a dask.array.Array, got ndarray"):
+    with pytest.raises(InvalidArgumentError, match=r"source must be a dask\.array\.Array, got ndarray"):
         gpuzarr.store_dask(VALUES, read_only)  # type: ignore[arg-type]
 
 
@@ -324,7 +322,9 @@ def test_from_dask_options(store: gpuzarr.Store) -> None:
 
 def test_from_dask_refuses_before_creating_anything(store: gpuzarr.Store) -> None:
     source = da.from_array(VALUES, chunks=(8, 10))
-    with pytest.raises(UnalignedChunksError, match=r"from_dask: axis 0: Dask blocks 0 and 1 meet at index 8, inside shard 0"):
+    with pytest.raises(
+        UnalignedChunksError, match=r"from_dask: axis 0: Dask blocks 0 and 1 meet at index 8, inside shard 0 "
+    ):
         gpuzarr.from_dask(source, store, chunks=(4, 5), shards=(16, 10))
     with pytest.raises(UnalignedChunksError, match=r"inside stored chunk 0 \(indices 0 to 12\)"):
         gpuzarr.from_dask(source, store, chunks=(12, 10))
