@@ -70,7 +70,8 @@ def to_dask(array: Array, chunks: Any = None, *, name: str | None = None, inline
         task reads one shard, which is fastest), following rectilinear grids too. Otherwise
         anything ``dask.array.from_array`` accepts (``"auto"``, an int, a tuple, per-axis block
         sizes, a dict by axis, -1 for a whole axis); ``"auto"`` builds blocks of about Dask's
-        ``array.chunk-size`` from whole shards, or whole chunks when one shard is larger.
+        ``array.chunk-size`` from whole shards, or from whole inner chunks where one shard is
+        larger.
         Blocks that cut through decoded chunks (the inner chunks of a shard) read correctly but
         decode those chunks once per block: that is warned about with Dask's
         ``PerformanceWarning``.
@@ -183,9 +184,6 @@ class _BlockWriter:
 
     def __init__(self, array: Array) -> None:
         self.array = array
-        self.shape = array.shape
-        self.dtype = array.dtype
-        self.ndim = array.ndim
         self.owner_pid = os.getpid() if isinstance(array.store, MemoryStore) else None
 
     def __setitem__(self, selection: Any, block: Any) -> None:
@@ -196,9 +194,6 @@ class _BlockWriter:
                 "to a LocalStore or an object store, or compute in one process (threads)."
             )
         self.array[selection] = block
-
-    def __getitem__(self, selection: Any) -> Any:
-        return self.array.read(selection)
 
     def __dask_tokenize__(self) -> Any:
         return normalize_token(("gpuzarr.integrations.dask._BlockWriter", self.array, self.owner_pid))
@@ -252,7 +247,7 @@ def store_dask(
     if safe_chunks:
         offset = None if box is None else [s.start for s in box]
         dims = target.metadata.chunk_grid.dimensions(target.shape)
-        check_aligned("store_dask", source.chunks, dims, _unit(target), offset)
+        _check_aligned("store_dask", source.chunks, dims, _unit(target), offset)
     # da.store's annotation lists NumPy-like targets only; any object with __setitem__ works.
     writer: Any = _BlockWriter(target)
     stored: da.Array | None = da.store(source, writer, regions=box, lock=False, compute=compute, **compute_kwargs)
@@ -291,7 +286,7 @@ def _region(region: Any, shape: tuple[int, ...], target_shape: tuple[int, ...]) 
     return tuple(box)
 
 
-def check_aligned(
+def _check_aligned(
     caller: str,
     blocks: Sequence[Sequence[int]],
     dims: Sequence[AnyDimension],
@@ -412,7 +407,7 @@ def from_dask(
     if safe_chunks:
         # Before anything is created: a refused write leaves no empty array behind.
         unit = "shard" if shards is not None else "stored chunk"
-        check_aligned("from_dask", source.chunks, metadata.chunk_grid.dimensions(source.shape), unit)
+        _check_aligned("from_dask", source.chunks, metadata.chunk_grid.dimensions(source.shape), unit)
     target = create(store, shape=source.shape, dtype=source.dtype, chunks=chunks, shards=shards, **create_kwargs)
     pending = store_dask(source, target, safe_chunks=False, compute=compute)
     return target if pending is None else pending

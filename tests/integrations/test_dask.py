@@ -157,6 +157,9 @@ def test_tasks_refer_to_one_copy_of_the_array() -> None:
     assert len(pickle.dumps(tasks)) < array_bytes + 200 * len(tasks)
     assert sum(isinstance(v, gpuzarr.Array) for v in tasks.values()) == 1
     assert x.name.startswith("gpuzarr-")
+    inlined = gpuzarr.to_dask(a, inline_array=True)
+    assert len(dict(inlined.dask)) == 19 * 15
+    np.testing.assert_array_equal(inlined.compute(), VALUES)
     assert gpuzarr.to_dask(a, name="mine").name == "mine"
 
 
