@@ -244,13 +244,11 @@ def copy_array(item: ArrayCopy, jobs: int, progress: Progress, tally: Tally) -> 
     """Copy the data of one array (see the module docstring), resuming where DST has it."""
     log.info("copying %s (%s)", item.name, "stored bytes" if item.raw else "decoded and encoded again")
 
-    def done(_: Any, result: tuple[int, int, bool]) -> None:
-        nbytes, chunks, skipped = result
-        progress.update(nbytes, chunks)
-        if skipped:
-            tally.skipped += chunks
-        else:
-            tally.written += chunks
+    def done(_: Any, result: tuple[int, int, int]) -> None:
+        nbytes, written, skipped = result
+        progress.update(nbytes, written + skipped)
+        tally.written += written
+        tally.skipped += skipped
 
     if item.raw:
         objects, untouched = _raw_objects(item)
@@ -284,7 +282,9 @@ def _object_nbytes(array: Array, coords: tuple[int, ...]) -> int:
     return math.prod(stop - start for start, stop in box) * array.dtype.itemsize
 
 
-def _copy_object(item: ArrayCopy, coords: tuple[int, ...]) -> tuple[int, int, bool]:
+def _copy_object(item: ArrayCopy, coords: tuple[int, ...]) -> tuple[int, int, int]:
+    """Copy one stored object's bytes unless DST has the same: (decoded bytes, chunks written,
+    chunks skipped)."""
     source, destination = item.source, item.destination
     layout = source.layout
     chunks = 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
@@ -293,14 +293,14 @@ def _copy_object(item: ArrayCopy, coords: tuple[int, ...]) -> tuple[int, int, bo
     value = source.store.get(layout.key(coords))
     present = destination.store.get(key)
     if value is None and present is None:
-        return nbytes, chunks, True
+        return nbytes, 0, chunks
     if value is not None and present is not None and bytes(value) == bytes(present):
-        return nbytes, chunks, True
+        return nbytes, 0, chunks
     if value is None:
         destination.store.erase(key)
     else:
         destination.store.set(key, value)
-    return nbytes, chunks, False
+    return nbytes, chunks, 0
 
 
 def _regions_to_visit(item: ArrayCopy) -> tuple[list[tuple[Region, bool]], int]:
@@ -316,16 +316,32 @@ def _regions_to_visit(item: ArrayCopy) -> tuple[list[tuple[Region, bool]], int]:
     return regions, item.source.nbytes - visited
 
 
-def _copy_region(item: ArrayCopy, task: tuple[Region, bool]) -> tuple[int, int, bool]:
+def _copy_region(item: ArrayCopy, task: tuple[Region, bool]) -> tuple[int, int, int]:
+    """Write one region of DST from SRC where they differ: (decoded bytes, chunks written,
+    chunks skipped)."""
     region, stored_in_destination = task
+    destination = item.destination
     data = item.source.read(region.selection)
-    nbytes = data.nbytes
-    chunks = chunks_in(item.destination, region.selection)
-    # Where DST stores nothing it reads as the fill value: writing stores only what differs.
-    if stored_in_destination and _same(item.destination.read(region.selection), data):
-        return nbytes, chunks, True
-    item.destination.write(region.selection, data)
-    return nbytes, chunks, False
+    chunks = chunks_in(destination, region.selection)
+    if not stored_in_destination:
+        # DST stores nothing here, so it reads as the fill value; the writer stores only the
+        # chunks that differ from it.
+        destination.write(region.selection, data)
+        return data.nbytes, chunks, 0
+    present = destination.read(region.selection)
+    if _same(present, data):
+        return data.nbytes, 0, chunks
+    # Some stored objects differ: write those alone (each whole, so no read-modify-write).
+    dims = destination.metadata.chunk_grid.dimensions(destination.shape)
+    origin = [s.start for s in region.selection]
+    written = 0
+    for coords in region.objects():
+        box = object_box(dims, coords)
+        within = tuple(slice(start - o, stop - o) for (start, stop), o in zip(box, origin, strict=True))
+        if not _same(present[within], data[within]):
+            destination.write(tuple(slice(start, stop) for start, stop in box), data[within])
+            written += chunks_in(destination, tuple(slice(start, stop) for start, stop in box))
+    return data.nbytes, written, chunks - written
 
 
 def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:

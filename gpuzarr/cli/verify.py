@@ -255,8 +255,8 @@ def _inner_positions(array: Array, coords: tuple[int, ...]) -> np.ndarray[Any, A
 
 def _inner_boxes(array: Array, box: Box) -> list[Box]:
     """The boxes of the inner chunks (planning chunks) within a shard's box."""
-    axes = []
-    for (start, stop), dim in zip(box, array.layout.dimensions(), strict=True):
-        chunks = range(int(dim.chunk_of(start)), int(dim.chunk_of(stop - 1)) + 1)
-        axes.append([(int(dim.chunk_start(i)), min(stop, int(dim.chunk_start(i)) + dim.chunk_extent(i))) for i in chunks])
-    return [tuple(parts) for parts in itertools.product(*axes)]
+    dims = array.layout.dimensions()
+    ranges = [
+        range(int(d.chunk_of(start)), int(d.chunk_of(stop - 1)) + 1) for (start, stop), d in zip(box, dims, strict=True)
+    ]
+    return [object_box(dims, coords) for coords in itertools.product(*ranges)]
