@@ -23,6 +23,7 @@ neither side stores anything are not visited. DST nodes with other metadata are 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -33,6 +34,7 @@ import numpy as np
 
 from ..core.array import Array
 from ..core.group import Group, create_array_node, create_group_node, open_node
+from ..core.info import stored_chunk_coords
 from ..errors import ContainsNodeError, InvalidArgumentError
 from ..hierarchy import read_node
 from ..metadata.limits import format_bytes
@@ -262,16 +264,10 @@ def copy_array(item: ArrayCopy, jobs: int, progress: Progress, tally: Tally) -> 
 
 def _raw_objects(item: ArrayCopy) -> tuple[list[tuple[int, ...]], int]:
     """The stored objects to look at (stored in SRC or DST), and the decoded bytes of the rest."""
-    from ..core.info import stored_chunk_coords
-    from ..errors import UnsupportedOperationError
-
-    grid = item.source.metadata.chunk_grid.grid_shape(item.source.shape)
-    try:
-        listed = set(stored_chunk_coords(item.source)) | set(stored_chunk_coords(item.destination))
-    except UnsupportedOperationError:
-        import itertools
-
+    if not (item.source.store.supports_listing and item.destination.store.supports_listing):
+        grid = item.source.metadata.chunk_grid.grid_shape(item.source.shape)
         return list(itertools.product(*(range(n) for n in grid))), 0
+    listed = set(stored_chunk_coords(item.source)) | set(stored_chunk_coords(item.destination))
     objects = sorted(listed)
     visited = sum(_object_nbytes(item.source, c) for c in objects)
     return objects, item.source.nbytes - visited

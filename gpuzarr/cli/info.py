@@ -14,7 +14,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..core.array import Array
-from ..errors import UnsupportedOperationError
 from .nodes import children, node_name, open_path, walk
 from .options import add_storage_options
 
@@ -57,10 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _complete_info(array: Array) -> tuple[ArrayInfo, bool]:
     """The array's info with the stored sizes when the store can list them (and whether it could)."""
-    try:
-        return array.info_complete(), True
-    except UnsupportedOperationError:
+    if not array.store.supports_listing:
         return array.info, False
+    return array.info_complete(), True
 
 
 def _line(label: str, value: Any) -> str:
@@ -100,10 +98,10 @@ def _lists(value: Any) -> Any:
     return value
 
 
-def _member_line(name: str, node: Array | Group) -> str:
+def _member_line(name: str, node: Array | Group, width: int) -> str:
     if isinstance(node, Array):
-        return f"  {name}  array {node.shape} {node.dtype}"
-    return f"  {name}  group"
+        return f"  {name:<{width}}  array {node.shape} {node.dtype}"
+    return f"  {name:<{width}}  group"
 
 
 def group_text(group: Group, recursive: bool) -> str:
@@ -122,7 +120,8 @@ def group_text(group: Group, recursive: bool) -> str:
     ]
     if members:
         lines.append("Members:")
-        lines += [_member_line(name, node) for name, node in members]
+        width = max(len(name) for name, _ in members)
+        lines += [_member_line(name, node, width) for name, node in members]
     if recursive:
         for relative, node in walk(group):
             if isinstance(node, Array):

@@ -19,7 +19,7 @@ from . import bench, copy, demo, info, tree, verify
 from .options import add_common_options
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 #: The subcommand modules, in the order ``--help`` lists them.
 COMMANDS = (info, tree, copy, verify, bench, demo)
@@ -46,10 +46,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: int, debug: bool) -> None:
-    level = logging.DEBUG if debug or verbose >= 2 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="gpuzarr: %(message)s", stream=sys.stderr)
-    logging.getLogger("gpuzarr").setLevel(level)
+def _configure_logging(verbose: int, debug: bool) -> Callable[[], None]:
+    """Send gpuzarr's log messages to stderr at the level ``-v``/``--debug`` ask for; the
+    function that undoes it (``main`` may be called in-process, by tests or other programs)."""
+    if not verbose and not debug:
+        return lambda: None
+    logger = logging.getLogger("gpuzarr")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gpuzarr: %(message)s"))
+    previous = logger.level
+    logger.setLevel(logging.DEBUG if debug or verbose >= 2 else logging.INFO)
+    logger.addHandler(handler)
+
+    def restore() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+    return restore
 
 
 def _one_line(exc: BaseException) -> str:
@@ -64,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    _configure_logging(args.verbose, args.debug)
+    restore_logging = _configure_logging(args.verbose, args.debug)
     try:
         status: int = args.run(args)
     except BrokenPipeError:
@@ -80,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuzarr {args.command}: interrupted", file=sys.stderr)
         return 130
     finally:
+        restore_logging()
         _flush_stdout()
     return status
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.array import Array
 from ..core.group import Group, validate_node_name
-from ..errors import MetadataError, UnsupportedOperationError
+from ..errors import MetadataError
 from ..hierarchy import node_prefix
 
 if TYPE_CHECKING:
@@ -67,10 +67,9 @@ def _child_names(group: Group) -> list[str]:
     metadata when it has some), without reading any child's metadata."""
     if group.consolidated:
         return list(group)
-    try:
-        _keys, dirs = group.store.list_dir(node_prefix(group.path))
-    except UnsupportedOperationError:
+    if not group.store.supports_listing:
         return []  # a store that cannot list (HTTP) shows no children without consolidated metadata
+    _keys, dirs = group.store.list_dir(node_prefix(group.path))
     return sorted(name for name in (d.rstrip("/").rsplit("/", 1)[-1] for d in dirs) if _is_node_name(name))
 
 

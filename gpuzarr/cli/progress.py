@@ -8,6 +8,7 @@ cannot deadlock). Results come back to the calling thread, which alone updates t
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -68,7 +69,7 @@ class Progress:
                 dynamic_ncols=True, leave=True,
             )
             # Log messages (-v) go above the bar instead of through it.
-            self._logging = logging_redirect_tqdm()
+            self._logging = logging_redirect_tqdm(loggers=[logging.getLogger("gpuzarr")])
             self._logging.__enter__()
 
     @property

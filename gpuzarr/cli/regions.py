@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.info import stored_chunk_coords
-from ..errors import UnsupportedOperationError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -105,11 +104,10 @@ class RegionPlan:
 def stored_boxes(array: Array) -> list[Box] | None:
     """The boxes of the array's stored objects, from a listing of its keys; None when the store
     cannot list (then every region must be looked at)."""
-    dims = array.metadata.chunk_grid.dimensions(array.shape)
-    try:
-        return [object_box(dims, coords) for coords in stored_chunk_coords(array)]
-    except UnsupportedOperationError:
+    if not array.store.supports_listing:
         return None
+    dims = array.metadata.chunk_grid.dimensions(array.shape)
+    return [object_box(dims, coords) for coords in stored_chunk_coords(array)]
 
 
 def chunks_in(array: Array, selection: tuple[slice, ...]) -> int:

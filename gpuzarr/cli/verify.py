@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.array import Array
 from ..core.info import stored_chunk_coords
-from ..errors import CorruptChunkError, UnsupportedOperationError
+from ..errors import CorruptChunkError
 from ..store.sharding import EMPTY, read_shard_index
 from .nodes import node_name, open_path, walk
 from .options import add_jobs_option, add_progress_option, add_storage_options
@@ -134,10 +134,8 @@ def verify_array(name: str, array: Array, jobs: int, progress: Progress, *, gpu:
     """Decode every stored chunk of ``array`` (``jobs`` regions at once)."""
     plan = RegionPlan(array)
     report = ArrayReport(name, math.prod(d.nchunks for d in array.layout.dimensions()))
-    try:
-        stored: set[tuple[int, ...]] | None = set(stored_chunk_coords(array))
-    except UnsupportedOperationError:
-        stored = None  # every object's key is asked for instead
+    # A store that cannot list is asked for every object's key instead.
+    stored = set(stored_chunk_coords(array)) if array.store.supports_listing else None
     if stored is None:
         regions = plan.regions
     else:
