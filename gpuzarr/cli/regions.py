@@ -65,7 +65,9 @@ def object_box(dims: Sequence[AnyDimension], coords: tuple[int, ...]) -> Box:
 class RegionPlan:
     """An array cut into regions aligned to its stored objects (see the module docstring)."""
 
-    def __init__(self, array: Array, target_bytes: int = TARGET_BYTES) -> None:
+    def __init__(self, array: Array, target_bytes: int | None = None) -> None:
+        if target_bytes is None:
+            target_bytes = TARGET_BYTES
         self.dims = array.metadata.chunk_grid.dimensions(array.shape)
         grid = tuple(d.nchunks for d in self.dims)
         largest = math.prod(max(d.chunk_extent(c) for c in range(d.nchunks)) if d.nchunks else 0 for d in self.dims)
