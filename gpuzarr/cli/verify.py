@@ -126,8 +126,9 @@ def _print_report(
         )
     bad = len(unreadable) + sum(len(r.corrupt) for r in reports)
     verdict = "OK" if not bad else f"{bad} corrupt key(s) or document(s)"
-    print(f"verify: {verdict}; {len(reports)} array(s), {progress.chunks} chunk(s) read on {device} "
-          f"in {progress.elapsed:.2f} s")
+    checked = sum(r.chunks - r.missing for r in reports)
+    seconds = progress.elapsed
+    print(f"verify: {verdict}; {len(reports)} array(s), {checked} chunk(s) checked on {device} in {seconds:.2f} s")
 
 
 def verify_array(name: str, array: Array, jobs: int, progress: Progress, *, gpu: bool = False) -> ArrayReport:
