@@ -27,7 +27,8 @@ def test_table(hierarchy: Path) -> None:
     assert "crops: 4 random (8, 8, 8) boxes in one read_batch" in lines[1]
     assert lines[3].split() == ["device", "full", "read", "GB/s", "crops", "GB/s", "crops/s"]
     cpu = lines[4].split()
-    assert cpu[0] == "cpu" and all(float(v) > 0 for v in cpu[1:])
+    # GB/s of such small reads may round to 0.000; crops per second cannot.
+    assert cpu[0] == "cpu" and all(float(v) >= 0 for v in cpu[1:3]) and float(cpu[3]) > 0
     reason = gpu_unavailable_reason()
     if reason is not None:  # without a GPU, its row says why
         assert lines[5] == f"gpu       not measured: no usable GPU: {reason}"
