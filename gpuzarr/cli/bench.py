@@ -103,17 +103,17 @@ def median_seconds(read: Callable[[], Any], finish: Callable[[], None], repeats:
 
 
 def run(args: argparse.Namespace) -> int:
-    array = open_path(args.path, args.storage_options)
-    if not isinstance(array, Array):
-        raise InvalidArgumentError(f"{args.path} is a group; name one of its arrays (gpuzarr tree lists them)")
-    wanted = for_rank(args.crop_shape, array.ndim, "--crop-shape", args.path)
-    crop = tuple(min(c, s) for c, s in zip(wanted, array.shape, strict=True))
-    boxes = random_crops(array.shape, crop, args.crops, args.seed)
-    rows = []
-    if args.device in ("all", "cpu"):
-        rows.append(measure(args, "cpu", boxes))
-    if args.device in ("all", "gpu"):
-        rows.append(_gpu_row(args, boxes))
+    with open_path(args.path, args.storage_options) as array:
+        if not isinstance(array, Array):
+            raise InvalidArgumentError(f"{args.path} is a group; name one of its arrays (gpuzarr tree lists them)")
+        wanted = for_rank(args.crop_shape, array.ndim, "--crop-shape", args.path)
+        crop = tuple(min(c, s) for c, s in zip(wanted, array.shape, strict=True))
+        boxes = random_crops(array.shape, crop, args.crops, args.seed)
+        rows = []
+        if args.device in ("all", "cpu"):
+            rows.append(measure(array, args, boxes))
+        if args.device in ("all", "gpu"):
+            rows.append(_gpu_row(array, args, boxes))
     if args.json:
         doc = {
             "path": args.path, "shape": list(array.shape), "dtype": str(array.dtype), "nbytes": array.nbytes,
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpu_row(args: argparse.Namespace, boxes: list[tuple[slice, ...]]) -> Row:
+def _gpu_row(array: Array, args: argparse.Namespace, boxes: list[tuple[slice, ...]]) -> Row:
     from ..backends.select import gpu_unavailable_reason
 
     reason = gpu_unavailable_reason()
@@ -134,17 +134,15 @@ def _gpu_row(args: argparse.Namespace, boxes: list[tuple[slice, ...]]) -> Row:
     if reason is not None:
         return Row("gpu", unavailable=f"no usable GPU: {reason}")
     try:
-        return measure(args, "gpu", boxes)
+        return measure(Array(array.store, array.path, array.metadata, device="gpu"), args, boxes)
     except DeviceError as exc:  # a data type CuPy cannot hold
         if args.device == "gpu":
             raise
         return Row("gpu", unavailable=str(exc))
 
 
-def measure(args: argparse.Namespace, device: str, boxes: list[tuple[slice, ...]]) -> Row:
-    """Full-read and crop timings of the array at ``args.path`` read on ``device``."""
-    array = open_path(args.path, args.storage_options, device=device)
-    assert isinstance(array, Array)
+def measure(array: Array, args: argparse.Namespace, boxes: list[tuple[slice, ...]]) -> Row:
+    """Full-read and crop timings of ``array``, read on its device."""
     finish: Callable[[], None] = lambda: None  # noqa: E731 - the CPU has nothing in flight
     if array.device != "cpu":
         from ..backends.cuda.runtime import synchronize

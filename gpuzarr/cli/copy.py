@@ -121,23 +121,14 @@ class ArrayCopy:
 def run(args: argparse.Namespace) -> int:
     options = FormatOptions(args.zarr_format, args.chunks, args.shards, args.compressor)
     _refuse_overlap(args.source, args.destination)
-    source = open_path(args.source, args.storage_options)
     dst_options = args.storage_options if args.dst_storage_options is None else args.dst_storage_options
-    store, base = make_store(args.destination, storage_options=dst_options)
-    tally = Tally()
-    try:
-        copies = prepare_nodes(source, store, base, options, overwrite=args.overwrite, tally=tally)
-        total = sum(c.source.nbytes for c in copies)
-        with Progress(total, args.command, args.progress) as progress:
-            for item in copies:
-                copy_array(item, args.jobs, progress, tally)
-        if isinstance(source, Group) and source.consolidated:
-            from ..api import consolidate_metadata
-
-            consolidate_metadata(store, base)  # as SRC had it: one document opens the whole hierarchy
-        elapsed = progress.elapsed
-    finally:
-        store.close()
+    with open_path(args.source, args.storage_options) as source:
+        store, base = make_store(args.destination, storage_options=dst_options)
+        try:
+            tally, progress = _copy(args, source, store, base, options)
+        finally:
+            store.close()
+    elapsed = progress.elapsed
     rate = f" ({format_bytes(int(progress.nbytes / elapsed))}/s)" if elapsed > 0 else ""
     print(
         f"{args.command}: {tally.arrays} array(s), {tally.groups} group(s) from {args.source} to {args.destination}: "
@@ -147,18 +138,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _copy(
+    args: argparse.Namespace, source: Array | Group, store: Store, base: str, options: FormatOptions
+) -> tuple[Tally, Progress]:
+    """Create DST's nodes, then copy the arrays' data: what was done, and the closed progress
+    (its bytes and time)."""
+    tally = Tally()
+    copies = prepare_nodes(source, store, base, options, overwrite=args.overwrite, tally=tally)
+    total = sum(c.source.nbytes for c in copies)
+    with Progress(total, args.command, args.progress) as progress:
+        for item in copies:
+            copy_array(item, args.jobs, progress, tally)
+    if isinstance(source, Group) and source.consolidated:
+        from ..api import consolidate_metadata
+
+        consolidate_metadata(store, base)  # as SRC had it: one document opens the whole hierarchy
+    return tally, progress
+
+
 def _refuse_overlap(source: str, destination: str) -> None:
     """SRC and DST must not be one another or inside one another: a copy would read what it
     writes, and ``--overwrite`` would erase the source."""
 
-    def where(text: str) -> str:
+    def where(text: str) -> tuple[str, str]:
         url = parse_store_url(text)
         if url is None or url.kind in ("file", "zip"):
-            return os.path.realpath(text if url is None else url.location)
-        return text.rstrip("/")
+            return os.path.realpath(text if url is None else url.location), os.sep
+        return text.rstrip("/"), "/"
 
-    src, dst = where(source), where(destination)
-    if src == dst or dst.startswith(src.rstrip("/") + "/") or src.startswith(dst.rstrip("/") + "/"):
+    (src, sep), (dst, _) = where(source), where(destination)
+    if src == dst or dst.startswith(src.rstrip(sep) + sep) or src.startswith(dst.rstrip(sep) + sep):
         raise InvalidArgumentError(f"DST {destination!r} and SRC {source!r} overlap: copy to another place")
 
 

@@ -43,14 +43,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    node = open_path(args.path, args.storage_options)
-    if args.json:
-        doc = array_json(node) if isinstance(node, Array) else group_json(node, args.recursive)
-        print(json.dumps(doc, indent=2, allow_nan=False, default=str))
-    elif isinstance(node, Array):
-        print(array_text(node))
-    else:
-        print(group_text(node, args.recursive))
+    with open_path(args.path, args.storage_options) as node:
+        if args.json:
+            doc = array_json(node) if isinstance(node, Array) else group_json(node, args.recursive)
+            print(json.dumps(doc, indent=2, allow_nan=False, default=str))
+        elif isinstance(node, Array):
+            print(array_text(node))
+        else:
+            print(group_text(node, args.recursive))
     return 0
 
 

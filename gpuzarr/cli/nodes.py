@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from ..core.array import Array
@@ -15,11 +16,17 @@ if TYPE_CHECKING:
 Node = Array | Group
 
 
-def open_path(path: str, storage_options: dict[str, Any] | None, device: str = "cpu") -> Node:
-    """The array or group at ``path`` (any store URL gpuzarr opens), read only."""
+@contextlib.contextmanager
+def open_path(path: str, storage_options: dict[str, Any] | None, device: str = "cpu") -> Iterator[Node]:
+    """The array or group at ``path`` (any store URL gpuzarr opens), read only; its store is
+    closed (a zip archive's file, an object store's connections) when the block ends."""
     from ..api import open as open_node
 
-    return open_node(path, mode="r", device=device, storage_options=storage_options)
+    node = open_node(path, mode="r", device=device, storage_options=storage_options)
+    try:
+        yield node
+    finally:
+        node.store.close()
 
 
 def walk(node: Node, on_error: Callable[[str, MetadataError], None] | None = None) -> Iterator[tuple[str, Node]]:

@@ -35,12 +35,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    node = open_path(args.path, args.storage_options)
-    if isinstance(node, Array):
-        # An array is a tree of one node: its name, shape and data type.
-        name = "/" + node.path.rsplit("/", 1)[-1] if node.path else "/"
-        drawn = render_tree(f"{name} {node.shape} {node.dtype}", [], plain=args.plain)
-    else:
-        drawn = node.tree(args.level, max_nodes=args.max_nodes, plain=args.plain)
+    with open_path(args.path, args.storage_options) as node:
+        if isinstance(node, Array):
+            # An array is a tree of one node: its name, shape and data type.
+            name = "/" + node.path.rsplit("/", 1)[-1] if node.path else "/"
+            drawn = render_tree(f"{name} {node.shape} {node.dtype}", [], plain=args.plain)
+        else:
+            drawn = node.tree(args.level, max_nodes=args.max_nodes, plain=args.plain)
     print(drawn.text, end="")
     return 0

@@ -88,15 +88,15 @@ def run(args: argparse.Namespace) -> int:
 
     # Checked before any work: "--device gpu" without a usable GPU fails with the reason.
     device = resolve_device(args.device)
-    root = open_path(args.path, args.storage_options, device=args.device)
     unreadable: list[tuple[str, MetadataError]] = []
-    arrays = [
-        (node_name(relative), node)
-        for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
-        if isinstance(node, Array)
-    ]
-    with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
-        reports = [verify_array(name, array, args.jobs, progress, gpu=device != "cpu") for name, array in arrays]
+    with open_path(args.path, args.storage_options, device=args.device) as root:
+        arrays = [
+            (node_name(relative), node)
+            for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
+            if isinstance(node, Array)
+        ]
+        with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
+            reports = [verify_array(name, array, args.jobs, progress, gpu=device != "cpu") for name, array in arrays]
     problems = len(unreadable) + sum(len(r.corrupt) for r in reports)
     if args.json:
         doc = {
