@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from .. import api
 from ..core.array import Array
 from ..core.group import Group, validate_node_name
 from ..errors import MetadataError
@@ -20,9 +21,7 @@ Node = Array | Group
 def open_path(path: str, storage_options: dict[str, Any] | None, device: str = "cpu") -> Iterator[Node]:
     """The array or group at ``path`` (any store URL gpuzarr opens), read only; its store is
     closed (a zip archive's file, an object store's connections) when the block ends."""
-    from ..api import open as open_node
-
-    node = open_node(path, mode="r", device=device, storage_options=storage_options)
+    node = api.open(path, mode="r", device=device, storage_options=storage_options)
     try:
         yield node
     finally:
