@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import gpuzarr
-from gpuzarr.__main__ import main, sample_volume
+from gpuzarr.__main__ import main
+from gpuzarr.cli.demo import sample_volume
 
 if TYPE_CHECKING:
     from pathlib import Path

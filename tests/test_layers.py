@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpuzarr"
 LAYERS: dict[str, int] = {
     "gpuzarr": 100,  # the package's __init__ alone: the public names
     "gpuzarr.__main__": 100,
+    "gpuzarr.cli": 100,  # the command line: on top of everything, like __main__
     "gpuzarr.creation": 95,  # zeros, ones, array, *_like: wrappers of api.create and open_array
     "gpuzarr.loader": 95,  # crop batches for training: above the facade (uses Array.read_batch)
     "gpuzarr.integrations": 95,  # Dask (and xarray) on top of the public API

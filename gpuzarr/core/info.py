@@ -28,6 +28,7 @@ __all__ = [
     "count_initialized",
     "human_readable_size",
     "nbytes_stored",
+    "stored_chunk_coords",
 ]
 
 def human_readable_size(size: int) -> str:
@@ -216,8 +217,21 @@ def count_chunks(array: Array) -> int:
     return math.prod(d.nchunks for d in array.layout.dimensions())
 
 
-def _stored_coords(array: Array) -> Iterator[tuple[int, ...]]:
-    """Grid coordinates of every chunk (or shard) stored, decoded from the store's keys."""
+def stored_chunk_coords(array: Array) -> Iterator[tuple[int, ...]]:
+    """Grid coordinates of every chunk (or shard, when sharded) stored.
+
+    They come from a listing of the store's keys under the array's path.
+
+    Parameters
+    ----------
+    array
+        The array whose stored objects are listed.
+
+    Yields
+    ------
+    tuple of int
+        The coordinates of one stored object in the array's chunk (or shard) grid.
+    """
     metadata = array.metadata
     encoding = metadata.chunk_key_encoding
     grid = metadata.chunk_grid.grid_shape(array.shape)
@@ -247,7 +261,7 @@ def count_initialized(array: Array) -> tuple[int, int]:
     """
     sharding = array.layout.sharding
     objects = chunks = 0
-    for coords in _stored_coords(array):
+    for coords in stored_chunk_coords(array):
         objects += 1
         if sharding is None:
             chunks += 1

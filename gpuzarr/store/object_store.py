@@ -117,6 +117,8 @@ class ObjectStore(Store):
         self.store = store
         self.url = url if url is not None else _url_of(store)
         self.is_http = is_http
+        # An HTTP server has no listing: callers check the capability before they list.
+        self.supports_listing = not is_http
         self._io_concurrency = io_concurrency
         # (url, storage_options) when made by from_url, to pickle by them
         self._recipe: tuple[str, dict[str, Any] | None] | None = None

@@ -1,0 +1,359 @@
+"""``gpuzarr copy SRC DST`` and ``gpuzarr convert SRC DST``: one implementation, two names.
+
+A whole hierarchy (groups with their attributes, arrays with theirs, dimension names and fill
+values) or one array is copied from any readable store to any writable one; the format options
+(:mod:`.destination`) change how the copy is encoded.
+
+How data moves, array by array:
+
+* **Encoding unchanged** (no format option changes it): stored objects (chunks, or whole shards)
+  are copied byte for byte, without decoding; one stored object per task.
+* **Encoding changed**: the copy is written region by region, each region a box of whole stored
+  objects of the *destination* (:mod:`.regions`), so that no two workers write one stored object
+  and no write reads back what it replaces; the source is read with the CPU reader.
+
+Resuming: a second run into an existing DST whose metadata matches what the copy would write
+goes on where the first stopped. A stored object (unchanged encoding) is skipped when its bytes
+in DST equal those in SRC; a region (changed encoding) is skipped when DST already decodes to
+exactly the bytes SRC decodes to there. Anything else is written again, and a stored object of
+DST that SRC does not have is erased, so a region that differs is never skipped. Regions where
+neither side stores anything are not visited. DST nodes with other metadata are an error unless
+``--overwrite``, which replaces everything at DST first; nodes of DST that SRC lacks are left.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.array import Array
+from ..core.group import Group, create_array_node, create_group_node, open_node
+from ..core.info import stored_chunk_coords
+from ..errors import ContainsNodeError, InvalidArgumentError
+from ..hierarchy import read_node
+from ..metadata.limits import format_bytes
+from ..store import make_store
+from ..store.url import parse_store_url
+from .codec_options import compressor_chain, shards_option
+from .destination import KEEP, FormatOptions, target_metadata
+from .nodes import node_name, open_path, walk
+from .options import add_jobs_option, add_progress_option, add_storage_options, json_object, shape
+from .progress import Progress, run_parallel
+from .regions import Region, RegionPlan, chunks_in, object_box, stored_boxes
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..metadata.v2 import ArrayMetadataV2
+    from ..metadata.v3 import ArrayMetadata
+    from ..store.base import Store
+
+log = logging.getLogger("gpuzarr.cli")
+
+DESCRIPTIONS = {
+    "copy": "Copy an array or a whole hierarchy (groups, arrays, attributes) from SRC to DST. "
+    "Without format options the stored bytes are copied as they are; with them, the data is "
+    "decoded and encoded again. A rerun resumes: what DST already holds equal to SRC is skipped.",
+    "convert": "Copy SRC to DST in another format: Zarr version, chunk and shard shapes, "
+    "compression (the same command as copy; options left out keep what SRC has).",
+}
+
+
+def add_parser(subparsers: Any) -> None:
+    for name, summary in (("copy", "copy arrays and groups between stores"), ("convert", "copy into another format")):
+        parser = subparsers.add_parser(name, help=summary, description=DESCRIPTIONS[name])
+        parser.add_argument("source", metavar="SRC", help="the array or group to copy (a path or store URL)")
+        parser.add_argument("destination", metavar="DST", help="where the copy goes (a path or store URL)")
+        fmt = parser.add_argument_group("format of the copy (left out: as SRC has it)")
+        fmt.add_argument("--zarr-format", type=int, choices=(2, 3), help="the Zarr format version")
+        fmt.add_argument(
+            "--chunks", type=shape, metavar="SHAPE",
+            help="chunk shape, e.g. 64,64,64 (the inner chunks when sharded; one number for every axis)",
+        )
+        fmt.add_argument(
+            "--shards", type=shards_option, default=KEEP, metavar="SHAPE|none",
+            help="shard shape, e.g. 256,256,256 (a multiple of the chunks), or none (Zarr v3 only)",
+        )
+        fmt.add_argument(
+            "--compressor", type=compressor_chain, metavar="SPEC",
+            help="compression: none, zstd[:LEVEL], gzip[:LEVEL], blosc[:CNAME[:CLEVEL[:SHUFFLE]]], "
+            "crc32c (v3), several joined by '+' (zstd:5+crc32c), or a codec as JSON",
+        )
+        parser.add_argument(
+            "--overwrite", action="store_true", help="replace everything at DST (default: resume into it)"
+        )
+        add_jobs_option(parser, "regions copied")
+        add_progress_option(parser)
+        add_storage_options(parser, "SRC (and DST, unless --dst-storage-options)")
+        parser.add_argument(
+            "--dst-storage-options", type=json_object, metavar="JSON", help="options of the store DST names"
+        )
+        parser.set_defaults(run=run)
+
+
+@dataclass
+class Tally:
+    """What a copy did: nodes copied, and chunks (inner chunks when sharded) written and skipped."""
+
+    arrays: int = 0
+    groups: int = 0
+    written: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class ArrayCopy:
+    """One array to copy: its source, its (new or resumed) destination, and how."""
+
+    name: str
+    source: Array
+    destination: Array
+    #: the encoding is unchanged: copy stored objects byte for byte
+    raw: bool
+
+
+def run(args: argparse.Namespace) -> int:
+    options = FormatOptions(args.zarr_format, args.chunks, args.shards, args.compressor)
+    _refuse_overlap(args.source, args.destination)
+    dst_options = args.storage_options if args.dst_storage_options is None else args.dst_storage_options
+    with open_path(args.source, args.storage_options) as source:
+        store, base = make_store(args.destination, storage_options=dst_options)
+        try:
+            tally, progress = _copy(args, source, store, base, options)
+        finally:
+            store.close()
+    elapsed = progress.elapsed
+    rate = f" ({format_bytes(int(progress.nbytes / elapsed))}/s)" if elapsed > 0 else ""
+    print(
+        f"{args.command}: {tally.arrays} array(s), {tally.groups} group(s) from {args.source} to {args.destination}: "
+        f"{tally.written} chunks written, {tally.skipped} already equal (skipped); "
+        f"{format_bytes(progress.nbytes)} in {elapsed:.2f} s{rate}"
+    )
+    return 0
+
+
+def _copy(
+    args: argparse.Namespace, source: Array | Group, store: Store, base: str, options: FormatOptions
+) -> tuple[Tally, Progress]:
+    """Create DST's nodes, then copy the arrays' data: what was done, and the closed progress
+    (its bytes and time)."""
+    tally = Tally()
+    copies = prepare_nodes(source, store, base, options, overwrite=args.overwrite, tally=tally)
+    total = sum(c.source.nbytes for c in copies)
+    with Progress(total, args.command, args.progress) as progress:
+        for item in copies:
+            copy_array(item, args.jobs, progress, tally)
+    if isinstance(source, Group) and source.consolidated:
+        from ..api import consolidate_metadata
+
+        consolidate_metadata(store, base)  # as SRC had it: one document opens the whole hierarchy
+    return tally, progress
+
+
+def _refuse_overlap(source: str, destination: str) -> None:
+    """SRC and DST must not be one another or inside one another: a copy would read what it
+    writes, and ``--overwrite`` would erase the source."""
+
+    def where(text: str) -> tuple[str, str]:
+        url = parse_store_url(text)
+        if url is None or url.kind in ("file", "zip"):
+            return os.path.realpath(text if url is None else url.location), os.sep
+        return text.rstrip("/"), "/"
+
+    (src, sep), (dst, _) = where(source), where(destination)
+    if src == dst or dst.startswith(src.rstrip(sep) + sep) or src.startswith(dst.rstrip(sep) + sep):
+        raise InvalidArgumentError(f"DST {destination!r} and SRC {source!r} overlap: copy to another place")
+
+
+# -- nodes ------------------------------------------------------------------------------------------
+
+
+def _join(base: str, relative: str) -> str:
+    return "/".join(p for p in (base, relative) if p)
+
+
+def prepare_nodes(
+    source: Array | Group, store: Store, base: str, options: FormatOptions, *, overwrite: bool, tally: Tally
+) -> list[ArrayCopy]:
+    """Create (or check, when resuming) every node of the copy at ``base`` of ``store``; the
+    arrays whose data is still to copy.
+
+    Every array's new metadata is worked out before anything is written, so that an option
+    that does not suit one array (chunks that do not divide its shards) leaves DST untouched.
+    """
+    nodes = [
+        (relative, node, None if isinstance(node, Group) else target_metadata(node, options, node_name(relative)))
+        for relative, node in walk(source)
+    ]
+    copies = []
+    for relative, node, metadata in nodes:
+        path = _join(base, relative)
+        name = node_name(relative)
+        replace = overwrite and relative == ""  # the root's erase takes everything below it along
+        if isinstance(node, Group):
+            _prepare_group(store, path, node, options.zarr_format or node.zarr_format, replace, name)
+            tally.groups += 1
+            continue
+        assert metadata is not None
+        destination = _prepare_array(store, path, metadata, replace, name)
+        copies.append(ArrayCopy(name, node, destination, raw=metadata is node.metadata))
+        tally.arrays += 1
+    return copies
+
+
+def _prepare_group(store: Store, path: str, source: Group, zarr_format: int, overwrite: bool, name: str) -> None:
+    attributes = dict(source.attrs)
+    found = read_node(store, path)
+    if found is None or found.implicit or overwrite:
+        create_group_node(store, path, attributes, overwrite=overwrite, zarr_format=zarr_format)
+        return
+    if found.node_type != "group" or found.zarr_format != zarr_format:
+        raise ContainsNodeError(
+            f"DST {name}: a Zarr v{found.zarr_format} {found.node_type} is there, the copy is a Zarr "
+            f"v{zarr_format} group (pass --overwrite to replace DST)"
+        )
+    if found.attributes != attributes:
+        existing = open_node(store, path, device="cpu")
+        existing.attrs.put(attributes)
+
+
+def _encoding(metadata: ArrayMetadata | ArrayMetadataV2) -> dict[str, Any]:
+    return {k: v for k, v in metadata.to_json().items() if k != "attributes"}
+
+
+def _prepare_array(
+    store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, overwrite: bool, name: str
+) -> Array:
+    found = read_node(store, path)
+    if found is None or found.implicit or overwrite:
+        return create_array_node(store, path, metadata, overwrite=overwrite, device="cpu")
+    existing = open_node(store, path, device="cpu")
+    if not isinstance(existing, Array):
+        raise ContainsNodeError(f"DST {name}: a group is there, the copy is an array (pass --overwrite to replace DST)")
+    have, want = _encoding(existing.metadata), _encoding(metadata)
+    if have != want:
+        fields = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
+        raise ContainsNodeError(
+            f"DST {name}: an array with other metadata is there ({', '.join(fields)} differ); "
+            "pass --overwrite to replace DST"
+        )
+    if dict(existing.attrs) != metadata.attributes:
+        existing.attrs.put(metadata.attributes)
+    return existing
+
+
+# -- data -------------------------------------------------------------------------------------------
+
+
+def copy_array(item: ArrayCopy, jobs: int, progress: Progress, tally: Tally) -> None:
+    """Copy the data of one array (see the module docstring), resuming where DST has it."""
+    log.info("copying %s (%s)", item.name, "stored bytes" if item.raw else "decoded and encoded again")
+
+    def done(_: Any, result: tuple[int, int, int]) -> None:
+        nbytes, written, skipped = result
+        progress.update(nbytes, written + skipped)
+        tally.written += written
+        tally.skipped += skipped
+
+    if item.raw:
+        objects, untouched = _raw_objects(item)
+        progress.update(untouched, 0)
+        run_parallel(lambda coords: _copy_object(item, coords), objects, jobs, done)
+    else:
+        regions, untouched = _regions_to_visit(item)
+        progress.update(untouched, 0)
+        run_parallel(lambda region: _copy_region(item, region), regions, jobs, done)
+
+
+def _raw_objects(item: ArrayCopy) -> tuple[list[tuple[int, ...]], int]:
+    """The stored objects to look at (stored in SRC or DST), and the decoded bytes of the rest."""
+    if not (item.source.store.supports_listing and item.destination.store.supports_listing):
+        grid = item.source.metadata.chunk_grid.grid_shape(item.source.shape)
+        return list(itertools.product(*(range(n) for n in grid))), 0
+    listed = set(stored_chunk_coords(item.source)) | set(stored_chunk_coords(item.destination))
+    objects = sorted(listed)
+    visited = sum(_object_nbytes(item.source, c) for c in objects)
+    return objects, item.source.nbytes - visited
+
+
+def _object_nbytes(array: Array, coords: tuple[int, ...]) -> int:
+    box = object_box(array.metadata.chunk_grid.dimensions(array.shape), coords)
+    return math.prod(stop - start for start, stop in box) * array.dtype.itemsize
+
+
+def _copy_object(item: ArrayCopy, coords: tuple[int, ...]) -> tuple[int, int, int]:
+    """Copy one stored object's bytes unless DST has the same: (decoded bytes, chunks written,
+    chunks skipped)."""
+    source, destination = item.source, item.destination
+    layout = source.layout
+    chunks = 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
+    nbytes = _object_nbytes(source, coords)
+    key = destination.layout.key(coords)
+    value = source.store.get(layout.key(coords))
+    present = destination.store.get(key)
+    if value is None and present is None:
+        return nbytes, 0, chunks
+    if value is not None and present is not None and bytes(value) == bytes(present):
+        return nbytes, 0, chunks
+    if value is None:
+        destination.store.erase(key)
+    else:
+        destination.store.set(key, value)
+    return nbytes, chunks, 0
+
+
+def _regions_to_visit(item: ArrayCopy) -> tuple[list[tuple[Region, bool]], int]:
+    """The destination's regions to look at, each with whether DST stores anything in it, and
+    the decoded bytes of the regions neither side stores anything in."""
+    plan = RegionPlan(item.destination)
+    src_boxes, dst_boxes = stored_boxes(item.source), stored_boxes(item.destination)
+    if src_boxes is None or dst_boxes is None:
+        return [(r, True) for r in plan.regions], 0
+    in_destination = {id(r) for r in plan.touching(dst_boxes)}
+    regions = [(r, id(r) in in_destination) for r in plan.touching(src_boxes + dst_boxes)]
+    visited = sum(r.size for r, _ in regions) * item.source.dtype.itemsize
+    return regions, item.source.nbytes - visited
+
+
+def _copy_region(item: ArrayCopy, task: tuple[Region, bool]) -> tuple[int, int, int]:
+    """Write one region of DST from SRC where they differ: (decoded bytes, chunks written,
+    chunks skipped)."""
+    region, stored_in_destination = task
+    destination = item.destination
+    data = item.source.read(region.selection)
+    chunks = chunks_in(destination, region.selection)
+    if not stored_in_destination:
+        # DST stores nothing here, so it reads as the fill value; the writer stores only the
+        # chunks that differ from it.
+        destination.write(region.selection, data)
+        return data.nbytes, chunks, 0
+    present = destination.read(region.selection)
+    if _same(present, data):
+        return data.nbytes, 0, chunks
+    # Some stored objects differ: write those alone (each whole, so no read-modify-write).
+    dims = destination.metadata.chunk_grid.dimensions(destination.shape)
+    origin = [s.start for s in region.selection]
+    written = 0
+    for coords in region.objects():
+        box = object_box(dims, coords)
+        within = tuple(slice(start - o, stop - o) for (start, stop), o in zip(box, origin, strict=True))
+        if not _same(present[within], data[within]):
+            destination.write(tuple(slice(start, stop) for start, stop in box), data[within])
+            written += chunks_in(destination, tuple(slice(start, stop) for start, stop in box))
+    return data.nbytes, written, chunks - written
+
+
+def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
+    """Equal bit for bit (NaNs with their payloads, -0.0 apart from 0.0); object arrays (strings)
+    element by element."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.hasobject:
+        return bool(np.array_equal(a, b))
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()

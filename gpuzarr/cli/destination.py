@@ -1,0 +1,208 @@
+"""The metadata of an array's copy: the source's, with the format options of ``copy``/``convert``.
+
+Every option left out keeps what the source has. With none given (or only ``--zarr-format``
+equal to the source's) the copy's metadata *is* the source's, document for document, and the
+copy can move stored bytes without decoding them (:mod:`.copy`). Otherwise the metadata is
+built again through ``build_metadata`` (the builder ``gpuzarr.create`` uses) from the source's
+shape, data type, fill value, attributes, dimension names and codecs:
+
+* ``--chunks`` sets the chunk shape (the inner chunks when sharded); ``--shards`` the shard
+  shape, "none" removing sharding; a sharded source keeps its shards unless told otherwise
+  (a v2 copy has none: Zarr v2 cannot shard).
+* ``--compressor`` replaces the bytes->bytes codecs (v2: the compressor); the source's filters
+  and serializer stay. A re-sharded array gets gpuzarr's default shard index codecs.
+* Across formats the codecs are translated: numcodecs JSON of a v2 array becomes the Zarr v3
+  codec of that name (as zarr-python's v2 -> v3 migration maps it), and zstd, gzip, blosc and
+  ``numcodecs.*`` codecs of a v3 array become numcodecs JSON; a v3 codec with no v2 equivalent
+  (crc32c, a transpose other than Fortran order, a serializer other than ``bytes``) is an error
+  that asks for ``--compressor``. v3 ``dimension_names`` become the ``_ARRAY_DIMENSIONS``
+  attribute of a v2 copy (xarray's convention), and back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgumentError, MetadataError
+from ..metadata.build import build_metadata
+from ..metadata.codec_args import codec_json_v2
+from ..metadata.named_dtypes import NAMES
+from ..metadata.v2 import ArrayMetadataV2
+from .options import for_rank
+
+if TYPE_CHECKING:
+    from ..core.array import Array
+    from ..metadata.v3 import ArrayMetadata
+
+#: xarray's attribute for the dimension names of a Zarr v2 array.
+DIMENSIONS_ATTRIBUTE = "_ARRAY_DIMENSIONS"
+
+
+class _Keep:
+    """``--shards`` not given: the source's shards stay (not a string: argparse would parse a
+    string default as an option value)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+_BLOSC_SHUFFLE_IDS = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """What ``copy``/``convert`` change; None (``KEEP`` for shards) keeps the source's."""
+
+    zarr_format: int | None = None
+    chunks: tuple[int, ...] | None = None
+    shards: Any = KEEP  # a shape, None (no sharding) or KEEP
+    compressors: list[dict[str, Any]] | None = None
+
+    def keeps_encoding_of(self, array: Array) -> bool:
+        """Whether the copy of ``array`` is encoded exactly as ``array`` is."""
+        return (
+            self.zarr_format in (None, array.zarr_format)
+            and self.chunks is None
+            and self.shards is KEEP
+            and self.compressors is None
+        )
+
+
+def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayMetadata | ArrayMetadataV2:
+    """The metadata of the copy of ``source`` (named ``where`` in errors)."""
+    if options.keeps_encoding_of(source):
+        return source.metadata
+    zarr_format = options.zarr_format or source.zarr_format
+    chunks: Any = source.chunks if options.chunks is None else for_rank(options.chunks, source.ndim, "--chunks", where)
+    if options.shards is KEEP:
+        shards = source.shards if zarr_format == 3 else None
+    elif options.shards is None:
+        shards = None
+    elif zarr_format == 2:
+        raise InvalidArgumentError(f"--shards: {where}: Zarr v2 arrays cannot be sharded")
+    else:
+        shards = for_rank(options.shards, source.ndim, "--shards", where)
+    arguments = _v3_arguments(source) if zarr_format == 3 else _v2_arguments(source, where, options.compressors)
+    if options.compressors is not None:
+        arguments["compressors"] = options.compressors
+    try:
+        return build_metadata(
+            shape=source.shape,
+            chunks=[list(c) if isinstance(c, tuple) else c for c in chunks],
+            shards=shards,
+            zarr_format=zarr_format,
+            fill_value=source.fill_value,
+            **arguments,
+        )
+    except MetadataError as exc:
+        raise type(exc)(f"{where}: {exc}") from exc
+
+
+def _v3_arguments(source: Array) -> dict[str, Any]:
+    """``build_metadata`` arguments of a v3 copy (v2 codecs as numcodecs JSON, which the
+    builder maps to v3)."""
+    info = source.info
+    attributes = dict(source.attrs)
+    metadata = source.metadata
+    if isinstance(metadata, ArrayMetadataV2):
+        names = attributes.pop(DIMENSIONS_ATTRIBUTE, None)
+        object_codec = metadata.data_type.object_codec_id
+        return {
+            "dtype": metadata.data_type,
+            # The object codec of a string array is the v3 serializer, which the builder picks.
+            "filters": [f for f in info.filters if f.get("id") != object_codec],
+            "compressors": list(info.compressors),
+            "order": metadata.order,
+            "attributes": attributes,
+            "dimension_names": names if _valid_names(names, source.ndim) else None,
+        }
+    return {
+        "dtype": metadata.data_type,
+        "filters": list(info.filters),
+        "serializer": info.serializer,
+        "compressors": list(info.compressors),
+        "attributes": attributes,
+        "dimension_names": source.dimension_names,
+        "chunk_key_encoding": metadata.chunk_key_encoding.to_json(),
+    }
+
+
+def _valid_names(names: Any, ndim: int) -> bool:
+    return isinstance(names, list) and len(names) == ndim and all(isinstance(n, str) for n in names)
+
+
+def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``build_metadata`` arguments of a v2 copy (the source's compressors translated unless
+    ``compressors`` replace them)."""
+    info = source.info
+    attributes = dict(source.attrs)
+    metadata = source.metadata
+    if isinstance(metadata, ArrayMetadataV2):
+        return {
+            "dtype": _v2_dtype(source, metadata.endian == "big"),
+            "filters": list(info.filters),
+            "compressors": list(info.compressors),
+            "order": metadata.order,
+            "attributes": attributes,
+            "dimension_separator": metadata.dimension_separator,
+        }
+    order = "C"
+    filters = list(info.filters)
+    if filters and filters[0]["name"] == "transpose":
+        if list(filters[0]["configuration"]["order"]) != list(range(source.ndim))[::-1]:
+            raise _no_v2_equivalent(where, filters[0], "only the Fortran-order transpose is")
+        order, filters = "F", filters[1:]
+    names = source.dimension_names
+    if names is not None and all(isinstance(n, str) for n in names):
+        attributes.setdefault(DIMENSIONS_ATTRIBUTE, list(names))
+    serializer = info.serializer or {}
+    if serializer.get("name") not in ("bytes", "vlen-utf8", "vlen-bytes"):
+        raise _no_v2_equivalent(where, serializer, "its serializer has none")
+    big = (serializer.get("configuration") or {}).get("endian") == "big"
+    return {
+        "dtype": _v2_dtype(source, big),
+        "filters": [_v2_codec(f, where) for f in filters],
+        "compressors": compressors if compressors is not None else [_v2_codec(c, where) for c in info.compressors],
+        "order": order,
+        "attributes": attributes,
+    }
+
+
+def _v2_dtype(source: Array, big_endian: bool) -> Any:
+    data_type = source.metadata.data_type
+    if data_type.name in NAMES:
+        return data_type  # strings, bytes, times: the builder writes their v2 spelling
+    dtype = source.dtype
+    return dtype.newbyteorder(">") if big_endian and dtype.itemsize > 1 else dtype
+
+
+def _v2_codec(codec: dict[str, Any], where: str) -> dict[str, Any]:
+    """A v3 codec as numcodecs JSON, for a v2 array."""
+    name = codec["name"]
+    config = dict(codec.get("configuration") or {})
+    if name == "zstd":
+        out = {"id": "zstd", "level": config.get("level", 0)}
+        return {**out, "checksum": True} if config.get("checksum") else out
+    if name == "gzip":
+        return {"id": "gzip", "level": config.get("level", 6)}
+    if name == "blosc":
+        return {
+            "id": "blosc",
+            "cname": config.get("cname", "lz4"),
+            "clevel": config.get("clevel", 5),
+            "shuffle": _BLOSC_SHUFFLE_IDS.get(config.get("shuffle", "noshuffle"), 0),
+            "blocksize": config.get("blocksize", 0),
+        }
+    if name.startswith("numcodecs."):
+        return codec_json_v2(codec, where)
+    raise _no_v2_equivalent(where, codec, "Zarr v2 has no such codec")
+
+
+def _no_v2_equivalent(where: str, codec: dict[str, Any], why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{where}: the codec {codec.get('name')!r} cannot be written in Zarr v2 ({why}); "
+        "choose v2 codecs with --compressor (e.g. --compressor zstd:3)"
+    )

@@ -1,0 +1,93 @@
+"""Opening the node a command-line PATH names, and walking the hierarchy below a group."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from .. import api
+from ..core.array import Array
+from ..core.group import Group, validate_node_name
+from ..errors import MetadataError
+from ..hierarchy import node_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+Node = Array | Group
+
+
+@contextlib.contextmanager
+def open_path(path: str, storage_options: dict[str, Any] | None, device: str = "cpu") -> Iterator[Node]:
+    """The array or group at ``path`` (any store URL gpuzarr opens), read only; its store is
+    closed (a zip archive's file, an object store's connections) when the block ends."""
+    node = api.open(path, mode="r", device=device, storage_options=storage_options)
+    try:
+        yield node
+    finally:
+        node.store.close()
+
+
+def walk(node: Node, on_error: Callable[[str, MetadataError], None] | None = None) -> Iterator[tuple[str, Node]]:
+    """(path relative to ``node``, node) of ``node`` ("") and every node below it, each group
+    before its children, names sorted.
+
+    ``on_error`` receives a child whose metadata cannot be read (its path and the error) and the
+    walk goes on without it; without ``on_error`` the error is raised. ``Group.members`` stops at
+    the first such child, which is why this walker lists a group's children itself.
+    """
+    # An explicit stack, not recursion: hierarchies may be deeper than the recursion limit.
+    stack: list[tuple[str, Node]] = [("", node)]
+    while stack:
+        relative, current = stack.pop()
+        yield relative, current
+        if isinstance(current, Group):
+            children = list(_children(current, relative, on_error))
+            stack.extend(reversed(children))
+
+
+def children(group: Group) -> list[tuple[str, Node]]:
+    """(name, node) of the group's children, names sorted."""
+    return list(_children(group, "", None))
+
+
+def _children(
+    group: Group, relative: str, on_error: Callable[[str, MetadataError], None] | None
+) -> Iterator[tuple[str, Node]]:
+    for name in _child_names(group):
+        path = f"{relative}/{name}" if relative else name
+        try:
+            child = group[name]
+        except KeyError:
+            continue  # a directory holding no node
+        except MetadataError as exc:
+            if on_error is None:
+                raise
+            on_error(path, exc)
+            continue
+        yield path, child
+
+
+def _child_names(group: Group) -> list[str]:
+    """The names of the directories below ``group`` that may hold nodes (from its consolidated
+    metadata when it has some), without reading any child's metadata."""
+    if group.consolidated:
+        return list(group)
+    if not group.store.supports_listing:
+        return []  # a store that cannot list (HTTP) shows no children without consolidated metadata
+    _keys, dirs = group.store.list_dir(node_prefix(group.path))
+    return sorted(name for name in (d.rstrip("/").rsplit("/", 1)[-1] for d in dirs) if _is_node_name(name))
+
+
+def _is_node_name(name: str) -> bool:
+    # A directory named like no node can be ("__pycache__") is not a child, not an error.
+    try:
+        validate_node_name(name)
+    except MetadataError:
+        return False
+    return True
+
+
+def node_name(relative: str) -> str:
+    """How a node is named in the command line's output: "/" for the root, "/a/b" below it."""
+    return "/" + relative

@@ -1,0 +1,122 @@
+"""Regions of an array for work spread over threads: boxes made of whole stored objects.
+
+A region is a box of whole stored objects (chunks, or shards when sharded) of one array's
+grid, so that writers of different regions never write the same stored object, and a region
+written whole is encoded from its new data alone (no read-modify-write). Neighbouring objects
+are grouped, last axis first, until a region holds about ``target_bytes`` of decoded data; an
+object larger than that is a region alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..core.info import stored_chunk_coords
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
+    from ..core.array import Array
+    from ..layout import AnyDimension
+
+#: Decoded bytes a region aims at: large enough that per-read overheads vanish, small enough
+#: that ``--jobs`` regions (and a second copy to compare with) fit in memory.
+TARGET_BYTES = 64 * 2**20
+
+Box = tuple[tuple[int, int], ...]  # [start, stop) per axis
+
+
+@dataclass(frozen=True)
+class Region:
+    """A box of an array and the grid coordinates of the stored objects it is made of."""
+
+    selection: tuple[slice, ...]
+    object_ranges: tuple[range, ...]
+
+    def objects(self) -> Iterator[tuple[int, ...]]:
+        """Grid coordinates of the stored objects in the region, in C order."""
+        return itertools.product(*self.object_ranges)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(s.stop - s.start for s in self.selection)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def _box_along(dim: AnyDimension, chunks: range) -> slice:
+    start = int(dim.chunk_start(chunks.start))
+    last = chunks[-1]
+    return slice(start, min(dim.size, int(dim.chunk_start(last)) + dim.chunk_extent(last)))
+
+
+def object_box(dims: Sequence[AnyDimension], coords: tuple[int, ...]) -> Box:
+    """The part of the array the stored object at ``coords`` covers."""
+    return tuple(
+        (s.start, s.stop) for s in (_box_along(d, range(c, c + 1)) for d, c in zip(dims, coords, strict=True))
+    )
+
+
+class RegionPlan:
+    """An array cut into regions aligned to its stored objects (see the module docstring)."""
+
+    def __init__(self, array: Array, target_bytes: int | None = None) -> None:
+        if target_bytes is None:
+            target_bytes = TARGET_BYTES
+        self.dims = array.metadata.chunk_grid.dimensions(array.shape)
+        grid = tuple(d.nchunks for d in self.dims)
+        largest = math.prod(max(d.chunk_extent(c) for c in range(d.nchunks)) if d.nchunks else 0 for d in self.dims)
+        budget = max(1, target_bytes // max(1, largest * array.dtype.itemsize))
+        group = [1] * len(grid)
+        for axis in reversed(range(len(grid))):
+            group[axis] = max(1, min(grid[axis], budget))
+            budget //= group[axis]
+            if group[axis] < grid[axis]:
+                break
+        self.group = tuple(group)
+        self.blocks = tuple(-(-n // g) for n, g in zip(grid, group, strict=True))
+        self.regions = [self._region(block) for block in itertools.product(*(range(b) for b in self.blocks))]
+
+    def _region(self, block: tuple[int, ...]) -> Region:
+        ranges = tuple(
+            range(b * g, min((b + 1) * g, d.nchunks)) for b, g, d in zip(block, self.group, self.dims, strict=True)
+        )
+        return Region(tuple(_box_along(d, r) for d, r in zip(self.dims, ranges, strict=True)), ranges)
+
+    def touching(self, boxes: Iterable[Box]) -> list[Region]:
+        """The regions that overlap any of ``boxes``, in the plan's order."""
+        hit: set[int] = set()
+        strides = [math.prod(self.blocks[a + 1 :]) for a in range(len(self.blocks))]
+        for box in boxes:
+            if any(start >= stop for start, stop in box):
+                continue
+            spans = [
+                range(int(d.chunk_of(start)) // g, int(d.chunk_of(stop - 1)) // g + 1)
+                for (start, stop), d, g in zip(box, self.dims, self.group, strict=True)
+            ]
+            hit.update(sum(i * s for i, s in zip(block, strides, strict=True)) for block in itertools.product(*spans))
+        return [self.regions[i] for i in sorted(hit)]
+
+
+def stored_boxes(array: Array) -> list[Box] | None:
+    """The boxes of the array's stored objects, from a listing of its keys; None when the store
+    cannot list (then every region must be looked at)."""
+    if not array.store.supports_listing:
+        return None
+    dims = array.metadata.chunk_grid.dimensions(array.shape)
+    return [object_box(dims, coords) for coords in stored_chunk_coords(array)]
+
+
+def chunks_in(array: Array, selection: tuple[slice, ...]) -> int:
+    """How many chunks (inner chunks, when sharded) of ``array`` a box touches."""
+    count = 1
+    for s, dim in zip(selection, array.layout.dimensions(), strict=True):
+        if s.stop <= s.start:
+            return 0
+        count *= int(dim.chunk_of(s.stop - 1)) - int(dim.chunk_of(s.start)) + 1
+    return count

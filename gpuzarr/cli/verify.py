@@ -1,0 +1,261 @@
+"""``gpuzarr verify PATH``: decode every stored chunk of every array; list what is corrupt.
+
+Each array is read region by region (:mod:`.regions`; only regions holding stored objects), on
+the CPU or, with ``--device gpu``, with the GPU reader. A region that fails is read again object
+by object, and a failing shard inner chunk by inner chunk, so that every bad key is listed, not
+just the first: a checksum mismatch (crc32c), bytes a codec cannot decode, a chunk of the wrong
+size, a shard index that is malformed or points past the end of its shard. Metadata documents
+that cannot be read are listed too, and the walk goes on.
+
+Missing chunks (absent keys, empty shard index entries) read as the fill value, which is normal
+Zarr; they are counted, not reported. The exit status is 1 when anything is corrupt.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.array import Array
+from ..core.info import stored_chunk_coords
+from ..errors import CorruptChunkError
+from ..store.sharding import EMPTY, read_shard_index
+from .nodes import node_name, open_path, walk
+from .options import add_jobs_option, add_progress_option, add_storage_options
+from .progress import Progress, run_parallel
+from .regions import Box, Region, RegionPlan, object_box
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..errors import MetadataError
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "verify",
+        help="decode every chunk, report corrupt ones",
+        description="Decode every stored chunk of the array, or of every array below the group, at "
+        "PATH, checking checksums. Each corrupt key is listed; missing chunks (which read as the fill "
+        "value) are counted. Exit status 1 when anything is corrupt.",
+    )
+    parser.add_argument("path", metavar="PATH", help="an array or group (a path or store URL)")
+    parser.add_argument(
+        "--device", default="cpu", help="where chunks are decoded: cpu (default), gpu, cuda:N or auto"
+    )
+    add_jobs_option(parser, "regions decoded")
+    add_progress_option(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    add_storage_options(parser)
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class ArrayReport:
+    """What verifying one array found."""
+
+    name: str
+    #: chunks in the grid (inner chunks when sharded)
+    chunks: int
+    #: chunks absent from the store (keys, or empty shard index entries): they read as the fill value
+    missing: int = 0
+    #: (store key, what is wrong), in key order
+    corrupt: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "chunks": self.chunks,
+            "stored": self.chunks - self.missing,
+            "missing": self.missing,
+            "corrupt": [{"key": key, "reason": reason} for key, reason in self.corrupt],
+        }
+
+
+@dataclass
+class RegionResult:
+    missing: int = 0
+    corrupt: dict[tuple[str, str], None] = field(default_factory=dict)  # an ordered set
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..backends.select import resolve_device
+
+    # Checked before any work: "--device gpu" without a usable GPU fails with the reason.
+    device = resolve_device(args.device)
+    unreadable: list[tuple[str, MetadataError]] = []
+    with open_path(args.path, args.storage_options, device=args.device) as root:
+        arrays = [
+            (node_name(relative), node)
+            for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
+            if isinstance(node, Array)
+        ]
+        with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
+            reports = [verify_array(name, array, args.jobs, progress, gpu=device != "cpu") for name, array in arrays]
+    problems = len(unreadable) + sum(len(r.corrupt) for r in reports)
+    if args.json:
+        doc = {
+            "ok": problems == 0,
+            "device": device,
+            "arrays": [r.as_json() for r in reports],
+            "unreadable_metadata": [{"node": name, "reason": str(exc)} for name, exc in unreadable],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_report(reports, unreadable, progress, device)
+    return 1 if problems else 0
+
+
+def _print_report(
+    reports: list[ArrayReport], unreadable: list[tuple[str, MetadataError]], progress: Progress, device: str
+) -> None:
+    for name, exc in unreadable:
+        print(f"CORRUPT metadata of {name}: {exc}")
+    for report in reports:
+        for key, reason in report.corrupt:
+            print(f"CORRUPT {key}: {reason}")
+    for r in reports:
+        print(
+            f"{r.name}: {r.chunks} chunks, {r.chunks - r.missing} stored, {r.missing} missing "
+            f"(read as the fill value), {len(r.corrupt)} corrupt"
+        )
+    bad = len(unreadable) + sum(len(r.corrupt) for r in reports)
+    verdict = "OK" if not bad else f"{bad} corrupt key(s) or document(s)"
+    checked = sum(r.chunks - r.missing for r in reports)
+    seconds = progress.elapsed
+    print(f"verify: {verdict}; {len(reports)} array(s), {checked} chunk(s) checked on {device} in {seconds:.2f} s")
+
+
+def verify_array(name: str, array: Array, jobs: int, progress: Progress, *, gpu: bool = False) -> ArrayReport:
+    """Decode every stored chunk of ``array`` (``jobs`` regions at once)."""
+    plan = RegionPlan(array)
+    report = ArrayReport(name, math.prod(d.nchunks for d in array.layout.dimensions()))
+    # A store that cannot list is asked for every object's key instead.
+    stored = set(stored_chunk_coords(array)) if array.store.supports_listing else None
+    if stored is None:
+        regions = plan.regions
+    else:
+        regions = plan.touching(object_box(plan.dims, c) for c in stored)
+        # Regions with nothing stored hold only missing chunks.
+        visited = {id(r) for r in regions}
+        skipped = [r for r in plan.regions if id(r) not in visited]
+        report.missing += sum(_chunks_of(array, c) for r in skipped for c in r.objects())
+        progress.update(sum(r.size for r in skipped) * array.dtype.itemsize, 0)
+    checker = _RegionChecker(array, plan, stored, gpu)
+    found: dict[tuple[str, str], None] = {}
+
+    def done(region: Region, result: RegionResult) -> None:
+        report.missing += result.missing
+        found.update(result.corrupt)
+        progress.update(region.size * array.dtype.itemsize, sum(_chunks_of(array, c) for c in region.objects()))
+
+    run_parallel(checker.check, regions, jobs, done)
+    report.corrupt = sorted(found)
+    return report
+
+
+def _chunks_of(array: Array, coords: tuple[int, ...]) -> int:
+    """Chunks in the stored object at ``coords`` that lie in the array (inner chunks of a shard)."""
+    layout = array.layout
+    return 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
+
+
+def _slices(box: Box) -> tuple[slice, ...]:
+    return tuple(slice(start, stop) for start, stop in box)
+
+
+class _RegionChecker:
+    """Reads one region and, when it fails, finds every corrupt key in it."""
+
+    def __init__(self, array: Array, plan: RegionPlan, stored: set[tuple[int, ...]] | None, gpu: bool) -> None:
+        self.array = array
+        self.plan = plan
+        self.stored = stored
+        self.gpu = gpu
+
+    def _present(self, coords: tuple[int, ...]) -> bool:
+        if self.stored is not None:
+            return coords in self.stored
+        return self.array.store.exists(self.array.layout.key(coords))
+
+    def _read(self, selection: tuple[slice, ...]) -> None:
+        self.array.read(selection)
+        if self.gpu:
+            from ..backends.cuda.runtime import synchronize
+
+            synchronize()  # errors found on the device surface here, inside the caller's try
+
+    def check(self, region: Region) -> RegionResult:
+        result = RegionResult()
+        present = []
+        for coords in region.objects():
+            if not self._present(coords):
+                result.missing += _chunks_of(self.array, coords)
+            elif self.array.layout.sharding is None or self._check_index(coords, result):
+                present.append(coords)
+        try:
+            self._read(region.selection)
+        except CorruptChunkError:
+            for coords in present:
+                self._pinpoint(coords, result)
+        return result
+
+    def _check_index(self, coords: tuple[int, ...], result: RegionResult) -> bool:
+        """Count the empty entries of a shard's index; False (and recorded) when it is corrupt."""
+        layout = self.array.layout
+        key = layout.key(coords)
+        try:
+            index = read_shard_index(self.array.store, key, layout.sharding_at(coords).layout)
+        except CorruptChunkError as exc:
+            result.corrupt[exc.key, exc.reason] = None
+            return False
+        if index is None:  # erased since it was listed
+            result.missing += _chunks_of(self.array, coords)
+            return False
+        positions = _inner_positions(self.array, coords)
+        result.missing += int(np.count_nonzero(index.offsets[positions] == EMPTY))
+        return True
+
+    def _pinpoint(self, coords: tuple[int, ...], result: RegionResult) -> None:
+        box = object_box(self.plan.dims, coords)
+        try:
+            self._read(_slices(box))
+        except CorruptChunkError as exc:
+            if self.array.layout.sharding is None:
+                result.corrupt[exc.key, exc.reason] = None
+                return
+        else:
+            return
+        for inner in _inner_boxes(self.array, box):
+            try:
+                self._read(_slices(inner))
+            except CorruptChunkError as exc:
+                result.corrupt[exc.key, exc.reason] = None
+
+
+def _inner_positions(array: Array, coords: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """C-order positions, in the shard at ``coords``, of the inner chunks that lie in the array."""
+    codec = array.layout.sharding_at(coords)
+    dims = array.metadata.chunk_grid.dimensions(array.shape)
+    valid = [
+        max(0, min(per, -(-(dim.size - int(dim.chunk_start(c))) // inner)))
+        for dim, c, inner, per in zip(dims, coords, codec.chunk_shape, codec.chunks_per_shard, strict=True)
+    ]
+    if not valid:
+        return np.zeros(1, dtype=np.int64)
+    grid = np.indices(valid).reshape(len(valid), -1)
+    return np.asarray(np.ravel_multi_index(tuple(grid), codec.chunks_per_shard))
+
+
+def _inner_boxes(array: Array, box: Box) -> list[Box]:
+    """The boxes of the inner chunks (planning chunks) within a shard's box."""
+    dims = array.layout.dimensions()
+    ranges = [
+        range(int(d.chunk_of(start)), int(d.chunk_of(stop - 1)) + 1) for (start, stop), d in zip(box, dims, strict=True)
+    ]
+    return [object_box(dims, coords) for coords in itertools.product(*ranges)]

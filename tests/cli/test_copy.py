@@ -1,0 +1,248 @@
+"""``gpuzarr copy`` and ``gpuzarr convert``: exact data, metadata carried over, format changes,
+resuming, parallel regions, and the stores at both ends."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.cli import regions
+
+from .conftest import mask_data, raw_data, run_module
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.servers import S3Bucket
+
+    Cli = Callable[..., tuple[int, str, str]]
+
+
+def _counts(summary: str) -> tuple[int, int]:
+    """(chunks written, chunks skipped) from a copy's summary line."""
+    tail = summary.split(": ", 2)[2]
+    written = int(tail.split(" chunks written")[0])
+    skipped = int(tail.split(", ")[1].split(" already equal")[0])
+    return written, skipped
+
+
+def _stored(path: Path) -> dict[str, bytes]:
+    """Every chunk file under ``path`` (metadata documents left out), by relative key."""
+    out = {}
+    for directory, _, files in os.walk(path):
+        for name in files:
+            if name not in ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"):
+                full = Path(directory, name)
+                out[str(full.relative_to(path))] = full.read_bytes()
+    return out
+
+
+def _check_hierarchy(path: Path | str, zarr_format: int, **open_options: Any) -> gpuzarr.Group:
+    """The copy holds the hierarchy's data, attributes, fill values and dimension names."""
+    g = gpuzarr.open_group(path, mode="r", **open_options)
+    assert g.zarr_format == zarr_format and dict(g.attrs) == {"title": "cli test"}
+    assert dict(g["labels"].attrs) == {"kind": "labels"}
+    raw, mask = g["raw"], g["labels/mask"]
+    np.testing.assert_array_equal(raw[...], raw_data())
+    np.testing.assert_array_equal(mask[...], mask_data())  # NaN where the source has NaN
+    assert raw.fill_value == 7 and np.isnan(mask.fill_value)
+    if zarr_format == 3:
+        assert raw.dimension_names == ("z", "y", "x") and dict(raw.attrs) == {"um": 0.5}
+    else:  # xarray's attribute carries them in Zarr v2
+        assert dict(raw.attrs) == {"um": 0.5, "_ARRAY_DIMENSIONS": ["z", "y", "x"]}
+    return g
+
+
+def test_copy_moves_stored_bytes_unchanged(hierarchy: Path, tmp_path: Path) -> None:
+    out = tmp_path / "copy.zarr"
+    done = run_module("copy", hierarchy, out, "-v")
+    assert done.returncode == 0, done.stderr
+    assert "copying /raw (stored bytes)" in done.stderr
+    assert _counts(done.stdout) == (5 * 4 * 3 + 6, 0)  # raw's inner chunks, the mask's stored chunks
+    _check_hierarchy(out, 3)
+    assert _stored(out) == _stored(hierarchy)
+    assert (out / "raw" / "zarr.json").read_bytes() == (hierarchy / "raw" / "zarr.json").read_bytes()
+
+
+def test_copy_resumes_and_repairs_what_differs(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:
+    out = tmp_path / "copy.zarr"
+    assert cli("copy", hierarchy, out)[0] == 0
+    status, summary, _ = cli("copy", hierarchy, out)
+    assert status == 0 and _counts(summary) == (0, 66)
+    # A shard with other values, a missing shard, and a chunk where SRC stores nothing.
+    copied = gpuzarr.open_group(out)
+    copied["raw"][0:16, 0:16, 0:16] = 1
+    (out / "raw" / "c" / "2" / "1" / "1").unlink()  # the edge shard: 1 x 2 x 1 inner chunks in the array
+    copied["labels/mask"][25, 25] = 3.0
+    status, summary, _ = cli("copy", hierarchy, out)
+    assert status == 0
+    assert _counts(summary) == (8 + 2 + 1, 66 - 8 - 2)
+    assert _stored(out) == _stored(hierarchy)
+    _check_hierarchy(out, 3)
+
+
+@pytest.mark.parametrize(
+    ("options", "zarr_format", "expect"),
+    [
+        (["--zarr-format", "2"], 2, {"raw": (8, 8, 8, None), "compressor": {"id": "zstd", "level": 0}}),
+        (
+            ["--chunks", "4", "--shards", "none", "--compressor", "gzip:6"],
+            3,
+            {"raw": (4, 4, 4, None), "codecs": [{"name": "gzip", "configuration": {"level": 6}}]},
+        ),
+        (
+            ["--chunks", "4", "--shards", "8", "--compressor", "blosc:zstd:3:bitshuffle+crc32c"],
+            3,
+            {
+                "raw": (4, 4, 4, (8, 8, 8)),
+                "codecs": [
+                    {"name": "blosc", "configuration": {
+                        "cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 2, "blocksize": 0}},
+                    {"name": "crc32c"},
+                ],
+            },
+        ),
+    ],
+    ids=["v2", "gzip-unsharded", "blosc-crc32c-resharded"],
+)
+def test_convert_changes_the_format_and_keeps_the_data(
+    hierarchy: Path, tmp_path: Path, cli: Cli, options: list[str], zarr_format: int, expect: dict[str, Any]
+) -> None:
+    out = tmp_path / "converted.zarr"
+    if zarr_format == 2:
+        # crc32c has no Zarr v2 equivalent: the mask's compressors cannot be carried over.
+        status, _, err = cli("convert", hierarchy, out, *options)
+        assert status == 1
+        assert "/labels/mask: the codec 'crc32c' cannot be written in Zarr v2" in err
+        assert not out.exists()  # checked before anything was written
+        options = [*options, "--compressor", "zstd:0"]
+    status, summary, _ = cli("convert", hierarchy, out, *options)
+    assert status == 0
+    g = _check_hierarchy(out, zarr_format)
+    raw = g["raw"]
+    assert (*raw.chunks, raw.shards) == expect["raw"]
+    if zarr_format == 2:
+        assert raw.metadata.compressor == expect["compressor"]
+    else:
+        inner = raw.codecs[0]["configuration"]["codecs"] if raw.shards else raw.codecs
+        assert inner[1:] == expect["codecs"]
+    # A second run finds everything equal.
+    written, skipped = _counts(cli("convert", hierarchy, out, *options)[1])
+    assert written == 0 and skipped == _counts(summary)[0]
+
+
+def test_convert_round_trip_through_v2(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:
+    v2, back = tmp_path / "v2.zarr", tmp_path / "back.zarr"
+    assert cli("convert", hierarchy, v2, "--zarr-format", "2", "--compressor", "blosc")[0] == 0
+    to_v3 = ["--zarr-format", "3", "--chunks", "8", "--shards", "16", "--compressor", "zstd"]
+    assert cli("convert", v2, back, *to_v3)[0] == 0
+    g = _check_hierarchy(back, 3)
+    assert g["raw"].shards == (16, 16, 16)
+    assert gpuzarr.open_array(v2 / "raw").metadata.compressor == {
+        "id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0
+    }
+
+
+def test_resumed_convert_never_skips_a_region_that_differs(tmp_path: Path, cli: Cli) -> None:
+    src = gpuzarr.create(tmp_path / "src.zarr", shape=(20, 20), dtype="float64", chunks=(5, 5), fill_value=1.0)
+    values = np.zeros((20, 20))
+    values[0, 0] = np.nan
+    src[...] = values
+    out = tmp_path / "out.zarr"
+    assert cli("convert", tmp_path / "src.zarr", out, "--chunks", "10")[0] == 0
+    copied = gpuzarr.open_array(out)
+    copied[19, 19] = -0.0  # equal to 0.0 as a number, not as bits
+    copied[0, 0] = np.float64(np.frombuffer(np.uint64(0x7FF8000000000001).tobytes(), np.float64)[0])  # another NaN
+    status, summary, _ = cli("convert", tmp_path / "src.zarr", out, "--chunks", "10")
+    assert status == 0 and _counts(summary) == (2, 2)
+    back = gpuzarr.open_array(out)[...]
+    assert back.tobytes() == values.tobytes()
+
+
+def test_parallel_regions(hierarchy: Path, tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small regions: many of them, written by four threads, each holding whole shards.
+    monkeypatch.setattr(regions, "TARGET_BYTES", 16 * 16 * 16 * 2)
+    out = tmp_path / "out.zarr"
+    status, summary, _ = cli("convert", hierarchy, out, "--chunks", "4", "--shards", "16", "--jobs", "4")
+    assert status == 0
+    _check_hierarchy(out, 3)
+    assert _counts(summary)[1] == 0
+
+
+def test_progress_bar_when_asked(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:
+    status, _, err = cli("convert", hierarchy, tmp_path / "out.zarr", "--chunks", "8", "--progress")
+    assert status == 0
+    assert "convert: 100%" in err and "chunks/s" in err
+    # Not a terminal, not asked: no bar.
+    assert cli("copy", hierarchy, tmp_path / "again.zarr")[2] == ""
+
+
+def test_existing_destination_with_other_metadata(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:
+    out = tmp_path / "out.zarr"
+    assert cli("copy", hierarchy, out)[0] == 0
+    before = _stored(out)
+    status, _, err = cli("convert", hierarchy, out, "--chunks", "4")
+    assert status == 1
+    assert "DST /labels/mask: an array with other metadata is there (chunk_grid" in err
+    assert err.rstrip().endswith("differ); pass --overwrite to replace DST")
+    assert _stored(out) == before
+    status, _, _ = cli("convert", hierarchy, out, "--chunks", "4", "--overwrite")
+    assert status == 0
+    assert gpuzarr.open_array(out / "raw").chunks == (4, 4, 4)
+    _check_hierarchy(out, 3)
+
+
+def test_refuses_overlapping_source_and_destination(hierarchy: Path, cli: Cli) -> None:
+    status, _, err = cli("copy", hierarchy, hierarchy / "inside")
+    assert status == 1 and "overlap" in err
+    assert cli("copy", hierarchy / "raw", hierarchy, "--overwrite")[0] == 1
+    _check_hierarchy(hierarchy, 3)
+
+
+def test_one_array_into_a_zip_archive_and_back(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:
+    archive = tmp_path / "raw.zip"
+    assert cli("copy", hierarchy / "raw", archive)[0] == 0
+    a = gpuzarr.open_array(archive, mode="r")
+    np.testing.assert_array_equal(a[...], raw_data())
+    assert cli("convert", archive, tmp_path / "back.zarr", "--zarr-format", "2")[0] == 0
+    np.testing.assert_array_equal(gpuzarr.open_array(tmp_path / "back.zarr")[...], raw_data())
+
+
+def test_strings_big_endian_and_zero_dimensional_arrays_across_formats(tmp_path: Path, cli: Cli) -> None:
+    g = gpuzarr.open_group(tmp_path / "v2.zarr", mode="w", zarr_format=2)
+    words = np.array(["a", "bb", "", "dddd", "é"], dtype=object)
+    g.create_array("words", shape=(5,), dtype=str, chunks=(2,))[...] = words
+    big = g.create_array("big", shape=(7, 9), dtype=">f8", chunks=(3, 4), order="F", dimension_separator="/")
+    big[...] = np.arange(63.0).reshape(7, 9)
+    g.create_array("scalar", shape=(), dtype="int64", chunks=())[...] = 42
+    gpuzarr.consolidate_metadata(tmp_path / "v2.zarr")
+    runs = [("v2.zarr", "same.zarr", []), ("v2.zarr", "v3.zarr", ["--zarr-format", "3"]),
+            ("v3.zarr", "v2again.zarr", ["--zarr-format", "2"])]
+    for source_name, target, options in runs:
+        source = tmp_path / source_name
+        assert cli("convert", source, tmp_path / target, *options)[0] == 0
+        copied = gpuzarr.open_group(tmp_path / target, mode="r")
+        assert copied.consolidated  # SRC's consolidated metadata is written again
+        assert list(copied["words"][...]) == list(words)
+        np.testing.assert_array_equal(copied["big"][...], np.arange(63.0).reshape(7, 9))
+        assert copied["scalar"][()] == 42
+    assert gpuzarr.open_array(tmp_path / "same.zarr" / "big").metadata.to_json() == big.metadata.to_json()
+
+
+def test_to_and_from_an_object_store(hierarchy: Path, tmp_path: Path, s3_bucket: S3Bucket, cli: Cli) -> None:
+    options = json.dumps(s3_bucket.storage_options())
+    url = f"{s3_bucket.url}/h.zarr"
+    status, summary, _ = cli("copy", hierarchy, url, "--dst-storage-options", options, "--jobs", "3")
+    assert status == 0 and _counts(summary) == (66, 0)
+    _check_hierarchy(url, 3, storage_options=s3_bucket.storage_options())
+    status, summary, _ = cli("copy", hierarchy, url, "--dst-storage-options", options)
+    assert _counts(summary) == (0, 66)
+    back = tmp_path / "back.zarr"
+    assert cli("convert", url, back, "--storage-options", options, "--chunks", "8", "--shards", "none")[0] == 0
+    _check_hierarchy(back, 3)
