@@ -18,6 +18,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.__main__": 100,
     "gpuzarr.creation": 95,  # zeros, ones, array, *_like: wrappers of api.create and open_array
     "gpuzarr.loader": 95,  # crop batches for training: above the facade (uses Array.read_batch)
+    "gpuzarr.integrations": 95,  # other libraries' plug-ins (the xarray engine): on the public API
     "gpuzarr.api": 90,
     "gpuzarr.tensorstore.open": 85,  # opens TensorStore specs into Arrays
     "gpuzarr.core": 80,  # the facade: Array, Group, FieldArray
