@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Iterable
 
-    from xarray import Dataset
+    from xarray import Dataset, DataTree
     from xarray.backends.common import AbstractDataStore
     from xarray.core.types import ReadBuffer
 
@@ -32,14 +32,18 @@ if TYPE_CHECKING:
     FilenameOrObj = str | os.PathLike[Any] | ReadBuffer[Any] | bytes | memoryview | AbstractDataStore
 
 
+#: the options of open_dataset that choose the group (the others decode it)
+GROUP_OPTIONS = ("mode", "consolidated", "storage_options", "zarr_format")
+
+
 def _open_group(
     filename_or_obj: Any,
     *,
-    group: str | None,
-    mode: str,
-    consolidated: bool | None,
-    storage_options: dict[str, Any] | None,
-    zarr_format: int | None,
+    group: str | None = None,
+    mode: str = "r",
+    consolidated: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+    zarr_format: int | None = None,
 ) -> Group:
     """The group a Dataset is read from, opened read-only on the CPU.
 
@@ -95,6 +99,7 @@ class GpuZarrBackendEntrypoint(BackendEntrypoint):
 
     description = "Open Zarr v2/v3 stores with gpuzarr, into NumPy or (device='gpu') CuPy arrays"
     url = "https://github.com/gpuzarr/gpuzarr/blob/main/docs/xarray.md"
+    supports_groups: ClassVar[bool] = True
     open_dataset_parameters: ClassVar[tuple[str, ...]] = (
         "filename_or_obj",
         "mask_and_scale",
@@ -196,3 +201,24 @@ class GpuZarrBackendEntrypoint(BackendEntrypoint):
         if resolved != "cpu":
             move_to_device(dataset, store.backend_arrays, resolved)
         return dataset
+
+    def open_groups_as_dict(self, filename_or_obj: FilenameOrObj, **options: Any) -> dict[str, Dataset]:
+        """A Dataset per group at and below ``group`` (the root by default), keyed "/", "/a", "/a/b".
+
+        Takes :meth:`open_dataset`'s options; ``group`` is the top of the tree.
+        """
+        from ..core.group import Group
+
+        top = (options.pop("group", None) or "").strip("/")
+        node = _open_group(filename_or_obj, group=top, **{k: options[k] for k in GROUP_OPTIONS if k in options})
+        paths = ["", *(path for path, child in node.members(max_depth=None) if isinstance(child, Group))]
+        return {
+            "/" + path: self.open_dataset(filename_or_obj, group="/".join(p for p in (top, path) if p), **options)
+            for path in paths
+        }
+
+    def open_datatree(self, filename_or_obj: FilenameOrObj, **options: Any) -> DataTree:
+        """The groups at and below ``group`` as a DataTree (see :meth:`open_groups_as_dict`)."""
+        from xarray import DataTree
+
+        return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **options))

@@ -23,7 +23,7 @@ from gpuzarr.integrations.xarray_array import GpuZarrBackendArray  # noqa: E402
 from gpuzarr.integrations.xarray_backend import GpuZarrBackendEntrypoint  # noqa: E402
 from gpuzarr.integrations.xarray_device import apply_mask  # noqa: E402
 
-from .xarray_cases import cf_dataset, open_zarr_engine, write  # noqa: E402
+from .xarray_cases import cf_dataset, open_zarr_engine, quietly, write  # noqa: E402
 from .xarray_engine import declared_entry_point  # noqa: E402
 
 if TYPE_CHECKING:
@@ -105,6 +105,24 @@ def test_datasets_written_by_xarray_equal_the_zarr_engines(written: tuple[Path, 
         np.isnan(ours["packed"].values[1, 2]) and ours["when"].dtype.kind == "M" and ours["duration"].dtype.kind == "m"
     )
     assert str(ours["name"].values[0]) == "\u03b1-é" and ours["code"].values[1] == b"bc"
+
+
+def test_datatrees_equal_the_zarr_engines(tmp_path: Path, zarr_format: int) -> None:
+    tree = xr.DataTree.from_dict(
+        {
+            "/": cf_dataset(),
+            "/child": xr.Dataset({"w": ("x", np.arange(10.0))}),
+            "/child/grandchild": xr.Dataset({"z": ("level", np.arange(3, dtype="u2"))}, coords={"level": [1, 5, 9]}),
+        }
+    )
+    path = tmp_path / "tree.zarr"
+    quietly(tree.to_zarr, path, zarr_format=zarr_format, consolidated=True)
+    for group in (None, "child"):
+        ours = xr.open_datatree(path, engine="gpuzarr", group=group)
+        theirs = quietly(xr.open_datatree, path, engine="zarr", group=group)
+        assert sorted(ours.groups) == sorted(theirs.groups)
+        xr.testing.assert_identical(ours.load(), theirs.load())
+    assert sorted(xr.open_datatree(path, engine="gpuzarr").groups) == ["/", "/child", "/child/grandchild"]
 
 
 @pytest.mark.parametrize(
