@@ -13,6 +13,7 @@ away from xarray's own zarr engine for everyone who installs gpuzarr.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from xarray.backends import BackendEntrypoint
@@ -20,7 +21,6 @@ from xarray.backends import BackendEntrypoint
 from ..store.base import Store
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Iterable
 
     from xarray import Dataset, DataTree
@@ -50,8 +50,6 @@ def _open_group(
     As xarray's zarr engine: with consolidated metadata allowed (None, True) the root is opened
     and ``group`` looked up through it, since ``to_zarr`` consolidates at the root.
     """
-    import os
-
     from ..api import open_group
     from ..core.group import Group
     from ..errors import GroupNotFoundError, InvalidArgumentError
@@ -98,7 +96,6 @@ class GpuZarrBackendEntrypoint(BackendEntrypoint):
     """
 
     description = "Open Zarr v2/v3 stores with gpuzarr, into NumPy or (device='gpu') CuPy arrays"
-    url = "https://github.com/gpuzarr/gpuzarr/blob/main/docs/xarray.md"
     supports_groups: ClassVar[bool] = True
     open_dataset_parameters: ClassVar[tuple[str, ...]] = (
         "filename_or_obj",

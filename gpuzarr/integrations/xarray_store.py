@@ -57,14 +57,14 @@ def dimensions_and_attributes(name: str, array: Array) -> tuple[tuple[str, ...],
         dims = array.dimension_names or ()
         if len(dims) != array.ndim or any(d is None for d in dims):
             raise MetadataError(
-                f"{name}/zarr.json: 'dimension_names' must name each of the {array.ndim} dimensions for "
+                f"{array.path}/zarr.json: 'dimension_names' must name each of the {array.ndim} dimensions for "
                 f"xarray, got {list(dims) if array.dimension_names else None} (drop_variables=[{name!r}] skips it)"
             )
         return tuple(str(d) for d in dims), attrs
     dims = attrs.pop(DIMENSION_KEY, None)
     if not isinstance(dims, list) or len(dims) != array.ndim or not all(isinstance(d, str) for d in dims):
         raise MetadataError(
-            f"{name}/.zattrs: {DIMENSION_KEY!r} must list the names of the {array.ndim} dimensions for "
+            f"{array.path}/.zattrs: {DIMENSION_KEY!r} must list the names of the {array.ndim} dimensions for "
             f"xarray, got {dims!r} (drop_variables=[{name!r}] skips it)"
         )
     return tuple(dims), {k: v for k, v in attrs.items() if not _hidden(k)}
@@ -117,7 +117,7 @@ class GpuZarrDataStore(AbstractDataStore):
     use_zarr_fill_value_as_mask
         Whether the arrays' ``fill_value`` masks data (None: True for v2, False for v3).
     drop_variables
-        Arrays not to open at all (their metadata need not suit xarray).
+        Arrays left out (they need no dimension names).
     """
 
     def __init__(

@@ -522,3 +522,18 @@ def test_apply_mask_gives_xarrays_masking(values: Any, fills: set[Any], decoded:
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
     assert got is not values
+
+
+def test_a_decoding_step_unknown_to_work_on_cupy_keeps_the_variable_on_the_host(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # _Unsigned reinterprets with np.asarray (CuPy refuses): that variable reads into NumPy.
+    raw = np.array([1, -1, 5], dtype="i1")
+    ds = xr.Dataset({"counts": ("x", raw, {"_Unsigned": "true"}), "plain": ("x", raw)})
+    path = write(ds, tmp_path / "u.zarr", 3, True)
+    with caplog.at_level("WARNING", logger="gpuzarr"):
+        opened = xr.open_dataset(path, engine="gpuzarr", device="gpu")
+    assert (_device_of(opened["counts"].variable), _device_of(opened["plain"].variable)) == ("cpu", "cuda:0")
+    assert "variable 'counts' stays in host memory: its decoding step" in caplog.text
+    np.testing.assert_array_equal(opened["counts"].values, [1, 255, 5])
+    xr.testing.assert_identical(opened.load(), open_zarr_engine(path).load())
