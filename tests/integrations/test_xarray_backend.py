@@ -34,18 +34,28 @@ pytestmark = pytest.mark.usefixtures("xarray_engine")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[(2, True), (2, False), (3, True), (3, False)],
-    ids=lambda p: f"v{p[0]}-{'consolidated' if p[1] else 'plain'}",
-)
-def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+def _write_cases(tmp_path_factory: pytest.TempPathFactory, zarr_format: int, consolidated: bool) -> tuple[Path, int]:
     """cf_dataset() at the root and in the group "sub/deeper" of one store."""
-    zarr_format, consolidated = request.param
     path = tmp_path_factory.mktemp("xr") / "data.zarr"
     write(cf_dataset(), path, zarr_format, consolidated)
     write(cf_dataset().isel(x=slice(0, 7)), path, zarr_format, consolidated, group="sub/deeper")
     return path, zarr_format
+
+
+def _case_id(case: tuple[int, bool]) -> str:
+    return f"v{case[0]}-{'consolidated' if case[1] else 'plain'}"
+
+
+@pytest.fixture(scope="module", params=[(2, True), (2, False), (3, True), (3, False)], ids=_case_id)
+def written_all(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """Every format, consolidated or not: for the comparisons where both matter."""
+    return _write_cases(tmp_path_factory, *request.param)
+
+
+@pytest.fixture(scope="module", params=[(2, True), (3, False)], ids=_case_id)
+def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """One store per format (v2 consolidated, v3 not), for tests where consolidation does not matter."""
+    return _write_cases(tmp_path_factory, *request.param)
 
 
 # -- comparing with engine="zarr" -------------------------------------------------------------------
@@ -96,8 +106,8 @@ def assert_same_as_zarr_engine(path: Any, **options: Any) -> Any:
 
 
 @pytest.mark.parametrize("group", [None, "sub/deeper", "/sub/deeper/"])
-def test_datasets_written_by_xarray_equal_the_zarr_engines(written: tuple[Path, int], group: str | None) -> None:
-    path, _ = written
+def test_datasets_written_by_xarray_equal_the_zarr_engines(written_all: tuple[Path, int], group: str | None) -> None:
+    path, _ = written_all
     ours = assert_same_as_zarr_engine(path, group=group)
     assert ours.sizes["x"] == (10 if group is None else 7)
     assert ours["packed"].encoding["scale_factor"] == 0.01 and ours["packed"].encoding["_FillValue"] == -9999
