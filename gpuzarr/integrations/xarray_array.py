@@ -16,6 +16,7 @@ metadata), which is what dask's distributed schedulers need.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,6 +83,11 @@ class GpuZarrBackendArray(BackendArray):
 
     def __getitem__(self, key: ExplicitIndexer) -> Any:
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.VECTORIZED, self._read(key))
+
+    async def async_getitem(self, key: ExplicitIndexer) -> Any:
+        """``ds.load_async()``: the same read, on a worker thread (gpuzarr reads synchronously,
+        with its own thread pool), so that the event loop keeps running."""
+        return await asyncio.to_thread(self.__getitem__, key)
 
     def _read(self, key: ExplicitIndexer) -> Any:
         if isinstance(key, indexing.VectorizedIndexer):

@@ -340,6 +340,16 @@ def test_a_vectorised_selection_reads_only_its_points_chunks(
     assert store.chunks_read("v") == {_key(zarr_format, 0, 0), _key(zarr_format, 2, 3), _key(zarr_format, 1, 1)}
 
 
+def test_load_async_reads_only_the_selected_chunks(counted: tuple[Any, CountingStore, Any], zarr_format: int) -> None:
+    import asyncio
+
+    ds, store, values = counted
+    selected = ds["v"].isel(t=slice(0, 3), x=[19])
+    loaded = asyncio.run(selected.load_async())
+    np.testing.assert_array_equal(loaded.values, values[0:3, [19]])
+    assert store.chunks_read("v") == {_key(zarr_format, 0, 3)}
+
+
 def test_a_vectorised_key_with_slices_reads_as_numpy_does(tmp_path: Path) -> None:
     # xarray's VectorizedIndexer may hold slices beside the arrays: their axes follow the
     # broadcast axes of the arrays, as NumPy's vindex (xarray's own in-memory adapter) has it.
