@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from xarray.backends import BackendEntrypoint
-
 from ..store.base import Store
+
+try:
+    from xarray.backends import BackendEntrypoint
+except ImportError as exc:  # imported by name only: xarray loads it through its entry point
+    raise ImportError("the xarray engine needs xarray: pip install 'gpuzarr[xarray]'") from exc
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
