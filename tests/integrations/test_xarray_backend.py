@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 xr = pytest.importorskip("xarray")
-pd = pytest.importorskip("pandas")
+pytest.importorskip("pandas")  # xarray needs it; the datasets are built with it
 
 import gpuzarr  # noqa: E402
 from gpuzarr.errors import DeviceError, GroupNotFoundError, InvalidArgumentError, MetadataError  # noqa: E402
