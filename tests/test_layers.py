@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.cli": 100,  # the command line: on top of everything, like __main__
     "gpuzarr.creation": 95,  # zeros, ones, array, *_like: wrappers of api.create and open_array
     "gpuzarr.loader": 95,  # crop batches for training: above the facade (uses Array.read_batch)
-    "gpuzarr.integrations": 95,  # Dask (and xarray) on top of the public API
+    "gpuzarr.integrations": 95,  # Dask and xarray on top of the public API
     "gpuzarr.api": 90,
     "gpuzarr.tensorstore.open": 85,  # opens TensorStore specs into Arrays
     "gpuzarr.core": 80,  # the facade: Array, Group, FieldArray
