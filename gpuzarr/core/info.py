@@ -183,7 +183,8 @@ def array_info(array: Array, *, complete: bool = False) -> ArrayInfo:
     )
     if not complete:
         return info
-    shards, chunks = count_initialized(array)
+    # In bounds: "64 of 1" for a small array in one big shard would read as corruption.
+    shards, chunks = count_initialized(array, in_bounds=True)
     sharded = array.shards is not None
     return dataclasses.replace(
         info,
@@ -254,17 +255,22 @@ def stored_chunk_coords(array: Array) -> Iterator[tuple[int, ...]]:
             yield coords
 
 
-def count_initialized(array: Array) -> tuple[int, int]:
+def count_initialized(array: Array, *, in_bounds: bool = False) -> tuple[int, int]:
     """(stored objects, chunks in them): shards and their inner chunks when sharded.
 
-    Every inner chunk of a stored shard counts, as in zarr-python's ``nchunks_initialized``.
+    Every inner chunk position of a stored shard counts, as in zarr-python's
+    ``nchunks_initialized``; ``in_bounds`` counts only those that intersect the array, so the
+    count never exceeds ``nchunks`` (an edge shard holds positions past the array's end).
     """
-    sharding = array.layout.sharding
+    layout = array.layout
+    sharding = layout.sharding
     objects = chunks = 0
     for coords in stored_chunk_coords(array):
         objects += 1
         if sharding is None:
             chunks += 1
+        elif in_bounds:
+            chunks += layout.inner_chunks_in_bounds(coords)
         else:
             extent = array.metadata.chunk_grid.chunk_shape_at(coords)
             chunks += math.prod(e // c for e, c in zip(extent, sharding.chunk_shape, strict=True))

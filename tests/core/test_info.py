@@ -141,3 +141,14 @@ def test_info_is_cheap_and_info_complete_sees_writes() -> None:
     assert (before.count_chunks_initialized, after.count_chunks_initialized) == (0, 4)
     assert after.count_bytes_stored is not None and before.count_bytes_stored is not None
     assert after.count_bytes_stored > before.count_bytes_stored
+
+
+def test_info_counts_only_the_inner_chunks_of_edge_shards_that_lie_in_the_array() -> None:
+    # One 64-wide array in one 256-wide shard of 64-wide chunks: zarr-python's property counts the
+    # shard's 4 positions, the summary the 1 chunk that exists, so it never says "4 of 1".
+    a = gpuzarr.create(shape=(64,), dtype="uint8", chunks=(64,), shards=(256,))
+    a[:] = 1
+    assert (a.nchunks, a.nchunks_initialized) == (1, 4)
+    lines = _lines(a.info_complete())
+    assert lines["Shards Initialized"] == "1 of 1"
+    assert lines["Chunks Initialized"] == "1 of 1"
