@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a short GPU lease should run, in stages that each fit one 10-minute call, with
 # every log written under $OUT (default /tmp/gpuzarr-gpu). Run from the repository root on a GPU
-# host that has the wheels of ../shared/gpu/fetch-wheels.sh in .whl/:
+# host that has the wheels of benchmarks/gpu_wheels.sh (the shared fetch-wheels.sh plus the
+# integrations' dependencies) in .whl/:
 #
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
@@ -27,7 +28,8 @@ report() {
   python3 - >"$out/environment.txt" 2>&1 <<'PY'
 import importlib, platform
 print("python", platform.python_version())
-for name in ("numpy", "cupy", "nvidia.nvcomp", "kvikio", "numcodecs", "zarr", "tensorstore", "zarrs"):
+for name in ("numpy", "cupy", "nvidia.nvcomp", "kvikio", "numcodecs", "zarr", "tensorstore", "zarrs",
+             "xarray", "dask", "distributed", "dask_cuda", "tqdm", "torch"):
     try:
         module = importlib.import_module(name)
         print(name, getattr(module, "__version__", "?"))
