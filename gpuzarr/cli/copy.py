@@ -316,6 +316,10 @@ def _regions_to_visit(item: ArrayCopy) -> tuple[list[tuple[Region, bool]], int]:
     if src_boxes is None or dst_boxes is None:
         return [(r, True) for r in plan.regions], 0
     in_destination = {id(r) for r in plan.touching(dst_boxes)}
+    if not _same_fill(item.source, item.destination):
+        # What SRC stores nothing in reads as SRC's fill value, which DST must store (a convert
+        # may change the fill value, following xarray's _FillValue conventions).
+        return [(r, id(r) in in_destination) for r in plan.regions], 0
     regions = [(r, id(r) in in_destination) for r in plan.touching(src_boxes + dst_boxes)]
     visited = sum(r.size for r, _ in regions) * item.source.dtype.itemsize
     return regions, item.source.nbytes - visited
@@ -347,6 +351,13 @@ def _copy_region(item: ArrayCopy, task: tuple[Region, bool]) -> tuple[int, int, 
             destination.write(tuple(slice(start, stop) for start, stop in box), data[within])
             written += chunks_in(destination, tuple(slice(start, stop) for start, stop in box))
     return data.nbytes, written, chunks - written
+
+
+def _same_fill(source: Array, destination: Array) -> bool:
+    """Whether a missing chunk reads the same in both arrays."""
+    one = np.full((), source.metadata.fill_value, dtype=source.dtype)
+    other = np.full((), destination.metadata.fill_value, dtype=destination.dtype)
+    return _same(one, other)
 
 
 def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:

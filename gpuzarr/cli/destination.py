@@ -15,8 +15,12 @@ shape, data type, fill value, attributes, dimension names and codecs:
   codec of that name (as zarr-python's v2 -> v3 migration maps it), and zstd, gzip, blosc and
   ``numcodecs.*`` codecs of a v3 array become numcodecs JSON; a v3 codec with no v2 equivalent
   (crc32c, a transpose other than Fortran order, a serializer other than ``bytes``) is an error
-  that asks for ``--compressor``. v3 ``dimension_names`` become the ``_ARRAY_DIMENSIONS``
-  attribute of a v2 copy (xarray's convention), and back.
+  that asks for ``--compressor``.
+* Across formats xarray's conventions are kept (:mod:`.xarray_conventions`), so that xarray
+  reads the same dataset from the copy: v3 ``dimension_names`` become the ``_ARRAY_DIMENSIONS``
+  attribute of a v2 copy, and back; a v3 ``_FillValue`` attribute becomes the ``fill_value`` of
+  a v2 copy (null without one), and a v2 ``fill_value`` becomes both the ``fill_value`` and the
+  xarray-encoded ``_FillValue`` attribute of a v3 copy.
 """
 
 from __future__ import annotations
@@ -30,14 +34,11 @@ from ..metadata.codec_args import codec_json_v2
 from ..metadata.named_dtypes import NAMES
 from ..metadata.v2 import ArrayMetadataV2
 from .options import for_rank
+from .xarray_conventions import DIMENSIONS_ATTRIBUTE, FILL_VALUE_ATTRIBUTE, decode_fill_attribute, encode_fill_attribute
 
 if TYPE_CHECKING:
     from ..core.array import Array
     from ..metadata.v3 import ArrayMetadata
-
-#: xarray's attribute for the dimension names of a Zarr v2 array.
-DIMENSIONS_ATTRIBUTE = "_ARRAY_DIMENSIONS"
-
 
 class _Keep:
     """``--shards`` not given: the source's shards stay (not a string: argparse would parse a
@@ -85,7 +86,11 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
         raise InvalidArgumentError(f"--shards: {where}: Zarr v2 arrays cannot be sharded")
     else:
         shards = for_rank(options.shards, source.ndim, "--shards", where)
-    arguments = _v3_arguments(source) if zarr_format == 3 else _v2_arguments(source, where, options.compressors)
+    arguments = {"fill_value": source.fill_value}
+    if zarr_format == 3:
+        arguments.update(_v3_arguments(source))
+    else:
+        arguments.update(_v2_arguments(source, where, options.compressors))
     if options.compressors is not None:
         arguments["compressors"] = options.compressors
     try:
@@ -94,7 +99,6 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
             chunks=[list(c) if isinstance(c, tuple) else c for c in chunks],
             shards=shards,
             zarr_format=zarr_format,
-            fill_value=source.fill_value,
             **arguments,
         )
     except MetadataError as exc:
@@ -110,6 +114,9 @@ def _v3_arguments(source: Array) -> dict[str, Any]:
     if isinstance(metadata, ArrayMetadataV2):
         names = attributes.pop(DIMENSIONS_ATTRIBUTE, None)
         object_codec = metadata.data_type.object_codec_id
+        if source.fill_value is not None:
+            # xarray reads a v2 fill value as _FillValue; in v3 it reads the attribute instead.
+            attributes[FILL_VALUE_ATTRIBUTE] = encode_fill_attribute(source.fill_value, source.dtype)
         return {
             "dtype": metadata.data_type,
             # The object codec of a string array is the v3 serializer, which the builder picks.
@@ -156,8 +163,13 @@ def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] |
             raise _no_v2_equivalent(where, filters[0], "only the Fortran-order transpose is")
         order, filters = "F", filters[1:]
     names = source.dimension_names
+    if names is None and source.ndim == 0:
+        names = ()  # xarray writes no dimension_names for a scalar, but needs [] in v2
     if names is not None and all(isinstance(n, str) for n in names):
         attributes.setdefault(DIMENSIONS_ATTRIBUTE, list(names))
+    # In v2 xarray's _FillValue is the array's fill_value (xarray writes null without one).
+    fill = attributes.pop(FILL_VALUE_ATTRIBUTE, None)
+    fill_value = None if fill is None else decode_fill_attribute(fill, source.dtype, where)
     serializer = info.serializer or {}
     if serializer.get("name") not in ("bytes", "vlen-utf8", "vlen-bytes"):
         raise _no_v2_equivalent(where, serializer, "its serializer has none")
@@ -168,6 +180,7 @@ def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] |
         "compressors": compressors if compressors is not None else [_v2_codec(c, where) for c in info.compressors],
         "order": order,
         "attributes": attributes,
+        "fill_value": fill_value,
     }
 
 

@@ -43,15 +43,19 @@ def _stored(path: Path) -> dict[str, bytes]:
     return out
 
 
-def _check_hierarchy(path: Path | str, zarr_format: int, **open_options: Any) -> gpuzarr.Group:
-    """The copy holds the hierarchy's data, attributes, fill values and dimension names."""
+def _check_hierarchy(
+    path: Path | str, zarr_format: int, fill_values: tuple[Any, Any] = (7, np.nan), **open_options: Any
+) -> gpuzarr.Group:
+    """The copy holds the hierarchy's data, attributes, dimension names and ``fill_values`` (of
+    raw and mask: a v2 copy of a v3 array without a ``_FillValue`` attribute has a null fill
+    value, as xarray writes it)."""
     g = gpuzarr.open_group(path, mode="r", **open_options)
     assert g.zarr_format == zarr_format and dict(g.attrs) == {"title": "cli test"}
     assert dict(g["labels"].attrs) == {"kind": "labels"}
     raw, mask = g["raw"], g["labels/mask"]
     np.testing.assert_array_equal(raw[...], raw_data())
     np.testing.assert_array_equal(mask[...], mask_data())  # NaN where the source has NaN
-    assert raw.fill_value == 7 and np.isnan(mask.fill_value)
+    assert [raw.fill_value, mask.fill_value] == pytest.approx(list(fill_values), nan_ok=True)
     if zarr_format == 3:
         assert raw.dimension_names == ("z", "y", "x") and dict(raw.attrs) == {"um": 0.5}
     else:  # xarray's attribute carries them in Zarr v2
@@ -124,7 +128,7 @@ def test_convert_changes_the_format_and_keeps_the_data(
         options = [*options, "--compressor", "zstd:0"]
     status, summary, _ = cli("convert", hierarchy, out, *options)
     assert status == 0
-    g = _check_hierarchy(out, zarr_format)
+    g = _check_hierarchy(out, zarr_format, (7, np.nan) if zarr_format == 3 else (None, None))
     raw = g["raw"]
     assert (*raw.chunks, raw.shards) == expect["raw"]
     if zarr_format == 2:
@@ -142,7 +146,8 @@ def test_convert_round_trip_through_v2(hierarchy: Path, tmp_path: Path, cli: Cli
     assert cli("convert", hierarchy, v2, "--zarr-format", "2", "--compressor", "blosc")[0] == 0
     to_v3 = ["--zarr-format", "3", "--chunks", "8", "--shards", "16", "--compressor", "zstd"]
     assert cli("convert", v2, back, *to_v3)[0] == 0
-    g = _check_hierarchy(back, 3)
+    assert gpuzarr.open_array(v2 / "raw").fill_value is None  # no _FillValue attribute: null
+    g = _check_hierarchy(back, 3, (0, 0.0))  # the data type's zero, which a null fill value reads as
     assert g["raw"].shards == (16, 16, 16)
     assert gpuzarr.open_array(v2 / "raw").metadata.compressor == {
         "id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0
