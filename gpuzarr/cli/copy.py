@@ -15,7 +15,8 @@ How data moves, array by array:
 Resuming: a second run into an existing DST whose metadata matches what the copy would write
 goes on where the first stopped. A stored object (unchanged encoding) is skipped when its bytes
 in DST equal those in SRC; a region (changed encoding) is skipped when DST already decodes to
-exactly the bytes SRC decodes to there. Anything else is written again, and a stored object of
+exactly the bytes SRC decodes to there. Anything else is written again (a stored object of DST
+that cannot be decoded included), and a stored object of
 DST that SRC does not have is erased, so a region that differs is never skipped. Regions where
 neither side stores anything are not visited. DST nodes with other metadata are an error unless
 ``--overwrite``, which replaces everything at DST first; nodes of DST that SRC lacks are left.
@@ -35,7 +36,7 @@ import numpy as np
 from ..core.array import Array
 from ..core.group import Group, create_array_node, create_group_node, open_node
 from ..core.info import stored_chunk_coords
-from ..errors import ContainsNodeError, InvalidArgumentError
+from ..errors import ContainsNodeError, CorruptChunkError, InvalidArgumentError
 from ..hierarchy import read_node
 from ..metadata.limits import format_bytes
 from ..store import make_store
@@ -45,7 +46,7 @@ from .destination import KEEP, FormatOptions, target_metadata
 from .nodes import node_name, open_path, walk
 from .options import add_jobs_option, add_progress_option, add_storage_options, json_object, shape
 from .progress import Progress, run_parallel
-from .regions import Region, RegionPlan, chunks_in, object_box, stored_boxes
+from .regions import Region, RegionPlan, chunks_in, object_box, slices, stored_boxes
 
 if TYPE_CHECKING:
     import argparse
@@ -337,20 +338,32 @@ def _copy_region(item: ArrayCopy, task: tuple[Region, bool]) -> tuple[int, int, 
         # chunks that differ from it.
         destination.write(region.selection, data)
         return data.nbytes, chunks, 0
-    present = destination.read(region.selection)
-    if _same(present, data):
+    present = _read_or_none(destination, region.selection)
+    if present is not None and _same(present, data):
         return data.nbytes, 0, chunks
-    # Some stored objects differ: write those alone (each whole, so no read-modify-write).
+    # Some stored objects differ (or cannot be decoded): write those alone (each whole, so no
+    # read-modify-write). A damaged object of DST, left by an interrupted or broken run, is one
+    # that differs, so a resumed copy repairs it.
     dims = destination.metadata.chunk_grid.dimensions(destination.shape)
     origin = [s.start for s in region.selection]
     written = 0
     for coords in region.objects():
-        box = object_box(dims, coords)
-        within = tuple(slice(start - o, stop - o) for (start, stop), o in zip(box, origin, strict=True))
-        if not _same(present[within], data[within]):
-            destination.write(tuple(slice(start, stop) for start, stop in box), data[within])
-            written += chunks_in(destination, tuple(slice(start, stop) for start, stop in box))
+        box = slices(object_box(dims, coords))
+        within = tuple(slice(s.start - o, s.stop - o) for s, o in zip(box, origin, strict=True))
+        old = _read_or_none(destination, box) if present is None else present[within]
+        if old is None or not _same(old, data[within]):
+            destination.write(box, data[within])
+            written += chunks_in(destination, box)
     return data.nbytes, written, chunks - written
+
+
+def _read_or_none(array: Array, selection: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:
+    """``array[selection]``, or None when a stored object there cannot be decoded."""
+    try:
+        return array.read(selection)
+    except CorruptChunkError as exc:
+        log.info("DST %s: %s; writing it again", exc.key, exc.reason)
+        return None
 
 
 def _same_fill(source: Array, destination: Array) -> bool:

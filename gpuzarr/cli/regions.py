@@ -112,6 +112,11 @@ def stored_boxes(array: Array) -> list[Box] | None:
     return [object_box(dims, coords) for coords in stored_chunk_coords(array)]
 
 
+def slices(box: Box) -> tuple[slice, ...]:
+    """The selection of a box."""
+    return tuple(slice(start, stop) for start, stop in box)
+
+
 def chunks_in(array: Array, selection: tuple[slice, ...]) -> int:
     """How many chunks (inner chunks, when sharded) of ``array`` a box touches."""
     count = 1

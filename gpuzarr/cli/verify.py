@@ -28,7 +28,7 @@ from ..store.sharding import EMPTY, read_shard_index
 from .nodes import node_name, open_path, walk
 from .options import add_jobs_option, add_progress_option, add_storage_options
 from .progress import Progress, run_parallel
-from .regions import Box, Region, RegionPlan, object_box
+from .regions import Box, Region, RegionPlan, object_box, slices
 
 if TYPE_CHECKING:
     import argparse
@@ -165,10 +165,6 @@ def _chunks_of(array: Array, coords: tuple[int, ...]) -> int:
     return 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
 
 
-def _slices(box: Box) -> tuple[slice, ...]:
-    return tuple(slice(start, stop) for start, stop in box)
-
-
 class _RegionChecker:
     """Reads one region and, when it fails, finds every corrupt key in it."""
 
@@ -224,7 +220,7 @@ class _RegionChecker:
     def _pinpoint(self, coords: tuple[int, ...], result: RegionResult) -> None:
         box = object_box(self.plan.dims, coords)
         try:
-            self._read(_slices(box))
+            self._read(slices(box))
         except CorruptChunkError as exc:
             if self.array.layout.sharding is None:
                 result.corrupt[exc.key, exc.reason] = None
@@ -233,7 +229,7 @@ class _RegionChecker:
             return
         for inner in _inner_boxes(self.array, box):
             try:
-                self._read(_slices(inner))
+                self._read(slices(inner))
             except CorruptChunkError as exc:
                 result.corrupt[exc.key, exc.reason] = None
 

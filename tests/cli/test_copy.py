@@ -251,3 +251,21 @@ def test_to_and_from_an_object_store(hierarchy: Path, tmp_path: Path, s3_bucket:
     back = tmp_path / "back.zarr"
     assert cli("convert", url, back, "--storage-options", options, "--chunks", "8", "--shards", "none")[0] == 0
     _check_hierarchy(back, 3)
+
+
+@pytest.mark.parametrize("shards", ["none", "10"])
+def test_resumed_convert_rewrites_a_damaged_destination_object(tmp_path: Path, cli: Cli, shards: str) -> None:
+    src = gpuzarr.create(tmp_path / "src.zarr", shape=(20, 20), dtype="int32", chunks=(5, 5))
+    values = np.arange(400, dtype="int32").reshape(20, 20)
+    src[...] = values
+    out = tmp_path / "out.zarr"
+    options = ["--chunks", "5", "--shards", shards, "--compressor", "zstd:1"]
+    assert cli("convert", tmp_path / "src.zarr", out, *options)[0] == 0
+    damaged = out / "c" / "1" / "0"  # a chunk, or the shard holding four chunks
+    damaged.write_bytes(damaged.read_bytes()[:-7])  # truncated, as by an interrupted write
+    status, summary, err = cli("convert", tmp_path / "src.zarr", out, *options, "-v")
+    assert status == 0, err
+    assert "c/1/0" in err and "writing it again" in err
+    written, skipped = _counts(summary)
+    assert written == (1 if shards == "none" else 4) and written + skipped == 16
+    np.testing.assert_array_equal(gpuzarr.open_array(out)[...], values)
