@@ -46,7 +46,7 @@ from .destination import KEEP, FormatOptions, target_metadata
 from .nodes import node_name, open_path, walk
 from .options import add_jobs_option, add_progress_option, add_storage_options, json_object, shape
 from .progress import Progress, run_parallel
-from .regions import Region, RegionPlan, chunks_in, object_box, slices, stored_boxes
+from .regions import Region, RegionPlan, chunks_in, object_box, slices, stored_boxes, stored_chunks
 
 if TYPE_CHECKING:
     import argparse
@@ -293,7 +293,7 @@ def _copy_object(item: ArrayCopy, coords: tuple[int, ...]) -> tuple[int, int, in
     chunks skipped)."""
     source, destination = item.source, item.destination
     layout = source.layout
-    chunks = 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
+    chunks = stored_chunks(source, coords)
     nbytes = _object_nbytes(source, coords)
     key = destination.layout.key(coords)
     value = source.store.get(layout.key(coords))

@@ -117,6 +117,12 @@ def slices(box: Box) -> tuple[slice, ...]:
     return tuple(slice(start, stop) for start, stop in box)
 
 
+def stored_chunks(array: Array, coords: tuple[int, ...]) -> int:
+    """Chunks in the stored object at ``coords`` that lie in the array (inner chunks of a shard)."""
+    layout = array.layout
+    return 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
+
+
 def chunks_in(array: Array, selection: tuple[slice, ...]) -> int:
     """How many chunks (inner chunks, when sharded) of ``array`` a box touches."""
     count = 1

@@ -4,11 +4,15 @@ Each array is read region by region (:mod:`.regions`; only regions holding store
 the CPU or, with ``--device gpu``, with the GPU reader. A region that fails is read again object
 by object, and a failing shard inner chunk by inner chunk, so that every bad key is listed, not
 just the first: a checksum mismatch (crc32c), bytes a codec cannot decode, a chunk of the wrong
-size, a shard index that is malformed or points past the end of its shard. Metadata documents
-that cannot be read are listed too, and the walk goes on.
+size, a shard index that is malformed or points past the end of its shard. A region whose read
+failed although each of its objects reads well is listed with the region's own error. Metadata
+documents that cannot be read are listed too, and the walk goes on; so are nodes that a group's
+consolidated metadata records but whose own documents are missing or differ
+(:mod:`.consolidated_check`).
 
 Missing chunks (absent keys, empty shard index entries) read as the fill value, which is normal
-Zarr; they are counted, not reported. The exit status is 1 when anything is corrupt.
+Zarr; they are counted, not reported (``--list-missing`` lists their keys). The exit status is 1
+when anything is corrupt.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from ..core.array import Array
 from ..core.info import stored_chunk_coords
 from ..errors import CorruptChunkError
 from ..store.sharding import EMPTY, read_shard_index
+from .consolidated_check import consolidated_problems
 from .nodes import node_name, open_path, walk
 from .options import add_jobs_option, add_progress_option, add_storage_options
 from .progress import Progress, run_parallel
-from .regions import Box, Region, RegionPlan, object_box, slices
+from .regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
 
 if TYPE_CHECKING:
     import argparse
@@ -51,6 +56,10 @@ def add_parser(subparsers: Any) -> None:
     add_jobs_option(parser, "regions decoded")
     add_progress_option(parser)
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    parser.add_argument(
+        "--list-missing", action="store_true",
+        help="list the keys of missing chunks too (they read as the fill value; counted either way)",
+    )
     add_storage_options(parser)
     parser.set_defaults(run=run)
 
@@ -66,21 +75,28 @@ class ArrayReport:
     missing: int = 0
     #: (store key, what is wrong), in key order
     corrupt: list[tuple[str, str]] = field(default_factory=list)
+    #: the missing chunks' keys (a shard's key and the inner chunk), in key order; None when
+    #: not asked for (``--list-missing``)
+    missing_keys: list[str] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "name": self.name,
             "chunks": self.chunks,
             "stored": self.chunks - self.missing,
             "missing": self.missing,
             "corrupt": [{"key": key, "reason": reason} for key, reason in self.corrupt],
         }
+        if self.missing_keys is not None:
+            doc["missing_keys"] = self.missing_keys
+        return doc
 
 
 @dataclass
 class RegionResult:
     missing: int = 0
     corrupt: dict[tuple[str, str], None] = field(default_factory=dict)  # an ordered set
+    missing_keys: list[str] = field(default_factory=list)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,44 +111,52 @@ def run(args: argparse.Namespace) -> int:
             for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
             if isinstance(node, Array)
         ]
+        metadata = [(name, str(exc)) for name, exc in unreadable] + consolidated_problems(root)
         with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
-            reports = [verify_array(name, array, args.jobs, progress, gpu=device != "cpu") for name, array in arrays]
-    problems = len(unreadable) + sum(len(r.corrupt) for r in reports)
+            reports = [
+                verify_array(name, array, args.jobs, progress, gpu=device != "cpu", list_missing=args.list_missing)
+                for name, array in arrays
+            ]
+    problems = len(metadata) + sum(len(r.corrupt) for r in reports)
     if args.json:
         doc = {
             "ok": problems == 0,
             "device": device,
             "arrays": [r.as_json() for r in reports],
-            "unreadable_metadata": [{"node": name, "reason": str(exc)} for name, exc in unreadable],
+            "unreadable_metadata": [{"node": name, "reason": reason} for name, reason in metadata],
         }
         print(json.dumps(doc, indent=2))
     else:
-        _print_report(reports, unreadable, progress, device)
+        _print_report(reports, metadata, progress, device)
     return 1 if problems else 0
 
 
-def _print_report(
-    reports: list[ArrayReport], unreadable: list[tuple[str, MetadataError]], progress: Progress, device: str
-) -> None:
-    for name, exc in unreadable:
-        print(f"CORRUPT metadata of {name}: {exc}")
+def _print_report(reports: list[ArrayReport], metadata: list[tuple[str, str]], progress: Progress, device: str) -> None:
+    for name, reason in metadata:
+        print(f"CORRUPT metadata of {name}: {reason}")
     for report in reports:
         for key, reason in report.corrupt:
             print(f"CORRUPT {key}: {reason}")
+    for report in reports:
+        for key in report.missing_keys or ():
+            print(f"MISSING {key}")
     for r in reports:
         print(
             f"{r.name}: {r.chunks} chunks, {r.chunks - r.missing} stored, {r.missing} missing "
             f"(read as the fill value), {len(r.corrupt)} corrupt"
         )
-    bad = len(unreadable) + sum(len(r.corrupt) for r in reports)
+    bad = len(metadata) + sum(len(r.corrupt) for r in reports)
     verdict = "OK" if not bad else f"{bad} corrupt key(s) or document(s)"
     checked = sum(r.chunks - r.missing for r in reports)
     seconds = progress.elapsed
     print(f"verify: {verdict}; {len(reports)} array(s), {checked} chunk(s) checked on {device} in {seconds:.2f} s")
 
 
-def verify_array(name: str, array: Array, jobs: int, progress: Progress, *, gpu: bool = False) -> ArrayReport:
-    """Decode every stored chunk of ``array`` (``jobs`` regions at once)."""
+def verify_array(
+    name: str, array: Array, jobs: int, progress: Progress, *, gpu: bool = False, list_missing: bool = False
+) -> ArrayReport:
+    """Decode every stored chunk of ``array`` (``jobs`` regions at once); with ``list_missing``
+    the report lists the missing chunks' keys too."""
     plan = RegionPlan(array)
     report = ArrayReport(name, math.prod(d.nchunks for d in array.layout.dimensions()))
     # A store that cannot list is asked for every object's key instead.
@@ -144,35 +168,38 @@ def verify_array(name: str, array: Array, jobs: int, progress: Progress, *, gpu:
         # Regions with nothing stored hold only missing chunks.
         visited = {id(r) for r in regions}
         skipped = [r for r in plan.regions if id(r) not in visited]
-        report.missing += sum(_chunks_of(array, c) for r in skipped for c in r.objects())
+        report.missing += sum(stored_chunks(array, c) for r in skipped for c in r.objects())
         progress.update(sum(r.size for r in skipped) * array.dtype.itemsize, 0)
-    checker = _RegionChecker(array, plan, stored, gpu)
+    checker = _RegionChecker(array, plan, stored, gpu, list_missing)
     found: dict[tuple[str, str], None] = {}
+    missing_keys: list[str] = []
+    if list_missing and stored is not None:
+        missing_keys += (array.layout.key(c) for r in skipped for c in r.objects())
 
     def done(region: Region, result: RegionResult) -> None:
         report.missing += result.missing
         found.update(result.corrupt)
-        progress.update(region.size * array.dtype.itemsize, sum(_chunks_of(array, c) for c in region.objects()))
+        missing_keys.extend(result.missing_keys)
+        progress.update(region.size * array.dtype.itemsize, sum(stored_chunks(array, c) for c in region.objects()))
 
     run_parallel(checker.check, regions, jobs, done)
     report.corrupt = sorted(found)
+    if list_missing:
+        report.missing_keys = sorted(missing_keys)
     return report
-
-
-def _chunks_of(array: Array, coords: tuple[int, ...]) -> int:
-    """Chunks in the stored object at ``coords`` that lie in the array (inner chunks of a shard)."""
-    layout = array.layout
-    return 1 if layout.sharding is None else layout.inner_chunks_in_bounds(coords)
 
 
 class _RegionChecker:
     """Reads one region and, when it fails, finds every corrupt key in it."""
 
-    def __init__(self, array: Array, plan: RegionPlan, stored: set[tuple[int, ...]] | None, gpu: bool) -> None:
+    def __init__(
+        self, array: Array, plan: RegionPlan, stored: set[tuple[int, ...]] | None, gpu: bool, list_missing: bool
+    ) -> None:
         self.array = array
         self.plan = plan
         self.stored = stored
         self.gpu = gpu
+        self.list_missing = list_missing
 
     def _present(self, coords: tuple[int, ...]) -> bool:
         if self.stored is not None:
@@ -191,15 +218,27 @@ class _RegionChecker:
         present = []
         for coords in region.objects():
             if not self._present(coords):
-                result.missing += _chunks_of(self.array, coords)
+                self._missing(coords, result)
             elif self.array.layout.sharding is None or self._check_index(coords, result):
                 present.append(coords)
         try:
             self._read(region.selection)
-        except CorruptChunkError:
+        except CorruptChunkError as exc:
+            before = len(result.corrupt)
             for coords in present:
                 self._pinpoint(coords, result)
+            explained = len(result.corrupt) > before or any(key == exc.key for key, _ in result.corrupt)
+            if not explained:
+                # Each object read well alone (a store that returned other bytes the second
+                # time?): the region's own error is what there is to report.
+                reason = f"{exc.reason} (reading a region failed; reading its objects again one by one did not)"
+                result.corrupt[exc.key, reason] = None
         return result
+
+    def _missing(self, coords: tuple[int, ...], result: RegionResult) -> None:
+        result.missing += stored_chunks(self.array, coords)
+        if self.list_missing:
+            result.missing_keys.append(self.array.layout.key(coords))
 
     def _check_index(self, coords: tuple[int, ...], result: RegionResult) -> bool:
         """Count the empty entries of a shard's index; False (and recorded) when it is corrupt."""
@@ -211,10 +250,13 @@ class _RegionChecker:
             result.corrupt[exc.key, exc.reason] = None
             return False
         if index is None:  # erased since it was listed
-            result.missing += _chunks_of(self.array, coords)
+            self._missing(coords, result)
             return False
         positions = _inner_positions(self.array, coords)
-        result.missing += int(np.count_nonzero(index.offsets[positions] == EMPTY))
+        empty = positions[index.offsets[positions] == EMPTY]
+        result.missing += len(empty)
+        if self.list_missing:
+            result.missing_keys += (f"{key}: inner chunk {int(p)}" for p in empty)
         return True
 
     def _pinpoint(self, coords: tuple[int, ...], result: RegionResult) -> None:

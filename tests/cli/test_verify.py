@@ -141,3 +141,84 @@ def test_gpu_without_a_gpu_is_one_line(hierarchy: Path, cli: Cli) -> None:
     status, out, err = cli("verify", hierarchy, "--device", "gpu")
     assert (status, out) == (1, "")
     assert err == f"gpuzarr verify: error: device='gpu': the GPU read path cannot run here: {reason}\n"
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_consolidated_metadata_without_the_nodes_own_documents(tmp_path: Path, cli: Cli, zarr_format: int) -> None:
+    # Navigated through consolidated metadata, the arrays open and decode although their own
+    # documents are gone or differ: tools that do not read it would see another hierarchy.
+    root = tmp_path / "c.zarr"
+    g = gpuzarr.open_group(root, mode="w", zarr_format=zarr_format)
+    for name in ("a", "b", "c"):
+        g.create_array(name, shape=(4,), dtype="int8", chunks=(2,), attributes={"n": name})[...] = 1
+    gpuzarr.consolidate_metadata(root)
+    assert cli("verify", root)[0] == 0
+    if zarr_format == 3:
+        (root / "a" / "zarr.json").unlink()
+        doc = json.loads((root / "b" / "zarr.json").read_text())
+        doc["attributes"]["n"] = "changed"
+        (root / "b" / "zarr.json").write_text(json.dumps(doc))
+    else:
+        (root / "a" / ".zarray").unlink()
+        (root / "b" / ".zattrs").write_text(json.dumps({"n": "changed"}))
+    status, out, _ = cli("verify", root)
+    assert status == 1
+    assert f"CORRUPT metadata of /a: the consolidated metadata records a Zarr v{zarr_format} array, but its own " \
+        "metadata document is missing" in out.splitlines()
+    assert "CORRUPT metadata of /b: its metadata document and the consolidated metadata differ in attributes" in out
+    assert "/c:" in out and "/c: " not in [line for line in out.splitlines() if line.startswith("CORRUPT")]
+    assert out.splitlines()[-1].startswith("verify: 2 corrupt key(s) or document(s); 3 array(s)")
+    doc = json.loads(cli("verify", root, "--json")[1])
+    assert [m["node"] for m in doc["unreadable_metadata"]] == ["/a", "/b"] and doc["ok"] is False
+
+
+def test_list_missing(tmp_path: Path, damaged: Path, cli: Cli) -> None:
+    sharded = gpuzarr.create(tmp_path / "s.zarr", shape=(8, 8), dtype="uint8", chunks=(2, 2), shards=(4, 4))
+    sharded[0:2, 0:4] = 1  # shard (0, 0) holds inner chunks 0 and 1 only; the other shards are absent
+    status, out, _ = cli("verify", tmp_path / "s.zarr", "--list-missing")
+    assert status == 0
+    missing = [line.removeprefix("MISSING ") for line in out.splitlines() if line.startswith("MISSING")]
+    assert missing == ["c/0/0: inner chunk 2", "c/0/0: inner chunk 3", "c/0/1", "c/1/0", "c/1/1"]
+    assert "/: 16 chunks, 2 stored, 14 missing (read as the fill value), 0 corrupt" in out
+    assert "MISSING" not in cli("verify", tmp_path / "s.zarr")[1]  # only when asked
+    doc = json.loads(cli("verify", damaged, "--json", "--list-missing")[1])
+    by_name = {a["name"]: a for a in doc["arrays"]}
+    assert by_name["/checked"]["missing_keys"] == ["checked/c/2/2"] and by_name["/checked"]["missing"] == 1
+    assert "missing_keys" not in json.loads(cli("verify", damaged, "--json")[1])["arrays"][0]
+
+
+class FlakyStore(gpuzarr.MemoryStore):
+    """Returns damaged bytes for ``key`` the first time it is read, then the stored ones (a
+    storage system that served a bad read once)."""
+
+    def __init__(self, data: dict[str, bytes], key: str) -> None:
+        super().__init__(data, read_only=True)  # read only, so that mode="r" keeps this store
+        self.flaky_key = key
+        self.served = False
+
+    def get(self, key, byte_range=None):  # type: ignore[no-untyped-def]
+        value = super().get(key, byte_range)
+        if key == self.flaky_key and value is not None and not self.served:
+            self.served = True
+            return b"\x00" + bytes(value)[1:]
+        return value
+
+    def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
+        return gpuzarr.Store.get_into(self, key, buffer_for, start, length)  # through get
+
+
+def test_a_region_failure_no_object_repeats_is_reported(tmp_path: Path) -> None:
+    from gpuzarr.cli.progress import Progress
+    from gpuzarr.cli.verify import verify_array
+
+    data: dict[str, bytes] = {}
+    written = gpuzarr.create(gpuzarr.MemoryStore(data), shape=(8,), dtype="int32", chunks=(2,),
+                             compressors=[{"name": "crc32c"}])
+    written[...] = np.arange(8, dtype="int32")
+    array = gpuzarr.open_array(FlakyStore(data, "c/2"), mode="r", device="cpu")
+    with Progress(array.nbytes, "verify", False) as progress:
+        report = verify_array("/", array, 1, progress)
+    assert len(report.corrupt) == 1
+    key, reason = report.corrupt[0]
+    assert key == "c/2" and "crc32c checksum mismatch" in reason
+    assert reason.endswith("(reading a region failed; reading its objects again one by one did not)")

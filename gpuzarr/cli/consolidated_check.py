@@ -1,0 +1,76 @@
+"""``verify``'s check of consolidated metadata against the documents it copies.
+
+A group with consolidated metadata is navigated through it: its arrays open, and their chunks
+decode, even when their own metadata documents (``zarr.json``, ``.zarray``/``.zattrs``) are
+gone or say something else. Tools that do not read consolidated metadata (zarr-python with
+``use_consolidated=False``, TensorStore, a reader of one array's path) would then see another
+hierarchy, so every node the consolidated metadata records must have a document of its own that
+agrees with it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..consolidated import MEMBER, load_view
+from ..core.group import Group
+from ..errors import MetadataError
+from ..hierarchy import read_node, require_node
+from .nodes import node_name
+
+if TYPE_CHECKING:
+    from ..hierarchy import NodeInfo
+    from .nodes import Node
+
+
+def consolidated_problems(root: Node) -> list[tuple[str, str]]:
+    """(node, what is wrong) for each node recorded in ``root``'s consolidated metadata whose
+    own metadata document is missing, unreadable or different; [] without consolidated metadata."""
+    if not isinstance(root, Group) or not root.consolidated:
+        return []
+    store = root.store
+    view = load_view(store, root.path, require_node(store, root.path), None)
+    if view is None:  # the group's consolidated metadata was read when it was opened
+        return []
+    problems = []
+    for relative, recorded in sorted(view.entries().items()):
+        path = "/".join(p for p in (root.path, relative) if p)
+        name = node_name(relative)
+        try:
+            found = read_node(store, path, allow_implicit=False)
+        except MetadataError as exc:
+            problems.append((name, f"its own metadata document cannot be read: {exc}"))
+            continue
+        if found is None:
+            problems.append(
+                (name, f"the consolidated metadata records a Zarr v{recorded.zarr_format} {recorded.node_type}, "
+                 "but its own metadata document is missing")
+            )
+            continue
+        differing = _differing_fields(recorded, found)
+        if differing:
+            problems.append(
+                (name, f"its metadata document and the consolidated metadata differ in {', '.join(differing)}")
+            )
+    return problems
+
+
+def _differing_fields(recorded: NodeInfo, found: NodeInfo) -> list[str]:
+    """The fields in which two records of one node differ, sorted."""
+    if (recorded.node_type, recorded.zarr_format) != (found.node_type, found.zarr_format):
+        return ["node_type/zarr_format"]
+    have, want = _comparable(found), _comparable(recorded)
+    return sorted(k for k in have.keys() | want.keys() if _canonical(have.get(k)) != _canonical(want.get(k)))
+
+
+def _comparable(info: NodeInfo) -> dict[str, Any]:
+    # A group's own consolidated member is not part of what its parent records.
+    fields = {k: v for k, v in info.document.items() if k not in (MEMBER, "attributes")}
+    fields["attributes"] = info.attributes
+    return fields
+
+
+def _canonical(value: Any) -> str:
+    # JSON text, so that NaN (which zarr-python writes in attributes) equals NaN.
+    return json.dumps(value, sort_keys=True, allow_nan=True)
