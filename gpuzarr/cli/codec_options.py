@@ -45,7 +45,30 @@ def _json_codec(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
     if not isinstance(value, dict) or not ("id" in value or "name" in value):
         raise argparse.ArgumentTypeError(f"expected a codec object with an 'id' or a 'name', got {text}")
+    _check_codec(value)
     return value
+
+
+def _check_codec(value: dict[str, Any]) -> None:
+    """Refuse a codec that cannot be built, before any store is touched: an unknown codec or a
+    configuration member its codec does not take would otherwise be written into metadata
+    that no reader (zarr-python included) can open."""
+    from ..errors import GpuZarrError
+
+    if "name" in value:  # Zarr v3 JSON: gpuzarr's codec registry builds it
+        from ..codecs.registry import codec_from_json
+
+        try:
+            codec_from_json(value, "codec")
+        except GpuZarrError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return
+    import numcodecs  # numcodecs JSON (v2 style): numcodecs itself is the judge
+
+    try:
+        numcodecs.get_codec(dict(value))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise argparse.ArgumentTypeError(f"numcodecs cannot build the codec {json.dumps(value)}: {exc}") from None
 
 
 def _level(name: str, text: str, low: int, high: int) -> int:
