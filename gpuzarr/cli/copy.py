@@ -37,7 +37,7 @@ from ..core.array import Array
 from ..core.group import Group, create_array_node, create_group_node, open_node
 from ..core.info import stored_chunk_coords
 from ..errors import ContainsNodeError, CorruptChunkError, InvalidArgumentError
-from ..hierarchy import read_node
+from ..hierarchy import node_prefix, read_node
 from ..metadata.limits import format_bytes
 from ..store import make_store
 from ..store.url import parse_store_url
@@ -87,7 +87,9 @@ def add_parser(subparsers: Any) -> None:
             "crc32c (v3), several joined by '+' (zstd:5+crc32c), or a codec as JSON",
         )
         parser.add_argument(
-            "--overwrite", action="store_true", help="replace everything at DST (default: resume into it)"
+            "--overwrite", action="store_true",
+            help="replace the Zarr node at DST and everything below it (default: resume into it); a DST "
+            "holding other data is refused",
         )
         add_jobs_option(parser, "regions copied")
         add_progress_option(parser)
@@ -192,6 +194,8 @@ def prepare_nodes(
         (relative, node, None if isinstance(node, Group) else target_metadata(node, options, node_name(relative)))
         for relative, node in walk(source)
     ]
+    if overwrite:
+        _refuse_to_erase_other_data(store, base)
     copies = []
     for relative, node, metadata in nodes:
         path = _join(base, relative)
@@ -206,6 +210,20 @@ def prepare_nodes(
         copies.append(ArrayCopy(name, node, destination, raw=metadata is node.metadata))
         tally.arrays += 1
     return copies
+
+
+def _refuse_to_erase_other_data(store: Store, base: str) -> None:
+    """``--overwrite`` erases everything below DST's root: only a Zarr node, or nothing, may be
+    there, so that a mistyped DST never deletes a directory of other files."""
+    if read_node(store, base) is not None or not store.supports_listing:
+        return
+    keys = list(itertools.islice(store.list_prefix(node_prefix(base)), 3))
+    if keys:
+        shown = ", ".join(repr(k) for k in keys[:2]) + (", ..." if len(keys) > 2 else "")
+        raise ContainsNodeError(
+            f"DST holds data that is not a Zarr array or group ({shown}); --overwrite replaces only a "
+            "Zarr node: remove that data yourself, or copy to another place"
+        )
 
 
 def _prepare_group(store: Store, path: str, source: Group, zarr_format: int, overwrite: bool, name: str) -> None:

@@ -269,3 +269,21 @@ def test_resumed_convert_rewrites_a_damaged_destination_object(tmp_path: Path, c
     written, skipped = _counts(summary)
     assert written == (1 if shards == "none" else 4) and written + skipped == 16
     np.testing.assert_array_equal(gpuzarr.open_array(out)[...], values)
+
+
+def test_overwrite_refuses_a_destination_that_holds_no_zarr_node(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:
+    out = tmp_path / "thesis"
+    (out / "chapters").mkdir(parents=True)
+    (out / "notes.txt").write_text("not Zarr")
+    (out / "chapters" / "one.tex").write_text("not Zarr either")
+    status, _, err = cli("copy", hierarchy, out, "--overwrite")
+    assert status == 1
+    assert "DST holds data that is not a Zarr array or group ('chapters/one.tex', 'notes.txt')" in err
+    assert (out / "notes.txt").read_text() == "not Zarr" and (out / "chapters" / "one.tex").exists()
+    assert not (out / "zarr.json").exists()
+    # An empty directory, or a Zarr node, may be replaced.
+    (out / "notes.txt").unlink()
+    (out / "chapters" / "one.tex").unlink()
+    assert cli("copy", hierarchy, out, "--overwrite")[0] == 0
+    assert cli("convert", hierarchy, out, "--chunks", "4", "--overwrite")[0] == 0
+    _check_hierarchy(out, 3)
