@@ -464,3 +464,31 @@ def test_memory_store_targets_refuse_writes_from_other_processes(client: Client)
     target = _empty_like_values(gpuzarr.MemoryStore(), chunks=(8, 10))
     with pytest.raises(InvalidArgumentError, match=r"the target's MemoryStore lives in process \d+: the write would"):
         gpuzarr.store_dask(da.from_array(VALUES, chunks=(8, 10)), target)
+
+
+def test_blocks_of_unknown_size_ask_for_compute_chunk_sizes(store: gpuzarr.Store) -> None:
+    values = da.from_array(np.arange(40), chunks=10)
+    unknown = values[values % 3 == 0]  # boolean indexing: block sizes are NaN until computed
+    target = gpuzarr.create(store, shape=(14,), dtype="int64", chunks=(5,))
+    expected = r"axis 0 are unknown \(NaN; its shape is \(nan,\)\).*call source\.compute_chunk_sizes\(\) first"
+    with pytest.raises(InvalidArgumentError, match=r"store_dask: the Dask array's block sizes along " + expected):
+        gpuzarr.store_dask(unknown, target)
+    with pytest.raises(InvalidArgumentError, match=r"from_dask: the Dask array's block sizes along " + expected):
+        gpuzarr.from_dask(unknown, gpuzarr.MemoryStore())
+    known = unknown.compute_chunk_sizes()  # type: ignore[no-untyped-call]
+    threads = {"scheduler": "threads"}  # a MemoryStore target lives in this process
+    written = gpuzarr.from_dask(known, gpuzarr.MemoryStore(), chunks=known.chunks, compute_kwargs=threads)
+    np.testing.assert_array_equal(written[...], np.arange(0, 40, 3))
+
+
+def test_from_dask_passes_compute_kwargs_to_dask(store: gpuzarr.Store) -> None:
+    calls: list[int] = []
+
+    def scheduler(graph: Any, keys: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return dask.get(graph, keys, **kwargs)  # type: ignore[no-untyped-call]
+
+    source = da.from_array(VALUES, chunks=(8, 10))
+    array = gpuzarr.from_dask(source, store, compute_kwargs={"scheduler": scheduler})
+    assert len(calls) == 1  # the write ran on the scheduler given
+    np.testing.assert_array_equal(array[...], VALUES)

@@ -1,0 +1,130 @@
+"""Reading gpuzarr arrays as Dask arrays: :func:`to_dask` (see :mod:`gpuzarr.integrations.dask`)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import dask.array as da
+from dask.base import tokenize
+
+from ..core.array import Array
+from ..errors import InvalidArgumentError
+from .block_alignment import first_split, grid_blocks
+
+
+def to_dask(array: Array, chunks: Any = None, *, name: str | None = None, inline_array: bool = False) -> da.Array:
+    """A Dask array whose blocks are read from ``array`` by gpuzarr, one task per block.
+
+    Parameters
+    ----------
+    array
+        The gpuzarr array. Blocks are NumPy arrays when ``array.device`` is ``"cpu"`` and CuPy
+        arrays on a GPU, and the Dask array's ``meta`` says which. An array opened with
+        ``device="auto"`` reads on the kind of device it resolved to here ("cpu" or "gpu") in
+        every worker, so that blocks match ``meta``.
+    chunks
+        None (the default): one block per stored chunk, or per shard for a sharded array (one
+        task reads one shard, which is fastest), following rectilinear grids too. Otherwise
+        anything ``dask.array.from_array`` accepts (``"auto"``, an int, a tuple, per-axis block
+        sizes, a dict by axis, -1 for a whole axis); ``"auto"`` builds blocks of about Dask's
+        ``array.chunk-size`` from whole shards, or from whole inner chunks where one shard is
+        larger.
+        Blocks that cut through decoded chunks (the inner chunks of a shard) read correctly but
+        decode those chunks once per block: that is warned about with Dask's
+        ``PerformanceWarning``.
+    name
+        The Dask name of the array's keys; default ``"gpuzarr-<token>"`` from the array's
+        store, path, metadata and the blocks (never its data).
+    inline_array
+        Put the Array into every task instead of one key of its own (``da.from_array``'s
+        option): fewer keys, a larger graph.
+
+    Returns
+    -------
+    dask.array.Array
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``chunks`` that Dask cannot lay over the array's shape.
+    """
+    stored = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
+    blocks = stored if chunks is None else _normalize(chunks, array, stored)
+    split = first_split(blocks, array.layout.dimensions())
+    if split is not None:
+        warnings.warn(
+            da.PerformanceWarning(
+                f"to_dask: {split.describe('inner chunk' if array.shards else 'chunk')}: a chunk that a "
+                "block boundary cuts is read and decoded by every block it spans. Blocks that end on "
+                f"chunk boundaries (chunks=None, or multiples of {tuple(array.chunks)}) decode each once."
+            ),
+            stacklevel=2,
+        )
+    source = _pin_device(array)
+    dask_array: da.Array = da.from_array(  # type: ignore[no-untyped-call]
+        source,
+        chunks=blocks,
+        name=name if name is not None else f"gpuzarr-{tokenize(source, blocks)}",
+        getitem=_read_block,
+        meta=_meta(source),
+        asarray=False,
+        fancy=False,
+        lock=False,
+        inline_array=inline_array,
+    )
+    return dask_array
+
+
+def _normalize(chunks: Any, array: Array, stored: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    def normalize(previous: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+        try:
+            blocks = da.core.normalize_chunks(  # type: ignore[no-untyped-call]
+                chunks, array.shape, dtype=array.dtype, previous_chunks=previous
+            )
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgumentError(f"to_dask: chunks={chunks!r} for shape {array.shape}: {exc}") from exc
+        return tuple(tuple(int(n) for n in sizes) for sizes in blocks)
+
+    blocks = normalize(stored)
+    decoded = array.layout.dimensions()
+    if _mentions_auto(chunks) and first_split(blocks, decoded) is not None:
+        # Dask grows "auto" blocks in multiples of the previous chunks only while one of those
+        # fits its size target; a shard larger than that is cut anywhere. Whole decoded chunks
+        # (a shard's inner chunks) are the next best unit: each is still decoded once.
+        blocks = normalize(grid_blocks(decoded))
+    return blocks
+
+
+def _mentions_auto(chunks: Any) -> bool:
+    if isinstance(chunks, dict):
+        chunks = tuple(chunks.values())
+    if isinstance(chunks, tuple):
+        return any(isinstance(c, str) and c == "auto" for c in chunks)
+    return isinstance(chunks, str) and chunks == "auto"
+
+
+def _pin_device(array: Array) -> Array:
+    # "auto" resolves again in each worker, and could give CuPy blocks where meta says NumPy (a
+    # worker with a GPU) or the reverse: the graph carries the kind of device it resolved to here.
+    state = array.__getstate__()
+    if state["device"] != "auto":
+        return array
+    state["device"] = "cpu" if array.device == "cpu" else "gpu"
+    pinned = Array.__new__(Array)
+    pinned.__setstate__(state)
+    return pinned
+
+
+def _meta(array: Array) -> Any:
+    # A zero-size read is an empty array of the reader's own kind (NumPy, or CuPy on a GPU)
+    # without touching the store, so a CPU array never imports CuPy. A 0-d array has no
+    # zero-size selection: its one element is read.
+    if array.ndim == 0:
+        return array.read(Ellipsis)
+    return array.read((slice(0, 0),) * array.ndim)
+
+
+def _read_block(array: Array, selection: tuple[slice, ...]) -> Any:
+    """The task of one block: its slices read into a new NumPy or CuPy array."""
+    return array.read(selection)
