@@ -89,6 +89,29 @@ def _open_group(
     return node
 
 
+def _dataset(
+    node: Group,
+    device: str,
+    *,
+    drop_variables: str | Iterable[str] | None = None,
+    use_zarr_fill_value_as_mask: bool | None = None,
+    **decoding: Any,
+) -> Dataset:
+    """The Dataset of the arrays of the opened group ``node``, decoded by xarray with
+    ``decoding`` (its CF options), its variables on ``device`` (resolved: "cpu", "cuda:N")."""
+    from xarray.backends.store import StoreBackendEntrypoint
+
+    from .xarray_device import move_to_device
+    from .xarray_store import GpuZarrDataStore
+
+    dropped = [drop_variables] if isinstance(drop_variables, str) else list(drop_variables or ())
+    store = GpuZarrDataStore(node, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask, drop_variables=dropped)
+    dataset = StoreBackendEntrypoint().open_dataset(store, drop_variables=dropped, **decoding)
+    if device != "cpu":
+        move_to_device(dataset, store.backend_arrays, device)
+    return dataset
+
+
 class GpuZarrBackendEntrypoint(BackendEntrypoint):
     """Open Zarr v2 and v3 groups with gpuzarr: ``xr.open_dataset(path, engine="gpuzarr")``.
 
@@ -170,15 +193,10 @@ class GpuZarrBackendEntrypoint(BackendEntrypoint):
         -------
         xarray.Dataset
         """
-        from xarray.backends.store import StoreBackendEntrypoint
-
         from ..backends.select import resolve_device
-        from .xarray_device import move_to_device
-        from .xarray_store import GpuZarrDataStore
 
         # Checked first: no GPU is an error before anything is read.
         resolved = resolve_device(device)
-        dropped = [drop_variables] if isinstance(drop_variables, str) else list(drop_variables or ())
         node = _open_group(
             filename_or_obj,
             group=group,
@@ -187,35 +205,35 @@ class GpuZarrBackendEntrypoint(BackendEntrypoint):
             storage_options=storage_options,
             zarr_format=zarr_format,
         )
-        store = GpuZarrDataStore(node, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask, drop_variables=dropped)
-        dataset = StoreBackendEntrypoint().open_dataset(
-            store,
+        return _dataset(
+            node,
+            resolved,
+            drop_variables=drop_variables,
+            use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
             mask_and_scale=mask_and_scale,
             decode_times=decode_times,
             concat_characters=concat_characters,
             decode_coords=decode_coords,
-            drop_variables=dropped,
             use_cftime=use_cftime,
             decode_timedelta=decode_timedelta,
         )
-        if resolved != "cpu":
-            move_to_device(dataset, store.backend_arrays, resolved)
-        return dataset
 
     def open_groups_as_dict(self, filename_or_obj: FilenameOrObj, **options: Any) -> dict[str, Dataset]:
         """A Dataset per group at and below ``group`` (the root by default), keyed "/", "/a", "/a/b".
 
         Takes :meth:`open_dataset`'s options; ``group`` is the top of the tree.
         """
+        from ..backends.select import resolve_device
         from ..core.group import Group
 
+        resolved = resolve_device(options.pop("device", "cpu"))
         top = (options.pop("group", None) or "").strip("/")
-        node = _open_group(filename_or_obj, group=top, **{k: options[k] for k in GROUP_OPTIONS if k in options})
-        paths = ["", *(path for path, child in node.members(max_depth=None) if isinstance(child, Group))]
-        return {
-            "/" + path: self.open_dataset(filename_or_obj, group="/".join(p for p in (top, path) if p), **options)
-            for path in paths
-        }
+        # The top group is opened once; every group below comes from it (sharing its consolidated
+        # metadata), not from opening the store's root again per group.
+        node = _open_group(filename_or_obj, group=top, **{k: options.pop(k) for k in GROUP_OPTIONS if k in options})
+        below = node.members(max_depth=None)
+        groups = [("", node), *((path, child) for path, child in below if isinstance(child, Group))]
+        return {"/" + path: _dataset(group, resolved, **options) for path, group in groups}
 
     def open_datatree(self, filename_or_obj: FilenameOrObj, **options: Any) -> DataTree:
         """The groups at and below ``group`` as a DataTree (see :meth:`open_groups_as_dict`)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,23 @@ def test_datatrees_equal_the_zarr_engines(tmp_path: Path, zarr_format: int) -> N
         assert sorted(ours.groups) == sorted(theirs.groups)
         xr.testing.assert_identical(ours.load(), theirs.load())
     assert sorted(xr.open_datatree(path, engine="gpuzarr").groups) == ["/", "/child", "/child/grandchild"]
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_a_datatree_reads_each_metadata_document_once(tmp_path: Path, zarr_format: int, consolidated: bool) -> None:
+    groups = {"/": xr.Dataset({"v": ("x", np.arange(3.0))})}
+    groups |= {f"/g{i}": xr.Dataset({"w": ("x", np.arange(3.0))}) for i in range(4)}
+    path = tmp_path / "tree.zarr"
+    quietly(xr.DataTree.from_dict(groups).to_zarr, path, zarr_format=zarr_format, consolidated=consolidated)
+    store = CountingStore(path)
+    tree = xr.open_datatree(store, engine="gpuzarr", consolidated=consolidated)
+    assert sorted(tree.groups) == ["/", "/g0", "/g1", "/g2", "/g3"]
+    names = (".zmetadata", ".zgroup", ".zattrs", ".zarray", "zarr.json")
+    documents = Counter(k for k in store.keys if k.rsplit("/", 1)[-1] in names)
+    root_document = "zarr.json" if zarr_format == 3 else (".zmetadata" if consolidated else ".zgroup")
+    assert documents[root_document] == 1  # the root is opened once, not once per group
+    if consolidated:  # the groups below are in the root's consolidated metadata
+        assert {k for k in documents if "/" in k} == set() and max(documents.values()) == 1, documents
 
 
 @pytest.mark.parametrize(
