@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -13,6 +14,12 @@ import numpy as np
 
 from .options import positive_int
 
+#: The demo's layout: the chunk and shard edges a 3-D imaging volume commonly uses.
+CHUNK_EDGE = 64
+SHARD_EDGE = 256
+#: Where the crop starts (clipped to the volume) and its edge (at most the volume's).
+CROP_ORIGIN = (10, 100, 33)
+
 if TYPE_CHECKING:
     import argparse
 
@@ -21,8 +28,9 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="write, read back and verify a sample volume; print throughput",
-        description="Write a sample uint16 volume (64^3 chunks in 256^3 shards, zstd level 3), read it "
-        "back whole and as a crop, check both against the data written, and print sizes and speeds.",
+        description=f"Write a sample uint16 volume ({CHUNK_EDGE}^3 chunks in {SHARD_EDGE}^3 shards, zstd "
+        "level 3), read it back whole and as a crop (64^3, or the whole volume when smaller), check both "
+        "against the data written, and print sizes and speeds.",
     )
     parser.add_argument("--size", type=positive_int, default=256, help="edge length of the cubic volume (default 256)")
     parser.add_argument("--device", default="auto", help="auto | cpu | gpu | cuda:N (default auto)")
@@ -45,6 +53,29 @@ def sample_volume(shape: tuple[int, ...], seed: int = 0) -> np.ndarray[Any, Any]
     return volume
 
 
+def crop_box(size: int) -> tuple[slice, ...]:
+    """The demo's crop of a cubic volume of edge ``size``: 64^3 (the volume's edge when smaller),
+    starting at :data:`CROP_ORIGIN` moved back as far as needed to lie inside the volume."""
+    edge = min(CHUNK_EDGE, size)
+    return tuple(slice(start, start + edge) for start in (min(o, size - edge) for o in CROP_ORIGIN))
+
+
+def layout_summary(shape: tuple[int, ...], chunks: tuple[int, ...], shards: tuple[int, ...] | None) -> str:
+    """The chunk/shard layout as stored, and how many of each the volume spans."""
+
+    def edge(box: tuple[int, ...]) -> str:
+        return f"{box[0]}^{len(box)}" if len(set(box)) == 1 else "x".join(map(str, box))
+
+    def count(box: tuple[int, ...]) -> int:
+        return math.prod(-(-n // b) for n, b in zip(shape, box, strict=True))
+
+    chunk_count = count(chunks)
+    if shards is None:
+        return f"chunks {edge(chunks)} ({chunk_count} chunk(s))"
+    shard_count = count(shards)
+    return f"chunks {edge(chunks)} in shards {edge(shards)} ({shard_count} shard(s) holding {chunk_count} chunk(s))"
+
+
 def demo(size: int, device: str, keep: str | None) -> int:
     import gpuzarr
     from gpuzarr.backends.select import resolve_device
@@ -58,7 +89,7 @@ def demo(size: int, device: str, keep: str | None) -> int:
     try:
         t0 = time.perf_counter()
         arr = gpuzarr.create(
-            path, shape=shape, dtype="uint16", chunks=(64, 64, 64), shards=(256, 256, 256),
+            path, shape=shape, dtype="uint16", chunks=(CHUNK_EDGE,) * 3, shards=(SHARD_EDGE,) * 3,
             codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
                     {"name": "zstd", "configuration": {"level": 3}}],
             dimension_names=["z", "y", "x"], attributes={"description": "gpuzarr demo volume"},
@@ -79,18 +110,22 @@ def demo(size: int, device: str, keep: str | None) -> int:
         if not np.array_equal(host, data):
             print("MISMATCH: the array read back differs from what was written", file=sys.stderr)
             return 1
-        crop = reopened[10:74, 100:164, 33:97]
+        box = crop_box(size)
+        crop = reopened[box]
         crop = crop.get() if hasattr(crop, "get") else crop
-        if not np.array_equal(crop, data[10:74, 100:164, 33:97]):
+        if not np.array_equal(crop, data[box]):
             print("MISMATCH in a partial read", file=sys.stderr)
             return 1
         mib = data.nbytes / 2**20
         print(f"gpuzarr {gpuzarr.__version__} demo: {path}")
-        print(f"  array   {shape} uint16, chunks 64^3 in shards 256^3, zstd level 3, device {reopened.device}")
+        layout = layout_summary(shape, reopened.chunks, reopened.shards)
+        print(f"  array   {shape} uint16, {layout}, zstd level 3, device {reopened.device}")
         print(f"  sizes   {mib:.1f} MiB decoded, {stored / 2**20:.1f} MiB stored (ratio {data.nbytes / stored:.2f})")
         print(f"  write   {t_write:.3f} s  {mib / t_write:8.1f} MiB/s")
         print(f"  read    {t_read:.3f} s  {mib / t_read:8.1f} MiB/s")
-        print("  verify  full read and a 64^3 crop equal the source: OK")
+        crop_shape = "x".join(str(s.stop - s.start) for s in box)
+        origin = ", ".join(str(s.start) for s in box)
+        print(f"  verify  full read and a {crop_shape} crop at ({origin}) equal the source: OK")
         return 0
     finally:
         if keep is None:

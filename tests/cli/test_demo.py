@@ -30,3 +30,28 @@ def test_demo_size_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
         main(["demo", "--size", "0"])
     assert exit_info.value.code == 2
     assert "argument --size: expected a positive integer, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("size", "layout", "crop"),
+    [
+        (32, "chunks 64^3 in shards 256^3 (1 shard(s) holding 1 chunk(s))", "a 32x32x32 crop at (0, 0, 0)"),
+        (100, "chunks 64^3 in shards 256^3 (1 shard(s) holding 8 chunk(s))", "a 64x64x64 crop at (10, 36, 33)"),
+    ],
+)
+def test_demo_prints_the_layout_and_crop_it_used(
+    capsys: pytest.CaptureFixture[str], size: int, layout: str, crop: str
+) -> None:
+    assert main(["demo", "--size", str(size), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert f"  array   ({size}, {size}, {size}) uint16, {layout}, zstd level 3, device cpu" in out
+    assert f"  verify  full read and {crop} equal the source: OK" in out
+
+
+def test_crop_box_lies_in_the_volume() -> None:
+    from gpuzarr.cli.demo import crop_box
+
+    assert crop_box(256) == (slice(10, 74), slice(100, 164), slice(33, 97))
+    assert crop_box(1) == (slice(0, 1),) * 3
+    for size in range(1, 200, 7):
+        assert all(0 <= s.start < s.stop <= size and s.stop - s.start == min(64, size) for s in crop_box(size))
