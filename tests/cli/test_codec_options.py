@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     [
         ('{"id": "zstd", "level": 3, "extra": 1}', "numcodecs cannot build the codec {\"id\": \"zstd\", \"level\": 3, "
          "\"extra\": 1}: __init__() got an unexpected keyword argument 'extra'"),
-        ('{"id": "no-such-codec"}', "numcodecs cannot build the codec {\"id\": \"no-such-codec\"}: codec not available"),
+        ('{"id": "no-such-codec"}', 'numcodecs cannot build the codec {"id": "no-such-codec"}: codec not available'),
         ('{"name": "zstd", "configuration": {"level": 3, "extra": 1}}',
          "codec (zstd): configuration: unexpected members ['extra']"),
         ('{"name": "no-such-codec"}', "codec: unknown codec 'no-such-codec'"),

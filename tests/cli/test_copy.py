@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,14 +172,43 @@ def test_resumed_convert_never_skips_a_region_that_differs(tmp_path: Path, cli: 
     assert back.tobytes() == values.tobytes()
 
 
-def test_parallel_regions(hierarchy: Path, tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Small regions: many of them, written by four threads, each holding whole shards.
+class WriterRecordingStore(gpuzarr.MemoryStore):
+    """Records which thread wrote each key; each write takes a moment, so that the pool's other
+    threads pick up the regions waiting meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writers: dict[str, set[int]] = {}
+
+    def set(self, key: str, value: Any) -> None:
+        time.sleep(0.002)
+        self.writers.setdefault(key, set()).add(threading.get_ident())
+        super().set(key, value)
+
+
+def test_parallel_regions_are_written_by_several_threads_each_owning_its_shards(
+    hierarchy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuzarr.cli.copy import Tally, copy_array, prepare_nodes
+    from gpuzarr.cli.destination import FormatOptions
+    from gpuzarr.cli.progress import Progress
+
+    # Small regions: many of them, one shard each, written by four threads.
     monkeypatch.setattr(regions, "TARGET_BYTES", 16 * 16 * 16 * 2)
-    out = tmp_path / "out.zarr"
-    status, summary, _ = cli("convert", hierarchy, out, "--chunks", "4", "--shards", "16", "--jobs", "4")
-    assert status == 0
-    _check_hierarchy(out, 3)
-    assert _counts(summary)[1] == 0
+    store = WriterRecordingStore()
+    tally = Tally()
+    source = gpuzarr.open_group(hierarchy, mode="r", device="cpu")
+    copies = prepare_nodes(source, store, "", FormatOptions(chunks=(4,), shards=(16,)), overwrite=False, tally=tally)
+    with Progress(sum(c.source.nbytes for c in copies), "convert", False) as progress:
+        for item in copies:
+            copy_array(item, 4, progress, tally)
+    chunk_writers = {k: w for k, w in store.writers.items() if not k.endswith("zarr.json")}
+    assert len(set().union(*chunk_writers.values())) > 1  # more than one thread wrote
+    assert all(len(w) == 1 for w in chunk_writers.values())  # no stored object has two writers
+    assert tally.skipped == 0 and tally.written == 10 * 8 * 5 + 8 * 8  # inner chunks of 4^3 and 4^2
+    copied = gpuzarr.open_group(store, mode="r", device="cpu")
+    np.testing.assert_array_equal(copied["raw"][...], raw_data())
+    np.testing.assert_array_equal(copied["labels/mask"][...], mask_data())
 
 
 def test_progress_bar_when_asked(hierarchy: Path, tmp_path: Path, cli: Cli) -> None:

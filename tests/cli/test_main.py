@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -97,20 +95,6 @@ def test_importing_gpuzarr_loads_neither_the_cli_nor_tqdm(hierarchy: Path) -> No
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), check=False)
     assert done.returncode == 0, done.stderr
-
-
-def test_the_installed_console_script(hierarchy: Path) -> None:
-    script = shutil.which("gpuzarr")
-    if script is None:
-        pytest.skip("the gpuzarr console script is not installed")
-    # The installed script imports whichever gpuzarr comes first on the path: this checkout's.
-    done = subprocess.run(
-        [script, "info", str(hierarchy / "raw"), "--json"],
-        capture_output=True, text=True, env=child_env(), timeout=120, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
-    assert (doc["node_type"], doc["shape"], doc["shard_shape"]) == ("array", [40, 30, 20], [16, 16, 16])
 
 
 def test_a_closed_stdout_ends_quietly(hierarchy: Path) -> None:
