@@ -33,6 +33,7 @@ from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
 from ..metadata.named_dtypes import NAMES
 from ..metadata.v2 import ArrayMetadataV2
+from .codec_options import BLOSC_SHUFFLES
 from .options import for_rank
 from .xarray_conventions import DIMENSIONS_ATTRIBUTE, FILL_VALUE_ATTRIBUTE, decode_fill_attribute, encode_fill_attribute
 
@@ -49,9 +50,6 @@ class _Keep:
 
 
 KEEP: Any = _Keep()
-
-_BLOSC_SHUFFLE_IDS = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-
 
 @dataclass(frozen=True)
 class FormatOptions:
@@ -206,7 +204,7 @@ def _v2_codec(codec: dict[str, Any], where: str) -> dict[str, Any]:
             "id": "blosc",
             "cname": config.get("cname", "lz4"),
             "clevel": config.get("clevel", 5),
-            "shuffle": _BLOSC_SHUFFLE_IDS.get(config.get("shuffle", "noshuffle"), 0),
+            "shuffle": BLOSC_SHUFFLES.get(config.get("shuffle", "noshuffle"), 0),
             "blocksize": config.get("blocksize", 0),
         }
     if name.startswith("numcodecs."):

@@ -189,8 +189,9 @@ class WriterRecordingStore(gpuzarr.MemoryStore):
 def test_parallel_regions_are_written_by_several_threads_each_owning_its_shards(
     hierarchy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpuzarr.cli.copy import Tally, copy_array, prepare_nodes
+    from gpuzarr.cli.copy import copy_array
     from gpuzarr.cli.destination import FormatOptions
+    from gpuzarr.cli.destination_nodes import Tally, prepare_nodes
     from gpuzarr.cli.progress import Progress
 
     # Small regions: many of them, one shard each, written by four threads.
