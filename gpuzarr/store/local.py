@@ -1,4 +1,4 @@
-"""A store on a local directory: one file per key, atomic writes by rename.
+"""A store on a local directory: one file per key, replaced whole (atomic writes).
 
 Symbolic links
 --------------
@@ -9,32 +9,48 @@ itself may be a link (it is resolved once, when the store is made). ``follow_sym
 follows every link, as a plain file system walk would.
 
 How it is checked: a read opens the file and then asks the kernel where the open file lives
-(``/proc/self/fd``), so what is read is what was checked. A write or an erase walks the key's
-directories one at a time from the root (``openat`` with ``O_NOFOLLOW``; a link is followed
-only after its target is checked), then creates, renames and unlinks relative to the checked
-directory. What stays racy: where ``/proc`` is missing (not Linux) a read checks the resolved
-path before opening it, and the GPU path's direct reads (kvikio) open the checked real path by
-name again, so a directory swapped for a link between the check and that open is followed.
+(``/proc/self/fd``), so what is read is what was checked. A write, an erase or a lock opens the
+key's directory by its path and checks it the same way, so what is written into is the
+directory checked (like a read, a path that leaves the root through a link and comes back in
+through another is judged by where it ends: inside). Where that directory does not exist yet, or lies outside the root, or
+``/proc`` is missing, the key's directories are walked one at a time from the root (``openat``
+with ``O_NOFOLLOW``; a link is followed only after its target is checked), creating what is
+missing, and the file is created, renamed and unlinked relative to the checked directory. What
+stays racy: where ``/proc`` is missing (not Linux) a read checks the resolved path before
+opening it, and the GPU path's direct reads (kvikio) open the checked real path by name again,
+so a directory swapped for a link between the check and that open is followed.
 
 Partial writes
 --------------
-``set`` writes to a hidden temporary file beside the key and renames it over the key. The
-temporary name is short and fixed in length (``.<16 hex digits of the key's name>`` then
-:data:`TEMP_MARKER`), so any key whose own name fits the file system's limit can be written,
-and it is skipped by every listing. The writer holds an advisory lock (``flock``) on it until
-the rename; the kernel drops the lock when the writer dies. The next write of the same key
-therefore takes over a leftover of a killed writer at once (an unlocked temporary file has no
-live writer) and never touches the file of a live one: liveness by lock rather than by age, so
-that a slow writer is never cut off and no grace period has to be guessed. A writer that finds
-the name held by a live writer uses a second name with its pid and a random part; those
-leftovers, and leftovers of keys never written again, are removed by
-:meth:`LocalStore.remove_partial_writes`.
+A key's file is only ever replaced whole, so readers see the old value or the new one, never
+part of one, also when the writer is killed.
+
+Where the kernel and the file system have unnamed files (Linux, ``O_TMPFILE``: ext4, XFS,
+Btrfs, tmpfs, ...), ``set`` writes the value to an unnamed file in the key's directory and
+links it in under the key's name once it is complete (``linkat`` through ``/proc/self/fd``). A
+writer killed before that leaves nothing behind: the kernel frees an unnamed file with its last
+descriptor, so no lock and no clean-up is needed. ``linkat`` never replaces a name, so a key
+that exists is replaced by linking the file under a hidden temporary name and renaming that
+over the key; the file is locked first (see below), and a writer killed between those two calls
+leaves the temporary file for :meth:`LocalStore.remove_partial_writes`.
+
+Elsewhere (the first ``O_TMPFILE`` refused makes a store use them from then on), ``set`` writes
+to a hidden temporary file beside the key and renames it over the key. The temporary name is
+short and fixed in length (``.<16 hex digits of the key's name>`` then :data:`TEMP_MARKER`), so
+any key whose own name fits the file system's limit can be written, and it is skipped by every
+listing. The writer holds an advisory lock (``flock``) on it until the rename; the kernel drops
+the lock when the writer dies. The next write of the same key therefore takes over a leftover
+of a killed writer at once (an unlocked temporary file has no live writer) and never touches
+the file of a live one: liveness by lock rather than by age, so that a slow writer is never cut
+off and no grace period has to be guessed. A writer that finds the name held by a live writer
+uses a second name with its pid and a random part; those leftovers, and leftovers of keys never
+written again, are removed by :meth:`LocalStore.remove_partial_writes`.
 
 Durable writes
 --------------
-``durable=True`` makes ``set`` fsync the temporary file before the rename and the directory
-after it, and fsync the parent of every directory it creates, so that a key written survives a
-power failure. Without it a write is atomic for readers (they see the old or the new value,
+``durable=True`` makes ``set`` fsync the file before it is linked or renamed in and the
+directory after that, and fsync the parent of every directory it creates, so that a key written
+survives a power failure. Without it a write is atomic for readers (they see the old or the new value,
 never a torn file, even when the writer is killed) but may be lost to a crash of the machine.
 
 Concurrency
