@@ -12,13 +12,14 @@ How it is checked: a read opens the file and then asks the kernel where the open
 (``/proc/self/fd``), so what is read is what was checked. A write, an erase or a lock opens the
 key's directory by its path and checks it the same way, so what is written into is the
 directory checked (like a read, a path that leaves the root through a link and comes back in
-through another is judged by where it ends: inside). Where that directory does not exist yet, or lies outside the root, or
-``/proc`` is missing, the key's directories are walked one at a time from the root (``openat``
-with ``O_NOFOLLOW``; a link is followed only after its target is checked), creating what is
-missing, and the file is created, renamed and unlinked relative to the checked directory. What
-stays racy: where ``/proc`` is missing (not Linux) a read checks the resolved path before
-opening it, and the GPU path's direct reads (kvikio) open the checked real path by name again,
-so a directory swapped for a link between the check and that open is followed.
+through another is judged by where it ends: inside). Where that directory does not exist yet,
+or lies outside the root, or ``/proc`` is missing, the key's directories are walked one at a
+time from the root (``openat`` with ``O_NOFOLLOW``; a link is followed only after its target is
+checked), creating what is missing, and the file is created, renamed and unlinked relative to
+the checked directory. What stays racy: where ``/proc`` is missing (not Linux) a read checks
+the resolved path before opening it, and the GPU path's direct reads (kvikio) open the checked
+real path by name again, so a directory swapped for a link between the check and that open is
+followed.
 
 Partial writes
 --------------
