@@ -1,4 +1,4 @@
-"""A store on a local directory: one file per key, atomic writes by rename.
+"""A store on a local directory: one file per key, replaced whole (atomic writes).
 
 Symbolic links
 --------------
@@ -9,32 +9,49 @@ itself may be a link (it is resolved once, when the store is made). ``follow_sym
 follows every link, as a plain file system walk would.
 
 How it is checked: a read opens the file and then asks the kernel where the open file lives
-(``/proc/self/fd``), so what is read is what was checked. A write or an erase walks the key's
-directories one at a time from the root (``openat`` with ``O_NOFOLLOW``; a link is followed
-only after its target is checked), then creates, renames and unlinks relative to the checked
-directory. What stays racy: where ``/proc`` is missing (not Linux) a read checks the resolved
-path before opening it, and the GPU path's direct reads (kvikio) open the checked real path by
-name again, so a directory swapped for a link between the check and that open is followed.
+(``/proc/self/fd``), so what is read is what was checked. A write, an erase or a lock opens the
+key's directory by its path and checks it the same way, so what is written into is the
+directory checked (like a read, a path that leaves the root through a link and comes back in
+through another is judged by where it ends: inside). Where that directory does not exist yet,
+or lies outside the root, or ``/proc`` is missing, the key's directories are walked one at a
+time from the root (``openat`` with ``O_NOFOLLOW``; a link is followed only after its target is
+checked), creating what is missing, and the file is created, renamed and unlinked relative to
+the checked directory. What stays racy: where ``/proc`` is missing (not Linux) a read checks
+the resolved path before opening it, and the GPU path's direct reads (kvikio) open the checked
+real path by name again, so a directory swapped for a link between the check and that open is
+followed.
 
 Partial writes
 --------------
-``set`` writes to a hidden temporary file beside the key and renames it over the key. The
-temporary name is short and fixed in length (``.<16 hex digits of the key's name>`` then
-:data:`TEMP_MARKER`), so any key whose own name fits the file system's limit can be written,
-and it is skipped by every listing. The writer holds an advisory lock (``flock``) on it until
-the rename; the kernel drops the lock when the writer dies. The next write of the same key
-therefore takes over a leftover of a killed writer at once (an unlocked temporary file has no
-live writer) and never touches the file of a live one: liveness by lock rather than by age, so
-that a slow writer is never cut off and no grace period has to be guessed. A writer that finds
-the name held by a live writer uses a second name with its pid and a random part; those
-leftovers, and leftovers of keys never written again, are removed by
-:meth:`LocalStore.remove_partial_writes`.
+A key's file is only ever replaced whole, so readers see the old value or the new one, never
+part of one, also when the writer is killed.
+
+Where the kernel and the file system have unnamed files (Linux, ``O_TMPFILE``: ext4, XFS,
+Btrfs, tmpfs, ...), ``set`` writes the value to an unnamed file in the key's directory and
+links it in under the key's name once it is complete (``linkat`` through ``/proc/self/fd``). A
+writer killed before that leaves nothing behind: the kernel frees an unnamed file with its last
+descriptor, so no lock and no clean-up is needed. ``linkat`` never replaces a name, so a key
+that exists is replaced by linking the file under a hidden temporary name and renaming that
+over the key; the file is locked first (see below), and a writer killed between those two calls
+leaves the temporary file for :meth:`LocalStore.remove_partial_writes`.
+
+Elsewhere (the first ``O_TMPFILE`` refused makes a store use them from then on), ``set`` writes
+to a hidden temporary file beside the key and renames it over the key. The temporary name is
+short and fixed in length (``.<16 hex digits of the key's name>`` then :data:`TEMP_MARKER`), so
+any key whose own name fits the file system's limit can be written, and it is skipped by every
+listing. The writer holds an advisory lock (``flock``) on it until the rename; the kernel drops
+the lock when the writer dies. The next write of the same key therefore takes over a leftover
+of a killed writer at once (an unlocked temporary file has no live writer) and never touches
+the file of a live one: liveness by lock rather than by age, so that a slow writer is never cut
+off and no grace period has to be guessed. A writer that finds the name held by a live writer
+uses a second name with its pid and a random part; those leftovers, and leftovers of keys never
+written again, are removed by :meth:`LocalStore.remove_partial_writes`.
 
 Durable writes
 --------------
-``durable=True`` makes ``set`` fsync the temporary file before the rename and the directory
-after it, and fsync the parent of every directory it creates, so that a key written survives a
-power failure. Without it a write is atomic for readers (they see the old or the new value,
+``durable=True`` makes ``set`` fsync the file before it is linked or renamed in and the
+directory after that, and fsync the parent of every directory it creates, so that a key written
+survives a power failure. Without it a write is atomic for readers (they see the old or the new value,
 never a torn file, even when the writer is killed) but may be lost to a crash of the machine.
 
 Concurrency
@@ -49,6 +66,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -68,6 +86,11 @@ if TYPE_CHECKING:
 TEMP_MARKER = ".__gpuzarr_partial_"
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: An unnamed file in a directory (Linux 3.11+), linked in by name once written; None elsewhere.
+_UNNAMED_FILE_FLAGS = os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC if hasattr(os, "O_TMPFILE") else None
+#: What opening an unnamed file fails with where the file system (or kernel) has none: then
+#: named temporary files are used.
+_NO_UNNAMED_FILES = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
 #: O_NONBLOCK: opening a FIFO planted in a store must not wait for a writer (it is then not a
 #: regular file, so not a key); regular files ignore the flag.
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
@@ -112,6 +135,9 @@ class LocalStore(Store):
         self.durable = durable
         self._real_root = os.path.realpath(self.root)
         self._inside_prefix = self._real_root.rstrip("/") + "/"
+        #: Unnamed temporary files: where the kernel has them, and /proc links them in; set
+        #: False by the first write whose file system has none.
+        self._unnamed_temp_files = _UNNAMED_FILE_FLAGS is not None and _proc_fd_links()
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -217,7 +243,7 @@ class LocalStore(Store):
         *directories, _name = validate_key(key).split("/")
         # The lock file is created beside the key: reach its directory as a write does, so
         # that the lock, too, never goes through a link that leaves the root.
-        dir_fd = self._open_directory(key, directories, create=True)
+        dir_fd = self._directory(key, directories, create=True)
         assert dir_fd is not None  # created
         os.close(dir_fd)
         path = os.path.join(self._real_root, key)
@@ -330,29 +356,95 @@ class LocalStore(Store):
     def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
         *directories, name = validate_key(key).split("/")
-        dir_fd = self._open_directory(key, directories, create=True)
+        view = memoryview(value).cast("B")
+        dir_fd = self._directory(key, directories, create=True)
         assert dir_fd is not None  # created
         try:
-            fd, temp = _create_temp(dir_fd, name)
-            try:
-                with open(fd, "wb", buffering=0, closefd=False) as f:
-                    view = memoryview(value).cast("B")
-                    while view:
-                        written = f.write(view)
-                        view = view[written:]
-                if self.durable:
-                    os.fsync(fd)
-                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=dir_fd)
-                raise
-            finally:
-                os.close(fd)  # releases the lock, after the rename
+            if not (self._unnamed_temp_files and self._set_unnamed(dir_fd, name, view)):
+                self._set_named(dir_fd, name, view)
             if self.durable:
                 os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+    def _set_unnamed(self, dir_fd: int, name: str, view: memoryview) -> bool:
+        """Write ``view`` to an unnamed file (``O_TMPFILE``) in ``dir_fd`` and link it in as
+        ``name`` once complete; False, having written nothing, where the file system has no
+        unnamed files (the store then uses named temporary files from now on).
+
+        A writer killed before the link leaves nothing behind: the kernel frees an unnamed file
+        with its last descriptor. A new key is linked in directly (one ``linkat``, which never
+        replaces a name); an existing one is replaced by :func:`_link_over`.
+        """
+        assert _UNNAMED_FILE_FLAGS is not None  # the store uses unnamed files only where they exist
+        try:
+            fd = os.open(".", _UNNAMED_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in _NO_UNNAMED_FILES:
+                raise
+            self._unnamed_temp_files = False
+            return False
+        try:
+            _write_all(fd, view)
+            if self.durable:
+                os.fsync(fd)
+            source = f"/proc/self/fd/{fd}"
+            try:
+                os.link(source, name, dst_dir_fd=dir_fd, follow_symlinks=True)
+            except FileExistsError:
+                _link_over(fd, source, dir_fd, name)
+        finally:
+            os.close(fd)
+        return True
+
+    def _set_named(self, dir_fd: int, name: str, view: memoryview) -> None:
+        """Write ``view`` to a locked, hidden temporary file in ``dir_fd`` and rename it over
+        ``name`` (file systems without unnamed files)."""
+        fd, temp = _create_temp(dir_fd, name)
+        try:
+            _write_all(fd, view)
+            if self.durable:
+                os.fsync(fd)
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=dir_fd)
+            raise
+        finally:
+            os.close(fd)  # releases the lock, after the rename
+
+    def _directory(self, key: str, directories: list[str], *, create: bool) -> int | None:
+        """A descriptor of the directory holding ``key``; None when it does not exist and
+        ``create`` is false. An existing directory is opened by its path and checked (one
+        open and one ``readlink``); otherwise, or when that check fails, the walk of
+        :meth:`_open_directory` decides (and creates, and raises SymlinkEscapeError)."""
+        fd = self._open_existing_directory(directories)
+        return fd if fd is not None else self._open_directory(key, directories, create=create)
+
+    def _open_existing_directory(self, directories: list[str]) -> int | None:
+        """The directory ``directories`` below the root, opened by its path and then checked
+        where it really is (as a read checks a file), or None.
+
+        Opening by path follows links, so the open directory is checked afterwards through
+        ``/proc/self/fd``: what is written into is what was checked. None when the directory
+        is missing, outside the root, or cannot be checked (no ``/proc``).
+        """
+        if not self.follow_symlinks and not _proc_fd_links():
+            return None
+        try:
+            fd = os.open(os.path.join(self._real_root, *directories), _DIRECTORY_FLAGS)
+        except OSError:
+            return None
+        if self.follow_symlinks:
+            return fd
+        try:
+            inside = self._inside(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            inside = False
+        if not inside:
+            os.close(fd)
+            return None
+        return fd
 
     def _open_directory(self, key: str, directories: list[str], *, create: bool) -> int | None:
         """A descriptor of the directory holding ``key``, reached one component at a time from
@@ -417,7 +509,7 @@ class LocalStore(Store):
         self._check_writable()
         *directories, name = validate_key(key).split("/")
         try:
-            dir_fd = self._open_directory(key, directories, create=False)
+            dir_fd = self._directory(key, directories, create=False)
         except NotADirectoryError:
             return
         if dir_fd is None:
@@ -529,6 +621,7 @@ def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
     temp = _temp_name(name)
     flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
     for _attempt in range(3):
+        leftover = False
         try:
             fd = os.open(temp, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
         except FileExistsError:
@@ -536,8 +629,10 @@ def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
                 fd = os.open(temp, flags, dir_fd=dir_fd)
             except FileNotFoundError:  # its writer renamed it meanwhile: try again
                 continue
+            leftover = True
         if _lock(fd) and _names_same_file(dir_fd, temp, fd):
-            os.ftruncate(fd, 0)  # a leftover of a killed writer
+            if leftover:  # of a killed writer: its bytes go
+                os.ftruncate(fd, 0)
             return fd, temp
         os.close(fd)
         break
@@ -545,6 +640,38 @@ def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
     fd = os.open(own, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
     _lock(fd)  # so that remove_partial_writes sees a live writer
     return fd, own
+
+
+def _link_over(fd: int, source: str, dir_fd: int, name: str) -> None:
+    """Replace the file ``name`` in ``dir_fd`` by the complete unnamed file open as ``fd``
+    (``source``, its ``/proc`` link).
+
+    ``linkat`` never replaces a name, so the file is linked under a hidden temporary name and
+    renamed over ``name``. It is locked first, so that :meth:`LocalStore.remove_partial_writes`
+    leaves it alone in between; a writer killed in those two calls leaves it, unlocked, for
+    ``remove_partial_writes``.
+    """
+    _lock(fd)
+    temp = f"{_temp_name(name)}{os.getpid()}_{secrets.token_hex(4)}"
+    os.link(source, temp, dst_dir_fd=dir_fd, follow_symlinks=True)
+    try:
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    """os.write until all of ``view`` is written (one call, unless the kernel splits it)."""
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@functools.cache
+def _proc_fd_links() -> bool:
+    """Whether ``/proc/self/fd`` shows where open files are (Linux with /proc mounted)."""
+    return os.path.isdir("/proc/self/fd")
 
 
 def _remove_if_abandoned(dir_fd: int, name: str, modified_before: float) -> bool:

@@ -70,6 +70,42 @@ def test_a_key_below_a_directory_linked_out_is_refused(root: Path, outside: Path
     assert (outside / "secret").read_bytes() == SECRET
 
 
+def test_a_directory_swapped_for_a_link_out_is_refused_on_the_next_write(root: Path, outside: Path) -> None:
+    # The first writes reach c/0 by the walk (creating it), the next ones open it by its path:
+    # that path then leads out, which the check of the opened directory catches.
+    store = LocalStore(root)
+    store.set("c/0/0", b"first")
+    store.set("c/0/1", b"second")
+    (root / "c" / "0").rename(root / "moved")
+    (root / "c" / "0").symlink_to(outside)
+    with pytest.raises(SymlinkEscapeError, match=r"^c/0/2: a symbolic link leads outside"):
+        store.set("c/0/2", b"x")
+    with pytest.raises(SymlinkEscapeError, match=r"^c/0/secret"):
+        store.set("c/0/secret", b"x")
+    with pytest.raises(SymlinkEscapeError, match=r"^c/0/secret"):
+        store.erase("c/0/secret")
+    with pytest.raises(SymlinkEscapeError, match=r"^c/0/3"), store.lock("c/0/3"):
+        pass
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_bytes() == SECRET
+    assert sorted(p.name for p in (root / "moved").iterdir()) == ["0", "1"]
+
+
+def test_a_write_through_a_link_out_and_back_in_lands_inside(root: Path, tmp_path: Path) -> None:
+    # Like a read, a write checks where the directory it writes into really is: a path that
+    # leaves the root and comes back writes inside it, and nothing outside changes.
+    (root / "real").mkdir()
+    hop = tmp_path / "hop"
+    hop.mkdir()
+    (hop / "back").symlink_to(root / "real")
+    (root / "out").symlink_to(hop)
+    store = LocalStore(root)
+    store.set("real/k", b"v")  # the walk has checked real/
+    store.set("out/back/k", b"w")
+    assert (root / "real" / "k").read_bytes() == b"w"
+    assert sorted(p.name for p in hop.iterdir()) == ["back"]
+
+
 def test_follow_symlinks_writes_through_links(root: Path, outside: Path) -> None:
     (root / "d").symlink_to(outside)
     store = LocalStore(root, follow_symlinks=True)

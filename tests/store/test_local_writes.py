@@ -1,6 +1,8 @@
-"""LocalStore writes: short temporary names, leftovers of killed writers (removed by the next
-write of the key or by remove_partial_writes, never under a live writer), durable mode, and
-the conformance suite with the link and durability options."""
+"""LocalStore writes: unnamed temporary files (nothing left by a killed writer, no torn key, a
+reader never sees part of a value), the named temporary files used where the file system has no
+unnamed ones (short names, leftovers removed by the next write of the key or by
+remove_partial_writes, never under a live writer), durable mode, and the conformance suite with
+the link, durability and named-temporary-file options."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -37,6 +40,23 @@ class TestLocalStoreDurable(StoreConformance):
     @pytest.fixture
     def make_store(self, tmp_path: Any) -> Store:
         return LocalStore(tmp_path / "store", durable=True)
+
+    def make_read_only(self, store: Store) -> Store:
+        assert isinstance(store, LocalStore)
+        return store.with_options(read_only=True)
+
+
+def _named_temp_files(store: LocalStore) -> LocalStore:
+    """``store`` writing through named temporary files, as on a file system without unnamed
+    ones."""
+    store._unnamed_temp_files = False
+    return store
+
+
+class TestLocalStoreNamedTempFiles(StoreConformance):
+    @pytest.fixture
+    def make_store(self, tmp_path: Any) -> Store:
+        return _named_temp_files(LocalStore(tmp_path / "store"))
 
     def make_read_only(self, store: Store) -> Store:
         assert isinstance(store, LocalStore)
@@ -85,7 +105,7 @@ def _kill_a_writer(root: Path, key: str) -> None:
 
 
 def test_the_next_write_of_a_key_removes_a_killed_writers_leftover(tmp_path: Path) -> None:
-    store = LocalStore(tmp_path)
+    store = _named_temp_files(LocalStore(tmp_path))
     store.set("c/0", b"old")
     _kill_a_writer(tmp_path, "c/0")
     assert len(_names(tmp_path / "c")) == 2  # the key and the leftover
@@ -96,8 +116,10 @@ def test_the_next_write_of_a_key_removes_a_killed_writers_leftover(tmp_path: Pat
     assert store.get("c/0") == b"new"
 
 
-def test_a_live_writers_temporary_file_is_left_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed", "named"])
+def test_a_live_writers_temporary_file_is_left_alone(tmp_path: Path, unnamed: bool) -> None:
     store = LocalStore(tmp_path)
+    store._unnamed_temp_files &= unnamed
     directory = os.open(tmp_path, os.O_RDONLY)
     live_fd, live = _create_temp(directory, "k")  # a writer still writing "k"
     try:
@@ -130,8 +152,9 @@ def test_remove_partial_writes_walks_the_store(tmp_path: Path) -> None:
     assert store.get("a/b/k") == b"v"
 
 
+@pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed", "named"])
 def test_durable_writes_fsync_the_file_and_the_new_directories(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool
 ) -> None:
     synced: list[str] = []
     real_fsync = os.fsync
@@ -143,9 +166,128 @@ def test_durable_writes_fsync_the_file_and_the_new_directories(
     monkeypatch.setattr(os, "fsync", recording_fsync)
     LocalStore(tmp_path / "plain").set("a/k", b"v")
     assert synced == []
-    LocalStore(tmp_path / "root", durable=True).set("a/b/k", b"v")
+    store = LocalStore(tmp_path / "root", durable=True)
+    store._unnamed_temp_files &= unnamed
+    store.set("a/b/k", b"v")
     root = os.path.realpath(tmp_path / "root")
-    temp = next(s for s in synced if TEMP_MARKER in s)
-    assert os.path.dirname(temp) == f"{root}/a/b"
-    # the root's parent, the root (holding the new a), a (holding the new b), then b after the rename
-    assert [s for s in synced if s != temp] == [os.path.dirname(root), root, f"{root}/a", f"{root}/a/b"]
+    # the root's parent, the root (holding the new a), a (holding the new b), the file before
+    # it is linked or renamed in, then b after that
+    assert synced[:3] == [os.path.dirname(root), root, f"{root}/a"]
+    assert synced[4:] == [f"{root}/a/b"]
+    written = synced[3]
+    assert os.path.dirname(written) == f"{root}/a/b"
+    # an unnamed file shows as "#<inode> (deleted)" until it is linked in
+    assert (written.endswith(" (deleted)") and TEMP_MARKER not in written) if unnamed else TEMP_MARKER in written
+    synced.clear()
+    store.set("a/b/k", b"again")  # the existing key is replaced: the file, then b
+    assert len(synced) == 2 and os.path.dirname(synced[0]) == synced[1] == f"{root}/a/b"
+
+
+# -- unnamed temporary files --------------------------------------------------------------------
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Every file below ``root`` that is not a key."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name.startswith("."))
+
+
+def test_a_write_leaves_no_temporary_name(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    if not store._unnamed_temp_files:
+        pytest.skip("no unnamed temporary files (O_TMPFILE, /proc) here")
+    store.set("c/0/0", b"first")
+    store.set("c/0/0", b"second")  # replaces: linked under a temporary name, renamed over
+    store.set("c/0/1", b"third")
+    assert store._unnamed_temp_files  # the file system took them
+    assert _names(tmp_path / "c" / "0") == ["0", "1"]
+    assert (store.get("c/0/0"), store.get("c/0/1")) == (b"second", b"third")
+
+
+def test_a_file_system_without_unnamed_files_falls_back_to_named_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuzarr.store.local as local
+
+    # A kernel without O_TMPFILE reads its bits as O_DIRECTORY, and refuses to open a
+    # directory for writing: EISDIR, as asked here.
+    monkeypatch.setattr(local, "_UNNAMED_FILE_FLAGS", os.O_DIRECTORY | os.O_WRONLY | os.O_CLOEXEC)
+    store = LocalStore(tmp_path)
+    store._unnamed_temp_files = True
+    store.set("a/k", b"v")
+    assert store._unnamed_temp_files is False  # remembered: the next writes go straight there
+    store.set("a/k", b"w")
+    assert store.get("a/k") == b"w"
+    assert _names(tmp_path / "a") == ["k"]
+
+
+def _write_until_killed(root: Path, *, unnamed: bool, overwrite: bool) -> list[str]:
+    """A child process writes 4 MiB values (each one byte repeated) until it is killed with
+    SIGKILL, almost surely in the middle of a write; returns the keys it reported complete."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from gpuzarr.store import LocalStore
+        store = LocalStore({str(root)!r})
+        store._unnamed_temp_files &= {unnamed!r}
+        values = [bytes([j]) * (4 << 20) for j in range(1, 4)]  # made first: the loop only writes
+        for i in range(10_000):
+            key = "c/0" if {overwrite!r} else f"c/{{i}}"
+            store.set(key, values[i % 3])
+            print(key, flush=True)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        done = [child.stdout.readline().strip() for _ in range(5)]  # five writes made, more under way
+        child.kill()
+    assert child.returncode == -9
+    return done
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed", "named"])
+@pytest.mark.parametrize("overwrite", [False, True], ids=["new-keys", "one-key"])
+def test_a_writer_killed_mid_write_leaves_no_torn_key(tmp_path: Path, unnamed: bool, overwrite: bool) -> None:
+    done = _write_until_killed(tmp_path, unnamed=unnamed, overwrite=overwrite)
+    store = LocalStore(tmp_path)
+    keys = list(store.list_prefix(""))
+    assert set(done) <= set(keys)
+    for key in keys:
+        value = store.get(key)
+        assert value is not None and len(value) == 4 << 20, key
+        assert value == value[:1] * len(value), f"{key} is torn"
+    if unnamed and store._unnamed_temp_files and not overwrite:
+        # new keys are linked in whole: a killed writer leaves no file at all
+        assert _leftovers(tmp_path) == []
+    store.remove_partial_writes(older_than=0)
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed", "named"])
+def test_a_reader_never_sees_part_of_a_value(tmp_path: Path, unnamed: bool) -> None:
+    store = LocalStore(tmp_path)
+    store._unnamed_temp_files &= unnamed
+    size = 2 << 20
+    store.set("c/0", b"a" * size)
+    stop = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            store.set("c/0", (b"b" if i % 2 else b"a") * size)
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        seen = set()
+        for _ in range(60):
+            value = store.get("c/0")
+            assert value is not None and len(value) == size
+            assert value.count(value[:1]) == size, "a reader saw a mixed or partial value"
+            seen.add(value[:1])
+    finally:
+        stop.set()
+        writer.join()
+    assert seen <= {b"a", b"b"}
+    assert _leftovers(tmp_path) == []
