@@ -7,9 +7,10 @@ output may hold (see ``codecs/base.py``), and
 
 * compares every size it reads from the stream with it before allocating
   (:func:`check_decoded_size`);
-* inflates streams that declare no size (zlib, gzip, bz2, lzma) with the standard library's
-  streaming decompressors and an output limit of one byte more than allowed, so that a bomb
-  costs at most ``max_nbytes + 1`` bytes before it is refused (:func:`inflate`).
+* inflates streams that declare no size (zlib, gzip, bz2, lzma) with streaming decompressors
+  (the standard library's, or ISA-L's zlib-compatible one for gzip and zlib, see
+  :mod:`.inflate`) and an output limit of one byte more than allowed, so that a bomb costs at
+  most ``max_nbytes + 1`` bytes before it is refused (:func:`inflate`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def check_decoded_size(name: str, declared: int, max_nbytes: int | None) -> None
 
 
 class Decompressor(Protocol):
-    """What ``zlib.decompressobj()``, ``bz2.BZ2Decompressor`` and ``lzma.LZMADecompressor`` share."""
+    """What ``zlib.decompressobj()`` (and ``isal.isal_zlib.decompressobj()``),
+    ``bz2.BZ2Decompressor`` and ``lzma.LZMADecompressor`` share."""
 
     @property
     def eof(self) -> bool: ...

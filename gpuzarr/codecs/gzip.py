@@ -5,10 +5,11 @@ v3 name ``gzip`` (v2 ids ``gzip``; v2 ``zlib`` is the RFC 1950 stream). Configur
 
     {"name": "gzip", "configuration": {"level": 5}}
 
-Uses zlib (what numcodecs' GZip wraps) directly: one call per chunk, releasing the GIL, and no
-GzipFile object per chunk. Decoding accepts concatenated members, as gzip readers must, and
-stops past the chunk's size (:func:`~gpuzarr.codecs.bounded.inflate`): gzip declares no size
-that could be checked first.
+Decoding inflates with ISA-L where python-isal is installed, else with the standard library's
+zlib (:mod:`.inflate`): one call per chunk, releasing the GIL, and no GzipFile object per chunk.
+It accepts concatenated members, as gzip readers must, and stops past the chunk's size
+(:func:`~gpuzarr.codecs.bounded.inflate`): gzip declares no size that could be checked first.
+Encoding uses zlib (what numcodecs' GZip wraps), so a level means what it means there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .base import BytesToBytesCodec
-from .bounded import compressed_size_bound, inflate
+from .bounded import compressed_size_bound
+from .inflate import decode_gzip
 from .registry import register_codec
 
 if TYPE_CHECKING:
@@ -58,8 +60,3 @@ class GzipCodec(BytesToBytesCodec):
     def encode(self, data: Buffer) -> Buffer:
         c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
-
-
-def decode_gzip(data: Buffer, max_nbytes: int | None) -> bytes:
-    """Decode a gzip stream of one or more members (RFC 1952), at most ``max_nbytes`` bytes."""
-    return inflate("gzip", lambda: zlib.decompressobj(wbits=31), data, max_nbytes, members=True)

@@ -20,7 +20,8 @@ Two placements use this class:
 
 Decoding is bounded (:mod:`.bounded`): the compressors whose streams can inflate without limit
 or declare the size numcodecs allocates (``zlib``, ``gzip``, ``bz2``, ``lzma``, ``lz4``, ``zstd``,
-``blosc``) are decoded here with that bound checked first; any other codec's output is checked
+``blosc``) are decoded here with that bound checked first (``zlib`` and ``gzip`` by
+:mod:`.inflate`, with ISA-L where it is installed); any other codec's output is checked
 after numcodecs (filters and checksums do not grow data more than their data types allow).
 
 Array -> array filters and array -> bytes serializers of v3 chains are in :mod:`.numcodecs_filters`.
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import bz2
 import lzma
-import zlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defau
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 from .blosc import decode_blosc
 from .bounded import check_decoded_size, compressed_size_bound, inflate
-from .gzip import decode_gzip
+from .inflate import decode_gzip, decode_zlib
 from .zstd import decode_zstd
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def decode_bounded(
     """Decode with numcodecs' ``impl`` of a compressor, its sizes checked against the bound
     first (None when ``codec_id`` is not one of :data:`COMPRESSOR_IDS`)."""
     if codec_id == "zlib":
-        return inflate("zlib", zlib.decompressobj, data, max_nbytes, members=False)
+        return decode_zlib(data, max_nbytes)
     if codec_id == "gzip":
         return decode_gzip(data, max_nbytes)
     if codec_id == "bz2":

@@ -25,6 +25,7 @@ import pytest
 from numcodecs import LZ4, Blosc, Zstd
 
 import gpuzarr
+import gpuzarr.codecs.inflate
 from benchmarks import bombs
 from gpuzarr.codecs.crc32c import crc32c
 from gpuzarr.errors import CorruptChunkError
@@ -156,6 +157,7 @@ CHILD = textwrap.dedent(
     """
     import json, resource, sys
     import gpuzarr
+    import gpuzarr.codecs.inflate
 
     def status(field):
         for line in open("/proc/self/status"):
@@ -164,6 +166,8 @@ CHILD = textwrap.dedent(
         raise KeyError(field)
 
     gpuzarr.config.set(concurrency=1, max_chunk_bytes=int(sys.argv[2]))
+    # "zlib": inflate gzip and zlib with the standard library, as without python-isal
+    gpuzarr.codecs.inflate.use_isal = sys.argv[4] != "zlib"
     cases = json.loads(sys.argv[1])
     arrays = {name: gpuzarr.open_array(path, mode="r", device="cpu") for name, path in cases.items()}
     room = int(sys.argv[3])
@@ -183,39 +187,82 @@ CHILD = textwrap.dedent(
                 causes.append(type(e).__name__)
                 e = e.__cause__ or e.__context__
         results[name] = {"error": error, "causes": causes, "peak": status("VmHWM") - before}
-    print(json.dumps(results))
+    print(json.dumps({"inflate": gpuzarr.codecs.inflate.library(), "results": results}))
     """
 )
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    if not os.path.exists("/proc/self/clear_refs"):
-        pytest.skip("needs Linux /proc to measure peak memory")
-    root = tmp_path_factory.mktemp("bombs")
-    keys = {name: _write_case(root, name) for name in CASES}
+def _read_in_child(root: Path, names: list[str], inflate_library: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Write the cases ``names`` under ``root`` and read each in one child process: the library
+    that inflated gzip and zlib there, and each case's outcome."""
+    keys = {name: _write_case(root, name) for name in names}
     env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
-    arrays = {name: str(root / name) for name in CASES}
+    arrays = {name: str(root / name) for name in names}
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(arrays), str(CEILING), str(ADDRESS_SPACE_ROOM)],
+        [sys.executable, "-c", CHILD, json.dumps(arrays), str(CEILING), str(ADDRESS_SPACE_ROOM), inflate_library],
         capture_output=True, text=True, timeout=600, env=env, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results: dict[str, dict[str, Any]] = json.loads(proc.stdout.splitlines()[-1])
+    report = json.loads(proc.stdout.splitlines()[-1])
+    results: dict[str, dict[str, Any]] = report["results"]
     for name, key in keys.items():
         results[name]["key"] = key
+    return report["inflate"], results
+
+
+def _needs_proc() -> None:
+    if not os.path.exists("/proc/self/clear_refs"):
+        pytest.skip("needs Linux /proc to measure peak memory")
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every case, with gzip and zlib inflated as by default (ISA-L where python-isal is
+    installed)."""
+    _needs_proc()
+    used, results = _read_in_child(tmp_path_factory.mktemp("bombs"), sorted(CASES), "default")
+    assert used == gpuzarr.codecs.inflate.library()
     return results
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_bomb_is_refused_within_bounded_memory(outcomes: dict[str, dict[str, Any]], name: str) -> None:
-    result = outcomes[name]
+#: the cases that inflate gzip or zlib streams: read again on the standard library's path, the
+#: fallback where python-isal is not installed
+INFLATE_CASES = sorted(name for name in CASES if "gzip" in name or "zlib" in name)
+
+
+@pytest.fixture(scope="module")
+def zlib_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    _needs_proc()
+    used, results = _read_in_child(tmp_path_factory.mktemp("bombs-zlib"), INFLATE_CASES, "zlib")
+    assert used == "zlib"
+    return results
+
+
+def _assert_refused(result: dict[str, Any], name: str) -> None:
     assert result["error"] is not None, f"{name}: the read succeeded"
     kind, key, message = result["error"]
     assert kind == "CorruptChunkError", result
     assert key == result["key"] and result["key"] in message, result
     assert "MemoryError" not in result["causes"], result
     assert result["peak"] < PEAK_LIMIT, f"{name}: peak resident memory grew by {result['peak'] >> 20} MiB"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bomb_is_refused_within_bounded_memory(outcomes: dict[str, dict[str, Any]], name: str) -> None:
+    _assert_refused(outcomes[name], name)
+
+
+@pytest.mark.parametrize("name", INFLATE_CASES)
+def test_bomb_is_refused_on_the_standard_library_inflate_path(
+    zlib_outcomes: dict[str, dict[str, Any]], name: str
+) -> None:
+    _assert_refused(zlib_outcomes[name], name)
+
+
+def test_gzip_and_zlib_bombs_were_inflated_by_isal_where_installed() -> None:
+    """The default run above used ISA-L, so its bomb cases cover that path."""
+    pytest.importorskip("isal")
+    assert gpuzarr.codecs.inflate.library() == "isal"
 
 
 # -- what the bounds must keep accepting ---------------------------------------------------------
