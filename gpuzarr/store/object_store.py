@@ -54,6 +54,7 @@ from .. import config
 from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, StoreError, StorePermissionError
 from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import KeyLocks
+from .object_clients import shared_store
 from .object_options import ObjectStoreOptions
 
 if TYPE_CHECKING:
@@ -149,24 +150,26 @@ class ObjectStore(Store):
 
         options = ObjectStoreOptions.from_storage_options(storage_options)
         target = SCHEMES[scheme.lower()] + "://" + rest
+        is_http = scheme.lower() in ("http", "https")
+        if is_http and options.config:
+            raise InvalidArgumentError(
+                f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
+            )
+        client = options.client_options
+        if scheme.lower() == "http":
+            # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
+            client = {"allow_http": True, **client}
+
+        def build() -> Any:
+            if is_http:
+                return stores.HTTPStore(target, client_options=client, retry_config=options.retry_config)
+            return stores.from_url(
+                target, config=options.config or None, client_options=client, retry_config=options.retry_config
+            )
+
+        recipe = {"config": options.config, "client_options": client, "retry_config": options.retry_config}
         try:
-            if scheme.lower() in ("http", "https"):
-                if options.config:
-                    raise InvalidArgumentError(
-                        f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
-                    )
-                # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
-                client = options.client_options
-                if scheme.lower() == "http":
-                    client = {"allow_http": True, **client}
-                inner = stores.HTTPStore(target, client_options=client, retry_config=options.retry_config)
-            else:
-                inner = stores.from_url(
-                    target,
-                    config=options.config or None,
-                    client_options=options.client_options,
-                    retry_config=options.retry_config,
-                )
+            inner = shared_store(target, recipe, build)
         except obstore.exceptions.BaseError as exc:
             raise InvalidArgumentError(f"store: cannot open {url!r}: {_first_line(exc)}") from exc
         store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
