@@ -58,7 +58,7 @@ from .object_clients import shared_store
 from .object_options import ObjectStoreOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Hashable, Iterator, Sequence
 
 #: URL schemes :meth:`ObjectStore.from_url` reads, and the scheme obstore knows them by.
 SCHEMES = {
@@ -565,6 +565,15 @@ class _ETagSnapshot(Snapshot):
     def changed(self) -> bool:
         """Whether a read found the object replaced after the snapshot's first read."""
         return self._replaced
+
+    def assume_version(self, version: Hashable) -> bool:
+        """Send ``version`` (an ETag) as If-Match with every read, instead of a HEAD asking for
+        the current one: a replaced object answers 412, and the read fails as
+        :meth:`changed`."""
+        if self._seen or not isinstance(version, str):
+            return False
+        self._fix(version, False)
+        return True
 
     def _fix(self, e_tag: str | None, absent: bool) -> None:
         if not self._seen:
