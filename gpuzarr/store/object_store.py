@@ -14,6 +14,9 @@ short data). :meth:`ObjectStore.get_ranges` sends one request per range, concurr
 reader already merges inner chunks closer than 64 KiB into one range, and one request per range
 is what lets each carry the ``If-Match`` of a snapshot. obstore releases the GIL while it
 waits, so the reader pools (``io_concurrency``) keep that many requests in flight.
+:meth:`ObjectStore.get_into` hands out obstore's own buffer (the decoders read it without a
+copy). Stores made by :meth:`ObjectStore.from_url` with the same URL, options and environment
+share one obstore store and its connections (:mod:`gpuzarr.store.object_clients`).
 
 Errors: a missing object (404) reads as None, a missing chunk (its fill value); 401 and 403 are
 :class:`~gpuzarr.errors.StorePermissionError`; anything else that still fails after obstore's
