@@ -599,7 +599,9 @@ class _ETagSnapshot(Snapshot):
             self._fix(None, True)
             return None
         self._fix(got.e_tag, False)
-        return _as_buffer(got.data, whole=byte_range is None)
+        # A view even of a whole value: snapshots serve the shard reader, which cuts inner
+        # chunks out of a whole shard (megabytes, not worth a copy into bytes).
+        return memoryview(got.data)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)

@@ -107,6 +107,16 @@ def test_snapshot_reads_one_version_or_fails(s3_bucket: S3Bucket) -> None:
         assert again.version != first
 
 
+def test_snapshot_hands_out_views_of_whole_values(s3_bucket: S3Bucket) -> None:
+    # The shard reader cuts inner chunks out of a whole shard: no copy of it into bytes.
+    store = _store(s3_bucket)
+    store.set("k", VALUE)
+    with store.snapshot("k") as snap:
+        whole = snap.get("k")
+        assert isinstance(whole, memoryview) and whole.tobytes() == VALUE
+    assert store.get("k") == VALUE and isinstance(store.get("k"), bytes)  # (a metadata document)
+
+
 def test_snapshot_assumes_a_version_and_fails_when_it_is_gone(s3_bucket: S3Bucket) -> None:
     store = _store(s3_bucket)
     store.set("k", VALUE)
