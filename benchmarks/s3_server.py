@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 ACCESS_KEY_ID = "gpuzarr-bench"
@@ -40,16 +41,22 @@ class S3Server:
     _server: Any
 
     @classmethod
-    def start(cls, bucket: str = "bench") -> S3Server:
+    def start(cls, bucket: str = "bench", request_log: Path | None = None) -> S3Server:
         """Start moto's server and create ``bucket``; ImportError names the package when moto
-        (with its server extra) is missing."""
+        (with its server extra) is missing. With ``request_log``, the server appends a JSON line
+        per request to that file (:mod:`benchmarks.s3_request_log`)."""
         try:
             import moto.server  # noqa: F401 - only checks that the server extra is installed
         except ImportError as exc:
             raise ImportError("the s3 benchmark needs moto's server: pip install 'moto[server]'") from exc
         port = _free_port()
+        if request_log is None:
+            command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        else:
+            logger = Path(__file__).with_name("s3_request_log.py")
+            command = [sys.executable, str(logger), "--port", str(port), "--log", str(request_log)]
         server = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            command,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -66,6 +73,12 @@ class S3Server:
                     raise
                 time.sleep(0.1)
         return cls(endpoint, bucket, server)
+
+    @property
+    def pid(self) -> int:
+        """The server process's id (its CPU time is read from ``/proc``)."""
+        pid: int = self._server.pid
+        return pid
 
     def stop(self) -> None:
         self._server.terminate()

@@ -106,7 +106,9 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     full = _join(base, path)
     if not flags.open and not _creates_array(create_kwargs):  # "w", "w-"
         node: Any = create_group(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
-    elif not flags.open or (flags.create and not node_exists(s, full) and _creates_array(create_kwargs)):
+    # Whether a node exists is asked only when an array could be created: on an object store
+    # each question is a request, and opening what exists reads its metadata anyway.
+    elif not flags.open or (flags.create and _creates_array(create_kwargs) and not node_exists(s, full)):
         node = create(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
     else:
         # Creation arguments with mode "a" only apply when nothing exists yet.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from concurrent.futures import as_completed, wait
 from typing import TYPE_CHECKING, TypeVar
 
 from . import config
@@ -91,6 +92,28 @@ def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T
     return lambda func, items: run_tasks(func, items, workers=_io_worker_count(concurrency))
 
 
+def each_as_completed(
+    func: Callable[[T], R], items: Sequence[T], then: Callable[[T, R], object], workers: int
+) -> None:
+    """``func(x)`` for every item on the I/O pool, and ``then(x, func(x))`` on the calling
+    thread for each as soon as it finishes (in the order they finish).
+
+    The calls run on ``workers - 1`` threads (the I/O pool, see :func:`io_workers`) while the
+    caller handles what has arrived: a reader decodes one answer while later requests are still
+    in flight. The first exception (of a call or of ``then``) cancels the calls not yet started
+    and is raised once those running have finished, so none outlives this function.
+    """
+    pool = config.io_thread_pool(workers)
+    futures = {pool.submit(func, x): x for x in items}
+    try:
+        for future in as_completed(futures):
+            then(futures[future], future.result())
+    finally:
+        for future in futures:
+            future.cancel()
+        wait(futures)
+
+
 def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     """Split items into consecutive runs whose summed size stays within ``budget`` (>= 1 item)."""
     runs: list[range] = []
@@ -105,4 +128,4 @@ def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     return runs
 
 
-__all__ = ["batches_by_bytes", "io_runner", "io_workers", "run_tasks"]
+__all__ = ["batches_by_bytes", "each_as_completed", "io_runner", "io_workers", "run_tasks"]

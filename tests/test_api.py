@@ -7,12 +7,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 import gpuzarr
 from gpuzarr.errors import ContainsNodeError, DeviceError, MetadataError, NodeNotFoundError, ReadOnlyError
+
+if TYPE_CHECKING:
+    from tests.servers import HttpServer
 
 
 def _new(store: gpuzarr.Store | str, **kwargs: object) -> gpuzarr.Array:
@@ -171,6 +175,21 @@ def test_mode_a_opens_or_creates(tmp_path: Path) -> None:
     np.testing.assert_array_equal(again[...], [1, 2, 3, 4])
     with pytest.raises(NodeNotFoundError):
         gpuzarr.open(str(tmp_path / "nothing.zarr"), mode="a")  # no shape: nothing to create
+
+
+@pytest.mark.parametrize(
+    ("zarr_format", "keys"), [(3, ["zarr.json"]), (2, ["zarr.json", ".zarray", ".zattrs"])]
+)
+def test_open_reads_metadata_without_asking_whether_it_exists(
+    http_server: HttpServer, zarr_format: int, keys: list[str]
+) -> None:
+    """Opening with the default mode ("a") and no shape cannot create anything: the metadata
+    is read at once, with no HEAD before it (one round trip each on an object store)."""
+    _new(str(http_server.directory / "a.zarr"), zarr_format=zarr_format)[...] = 3
+    http_server.reset()
+    a = gpuzarr.open(f"{http_server.url}/a.zarr")
+    assert a.shape == (6, 5)
+    assert http_server.requests == [("GET", f"/a.zarr/{key}", None) for key in keys]
 
 
 def test_mode_w_replaces(tmp_path: Path) -> None:

@@ -367,6 +367,18 @@ class Snapshot(Store):
         """
         return False
 
+    def assume_version(self, version: Hashable) -> bool:
+        """Read ``version`` without asking for the current version first; True if it does.
+
+        ``version`` is one an earlier snapshot of this key reported. Where learning the version
+        costs a request (an object store's HEAD), a reader that kept something from an earlier
+        read (a shard's index) skips that request: every read then checks the version itself
+        and fails with CorruptChunkError, with :meth:`changed` True, when the value is no
+        longer ``version``. False (the default) where :attr:`version` is cheap or unknown, or
+        a read has already fixed the version: compare :attr:`version` instead.
+        """
+        return False
+
     def _check_key(self, key: str) -> None:
         if key != self.key:
             raise InvalidArgumentError(f"snapshot of {self.key!r}: cannot read {key!r}")

@@ -450,23 +450,35 @@ class _CachingSnapshot(Snapshot):
         self.store = store
         self.inner = inner
         self.consistent = inner.consistent
-        self._tag = inner.version
+        # The inner version, asked for at the first read (where asking costs a request, a
+        # reader may assume one first: see assume_version).
+        self._tag: Any = _MISS
 
     @property
     def version(self) -> Hashable | None:
-        return self._tag
+        if self._tag is _MISS:
+            self._tag = self.inner.version
+        tag: Hashable | None = self._tag
+        return tag
 
     def changed(self) -> bool:
         return self.inner.changed()
 
+    def assume_version(self, version: Hashable) -> bool:
+        """As the inner snapshot does; cached bytes of ``version`` then serve without a request."""
+        if self._tag is not _MISS or not self.inner.assume_version(version):
+            return False
+        self._tag = version
+        return True
+
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         self._check_key(key)
-        got = self.store._read(key, [byte_range], self._tag, self._fetch)
+        got = self.store._read(key, [byte_range], self.version, self._fetch)
         return None if got is None else got[0]
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
-        return self.store._read(key, list(ranges), self._tag, self._fetch)
+        return self.store._read(key, list(ranges), self.version, self._fetch)
 
     def _fetch(self, ranges: list[ByteRange | None]) -> list[Buffer] | None:
         parts = [r for r in ranges if r is not None]

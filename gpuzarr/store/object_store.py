@@ -14,6 +14,9 @@ short data). :meth:`ObjectStore.get_ranges` sends one request per range, concurr
 reader already merges inner chunks closer than 64 KiB into one range, and one request per range
 is what lets each carry the ``If-Match`` of a snapshot. obstore releases the GIL while it
 waits, so the reader pools (``io_concurrency``) keep that many requests in flight.
+:meth:`ObjectStore.get_into` hands out obstore's own buffer (the decoders read it without a
+copy). Stores made by :meth:`ObjectStore.from_url` with the same URL, options and environment
+share one obstore store and its connections (:mod:`gpuzarr.store.object_clients`).
 
 Errors: a missing object (404) reads as None, a missing chunk (its fill value); 401 and 403 are
 :class:`~gpuzarr.errors.StorePermissionError`; anything else that still fails after obstore's
@@ -54,10 +57,11 @@ from .. import config
 from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, StoreError, StorePermissionError
 from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import KeyLocks
+from .object_clients import shared_store
 from .object_options import ObjectStoreOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Hashable, Iterator, Sequence
 
 #: URL schemes :meth:`ObjectStore.from_url` reads, and the scheme obstore knows them by.
 SCHEMES = {
@@ -151,24 +155,26 @@ class ObjectStore(Store):
 
         options = ObjectStoreOptions.from_storage_options(storage_options)
         target = SCHEMES[scheme.lower()] + "://" + rest
+        is_http = scheme.lower() in ("http", "https")
+        if is_http and options.config:
+            raise InvalidArgumentError(
+                f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
+            )
+        client = options.client_options
+        if scheme.lower() == "http":
+            # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
+            client = {"allow_http": True, **client}
+
+        def build() -> Any:
+            if is_http:
+                return stores.HTTPStore(target, client_options=client, retry_config=options.retry_config)
+            return stores.from_url(
+                target, config=options.config or None, client_options=client, retry_config=options.retry_config
+            )
+
+        recipe = {"config": options.config, "client_options": client, "retry_config": options.retry_config}
         try:
-            if scheme.lower() in ("http", "https"):
-                if options.config:
-                    raise InvalidArgumentError(
-                        f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
-                    )
-                # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
-                client = options.client_options
-                if scheme.lower() == "http":
-                    client = {"allow_http": True, **client}
-                inner = stores.HTTPStore(target, client_options=client, retry_config=options.retry_config)
-            else:
-                inner = stores.from_url(
-                    target,
-                    config=options.config or None,
-                    client_options=options.client_options,
-                    retry_config=options.retry_config,
-                )
+            inner = shared_store(target, recipe, build)
         except obstore.exceptions.BaseError as exc:
             raise InvalidArgumentError(f"store: cannot open {url!r}: {_first_line(exc)}") from exc
         store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
@@ -272,12 +278,14 @@ class ObjectStore(Store):
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
-        got = self._read(validate_key(key), ByteRange(start, length))
+        """As :meth:`Store.get_into`, answered with a view of obstore's own buffer: the bytes
+        are already in memory this store owns, and copying them into ``buffer_for``'s would
+        only cost time (the decoders read any buffer)."""
+        whole = start == 0 and length is None
+        got = self._read(validate_key(key), None if whole else ByteRange(start, length))
         if got is None:
             return None
-        target = memoryview(buffer_for(len(got.data))).cast("B")
-        target[:] = memoryview(got.data)
-        return target, got.size
+        return memoryview(got.data).cast("B"), got.size
 
     def exists(self, key: str) -> bool:
         return self._head(validate_key(key)) is not None
@@ -563,6 +571,15 @@ class _ETagSnapshot(Snapshot):
         """Whether a read found the object replaced after the snapshot's first read."""
         return self._replaced
 
+    def assume_version(self, version: Hashable) -> bool:
+        """Send ``version`` (an ETag) as If-Match with every read, instead of a HEAD asking for
+        the current one: a replaced object answers 412, and the read fails as
+        :meth:`changed`."""
+        if self._seen or not isinstance(version, str):
+            return False
+        self._fix(version, False)
+        return True
+
     def _fix(self, e_tag: str | None, absent: bool) -> None:
         if not self._seen:
             self._seen, self.e_tag, self._absent = True, e_tag, absent
@@ -584,7 +601,9 @@ class _ETagSnapshot(Snapshot):
             self._fix(None, True)
             return None
         self._fix(got.e_tag, False)
-        return _as_buffer(got.data, whole=byte_range is None)
+        # A view even of a whole value: snapshots serve the shard reader, which cuts inner
+        # chunks out of a whole shard (megabytes, not worth a copy into bytes).
+        return memoryview(got.data)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)

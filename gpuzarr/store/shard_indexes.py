@@ -9,11 +9,16 @@ An index is kept only with the version of the shard it was read from (``ShardInd
 from the store's :meth:`~gpuzarr.store.base.Store.snapshot`), and ``store.sharding`` uses it
 again only for a snapshot of the same version: a shard replaced since, by this array or by
 another writer, has a new version and its index is read again, so an index never meets the
-bytes of another version. Stores whose snapshots report no version (and absent shards) get no
-entries here; their indexes are still read once per read (a per-read layer, :meth:`for_read`),
-and a :class:`~gpuzarr.store.caching.CachingStore` keeps their index bytes. Writes through the
-array drop the shards they write (``backends/cpu/write.py``); a versioned entry would be
-refused anyway, this keeps the memory for live ones.
+bytes of another version. Where asking for the version costs a request (an object store's
+HEAD), the snapshot assumes the kept version instead (:meth:`Snapshot.assume_version`): the
+inner chunks' requests carry it (``If-Match``), and a shard replaced since fails them and is
+read again from a fresh index, so a kept index saves a request per shard and read.
+
+Stores whose snapshots report no version (and absent shards) get no entries here; their indexes
+are still read once per read (a per-read layer, :meth:`for_read`), and a
+:class:`~gpuzarr.store.caching.CachingStore` keeps their index bytes. Writes through the array
+drop the shards they write (``backends/cpu/write.py``); a versioned entry would be refused
+anyway, this keeps the memory for live ones.
 """
 
 from __future__ import annotations

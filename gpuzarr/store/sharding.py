@@ -252,8 +252,9 @@ def fetch_shard(
     ``SHARD_READ_ATTEMPTS`` times, then CorruptChunkError).
 
     ``index_cache`` keeps indexes read before, used again only for the same version of the
-    shard (``ShardIndex.version``; where a store cannot tell versions apart, do not keep it
-    across reads that a writer may interleave with). ``read_chunks`` replaces the byte-range
+    shard (``ShardIndex.version``, or assumed by the snapshot: :meth:`Snapshot.assume_version`;
+    an entry is dropped when the shard proves rewritten; where a store cannot tell versions
+    apart, do not keep it across reads that a writer may interleave with). ``read_chunks`` replaces the byte-range
     reads, e.g. to hand out file spans that a device reads itself; it gets the same arguments
     as :func:`read_inner_chunks` (the store being the snapshot) and returns one entry per
     wanted chunk.
@@ -273,9 +274,13 @@ def fetch_shard(
             except CorruptChunkError:
                 if not shard.changed():
                     raise
-                continue
-            if not shard.changed():
-                return got
+            else:
+                if not shard.changed():
+                    return got
+        # Rewritten: an index kept from before belongs to another version (and one assumed
+        # would fail again), so the next attempt reads the index anew.
+        if index_cache is not None:
+            index_cache.pop(key, None)
     raise CorruptChunkError(
         key, f"the shard was rewritten in place during each of {SHARD_READ_ATTEMPTS} reads of it"
     )
@@ -291,9 +296,8 @@ def _fetch_from(
     whole: bool,
 ) -> list[Any]:
     """:func:`fetch_shard` on one snapshot of the shard."""
-    index = None if index_cache is None else index_cache.get(key)
-    # An absent shard has no version: a cached None holds while the shard is still absent.
-    if index_cache is None or key not in index_cache or (index and index.version) != shard.version:
+    index = _kept_index(shard, key, index_cache)
+    if isinstance(index, _Unknown):
         if whole:
             # Most of the shard is wanted and its index is not known: one request for the whole
             # shard, index included, instead of one for the index and one for the chunks (a
@@ -305,6 +309,31 @@ def _fetch_from(
     if index is None:
         return [None] * len(wanted)
     return list(read_chunks(shard, key, index, wanted, layout))
+
+
+class _Unknown:
+    """No index kept for this version of a shard: read it."""
+
+
+_UNKNOWN = _Unknown()
+
+
+def _kept_index(
+    shard: Snapshot, key: str, index_cache: MutableMapping[str, ShardIndex | None] | None
+) -> ShardIndex | _Unknown | None:
+    """The index ``index_cache`` keeps for the version of the shard that ``shard`` reads (None:
+    the shard is known to be absent), or _UNKNOWN."""
+    if index_cache is None or key not in index_cache:
+        return _UNKNOWN
+    index = index_cache[key]
+    if index is not None and index.version is not None and shard.assume_version(index.version):
+        # The reads check the version themselves (an object store's If-Match): no request
+        # asks for it first, and a shard replaced since fails them and is read again.
+        return index
+    # An absent shard has no version: a cached None holds while the shard is still absent.
+    if (index and index.version) == shard.version:
+        return index
+    return _UNKNOWN
 
 
 def _whole_shard(

@@ -96,6 +96,47 @@ def test_partial_shard_read_requests_index_once_then_coalesced_ranges(http_serve
     ]
 
 
+def test_a_kept_shard_index_is_used_without_asking_for_the_version(http_server: HttpServer) -> None:
+    """The open array kept the shard's index with its ETag: the next read sends only its
+    ranges, each with If-Match, and no HEAD asking for the current ETag first."""
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    np.testing.assert_array_equal(array[0:128, 0:128], DATA[0:128, 0:128])
+    http_server.reset()
+    for _ in range(2):
+        np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256])
+    assert http_server.requests == [("GET", "/d.zarr/a/c/0/0", "bytes=0-98303")] * 2
+
+
+def test_a_shard_replaced_after_its_index_was_kept_is_read_again(http_server: HttpServer) -> None:
+    """Another writer replaces the shard: the ranges sent with the kept index's ETag fail (412),
+    and the read starts over from a fresh index instead of mixing versions."""
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+    np.testing.assert_array_equal(array[0:128, 0:128], DATA[0:128, 0:128])
+    zarr.open_array(str(http_server.directory / "d.zarr" / "a"), mode="r+")[...] = DATA + 1
+    http_server.reset()
+    np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256] + 1)
+    assert http_server.gets() == [
+        ("/d.zarr/a/c/0/0", "bytes=0-98303"),  # If-Match the old ETag: 412
+        ("/d.zarr/a/c/0/0", "bytes=-260"),
+        ("/d.zarr/a/c/0/0", "bytes=0-98303"),
+    ]
+    # The index of the new version is kept in turn.
+    http_server.reset()
+    np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256] + 1)
+    assert http_server.gets() == [("/d.zarr/a/c/0/0", "bytes=0-98303")]
+
+
+def test_host_cache_serves_a_kept_shard_without_any_request(http_server: HttpServer) -> None:
+    url = _write(http_server)
+    array = gpuzarr.open(url + "/a", mode="r", storage_options={**FAST, "cache_bytes": 1 << 20})
+    np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256])
+    http_server.reset()
+    np.testing.assert_array_equal(array[0:128, 0:256], DATA[0:128, 0:256])
+    assert http_server.requests == []
+
+
 def test_requests_in_flight_exceed_cpu_concurrency(http_server: HttpServer) -> None:
     # 16 unsharded chunks, each answered after 0.2 s: with 2 CPU workers, more than 2 requests
     # in flight shows the reader's I/O pool (remote_concurrency) and obstore releasing the GIL.

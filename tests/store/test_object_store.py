@@ -107,6 +107,44 @@ def test_snapshot_reads_one_version_or_fails(s3_bucket: S3Bucket) -> None:
         assert again.version != first
 
 
+def test_snapshot_hands_out_views_of_whole_values(s3_bucket: S3Bucket) -> None:
+    # The shard reader cuts inner chunks out of a whole shard: no copy of it into bytes.
+    store = _store(s3_bucket)
+    store.set("k", VALUE)
+    with store.snapshot("k") as snap:
+        whole = snap.get("k")
+        assert isinstance(whole, memoryview) and whole.tobytes() == VALUE
+    assert store.get("k") == VALUE and isinstance(store.get("k"), bytes)  # (a metadata document)
+
+
+def test_snapshot_assumes_a_version_and_fails_when_it_is_gone(s3_bucket: S3Bucket) -> None:
+    store = _store(s3_bucket)
+    store.set("k", VALUE)
+    with store.snapshot("k") as snap:
+        assert as_bytes(snap.get("k", ByteRange(0, 4))) == VALUE[:4]
+        version = snap.version
+        assert not snap.assume_version(version)  # a read fixed the version already
+    with store.snapshot("k") as snap:
+        assert snap.assume_version(version)
+        assert snap.version == version
+        assert [as_bytes(b) for b in snap.get_ranges("k", [ByteRange(0, 2), ByteRange(4, 2)])] == [
+            VALUE[:2], VALUE[4:6]
+        ]
+        assert not snap.changed()
+    store.set("k", b"replaced by another writer")
+    with store.snapshot("k") as snap:
+        assert snap.assume_version(version)
+        with pytest.raises(CorruptChunkError, match="replaced"):
+            snap.get("k", ByteRange(0, 4))
+        assert snap.changed()
+    store.erase("k")
+    with store.snapshot("k") as snap:
+        assert snap.assume_version(version)
+        with pytest.raises(CorruptChunkError, match="replaced"):
+            snap.get_ranges("k", [ByteRange(0, 2), ByteRange(4, 2)])
+        assert snap.changed()
+
+
 def test_shard_rewritten_between_index_and_chunks_is_read_again(s3_bucket: S3Bucket) -> None:
     data = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
     url = f"{s3_bucket.url}/race.zarr"

@@ -2,9 +2,11 @@
 
 Unsharded: one store read and one decode per chunk, spread over the thread pool; each chunk is
 decoded straight into the output (see CodecPipeline.decode_into). Sharded: the inner chunks are
-fetched by ``store.sharding`` (index, then coalesced ranges) and decoded in parallel, either one
-shard per task (many shards) or a batch of shards fetched first (few shards). Missing chunks and empty inner chunks are
-written as the fill value.
+fetched by ``store.sharding`` (index, then coalesced ranges) and decoded in parallel: one shard
+per task when there are many shards; otherwise a batch of shards is fetched and each shard's
+inner chunks are spread over the workers, as soon as they arrive from a remote store (while the
+other shards are still in flight), after the whole batch from a local one. Missing chunks and
+empty inner chunks are written as the fill value.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import numpy as np
 
 from ... import buffers, config
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...parallel import batches_by_bytes, io_workers, run_tasks
-from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_inner_chunks, fetch_shard
+from ...parallel import batches_by_bytes, each_as_completed, io_workers, run_tasks
+from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard
 
 if TYPE_CHECKING:
     from ...codecs.pipeline import CodecPipeline
@@ -239,34 +241,40 @@ def _read_sharded(
     keys = list(by_shard)
     # A remote store's fetches wait on the network: more of them run at once (io_workers).
     fetch_workers = io_workers(store)
+
+    def fetch(key: str) -> list[Buffer | None]:
+        wanted = [i for i, _ in by_shard[key]]
+        return fetch_shard(store, key, wanted, shard_layout(key), index_cache=indexes, whole=whole(key))
+
     if len(keys) >= 2 * (fetch_workers or config.get("concurrency")):
         # Enough shards to keep every worker busy: each task fetches one shard and decodes it
         # at once, so reading and decoding overlap and only a few shards are held in memory.
         def fetch_and_decode(key: str) -> None:
-            wanted = by_shard[key]
-            blobs = fetch_shard(
-                store, key, [i for i, _ in wanted], shard_layout(key), index_cache=indexes, whole=whole(key)
-            )
-            for (i, targets), raw in zip(wanted, blobs, strict=True):
+            for (i, targets), raw in zip(by_shard[key], fetch(key), strict=True):
                 _decode_inner(layout, key, i, raw, out, targets)
 
         run_tasks(fetch_and_decode, keys, workers=fetch_workers)
         return
-    # Few shards: fetch them, then spread their inner chunks over the workers.
+    # Few shards: fetched a batch at a time, and their inner chunks decoded spread over the
+    # CPU workers.
     chunk_nbytes = layout.chunk_pipeline.spec.nbytes
     sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
+
+    def decode(key: str, blobs: list[Buffer | None]) -> None:
+        tasks = [(i, raw, targets) for (i, targets), raw in zip(by_shard[key], blobs, strict=True)]
+        run_tasks(lambda t: _decode_inner(layout, key, t[0], t[1], out, t[2]), tasks)
+
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
-        batch = {keys[k]: [i for i, _ in by_shard[keys[k]]] for k in run}
-        fetched = fetch_inner_chunks(
-            store,
-            batch,
-            shard_layout,
-            index_cache=indexes,
-            map_shards=lambda f, xs: run_tasks(f, xs, workers=fetch_workers),
-            whole=whole,
-        )
-        tasks = [(key, i, fetched[key, i], targets) for key in batch for i, targets in by_shard[key]]
-        run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)
+        batch = [keys[k] for k in run]
+        if fetch_workers is None:
+            # A local store: reading is a copy from the page cache, done for the whole batch
+            # on the CPU workers before decoding.
+            for key, blobs in zip(batch, run_tasks(fetch, batch), strict=True):
+                decode(key, blobs)
+        else:
+            # A remote store: each shard's inner chunks are decoded as soon as they arrive,
+            # while the other shards' requests are still in flight.
+            each_as_completed(fetch, batch, decode, workers=fetch_workers)
 
 
 def _decode_inner(

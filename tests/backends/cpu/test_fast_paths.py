@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numcodecs
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from gpuzarr import buffers
 from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.codecs.pipeline import CodecPipeline
 from gpuzarr.errors import CorruptChunkError
-from gpuzarr.parallel import run_tasks
+from gpuzarr.parallel import each_as_completed, run_tasks
 
 RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
 ZSTD = [*RAW, {"name": "zstd", "configuration": {"level": 1}}]
@@ -113,3 +115,50 @@ def test_run_tasks_keeps_order_and_raises_the_first_error() -> None:
             run_tasks(boom, list(range(100)))
     finally:
         gpuzarr.config.set(concurrency=None)
+
+
+def test_each_as_completed_hands_over_each_result_while_others_still_run() -> None:
+    # Call 0 cannot finish before the caller has handled call 3: results are handed over as
+    # they come, on the calling thread, not after the whole batch.
+    handled_3 = threading.Event()
+    seen: list[tuple[int, int, bool]] = []
+
+    def call(v: int) -> int:
+        if v == 0:
+            assert handled_3.wait(10)
+        return v * v
+
+    def then(v: int, squared: int) -> None:
+        seen.append((v, squared, threading.current_thread() is threading.main_thread()))
+        if v == 3:
+            handled_3.set()
+
+    each_as_completed(call, list(range(6)), then, workers=8)
+    assert sorted(seen) == [(v, v * v, True) for v in range(6)]
+    assert seen[-1][0] == 0
+
+
+def test_each_as_completed_stops_at_the_first_error_and_leaves_no_call_running() -> None:
+    running = threading.Semaphore(0)
+    finished: list[int] = []
+
+    def call(v: int) -> int:
+        running.release()
+        if v == 0:
+            raise KeyError(v)
+        finished.append(v)
+        return v
+
+    with pytest.raises(KeyError):
+        each_as_completed(call, list(range(200)), lambda v, r: None, workers=4)
+    started = 0
+    while running.acquire(blocking=False):
+        started += 1
+    # Every call that started has finished (call 0 failed) by the time the error is raised.
+    assert len(finished) == started - 1
+
+    def bad_then(v: int, r: int) -> None:
+        raise ValueError(f"handling {v}")
+
+    with pytest.raises(ValueError, match="handling"):
+        each_as_completed(lambda v: v, list(range(50)), bad_then, workers=4)

@@ -1,0 +1,204 @@
+"""Where the time of the ``s3`` workload goes: requests, bytes, concurrency and CPU per library.
+
+    python -m benchmarks.s3_trace [--data-dir /tmp/benchdata] [--crops 64] [--only NAME ...]
+
+Runs the reads of :mod:`benchmarks.s3_workload` (full read and crops on a fresh handle, the
+crops again on the same handle) once per implementation against moto with a request log
+(:mod:`benchmarks.s3_request_log`), and prints per phase: requests by kind (metadata, whole
+GETs, ranged GETs, HEADs, lists), MiB sent, connections opened, requests in flight (peak and
+time-weighted mean), wall time, the client's CPU time (every thread of this process) and the
+server's (its process, from ``/proc``). The server shares the cores with the client, so CPU the
+client spends is CPU the server cannot spend on answering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .datasets import DATASETS, DataDir, chunks_for
+from .measure import log
+from .s3_server import S3Server
+from .s3_workload import CROP, MAX_CROPS, S3_DATASETS, S3_DEFAULT_MIB, S3Impl, implementations, upload
+from .workloads import random_boxes
+
+METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+#: the server writes a request's line after its last byte: wait this long before reading
+SETTLE_S = 0.3
+
+
+@dataclass
+class Phase:
+    """One timed stretch of client work: wall-clock bounds and CPU times."""
+
+    t0: float
+    t1: float
+    client_cpu: float
+    server_cpu: float
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(server: S3Server, func: Any) -> Phase:
+    c0, s0, t0 = time.process_time(), server_cpu_seconds(server.pid), time.time()
+    func()
+    t1, c1 = time.time(), time.process_time()
+    time.sleep(SETTLE_S)  # (the server's CPU for the last answers is counted too)
+    return Phase(t0, t1, c1 - c0, server_cpu_seconds(server.pid) - s0)
+
+
+def requests_in(log_path: Path, phase: Phase) -> list[dict[str, Any]]:
+    with open(log_path) as f:
+        records = [json.loads(line) for line in f]
+    return [r for r in records if phase.t0 <= r["t0"] <= phase.t1]
+
+
+def kind_of(record: dict[str, Any]) -> str:
+    if record["method"] == "HEAD":
+        return "head"
+    if record["method"] != "GET":
+        return record["method"].lower()
+    path = record["path"]
+    if path.rstrip("/").count("/") <= 1 or "list-type" in path:
+        return "list"
+    if path.rsplit("/", 1)[-1] in METADATA_NAMES:
+        return "meta"
+    return "range" if record["range"] else "whole"
+
+
+def in_flight(records: list[dict[str, Any]], phase: Phase) -> tuple[int, float]:
+    """Peak and time-weighted mean of requests in flight over the phase."""
+    events = sorted([(r["t0"], 1) for r in records] + [(r["t1"], -1) for r in records])
+    peak = level = 0
+    area, last = 0.0, phase.t0
+    for t, step in events:
+        area += level * (t - last)
+        last = t
+        level += step
+        peak = max(peak, level)
+    return peak, area / max(phase.t1 - phase.t0, 1e-9)
+
+
+def summary(records: list[dict[str, Any]], phase: Phase) -> dict[str, Any]:
+    kinds: dict[str, int] = {}
+    for r in records:
+        k = kind_of(r)
+        kinds[k] = kinds.get(k, 0) + 1
+    peak, mean = in_flight(records, phase)
+    nbytes = sum(r.get("nbytes", 0) for r in records)
+    data = [r for r in records if kind_of(r) in ("range", "whole")]
+    return {
+        "requests": len(records),
+        **kinds,
+        "if_match": sum(r["if_match"] for r in records),
+        "errors": sum(r.get("status", 0) >= 400 for r in records),
+        "mib": nbytes / 2**20,
+        "kib_per_data_request": (sum(r.get("nbytes", 0) for r in data) / len(data) / 1024) if data else 0.0,
+        "connections": len({r["conn"] for r in records}),
+        "peak_in_flight": peak,
+        "mean_in_flight": mean,
+        "wall_s": phase.t1 - phase.t0,
+        "client_cpu_s": phase.client_cpu,
+        "server_cpu_s": phase.server_cpu,
+    }
+
+
+COLUMNS = (
+    ("requests", "{}"), ("meta", "{}"), ("whole", "{}"), ("range", "{}"), ("head", "{}"), ("list", "{}"),
+    ("if_match", "{}"), ("mib", "{:.1f}"), ("kib_per_data_request", "{:.0f}"), ("connections", "{}"),
+    ("peak_in_flight", "{}"), ("mean_in_flight", "{:.1f}"), ("wall_s", "{:.2f}"), ("client_cpu_s", "{:.2f}"),
+    ("server_cpu_s", "{:.2f}"),
+)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ["dataset", "phase", "impl", *(c for c, _ in COLUMNS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * len(COLUMNS)]
+    for row in rows:
+        cells = [row["dataset"], row["phase"], row["impl"]]
+        cells += [fmt.format(row.get(c, 0)) for c, fmt in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def trace_impl(
+    server: S3Server,
+    log_path: Path,
+    impl: S3Impl,
+    dataset: str,
+    truth: np.ndarray[Any, Any],
+    sels: list[tuple[slice, ...]],
+) -> list[dict[str, Any]]:
+    """The phases of one implementation on one dataset (opened once first, untraced, so that
+    imports and first-use set-up are not counted)."""
+    path = f"{dataset}.zarr"
+    impl.open(path)
+    holder: dict[str, Any] = {}
+
+    def full() -> None:
+        if not np.array_equal(impl.read(impl.open(path), ...), truth):
+            raise AssertionError(f"{impl.name} read {dataset} wrongly")
+
+    def crops(fresh: bool = True) -> None:
+        if fresh:
+            holder["h"] = impl.open(path)
+        for sel in sels:
+            impl.read(holder["h"], sel)
+
+    rows = []
+    for name, func in (("full-read", full), ("crops", crops), ("crops-repeat", lambda: crops(fresh=False))):
+        phase = measured(server, func)
+        row = {"dataset": dataset, "phase": name, "impl": impl.name, **summary(requests_in(log_path, phase), phase)}
+        rows.append(row)
+        log(f"{dataset} {name} {impl.name}: {row['requests']} requests, {row['wall_s']:.2f} s")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.s3_trace", description=__doc__)
+    p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
+    p.add_argument("--crops", type=int, default=MAX_CROPS)
+    p.add_argument("--only", nargs="+", default=[], metavar="NAME", help="datasets and/or implementations")
+    p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    args = p.parse_args(argv)
+    os.environ.update(S3Server.environ())
+    data = DataDir(args.data_dir / "s3", S3_DEFAULT_MIB, log=log)
+    log_path = Path(tempfile.mkdtemp(prefix="s3-trace-")) / "requests.jsonl"
+    server = S3Server.start(request_log=log_path)
+    rows: list[dict[str, Any]] = []
+    try:
+        impls = implementations(server)
+        named = [i for i in impls if i.name in args.only]
+        impls = named or impls
+        for spec in (d for d in DATASETS if d.name in S3_DATASETS):
+            if set(args.only) & set(S3_DATASETS) and spec.name not in args.only:
+                continue
+            upload(server, data.dataset(spec), f"{spec.name}.zarr")
+            truth = data.truth(spec.kind)
+            sels = random_boxes(truth.shape, (CROP,) * truth.ndim, chunks_for(spec), args.crops, seed=5)
+            for impl in impls:
+                rows += trace_impl(server, log_path, impl, spec.name, truth, sels)
+    finally:
+        server.stop()
+    print(table(rows))
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
