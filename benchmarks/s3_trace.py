@@ -1,12 +1,13 @@
 """Where the time of the ``s3`` workload goes: requests, bytes, concurrency and CPU per library.
 
-    python -m benchmarks.s3_trace [--data-dir /tmp/benchdata] [--crops 64] [--only NAME ...]
+    python -m benchmarks.s3_trace [--data-dir DIR] [--size-mib 64] [--crops 64] [--only NAME ...]
 
 Runs the reads of :mod:`benchmarks.s3_workload` (full read and crops on a fresh handle, the
 crops again on the same handle) once per implementation against moto with a request log
 (:mod:`benchmarks.s3_request_log`), and prints per phase: requests by kind (metadata, whole
 GETs, ranged GETs, HEADs, lists), MiB sent, connections opened, requests in flight (peak and
-time-weighted mean), wall time, the client's CPU time (every thread of this process) and the
+time-weighted mean) and the fraction of the time with none in flight (``idle``: the server
+waiting on the client), wall time, the client's CPU time (every thread of this process) and the
 server's (its process, from ``/proc``). The server shares the cores with the client, so CPU the
 client spends is CPU the server cannot spend on answering.
 """
@@ -32,6 +33,8 @@ from .s3_workload import CROP, MAX_CROPS, S3_DATASETS, S3_DEFAULT_MIB, S3Impl, i
 from .workloads import random_boxes
 
 METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+#: what kind_of tells apart (other methods count under their own name)
+KINDS = ("meta", "whole", "range", "head", "list")
 #: the server writes a request's line after its last byte: wait this long before reading
 SETTLE_S = 0.3
 
@@ -80,25 +83,30 @@ def kind_of(record: dict[str, Any]) -> str:
     return "range" if record["range"] else "whole"
 
 
-def in_flight(records: list[dict[str, Any]], phase: Phase) -> tuple[int, float]:
-    """Peak and time-weighted mean of requests in flight over the phase."""
+def in_flight(records: list[dict[str, Any]], phase: Phase) -> tuple[int, float, float]:
+    """Peak and time-weighted mean of requests in flight over the phase, and the fraction of
+    the phase with none in flight (the server waiting on the client)."""
     events = sorted([(r["t0"], 1) for r in records] + [(r["t1"], -1) for r in records])
     peak = level = 0
-    area, last = 0.0, phase.t0
+    area, idle, last = 0.0, 0.0, phase.t0
     for t, step in events:
         area += level * (t - last)
+        if level == 0:
+            idle += t - last
         last = t
         level += step
         peak = max(peak, level)
-    return peak, area / max(phase.t1 - phase.t0, 1e-9)
+    wall = max(phase.t1 - phase.t0, 1e-9)
+    idle += max(phase.t1 - last, 0.0) if level == 0 else 0.0
+    return peak, area / wall, idle / wall
 
 
 def summary(records: list[dict[str, Any]], phase: Phase) -> dict[str, Any]:
-    kinds: dict[str, int] = {}
+    kinds = dict.fromkeys(KINDS, 0)
     for r in records:
         k = kind_of(r)
         kinds[k] = kinds.get(k, 0) + 1
-    peak, mean = in_flight(records, phase)
+    peak, mean, idle = in_flight(records, phase)
     nbytes = sum(r.get("nbytes", 0) for r in records)
     data = [r for r in records if kind_of(r) in ("range", "whole")]
     return {
@@ -111,6 +119,7 @@ def summary(records: list[dict[str, Any]], phase: Phase) -> dict[str, Any]:
         "connections": len({r["conn"] for r in records}),
         "peak_in_flight": peak,
         "mean_in_flight": mean,
+        "idle": idle,
         "wall_s": phase.t1 - phase.t0,
         "client_cpu_s": phase.client_cpu,
         "server_cpu_s": phase.server_cpu,
@@ -120,8 +129,8 @@ def summary(records: list[dict[str, Any]], phase: Phase) -> dict[str, Any]:
 COLUMNS = (
     ("requests", "{}"), ("meta", "{}"), ("whole", "{}"), ("range", "{}"), ("head", "{}"), ("list", "{}"),
     ("if_match", "{}"), ("mib", "{:.1f}"), ("kib_per_data_request", "{:.0f}"), ("connections", "{}"),
-    ("peak_in_flight", "{}"), ("mean_in_flight", "{:.1f}"), ("wall_s", "{:.2f}"), ("client_cpu_s", "{:.2f}"),
-    ("server_cpu_s", "{:.2f}"),
+    ("peak_in_flight", "{}"), ("mean_in_flight", "{:.1f}"), ("idle", "{:.0%}"), ("wall_s", "{:.2f}"),
+    ("client_cpu_s", "{:.2f}"), ("server_cpu_s", "{:.2f}"),
 )
 
 
@@ -172,11 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.s3_trace", description=__doc__)
     p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
     p.add_argument("--crops", type=int, default=MAX_CROPS)
+    p.add_argument("--size-mib", type=float, default=S3_DEFAULT_MIB, help="size of each dataset")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME", help="datasets and/or implementations")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     args = p.parse_args(argv)
     os.environ.update(S3Server.environ())
-    data = DataDir(args.data_dir / "s3", S3_DEFAULT_MIB, log=log)
+    data = DataDir(args.data_dir / "s3", args.size_mib, log=log)
     log_path = Path(tempfile.mkdtemp(prefix="s3-trace-")) / "requests.jsonl"
     server = S3Server.start(request_log=log_path)
     rows: list[dict[str, Any]] = []

@@ -16,12 +16,13 @@ from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, Node
 from .metadata.json_util import check_attributes
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
+from .parallel import io_runner
 from .store.base import validate_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .store.base import Store
+    from .store.base import Buffer, Store
 
 METADATA_KEYS = (ZARR_JSON, ZARRAY, ZGROUP)
 
@@ -87,6 +88,14 @@ def _read_json(store: Store, key: str) -> dict[str, Any] | None:
     return None if raw is None else parse_json_document(bytes(raw), key)
 
 
+def _get_together(store: Store, keys: list[str]) -> list[Buffer | None]:
+    """The values at ``keys``: one after the other from a local store, at once from a store
+    that keeps requests in flight (each one is a round trip there)."""
+    if store.io_concurrency is None:
+        return [store.get(key) for key in keys]
+    return io_runner(store.io_concurrency)(store.get, keys)
+
+
 def v3_node_info(doc: dict[str, Any], where: str) -> NodeInfo:
     """The NodeInfo of a v3 node document (a zarr.json, or an entry of consolidated metadata),
     once its ``zarr_format``, ``node_type`` and ``attributes`` are checked; an error names the
@@ -109,14 +118,17 @@ def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo 
     if doc is not None:
         key = prefix + ZARR_JSON
         return v3_node_info(doc, f"{key}: ")
+    # A v2 node's attributes are read with its .zarray, not after it: one round trip less.
+    zarray, zattrs = _get_together(store, [prefix + ZARRAY, prefix + ZATTRS])
     for key, node_type in ((ZARRAY, "array"), (ZGROUP, "group")):
-        doc = _read_json(store, prefix + key)
-        if doc is None:
+        raw = zarray if key == ZARRAY else store.get(prefix + key)
+        if raw is None:
             continue
+        doc = parse_json_document(bytes(raw), prefix + key)
         if doc.get("zarr_format") != 2:
             raise MetadataError(f"{prefix}{key}: zarr_format: expected 2, got {doc.get('zarr_format')!r}")
-        attrs = _read_json(store, prefix + ZATTRS) or {}
-        return NodeInfo(node_type, 2, doc, attrs)  # type: ignore[arg-type]
+        attrs = {} if zattrs is None else parse_json_document(bytes(zattrs), prefix + ZATTRS)
+        return NodeInfo(node_type, 2, doc, attrs or {})  # type: ignore[arg-type]
     if allow_implicit and has_descendant_nodes(store, prefix):
         return NodeInfo("group", 3, {}, {}, implicit=True)
     return None
