@@ -135,7 +135,10 @@ def test_each_as_completed_hands_over_each_result_while_others_still_run() -> No
 
     each_as_completed(call, list(range(6)), then, workers=8)
     assert sorted(seen) == [(v, v * v, True) for v in range(6)]
-    assert seen[-1][0] == 0
+    # Only the order of 3 and 0 is fixed; the others may be handed over before or after 0,
+    # depending on when the pool's threads get to run.
+    order = [v for v, _, _ in seen]
+    assert order.index(3) < order.index(0)
 
 
 def test_each_as_completed_stops_at_the_first_error_and_leaves_no_call_running() -> None:
