@@ -1,6 +1,6 @@
 """Where the time of the ``s3`` workload goes: requests, bytes, concurrency and CPU per library.
 
-    python -m benchmarks.s3_trace [--data-dir DIR] [--size-mib 64] [--crops 64] [--only NAME ...]
+    python -m benchmarks.s3_trace [--data-dir DIR] [--size-mib 64] [--crops 64] [--only NAME ...] [--floor]
 
 Runs the reads of :mod:`benchmarks.s3_workload` (full read and crops on a fresh handle, the
 crops again on the same handle) once per implementation against moto with a request log
@@ -10,6 +10,12 @@ time-weighted mean) and the fraction of the time with none in flight (``idle``: 
 waiting on the client), wall time, the client's CPU time (every thread of this process) and the
 server's (its process, from ``/proc``). The server shares the cores with the client, so CPU the
 client spends is CPU the server cannot spend on answering.
+
+``--floor`` adds a ``fetch-all`` phase per dataset that decodes nothing: every object under the
+dataset's chunk prefix fetched whole by the bare clients (``obstore-get``: ``obstore.get`` and
+``bytes()`` on a thread pool, as gpuzarr and zarr-python reach S3; ``tensorstore-kvstore``:
+TensorStore's ``s3`` kvstore reads, all in flight at once). It is the HTTP client's own cost per
+request, the floor under every reader built on it.
 """
 
 from __future__ import annotations
@@ -177,6 +183,49 @@ def trace_impl(
     return rows
 
 
+#: threads of the bare obstore fetch (as many requests in flight as gpuzarr's full read has)
+FLOOR_THREADS = 32
+
+
+def trace_fetch_floor(server: S3Server, log_path: Path, dataset: str) -> list[dict[str, Any]]:
+    """``fetch-all`` by the bare HTTP clients: every chunk object of ``dataset`` fetched whole,
+    nothing decoded (after one untraced pass, so that set-up and connection pools are warm)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import obstore
+    import tensorstore as ts
+
+    store = server.obstore_store()
+    prefix = f"{dataset}.zarr/"
+    keys = [
+        o["path"]
+        for batch in obstore.list(store, prefix=prefix)
+        for o in batch
+        if o["path"].rsplit("/", 1)[-1] not in METADATA_NAMES
+    ]
+    kvstore = ts.KvStore.open(server.tensorstore_kvstore(prefix)).result()
+
+    def obstore_get() -> None:
+        with ThreadPoolExecutor(FLOOR_THREADS) as pool:
+            got = sum(len(b) for b in pool.map(lambda k: obstore.get(store, k).bytes(), keys))
+        if got == 0:
+            raise AssertionError(f"obstore fetched nothing under {prefix}")
+
+    def tensorstore_read() -> None:
+        futures = [kvstore.read(k[len(prefix) :]) for k in keys]
+        if sum(len(f.result().value) for f in futures) == 0:
+            raise AssertionError(f"TensorStore fetched nothing under {prefix}")
+
+    rows = []
+    for name, func in (("obstore-get", obstore_get), ("tensorstore-kvstore", tensorstore_read)):
+        func()
+        phase = measured(server, func)
+        row = {"dataset": dataset, "phase": "fetch-all", "impl": name, **summary(requests_in(log_path, phase), phase)}
+        rows.append(row)
+        log(f"{dataset} fetch-all {name}: {row['requests']} requests, {row['client_cpu_s']:.2f} s client CPU")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.s3_trace", description=__doc__)
     p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
@@ -184,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size-mib", type=float, default=S3_DEFAULT_MIB, help="size of each dataset")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME", help="datasets and/or implementations")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    p.add_argument("--floor", action="store_true", help="also fetch every chunk with the bare HTTP clients")
     args = p.parse_args(argv)
     os.environ.update(S3Server.environ())
     data = DataDir(args.data_dir / "s3", args.size_mib, log=log)
@@ -202,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             sels = random_boxes(truth.shape, (CROP,) * truth.ndim, chunks_for(spec), args.crops, seed=5)
             for impl in impls:
                 rows += trace_impl(server, log_path, impl, spec.name, truth, sels)
+            if args.floor:
+                rows += trace_fetch_floor(server, log_path, spec.name)
     finally:
         server.stop()
     print(table(rows))

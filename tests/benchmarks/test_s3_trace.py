@@ -50,13 +50,21 @@ def test_trace_of_tiny_datasets_pins_gpuzarr_requests(tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
     cmd = [
         sys.executable, "-m", "benchmarks.s3_trace", "--only", "zstd", "sharded-zstd", "gpuzarr",
-        "--size-mib", "1", "--crops", "3", "--data-dir", str(tmp_path / "data"), "--json", str(out),
+        "--size-mib", "1", "--crops", "3", "--data-dir", str(tmp_path / "data"), "--json", str(out), "--floor",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 and "Address already in use" in proc.stderr:
         pytest.skip("moto's server could not bind a loopback port")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = {(r["dataset"], r["phase"]): r for r in json.loads(out.read_text()) if r["impl"] == "gpuzarr"}
+    every = json.loads(out.read_text())
+    rows = {(r["dataset"], r["phase"]): r for r in every if r["impl"] == "gpuzarr"}
+    # The bare clients fetch every chunk object once, whole: 8 chunk files, or 1 shard.
+    floor = {(r["dataset"], r["impl"]): r for r in every if r["phase"] == "fetch-all"}
+    assert {k: (r["requests"], r["whole"], r["errors"]) for k, r in floor.items()} == {
+        (d, c): (n, n, 0)
+        for d, n in (("zstd", 8), ("sharded-zstd", 1))
+        for c in ("obstore-get", "tensorstore-kvstore")
+    }
     assert set(rows) == {(d, p) for d in ("zstd", "sharded-zstd") for p in ("full-read", "crops", "crops-repeat")}
     # 80^3 uint16, chunks 64^3: 8 chunks. A fresh handle reads zarr.json (no HEAD), then each
     # chunk with one plain GET; 64^3 crops touch all 8 chunks.
