@@ -18,20 +18,18 @@ import itertools
 import math
 import numbers
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import BoundsCheckError
+from ..metadata.chunk_grid import DimensionGrid
 from .dimension import (
     DimensionProjection,
     project_array,
     project_integer,
     project_slice,
 )
-
-if TYPE_CHECKING:
-    from ..metadata.chunk_grid import DimensionGrid
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +122,14 @@ def _project_axis(
     sel: Any, dim: DimensionGrid, axis: int, allow_arrays: bool
 ) -> tuple[list[DimensionProjection], int | None]:
     """Projections for one axis, and its output length (None if the axis is dropped)."""
-    if _is_integer(sel):
-        return project_integer(_check_integer(sel, dim.size, axis), dim), None
+    # Slices first: they are what crops are made of, and the Integral check is an ABC lookup.
     if isinstance(sel, slice):
         start, stop, step = sel.indices(dim.size)
         if step == 0:
             raise ValueError("slice step cannot be zero")
         return project_slice(start, stop, step, dim), len(range(start, stop, step))
+    if _is_integer(sel):
+        return project_integer(_check_integer(sel, dim.size, axis), dim), None
     if allow_arrays and _is_array_like(sel):
         arr = _normalize_int_array(sel, dim.size, axis)
         if arr.ndim != 1:
@@ -174,6 +173,59 @@ def _ix(selection: list[Any], lengths: list[int | None]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _box_axis(sel: Any, dim: DimensionGrid) -> list[tuple[Any, ...]] | None:
+    """(chunk, chunk selection, output selection, complete) per chunk that ``sel`` (a slice
+    without a step, or an int) touches on a regular grid; None for anything else."""
+    size, c = dim.size, dim.chunk_size
+    if type(sel) is slice:
+        if sel.step is not None and sel.step != 1:
+            return None
+        start, stop, _ = sel.indices(size)
+        if stop <= start:
+            return []
+        entries = []
+        for k in range(start // c, (stop - 1) // c + 1):
+            cs = k * c
+            lo, hi = max(start, cs), min(stop, cs + c)
+            complete = lo == cs and hi == min(cs + c, size)
+            entries.append((k, slice(lo - cs, hi - cs, 1), slice(lo - start, hi - start), complete))
+        return entries
+    if type(sel) is int:
+        if not -size <= sel < size:
+            return None  # the general path raises the bounds error
+        i = sel + size if sel < 0 else sel
+        return [(i // c, i % c, None, min(c, size - (i // c) * c) == 1)]
+    return None
+
+
+def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
+    """The plan of a box (Python ints and slices without a step over regular chunk grids): what
+    a crop is, planned in a few microseconds a chunk; None when ``selection`` is anything else,
+    for :func:`plan_orthogonal` to plan (and to raise on). The plan equals
+    ``plan_orthogonal(selection, dims, allow_arrays=False)``."""
+    if type(selection) is not tuple or len(selection) != len(dims) or not dims:
+        return None
+    per_axis = []
+    for sel, dim in zip(selection, dims, strict=True):
+        if type(dim) is not DimensionGrid:
+            return None
+        entries = _box_axis(sel, dim)
+        if entries is None:
+            return None
+        per_axis.append(entries)
+    shape = tuple(
+        (e[-1][2].stop if e else 0) for e, sel in zip(per_axis, selection, strict=True) if type(sel) is slice
+    )
+    dropped = len(shape) != len(dims)
+    projections = []
+    for combo in itertools.product(*per_axis):
+        chunks, selections, outs, complete = zip(*combo)
+        if dropped:
+            outs = tuple(o for o in outs if o is not None)
+        projections.append(ChunkProjection(chunks, selections, outs, all(complete)))
+    return SelectionPlan(shape, shape, projections)
+
+
 def plan_orthogonal(
     selection: Any, dims: tuple[DimensionGrid, ...], allow_arrays: bool = True
 ) -> SelectionPlan:
@@ -186,6 +238,24 @@ def plan_orthogonal(
         per_axis.append(projections)
         out_lengths.append(length)
     shape = tuple(n for n in out_lengths if n is not None)
+    kept = [axis for axis, n in enumerate(out_lengths) if n is not None]
+    n_arrays = sum(isinstance(p[0].selection, np.ndarray) for p in per_axis if p)
+    if n_arrays == 0 or (n_arrays == 1 and len(kept) == len(dims)):
+        # Integers and slices, or one array beside slices: every chunk's selection indexes as
+        # it is (no np.ix_ grids, see _ix), which is what a crop needs, per chunk, quickly.
+        return SelectionPlan(
+            shape,
+            shape,
+            [
+                ChunkProjection(
+                    tuple(p.chunk for p in combo),
+                    tuple(p.selection for p in combo),
+                    tuple(combo[axis].out for axis in kept),
+                    all(p.complete for p in combo),
+                )
+                for combo in itertools.product(*per_axis)
+            ],
+        )
     result = []
     for combo in itertools.product(*per_axis):
         chunk_sel = [p.selection for p in combo]
@@ -312,6 +382,9 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
     of several arrays with slices have no unambiguous chunked meaning here and raise, pointing at
     ``oindex`` / ``vindex``.
     """
+    box = plan_box(selection, dims)
+    if box is not None:
+        return box
     entries = selection if isinstance(selection, tuple) else (selection,)
     arrays = [s for s in entries if _is_array_like(s)]
     if not arrays:

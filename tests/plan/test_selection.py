@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from gpuzarr.errors import BoundsCheckError
 from gpuzarr.metadata.chunk_grid import DimensionGrid, all_chunk_coords
 from gpuzarr.plan import SelectionPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
+from gpuzarr.plan.selection import plan_box
 
 PAD = -1  # padding beyond the array's edge; data is >= 0, so reading padding shows up
 
@@ -175,6 +176,59 @@ def test_basic_matches_numpy(data: st.DataObject) -> None:
                  plan_selection(sel, dims_of(shape, chunks))):
         assert plan.shape == expected.shape
         np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@st.composite
+def boxes(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """What a crop is: per axis a slice without a step (any bounds) or a Python int."""
+    entries: list[Any] = []
+    for size in shape:
+        bound = st.integers(-size - 3, size + 3)
+        options = [st.builds(slice, st.none() | bound, st.none() | bound, st.sampled_from([None, 1]))]
+        if size:
+            options.append(st.integers(-size, size - 1))
+        entries.append(draw(st.one_of(*options)))
+    return tuple(entries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_box_plan_equals_the_orthogonal_plan(data: st.DataObject) -> None:
+    # plan_box is the crop fast path of plan_selection: it must give the very plan of the
+    # general planner, projection for projection, and match NumPy.
+    shape, chunks = data.draw(shapes_and_chunks())
+    assume(shape)  # a 0-d array goes to the general planner
+    sel = data.draw(boxes(shape))
+    dims = dims_of(shape, chunks)
+    box = plan_box(sel, dims)
+    assert box is not None
+    assert box == plan_orthogonal(sel, dims, allow_arrays=False)
+    a = values_of(shape)
+    np.testing.assert_array_equal(check_plan(box, a, chunks), a[sel])
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        (slice(0, 4, 2), slice(None)),  # a step
+        (np.int64(1), slice(None)),  # a NumPy integer
+        (True, slice(None)),  # a bool is no index here
+        (Ellipsis, slice(None)),
+        (slice(None),),  # fewer entries than axes
+        (9, slice(None)),  # out of bounds: the general path raises
+        (np.array([1, 2]), slice(None)),
+    ],
+)
+def test_box_plan_leaves_other_selections_to_the_general_planner(sel: tuple[Any, ...]) -> None:
+    assert plan_box(sel, dims_of((9, 7), (4, 3))) is None
+
+
+def test_box_plan_leaves_other_chunk_grids_to_the_general_planner() -> None:
+    from gpuzarr.metadata.rectilinear import VariableDimensionGrid
+
+    grid = VariableDimensionGrid(9, np.array([0, 2, 5, 9], dtype=np.int64))
+    assert plan_box((slice(1, 5),), (grid,)) is None
+    assert plan_selection((slice(1, 5),), (grid,)).shape == (4,)
 
 
 @pytest.mark.parametrize(
