@@ -111,7 +111,10 @@ class CudaOrdering(HostOrdering):
 
     def to_host(self, value: Any) -> np.ndarray[Any, Any]:
         if isinstance(value, np.ndarray):
-            return value
+            # Host memory already (the emulated device): copied all the same, because the
+            # buffer goes back to the pool at once and the next batch may be read into it
+            # while the consumer still holds this one, as after a real device's .get().
+            return value.copy()
         return np.asarray(value.get())  # a CuPy array; .get() waits for its stream
 
     def record(self) -> Any:

@@ -90,6 +90,21 @@ def test_paired_fields_and_the_grid_on_the_gpu_path(emulated_gpu: EmulatedGpu, t
     assert covered.all()
 
 
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_kept_numpy_batches_are_never_overwritten_on_the_gpu_path(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], prefetch: int
+) -> None:
+    # NumPy output of a GPU loader is a host copy: its device buffer goes back to the pool at
+    # once, and later batches are read into it. Every batch kept must keep what it held.
+    loader = CropLoader(
+        cpu_volumes, CROP, 2, crops_per_epoch=24, seed=4, device="gpu", output="numpy", prefetch=prefetch
+    )
+    kept = [(batch, np.array(batch.data)) for batch in loader]
+    assert len(kept) == 12
+    for batch, copy in kept:
+        np.testing.assert_array_equal(batch.data, copy)
+
+
 @pytest.mark.parametrize(("host", "device"), [(0, 64 << 20), (64 << 20, 0), (64 << 20, 64 << 20), (3000, 0), (0, 3000)])
 def test_the_chunk_caches_on_the_gpu_path(
     emulated_gpu: EmulatedGpu,
