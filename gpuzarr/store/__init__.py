@@ -13,6 +13,7 @@ from .fsspec import FsspecStore  # imports fsspec itself only when a store is ma
 from .local import LocalStore
 from .memory import MemoryStore
 from .object_store import ObjectStore
+from .read_only import ReadOnlyStore, read_only_view
 from .url import parse_store_url
 from .zip import ZipStore
 
@@ -55,7 +56,7 @@ def make_store(
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options: expected a dict or None, got {type(storage_options).__name__}")
     if isinstance(store, Store):
-        return (_read_only_view(store) if read_only and not store.read_only else store), ""
+        return (read_only_view(store) if read_only else store), ""
     if isinstance(store, dict):
         return _from_kvstore(store, read_only, storage_options)
     if isinstance(store, (str, os.PathLike)) and _is_zip_path(store):
@@ -65,16 +66,6 @@ def make_store(
     if isinstance(store, str):
         return _from_string(store, read_only, storage_options), ""
     raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
-
-
-def _read_only_view(store: Store) -> Store:
-    """The same data refusing writes, without mutating the caller's object (a store type with
-    no such view is returned as it is)."""
-    if isinstance(store, (LocalStore, ObjectStore)):
-        return store.with_options(read_only=True)
-    if isinstance(store, MemoryStore):
-        return MemoryStore(store.data, read_only=True, name=store.name)
-    return store
 
 
 def _from_kvstore(
@@ -138,10 +129,12 @@ __all__ = [
     "LocalStore",
     "MemoryStore",
     "ObjectStore",
+    "ReadOnlyStore",
     "Store",
     "ZipStore",
     "make_store",
     "memory_store",
+    "read_only_view",
     "validate_key",
     "zip_store",
 ]
