@@ -239,38 +239,20 @@ def plan_orthogonal(
         out_lengths.append(length)
     shape = tuple(n for n in out_lengths if n is not None)
     kept = [axis for axis, n in enumerate(out_lengths) if n is not None]
+    # np.ix_ grids (see _ix) only where NumPy's outer product needs them: two index arrays, or
+    # one beside an integer. Otherwise every chunk's selection indexes as it is.
     n_arrays = sum(isinstance(p[0].selection, np.ndarray) for p in per_axis if p)
-    if n_arrays == 0 or (n_arrays == 1 and len(kept) == len(dims)):
-        # Integers and slices, or one array beside slices: every chunk's selection indexes as
-        # it is (no np.ix_ grids, see _ix), which is what a crop needs, per chunk, quickly.
-        return SelectionPlan(
-            shape,
-            shape,
-            [
-                ChunkProjection(
-                    tuple(p.chunk for p in combo),
-                    tuple(p.selection for p in combo),
-                    tuple(combo[axis].out for axis in kept),
-                    all(p.complete for p in combo),
-                )
-                for combo in itertools.product(*per_axis)
-            ],
-        )
+    grids = n_arrays >= 2 or (n_arrays == 1 and len(kept) < len(dims))
+    chunk_lengths: list[int | None] = [None if n is None else 0 for n in out_lengths]
     result = []
     for combo in itertools.product(*per_axis):
-        chunk_sel = [p.selection for p in combo]
-        out_sel = [p.out for p in combo]
-        chunk_lengths: list[int | None] = [
-            None if _is_integer(p.selection) else 0 for p in combo
-        ]
-        result.append(
-            ChunkProjection(
-                chunk_coords=tuple(p.chunk for p in combo),
-                chunk_selection=_ix(chunk_sel, chunk_lengths),
-                out_selection=_ix([o for o in out_sel if o is not None], [0] * len(shape)),
-                is_complete=all(p.complete for p in combo),
-            )
-        )
+        chunk_sel = tuple(p.selection for p in combo)
+        out_sel = tuple(combo[axis].out for axis in kept)
+        if grids:
+            chunk_sel = _ix(list(chunk_sel), chunk_lengths)
+            out_sel = _ix(list(out_sel), [0] * len(kept))
+        complete = all(p.complete for p in combo)
+        result.append(ChunkProjection(tuple(p.chunk for p in combo), chunk_sel, out_sel, complete))
     return SelectionPlan(shape, shape, result)
 
 
