@@ -13,6 +13,10 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from .base import Store
+from .fsspec import FsspecStore
+from .local import LocalStore
+from .memory import MemoryStore
+from .object_store import ObjectStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -103,12 +107,6 @@ def read_only_view(store: Store) -> Store:
     memory), else a :class:`ReadOnlyStore` around it."""
     if store.read_only:
         return store
-    # Imported here: this module sits below the concrete stores in the import order.
-    from .fsspec import FsspecStore
-    from .local import LocalStore
-    from .memory import MemoryStore
-    from .object_store import ObjectStore
-
     if isinstance(store, (LocalStore, ObjectStore)):
         return store.with_options(read_only=True)
     if type(store) is MemoryStore:
