@@ -174,13 +174,17 @@ def trace_impl(
         for sel in sels:
             impl.read(holder["h"], sel)
 
-    rows = []
-    for name, func in (("full-read", full), ("crops", crops), ("crops-repeat", lambda: crops(fresh=False))):
-        phase = measured(server, func)
-        row = {"dataset": dataset, "phase": name, "impl": impl.name, **summary(requests_in(log_path, phase), phase)}
-        rows.append(row)
-        log(f"{dataset} {name} {impl.name}: {row['requests']} requests, {row['wall_s']:.2f} s")
-    return rows
+    phases = (("full-read", full), ("crops", crops), ("crops-repeat", lambda: crops(fresh=False)))
+    return [traced(server, log_path, dataset, name, impl.name, func) for name, func in phases]
+
+
+def traced(server: S3Server, log_path: Path, dataset: str, phase_name: str, impl: str, func: Any) -> dict[str, Any]:
+    """One row: ``func`` run as a measured phase, and the requests it sent."""
+    phase = measured(server, func)
+    row = {"dataset": dataset, "phase": phase_name, "impl": impl, **summary(requests_in(log_path, phase), phase)}
+    log(f"{dataset} {phase_name} {impl}: {row['requests']} requests, {row['wall_s']:.2f} s, "
+        f"{row['client_cpu_s']:.2f} s client CPU")  # fmt: skip
+    return row
 
 
 #: threads of the bare obstore fetch (as many requests in flight as gpuzarr's full read has)
@@ -219,10 +223,7 @@ def trace_fetch_floor(server: S3Server, log_path: Path, dataset: str) -> list[di
     rows = []
     for name, func in (("obstore-get", obstore_get), ("tensorstore-kvstore", tensorstore_read)):
         func()
-        phase = measured(server, func)
-        row = {"dataset": dataset, "phase": "fetch-all", "impl": name, **summary(requests_in(log_path, phase), phase)}
-        rows.append(row)
-        log(f"{dataset} fetch-all {name}: {row['requests']} requests, {row['client_cpu_s']:.2f} s client CPU")
+        rows.append(traced(server, log_path, dataset, "fetch-all", name, func))
     return rows
 
 
