@@ -20,6 +20,7 @@ promises):
 from __future__ import annotations
 
 import contextlib
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,14 +67,23 @@ class ByteRange:
         return min(self.offset, size), stop
 
 
+#: Anything :func:`validate_key` refuses, found in one pass (it runs once per chunk read): a
+#: backslash, a NUL, an empty segment, a leading or trailing '/', a '.' or '..' segment.
+_SUSPECT_KEY = re.compile(r"[\\\0]|//|^/|/$|(?:^|/)\.\.?(?:/|$)")
+
+
 def validate_key(key: str) -> str:
     """Refuse keys that could escape the store's root or mean different things on other OSes."""
+    if type(key) is str and key and _SUSPECT_KEY.search(key) is None:
+        return key
     if not isinstance(key, str):
         raise InvalidKeyError(f"store keys must be strings, got {type(key).__name__}")
     if key == "" or key.endswith("/"):
         raise InvalidKeyError(f"invalid store key {key!r}: a key must be non-empty and not end in '/'")
     if key.startswith("/") or "\\" in key:
         raise InvalidKeyError(f"invalid store key {key!r}: no leading '/' or backslash allowed")
+    if "\0" in key:  # no file or object name can hold one
+        raise InvalidKeyError(f"invalid store key {key!r}: a NUL character is refused")
     parts = key.split("/")
     if any(p in ("..", ".") for p in parts) or "" in parts[:-1]:
         raise InvalidKeyError(f"invalid store key {key!r}: '.', '..' and empty segments are refused")

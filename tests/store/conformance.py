@@ -22,7 +22,7 @@ import pytest
 from gpuzarr.errors import InvalidArgumentError, InvalidKeyError, ReadOnlyError, UnsupportedOperationError
 from gpuzarr.store.base import ByteRange, Store
 
-INVALID_KEYS = ["..", "a/../b", "../a", "a/..", "./a", "a/./b", "/a", "a\\b", "a//b", "", "a/"]
+INVALID_KEYS = ["..", "a/../b", "../a", "a/..", "./a", "a/./b", "/a", "a\\b", "a//b", "", "a/", "a\0b"]
 
 VALUE = bytes(range(16))
 

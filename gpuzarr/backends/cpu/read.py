@@ -130,22 +130,22 @@ def _read_uncompressed_direct(
     straight into ``out`` (no intermediate buffer, no copy)."""
     nbytes = pipeline.spec.nbytes
     region = out[(*p.out_selection, Ellipsis)].reshape(-1).view(np.uint8)
-    got = store.get_into(key, lambda n: region[:n] if n == nbytes else buffers.growable(n, "encoded"))
+    got = store.get_into(key, lambda n: region if n == nbytes else buffers.growable(n, "encoded"))
     if got is None:
         _store_chunk_into(layout, None, key, out, [p])
         return
     view, total = got
     if total != nbytes or len(view) != nbytes:
         raise CorruptChunkError(key, f"uncompressed chunk has {total} bytes, expected {nbytes}")
-    data = np.frombuffer(view, dtype=np.uint8)
-    if _address(data) != _address(region):  # the store handed out its own memory
-        region[...] = data
+    if not _is_whole(view, region):  # the store handed out its own memory
+        region[...] = np.frombuffer(view, dtype=np.uint8)
 
 
-def _address(a: np.ndarray[Any, Any]) -> int:
-    # ``a.ctypes.data`` costs microseconds per call (it builds a ctypes object).
-    address: int = a.__array_interface__["data"][0]
-    return address
+def _is_whole(view: memoryview, region: np.ndarray[Any, Any]) -> bool:
+    """Whether ``view`` (C-contiguous bytes) is all of ``region``: a view exported by
+    ``region`` itself with as many bytes can start nowhere else. Cheaper than comparing
+    addresses, which NumPy builds a dict (``__array_interface__``) or a ctypes object for."""
+    return view.obj is region and view.nbytes == region.nbytes
 
 
 def _selected_byte_span(
@@ -156,11 +156,17 @@ def _selected_byte_span(
     stride = 1
     low = high = 0
     for axis in range(len(shape) - 1, -1, -1):
-        lo, hi = shape[axis], -1
+        n = shape[axis]
+        lo, hi = n, -1
         for p in targets:
             s = p.chunk_selection[axis]
             if isinstance(s, slice):
-                r = range(*s.indices(shape[axis]))
+                if s.step == 1 and s.start is not None and s.stop is not None and 0 <= s.start <= s.stop <= n:
+                    # A box's slice (what plans of crops hold): no range() to build.
+                    if s.start < s.stop:
+                        lo, hi = min(lo, s.start), max(hi, s.stop - 1)
+                    continue
+                r = range(*s.indices(n))
                 if r:
                     lo, hi = min(lo, r[0], r[-1]), max(hi, r[0], r[-1])
             elif isinstance(s, np.ndarray):
@@ -172,7 +178,7 @@ def _selected_byte_span(
             return None
         low += lo * stride
         high += hi * stride
-        stride *= shape[axis]
+        stride *= n
     return low * itemsize, (high + 1) * itemsize
 
 
@@ -196,16 +202,15 @@ def _read_uncompressed_part(
     stop = min(-(-span[1] // buffers.PAGE) * buffers.PAGE, spec.nbytes)
     scratch = buffers.scratch(spec.nbytes, "decoded")
     region = scratch[start:stop]
-    got = store.get_into(key, lambda n: region[:n], start, stop - start)
+    got = store.get_into(key, lambda n: region if n == len(region) else region[:n], start, stop - start)
     if got is None:
         _store_chunk_into(layout, None, key, out, targets)
         return
     view, total = got
     if total != spec.nbytes or len(view) != stop - start:
         raise CorruptChunkError(key, f"uncompressed chunk has {total} bytes, expected {spec.nbytes}")
-    data = np.frombuffer(view, dtype=np.uint8)
-    if _address(data) != _address(region):  # the store handed out its own memory
-        region[...] = data
+    if not _is_whole(view, region):  # the store handed out its own memory
+        region[...] = np.frombuffer(view, dtype=np.uint8)
     # Bytes outside [start, stop) are stale, and no selected element lies there.
     chunk = scratch.view(spec.dtype).reshape(spec.shape)
     for p in targets:
