@@ -145,7 +145,8 @@ def _is_whole(view: memoryview, region: np.ndarray[Any, Any]) -> bool:
     """Whether ``view`` (C-contiguous bytes) is all of ``region``: a view exported by
     ``region`` itself with as many bytes can start nowhere else. Cheaper than comparing
     addresses, which NumPy builds a dict (``__array_interface__``) or a ctypes object for."""
-    return view.obj is region and view.nbytes == region.nbytes
+    exporter: object = view.obj
+    return exporter is region and view.nbytes == region.nbytes
 
 
 def _selected_byte_span(
