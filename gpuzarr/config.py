@@ -162,15 +162,16 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
 def thread_pool() -> ThreadPoolExecutor:
     """The shared worker pool, (re)created to match ``concurrency``.
 
-    It has ``concurrency - 1`` threads, since the calling thread works too (see
-    ``gpuzarr.parallel.run_tasks``).
+    It has ``concurrency`` threads: the calling thread usually works too and uses
+    ``concurrency - 1`` of them (see ``gpuzarr.parallel.run_tasks``); a caller that must not
+    work (``caller_works=False``) uses them all.
     """
     global _pool, _pool_size
-    size = max(get("concurrency") - 1, 1)
+    size = max(get("concurrency"), 1)
     with _lock:
         if _pool is None or _pool_size != size:
             old = _pool
-            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr")
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr", initializer=_mark_pool_thread)
             _pool_size = size
             if old is not None:
                 old.shutdown(wait=False)
@@ -187,8 +188,22 @@ def io_thread_pool(workers: int) -> ThreadPoolExecutor:
     with _lock:
         pool = _io_pools.get(size)
         if pool is None:
-            pool = _io_pools[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr-io")
+            pool = _io_pools[size] = ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix="gpuzarr-io", initializer=_mark_pool_thread
+            )
         return pool
+
+
+_thread_state = threading.local()
+
+
+def _mark_pool_thread() -> None:
+    _thread_state.in_pool = True
+
+
+def in_pool_thread() -> bool:
+    """Whether the calling thread is one of gpuzarr's pool threads."""
+    return getattr(_thread_state, "in_pool", False)
 
 
 def _after_fork() -> None:

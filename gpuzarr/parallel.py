@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from concurrent.futures import as_completed, wait
+from concurrent.futures import Executor, as_completed, wait
 from typing import TYPE_CHECKING, TypeVar
 
 from . import config
@@ -29,7 +29,11 @@ def _io_worker_count(io_concurrency: int | None) -> int | None:
 
 
 def run_tasks(
-    func: Callable[[T], R], items: Sequence[T], min_parallel: int = 2, workers: int | None = None
+    func: Callable[[T], R],
+    items: Sequence[T],
+    min_parallel: int = 2,
+    workers: int | None = None,
+    caller_works: bool = True,
 ) -> list[R]:
     """``[func(x) for x in items]``, shared between the calling thread and the pool.
 
@@ -41,12 +45,20 @@ def run_tasks(
 
     ``workers`` (default: ``concurrency``) above ``concurrency`` runs the tasks on the I/O pool
     instead (:func:`io_workers`: fetches that wait on a remote store).
+
+    ``caller_works=False`` leaves the tasks to ``workers`` threads of the CPU pool while the
+    caller waits: for tasks that should not run on the calling thread (a codec that starts
+    threads of its own there, see ``BytesToBytesCodec.starts_own_threads_here``). The caller
+    works anyway where it is one of the pool's threads (waiting there on the pool could wait
+    forever) and for the I/O pool (whose size bounds the requests in flight).
     """
     io = workers is not None and workers > config.get("concurrency")
     if workers is None:
         workers = config.get("concurrency")
     if workers <= 1 or len(items) < min_parallel:
         return [func(x) for x in items]
+    if not caller_works and not io and not config.in_pool_thread():
+        return _run_on_pool(func, items, workers, config.thread_pool())
     ngroups = min(len(items), workers * 4)
     size = -(-len(items) // ngroups)
     groups = [items[i : i + size] for i in range(0, len(items), size)]
@@ -73,12 +85,46 @@ def run_tasks(
     except BaseException as exc:  # re-raised below, after the helpers stop
         error = exc
     for future in helpers:
+        # A helper still queued has nothing left to take: cancelled, it is not waited for (the
+        # pool's threads may all be callers like this one, waiting: a read on a pool thread).
+        if future.cancel():
+            continue
         helper_error = future.exception()
         if error is None and helper_error is not None:
             error = helper_error
     if error is not None:
         raise error
     return [r for part in results if part is not None for r in part]
+
+
+def _run_on_pool(func: Callable[[T], R], items: Sequence[T], workers: int, pool: Executor) -> list[R]:
+    """``[func(x) for x in items]`` on ``workers`` threads of ``pool`` (one item at a time from
+    a shared counter), the caller waiting. The first exception stops further items from
+    starting and is raised once the threads have finished."""
+    results: list[R | None] = [None] * len(items)
+    next_item = itertools.count()
+    failed = threading.Event()
+
+    def drain() -> None:
+        while not failed.is_set():
+            i = next(next_item)  # atomic in CPython: no two threads get the same item
+            if i >= len(items):
+                return
+            try:
+                results[i] = func(items[i])
+            except BaseException:
+                failed.set()
+                raise
+
+    futures = [pool.submit(drain) for _ in range(min(workers, len(items)))]
+    error: BaseException | None = None
+    for future in futures:
+        exc = future.exception()
+        if error is None and exc is not None:
+            error = exc
+    if error is not None:
+        raise error
+    return results  # type: ignore[return-value]  # every slot was filled
 
 
 def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T]], list[R]]:

@@ -157,6 +157,15 @@ class BytesToBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         """The inverse of :meth:`decode`."""
 
+    def starts_own_threads_here(self) -> bool:
+        """Whether coding a chunk on the calling thread starts the library's own threads.
+
+        numcodecs' Blosc does, on the main thread. A parallel read or write then leaves that
+        thread idle and codes on the pool's threads, where the library does not, so that two
+        sets of threads do not fight over the cores.
+        """
+        return False
+
 
 def as_uint8(data: Buffer) -> np.ndarray[Any, np.dtype[np.uint8]]:
     """A flat uint8 view of any contiguous buffer (no copy)."""

@@ -15,6 +15,7 @@ per-thread scratch) are compared with the chunk's size first.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -142,6 +143,22 @@ class BloscCodec(BytesToBytesCodec):
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(as_uint8(data))
+
+    def starts_own_threads_here(self) -> bool:
+        return numcodecs_blosc_threads_here()
+
+
+def numcodecs_blosc_threads_here() -> bool:
+    """Whether numcodecs' Blosc, called from this thread, runs c-blosc's global context with
+    its own threads: by numcodecs' documented rule, when ``numcodecs.blosc.use_threads`` is
+    True, or None (its default) on the main thread; and only with more than one thread set.
+    Elsewhere it decodes in a context of its own on the calling thread alone."""
+    from numcodecs import blosc
+
+    setting = blosc.use_threads
+    if setting is None:
+        setting = threading.current_thread() is threading.main_thread()
+    return bool(setting) and blosc.get_nthreads() > 1
 
 
 def decode_blosc(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_nbytes: int | None) -> Buffer:

@@ -222,6 +222,11 @@ class CodecPipeline:
         assert bc is not None
         return bc.decode(scratch, self.array_to_bytes[1])
 
+    def starts_own_threads_here(self) -> bool:
+        """Whether a codec of the chain starts its library's own threads when it codes on the
+        calling thread (see ``BytesToBytesCodec.starts_own_threads_here``)."""
+        return any(codec.starts_own_threads_here() for codec in self.bytes_to_bytes)
+
     @cached_property
     def is_uncompressed(self) -> bool:
         """The chain is only ``bytes``: a chunk's stored bytes are its elements, so any byte

@@ -69,6 +69,13 @@ def _store_chunk_into(
         out[p.out_selection] = chunk[p.chunk_selection]
 
 
+def _caller_decodes(layout: ArrayLayout) -> bool:
+    """Whether the calling thread decodes its share of a parallel read: not where a codec
+    would start threads of its own on it (numcodecs' Blosc on the main thread, whose threads
+    would compete with the pool's; on the pool's threads it decodes without them)."""
+    return not layout.chunk_pipeline.starts_own_threads_here()
+
+
 def _by_chunk(projections: list[ChunkProjection]) -> list[list[ChunkProjection]]:
     """Projections grouped by chunk, so that a chunk several selections share (a batch of
     overlapping crops) is fetched and decoded once."""
@@ -115,7 +122,7 @@ def _read_chunks(
         for targets in groups:
             work(targets)
     else:
-        run_tasks(work, groups, workers=io_workers(store))
+        run_tasks(work, groups, workers=io_workers(store), caller_works=_caller_decodes(layout))
 
 
 def _read_uncompressed_direct(
@@ -259,16 +266,17 @@ def _read_sharded(
             for (i, targets), raw in zip(by_shard[key], fetch(key), strict=True):
                 _decode_inner(layout, key, i, raw, out, targets)
 
-        run_tasks(fetch_and_decode, keys, workers=fetch_workers)
+        run_tasks(fetch_and_decode, keys, workers=fetch_workers, caller_works=_caller_decodes(layout))
         return
     # Few shards: fetched a batch at a time, and their inner chunks decoded spread over the
     # CPU workers.
     chunk_nbytes = layout.chunk_pipeline.spec.nbytes
     sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
+    caller_decodes = _caller_decodes(layout)
 
     def decode(key: str, blobs: list[Buffer | None]) -> None:
         tasks = [(i, raw, targets) for (i, targets), raw in zip(by_shard[key], blobs, strict=True)]
-        run_tasks(lambda t: _decode_inner(layout, key, t[0], t[1], out, t[2]), tasks)
+        run_tasks(lambda t: _decode_inner(layout, key, t[0], t[1], out, t[2]), tasks, caller_works=caller_decodes)
 
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = [keys[k] for k in run]

@@ -155,7 +155,7 @@ def _write_chunks(
         with store.lock(key):
             _read_modify_write(store, key, build)
 
-    run_tasks(work, projections, min_parallel=2)
+    run_tasks(work, projections, min_parallel=2, caller_works=not layout.chunk_pipeline.starts_own_threads_here())
 
 
 @dataclass
@@ -252,7 +252,7 @@ def _write_shards(
         w, i, p, chunk = edit
         w.parts[i] = _encode_or_none(layout, p.chunk_coords, chunk)
 
-    run_tasks(encode, edits)
+    run_tasks(encode, edits, caller_works=not layout.chunk_pipeline.starts_own_threads_here())
 
     def assemble(w: _ShardWrite) -> None:
         # The array's kept index of this shard describes the version being replaced.

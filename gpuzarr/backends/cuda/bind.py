@@ -225,7 +225,11 @@ class _BatchBuilder:
         """Decode the chunks the GPU cannot decode, here and in parallel, and stage them as
         "copy" streams: they travel in the staging buffer with everything else (one
         host-to-device copy per batch)."""
-        host_decoded = run_tasks(lambda item: decode_on_host(self.layout, self.plan, *item), self.on_host)
+        host_decoded = run_tasks(
+            lambda item: decode_on_host(self.layout, self.plan, *item),
+            self.on_host,
+            caller_works=not self.layout.chunk_pipeline.starts_own_threads_here(),
+        )
         for decoded in host_decoded:
             start = self._stage(decoded.data)
             size = decoded.data.size

@@ -1,0 +1,83 @@
+"""gpuzarr.parallel.run_tasks on pool threads and with ``caller_works=False``: the tasks run on
+the pool's threads, in order, errors are raised, and pool threads that share out tasks never
+wait on each other."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+import gpuzarr
+from gpuzarr import config
+from gpuzarr.parallel import run_tasks
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@pytest.fixture
+def three_workers() -> Iterator[None]:
+    gpuzarr.config.set(concurrency=3)
+    try:
+        yield
+    finally:
+        gpuzarr.config.set(concurrency=None)
+
+
+def test_tasks_left_to_the_pool_never_run_on_the_caller(three_workers: None) -> None:
+    ran_on: list[threading.Thread] = []
+
+    def square(v: int) -> int:
+        ran_on.append(threading.current_thread())
+        return v * v
+
+    assert run_tasks(square, list(range(50)), caller_works=False) == [v * v for v in range(50)]
+    assert len(ran_on) == 50
+    assert threading.current_thread() not in ran_on
+    assert not config.in_pool_thread()
+
+
+def test_the_pool_has_a_thread_per_worker_for_a_caller_that_waits(three_workers: None) -> None:
+    # Three tasks that each wait for the other two: they finish only on three threads at once.
+    barrier = threading.Barrier(3, timeout=10)
+    names = run_tasks(lambda _: (barrier.wait(), threading.current_thread().name)[1], [0, 1, 2], caller_works=False)
+    assert len(set(names)) == 3
+
+
+def test_a_task_error_left_to_the_pool_is_raised(three_workers: None) -> None:
+    def boom(v: int) -> int:
+        if v == 7:
+            raise KeyError(v)
+        return v
+
+    with pytest.raises(KeyError):
+        run_tasks(boom, list(range(40)), caller_works=False)
+
+
+def test_a_pool_thread_that_would_wait_on_its_own_pool_works_instead(three_workers: None) -> None:
+    # Every pool thread runs a task that asks to leave its own tasks to the pool: waiting there
+    # would leave no thread to run them.
+    release = threading.Barrier(3, timeout=10)
+
+    def outer(_: int) -> list[int]:
+        release.wait()  # all three pool threads are busy here
+        assert config.in_pool_thread()
+        return run_tasks(lambda v: v + 1, list(range(10)), caller_works=False)
+
+    futures = [config.thread_pool().submit(outer, i) for i in range(3)]
+    assert [f.result(timeout=30) for f in futures] == [list(range(1, 11))] * 3
+
+
+def test_pool_threads_that_share_out_tasks_at_once_do_not_wait_on_each_other(three_workers: None) -> None:
+    # Every pool thread runs a task that shares its own tasks with the pool: the helpers it
+    # queues cannot start while all threads are busy, and are not waited for.
+    release = threading.Barrier(3, timeout=10)
+
+    def outer(_: int) -> list[int]:
+        release.wait()
+        return run_tasks(lambda v: v + 1, list(range(10)))
+
+    futures = [config.thread_pool().submit(outer, i) for i in range(3)]
+    assert [f.result(timeout=30) for f in futures] == [list(range(1, 11))] * 3
