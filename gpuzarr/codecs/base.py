@@ -157,6 +157,20 @@ class BytesToBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         """The inverse of :meth:`decode`."""
 
+    #: whether :meth:`decode_prefix` may decode less than everything
+    decodes_prefix: ClassVar[bool] = False
+
+    def decode_prefix(self, data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
+        """Decode only the first ``out.nbytes`` of the ``total`` bytes ``data`` decodes to.
+
+        Into ``out`` (contiguous uint8), where the codec can stop decoding there and it saves
+        work. Returns False, having written nothing that matters, where it cannot (the caller
+        then decodes everything). The bytes after the prefix are never decoded, so damage
+        there goes unnoticed; a codec whose data carries a checksum of the whole (which only a
+        full decode can verify) returns False.
+        """
+        return False
+
     def starts_own_threads_here(self) -> bool:
         """Whether coding a chunk on the calling thread starts the library's own threads.
 

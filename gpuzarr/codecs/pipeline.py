@@ -222,6 +222,29 @@ class CodecPipeline:
         assert bc is not None
         return bc.decode(scratch, self.array_to_bytes[1])
 
+    @cached_property
+    def decodes_prefix(self) -> bool:
+        """Whether :meth:`decode_scratch_prefix` may decode less than a whole chunk: the chain
+        is ``bytes`` and one compressor that can stop early (zstd)."""
+        return self._decodes_to_raw_bytes and len(self.bytes_to_bytes) == 1 and self.bytes_to_bytes[0].decodes_prefix
+
+    def decode_scratch_prefix(self, raw: Buffer, key: str, nbytes: int) -> np.ndarray[Any, Any] | None:
+        """Like :meth:`decode_scratch`, but only the chunk's first ``nbytes`` bytes (in C
+        order) are decoded: the elements after them are stale. None where the codec cannot
+        stop early here (then call :meth:`decode_scratch`)."""
+        if not self.decodes_prefix:
+            return None
+        scratch = buffers.scratch(self.spec.nbytes, "decoded")
+        try:
+            done = self.bytes_to_bytes[0].decode_prefix(raw, scratch[:nbytes], self.spec.nbytes)
+        except Exception as exc:  # any decoder failure means corrupt input
+            raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+        if not done:
+            return None
+        bc = self.bytes_codec
+        assert bc is not None
+        return bc.decode(scratch, self.array_to_bytes[1])
+
     def starts_own_threads_here(self) -> bool:
         """Whether a codec of the chain starts its library's own threads when it codes on the
         calling thread (see ``BytesToBytesCodec.starts_own_threads_here``)."""

@@ -14,6 +14,7 @@ headers can hold, are compared with the bound before numcodecs runs.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -180,6 +181,59 @@ def decode_zstd(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_n
     return impl.decode(data)
 
 
+_per_thread = threading.local()
+
+
+def _stream_decompressor() -> Any:
+    """This thread's ``zstandard.ZstdDecompressor`` (not safe to share between threads), or
+    None where zstandard is not installed."""
+    decompressor = getattr(_per_thread, "decompressor", False)
+    if decompressor is False:
+        try:
+            import zstandard
+        except ImportError:
+            decompressor = None
+        else:
+            decompressor = zstandard.ZstdDecompressor()
+        _per_thread.decompressor = decompressor
+    return decompressor
+
+
+def decode_zstd_prefix(data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
+    """Decode the first ``out.nbytes`` bytes of a one-frame chunk of ``total`` bytes into
+    ``out`` and stop there (``zstandard``'s streaming reader): a crop that needs only the top
+    of a chunk skips decoding the rest.
+
+    Only where it saves a whole block (128 KiB) of decoding, and for a frame that declares
+    exactly ``total`` bytes (libzstd then buffers at most that much) and carries no checksum of
+    its content (which only a full decode checks) and no dictionary. False otherwise, and for
+    any frame the reader refuses or that ends early: the caller decodes everything instead,
+    which raises what is wrong with it.
+    """
+    if total - out.nbytes < ZSTD_BLOCK_MAX:
+        return False
+    raw = as_uint8(data)
+    if raw.size < 6 or int(raw[4]) & 0x07 or frame_content_size(raw) != total:  # checksum flag, dictionary ID
+        return False
+    decompressor = _stream_decompressor()
+    if decompressor is None:
+        return False
+    import zstandard
+
+    target = out.data.cast("B")
+    got = 0
+    try:
+        with decompressor.stream_reader(raw, read_across_frames=False) as reader:
+            while got < len(target):
+                n = reader.readinto(target[got:] if got else target)
+                if n == 0:
+                    return False
+                got += n
+    except zstandard.ZstdError:
+        return False
+    return True
+
+
 @register_codec
 @dataclass(frozen=True)
 class ZstdCodec(BytesToBytesCodec):
@@ -216,6 +270,11 @@ class ZstdCodec(BytesToBytesCodec):
         self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
     ) -> Buffer:
         return decode_zstd(self._impl, data, out, max_nbytes)
+
+    decodes_prefix = True
+
+    def decode_prefix(self, data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
+        return decode_zstd_prefix(data, out, total)
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(data)

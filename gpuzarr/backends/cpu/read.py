@@ -64,7 +64,15 @@ def _store_chunk_into(
         p = targets[0]
         pipeline.decode_into(raw, key, out, (*p.out_selection, Ellipsis), p.chunk_selection, direct=True)
         return
-    chunk = pipeline.decode_scratch(raw, key)
+    chunk = None
+    if pipeline.decodes_prefix:
+        # The selection may need only the top of the chunk (a crop's lower neighbours): decode
+        # up to its last element and stop.
+        span = _selected_byte_span(targets, pipeline.spec.shape, pipeline.spec.dtype.itemsize)
+        if span is not None and span[1] < pipeline.spec.nbytes:
+            chunk = pipeline.decode_scratch_prefix(raw, key, span[1])
+    if chunk is None:
+        chunk = pipeline.decode_scratch(raw, key)
     for p in targets:
         out[p.out_selection] = chunk[p.chunk_selection]
 
