@@ -26,16 +26,21 @@ def frame(checksum: bool = False) -> bytes:
     return bytes(numcodecs.Zstd(level=1, checksum=checksum).encode(DATA.tobytes()))
 
 
-@pytest.mark.parametrize("nbytes", [1, 4096, TOTAL // 4, TOTAL // 2 + 17, TOTAL - ZSTD_BLOCK_MAX])
+@pytest.mark.parametrize("nbytes", [1, 4096, TOTAL // 4, TOTAL // 2 + 17, TOTAL * 5 // 8])
 def test_a_prefix_equals_the_start_of_the_full_decode(nbytes: int) -> None:
     out = np.full(nbytes, 0xAB, np.uint8)
     assert decode_zstd_prefix(frame(), out, TOTAL)
     assert out.tobytes() == DATA.tobytes()[:nbytes]
 
 
-@pytest.mark.parametrize("nbytes", [TOTAL - ZSTD_BLOCK_MAX + 1, TOTAL])
-def test_no_prefix_where_it_would_not_save_a_block(nbytes: int) -> None:
+@pytest.mark.parametrize("nbytes", [TOTAL * 5 // 8 + 1, TOTAL - ZSTD_BLOCK_MAX, TOTAL])
+def test_no_prefix_where_streaming_would_cost_as_much_as_decoding_all(nbytes: int) -> None:
     assert not decode_zstd_prefix(frame(), np.empty(nbytes, np.uint8), TOTAL)
+
+
+def test_no_prefix_where_not_even_a_block_is_skipped() -> None:
+    small = numcodecs.Zstd(level=1).encode(DATA[:16].tobytes())  # 128 KiB: one block
+    assert not decode_zstd_prefix(small, np.empty(1024, np.uint8), 16 * 64 * 64 * 2)
 
 
 def test_no_prefix_of_a_frame_with_a_content_checksum() -> None:
