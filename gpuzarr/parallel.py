@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from concurrent.futures import Executor, as_completed, wait
+from concurrent.futures import as_completed, wait
 from typing import TYPE_CHECKING, TypeVar
 
 from . import config
@@ -57,8 +57,8 @@ def run_tasks(
         workers = config.get("concurrency")
     if workers <= 1 or len(items) < min_parallel:
         return [func(x) for x in items]
-    if not caller_works and not io and not config.in_pool_thread():
-        return _run_on_pool(func, items, workers, config.thread_pool())
+    # Whether the caller takes groups too (see ``caller_works``), and so how many helpers.
+    caller_drains = caller_works or io or config.in_pool_thread()
     ngroups = min(len(items), workers * 4)
     size = -(-len(items) // ngroups)
     groups = [items[i : i + size] for i in range(0, len(items), size)]
@@ -78,16 +78,19 @@ def run_tasks(
                 raise
 
     pool = config.io_thread_pool(workers) if io else config.thread_pool()
-    helpers = [pool.submit(drain) for _ in range(min(workers - 1, len(groups) - 1))]
+    nhelpers = min(workers - 1, len(groups) - 1) if caller_drains else min(workers, len(groups))
+    helpers = [pool.submit(drain) for _ in range(nhelpers)]
     error: BaseException | None = None
-    try:
-        drain()
-    except BaseException as exc:  # re-raised below, after the helpers stop
-        error = exc
+    if caller_drains:
+        try:
+            drain()
+        except BaseException as exc:  # re-raised below, after the helpers stop
+            error = exc
     for future in helpers:
-        # A helper still queued has nothing left to take: cancelled, it is not waited for (the
-        # pool's threads may all be callers like this one, waiting: a read on a pool thread).
-        if future.cancel():
+        # A helper still queued once the caller has drained has nothing left to take:
+        # cancelled, it is not waited for (the pool's threads may all be callers like this
+        # one, waiting: reads on pool threads).
+        if caller_drains and future.cancel():
             continue
         helper_error = future.exception()
         if error is None and helper_error is not None:
@@ -95,36 +98,6 @@ def run_tasks(
     if error is not None:
         raise error
     return [r for part in results if part is not None for r in part]
-
-
-def _run_on_pool(func: Callable[[T], R], items: Sequence[T], workers: int, pool: Executor) -> list[R]:
-    """``[func(x) for x in items]`` on ``workers`` threads of ``pool`` (one item at a time from
-    a shared counter), the caller waiting. The first exception stops further items from
-    starting and is raised once the threads have finished."""
-    results: list[R | None] = [None] * len(items)
-    next_item = itertools.count()
-    failed = threading.Event()
-
-    def drain() -> None:
-        while not failed.is_set():
-            i = next(next_item)  # atomic in CPython: no two threads get the same item
-            if i >= len(items):
-                return
-            try:
-                results[i] = func(items[i])
-            except BaseException:
-                failed.set()
-                raise
-
-    futures = [pool.submit(drain) for _ in range(min(workers, len(items)))]
-    error: BaseException | None = None
-    for future in futures:
-        exc = future.exception()
-        if error is None and exc is not None:
-            error = exc
-    if error is not None:
-        raise error
-    return results  # type: ignore[return-value]  # every slot was filled
 
 
 def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T]], list[R]]:
