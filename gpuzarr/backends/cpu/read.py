@@ -290,9 +290,15 @@ def _read_sharded(
         batch = [keys[k] for k in run]
         if fetch_workers is None:
             # A local store: reading is a copy from the page cache, done for the whole batch
-            # on the CPU workers before decoding.
-            for key, blobs in zip(batch, run_tasks(fetch, batch), strict=True):
-                decode(key, blobs)
+            # on the CPU workers before decoding; then the inner chunks of all its shards are
+            # decoded in one parallel pass (a crop across a shard boundary: one pass, not one
+            # per shard, each ending with the slowest chunk).
+            tasks = [
+                (key, i, raw, targets)
+                for key, blobs in zip(batch, run_tasks(fetch, batch), strict=True)
+                for (i, targets), raw in zip(by_shard[key], blobs, strict=True)
+            ]
+            run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks, caller_works=caller_decodes)
         else:
             # A remote store: each shard's inner chunks are decoded as soon as they arrive,
             # while the other shards' requests are still in flight.
