@@ -218,9 +218,13 @@ class CodecPipeline:
             return self.decode(raw, key)
         scratch = buffers.scratch(self.spec.nbytes, "decoded")
         self._decode_bytes_into(raw, key, scratch)
+        return self._chunk_of(scratch)
+
+    def _chunk_of(self, decoded: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The chunk array viewing ``decoded``, the chain's decoded bytes (``bytes`` codec only)."""
         bc = self.bytes_codec
         assert bc is not None
-        return bc.decode(scratch, self.array_to_bytes[1])
+        return bc.decode(decoded, self.array_to_bytes[1])
 
     @cached_property
     def decodes_prefix(self) -> bool:
@@ -239,11 +243,7 @@ class CodecPipeline:
             done = self.bytes_to_bytes[0].decode_prefix(raw, scratch[:nbytes], self.spec.nbytes)
         except Exception as exc:  # any decoder failure means corrupt input
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
-        if not done:
-            return None
-        bc = self.bytes_codec
-        assert bc is not None
-        return bc.decode(scratch, self.array_to_bytes[1])
+        return self._chunk_of(scratch) if done else None
 
     def starts_own_threads_here(self) -> bool:
         """Whether a codec of the chain starts its library's own threads when it codes on the

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ...plan.selection import ChunkProjection, SelectionPlan
     from ...store.base import Buffer, Store
 
+#: One inner chunk to decode: (shard key, position in the shard, its bytes, its projections).
+_InnerChunk = tuple[str, int, "Buffer | None", list["ChunkProjection"]]
+
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
@@ -282,9 +285,11 @@ def _read_sharded(
     sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
     caller_decodes = _caller_decodes(layout)
 
-    def decode(key: str, blobs: list[Buffer | None]) -> None:
-        tasks = [(i, raw, targets) for (i, targets), raw in zip(by_shard[key], blobs, strict=True)]
-        run_tasks(lambda t: _decode_inner(layout, key, t[0], t[1], out, t[2]), tasks, caller_works=caller_decodes)
+    def inner_chunks(key: str, blobs: list[Buffer | None]) -> list[_InnerChunk]:
+        return [(key, i, raw, targets) for (i, targets), raw in zip(by_shard[key], blobs, strict=True)]
+
+    def decode(tasks: list[_InnerChunk]) -> None:
+        run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks, caller_works=caller_decodes)
 
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = [keys[k] for k in run]
@@ -293,16 +298,12 @@ def _read_sharded(
             # on the CPU workers before decoding; then the inner chunks of all its shards are
             # decoded in one parallel pass (a crop across a shard boundary: one pass, not one
             # per shard, each ending with the slowest chunk).
-            tasks = [
-                (key, i, raw, targets)
-                for key, blobs in zip(batch, run_tasks(fetch, batch), strict=True)
-                for (i, targets), raw in zip(by_shard[key], blobs, strict=True)
-            ]
-            run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks, caller_works=caller_decodes)
+            fetched = zip(batch, run_tasks(fetch, batch), strict=True)
+            decode([task for key, blobs in fetched for task in inner_chunks(key, blobs)])
         else:
             # A remote store: each shard's inner chunks are decoded as soon as they arrive,
             # while the other shards' requests are still in flight.
-            each_as_completed(fetch, batch, decode, workers=fetch_workers)
+            each_as_completed(fetch, batch, lambda key, blobs: decode(inner_chunks(key, blobs)), workers=fetch_workers)
 
 
 def _decode_inner(
