@@ -157,15 +157,16 @@ class BytesToBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         """The inverse of :meth:`decode`."""
 
-    #: whether :meth:`decode_prefix` may decode less than everything
-    decodes_prefix: ClassVar[bool] = False
+    #: whether :meth:`decode_part` may decode less than everything
+    decodes_part: ClassVar[bool] = False
 
-    def decode_prefix(self, data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
-        """Decode only the first ``out.nbytes`` of the ``total`` bytes ``data`` decodes to.
+    def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
+        """Decode at least bytes ``[start, stop)`` of the ``out.nbytes`` bytes ``data`` decodes to.
 
-        Into ``out`` (contiguous uint8), where the codec can stop decoding there and it saves
-        work. Returns False, having written nothing that matters, where it cannot (the caller
-        then decodes everything). The bytes after the prefix are never decoded, so damage
+        Into ``out`` (contiguous uint8, the whole decoded size) at the same offsets, where the
+        codec can decode that part alone and it saves work; other bytes of ``out`` are left
+        stale. Returns False, having written nothing that matters, where it cannot (the caller
+        then decodes everything). The bytes outside the part are never decoded, so damage
         there goes unnoticed; a codec whose data carries a checksum of the whole (which only a
         full decode can verify) returns False.
         """

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import buffers
 from ..errors import MetadataError
 from ..metadata.dtypes import is_variable_length
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
@@ -33,6 +34,20 @@ if TYPE_CHECKING:
 CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "zlib", "snappy")
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 BLOSC_HEADER_NBYTES = 16
+BLOSC_MAX_SPLITS = 16
+BLOSC_MIN_BUFFERSIZE = 128
+BLOSC_FLAG_SHUFFLE = 0x1
+BLOSC_FLAG_MEMCPYED = 0x2
+BLOSC_FLAG_BITSHUFFLE = 0x4
+BLOSC_FLAG_DONT_SPLIT = 0x10
+#: The frame format c-blosc 1.x writes (and numcodecs' Blosc): the only one decoded in part.
+_BLOSC_PART_VERSION = 2
+#: A part is decoded only where it skips at least this share of a chunk's bytes: building the
+#: part's frame costs about 15 µs of Python and a copy of its compressed blocks.
+_BLOSC_PART_MIN_SKIPPED = 1 / 4
+
+_HEADER = struct.Struct("<BBBBIII")
+_INT32 = struct.Struct("<i")
 
 
 class BloscHeader(NamedTuple):
@@ -46,7 +61,24 @@ class BloscHeader(NamedTuple):
 
     @property
     def memcpyed(self) -> bool:
-        return bool(self.flags & 0x2)
+        return bool(self.flags & BLOSC_FLAG_MEMCPYED)
+
+    @property
+    def nblocks(self) -> int:
+        return -(-self.nbytes // self.blocksize)
+
+    def block_nsplits(self, block_nbytes: int) -> int:
+        """How many streams a block of ``block_nbytes`` holds: c-blosc1's decoder rule, the
+        flag and the computed conditions together. It never splits the leftover block; and
+        numcodecs (c-blosc 1.21) reads a frame split with typesize > 16 or small blocks as one
+        stream per block too and fails, so such frames are corrupt to every decoder."""
+        split = (
+            not self.flags & BLOSC_FLAG_DONT_SPLIT
+            and block_nbytes == self.blocksize
+            and self.typesize <= BLOSC_MAX_SPLITS
+            and block_nbytes // self.typesize >= BLOSC_MIN_BUFFERSIZE
+        )
+        return self.typesize if split else 1
 
 
 def parse_blosc_header(data: Buffer) -> BloscHeader:
@@ -54,7 +86,7 @@ def parse_blosc_header(data: Buffer) -> BloscHeader:
     raw = as_uint8(data)
     if raw.size < BLOSC_HEADER_NBYTES:
         raise ValueError(f"blosc frame of {raw.size} bytes is shorter than its 16-byte header")
-    header = BloscHeader(*struct.unpack_from("<BBBBIII", raw[:BLOSC_HEADER_NBYTES].tobytes()))
+    header = BloscHeader(*_HEADER.unpack_from(raw[:BLOSC_HEADER_NBYTES].tobytes()))
     if header.cbytes != raw.size:
         raise ValueError(f"blosc header says {header.cbytes} compressed bytes, frame has {raw.size}")
     if header.typesize == 0 or (header.nbytes and header.blocksize == 0):
@@ -141,6 +173,11 @@ class BloscCodec(BytesToBytesCodec):
     ) -> Buffer:
         return decode_blosc(self._impl, data, out, max_nbytes)
 
+    decodes_part = True
+
+    def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
+        return decode_blosc_part(self._impl, data, out, start, stop)
+
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(as_uint8(data))
 
@@ -169,3 +206,78 @@ def decode_blosc(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_
         raise ValueError(f"blosc: header says {header.nbytes} decoded bytes, expected {out.nbytes}")
     check_decoded_size("blosc", header.nbytes, max_nbytes)
     return impl.decode(data, out)
+
+
+def decode_blosc_part(impl: Any, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
+    """Decode only the blocks of a Blosc1 frame that hold bytes ``[start, stop)`` of the chunk,
+    into ``out`` (the whole chunk's bytes) at their own offsets.
+
+    c-blosc decodes (and un-shuffles) every block on its own, and numcodecs exposes no call
+    that decodes some of them. So the blocks wanted are copied behind a header and a table of
+    block starts of their own: a smaller frame that numcodecs' ``impl`` decodes straight into
+    ``out`` at the first block's offset. Each block keeps its size, so c-blosc splits it into
+    the same streams as in the whole frame. Every stream size of those blocks is checked
+    against the frame's length before anything is copied.
+
+    Only where it pays: at least a quarter of the chunk is skipped. False (nothing decoded)
+    otherwise, and for stored (memcpyed) frames, formats other than c-blosc 1.x's, a part of
+    only the leftover block, and any frame whose blocks do not fit it: the caller decodes
+    everything instead, which raises what is wrong with it.
+    """
+    raw = as_uint8(data)
+    n = int(raw.size)
+    total = int(out.nbytes)
+    if n < BLOSC_HEADER_NBYTES or not 0 <= start < stop <= total:
+        return False
+    view = raw.data.cast("B")
+    header = BloscHeader(*_HEADER.unpack_from(view))
+    if (
+        header.version != _BLOSC_PART_VERSION
+        or header.memcpyed
+        or header.nbytes != total
+        or header.cbytes != n
+        or not 0 < header.blocksize <= total
+        or header.typesize == 0
+    ):
+        return False
+    blocksize = header.blocksize
+    first, end = start // blocksize, -(-stop // blocksize)
+    part_offset = first * blocksize
+    part_nbytes = min(total, end * blocksize) - part_offset
+    if (total - part_nbytes) < total * _BLOSC_PART_MIN_SKIPPED or part_nbytes < blocksize:
+        return False
+    nblocks = header.nblocks
+    table_end = BLOSC_HEADER_NBYTES + 4 * nblocks
+    if table_end > n:
+        return False
+    starts = struct.unpack_from(f"<{nblocks}i", view, BLOSC_HEADER_NBYTES)
+    extents: list[tuple[int, int]] = []  # where each wanted block lies in the frame
+    for b in range(first, end):
+        pos = starts[b]
+        if not table_end <= pos < n:
+            return False
+        for _ in range(header.block_nsplits(min(blocksize, total - b * blocksize))):
+            if pos + 4 > n:
+                return False
+            (size,) = _INT32.unpack_from(view, pos)
+            pos += 4 + size
+            if size <= 0 or pos > n:
+                return False
+        extents.append((starts[b], pos))
+    # The part's frame: its blocks follow its table in order. (Written through memoryviews:
+    # NumPy's per-call overhead is a fifth of the time a part saves.)
+    at = BLOSC_HEADER_NBYTES + 4 * len(extents)
+    part_starts = []
+    for a, b in extents:
+        part_starts.append(at)
+        at += b - a
+    frame = buffers.growable(at, "blosc part")
+    target = frame.data.cast("B")
+    _HEADER.pack_into(
+        target, 0, header.version, header.version_lz, header.flags, header.typesize, part_nbytes, blocksize, at
+    )
+    struct.pack_into(f"<{len(part_starts)}i", target, BLOSC_HEADER_NBYTES, *part_starts)
+    for (a, b), at in zip(extents, part_starts, strict=True):
+        target[at : at + b - a] = view[a:b]
+    impl.decode(frame, out[part_offset : part_offset + part_nbytes])
+    return True

@@ -227,20 +227,20 @@ class CodecPipeline:
         return bc.decode(decoded, self.array_to_bytes[1])
 
     @cached_property
-    def decodes_prefix(self) -> bool:
-        """Whether :meth:`decode_scratch_prefix` may decode less than a whole chunk: the chain
-        is ``bytes`` and one compressor that can stop early (zstd)."""
-        return self._decodes_to_raw_bytes and len(self.bytes_to_bytes) == 1 and self.bytes_to_bytes[0].decodes_prefix
+    def decodes_part(self) -> bool:
+        """Whether :meth:`decode_scratch_part` may decode less than a whole chunk: the chain
+        is ``bytes`` and one compressor that can decode part of a chunk (zstd, Blosc)."""
+        return self._decodes_to_raw_bytes and len(self.bytes_to_bytes) == 1 and self.bytes_to_bytes[0].decodes_part
 
-    def decode_scratch_prefix(self, raw: Buffer, key: str, nbytes: int) -> np.ndarray[Any, Any] | None:
-        """Like :meth:`decode_scratch`, but only the chunk's first ``nbytes`` bytes (in C
-        order) are decoded: the elements after them are stale. None where the codec cannot
-        stop early here (then call :meth:`decode_scratch`)."""
-        if not self.decodes_prefix:
+    def decode_scratch_part(self, raw: Buffer, key: str, start: int, stop: int) -> np.ndarray[Any, Any] | None:
+        """Like :meth:`decode_scratch`, but only bytes ``[start, stop)`` of the chunk (in C
+        order) are sure to be decoded: the elements outside them may be stale. None where the
+        codec cannot decode that part alone (then call :meth:`decode_scratch`)."""
+        if not self.decodes_part:
             return None
         scratch = buffers.scratch(self.spec.nbytes, "decoded")
         try:
-            done = self.bytes_to_bytes[0].decode_prefix(raw, scratch[:nbytes], self.spec.nbytes)
+            done = self.bytes_to_bytes[0].decode_part(raw, scratch, start, stop)
         except Exception as exc:  # any decoder failure means corrupt input
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
         return self._chunk_of(scratch) if done else None

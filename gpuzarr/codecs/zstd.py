@@ -274,10 +274,11 @@ class ZstdCodec(BytesToBytesCodec):
     ) -> Buffer:
         return decode_zstd(self._impl, data, out, max_nbytes)
 
-    decodes_prefix = True
+    decodes_part = True
 
-    def decode_prefix(self, data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
-        return decode_zstd_prefix(data, out, total)
+    def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
+        # A frame decodes from its start only: the part is the prefix up to ``stop``.
+        return decode_zstd_prefix(data, out[:stop], out.nbytes)
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(data)

@@ -68,12 +68,12 @@ def _store_chunk_into(
         pipeline.decode_into(raw, key, out, (*p.out_selection, Ellipsis), p.chunk_selection, direct=True)
         return
     chunk = None
-    if pipeline.decodes_prefix:
-        # The selection may need only the top of the chunk (a crop's lower neighbours): decode
-        # up to its last element and stop.
+    if pipeline.decodes_part:
+        # The selection may need only part of the chunk (a crop's neighbours above or below
+        # it): decode the bytes from its first element to its last where the codec can.
         span = _selected_byte_span(targets, pipeline.spec.shape, pipeline.spec.dtype.itemsize)
-        if span is not None and span[1] < pipeline.spec.nbytes:
-            chunk = pipeline.decode_scratch_prefix(raw, key, span[1])
+        if span is not None and span != (0, pipeline.spec.nbytes):
+            chunk = pipeline.decode_scratch_part(raw, key, *span)
     if chunk is None:
         chunk = pipeline.decode_scratch(raw, key)
     for p in targets:
@@ -171,11 +171,18 @@ def _selected_byte_span(
     targets: list[ChunkProjection], shape: tuple[int, ...], itemsize: int
 ) -> tuple[int, int] | None:
     """[start, stop) of the bytes of a C-ordered chunk that hold every element ``targets``
-    select (None when they select nothing)."""
-    stride = 1
+    select (None when they select nothing).
+
+    Exact, except where the selections reach from the first to the last index of the
+    outermost axis: the span then misses less than two rows of the chunk, and the whole chunk
+    is returned without looking at the other axes (even where one of them selects nothing).
+    A batch's chunks shared by several crops often are; their span is asked for once per chunk.
+    """
+    strides = [1] * len(shape)
+    for axis in range(len(shape) - 1, 0, -1):
+        strides[axis - 1] = strides[axis] * shape[axis]
     low = high = 0
-    for axis in range(len(shape) - 1, -1, -1):
-        n = shape[axis]
+    for axis, n in enumerate(shape):
         lo, hi = n, -1
         for p in targets:
             s = p.chunk_selection[axis]
@@ -195,9 +202,10 @@ def _selected_byte_span(
                 lo, hi = min(lo, int(s)), max(hi, int(s))
         if hi < lo:
             return None
-        low += lo * stride
-        high += hi * stride
-        stride *= n
+        if axis == 0 and lo == 0 and hi == n - 1:
+            return 0, n * strides[0] * itemsize
+        low += lo * strides[axis]
+        high += hi * strides[axis]
     return low * itemsize, (high + 1) * itemsize
 
 

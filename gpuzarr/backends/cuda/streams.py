@@ -36,7 +36,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ...codecs.base import as_uint8
-from ...codecs.blosc import BLOSC_HEADER_NBYTES, BloscHeader, parse_blosc_header
+from ...codecs.blosc import (
+    BLOSC_FLAG_BITSHUFFLE,
+    BLOSC_FLAG_SHUFFLE,
+    BLOSC_HEADER_NBYTES,
+    BloscHeader,
+    parse_blosc_header,
+)
 from ...codecs.zstd import ZSTD_BLOCK_MAX as ZSTD_BLOCK_MAX  # re-exported: the limit the walk enforces
 from ...codecs.zstd import ZSTD_MAGIC, walk_zstd_blocks
 
@@ -49,11 +55,6 @@ if TYPE_CHECKING:
 Algorithm = Literal["zstd", "deflate", "lz4", "copy"]
 Shuffle = Literal["none", "byte", "bit"]
 
-BLOSC_MAX_SPLITS = 16
-BLOSC_MIN_BUFFERSIZE = 128
-_BLOSC_FLAG_SHUFFLE = 0x1
-_BLOSC_FLAG_BITSHUFFLE = 0x4
-_BLOSC_FLAG_DONT_SPLIT = 0x10
 #: Blosc compressor codes (bits 5-7 of the flags) -> (name, raw stream kind or None)
 _BLOSC_COMPRESSORS: dict[int, tuple[str, Literal["lz4", "zstd", "zlib"] | None]] = {
     0: ("blosclz", None),
@@ -411,9 +412,9 @@ def _blosc_block_starts(raw: npt.NDArray[np.uint8], header: BloscHeader) -> tupl
 
 def _blosc_shuffle(header: BloscHeader) -> Shuffle:
     """The un-shuffle a frame's blocks need, as c-blosc1 decides it."""
-    if header.flags & _BLOSC_FLAG_SHUFFLE and header.typesize > 1:
+    if header.flags & BLOSC_FLAG_SHUFFLE and header.typesize > 1:
         return "byte"
-    if header.flags & _BLOSC_FLAG_BITSHUFFLE and header.blocksize >= header.typesize:
+    if header.flags & BLOSC_FLAG_BITSHUFFLE and header.blocksize >= header.typesize:
         return "bit"
     return "none"
 
@@ -423,18 +424,8 @@ def _blosc_block_streams(
 ) -> list[Stream]:
     """The streams of block ``b``, which starts at ``start`` of the frame."""
     n = int(raw.size)
-    typesize = header.typesize
     name, kind = _BLOSC_COMPRESSORS[header.flags >> 5]
-    # c-blosc1's decoder rule, the flag and the computed conditions together: numcodecs (c-blosc
-    # 1.21) reads a frame split with typesize > 16 or small blocks (BLOSC_ALWAYS_SPLIT) as one
-    # stream per block too and fails, so such frames are corrupt to the CPU and the GPU alike.
-    split = (
-        not header.flags & _BLOSC_FLAG_DONT_SPLIT
-        and block.nbytes == header.blocksize  # c-blosc1 never splits the leftover block
-        and typesize <= BLOSC_MAX_SPLITS
-        and block.nbytes // typesize >= BLOSC_MIN_BUFFERSIZE
-    )
-    nsplits = typesize if split else 1
+    nsplits = header.block_nsplits(block.nbytes)
     if block.nbytes % nsplits:
         raise ValueError(f"blosc: block {b} of {block.nbytes} bytes does not split into {nsplits} streams")
     neblock = block.nbytes // nsplits
