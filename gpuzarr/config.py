@@ -41,6 +41,10 @@ decoded size: variable-length strings and bytes (``vlen-utf8``, ``vlen-bytes``) 
 ``numcodecs.pcodec``/``zfpy`` streams. Where the metadata fixes it (``bytes`` and any
 compressors), the bound is that size. A stream that would decode to more is a
 CorruptChunkError naming the key, raised before the memory is allocated.
+
+``host_output_pool_bytes`` (default 256 MiB) bounds the host memory of read outputs that
+:mod:`gpuzarr.output_pool` keeps to hand out again once nothing refers to them, so that a loop
+of reads does not pay the kernel's page faults on every new output. 0 turns the pool off.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ _settings: dict[str, Any] = {
     "remote_concurrency": 32,
     # the largest decoded chunk metadata may ask for (gpuzarr.metadata.limits)
     "max_chunk_bytes": 2**31,
+    # bytes of read outputs kept for reuse once unreferenced (gpuzarr.output_pool); 0: none
+    "host_output_pool_bytes": 256 * 2**20,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -150,6 +156,8 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if name in ("max_chunk_bytes", "remote_concurrency") and value is None:
             raise ValueError(f"{name} must be a positive integer, got None")
+        if name == "host_output_pool_bytes" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ValueError(f"host_output_pool_bytes must be a non-negative integer, got {value!r}")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
             raise ValueError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
         if name == "strict" and not isinstance(value, bool):

@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.errors": 0,
     "gpuzarr.config": 0,
     "gpuzarr.buffers": 0,
+    "gpuzarr.output_pool": 0,  # host output buffers handed out again; config and buffers only
 }
 
 GPU_LIBRARIES = ("cupy", "cupyx", "kvikio", "nvidia", "cuda")

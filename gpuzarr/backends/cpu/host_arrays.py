@@ -6,19 +6,20 @@ from typing import Any
 
 import numpy as np
 
-from ...buffers import aligned_empty
 from ...errors import InvalidArgumentError
 from ...metadata.dtypes import is_variable_length
+from ...output_pool import pooled_empty
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-    """An output buffer; page-aligned so that reads straight into it copy at full speed.
+    """An output buffer; page-aligned so that reads straight into it copy at full speed, and
+    taken from the pool of outputs nothing refers to any more (:mod:`gpuzarr.output_pool`).
 
     Arrays of strings and bytes objects hold references, which NumPy must allocate itself.
     """
     if is_variable_length(dtype):
         return np.empty(shape, dtype)
-    return aligned_empty(shape, dtype)
+    return pooled_empty(shape, dtype)
 
 
 def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:

@@ -1,0 +1,170 @@
+"""Host output buffers taken again once nothing refers to them.
+
+A read returns a new NumPy array. Above glibc's mmap threshold (and for every array NumPy backs
+with huge pages) that memory comes fresh from the kernel and goes back to it when the array is
+dropped, so every read pays a page fault per 4 KiB page (or the zeroing of each 2 MiB page) on
+first touch: a quarter to a half of a crop's read time on the CPU. A training loop or a crop
+loop asks for the same sizes again and again, so the pool keeps the buffers it handed out and
+gives one out again once its reference count shows that no array, view, memoryview or tensor
+refers to it any more (NumPy points every view at the buffer that owns the memory, so one
+count covers them all).
+
+What it holds is bounded by the ``host_output_pool_bytes`` setting (default 256 MiB), counting
+buffers in use and idle: past the bound the oldest buffers leave the pool (those in use are
+freed when their last view goes, as without a pool). ``gpuzarr.config.set(
+host_output_pool_bytes=0)`` turns it off; :func:`release` frees the idle buffers now.
+
+The pool is off where a reference count cannot prove that a buffer is free: on interpreters
+without ``sys.getrefcount`` and on free-threaded CPython builds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import OrderedDict, deque
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .buffers import PAGE
+
+#: smaller outputs come from the allocator's own free lists without page faults
+MIN_POOLED_BYTES = 64 * 1024
+#: buffers of one size checked for reuse per request, oldest first
+_CHECKED_PER_REQUEST = 4
+
+
+class _Buffer:
+    """One page-aligned allocation: ``raw`` owns the memory, ``offset`` is its page boundary."""
+
+    __slots__ = ("nbytes", "offset", "raw")
+
+    def __init__(self, nbytes: int) -> None:
+        self.raw = np.empty(nbytes + PAGE, dtype=np.uint8)
+        self.offset = (-self.raw.ctypes.data) % PAGE
+        self.nbytes = nbytes
+
+    def view(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+        # every view's ``base`` is ``raw`` (NumPy collapses chains of views to the owner)
+        return self.raw[self.offset : self.offset + self.nbytes].view(dtype).reshape(shape)
+
+
+def _references(buffer: _Buffer) -> int:
+    return sys.getrefcount(buffer.raw)
+
+
+def _idle_references() -> int:
+    """The count :func:`_references` reads for a buffer that only the pool holds (measured, not
+    assumed: interpreters differ in what a call adds)."""
+    probe = _Buffer(1)
+    return _references(probe)
+
+
+def _supported() -> bool:
+    if not hasattr(sys, "getrefcount"):
+        return False
+    gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    return gil_enabled is None or bool(gil_enabled())
+
+
+class HostOutputPool:
+    """Page-aligned host buffers for read outputs, reused once unreferenced (see the module)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_size: dict[int, deque[_Buffer]] = {}
+        #: every buffer held, oldest hand-out first
+        self._order: OrderedDict[_Buffer, None] = OrderedDict()
+        self._held = 0
+        self._idle_refs = _idle_references() if _supported() else -1
+
+    @property
+    def enabled(self) -> bool:
+        return self._idle_refs >= 0
+
+    def held_bytes(self) -> int:
+        """Bytes of the buffers the pool holds, in use or idle."""
+        return self._held
+
+    def idle_bytes(self) -> int:
+        """Bytes of the buffers the pool holds that nothing else refers to."""
+        with self._lock:
+            return sum(b.nbytes for b in self._order if _references(b) <= self._idle_refs)
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+        """An uninitialised C-order array of ``shape`` whose data starts on a page boundary."""
+        nbytes = dtype.itemsize
+        for n in shape:
+            nbytes *= n
+        limit = config.get("host_output_pool_bytes")
+        if not self.enabled or nbytes < MIN_POOLED_BYTES or nbytes > limit:
+            return _Buffer(nbytes).view(shape, dtype)
+        with self._lock:
+            buffer = self._take_idle(nbytes)
+            if buffer is None:
+                buffer = _Buffer(nbytes)
+                self._add(buffer, limit)
+            return buffer.view(shape, dtype)
+
+    def _take_idle(self, nbytes: int) -> _Buffer | None:
+        same = self._by_size.get(nbytes)
+        if not same:
+            return None
+        for _ in range(min(len(same), _CHECKED_PER_REQUEST)):
+            buffer = same[0]
+            same.rotate(-1)  # checked: to the back, whether taken or still in use
+            if _references(buffer) <= self._idle_refs:
+                self._order.move_to_end(buffer)
+                return buffer
+        return None
+
+    def _add(self, buffer: _Buffer, limit: int) -> None:
+        while self._order and self._held + buffer.nbytes > limit:
+            self._drop(next(iter(self._order)))
+        self._by_size.setdefault(buffer.nbytes, deque()).append(buffer)
+        self._order[buffer] = None
+        self._held += buffer.nbytes
+
+    def _drop(self, buffer: _Buffer) -> None:
+        del self._order[buffer]
+        same = self._by_size[buffer.nbytes]
+        same.remove(buffer)
+        if not same:
+            del self._by_size[buffer.nbytes]
+        self._held -= buffer.nbytes
+
+    def release(self) -> int:
+        """Let go of every idle buffer now; the bytes given back to the allocator."""
+        with self._lock:
+            idle = [b for b in self._order if _references(b) <= self._idle_refs]
+            for buffer in idle:
+                self._drop(buffer)
+            return sum(b.nbytes for b in idle)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+
+_POOL = HostOutputPool()
+
+
+def pooled_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """A page-aligned output array from the process's pool (see the module)."""
+    return _POOL.empty(shape, dtype)
+
+
+def pool() -> HostOutputPool:
+    """The process's pool of host output buffers."""
+    return _POOL
+
+
+def release() -> int:
+    """Free the pool's idle buffers now (e.g. after the last epoch); the bytes freed."""
+    return _POOL.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL._after_fork)

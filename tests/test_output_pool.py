@@ -1,0 +1,232 @@
+"""gpuzarr.output_pool: a host output is handed out again only once nothing refers to it, the
+pool stays within its byte bound, and reads into reused buffers give the same data as fresh
+ones (stale bytes never show through)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr import config
+from gpuzarr.output_pool import MIN_POOLED_BYTES, HostOutputPool
+from gpuzarr.output_pool import pool as process_pool
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+U16 = np.dtype(np.uint16)
+SHAPE = (64, 64, 16)  # 128 KiB of uint16: above MIN_POOLED_BYTES
+NBYTES = 64 * 64 * 16 * 2
+
+pytestmark = pytest.mark.skipif(not HostOutputPool().enabled, reason="no reference counts here")
+
+
+@pytest.fixture
+def pool() -> Iterator[HostOutputPool]:
+    yield HostOutputPool()
+
+
+def _address(array: np.ndarray[Any, Any]) -> int:
+    return int(array.ctypes.data)
+
+
+def test_an_unreferenced_output_is_handed_out_again(pool: HostOutputPool) -> None:
+    first = pool.empty(SHAPE, U16)
+    address = _address(first)
+    del first
+    again = pool.empty(SHAPE, U16)
+    assert _address(again) == address
+    assert again.shape == SHAPE and again.dtype == U16 and again.flags.c_contiguous
+    assert address % 4096 == 0
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [
+        lambda a: a,
+        lambda a: a[3:5],
+        lambda a: a.view(np.int16).reshape(-1),
+        lambda a: memoryview(a),
+        lambda a: np.frombuffer(memoryview(a), dtype=np.uint8),
+        lambda a: np.lib.stride_tricks.as_strided(a, shape=(2,), strides=(2,)),
+        lambda a: np.ctypeslib.as_ctypes(a),
+        lambda a: [a.T],
+    ],
+    ids=["array", "slice", "view", "memoryview", "frombuffer", "as_strided", "ctypes", "in-list"],
+)
+def test_an_output_something_still_refers_to_is_never_handed_out(pool: HostOutputPool, keep: Any) -> None:
+    first = pool.empty(SHAPE, U16)
+    first[...] = 0x0707  # every byte 7, whatever view reads it
+    address = _address(first)
+    kept = keep(first)
+    del first
+    second = pool.empty(SHAPE, U16)
+    assert _address(second) != address
+    second[...] = 0x0909  # writing the new output leaves the kept one alone
+    del second
+    held = kept[0] if isinstance(kept, list) else kept
+    np.testing.assert_array_equal(np.ascontiguousarray(np.asarray(held)).view(np.uint8), 7)
+    del kept, held
+    gc.collect()
+    assert _address(pool.empty(SHAPE, U16)) == address  # free again once the last view went
+
+
+def test_a_torch_tensor_sharing_the_memory_keeps_it_busy(pool: HostOutputPool) -> None:
+    torch = pytest.importorskip("torch")
+    first = pool.empty(SHAPE, U16)
+    first[...] = 5
+    address = _address(first)
+    tensor = torch.from_numpy(first.view(np.int16))
+    del first
+    second = pool.empty(SHAPE, U16)
+    second[...] = 1
+    assert _address(second) != address
+    assert int(tensor.sum()) == 5 * int(np.prod(SHAPE))
+    del tensor, second
+    assert _address(pool.empty(SHAPE, U16)) == address
+
+
+def test_the_same_bytes_in_another_shape_or_dtype_reuse_the_buffer(pool: HostOutputPool) -> None:
+    address = _address(pool.empty(SHAPE, U16))
+    other = pool.empty((NBYTES // 4,), np.dtype(np.float32))
+    assert _address(other) == address and other.shape == (NBYTES // 4,)
+
+
+def test_other_sizes_get_their_own_buffers(pool: HostOutputPool) -> None:
+    a = pool.empty(SHAPE, U16)
+    b = pool.empty((64, 64, 17), U16)
+    assert _address(a) != _address(b)
+    assert pool.held_bytes() == NBYTES + 64 * 64 * 17 * 2
+
+
+def test_small_outputs_are_not_pooled(pool: HostOutputPool) -> None:
+    small = pool.empty((MIN_POOLED_BYTES // 2 - 1,), U16)
+    assert small.nbytes < MIN_POOLED_BYTES
+    assert pool.held_bytes() == 0
+
+
+def test_the_byte_bound_holds_and_the_oldest_goes_first(pool: HostOutputPool) -> None:
+    with config.set(host_output_pool_bytes=3 * NBYTES):
+        a, b, c = (pool.empty(SHAPE, U16) for _ in range(3))
+        assert pool.held_bytes() == 3 * NBYTES
+        addresses = [_address(x) for x in (a, b, c)]
+        d = pool.empty(SHAPE, U16)  # all three in use: the oldest (a) leaves the pool
+        assert pool.held_bytes() == 3 * NBYTES
+        del a, b
+        reused = {_address(pool.empty(SHAPE, U16)) for _ in range(2)}
+        assert addresses[0] not in reused  # a was let go, never handed out again
+        assert addresses[1] in reused
+        del c, d
+
+
+def test_an_output_larger_than_the_bound_is_not_pooled(pool: HostOutputPool) -> None:
+    with config.set(host_output_pool_bytes=NBYTES - 1):
+        pool.empty(SHAPE, U16)
+        assert pool.held_bytes() == 0
+
+
+def test_zero_turns_the_pool_off(pool: HostOutputPool) -> None:
+    with config.set(host_output_pool_bytes=0):
+        first = pool.empty(SHAPE, U16)
+        address = _address(first)
+        del first
+        assert pool.held_bytes() == 0
+        kept = [pool.empty(SHAPE, U16) for _ in range(3)]
+        assert all(x.ctypes.data % 4096 == 0 for x in kept)
+    assert address  # a fresh allocation each time; nothing to compare but alignment
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "256M", None])
+def test_a_bad_bound_is_refused(value: object) -> None:
+    with pytest.raises(ValueError, match="host_output_pool_bytes"):
+        config.set(host_output_pool_bytes=value)
+
+
+def test_release_frees_idle_buffers_only(pool: HostOutputPool) -> None:
+    busy = pool.empty(SHAPE, U16)
+    idle = pool.empty(SHAPE, U16)
+    del idle
+    assert pool.idle_bytes() == NBYTES
+    assert pool.release() == NBYTES
+    assert pool.held_bytes() == NBYTES and pool.idle_bytes() == 0
+    assert _address(pool.empty(SHAPE, U16)) != _address(busy)
+
+
+def test_threads_never_share_an_output(pool: HostOutputPool) -> None:
+    """Each thread stamps its output and checks it after the others ran: a buffer handed to two
+    threads at once would show another thread's stamp."""
+    errors: list[str] = []
+    start = threading.Barrier(8)
+
+    def work(stamp: int) -> None:
+        start.wait()
+        for _ in range(200):
+            out = pool.empty(SHAPE, U16)
+            out[...] = stamp
+            out[0, 0, 0] = stamp  # a little more time holding it
+            if not (out == stamp).all():
+                errors.append(f"thread {stamp} saw another's bytes")
+            del out
+
+    threads = [threading.Thread(target=work, args=(i + 1,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert pool.held_bytes() <= config.get("host_output_pool_bytes")
+
+
+# reads through the process's pool
+
+
+@pytest.fixture
+def sparse_array(tmp_path: Any) -> gpuzarr.Array:
+    """Chunks written only in the first half; the rest read as the fill value."""
+    a = gpuzarr.create(
+        store=str(tmp_path / "a.zarr"),
+        shape=(128, 128, 32),
+        chunks=(32, 32, 16),
+        dtype="uint16",
+        fill_value=3,
+    )
+    a[:64] = np.arange(64 * 128 * 32, dtype=np.uint16).reshape(64, 128, 32)
+    return a
+
+
+def test_reads_into_reused_outputs_show_no_stale_bytes(sparse_array: gpuzarr.Array) -> None:
+    expected = np.full((128, 128, 32), 3, np.uint16)
+    expected[:64] = np.arange(64 * 128 * 32, dtype=np.uint16).reshape(64, 128, 32)
+    process_pool().release()
+    for origin in [(0, 0), (64, 0), (10, 50), (70, 3), (0, 64), (64, 64)] * 2:
+        z, y = origin
+        got = sparse_array[z : z + 64, y : y + 64, 0:16]
+        np.testing.assert_array_equal(got, expected[z : z + 64, y : y + 64, 0:16])
+        del got
+
+
+def test_batches_into_reused_outputs_show_no_stale_bytes(sparse_array: gpuzarr.Array) -> None:
+    expected = np.full((128, 128, 32), 3, np.uint16)
+    expected[:64] = np.arange(64 * 128 * 32, dtype=np.uint16).reshape(64, 128, 32)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        origins = rng.integers(0, 64, size=(4, 3))
+        origins[:, 2] %= 16
+        selections = [(slice(z, z + 64), slice(y, y + 64), slice(x, x + 16)) for z, y, x in origins]
+        batch = sparse_array.read_batch(selections)
+        for got, selection in zip(batch, selections, strict=True):
+            np.testing.assert_array_equal(got, expected[selection])
+        del batch
+
+
+def test_a_held_read_keeps_its_values_while_later_reads_run(sparse_array: gpuzarr.Array) -> None:
+    first = sparse_array[0:64, 0:64, 0:16]
+    snapshot = first.copy()
+    for _ in range(4):
+        sparse_array[64:128, 64:128, 16:32]  # same size: would reuse ``first`` if it were idle
+    np.testing.assert_array_equal(first, snapshot)
