@@ -22,7 +22,14 @@ from ..hierarchy import write_documents
 from ..layout import ArrayLayout
 from ..metadata.json_util import check_attributes
 from ..metadata.v2 import ArrayMetadataV2
-from ..plan.selection import ChunkProjection, SelectionPlan, plan_orthogonal, plan_selection, plan_vectorized
+from ..plan.selection import (
+    ChunkProjection,
+    SelectionPlan,
+    plan_box_batch,
+    plan_orthogonal,
+    plan_selection,
+    plan_vectorized,
+)
 from .info import ArrayInfo, array_info, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
@@ -303,9 +310,12 @@ class Array:
         little more than its chunks.
         """
         selections = list(selections)
-        plans = [plan_selection(s, self._dims()) for s in selections]
-        if not plans:
+        if not selections:
             raise InvalidArgumentError("read_batch: no selections given")
+        batched = plan_box_batch(selections, self._dims())
+        if batched is not None:  # crops: planned together, in one pass
+            return self._execute_read(batched, out, stream)
+        plans = [plan_selection(s, self._dims()) for s in selections]
         shape = plans[0].shape
         for i, p in enumerate(plans):
             if p.buffer_shape != p.shape:

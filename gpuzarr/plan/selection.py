@@ -18,7 +18,7 @@ import itertools
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,14 +31,21 @@ from .dimension import (
     project_slice,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class ChunkProjection:
     """How one chunk contributes to a selection.
 
     ``chunk_selection`` indexes the decoded chunk and ``out_selection`` the output buffer (which
     has shape ``SelectionPlan.buffer_shape``); ``is_complete`` means every in-bounds element of the
     chunk is selected, so a write needs no read-modify-write.
+
+    Treated as immutable, though not declared frozen: a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``, which makes it three times as expensive to build,
+    and a batch of crops builds tens of thousands of them (2.7 against 0.5 µs each, measured).
     """
 
     chunk_coords: tuple[int, ...]
@@ -224,6 +231,99 @@ def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
             outs = tuple(o for o in outs if o is not None)
         projections.append(ChunkProjection(chunks, selections, outs, all(complete)))
     return SelectionPlan(shape, shape, projections)
+
+
+#: One axis of a box split into chunks: chunk indices, chunk selections, output selections and
+#: whether each chunk is taken whole (the columns of :func:`_box_axis`'s rows).
+_AxisSplit = tuple[list[int], tuple[slice, ...], tuple[slice, ...], tuple[bool, ...]]
+
+
+def _split_box_axis(sel: Any, dim: DimensionGrid, cache: dict[tuple[int, int], _AxisSplit]) -> _AxisSplit | None:
+    """:func:`_box_axis` of a slice, in columns. Away from the array's last chunk, the split
+    depends only on where the slice starts within its first chunk and on its length (the chunk
+    indices shift with the start), so boxes that share those share one split from ``cache``:
+    a (1, 256, 256)-chunked stack's crops split 64 chunks each along the first axis."""
+    if type(sel) is not slice:
+        return None
+    if sel.step is not None and sel.step != 1:
+        return None
+    start, stop, _ = sel.indices(dim.size)
+    c = dim.chunk_size
+    first = start // c
+    if stop <= start or (stop - 1) // c == (dim.size - 1) // c:
+        # Empty, or reaching the last chunk, whose completeness depends on the array's size.
+        entries = _box_axis(sel, dim)
+        if entries is None:
+            return None
+        return (
+            [e[0] for e in entries],
+            tuple(e[1] for e in entries),
+            tuple(e[2] for e in entries),
+            tuple(e[3] for e in entries),
+        )
+    key = (start - first * c, stop - start)
+    split = cache.get(key)
+    if split is None:
+        entries = _box_axis(sel, dim)
+        assert entries is not None  # a slice without a step
+        split = cache[key] = (
+            [e[0] - first for e in entries],
+            tuple(e[1] for e in entries),
+            tuple(e[2] for e in entries),
+            tuple(e[3] for e in entries),
+        )
+    relative, chunk_sels, outs, completes = split
+    return [first + k for k in relative], chunk_sels, outs, completes
+
+
+def plan_box_batch(selections: Sequence[Any], dims: tuple[Any, ...]) -> SelectionPlan | None:
+    """The plan of a batch of boxes of one shape (tuples of slices without a step, one per axis,
+    over regular chunk grids), stacked along a new first axis: what ``Array.read_batch`` reads
+    for a batch of crops. None when any selection is something else, or the boxes' shapes
+    differ, for the caller to plan them one by one (and to say what is wrong).
+
+    Equal to planning each box with :func:`plan_box` and prefixing its output selections with
+    the box's index, in a fraction of the time: a batch of 256 crops of a (N, 256, 256)-chunked
+    stack has 16,384 projections, which the per-box path built in about 150 ms. Each axis is
+    split into chunks once per box, and the projections are the product of those splits, made
+    by ``itertools.product`` in C over each field's values separately."""
+    if not dims or any(type(dim) is not DimensionGrid for dim in dims):
+        return None
+    ndim = len(dims)
+    shape: tuple[int, ...] | None = None
+    projections: list[ChunkProjection] = []
+    append = projections.append
+    caches: list[dict[tuple[int, int], _AxisSplit]] = [{} for _ in dims]
+    for index, selection in enumerate(selections):
+        if type(selection) is not tuple or len(selection) != ndim:
+            return None
+        coords, chunk_sels, outs, completes = [], [], [], []
+        for sel, dim, cache in zip(selection, dims, caches, strict=True):
+            split = _split_box_axis(sel, dim, cache)
+            if split is None:
+                return None
+            coords.append(split[0])
+            chunk_sels.append(split[1])
+            outs.append(split[2])
+            completes.append(split[3])
+        box_shape = tuple(o[-1].stop if o else 0 for o in outs)
+        if shape is None:
+            shape = box_shape
+        elif box_shape != shape:
+            return None
+        # The four products step through the same combinations in the same order.
+        for k, chunk_sel, out, complete in zip(
+            itertools.product(*coords),
+            itertools.product(*chunk_sels),
+            itertools.product(*outs),
+            itertools.product(*completes),
+            strict=True,
+        ):
+            append(ChunkProjection(k, chunk_sel, (index, *out), all(complete)))
+    if shape is None:
+        return None
+    full_shape = (len(selections), *shape)
+    return SelectionPlan(full_shape, full_shape, projections)
 
 
 def plan_orthogonal(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gpuzarr.errors import BoundsCheckError
 from gpuzarr.metadata.chunk_grid import DimensionGrid, all_chunk_coords
 from gpuzarr.plan import SelectionPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
-from gpuzarr.plan.selection import plan_box
+from gpuzarr.plan.selection import ChunkProjection, plan_box, plan_box_batch
 
 PAD = -1  # padding beyond the array's edge; data is >= 0, so reading padding shows up
 
@@ -205,6 +205,93 @@ def test_box_plan_equals_the_orthogonal_plan(data: st.DataObject) -> None:
     assert box == plan_orthogonal(sel, dims, allow_arrays=False)
     a = values_of(shape)
     np.testing.assert_array_equal(check_plan(box, a, chunks), a[sel])
+
+
+def _slice_boxes(shape: tuple[int, ...], length: tuple[int, ...]) -> st.SearchStrategy[tuple[slice, ...]]:
+    """Boxes of shape ``length`` that fit inside ``shape``, their starts written from the front
+    or (negative) from the back."""
+
+    def axis(n: int, size: int) -> st.SearchStrategy[slice]:
+        def write(start: int) -> slice:
+            return slice(start, start + n)
+
+        def from_the_back(start: int) -> slice:
+            if start == size:
+                return write(start)
+            return slice(start - size, start + n - size if start + n < size else None)
+
+        starts = st.integers(0, size - n)
+        return st.one_of(starts.map(write), starts.map(from_the_back))
+
+    return st.tuples(*(axis(n, size) for n, size in zip(length, shape, strict=True)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_box_batch_plan_equals_the_boxes_planned_one_by_one(data: st.DataObject) -> None:
+    # plan_box_batch is read_batch's planner: box i's projections, in order, with i in front
+    # of every output selection; its split cache must never hand one box another's chunks.
+    shape, chunks = data.draw(shapes_and_chunks())
+    assume(shape)
+    length = tuple(data.draw(st.integers(0, n)) for n in shape)
+    sels = data.draw(st.lists(_slice_boxes(shape, length), min_size=1, max_size=6))
+    dims = dims_of(shape, chunks)
+    batch = plan_box_batch(sels, dims)
+    assert batch is not None
+    expected = []
+    for i, sel in enumerate(sels):
+        one = plan_box(sel, dims)
+        assert one is not None and one.shape == length
+        expected += [
+            ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), p.is_complete)
+            for p in one.projections
+        ]
+    assert batch.shape == batch.buffer_shape == (len(sels), *length)
+    assert batch.projections == expected
+    a = values_of(shape)
+    np.testing.assert_array_equal(_stacked(batch, a, chunks), np.stack([a[s] for s in sels]))
+
+
+def _stacked(plan: SelectionPlan, a: np.ndarray[Any, Any], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """Execute a batch plan on NumPy chunks of ``a``."""
+    out = np.full(plan.shape, -1, dtype=a.dtype)
+    for p in plan.projections:
+        start = tuple(k * c for k, c in zip(p.chunk_coords, chunks, strict=True))
+        chunk = a[tuple(slice(s, s + c) for s, c in zip(start, chunks, strict=True))]
+        out[p.out_selection] = chunk[p.chunk_selection]
+    return out
+
+
+@pytest.mark.parametrize(
+    "sels",
+    [
+        [(slice(0, 4), slice(0, 3)), (slice(1, 5), slice(0, 2))],  # shapes differ
+        [(slice(0, 4), slice(0, 3)), (slice(0, 4), 2)],  # an integer: not a crop
+        [(slice(0, 4, 2), slice(0, 3))],  # a step
+        [(slice(0, 4),)],  # fewer entries than axes
+        [(Ellipsis, slice(0, 3))],
+        [(slice(0, 4), slice(0, 3)), [slice(0, 4), slice(0, 3)]],  # a list is not a box
+        [],
+    ],
+)
+def test_box_batch_plan_leaves_other_batches_to_the_one_by_one_planner(sels: list[Any]) -> None:
+    assert plan_box_batch(sels, dims_of((9, 7), (4, 3))) is None
+
+
+def test_box_batch_plan_leaves_other_chunk_grids_to_the_one_by_one_planner() -> None:
+    from gpuzarr.metadata.rectilinear import VariableDimensionGrid
+
+    grid = VariableDimensionGrid(9, np.array([0, 2, 5, 9], dtype=np.int64))
+    assert plan_box_batch([(slice(1, 5),)], (grid,)) is None
+
+
+def test_box_batch_plan_of_the_last_chunk_knows_it_is_short() -> None:
+    # The split cache is keyed by where a box starts within its chunk and its length; boxes
+    # that reach the array's (short) last chunk are split afresh, so completeness is right.
+    dims = dims_of((10,), (4,))
+    plan = plan_box_batch([(slice(0, 2),), (slice(8, 10),), (slice(4, 6),)], dims)
+    assert plan is not None
+    assert [(p.chunk_coords, p.is_complete) for p in plan.projections] == [((0,), False), ((2,), True), ((1,), False)]
 
 
 @pytest.mark.parametrize(
