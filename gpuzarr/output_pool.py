@@ -10,8 +10,10 @@ refers to it any more (NumPy points every view at the buffer that owns the memor
 count covers them all).
 
 What it holds is bounded by the ``host_output_pool_bytes`` setting (default 256 MiB), counting
-buffers in use and idle: past the bound the oldest buffers leave the pool (those in use are
-freed when their last view goes, as without a pool). ``gpuzarr.config.set(
+buffers in use and idle: past the bound the oldest buffers leave the pool. One still in use
+leaves only once nothing refers to it any more: until then the pool keeps its own reference, so
+the reference count that code holding the buffer sees never changes under it (the data loader's
+buffer sets, for one, take a baseline count and reuse a set when the count is back there). ``gpuzarr.config.set(
 host_output_pool_bytes=0)`` turns it off; :func:`release` frees the idle buffers now.
 
 The pool is off where a reference count cannot prove that a buffer is free: on interpreters
@@ -78,6 +80,8 @@ class HostOutputPool:
         self._by_size: dict[int, deque[_Buffer]] = {}
         #: every buffer held, oldest hand-out first
         self._order: OrderedDict[_Buffer, None] = OrderedDict()
+        #: buffers past the bound, still in use: let go once they are not (see the module)
+        self._retiring: list[_Buffer] = []
         self._held = 0
         self._idle_refs = _idle_references() if _supported() else -1
 
@@ -103,6 +107,8 @@ class HostOutputPool:
         if not self.enabled or nbytes < MIN_POOLED_BYTES or nbytes > limit:
             return _Buffer(nbytes).view(shape, dtype)
         with self._lock:
+            if self._retiring:
+                self._retiring = [b for b in self._retiring if _references(b) > self._idle_refs]
             buffer = self._take_idle(nbytes)
             if buffer is None:
                 buffer = _Buffer(nbytes)
@@ -123,7 +129,10 @@ class HostOutputPool:
 
     def _add(self, buffer: _Buffer, limit: int) -> None:
         while self._order and self._held + buffer.nbytes > limit:
-            self._drop(next(iter(self._order)))
+            oldest = next(iter(self._order))
+            self._drop(oldest)
+            if _references(oldest) > self._idle_refs:
+                self._retiring.append(oldest)
         self._by_size.setdefault(buffer.nbytes, deque()).append(buffer)
         self._order[buffer] = None
         self._held += buffer.nbytes
@@ -139,6 +148,7 @@ class HostOutputPool:
     def release(self) -> int:
         """Let go of every idle buffer now; the bytes given back to the allocator."""
         with self._lock:
+            self._retiring = [b for b in self._retiring if _references(b) > self._idle_refs]
             idle = [b for b in self._order if _references(b) <= self._idle_refs]
             for buffer in idle:
                 self._drop(buffer)

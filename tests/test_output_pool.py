@@ -5,6 +5,7 @@ ones (stale bytes never show through)."""
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -230,3 +231,38 @@ def test_a_held_read_keeps_its_values_while_later_reads_run(sparse_array: gpuzar
     for _ in range(4):
         sparse_array[64:128, 64:128, 16:32]  # same size: would reuse ``first`` if it were idle
     np.testing.assert_array_equal(first, snapshot)
+
+
+def test_an_output_past_the_bound_keeps_its_reference_count_while_in_use(pool: HostOutputPool) -> None:
+    """Code holding an output may take a baseline reference count and treat the buffer as free
+    when the count is back there (the loader's buffer sets do): the pool must not let go of its
+    own reference while the buffer is in use, or a holder's count would drop to the baseline."""
+    with config.set(host_output_pool_bytes=2 * NBYTES):
+        first = pool.empty(SHAPE, U16)
+        owner = first.base
+        before = sys.getrefcount(owner)
+        others = [pool.empty(SHAPE, U16) for _ in range(3)]  # ``first`` leaves the pool
+        assert sys.getrefcount(owner) == before
+        assert pool.held_bytes() <= 2 * NBYTES
+        del first, owner, others
+        pool.release()
+        assert pool.held_bytes() == 0
+
+
+def test_a_loader_that_keeps_its_batches_past_the_bound_keeps_them_intact(tmp_path: Any) -> None:
+    torch = pytest.importorskip("torch")
+    from gpuzarr.loader import CropLoader
+
+    a = gpuzarr.create(store=str(tmp_path / "v.zarr"), shape=(64, 64, 64), chunks=(16, 16, 16), dtype="uint16")
+    volume = np.arange(64**3, dtype=np.uint16).reshape(64, 64, 64)
+    a[...] = volume
+    rng = np.random.default_rng(0)
+    crops = [(0, tuple(int(x) for x in rng.integers(0, 32, 3))) for _ in range(12)]
+    batch_bytes = 2 * 32**3 * 2
+    with config.set(host_output_pool_bytes=2 * batch_bytes):  # batches leave the pool while held
+        loader = CropLoader(a, (32, 32, 32), 2, sampler=crops, shuffle=False, output="torch", prefetch=2)
+        kept = [batch.data for batch in loader]
+        assert all(isinstance(t, torch.Tensor) for t in kept)
+        got = np.concatenate([t.numpy() for t in kept])
+    for crop, (_, origin) in zip(got, crops, strict=True):
+        np.testing.assert_array_equal(crop, volume[tuple(slice(o, o + 32) for o in origin)])
