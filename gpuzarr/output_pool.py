@@ -13,8 +13,9 @@ What it holds is bounded by the ``host_output_pool_bytes`` setting (default 256 
 buffers in use and idle: past the bound the oldest buffers leave the pool. One still in use
 leaves only once nothing refers to it any more: until then the pool keeps its own reference, so
 the reference count that code holding the buffer sees never changes under it (the data loader's
-buffer sets, for one, take a baseline count and reuse a set when the count is back there). ``gpuzarr.config.set(
-host_output_pool_bytes=0)`` turns it off; :func:`release` frees the idle buffers now.
+buffer sets, for one, take a baseline count and reuse a set when the count is back there).
+``gpuzarr.config.set(host_output_pool_bytes=0)`` turns it off; :func:`release` frees the idle
+buffers now.
 
 The pool is off where a reference count cannot prove that a buffer is free: on interpreters
 without ``sys.getrefcount`` and on free-threaded CPython builds.
@@ -22,16 +23,18 @@ without ``sys.getrefcount`` and on free-threaded CPython builds.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 from collections import OrderedDict, deque
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import config
-from .buffers import PAGE
+from .buffers import aligned_empty
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: smaller outputs come from the allocator's own free lists without page faults
 MIN_POOLED_BYTES = 64 * 1024
@@ -40,22 +43,25 @@ _CHECKED_PER_REQUEST = 4
 
 
 class _Buffer:
-    """One page-aligned allocation: ``raw`` owns the memory, ``offset`` is its page boundary."""
+    """One page-aligned allocation, as the bytes :func:`aligned_empty` gives."""
 
-    __slots__ = ("nbytes", "offset", "raw")
+    __slots__ = ("data",)
 
     def __init__(self, nbytes: int) -> None:
-        self.raw = np.empty(nbytes + PAGE, dtype=np.uint8)
-        self.offset = (-self.raw.ctypes.data) % PAGE
-        self.nbytes = nbytes
+        self.data = aligned_empty(nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.size)
 
     def view(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-        # every view's ``base`` is ``raw`` (NumPy collapses chains of views to the owner)
-        return self.raw[self.offset : self.offset + self.nbytes].view(dtype).reshape(shape)
+        # every view's ``base`` is the array that owns the memory (NumPy collapses chains of
+        # views to it), which :func:`_references` counts
+        return self.data.view(dtype).reshape(shape)
 
 
 def _references(buffer: _Buffer) -> int:
-    return sys.getrefcount(buffer.raw)
+    return sys.getrefcount(buffer.data.base)
 
 
 def _idle_references() -> int:
@@ -100,15 +106,12 @@ class HostOutputPool:
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         """An uninitialised C-order array of ``shape`` whose data starts on a page boundary."""
-        nbytes = dtype.itemsize
-        for n in shape:
-            nbytes *= n
+        nbytes = dtype.itemsize * math.prod(shape)
         limit = config.get("host_output_pool_bytes")
         if not self.enabled or nbytes < MIN_POOLED_BYTES or nbytes > limit:
-            return _Buffer(nbytes).view(shape, dtype)
+            return aligned_empty(shape, dtype)
         with self._lock:
-            if self._retiring:
-                self._retiring = [b for b in self._retiring if _references(b) > self._idle_refs]
+            self._let_go_of_retired()
             buffer = self._take_idle(nbytes)
             if buffer is None:
                 buffer = _Buffer(nbytes)
@@ -137,6 +140,10 @@ class HostOutputPool:
         self._order[buffer] = None
         self._held += buffer.nbytes
 
+    def _let_go_of_retired(self) -> None:
+        if self._retiring:
+            self._retiring = [b for b in self._retiring if _references(b) > self._idle_refs]
+
     def _drop(self, buffer: _Buffer) -> None:
         del self._order[buffer]
         same = self._by_size[buffer.nbytes]
@@ -148,7 +155,7 @@ class HostOutputPool:
     def release(self) -> int:
         """Let go of every idle buffer now; the bytes given back to the allocator."""
         with self._lock:
-            self._retiring = [b for b in self._retiring if _references(b) > self._idle_refs]
+            self._let_go_of_retired()
             idle = [b for b in self._order if _references(b) <= self._idle_refs]
             for buffer in idle:
                 self._drop(buffer)

@@ -252,28 +252,24 @@ def _split_box_axis(sel: Any, dim: DimensionGrid, cache: dict[tuple[int, int], _
     first = start // c
     if stop <= start or (stop - 1) // c == (dim.size - 1) // c:
         # Empty, or reaching the last chunk, whose completeness depends on the array's size.
-        entries = _box_axis(sel, dim)
-        if entries is None:
-            return None
-        return (
-            [e[0] for e in entries],
-            tuple(e[1] for e in entries),
-            tuple(e[2] for e in entries),
-            tuple(e[3] for e in entries),
-        )
+        return _columns(_box_axis(sel, dim), 0)
     key = (start - first * c, stop - start)
     split = cache.get(key)
     if split is None:
-        entries = _box_axis(sel, dim)
-        assert entries is not None  # a slice without a step
-        split = cache[key] = (
-            [e[0] - first for e in entries],
-            tuple(e[1] for e in entries),
-            tuple(e[2] for e in entries),
-            tuple(e[3] for e in entries),
-        )
+        split = cache[key] = _columns(_box_axis(sel, dim), first)
     relative, chunk_sels, outs, completes = split
     return [first + k for k in relative], chunk_sels, outs, completes
+
+
+def _columns(entries: list[tuple[Any, ...]] | None, first: int) -> _AxisSplit:
+    """:func:`_box_axis`'s rows of a slice without a step as columns, chunk indices less ``first``."""
+    assert entries is not None  # a slice without a step always splits
+    return (
+        [e[0] - first for e in entries],
+        tuple(e[1] for e in entries),
+        tuple(e[2] for e in entries),
+        tuple(e[3] for e in entries),
+    )
 
 
 def plan_box_batch(selections: Sequence[Any], dims: tuple[Any, ...]) -> SelectionPlan | None:
