@@ -4,7 +4,9 @@
 # host that has the wheels of benchmarks/gpu_wheels.sh (the shared fetch-wheels.sh plus the
 # integrations' dependencies) in .whl/:
 #
-#   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests
+#   bash benchmarks/gpu_session.sh first    # environment report, probes (benchmarks/gpu_probe.py), tests
+#   bash benchmarks/gpu_session.sh probe    # environment report and probes alone
+#   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests, one file at a time
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
 #   bash benchmarks/gpu_session.sh all      # tests and bench
@@ -41,7 +43,7 @@ try:
 except Exception as exc:
     print("CUDA driver/runtime unavailable:", type(exc).__name__, exc)
 try:
-    import cupy.cuda.nvrtc
+    import cupy
     print("NVRTC", cupy.cuda.nvrtc.getVersion())
 except Exception as exc:
     print("NVRTC unavailable:", type(exc).__name__, exc)
@@ -56,19 +58,49 @@ PY
   cat "$out/environment.txt"
 }
 
+# One pytest process per file, each with a timeout taken from what is left of the stage's budget
+# (GPUZARR_STAGE_SECONDS, default 540), so a hang or a poisoned context in one file cannot hide
+# the others. -x would hide how much works; -rfE lists every failure and error at the end.
+# Deprecation warnings from CuPy, kvikio or nvCOMP are reported, not turned into failures
+# (pyproject's filterwarnings = error), so API drift cannot hide the real results.
+budget=${GPUZARR_STAGE_SECONDS:-540}
+left() { echo $(( budget - SECONDS )); }
+
+pytest_file() {  # pytest_file NAME SECONDS PATH [ARGS...]
+  local name=$1 limit=$2; shift 2
+  local remaining; remaining=$(left)
+  (( remaining < limit )) && limit=$remaining
+  if (( limit < 20 )); then echo "$name: skipped, stage budget spent"; return; fi
+  timeout "$limit" python3 -m pytest -q -rfE -p no:cacheprovider -W default::DeprecationWarning \
+    --durations=5 "$@" >"$out/pytest-$name.log" 2>&1
+  local code=$?
+  echo "$name: exit $code ($( tail -1 "$out/pytest-$name.log" ))"
+}
+
+probe() {
+  timeout "$(( $(left) > 300 ? 300 : $(left) ))" python3 -m benchmarks.gpu_probe --timeout 90 \
+    >"$out/probe.log" 2>&1
+  echo "probe exit $?"; cat "$out/probe.log"
+}
+
 tests() {
-  # -x would hide how much works; -rfE lists every failure and error at the end. Deprecation
-  # warnings from CuPy, kvikio or nvCOMP are reported, not turned into failures (pyproject's
-  # filterwarnings = error), so API drift cannot hide the real results.
-  timeout 540 python3 -m pytest -q -rfE -p no:cacheprovider -W default::DeprecationWarning tests/kernels tests/gpu \
-    >"$out/pytest-gpu.log" 2>&1
-  echo "pytest tests/kernels tests/gpu exit $?"
-  tail -40 "$out/pytest-gpu.log"
+  pytest_file kernels-gpu 150 tests/gpu/test_kernels_gpu.py
+  pytest_file gpu-read 150 tests/gpu/test_gpu_read.py
+  pytest_file gpu-array 240 tests/gpu/test_gpu_array.py
+  pytest_file loader-gpu 150 tests/gpu/test_loader_gpu.py
+  pytest_file xarray-gpu 90 tests/gpu/test_xarray_gpu.py
+  pytest_file cli-gpu 90 tests/gpu/test_cli_gpu.py
+  pytest_file dask-cuda 120 tests/gpu/test_dask_cuda.py
+  pytest_file kernels-compile 120 tests/kernels
+  # Failures and errors of every file, one place.
+  grep -h -E "^(FAILED|ERROR) " "$out"/pytest-*.log >"$out/failures.txt" 2>/dev/null
+  wc -l <"$out/failures.txt"
+  head -60 "$out/failures.txt"
 }
 
 bench() {
-  timeout 560 python3 -m benchmarks.run --device gpu --repeats 3 --crops 64 --size-mib 256 \
-    --only zstd sharded-zstd blosc-lz4 raw --out "$out/bench" >"$out/bench.log" 2>&1
+  timeout "$(left)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 64 --size-mib 256 \
+    --only sharded-zstd zstd blosc-lz4 gzip raw --out "$out/bench" >"$out/bench.log" 2>&1
   echo "benchmark exit $?"
   tail -60 "$out/bench.log"
 }
@@ -90,6 +122,8 @@ sanitize() {
 
 report
 case "$stage" in
+  first) probe; tests ;;
+  probe) probe ;;
   tests) tests ;;
   bench) bench ;;
   sanitize) sanitize ;;

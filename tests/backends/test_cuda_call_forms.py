@@ -4,6 +4,7 @@ nvCOMP codecs neither shared between threads nor kept for a caller's stream."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import types
@@ -185,6 +186,21 @@ def test_nvcomp_allocates_through_cupy_set_once(fakes: tuple[FakeCupy, FakeNvcom
     assert ("alloc", 4096, None) in cupy.made
 
 
+def test_the_allocator_outlives_the_interpreter(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    """nvCOMP keeps the allocator in a C++ static destroyed after the interpreter finalises; the
+    reference gpuzarr keeps for ever means that destructor never frees it (a SIGSEGV at exit)."""
+    _, nvcomp = fakes
+    cupy_device._nvcomp()
+    (allocate,) = nvcomp.allocators
+    held = sys.getrefcount(allocate)
+    nvcomp.allocators.clear()  # what nvCOMP's static holds goes, as at exit
+    assert sys.getrefcount(allocate) == held - 1
+    del nvcomp
+    gc.collect()
+    # The reference kept for ever, and this function's: never freed by the static's release.
+    assert sys.getrefcount(allocate) >= 3
+
+
 def test_codecs_of_the_default_stream_are_kept_per_thread(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
     _, nvcomp = fakes
     first = cupy_device.CudaDevice(0)._codec("zstd")
@@ -233,8 +249,11 @@ def _probe_cupy(monkeypatch: pytest.MonkeyPatch, get_version: Any) -> None:
     cuda.runtime = types.SimpleNamespace(getDeviceCount=lambda: 2)  # type: ignore[attr-defined]
     cupy.cuda = cuda  # type: ignore[attr-defined]
     cupy.is_available = lambda: True  # type: ignore[attr-defined]
-    for name, module in (("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.nvrtc", nvrtc)):
+    for name, module in (("cupy", cupy), ("cupy.cuda", cuda)):
         monkeypatch.setitem(sys.modules, name, module)
+    # As in CuPy 14: ``cupy.cuda.nvrtc`` is an attribute (it lives in cupy_backends), and
+    # ``import cupy.cuda.nvrtc`` fails.
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nvrtc", None)
     monkeypatch.setitem(sys.modules, "nvidia", None)  # no nvCOMP
 
 

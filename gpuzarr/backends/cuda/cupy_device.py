@@ -11,6 +11,7 @@ each).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import threading
@@ -647,7 +648,17 @@ def _route_allocations(nvcomp: Any) -> None:
                 return cupy.cuda.alloc(nbytes)
 
             set_allocator(allocate)
+            _outlive_interpreter(allocate)
         _allocator_routed = True
+
+
+def _outlive_interpreter(allocate: Callable[[int, Any], Any]) -> None:
+    """Keep one reference to ``allocate`` for ever. nvCOMP holds the allocator in a C++ static
+    that is destroyed after the interpreter has finalised; were its reference the last one, that
+    destructor would run the interpreter's deallocator and the process would die with SIGSEGV
+    at exit (seen on an H100 with nvCOMP 6.0). With this reference the destructor only lowers
+    a count. The cost is one function object that is never freed."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(allocate))
 
 
 __all__ = ["CodecCache", "CudaDevice", "FileHandleCache", "as_cupy_stream"]

@@ -39,9 +39,11 @@ def probe() -> tuple[str | None, int]:
 
 def _nvrtc_missing() -> str | None:
     """Why CuPy cannot compile the kernels (NVRTC not found), or None. CuPy finds NVRTC only
-    when it is called, so a device can be usable while no kernel compiles."""
+    when it is called, so a device can be usable while no kernel compiles. ``cupy.cuda.nvrtc``
+    is an attribute, not a module one can import by that name, in CuPy 14 (it lives in
+    ``cupy_backends``), so it is reached through ``cupy.cuda``."""
     try:
-        import cupy.cuda.nvrtc
+        import cupy
 
         cupy.cuda.nvrtc.getVersion()
     except Exception as exc:
