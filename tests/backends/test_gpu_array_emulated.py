@@ -397,6 +397,53 @@ def test_streams_the_device_fails_are_decoded_on_the_cpu(
         strict[...]
 
 
+class _LenientLz4Device(CpuEmulatedDevice):
+    """LZ4 decoded as nvCOMP 6.0 does on an H100: a truncated or corrupt block raises nothing and
+    reports its full expected size (the output is whatever the decoder wrote)."""
+
+    def decompress_batch(self, algorithm: str, src: Any, *spans: Any) -> Any:
+        pending = super().decompress_batch(algorithm, src, *spans)
+        dst_nbytes = spans[-1]
+        if algorithm != "lz4":
+            return pending
+        return lambda: [n if n >= 0 else int(expected) for n, expected in zip(pending(), dst_nbytes, strict=True)]
+
+
+def _spoil_first_lz4_block(path: Path, blosc: bool) -> None:
+    """Overwrite the first LZ4 block of a chunk with 0xff bytes (a literal length that runs past
+    the block), leaving every size the host checks (numcodecs' prefix, Blosc's header, block
+    table and stream sizes) as it was."""
+    data = bytearray(path.read_bytes())
+    start, size = 4, len(data) - 4  # numcodecs LZ4: the decoded size, then the block
+    if blosc:
+        first = int.from_bytes(data[16:20], "little")  # block table: the first block's offset
+        start, size = first + 4, int.from_bytes(data[first : first + 4], "little")
+    data[start : start + size] = b"\xff" * size
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("name", ["v2-lz4-f8", "v3-blosc-lz4-shuffle-u2"])
+def test_corrupt_lz4_blocks_are_caught_although_the_decoder_reports_none(
+    emulated_gpu: EmulatedGpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    from gpuzarr.backends.cuda import executor
+
+    emulated_gpu.device_class = _LenientLz4Device
+    kwargs, dtype, _ = ARRAYS[name]
+    store = gpuzarr.LocalStore(tmp_path / "a.zarr")
+    array = gpuzarr.create(store, shape=(64, 96), dtype=dtype, chunks=(32, 48), **kwargs)
+    array[...] = (np.arange(64 * 96) // 5 % 300).astype(dtype).reshape(64, 96)  # every block compresses
+    assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    assert "lz4_check" in emulated_gpu.names()
+    key = array._layout.key((1, 1))
+    _spoil_first_lz4_block(tmp_path / "a.zarr" / key, blosc=name.startswith("v3-blosc"))
+    with pytest.raises(CorruptChunkError, match=key.replace(".", r"\.")):
+        _on_gpu(array)[...]
+    # The walk is what catches it: without it the read succeeds with whatever nvCOMP wrote.
+    monkeypatch.setattr(executor, "_queue_lz4_checks", lambda *args: [])
+    _on_gpu(array)[...]
+
+
 def _raw_block_frame(payload: bytes) -> bytes:
     """A valid Zstandard frame that declares no content size: one raw block, 2 MiB window."""
     block_header = (1 | (len(payload) << 3)).to_bytes(3, "little")  # last block, raw

@@ -120,12 +120,19 @@ def _expect_corrupt(path: Path, key: str) -> None:
 
 
 def test_corrupt_chunks_name_their_key(tmp_path: Path) -> None:
+    """Damage the host's checks catch before nvCOMP sees the stream. (Zeros inside one
+    compressed zstd block pass them, and nvCOMP 6.0 may then fault: docs/gpu.md.)"""
     make_array("v3-zstd-f4", gpuzarr.LocalStore(tmp_path / "a.zarr"))
     victim = tmp_path / "a.zarr" / "c" / "1" / "1"
-    data = bytearray(victim.read_bytes())
-    data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
-    victim.write_bytes(bytes(data))
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2])  # a cut frame: its last block runs past the chunk
     _expect_corrupt(tmp_path / "a.zarr", "c/1/1")
+    make_array("v3-gzip-crc32c-f8", gpuzarr.LocalStore(tmp_path / "g.zarr"))
+    victim = tmp_path / "g.zarr" / "c" / "1" / "1"
+    spoilt = bytearray(victim.read_bytes())
+    spoilt[len(spoilt) // 2 : -4] = bytes(len(spoilt) - 4 - len(spoilt) // 2)  # the crc32c no longer matches
+    victim.write_bytes(bytes(spoilt))
+    _expect_corrupt(tmp_path / "g.zarr", "c/1/1")
     make_array("v3-raw-u1", gpuzarr.LocalStore(tmp_path / "r.zarr"))
     os.truncate(tmp_path / "r.zarr" / "c" / "0" / "0", 7)
     _expect_corrupt(tmp_path / "r.zarr", "c/0/0")

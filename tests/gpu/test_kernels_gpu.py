@@ -216,3 +216,29 @@ def test_checksum_spans_match_zlib_and_the_model(cp: Any, rng: np.random.Generat
     model = {"crc32": ref.crc32_batch, "adler32": ref.adler32_batch, "crc32c": ref.crc32c_batch}[kind]
     model(parts, sizes, expected, sizes.size, block_threads=kernels.BLOCK_THREADS)
     np.testing.assert_array_equal(sums, expected)
+
+
+def test_lz4_check_matches_the_model(cp: Any, rng: np.random.Generator) -> None:
+    from numcodecs import LZ4
+
+    payloads = [b"", b"x", bytes(1 << 20), rng.integers(0, 256, 70_000, dtype=np.uint8).tobytes()]
+    payloads += [(np.arange(int(n)) // 7 % 251).astype("<u2").tobytes() for n in rng.integers(10, 100_000, 12)]
+    blocks = [np.frombuffer(bytes(LZ4().encode(p))[4:], np.uint8) for p in payloads]
+    decoded = [len(p) for p in payloads]
+    # Each well-formed block, then spoilt copies: truncated, a wrong size, random bytes changed.
+    for block, size in list(zip(blocks, decoded))[:8]:
+        blocks.append(block[: block.size // 2])
+        decoded.append(size)
+        blocks.append(block)
+        decoded.append(size + 1)
+        spoilt = block.copy()
+        spoilt[rng.integers(0, max(spoilt.size, 1), 3) % max(spoilt.size, 1)] = rng.integers(0, 256, 3, dtype=np.uint8)
+        blocks.append(spoilt)
+        decoded.append(size)
+    packed, offsets = _pack(blocks)
+    sizes = np.array([b.size for b in blocks], np.int64)
+    got = cp.asnumpy(kernels.launch_lz4_check_spans(cp.asarray(packed), offsets, sizes, decoded))
+    expected = np.zeros(len(blocks), np.int64)
+    ref.lz4_check_batch(blocks, sizes, np.array(decoded, np.int64), expected, len(blocks))
+    np.testing.assert_array_equal(got, expected)
+    assert (got[: len(payloads)] == -1).all() and (got[len(payloads) :: 3][:8] >= 0).all()

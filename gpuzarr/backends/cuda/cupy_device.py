@@ -529,6 +529,12 @@ class CudaDevice:
         sums = kernels.launch_checksum_spans(kind, buffer, offsets, nbytes)
         return lambda: [int(v) for v in sums.get().tolist()]
 
+    def check_lz4(
+        self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], decoded_nbytes: Sequence[int]
+    ) -> Callable[[], list[int]]:
+        verdicts = kernels.launch_lz4_check_spans(buffer, offsets, nbytes, decoded_nbytes)
+        return lambda: [int(v) for v in verdicts.get().tolist()]
+
     # -- kernels ---------------------------------------------------------------------------------
 
     def launch_unshuffle(

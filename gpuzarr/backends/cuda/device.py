@@ -127,6 +127,13 @@ class Device(Protocol):
         """Start computing the CRC-32 / Adler-32 of spans of ``buffer``; the returned callable
         gives them once called after :meth:`synchronize`."""
 
+    def check_lz4(
+        self, buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], decoded_nbytes: Sequence[int]
+    ) -> Callable[[], list[int]]:
+        """Start walking raw LZ4 blocks at spans of ``buffer`` (kernels/lz4_check.cu); the
+        returned callable gives, once called after :meth:`synchronize`, -1 for each well-formed
+        block that decodes to its ``decoded_nbytes``, else the offset where it breaks the format."""
+
     def synchronize(self) -> None:
         """Wait for the work queued so far (the one host wait of a batch)."""
 

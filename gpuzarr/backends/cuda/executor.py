@@ -212,11 +212,14 @@ def run_batch(
         device.wait_for(prepared.copied)
     failed: dict[int, str] = {}  # task -> what the device said
     pending = _decompress(bound, device, staging, work, failed)
+    walks = _queue_lz4_checks(pending, device, staging)
     sums = _queue_checksums(bound, device, work, failed)
     if pending or sums:
         # The one host wait of a batch: every decode and checksum is queued, and what follows
         # (un-shuffles, the CPU's chunks, the assemble) depends on which streams failed.
         device.synchronize()
+    for group, verdicts in walks:
+        _note_malformed_lz4(group, verdicts(), failed)
     for group, sizes in pending:
         _note_wrong_sizes(group, sizes(), failed)
     for checks, values in sums:
@@ -301,6 +304,30 @@ def _decompress(
         )
         pending.append((group, sizes))
     return pending
+
+
+def _queue_lz4_checks(
+    pending: list[tuple[StreamGroup, PendingSizes]], device: Device, staging: Any
+) -> list[tuple[StreamGroup, Callable[[], list[int]]]]:
+    """Queue the walk of every LZ4 stream of a batch (kernels/lz4_check.cu) beside its decode.
+
+    nvCOMP's LZ4 decoder reports no error for a truncated or corrupt block (it fills the output
+    and returns the full size, seen on an H100 with nvCOMP 6.0), so a stream is trusted only when
+    its walk finds the block well formed and decoding to its expected size. The walk only reads
+    the compressed bytes, so it runs in the same queue as the decode, and its verdicts are read
+    after the batch's one host wait."""
+    return [
+        (group, device.check_lz4(staging, group.src_offsets, group.src_nbytes, group.dst_nbytes))
+        for group, _ in pending
+        if group.algorithm == "lz4" and group.owners
+    ]
+
+
+def _note_malformed_lz4(group: StreamGroup, verdicts: list[int], failed: dict[int, str]) -> None:
+    for s, verdict in enumerate(verdicts):
+        if verdict >= 0:
+            what = f"is malformed at byte {verdict}, or does not decode to {group.dst_nbytes[s]} bytes"
+            failed.setdefault(group.owners[s], f"lz4 stream {s} of the batch {what}")
 
 
 def _note_wrong_sizes(group: StreamGroup, sizes: npt.NDArray[np.int64], failed: dict[int, str]) -> None:

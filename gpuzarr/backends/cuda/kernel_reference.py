@@ -278,6 +278,77 @@ def adler32_batch(
         sums[b] = (total_b << 16) | total_a
 
 
+LZ4_MIN_MATCH = 4
+LZ4_LAST_LITERALS = 5
+LZ4_MFLIMIT = 12
+
+
+def _lz4_length(src: bytes, ip: int, n: int, length: int) -> tuple[int, int] | None:
+    """A length field's value after its extension bytes (while they are 255), and the offset
+    after it; None when the block ends inside it."""
+    while True:
+        if ip >= n:
+            return None
+        extra = src[ip]
+        ip += 1
+        length += extra
+        if extra != 255:
+            return length, ip
+
+
+def lz4_walk(src: bytes, n: int, out_n: int) -> int:
+    """The walk of ``lz4_check.cu``'s ``lz4_walk``: -1 when the ``n``-byte block is well formed
+    and decodes to ``out_n`` bytes, else the offset of the sequence where it breaks the format."""
+    ip = op = 0
+    while True:
+        sequence = ip
+        if ip >= n:
+            return sequence
+        token = src[ip]
+        ip += 1
+        literals = token >> 4
+        if literals == 15:
+            found = _lz4_length(src, ip, n, literals)
+            if found is None:
+                return sequence
+            literals, ip = found
+        if literals > n - ip or literals > out_n - op:
+            return sequence
+        ip += literals
+        op += literals
+        if ip == n:
+            return -1 if op == out_n else sequence
+        if op > out_n - LZ4_MFLIMIT or n - ip < 2:
+            return sequence
+        offset = src[ip] | (src[ip + 1] << 8)
+        ip += 2
+        if offset == 0 or offset > op:
+            return sequence
+        match = token & 15
+        if match == 15:
+            found = _lz4_length(src, ip, n, match)
+            if found is None:
+                return sequence
+            match, ip = found
+        match += LZ4_MIN_MATCH
+        if match > out_n - LZ4_LAST_LITERALS - op:
+            return sequence
+        op += match
+
+
+def lz4_check_batch(
+    blocks: Sequence[UInt8Array],
+    sizes: Int64Array,
+    decoded_sizes: Int64Array,
+    verdicts: Int64Array,
+    nblocks: int,
+) -> None:
+    """Model of ``lz4_check_batch`` (kernels/lz4_check.cu): each block's walk, one verdict each."""
+    for b in range(nblocks):
+        n = int(sizes[b])
+        verdicts[b] = lz4_walk(bytes(blocks[b][:n]), n, int(decoded_sizes[b]))
+
+
 def as_uint8(buffer: Any) -> UInt8Array:
     """A flat ``uint8`` view of a contiguous NumPy array (helper for callers of the models)."""
     array = np.ascontiguousarray(buffer)

@@ -35,6 +35,7 @@ KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "shuffle": ("shuffle.cu", ("byte_unshuffle", "bit_unshuffle")),
     "crc32c": ("crc32c.cu", ("crc32c_batch", "crc32_batch")),
     "adler32": ("adler32.cu", ("adler32_batch",)),
+    "lz4_check": ("lz4_check.cu", ("lz4_check_batch",)),
 }
 #: options given to NVRTC for every kernel file; the sources include no headers
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -297,6 +298,39 @@ def launch_checksum_spans(
     cupy = import_cupy()
     lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, kind), nbytes, kind)
     return _run_checksums(cupy, kind, lambda: _span_pointers(cupy, buffer, offsets), lengths, block)
+
+
+LZ4_CHECK_THREADS = 128
+
+
+def launch_lz4_check_spans(
+    buffer: Any, offsets: Sequence[int], nbytes: Sequence[int], decoded_nbytes: Sequence[int]
+) -> Any:
+    """``lz4_check_batch`` over raw LZ4 blocks at spans of one flat CuPy ``uint8`` buffer, each
+    to decode to ``decoded_nbytes[i]`` bytes; returns a CuPy ``int64`` array of verdicts (-1: well
+    formed; read it after a synchronisation)."""
+    cupy = import_cupy()
+    lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, "lz4_check"), nbytes, "lz4_check")
+    decoded = np.asarray(decoded_nbytes, dtype=np.int64).reshape(-1)
+    if decoded.size != lengths.size or (decoded < 0).any():
+        raise ValueError(
+            f"lz4_check: {lengths.size} blocks need as many decoded sizes >= 0, got {decoded.tolist()[:8]}"
+        )
+    verdicts = cupy.full(lengths.size, -1, dtype=cupy.int64)
+    if lengths.size:
+        threads = LZ4_CHECK_THREADS
+        get_kernel("lz4_check_batch")(
+            (min(-(-lengths.size // threads), MAX_GRID_X),),
+            (threads,),
+            (
+                _span_pointers(cupy, buffer, offsets),
+                cupy.asarray(lengths),
+                cupy.asarray(decoded),
+                verdicts,
+                np.int32(lengths.size),
+            ),
+        )
+    return verdicts
 
 
 def _check_checksum_launch(kind: str, block: int) -> None:
