@@ -177,7 +177,9 @@ def _decode_corrupt(nvcomp: Any, cupy: Any, codec: Any, name: str, stream: bytes
         print(f"{name}: CONTEXT POISONED: {type(exc).__name__}: {exc}")
 
 
-def _codec_decode_exit(stream: int) -> None:
+def _nvcomp_decode(stream: int = 1, config: bool = False) -> Any:
+    """A zstd decode through nvCOMP directly on ``stream`` (with a decompression config built from
+    the sizes when ``config``); returns the codec and buffers, so that a caller can keep them."""
     import cupy
     import numpy as np
     from nvidia import nvcomp
@@ -187,20 +189,29 @@ def _codec_decode_exit(stream: int) -> None:
     codec = nvcomp.Codec(algorithm="zstd", bitstream_kind=nvcomp.BitstreamKind.RAW, device_id=0, cuda_stream=stream)
     src = cupy.asarray(np.frombuffer(streams["zstd"][1], np.uint8))
     out = cupy.zeros(len(raw), dtype=cupy.uint8)
-    codec.decode(
+    options = (
+        {"decompression_config": codec.decompression_config(codec.compression_config([len(raw)]))} if config else {}
+    )
+    result = codec.decode(
         nvcomp.as_arrays(src, [0], [src.size], cuda_stream=stream),
         out=nvcomp.as_arrays(out, [0], [len(raw)], cuda_stream=stream),
+        **options,
     )
+    print("decoded sizes", [int(n) for n in result.buffer_sizes])
     cupy.cuda.runtime.deviceSynchronize()
-    print("decoded; exiting with the codec alive")
+    return codec, src, out
+
+
+def _step_exit_nvcomp_config() -> None:
+    _nvcomp_decode(config=True)
 
 
 def _step_exit_nvcomp_legacy_stream() -> None:
-    _codec_decode_exit(1)
+    _nvcomp_decode(1)
 
 
 def _step_exit_nvcomp_default_stream() -> None:
-    _codec_decode_exit(0)
+    _nvcomp_decode(0)
 
 
 def _gpuzarr_read(name: str) -> None:
@@ -233,25 +244,6 @@ def _step_exit_gpuzarr_zstd_cleared() -> None:
     print("codec cache and prefetch pool cleared")
 
 
-def _step_exit_nvcomp_config() -> None:
-    import cupy
-    import numpy as np
-    from nvidia import nvcomp
-
-    streams = _streams()
-    raw = streams["_raw"][1]
-    codec = nvcomp.Codec(algorithm="zstd", bitstream_kind=nvcomp.BitstreamKind.RAW, device_id=0, cuda_stream=1)
-    src = cupy.asarray(np.frombuffer(streams["zstd"][1], np.uint8))
-    out = cupy.zeros(len(raw), dtype=cupy.uint8)
-    config = codec.decompression_config(codec.compression_config([len(raw)]))
-    result = codec.decode(
-        nvcomp.as_arrays(src, [0], [src.size], cuda_stream=1),
-        out=nvcomp.as_arrays(out, [0], [len(raw)], cuda_stream=1),
-        decompression_config=config,
-    )
-    print("sizes", [int(n) for n in result.buffer_sizes])
-
-
 def _step_exit_gpuzarr_zstd_plain() -> None:
     _gpuzarr_read("v3-zstd-f4")
 
@@ -279,45 +271,27 @@ def _step_exit_gpuzarr_zstd_pools() -> None:
     print("pools cleared")
 
 
-def _nvcomp_decode_alive() -> Any:
-    """A zstd decode through nvCOMP directly, returning the objects so they live to exit."""
-    import cupy
-    import numpy as np
-    from nvidia import nvcomp
-
-    streams = _streams()
-    raw = streams["_raw"][1]
-    codec = nvcomp.Codec(algorithm="zstd", bitstream_kind=nvcomp.BitstreamKind.RAW, device_id=0, cuda_stream=1)
-    src = cupy.asarray(np.frombuffer(streams["zstd"][1], np.uint8))
-    out = cupy.zeros(len(raw), dtype=cupy.uint8)
-    codec.decode(
-        nvcomp.as_arrays(src, [0], [src.size], cuda_stream=1), out=nvcomp.as_arrays(out, [0], [len(raw)], cuda_stream=1)
-    )
-    cupy.cuda.runtime.deviceSynchronize()
-    return codec, src, out
-
-
 _KEEP: list[Any] = []
 
 
 def _step_exit_nvcomp_kvikio_import() -> None:
-    _KEEP.append(_nvcomp_decode_alive())
+    _KEEP.append(_nvcomp_decode())
     import kvikio  # noqa: F401
 
 
 def _step_exit_nvcomp_kvikio_read() -> None:
-    _KEEP.append(_nvcomp_decode_alive())
+    _KEEP.append(_nvcomp_decode())
     _kvikio_smoke()
 
 
 def _step_exit_nvcomp_global_codec() -> None:
-    _KEEP.append(_nvcomp_decode_alive())
+    _KEEP.append(_nvcomp_decode())
 
 
 def _step_exit_nvcomp_rawkernel() -> None:
     import cupy
 
-    _KEEP.append(_nvcomp_decode_alive())
+    _KEEP.append(_nvcomp_decode())
     kernel = cupy.RawKernel(r'extern "C" __global__ void add1(int* x) { x[threadIdx.x] += 1; }', "add1")
     x = cupy.arange(32, dtype=cupy.int32)
     kernel((1,), (32,), (x,))
@@ -327,7 +301,7 @@ def _step_exit_nvcomp_rawkernel() -> None:
 def _step_exit_nvcomp_pinned() -> None:
     import cupy
 
-    _KEEP.append(_nvcomp_decode_alive())
+    _KEEP.append(_nvcomp_decode())
     _KEEP.append(cupy.cuda.PinnedMemory(1 << 20))
 
 

@@ -28,6 +28,18 @@
 #define LZ4_LAST_LITERALS 5
 #define LZ4_MFLIMIT 12
 
+// Adds a length field's extension bytes (read while they are 255) to *length; false when the block
+// ends inside them.
+__device__ bool lz4_extend(const unsigned char* src, long long n, long long* ip, long long* length) {
+    unsigned int extra;
+    do {
+        if (*ip >= n) return false;
+        extra = src[(*ip)++];
+        *length += extra;
+    } while (extra == 255);
+    return true;
+}
+
 __device__ long long lz4_walk(const unsigned char* src, long long n, long long out_n) {
     long long ip = 0, op = 0;
     for (;;) {
@@ -35,14 +47,7 @@ __device__ long long lz4_walk(const unsigned char* src, long long n, long long o
         if (ip >= n) return sequence;  // the block ends without its last literal run
         const unsigned int token = src[ip++];
         long long literals = token >> 4;
-        if (literals == 15) {
-            unsigned int extra;
-            do {
-                if (ip >= n) return sequence;
-                extra = src[ip++];
-                literals += extra;
-            } while (extra == 255);
-        }
+        if (literals == 15 && !lz4_extend(src, n, &ip, &literals)) return sequence;
         if (literals > n - ip || literals > out_n - op) return sequence;
         ip += literals;
         op += literals;
@@ -53,14 +58,7 @@ __device__ long long lz4_walk(const unsigned char* src, long long n, long long o
         ip += 2;
         if (offset == 0 || offset > op) return sequence;
         long long match = token & 15;
-        if (match == 15) {
-            unsigned int extra;
-            do {
-                if (ip >= n) return sequence;
-                extra = src[ip++];
-                match += extra;
-            } while (extra == 255);
-        }
+        if (match == 15 && !lz4_extend(src, n, &ip, &match)) return sequence;
         match += LZ4_MIN_MATCH;
         if (match > out_n - LZ4_LAST_LITERALS - op) return sequence;
         op += match;
