@@ -133,3 +133,16 @@ def test_the_batch_model_gives_one_verdict_per_block() -> None:
     verdicts = np.zeros(3, dtype=np.int64)
     ref.lz4_check_batch(blocks, sizes, decoded, verdicts, 3)
     assert verdicts[0] == -1 and verdicts[1] >= 0 and verdicts[2] >= 0
+
+
+def test_the_launch_check_refuses_what_the_kernel_cannot_take() -> None:
+    from gpuzarr.backends.cuda.launch_checks import check_lz4
+
+    lengths, decoded = check_lz4([10, 20], [10, 5], [100, 0])
+    assert lengths.tolist() == [10, 5] and decoded.tolist() == [100, 0]
+    with pytest.raises(ValueError, match="2 blocks and 1 decoded"):
+        check_lz4([10, 20], [10, 5], [100])
+    with pytest.raises(ValueError, match="block 1 has decoded size -1"):
+        check_lz4([10, 20], [10, 5], [100, -1])
+    with pytest.raises(ValueError, match="buffer 0 is 10 bytes long"):
+        check_lz4([10], [11], [100])

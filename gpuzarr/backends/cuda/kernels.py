@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .launch_checks import check_assemble, check_blocks, check_crc32c, span_room
+from .launch_checks import check_assemble, check_blocks, check_crc32c, check_lz4, span_room
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -310,12 +310,7 @@ def launch_lz4_check_spans(
     to decode to ``decoded_nbytes[i]`` bytes; returns a CuPy ``int64`` array of verdicts (-1: well
     formed; read it after a synchronisation)."""
     cupy = import_cupy()
-    lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, "lz4_check"), nbytes, "lz4_check")
-    decoded = np.asarray(decoded_nbytes, dtype=np.int64).reshape(-1)
-    if decoded.size != lengths.size or (decoded < 0).any():
-        raise ValueError(
-            f"lz4_check: {lengths.size} blocks need as many decoded sizes >= 0, got {decoded.tolist()[:8]}"
-        )
+    lengths, decoded = check_lz4(span_room(int(buffer.nbytes), offsets, "lz4_check"), nbytes, decoded_nbytes)
     verdicts = cupy.full(lengths.size, -1, dtype=cupy.int64)
     if lengths.size:
         threads = LZ4_CHECK_THREADS

@@ -138,6 +138,21 @@ def check_crc32c(buffer_nbytes: Sequence[int] | Any, sizes: Any, name: str = "cr
     return lengths
 
 
+def check_lz4(
+    buffer_nbytes: Sequence[int] | Any, sizes: Any, decoded_sizes: Any
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Validate an ``lz4_check_batch`` launch: the blocks' sizes as :func:`check_crc32c` checks a
+    checksum's, and one decoded size (>= 0) per block; returns both as int64 arrays."""
+    lengths = check_crc32c(buffer_nbytes, sizes, "lz4_check")
+    decoded = np.asarray(decoded_sizes, dtype=np.int64).reshape(-1)
+    if decoded.size != lengths.size:
+        raise ValueError(f"lz4_check: got {lengths.size} blocks and {decoded.size} decoded sizes")
+    bad = np.flatnonzero(decoded < 0)
+    if bad.size:
+        raise ValueError(f"lz4_check: block {int(bad[0])} has decoded size {int(decoded[bad[0]])}")
+    return lengths, decoded
+
+
 def span_room(buffer_nbytes: int, offsets: Sequence[int] | Any, name: str) -> npt.NDArray[np.int64]:
     """The bytes from each offset to the end of a ``buffer_nbytes``-byte buffer, for the checks
     above; an offset outside the buffer raises."""
@@ -148,4 +163,4 @@ def span_room(buffer_nbytes: int, offsets: Sequence[int] | Any, name: str) -> np
     return buffer_nbytes - start
 
 
-__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c", "span_room"]
+__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c", "check_lz4", "span_room"]

@@ -276,9 +276,8 @@ class CpuEmulatedDevice:
     ) -> Callable[[], list[int]]:
         self.calls.append(("lz4_check", len(offsets)))
         views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
-        sizes = launch_checks.check_crc32c([v.size for v in views], nbytes, "lz4_check")
+        sizes, decoded = launch_checks.check_lz4([v.size for v in views], nbytes, decoded_nbytes)
         verdicts = np.full(sizes.size, -1, dtype=np.int64)
-        decoded = np.asarray(decoded_nbytes, dtype=np.int64)
         kernel_reference.lz4_check_batch(views, sizes, decoded, verdicts, sizes.size)
         values: Callable[[], list[int]] = self._after_synchronize("lz4 verdicts", [int(v) for v in verdicts])
         return values
