@@ -162,7 +162,9 @@ class GpuzarrGPU(GpuzarrCPU):
 class GpuzarrGPUDirect(GpuzarrGPU):
     """``gpu_direct_reads=True``: kvikio reads local chunk files into device memory, with or
     without GPUDirect Storage. Against ``gpuzarr-gpu-host`` it is the measurement that decides
-    what ``gpu_direct_reads="auto"`` should pick."""
+    what ``gpu_direct_reads="auto"`` should pick. Both variants send every read through the
+    device path (``gpu_small_read_chunks=0``), so against ``gpuzarr-gpu`` they also show what the
+    small-read rule changes."""
 
     name = "gpuzarr-gpu-direct"
     direct_reads = True
@@ -171,7 +173,7 @@ class GpuzarrGPUDirect(GpuzarrGPU):
     def context(self) -> Iterator[None]:
         from gpuzarr import config
 
-        with config.set(gpu_direct_reads=self.direct_reads):
+        with config.set(gpu_direct_reads=self.direct_reads, gpu_small_read_chunks=0):
             yield
 
 

@@ -23,6 +23,14 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
   means :func:`default_file_handles`, sized from the open-file limit (``ulimit -n``): each handle
   holds two file descriptors, and half of the limit is left to everything else.
 
+* ``gpu_small_read_chunks``: a GPU read of at most this many chunks is read by the CPU engine
+  and copied to the device in one piece. None (the default) means :func:`default_small_read_chunks`,
+  twice ``concurrency``; 0 sends every read through the device path. Measured on an H100 host
+  (``benchmarks/results/2026-11-24-h100-bench-run1.md``), one 64³ crop of eight 512 KiB zstd
+  chunks took 13 ms through nvCOMP, whose batched decoders start at about 10 ms however few
+  streams a batch has, and 3 ms on the host's CPU cores; at about 320 chunks (a batch of 64
+  crops) the two were level. ``strict=True`` reads keep the device path.
+
 ``remote_concurrency`` (default 32) is how many requests a read keeps in flight against a
 remote store (object stores, HTTP): their readers fetch on that many threads, since they wait on
 the network rather than on cores (``Store.io_concurrency``; a store's own ``io_concurrency``
@@ -67,6 +75,8 @@ _settings: dict[str, Any] = {
     # the direct kvikio route: "auto" (only with GPUDirect Storage), True or False
     "gpu_direct_reads": "auto",
     "strict": False,
+    # GPU reads of at most this many chunks run on the CPU engine (None: default_small_read_chunks())
+    "gpu_small_read_chunks": None,
     # requests in flight per read against a remote store (Store.io_concurrency)
     "remote_concurrency": 32,
     # the largest decoded chunk metadata may ask for (gpuzarr.metadata.limits)
@@ -97,6 +107,14 @@ MIN_FILE_HANDLES, MAX_FILE_HANDLES = 16, 65536
 def default_io_threads() -> int:
     """The kvikio I/O thread count when ``io_threads`` is None: ``min(16, CPUs this process may use)``."""
     return min(MAX_DEFAULT_IO_THREADS, _default_concurrency())
+
+
+def default_small_read_chunks() -> int:
+    """``gpu_small_read_chunks`` when it is None: twice ``concurrency``.
+
+    The CPU engine then takes the reads it decodes in one or two rounds of its pool.
+    """
+    return 2 * max(int(get("concurrency")), 1)
 
 
 def default_file_handles() -> int:
@@ -156,6 +174,10 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if name in ("max_chunk_bytes", "remote_concurrency") and value is None:
             raise ValueError(f"{name} must be a positive integer, got None")
+        if name == "gpu_small_read_chunks" and value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            raise ValueError(f"gpu_small_read_chunks must be a non-negative integer or None, got {value!r}")
         if name == "host_output_pool_bytes" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise ValueError(f"host_output_pool_bytes must be a non-negative integer, got {value!r}")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):

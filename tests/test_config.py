@@ -39,12 +39,23 @@ def test_restored_even_when_the_block_raises() -> None:
         ({"colour": 1}, "unknown"),
         ({"max_chunk_bytes": None}, "positive integer"),
         ({"max_chunk_bytes": 0}, "positive integer"),
+        ({"gpu_small_read_chunks": -1}, "non-negative integer or None"),
+        ({"gpu_small_read_chunks": True}, "non-negative integer or None"),
+        ({"gpu_small_read_chunks": 2.5}, "non-negative integer or None"),
     ],
 )
 def test_bad_settings_change_nothing(settings: dict[str, object], message: str) -> None:
     with pytest.raises((ValueError, KeyError), match=message):
         config.set(io_threads=7, **settings)
     assert config.get("io_threads") is None
+
+
+def test_small_gpu_reads_default_to_twice_the_concurrency() -> None:
+    with config.set(concurrency=3):
+        assert config.default_small_read_chunks() == 6
+    with config.set(gpu_small_read_chunks=0):  # 0 is a value: every GPU read on the device
+        assert config.get("gpu_small_read_chunks") == 0
+    assert config.get("gpu_small_read_chunks") is None
 
 
 def test_io_pools_of_different_sizes_live_side_by_side() -> None:

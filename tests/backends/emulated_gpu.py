@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuzarr import backends
+from gpuzarr import backends, config
 from gpuzarr.backends import select as device_module
 from gpuzarr.backends.cuda import reader as reader_module
 from gpuzarr.backends.cuda.device import StagingPools
@@ -62,4 +62,7 @@ def emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatedGpu]:
     monkeypatch.delenv(device_module.ENVIRONMENT_VARIABLE, raising=False)
     # Each test sees every fallback reason logged afresh.
     monkeypatch.setattr(reader_module, "_logged", set())
-    yield gpu
+    # Every read takes the device path, however few chunks it has (the tests of the small-read
+    # rule turn it back on): these tests are about that path.
+    with config.set(gpu_small_read_chunks=0):
+        yield gpu

@@ -87,6 +87,26 @@ def test_read_batch_out_and_stream() -> None:
     assert_bitwise_equal(_host(strided), expected[0])
 
 
+def test_small_reads_on_the_cpu_engine_match_cpu(local_array: gpuzarr.Array) -> None:
+    """The small-read rule (read on the CPU engine, copied once), with ``out`` on a stream of
+    the caller's and into a strided ``out``."""
+    import cupy
+
+    box = (slice(3, 20), slice(7, 30))
+    expected = cpu_result(local_array, box)
+    with gpuzarr.config.set(gpu_small_read_chunks=64):
+        gpu = _on_gpu(local_array)
+        assert_bitwise_equal(_host(gpu[box]), expected)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        out = cupy.full(expected.shape, 0xAB, dtype=expected.dtype)
+        assert gpu.read(box, out=out, stream=stream) is out
+        stream.synchronize()
+        assert_bitwise_equal(_host(out), expected)
+        strided = cupy.zeros((expected.shape[0], expected.shape[1] * 2), expected.dtype)[:, ::2]
+        gpu.read(box, out=strided)
+        assert_bitwise_equal(_host(strided), expected)
+
+
 def test_strict_refuses_cpu_codecs() -> None:
     array = make_array("v2-delta-filter-cpu")
     gpu = _on_gpu(array)

@@ -7,8 +7,11 @@
    on the device (:mod:`.gather`), or, when that box is much larger than the result or the
    data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
    copied to the device once;
-2. run it through :func:`.executor.execute` on a device object (:class:`.cupy_device.CudaDevice`
-   on a GPU; tests pass ``device_factory`` to run on :class:`.numpy_device.CpuEmulatedDevice`);
+2. a small read (see :func:`is_small_read`) is read by the CPU engine and copied to the device
+   in one piece: nvCOMP's batched decoders take milliseconds however small the batch, which
+   the CPU's pool beats until a read has hundreds of chunks; any other read runs through
+   :func:`.executor.execute` on a device object (:class:`.cupy_device.CudaDevice` on a GPU;
+   tests pass ``device_factory`` to run on :class:`.numpy_device.CpuEmulatedDevice`);
 3. write into the caller's ``out`` when given (in place when it is C-contiguous).
 
 Under ``strict`` every CPU step (a selection or a codec the GPU cannot do) raises DeviceError
@@ -32,7 +35,7 @@ from ..cpu import read_plan
 from .cupy_device import CudaDevice
 from .executor import execute
 from .gather import gather_plan
-from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, build_gpu_read_plan
+from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, GpuReadPlan, build_gpu_read_plan
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,6 +57,27 @@ def log_fallback(reason: str) -> None:
             return
         _logged.add(reason)
     logger.warning("gpuzarr: %s; this part of the read runs on the CPU and is copied to the GPU", reason)
+
+
+#: the most decoded bytes a read sent to the CPU engine may have: beyond it the copy to the
+#: device from pageable memory, and the host memory of the result, start to count
+SMALL_READ_MAX_BYTES = 64 << 20
+
+
+def small_read_chunks() -> int:
+    """Reads of at most this many chunks go to the CPU engine: ``gpuzarr.config``
+    ``gpu_small_read_chunks``, or :func:`gpuzarr.config.default_small_read_chunks`."""
+    configured = config.get("gpu_small_read_chunks")
+    return config.default_small_read_chunks() if configured is None else int(configured)
+
+
+def is_small_read(gpu_plan: GpuReadPlan) -> bool:
+    """Whether the CPU engine reads ``gpu_plan``'s selection: at most :func:`small_read_chunks`
+    chunks, decoding to at most :data:`SMALL_READ_MAX_BYTES`."""
+    tasks = gpu_plan.tasks
+    if len(tasks) > small_read_chunks():
+        return False
+    return sum(task.decoded_nbytes for task in tasks) <= SMALL_READ_MAX_BYTES
 
 
 def batch_budget(device: Device) -> int:
@@ -102,6 +126,8 @@ class CudaReader:
                 gpu_plan = build_gpu_read_plan(layout, plan, budget)
             except GpuPlanError as exc:
                 return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
+            if not strict and is_small_read(gpu_plan):
+                return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
             direct = out is not None and device.is_contiguous(out)
             target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
             _execute(device, layout, store, gpu_plan, target, strict, budget)
@@ -186,4 +212,4 @@ def _check_out(device: Device, out: Any, shape: tuple[int, ...], dtype: np.dtype
         )
 
 
-__all__ = ["CudaReader", "batch_budget", "log_fallback"]
+__all__ = ["SMALL_READ_MAX_BYTES", "CudaReader", "batch_budget", "is_small_read", "log_fallback", "small_read_chunks"]

@@ -1,0 +1,111 @@
+"""The small-read rule of the GPU reader (``gpuzarr.config`` ``gpu_small_read_chunks``): a read of
+few chunks is read by the CPU engine and copied to the device in one piece; larger reads,
+``strict`` reads and reads with the rule turned off take the device path. Every result is
+compared with the CPU engine."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr import config
+from gpuzarr.backends.cuda import reader as reader_module
+from gpuzarr.errors import CorruptChunkError
+
+if TYPE_CHECKING:
+    from .emulated_gpu import EmulatedGpu
+
+DATA = (np.arange(64 * 64, dtype="<u2") * 7 % 4099).reshape(64, 64)
+
+
+@pytest.fixture
+def array() -> gpuzarr.Array:
+    """64 zstd chunks of 8 x 8."""
+    store = gpuzarr.MemoryStore()
+    a = gpuzarr.create(
+        store,
+        shape=DATA.shape,
+        dtype="<u2",
+        chunks=(8, 8),
+        codecs=[{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}],
+    )
+    a[...] = DATA
+    return a
+
+
+def _on_gpu(array: gpuzarr.Array) -> gpuzarr.Array:
+    opened = gpuzarr.open(array.store, device="gpu")
+    assert isinstance(opened, gpuzarr.Array)
+    return opened
+
+
+def _decoded_on_device(gpu: EmulatedGpu) -> bool:
+    return "assemble_chunks" in gpu.names()
+
+
+def test_a_read_of_few_chunks_is_read_on_the_cpu_and_copied_once(
+    emulated_gpu: EmulatedGpu, array: gpuzarr.Array
+) -> None:
+    with config.set(gpu_small_read_chunks=4):
+        got = _on_gpu(array)[3:13, 5:14]  # 2 x 2 chunks
+    np.testing.assert_array_equal(got, DATA[3:13, 5:14])
+    assert not _decoded_on_device(emulated_gpu)
+    assert [call for call in emulated_gpu.calls() if call[0] == "from_host"] == [("from_host", 10 * 9 * 2)]
+
+
+def test_a_read_of_more_chunks_takes_the_device_path(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
+    with config.set(gpu_small_read_chunks=4):
+        got = _on_gpu(array)[3:21, 5:14]  # 3 x 2 chunks
+    np.testing.assert_array_equal(got, DATA[3:21, 5:14])
+    assert _decoded_on_device(emulated_gpu)
+    assert "from_host" not in emulated_gpu.names()
+
+
+def test_the_default_is_twice_the_cpu_concurrency(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
+    with config.set(gpu_small_read_chunks=None, concurrency=2):
+        assert reader_module.small_read_chunks() == 4
+        np.testing.assert_array_equal(_on_gpu(array)[0:16, 0:16], DATA[0:16, 0:16])  # 4 chunks
+        assert not _decoded_on_device(emulated_gpu)
+        np.testing.assert_array_equal(_on_gpu(array)[0:16, 0:24], DATA[0:16, 0:24])  # 6 chunks
+        assert _decoded_on_device(emulated_gpu)
+
+
+@pytest.mark.parametrize("setting", [{"gpu_small_read_chunks": 0}, {"gpu_small_read_chunks": 64, "strict": True}])
+def test_off_or_strict_every_read_takes_the_device_path(
+    emulated_gpu: EmulatedGpu, array: gpuzarr.Array, setting: dict[str, object]
+) -> None:
+    with config.set(**setting):  # type: ignore[arg-type]
+        got = _on_gpu(array)[3:5, 5:7]  # one chunk
+    np.testing.assert_array_equal(got, DATA[3:5, 5:7])
+    assert _decoded_on_device(emulated_gpu)
+
+
+def test_a_read_of_many_bytes_takes_the_device_path(
+    emulated_gpu: EmulatedGpu, array: gpuzarr.Array, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader_module, "SMALL_READ_MAX_BYTES", 8 * 8 * 2 * 3)  # three chunks' bytes
+    with config.set(gpu_small_read_chunks=64):
+        np.testing.assert_array_equal(_on_gpu(array)[0:8, 0:24], DATA[0:8, 0:24])
+        assert not _decoded_on_device(emulated_gpu)
+        np.testing.assert_array_equal(_on_gpu(array)[0:8, 0:32], DATA[0:8, 0:32])
+        assert _decoded_on_device(emulated_gpu)
+
+
+def test_out_and_read_batch_are_filled_alike(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
+    gpu_array = _on_gpu(array)
+    with config.set(gpu_small_read_chunks=8):
+        out = np.zeros((10, 9), "<u2")
+        assert gpu_array.read((slice(3, 13), slice(5, 14)), out=out) is out
+        np.testing.assert_array_equal(out, DATA[3:13, 5:14])
+        batch = gpu_array.read_batch([(slice(0, 4), slice(0, 4)), (slice(9, 13), slice(1, 5))])
+    np.testing.assert_array_equal(batch, np.stack([DATA[0:4, 0:4], DATA[9:13, 1:5]]))
+    assert not _decoded_on_device(emulated_gpu)
+
+
+def test_a_corrupt_chunk_names_its_key(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
+    array.store.set("c/1/1", b"\x28\xb5\x2f\xfd" + bytes(20))
+    with config.set(gpu_small_read_chunks=8), pytest.raises(CorruptChunkError, match="c/1/1"):
+        _on_gpu(array)[8:16, 8:16]
