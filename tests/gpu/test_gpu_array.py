@@ -18,6 +18,7 @@ from gpuzarr.errors import DeviceError
 from ..backends.cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 pytestmark = pytest.mark.gpu
@@ -69,42 +70,44 @@ def test_gathers_match_cpu(local_array: gpuzarr.Array) -> None:
     assert_bitwise_equal(_host(gpu[40:2:-7, ::-3]), cpu[40:2:-7, ::-3])
 
 
-def test_read_batch_out_and_stream() -> None:
+def _check_out_forms(read: Callable[..., Any], expected: np.ndarray[Any, Any]) -> None:
+    """``read()``, ``read(out=...)`` on a stream of the caller's, and a strided ``out`` of one
+    2-d result: all equal to ``expected``."""
     import cupy
 
+    assert_bitwise_equal(_host(read()), expected)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = cupy.full(expected.shape, 0xAB, dtype=expected.dtype)
+    assert read(out=out, stream=stream) is out
+    stream.synchronize()
+    assert_bitwise_equal(_host(out), expected)
+
+
+def _check_strided_out(gpu: gpuzarr.Array, box: tuple[slice, ...], expected: np.ndarray[Any, Any]) -> None:
+    import cupy
+
+    strided = cupy.zeros((expected.shape[0], expected.shape[1] * 2), expected.dtype)[:, ::2]
+    gpu.read(box, out=strided)
+    assert_bitwise_equal(_host(strided), expected)
+
+
+def test_read_batch_out_and_stream() -> None:
     array = make_array("v3-blosc-lz4-shuffle-u2")
     gpu = _on_gpu(array)
     boxes = [(slice(3, 20), slice(7, 30)), (slice(20, 37), slice(30, 53))]
     expected = np.stack([cpu_result(array, b) for b in boxes])
-    assert_bitwise_equal(_host(gpu.read_batch(boxes)), expected)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    out = cupy.full(expected.shape, 0xAB, dtype=expected.dtype)
-    assert gpu.read_batch(boxes, out=out, stream=stream) is out
-    stream.synchronize()
-    assert_bitwise_equal(_host(out), expected)
-    strided = cupy.zeros((expected.shape[1], expected.shape[2] * 2), expected.dtype)[:, ::2]
-    gpu.read(boxes[0], out=strided)
-    assert_bitwise_equal(_host(strided), expected[0])
+    _check_out_forms(lambda **kw: gpu.read_batch(boxes, **kw), expected)
+    _check_strided_out(gpu, boxes[0], expected[0])
 
 
 def test_small_reads_on_the_cpu_engine_match_cpu(local_array: gpuzarr.Array) -> None:
-    """The small-read rule (read on the CPU engine, copied once), with ``out`` on a stream of
-    the caller's and into a strided ``out``."""
-    import cupy
-
+    """The small-read rule (read on the CPU engine, copied once) in every form of ``out``."""
     box = (slice(3, 20), slice(7, 30))
     expected = cpu_result(local_array, box)
     with gpuzarr.config.set(gpu_small_read_chunks=64):
         gpu = _on_gpu(local_array)
-        assert_bitwise_equal(_host(gpu[box]), expected)
-        stream = cupy.cuda.Stream(non_blocking=True)
-        out = cupy.full(expected.shape, 0xAB, dtype=expected.dtype)
-        assert gpu.read(box, out=out, stream=stream) is out
-        stream.synchronize()
-        assert_bitwise_equal(_host(out), expected)
-        strided = cupy.zeros((expected.shape[0], expected.shape[1] * 2), expected.dtype)[:, ::2]
-        gpu.read(box, out=strided)
-        assert_bitwise_equal(_host(strided), expected)
+        _check_out_forms(lambda **kw: gpu.read(box, **kw), expected)
+        _check_strided_out(gpu, box, expected)
 
 
 def test_strict_refuses_cpu_codecs() -> None:
