@@ -9,7 +9,9 @@
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests, one file at a time
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
-#   bash benchmarks/gpu_session.sh all      # tests and bench
+#   bash benchmarks/gpu_session.sh cpu      # the host's CPU: batched crops at 1..N threads beside
+#                                           # TensorStore (benchmarks/cpu_scaling.py)
+#   bash benchmarks/gpu_session.sh all      # tests, bench and cpu
 #
 # Nothing here changes the GPU's settings, and KVIKIO_COMPAT_MODE is left to kvikio (AUTO).
 set -uo pipefail
@@ -105,6 +107,14 @@ bench() {
   tail -60 "$out/bench.log"
 }
 
+cpu_scaling() {
+  # The GPU hosts have many more cores than the development machines: how batched crop reads
+  # scale there, and whether threads waiting for the GIL explain what does not.
+  timeout "$(left)" python3 -m benchmarks.cpu_scaling --repeats 3 >"$out/cpu-scaling.md" 2>&1
+  echo "cpu scaling exit $?"
+  cat "$out/cpu-scaling.md"
+}
+
 sanitize() {
   # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
   # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
@@ -127,6 +137,7 @@ case "$stage" in
   tests) tests ;;
   bench) bench ;;
   sanitize) sanitize ;;
-  all) tests; bench ;;
-  *) echo "unknown stage $stage (tests | bench | sanitize | all)"; exit 2 ;;
+  cpu) cpu_scaling ;;
+  all) tests; bench; cpu_scaling ;;
+  *) echo "unknown stage $stage (first | probe | tests | bench | sanitize | cpu | all)"; exit 2 ;;
 esac
