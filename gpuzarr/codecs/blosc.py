@@ -86,7 +86,7 @@ def parse_blosc_header(data: Buffer) -> BloscHeader:
     raw = as_uint8(data)
     if raw.size < BLOSC_HEADER_NBYTES:
         raise ValueError(f"blosc frame of {raw.size} bytes is shorter than its 16-byte header")
-    header = BloscHeader(*_HEADER.unpack_from(raw[:BLOSC_HEADER_NBYTES].tobytes()))
+    header = BloscHeader(*_HEADER.unpack_from(raw.data))
     if header.cbytes != raw.size:
         raise ValueError(f"blosc header says {header.cbytes} compressed bytes, frame has {raw.size}")
     if header.typesize == 0 or (header.nbytes and header.blocksize == 0):

@@ -221,10 +221,16 @@ class CodecPipeline:
         return self._chunk_of(scratch)
 
     def _chunk_of(self, decoded: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        """The chunk array viewing ``decoded``, the chain's decoded bytes (``bytes`` codec only)."""
+        """The chunk array viewing ``decoded``, the chain's decoded bytes of exactly the chunk's
+        size (``bytes`` codec in native order: a view, as ``BytesCodec.decode`` makes it)."""
+        dtype, shape = self._native_chunk_view
+        return decoded.view(dtype).reshape(shape)
+
+    @cached_property
+    def _native_chunk_view(self) -> tuple[np.dtype[Any], tuple[int, ...]]:
         bc = self.bytes_codec
-        assert bc is not None
-        return bc.decode(decoded, self.array_to_bytes[1])
+        assert bc is not None and bc.is_native  # what _decodes_to_raw_bytes requires
+        return bc.stored_dtype(self.spec.dtype), self.spec.shape
 
     @cached_property
     def decodes_part(self) -> bool:
@@ -268,6 +274,8 @@ class CodecPipeline:
             data = self._decode_bytes(raw, target)
         except Exception as exc:  # any decoder failure means corrupt input
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+        if data is target:  # decoded in place (numcodecs returns ``out``)
+            return
         got = as_uint8(data)
         if got.size != target.size:
             raise CorruptChunkError(key, f"decoded chunk has {got.size} bytes, expected {target.size}")
