@@ -54,8 +54,11 @@ if TYPE_CHECKING:
 #: Shards read, modified and written under their locks at once (each lock holds a file
 #: descriptor on a LocalStore, and a store may have far more shards than descriptors).
 LOCKED_SHARDS = 16
-#: Conditional writes of one key tried before StoreError, on stores with conditional writes.
-RMW_ATTEMPTS = 16
+#: Conditional writes of one key tried before StoreError, on stores with conditional writes:
+#: eight writers of one chunk (tests/backends/cpu/test_conditional_writes.py, against moto)
+#: made one of them lose 16 times in a row in about one run in six; with the backoff below, 64
+#: attempts wait about 15 s at most before giving up.
+RMW_ATTEMPTS = 64
 #: The backoff before the next attempt: uniform in [0, min(RMW_MAX_BACKOFF, RMW_BACKOFF * 2**n)).
 RMW_BACKOFF = 0.005
 RMW_MAX_BACKOFF = 0.25
