@@ -9,9 +9,11 @@
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests, one file at a time
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
+#   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
+#                                           # beside the CPU peers)
 #   bash benchmarks/gpu_session.sh cpu      # the host's CPU: batched crops at 1..N threads beside
 #                                           # TensorStore (benchmarks/cpu_scaling.py)
-#   bash benchmarks/gpu_session.sh all      # tests, bench and cpu
+#   bash benchmarks/gpu_session.sh all      # tests, bench, loader and cpu
 #
 # Nothing here changes the GPU's settings, and KVIKIO_COMPAT_MODE is left to kvikio (AUTO).
 set -uo pipefail
@@ -107,6 +109,13 @@ bench() {
   tail -60 "$out/bench.log"
 }
 
+loader() {
+  timeout "$(left)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 256 --size-mib 64 \
+    --only loader sharded-zstd v2-blosc-lz4 --out "$out/loader" >"$out/loader.log" 2>&1
+  echo "loader benchmark exit $?"
+  tail -40 "$out/loader.log"
+}
+
 cpu_scaling() {
   # The GPU hosts have many more cores than the development machines: how batched crop reads
   # scale there, and whether threads waiting for the GIL explain what does not.
@@ -137,7 +146,8 @@ case "$stage" in
   tests) tests ;;
   bench) bench ;;
   sanitize) sanitize ;;
+  loader) loader ;;
   cpu) cpu_scaling ;;
-  all) tests; bench; cpu_scaling ;;
-  *) echo "unknown stage $stage (first | probe | tests | bench | sanitize | cpu | all)"; exit 2 ;;
+  all) tests; bench; loader; cpu_scaling ;;
+  *) echo "unknown stage $stage (first | probe | tests | bench | sanitize | loader | cpu | all)"; exit 2 ;;
 esac
