@@ -13,7 +13,7 @@ import pytest
 import gpuzarr
 from gpuzarr import config
 from gpuzarr.backends.cuda import reader as reader_module
-from gpuzarr.errors import CorruptChunkError
+from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 
 if TYPE_CHECKING:
     from .emulated_gpu import EmulatedGpu
@@ -53,7 +53,13 @@ def test_a_read_of_few_chunks_is_read_on_the_cpu_and_copied_once(
         got = _on_gpu(array)[3:13, 5:14]  # 2 x 2 chunks
     np.testing.assert_array_equal(got, DATA[3:13, 5:14])
     assert not _decoded_on_device(emulated_gpu)
-    assert [call for call in emulated_gpu.calls() if call[0] == "from_host"] == [("from_host", 10 * 9 * 2)]
+    # Read into a pinned staging block, uploaded once on the copy stream, which the read's
+    # stream waits for; the block is back in its pool.
+    assert [c for c in emulated_gpu.calls() if c[0] in ("upload", "wait_for")] == [
+        ("upload", 10 * 9 * 2),
+        ("wait_for", 0),
+    ]
+    assert emulated_gpu.staging.pool(0).nin_use == 0
 
 
 def test_a_read_of_more_chunks_takes_the_device_path(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
@@ -92,6 +98,34 @@ def test_a_read_of_many_bytes_takes_the_device_path(
         assert not _decoded_on_device(emulated_gpu)
         np.testing.assert_array_equal(_on_gpu(array)[0:8, 0:32], DATA[0:8, 0:32])
         assert _decoded_on_device(emulated_gpu)
+
+
+def test_a_batch_whose_result_is_large_takes_the_device_path(
+    emulated_gpu: EmulatedGpu, array: gpuzarr.Array, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many crops of one chunk: one chunk's bytes, but a result of many."""
+    monkeypatch.setattr(reader_module, "SMALL_READ_MAX_BYTES", 300)
+    boxes = [(slice(1, 7), slice(2, 8))] * 6  # 6 x 72 bytes from one 128-byte chunk
+    with config.set(gpu_small_read_chunks=64):
+        np.testing.assert_array_equal(_on_gpu(array).read_batch(boxes[:3]), np.stack([DATA[1:7, 2:8]] * 3))
+        assert not _decoded_on_device(emulated_gpu)
+        np.testing.assert_array_equal(_on_gpu(array).read_batch(boxes), np.stack([DATA[1:7, 2:8]] * 6))
+        assert _decoded_on_device(emulated_gpu)
+
+
+def test_missing_chunks_are_filled_or_refused_alike(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
+    array.store.erase("c/1/1")
+    expected = DATA[6:14, 6:14].copy()
+    expected[2:, 2:] = array.metadata.fill_value
+    with config.set(gpu_small_read_chunks=8):
+        np.testing.assert_array_equal(_on_gpu(array)[6:14, 6:14], expected)
+        strict_missing = gpuzarr.Array(
+            array.store, array.path, array.metadata, device="gpu", fill_missing_data_reads=False
+        )
+        with pytest.raises(ChunkNotFoundError, match="c/1/1"):
+            strict_missing[6:14, 6:14]
+    assert not _decoded_on_device(emulated_gpu)
+    assert emulated_gpu.staging.pool(0).nin_use == 0
 
 
 def test_out_and_read_batch_are_filled_alike(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:

@@ -73,11 +73,31 @@ def small_read_chunks() -> int:
 
 def is_small_read(gpu_plan: GpuReadPlan) -> bool:
     """Whether the CPU engine reads ``gpu_plan``'s selection: at most :func:`small_read_chunks`
-    chunks, decoding to at most :data:`SMALL_READ_MAX_BYTES`."""
+    chunks, whose decoded bytes and the result's each come to at most
+    :data:`SMALL_READ_MAX_BYTES` (a batch of crops of one chunk can be far larger than it)."""
     tasks = gpu_plan.tasks
-    if len(tasks) > small_read_chunks():
+    if len(tasks) > small_read_chunks() or gpu_plan.out_nbytes > SMALL_READ_MAX_BYTES:
         return False
     return sum(task.decoded_nbytes for task in tasks) <= SMALL_READ_MAX_BYTES
+
+
+def _read_small(
+    device: Device, layout: ArrayLayout, store: Store, plan: SelectionPlan, target: Any, budget: int
+) -> None:
+    """Read ``plan``'s selection with the CPU engine into ``target`` (a C-contiguous device array
+    of ``plan.buffer_shape``): straight into a pinned block of the device's staging pool, then
+    one upload on the device's copy stream, which the read's stream waits for (as a batch's
+    staging upload). The block goes back to the pool with the upload's event."""
+    dtype = np.dtype(layout.metadata.dtype)
+    nbytes = math.prod(plan.buffer_shape) * dtype.itemsize
+    block = device.staging.acquire(nbytes, budget)
+    uploaded = None
+    try:
+        read_plan(layout, store, plan, block.view(dtype).reshape(plan.buffer_shape))
+        uploaded = device.upload(block, target.reshape(-1).view(np.uint8))
+        device.wait_for(uploaded)
+    finally:
+        device.staging.release(block, uploaded)
 
 
 def batch_budget(device: Device) -> int:
@@ -126,10 +146,11 @@ class CudaReader:
                 gpu_plan = build_gpu_read_plan(layout, plan, budget)
             except GpuPlanError as exc:
                 return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
-            if not strict and is_small_read(gpu_plan):
-                return _deliver(device, device.from_host(_read_on_host(layout, store, plan, dtype)), plan, out)
             direct = out is not None and device.is_contiguous(out)
             target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
+            if not strict and is_small_read(gpu_plan):
+                _read_small(device, layout, store, plan, target, budget)
+                return out if direct else _deliver(device, target, plan, out)
             _execute(device, layout, store, gpu_plan, target, strict, budget)
             return out if direct else _deliver(device, target, plan, out)
 
