@@ -14,6 +14,8 @@ headers can hold, are compared with the bound before numcodecs runs.
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -163,6 +165,13 @@ def decode_zstd(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_n
         declared, _ = decoded_size_bounds(data)
         if declared is not None and declared != out.nbytes:
             raise ValueError(f"zstd: frames declare {declared} decoded bytes, expected {out.nbytes}")
+        # Frames that declare no size (TensorStore writes none), or several frames. numcodecs
+        # 0.16.2 on decodes them into ``out`` and checks that they fill it. Before, it refused
+        # a frame without a size, and after a sized frame followed by one without it returned
+        # ``out`` with only the first frame's bytes written (seen with 0.16.1): there zstandard
+        # streams them into ``out`` instead, and says how much it wrote.
+        if not numcodecs_checks_zstd_sizes() and decode_zstd_stream_into(data, out):
+            return out
         try:
             return impl.decode(data, out)
         except RuntimeError as exc:  # libzstd: "Destination buffer is too small", or fewer bytes
@@ -197,6 +206,47 @@ def _stream_decompressor() -> Any:
             decompressor = zstandard.ZstdDecompressor()
         _per_thread.decompressor = decompressor
     return decompressor
+
+
+#: the first numcodecs whose Zstd decodes frames without a declared size, checking that the
+#: frames fill ``out`` (numcodecs pull request 707)
+NUMCODECS_ZSTD_SIZES = (0, 16, 2)
+
+
+@functools.cache
+def numcodecs_checks_zstd_sizes() -> bool:
+    """Whether the installed numcodecs is :data:`NUMCODECS_ZSTD_SIZES` or later."""
+    import numcodecs
+
+    parts = re.findall(r"\d+", str(numcodecs.__version__))[:3]
+    return tuple(int(p) for p in parts) >= NUMCODECS_ZSTD_SIZES
+
+
+def decode_zstd_stream_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
+    """Decode every frame of ``data`` into ``out`` (uint8, C-contiguous) with ``zstandard``'s
+    streaming reader, which never writes past ``out``; raise ValueError unless the frames decode
+    to exactly ``out.nbytes`` bytes. False (nothing done) where zstandard is not installed."""
+    decompressor = _stream_decompressor()
+    if decompressor is None:
+        return False
+    import zstandard
+
+    target = out.reshape(-1).view("u1").data.cast("B")
+    got = 0
+    try:
+        with decompressor.stream_reader(as_uint8(data), read_across_frames=True) as reader:
+            while got < len(target):
+                n = reader.readinto(target[got:] if got else target)
+                if n == 0:
+                    break
+                got += n
+            more = bool(reader.read(1))
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"zstd: {exc}") from exc
+    if got != len(target) or more:
+        what = "more than" if more else f"only {got} of"
+        raise ValueError(f"zstd: frames decode to {what} the {len(target)} bytes expected")
+    return True
 
 
 def decode_zstd_prefix(data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
