@@ -1,5 +1,6 @@
-"""Where the time of a GPU read goes: cProfile of a full read, crops one by one and a batch of
-crops on a small generated volume, with the device synchronised around every timed call.
+"""Where the time of a GPU read goes: cProfile of a full read, crops one by one (with the
+small-read rule and, again, all on the device path) and a batch of crops on a small generated
+volume, with the device synchronised around every timed call.
 
     python -m benchmarks.gpu_profile [--dir /tmp/gpuzarr-profile] [--codec zstd] [--top 25]
 
@@ -82,11 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crops", type=int, default=32)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
+    import gpuzarr
+
     args.dir.mkdir(parents=True, exist_ok=True)
     array = _volume(args.dir, args.codec, args.side)
     boxes = random_boxes(array.shape, (64, 64, 64), (64, 64, 64), args.crops, seed=1)
     _profile(f"{args.codec} full read {args.side}^3", lambda: array[...], args.top)
     _profile(f"{args.codec} {args.crops} crops 64^3 one by one", lambda: [array[b] for b in boxes], args.top)
+    with gpuzarr.config.set(gpu_small_read_chunks=0):  # every crop through the device path
+        _profile(
+            f"{args.codec} {args.crops} crops 64^3 one by one, device path", lambda: [array[b] for b in boxes], args.top
+        )
     _profile(f"{args.codec} {args.crops} crops 64^3 read_batch", lambda: array.read_batch(boxes), args.top)
     return 0
 
