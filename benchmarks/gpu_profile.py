@@ -4,8 +4,8 @@ volume, with the device synchronised around every timed call.
 
     python -m benchmarks.gpu_profile [--dir /tmp/gpuzarr-profile] [--codec zstd] [--top 25]
 
-Prints wall times per call and the top functions by total and cumulative time. Runs on the
-emulated device too (``GPUZARR_DEVICE`` has no effect here: it asks for ``device="gpu"``).
+Prints wall times per call and the top functions by total and cumulative time. Needs a usable
+GPU: it asks for ``device="gpu"`` (``GPUZARR_DEVICE`` has no effect here).
 """
 
 from __future__ import annotations
