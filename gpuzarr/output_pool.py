@@ -118,6 +118,13 @@ class HostOutputPool:
                 self._add(buffer, limit)
             return buffer.view(shape, dtype)
 
+    def bytes_buffer(self, nbytes: int) -> np.ndarray[Any, Any]:
+        """A uint8 buffer of ``nbytes`` (for reads of encoded bytes), cut from a pooled buffer of
+        :func:`size_class` bytes, so that reads of lengths that differ a little share buffers."""
+        import numpy as np
+
+        return self.empty((size_class(nbytes),), np.dtype(np.uint8))[:nbytes]
+
     def _take_idle(self, nbytes: int) -> _Buffer | None:
         same = self._by_size.get(nbytes)
         if not same:
@@ -166,6 +173,20 @@ class HostOutputPool:
 
 
 _POOL = HostOutputPool()
+
+
+def size_class(nbytes: int) -> int:
+    """``nbytes`` rounded up to one of four sizes per doubling (at most a quarter more), above
+    :data:`MIN_POOLED_BYTES`; smaller sizes as they are."""
+    if nbytes <= MIN_POOLED_BYTES:
+        return nbytes
+    step = 1 << (nbytes.bit_length() - 3)
+    return -(-nbytes // step) * step
+
+
+def pooled_bytes(nbytes: int) -> np.ndarray[Any, Any]:
+    """A uint8 buffer of ``nbytes`` from the process's pool (see :meth:`HostOutputPool.bytes_buffer`)."""
+    return _POOL.bytes_buffer(nbytes)
 
 
 def pooled_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:

@@ -266,3 +266,24 @@ def test_a_loader_that_keeps_its_batches_past_the_bound_keeps_them_intact(tmp_pa
         got = np.concatenate([t.numpy() for t in kept])
     for crop, (_, origin) in zip(got, crops, strict=True):
         np.testing.assert_array_equal(crop, volume[tuple(slice(o, o + 32) for o in origin)])
+
+
+def test_size_classes_round_up_by_at_most_a_quarter() -> None:
+    from gpuzarr.output_pool import size_class
+
+    assert size_class(1000) == 1000 and size_class(MIN_POOLED_BYTES) == MIN_POOLED_BYTES
+    for n in [MIN_POOLED_BYTES + 1, 300_000, 624_640, 2**20, 2**20 + 1, 10**7]:
+        assert n <= size_class(n) <= n * 1.25
+    assert {size_class(n) for n in range(2**19 + 1, 2**20 + 1, 4096)} == {5 << 17, 6 << 17, 7 << 17, 8 << 17}
+
+
+def test_byte_buffers_of_nearby_lengths_share_memory_once_let_go(pool: HostOutputPool) -> None:
+    first = pool.bytes_buffer(300_000)
+    assert first.size == 300_000 and first.dtype == np.uint8
+    held = first.data.cast("B")[10:20]  # what a store hands out: a memoryview of part of it
+    address = _address(first)
+    del first
+    assert _address(pool.bytes_buffer(310_000)) != address  # the slice still refers to it
+    del held
+    gc.collect()
+    assert _address(pool.bytes_buffer(310_000)) == address  # same size class, free again

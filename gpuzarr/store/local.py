@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SymlinkEscapeError
+from ..output_pool import pooled_bytes
 from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
 
@@ -292,7 +293,7 @@ class LocalStore(Store):
             if opened is None:
                 return None
             fd, size = opened
-            return [_pread_all(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
+            return [_pread_pooled(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
 
     def exists(self, key: str) -> bool:
         with self._open(key) as opened:
@@ -600,7 +601,7 @@ class _FileSnapshot(Snapshot):
         if self._stat is None:
             return None
         spans = (r.resolve(self.size) for r in ranges)
-        return [_pread_all(self._fd, stop - start, start) for start, stop in spans]
+        return [_pread_pooled(self._fd, stop - start, start) for start, stop in spans]
 
 
 def _temp_name(name: str) -> str:
@@ -720,6 +721,23 @@ def _fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:
+    """Like :func:`_pread_all`, into a buffer of the host output pool (a memoryview of the bytes
+    read). Ranges of a shard (its inner chunks) come in many lengths and are dropped once
+    decoded: fresh memory for each (what ``os.pread`` allocates) pays the kernel's page faults
+    every time, a reused buffer does not (sharded crops read one by one: 12-16 % faster)."""
+    if length <= 0:
+        return b""
+    target = pooled_bytes(length).data.cast("B")
+    got = 0
+    while got < length:
+        n = os.preadv(fd, [target[got:]] if got else [target], offset + got)
+        if n == 0:  # the end of the file
+            break
+        got += n
+    return target[:got]
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:

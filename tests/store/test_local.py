@@ -173,3 +173,30 @@ def test_equality_by_root(tmp_path: Path) -> None:
     assert LocalStore(tmp_path) == LocalStore(str(tmp_path))
     assert hash(LocalStore(tmp_path)) == hash(LocalStore(str(tmp_path)))
     assert LocalStore(tmp_path) != LocalStore(tmp_path / "x")
+
+
+def test_ranges_read_into_reused_buffers_stay_intact_while_held(tmp_path: Path) -> None:
+    """Byte ranges come in buffers of the host output pool (gpuzarr.output_pool): one that is
+    still held is never read into again, however many reads of similar lengths follow."""
+    from gpuzarr.store.base import ByteRange
+
+    store = LocalStore(tmp_path / "store")
+    rng = np.random.default_rng(3)
+    value = rng.integers(0, 256, 4 << 20, dtype=np.uint8).tobytes()
+    store.set("shard", value)
+    spans = [(int(o), int(n)) for o, n in zip(rng.integers(0, 3 << 20, 40), rng.integers(200_000, 900_000, 40))]
+    held = []
+    for offset, n in spans:
+        for snapshot_read in (False, True):
+            if snapshot_read:
+                with store.snapshot("shard") as snap:
+                    got = snap.get_ranges("shard", [ByteRange(offset, n)])
+            else:
+                got = store.get_ranges("shard", [ByteRange(offset, n)])
+            assert got is not None
+            held.append((offset, n, got[0]))
+        del got
+    for offset, n, blob in held:
+        assert bytes(memoryview(blob).cast("B")) == value[offset : offset + n]
+    tail = store.get_ranges("shard", [ByteRange(len(value) - 3, 10)])  # past the end: what is there
+    assert tail is not None and bytes(memoryview(tail[0]).cast("B")) == value[-3:]
