@@ -594,7 +594,8 @@ class _FileSnapshot(Snapshot):
         if self._stat is None:
             return None
         start, stop = (0, self.size) if byte_range is None else byte_range.resolve(self.size)
-        return _pread_all(self._fd, stop - start, start)
+        # Shards (whole, or their index) are what snapshots read: into reused memory too.
+        return _pread_pooled(self._fd, stop - start, start)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
