@@ -28,16 +28,16 @@ import os
 import sys
 import threading
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from . import config
 from .buffers import aligned_empty
 
-if TYPE_CHECKING:
-    import numpy as np
-
 #: smaller outputs come from the allocator's own free lists without page faults
 MIN_POOLED_BYTES = 64 * 1024
+_BYTE = np.dtype(np.uint8)
 #: buffers of one size checked for reuse per request, oldest first
 _CHECKED_PER_REQUEST = 4
 
@@ -121,9 +121,7 @@ class HostOutputPool:
     def bytes_buffer(self, nbytes: int) -> np.ndarray[Any, Any]:
         """A uint8 buffer of ``nbytes`` (for reads of encoded bytes), cut from a pooled buffer of
         :func:`size_class` bytes, so that reads of lengths that differ a little share buffers."""
-        import numpy as np
-
-        return self.empty((size_class(nbytes),), np.dtype(np.uint8))[:nbytes]
+        return self.empty((size_class(nbytes),), _BYTE)[:nbytes]
 
     def _take_idle(self, nbytes: int) -> _Buffer | None:
         same = self._by_size.get(nbytes)

@@ -222,6 +222,18 @@ def numcodecs_checks_zstd_sizes() -> bool:
     return tuple(int(p) for p in parts) >= NUMCODECS_ZSTD_SIZES
 
 
+def _read_into(reader: Any, target: memoryview) -> int:
+    """Decode from a ``zstandard`` stream reader into ``target`` until it is full or the
+    frames end; the bytes decoded."""
+    got = 0
+    while got < len(target):
+        n = reader.readinto(target[got:] if got else target)
+        if n == 0:
+            break
+        got += n
+    return got
+
+
 def decode_zstd_stream_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
     """Decode every frame of ``data`` into ``out`` (uint8, C-contiguous) with ``zstandard``'s
     streaming reader, which never writes past ``out``; raise ValueError unless the frames decode
@@ -232,14 +244,9 @@ def decode_zstd_stream_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
     import zstandard
 
     target = out.reshape(-1).view("u1").data.cast("B")
-    got = 0
     try:
         with decompressor.stream_reader(as_uint8(data), read_across_frames=True) as reader:
-            while got < len(target):
-                n = reader.readinto(target[got:] if got else target)
-                if n == 0:
-                    break
-                got += n
+            got = _read_into(reader, target)
             more = bool(reader.read(1))
     except zstandard.ZstdError as exc:
         raise ValueError(f"zstd: {exc}") from exc
@@ -274,14 +281,10 @@ def decode_zstd_prefix(data: Buffer, out: np.ndarray[Any, Any], total: int) -> b
     import zstandard
 
     target = out.data.cast("B")
-    got = 0
     try:
         with decompressor.stream_reader(raw, read_across_frames=False) as reader:
-            while got < len(target):
-                n = reader.readinto(target[got:] if got else target)
-                if n == 0:
-                    return False
-                got += n
+            if _read_into(reader, target) < len(target):  # the frame ends early
+                return False
     except zstandard.ZstdError:
         return False
     return True

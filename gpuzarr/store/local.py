@@ -278,12 +278,9 @@ class LocalStore(Store):
             begin = min(start, size)
             stop = size if length is None else min(start + length, size)
             target = memoryview(buffer_for(stop - begin)).cast("B")
-            got = 0
-            while got < len(target):
-                n = os.preadv(fd, [target[got:]] if got else [target], begin + got)
-                if n == 0:  # the file shrank under us: report what is there
-                    return target[:got], begin + got
-                got += n
+            got = _preadv_into(fd, target, begin)
+            if got < len(target):  # the file shrank under us: report what is there
+                return target[:got], begin + got
             return target, size
         finally:
             os.close(fd)
@@ -732,13 +729,18 @@ def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:
     if length <= 0:
         return b""
     target = pooled_bytes(length).data.cast("B")
+    return target[: _preadv_into(fd, target, offset)]
+
+
+def _preadv_into(fd: int, target: memoryview, offset: int) -> int:
+    """Read from ``offset`` into ``target`` until it is full or the file ends; the bytes read."""
     got = 0
-    while got < length:
+    while got < len(target):
         n = os.preadv(fd, [target[got:]] if got else [target], offset + got)
-        if n == 0:  # the end of the file
+        if n == 0:
             break
         got += n
-    return target[:got]
+    return got
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:

@@ -59,8 +59,9 @@ def log_fallback(reason: str) -> None:
     logger.warning("gpuzarr: %s; this part of the read runs on the CPU and is copied to the GPU", reason)
 
 
-#: the most decoded bytes a read sent to the CPU engine may have: beyond it the copy to the
-#: device from pageable memory, and the host memory of the result, start to count
+#: the most decoded bytes (of its chunks, and of its result) a read sent to the CPU engine may
+#: have: beyond it the staging block it fills, and the upload before the device can use any
+#: of it, start to count
 SMALL_READ_MAX_BYTES = 64 << 20
 
 
@@ -88,12 +89,10 @@ def _read_small(
     of ``plan.buffer_shape``): straight into a pinned block of the device's staging pool, then
     one upload on the device's copy stream, which the read's stream waits for (as a batch's
     staging upload). The block goes back to the pool with the upload's event."""
-    dtype = np.dtype(layout.metadata.dtype)
-    nbytes = math.prod(plan.buffer_shape) * dtype.itemsize
-    block = device.staging.acquire(nbytes, budget)
+    block = device.staging.acquire(target.nbytes, budget)
     uploaded = None
     try:
-        read_plan(layout, store, plan, block.view(dtype).reshape(plan.buffer_shape))
+        read_plan(layout, store, plan, block.view(np.dtype(layout.metadata.dtype)).reshape(plan.buffer_shape))
         uploaded = device.upload(block, target.reshape(-1).view(np.uint8))
         device.wait_for(uploaded)
     finally:
