@@ -5,9 +5,11 @@ chunk is read, decoded, modified and re-encoded (read-modify-write). A chunk, or
 that ends up entirely equal to the fill value is not stored, and is erased if it existed.
 
 Sharded arrays are written shard by shard in three parallel phases: gather (read the old shard
-when some of its inner chunks are only partly overwritten, and build the new inner chunks),
-encode (all new inner chunks of all shards), assemble (keep untouched inner chunks' bytes
-verbatim, write the shard with a fresh index, or erase it when nothing but fill remains).
+when some of its inner chunks are only partly overwritten), encode (all new inner chunks of all
+shards; each is built, from the value and the old chunk where it is partly overwritten, right
+before it is encoded, so they are never all held decoded at once), assemble (keep untouched
+inner chunks' bytes verbatim, write the shard with a fresh index, or erase it when nothing but
+fill remains).
 
 Every read-modify-write (a partly covered chunk, a shard not rewritten whole) holds the key's
 :meth:`Store.lock` from the read to the write, so that writers of disjoint chunks of one shard
@@ -37,7 +39,7 @@ import numpy as np
 
 from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
-from ...parallel import run_tasks
+from ...parallel import batches_by_bytes, run_tasks
 from ...store.sharding import encode_shard
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ if TYPE_CHECKING:
 #: Shards read, modified and written under their locks at once (each lock holds a file
 #: descriptor on a LocalStore, and a store may have far more shards than descriptors).
 LOCKED_SHARDS = 16
+#: Decoded bytes of the shards replaced whole that one batch of a write covers (their inner
+#: chunks are encoded in parallel across the batch, then the shards written).
+WRITE_BATCH_BYTES = 256 * 1024 * 1024
 #: Conditional writes of one key tried before StoreError, on stores with conditional writes:
 #: eight writers of one chunk (tests/backends/cpu/test_conditional_writes.py, against moto)
 #: made one of them lose 16 times in a row in about one run in six; with the backoff below, 64
@@ -166,7 +171,8 @@ class _ShardWrite:
     key: str
     codec: ShardingCodec
     parts: list[Buffer | None]
-    edits: list[tuple[int, ChunkProjection, np.ndarray[Any, Any]]] = field(default_factory=list)
+    #: the inner chunks written (position in the shard, projection)
+    edits: list[tuple[int, ChunkProjection]] = field(default_factory=list)
     #: whether a shard was stored before, and its version (conditional writes only)
     existed: bool = False
     version: Any = None
@@ -188,8 +194,11 @@ def _write_sharded(
             layout.inner_chunks_in_bounds(shard)
         )
         (whole if rewrites_everything else modified).append((shard, touched))
-    if whole:
-        _write_shards(layout, store, whole, value, read_old=False)
+    # Shards replaced whole are written a batch at a time: the encoded inner chunks of a batch
+    # are held until its shards are assembled, so a large write holds a batch's, not all.
+    chunk_nbytes = layout.chunk_pipeline.spec.nbytes
+    for run in batches_by_bytes([len(touched) * chunk_nbytes for _, touched in whole], WRITE_BATCH_BYTES):
+        _write_shards(layout, store, [whole[k] for k in run], value, read_old=False)
     modified.sort(key=lambda item: layout.key(item[0]))
     for start in range(0, len(modified), LOCKED_SHARDS):
         group = modified[start : start + LOCKED_SHARDS]
@@ -237,23 +246,25 @@ def _write_shards(
             old_shard = store.get(key)
         if old_shard is not None:
             work.parts[:] = shard_layout.split(old_shard, key)
-        for i, p in touched:
-            old = None
-            part = work.parts[i]
-            if not p.is_complete and part is not None:
-                try:
-                    old = layout.pipeline_at(p.chunk_coords).decode(part, key)
-                except CorruptChunkError as exc:
-                    raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc
-            work.edits.append((i, p, _new_chunk(layout, p, value, old)))
+        work.edits.extend(touched)
         return work
 
     shard_writes = run_tasks(gather, items)
-    edits = [(w, i, p, chunk) for w in shard_writes for i, p, chunk in w.edits]
+    edits = [(w, i, p) for w in shard_writes for i, p in w.edits]
 
-    def encode(edit: tuple[_ShardWrite, int, ChunkProjection, np.ndarray[Any, Any]]) -> None:
-        w, i, p, chunk = edit
-        w.parts[i] = _encode_or_none(layout, p.chunk_coords, chunk)
+    def encode(edit: tuple[_ShardWrite, int, ChunkProjection]) -> None:
+        # Each new inner chunk is built (a copy of the value's part, or the old chunk decoded
+        # and modified) right before it is encoded, so that only the chunks being encoded are
+        # held decoded, not all of them at once.
+        w, i, p = edit
+        old = None
+        part = w.parts[i]
+        if not p.is_complete and part is not None:
+            try:
+                old = layout.pipeline_at(p.chunk_coords).decode(part, w.key)
+            except CorruptChunkError as exc:
+                raise CorruptChunkError(w.key, f"inner chunk {i}: {exc.reason}") from exc
+        w.parts[i] = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
 
     run_tasks(encode, edits, caller_works=not layout.chunk_pipeline.starts_own_threads_here())
 

@@ -53,6 +53,29 @@ def test_full_write_then_read(store: gpuzarr.Store, sharded: bool) -> None:
     np.testing.assert_array_equal(gpuzarr.open(store, mode="r")[...], x)
 
 
+def test_shards_replaced_whole_are_written_a_batch_at_a_time(
+    store: gpuzarr.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuzarr.backends.cpu import write as write_engine
+
+    # Shards of (4, 6) int32 hold 96 bytes decoded: a budget of two shards' bytes.
+    monkeypatch.setattr(write_engine, "WRITE_BATCH_BYTES", 2 * 96)
+    batches: list[list[tuple[int, ...]]] = []
+    write_shards = write_engine._write_shards
+
+    def spy(layout: Any, store: Any, items: Any, value: Any, *, read_old: bool) -> set[str]:
+        batches.append([shard for shard, _ in items])
+        return write_shards(layout, store, items, value, read_old=read_old)
+
+    monkeypatch.setattr(write_engine, "_write_shards", spy)
+    a = make(store, sharded=True, shape=(16, 18))  # 4 x 3 shards, all whole
+    x = np.arange(16 * 18, dtype="int32").reshape(16, 18) - 100
+    a[...] = x
+    assert [len(b) for b in batches] == [2] * 6
+    assert sorted(s for b in batches for s in b) == [(i, j) for i in range(4) for j in range(3)]
+    np.testing.assert_array_equal(gpuzarr.open(store, mode="r")[...], x)
+
+
 def test_partial_writes_read_modify_write(store: gpuzarr.Store, sharded: bool) -> None:
     a = make(store, sharded)
     model = np.zeros((10, 9), dtype="int32")
