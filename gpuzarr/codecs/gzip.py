@@ -9,18 +9,19 @@ Decoding inflates with ISA-L where python-isal is installed, else with the stand
 zlib (:mod:`.inflate`): one call per chunk, releasing the GIL, and no GzipFile object per chunk.
 It accepts concatenated members, as gzip readers must, and stops past the chunk's size
 (:func:`~gpuzarr.codecs.bounded.inflate`): gzip declares no size that could be checked first.
-Encoding uses zlib (what numcodecs' GZip wraps), so a level means what it means there.
+Encoding deflates with zlib-ng where python-zlib-ng is installed, else with the standard
+library's zlib (:mod:`.deflate`): both at zlib's levels 0-9.
 """
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .base import BytesToBytesCodec
 from .bounded import compressed_size_bound
+from .deflate import compress_gzip
 from .inflate import decode_gzip
 from .registry import register_codec
 
@@ -58,5 +59,4 @@ class GzipCodec(BytesToBytesCodec):
         return decode_gzip(data, max_nbytes)
 
     def encode(self, data: Buffer) -> Buffer:
-        c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
+        return compress_gzip(data, self.level)

@@ -15,9 +15,8 @@ checks the gzip CRC-32 and size and the zlib Adler-32 trailers, and reads every 
 
 python-isal is a dependency wherever it publishes wheels (Linux, macOS and Windows on x86-64,
 Linux and macOS on arm64). Elsewhere, or with :data:`use_isal` set to False, the standard
-library inflates: same results, same bounds, same errors, only slower. Encoding stays on the
-standard library's zlib: ISA-L's levels (0-3) are not zlib's 0-9, and zlib's output is what
-numcodecs and zarr-python write for the same level.
+library inflates: same results, same bounds, same errors, only slower. Encoding is
+:mod:`.deflate`'s, with zlib-ng rather than ISA-L: ISA-L's levels (0-3) are not zlib's 0-9.
 """
 
 from __future__ import annotations

@@ -38,9 +38,11 @@ import numpy as np
 
 from ..errors import MetadataError, UnknownCodecError
 from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defaults
+from . import deflate
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 from .blosc import decode_blosc
 from .bounded import check_decoded_size, compressed_size_bound, inflate
+from .deflate import compress_gzip, compress_zlib
 from .inflate import decode_gzip, decode_zlib
 from .zstd import decode_zstd
 
@@ -130,6 +132,10 @@ def check_codec_id(codec_id: str) -> None:
         numcodecs_impl(codec_id, {})  # raises the error that names the id
 
 
+#: The compressors whose streams :mod:`.deflate` writes, by numcodecs id.
+_DEFLATED = {"zlib": compress_zlib, "gzip": compress_gzip}
+
+
 @dataclass(frozen=True, eq=False)
 class NumcodecsCodec(BytesToBytesCodec):
     name = "numcodecs"
@@ -196,6 +202,10 @@ class NumcodecsCodec(BytesToBytesCodec):
         return np.ascontiguousarray(arr)
 
     def encode(self, data: Buffer) -> Buffer:
+        if self.codec_id in _DEFLATED and deflate.library() == "zlib-ng":
+            # numcodecs' Zlib and GZip deflate at their level with the standard library;
+            # zlib-ng deflates at the same levels, faster (see :mod:`.deflate`).
+            return _DEFLATED[self.codec_id](as_uint8(data), int(self._impl.level))
         if not self.typed:
             return self._impl.encode(as_uint8(data))
         if isinstance(data, np.ndarray) and data.dtype != np.uint8:

@@ -248,7 +248,13 @@ def test_compressors_get_the_serialized_bytes(codec: dict[str, Any]) -> None:
     if codec["name"] == "numcodecs.shuffle":
         config["elementsize"] = 4
     reference = numcodecs.get_codec({"id": codec["name"].removeprefix("numcodecs."), **config})
-    assert encoded == bytes(reference.encode(np.frombuffer(data.astype("<i4").tobytes(), np.uint8)))
+    raw = np.frombuffer(data.astype("<i4").tobytes(), np.uint8)
+    if codec["name"] in ("numcodecs.zlib", "numcodecs.gzip"):
+        # Deflated by gpuzarr.codecs.deflate (zlib-ng where installed): other bytes than
+        # numcodecs' encoder writes, which numcodecs decodes to the same data.
+        assert bytes(reference.decode(encoded)) == raw.tobytes()
+        return
+    assert encoded == bytes(reference.encode(raw))
 
 
 def test_checksum_mismatch_is_corrupt() -> None:

@@ -4,7 +4,10 @@ Every numcodecs codec zarr-python 3.1 registers (``zarr.codecs.numcodecs``): the
 compressors and checksums, and ``pcodec`` as the serializer (``zfpy`` needs a NumPy 1 build of
 zfpy, so it cannot run here). zarr-python writes with its codec objects and gpuzarr reads; gpuzarr
 writes with the same codecs as JSON and zarr-python reads. Both store the same ``zarr.json`` chain
-and the same chunk bytes. TensorStore has no ``numcodecs.*`` codecs, so it is not part of this.
+and the same chunk bytes, with gpuzarr deflating zlib and gzip streams with the standard library
+as numcodecs does (``gpuzarr.codecs.deflate.use_zlib_ng = False``; zlib-ng's streams, other
+bytes, are read back by zarr-python in tests/codecs/test_deflate.py). TensorStore has no
+``numcodecs.*`` codecs, so it is not part of this.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
+from gpuzarr.codecs import deflate
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,6 +35,11 @@ SHAPE = (9, 7)
 CHUNKS = (4, 3)
 #: Written; the other rows stay missing (fill value) in both writers.
 REGION = (slice(0, 6), slice(None))
+
+
+@pytest.fixture(autouse=True)
+def _deflate_as_numcodecs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deflate, "use_zlib_ng", False)
 
 
 def nc(codec_id: str, **config: Any) -> dict[str, Any]:
