@@ -174,13 +174,16 @@ def _selected_byte_span(
     select (None when they select nothing).
 
     Exact, except where the selections reach from the first to the last index of the
-    outermost axis: the span then misses less than two rows of the chunk, and the whole chunk
-    is returned without looking at the other axes (even where one of them selects nothing).
-    A batch's chunks shared by several crops often are; their span is asked for once per chunk.
+    outermost axis longer than 1 (a (1, 256, 256) chunk's is its second): the span then misses
+    less than two rows of the chunk, and the whole chunk is returned without looking at the
+    other axes (even where one of them selects nothing). A batch's chunks shared by several
+    crops often are; their span is asked for once per chunk.
     """
     strides = [1] * len(shape)
     for axis in range(len(shape) - 1, 0, -1):
         strides[axis - 1] = strides[axis] * shape[axis]
+    # The axes before the first one longer than 1 have one index: that one is the outermost.
+    outermost = next((axis for axis, n in enumerate(shape) if n > 1), 0)
     low = high = 0
     for axis, n in enumerate(shape):
         lo, hi = n, -1
@@ -202,8 +205,8 @@ def _selected_byte_span(
                 lo, hi = min(lo, int(s)), max(hi, int(s))
         if hi < lo:
             return None
-        if axis == 0 and lo == 0 and hi == n - 1:
-            return 0, n * strides[0] * itemsize
+        if axis == outermost and lo == 0 and hi == n - 1:
+            return 0, shape[0] * strides[0] * itemsize
         low += lo * strides[axis]
         high += hi * strides[axis]
     return low * itemsize, (high + 1) * itemsize

@@ -95,3 +95,14 @@ def test_selected_byte_span() -> None:
         (0 * 10 + 1) * 2,
         (6 * 10 + 2 + 1) * 2,
     )
+    # Leading axes of one index are not the outermost: a (1, 8, 10) chunk's rows are its second
+    # axis, so a selection of some of them is a part of the chunk.
+    def q(*sel: Any) -> ChunkProjection:
+        return ChunkProjection((0, 0, 0), sel, (), False)
+
+    assert _selected_byte_span([q(slice(0, 1), slice(2, 4), slice(1, 3))], (1, 8, 10), 4) == (
+        (2 * 10 + 1) * 4,
+        (3 * 10 + 2 + 1) * 4,
+    )
+    assert _selected_byte_span([q(0, slice(0, 8), slice(3, 4))], (1, 8, 10), 1) == (0, 80)
+    assert _selected_byte_span([q(0, 0, slice(0, 8), slice(3, 4))], (1, 1, 8, 10), 2) == (0, 160)
