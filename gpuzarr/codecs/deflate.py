@@ -23,6 +23,8 @@ import functools
 import zlib
 from typing import TYPE_CHECKING, Literal
 
+from .inflate import GZIP_WBITS, ZLIB_WBITS
+
 if TYPE_CHECKING:
     from types import ModuleType
 
@@ -31,10 +33,6 @@ if TYPE_CHECKING:
 #: Deflate with zlib-ng when python-zlib-ng is importable. False: always with the standard
 #: library (its exact bytes, or to compare the two). Read on every encode.
 use_zlib_ng: bool = True
-
-#: window bits for a gzip header and trailer (RFC 1952), and for a zlib one (RFC 1950)
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
-_ZLIB_WBITS = zlib.MAX_WBITS
 
 
 @functools.cache
@@ -61,12 +59,12 @@ def _deflate(data: Buffer, level: int, wbits: int) -> bytes:
 
 def compress_gzip(data: Buffer, level: int) -> bytes:
     """``data`` as one gzip member (no file name, modification time 0) at ``level`` (0-9)."""
-    return _deflate(data, level, _GZIP_WBITS)
+    return _deflate(data, level, GZIP_WBITS)
 
 
 def compress_zlib(data: Buffer, level: int) -> bytes:
     """``data`` as one zlib stream at ``level`` (0-9; -1: the library's default)."""
-    return _deflate(data, level, _ZLIB_WBITS)
+    return _deflate(data, level, ZLIB_WBITS)
 
 
 __all__ = ["compress_gzip", "compress_zlib", "library", "use_zlib_ng"]

@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 #: (to compare the two, or to sidestep a problem in one). Read on every decode.
 use_isal: bool = True
 
-#: window bits that make ``decompressobj`` expect a gzip header and trailer, or a zlib one
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
-_ZLIB_WBITS = zlib.MAX_WBITS
+#: window bits that make ``decompressobj`` expect (and ``compressobj`` write) a gzip header and
+#: trailer, or a zlib one
+GZIP_WBITS = 16 + zlib.MAX_WBITS
+ZLIB_WBITS = zlib.MAX_WBITS
 
 
 @functools.cache
@@ -77,7 +78,7 @@ def decode_gzip(data: Buffer, max_nbytes: int | None) -> bytes:
     Raises ValueError when a member is corrupt (a CRC-32 or size trailer included), truncated
     or followed by bytes that are no member, or when the output would exceed ``max_nbytes``.
     """
-    return _decode("gzip", _GZIP_WBITS, data, max_nbytes, members=True)
+    return _decode("gzip", GZIP_WBITS, data, max_nbytes, members=True)
 
 
 def decode_zlib(data: Buffer, max_nbytes: int | None) -> bytes:
@@ -87,4 +88,4 @@ def decode_zlib(data: Buffer, max_nbytes: int | None) -> bytes:
     Raises ValueError when the stream is corrupt (its Adler-32 trailer included) or truncated, or
     when the output would exceed ``max_nbytes``.
     """
-    return _decode("zlib", _ZLIB_WBITS, data, max_nbytes, members=False)
+    return _decode("zlib", ZLIB_WBITS, data, max_nbytes, members=False)

@@ -233,27 +233,29 @@ def test_shard_index_pointing_outside(location: str, checksum: bool, entry: tupl
         assert_corrupt(a, "c/0/0", [(slice(4, 8), slice(4, 8))])
 
 
+def overwrite_inner_chunk(store: MemoryStore, codec: ShardingCodec, key: str, inner: int) -> bytes:
+    """Replace the bytes of inner chunk ``inner`` of the shard at ``key`` by garbage; the shard."""
+    raw = bytearray(get(store, key))
+    index = codec.layout.index_from_shard(bytes(raw), key)
+    start, n = int(index.offsets[inner]), int(index.nbytes[inner])
+    raw[start : start + n] = b"\xaa" * n
+    store.set(key, raw)
+    return bytes(raw)
+
+
 def test_garbage_inner_chunk() -> None:
     a, store, codec = sharded()
-    raw = bytearray(get(store, "c/0/1"))
-    index = codec.layout.index_from_shard(bytes(raw), "c/0/1")
-    start, n = int(index.offsets[1]), int(index.nbytes[1])
-    raw[start : start + n] = b"\xaa" * n
-    store.set("c/0/1", raw)
+    overwrite_inner_chunk(store, codec, "c/0/1", 1)
     assert_corrupt(a, "c/0/1", [(Ellipsis,), (0, 12), (slice(0, 4), slice(12, 16))])
 
 
 def test_writing_part_of_a_garbage_inner_chunk_raises_and_keeps_the_shard() -> None:
     a, store, codec = sharded()
-    raw = bytearray(get(store, "c/0/1"))
-    index = codec.layout.index_from_shard(bytes(raw), "c/0/1")
-    start, n = int(index.offsets[1]), int(index.nbytes[1])
-    raw[start : start + n] = b"\xaa" * n
-    store.set("c/0/1", raw)
+    raw = overwrite_inner_chunk(store, codec, "c/0/1", 1)
     with pytest.raises(CorruptChunkError, match="inner chunk 1") as caught:
         a[0, 13] = 7  # part of inner chunk 1 of shard (0, 1): its old bytes must be decoded
     assert caught.value.key == "c/0/1"
-    assert get(store, "c/0/1") == bytes(raw)
+    assert get(store, "c/0/1") == raw
     a[0:4, 12:16] = 9  # the whole inner chunk: its old bytes are not needed
     np.testing.assert_array_equal(a[0:4, 12:16], 9)
 
