@@ -347,7 +347,7 @@ def _compressor(level: int, checksum: bool) -> Any:
     Why not numcodecs' Zstd, which decodes: measured on the benchmark's volume, a reused
     compressor encodes a 512 KiB chunk at level 3 in 4.7 ms against numcodecs' 5.3 ms, and a
     whole sharded write of it took 0.59 s against 0.96 s (2 threads). Each thread keeps its
-    compressor's context (a few MiB at the usual levels) for the next chunk. Both write the
+    compressor's context for the next chunk: about 1 MiB at level 3, 8 MiB at level 19. Both write the
     content size; the frames are standard and decode the same.
     """
     compressors = getattr(_per_thread, "compressors", None)
