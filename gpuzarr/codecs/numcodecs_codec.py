@@ -42,7 +42,6 @@ from . import deflate
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
 from .blosc import decode_blosc
 from .bounded import check_decoded_size, compressed_size_bound, inflate
-from .deflate import compress_gzip, compress_zlib
 from .inflate import decode_gzip, decode_zlib
 from .zstd import decode_zstd
 
@@ -133,7 +132,7 @@ def check_codec_id(codec_id: str) -> None:
 
 
 #: The compressors whose streams :mod:`.deflate` writes, by numcodecs id.
-_DEFLATED = {"zlib": compress_zlib, "gzip": compress_gzip}
+_DEFLATED = {"zlib": deflate.compress_zlib, "gzip": deflate.compress_gzip}
 
 
 @dataclass(frozen=True, eq=False)

@@ -32,7 +32,7 @@ import contextlib
 import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -171,8 +171,6 @@ class _ShardWrite:
     key: str
     codec: ShardingCodec
     parts: list[Buffer | None]
-    #: the inner chunks written (position in the shard, projection)
-    edits: list[tuple[int, ChunkProjection]] = field(default_factory=list)
     #: whether a shard was stored before, and its version (conditional writes only)
     existed: bool = False
     version: Any = None
@@ -233,7 +231,7 @@ def _write_shards(
     conditional = read_old and store.supports_conditional_writes
 
     def gather(item: _ShardItem) -> _ShardWrite:
-        shard, touched = item
+        shard = item[0]
         key = layout.key(shard)
         codec = layout.sharding_at(shard)
         shard_layout = codec.layout
@@ -246,11 +244,10 @@ def _write_shards(
             old_shard = store.get(key)
         if old_shard is not None:
             work.parts[:] = shard_layout.split(old_shard, key)
-        work.edits.extend(touched)
         return work
 
     shard_writes = run_tasks(gather, items)
-    edits = [(w, i, p) for w in shard_writes for i, p in w.edits]
+    edits = [(w, i, p) for w, (_, touched) in zip(shard_writes, items, strict=True) for i, p in touched]
 
     def encode(edit: tuple[_ShardWrite, int, ChunkProjection]) -> None:
         # Each new inner chunk is built (a copy of the value's part, or the old chunk decoded
