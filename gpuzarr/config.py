@@ -50,12 +50,6 @@ decoded size: variable-length strings and bytes (``vlen-utf8``, ``vlen-bytes``) 
 compressors), the bound is that size. A stream that would decode to more is a
 CorruptChunkError naming the key, raised before the memory is allocated.
 
-``open_files`` is how many read-only descriptors of local files (LocalStore) stay open from one
-read to the next, checked against the key's path before each use (see
-:mod:`gpuzarr.store.open_files`). None (the default) means
-:func:`gpuzarr.store.open_files.default_open_files`, an eighth of the open-file limit between 16
-and 256; 0 opens every file afresh.
-
 ``host_output_pool_bytes`` (default 256 MiB) bounds the host memory of read outputs that
 :mod:`gpuzarr.output_pool` keeps to hand out again once nothing refers to them, so that a loop
 of reads does not pay the kernel's page faults on every new output. 0 turns the pool off.
@@ -89,8 +83,6 @@ _settings: dict[str, Any] = {
     "max_chunk_bytes": 2**31,
     # bytes of read outputs kept for reuse once unreferenced (gpuzarr.output_pool); 0: none
     "host_output_pool_bytes": 256 * 2**20,
-    # local files kept open between reads (gpuzarr.store.open_files; None: its default); 0: none
-    "open_files": None,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -182,10 +174,10 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if name in ("max_chunk_bytes", "remote_concurrency") and value is None:
             raise ValueError(f"{name} must be a positive integer, got None")
-        if name in ("gpu_small_read_chunks", "open_files") and value is not None and (
+        if name == "gpu_small_read_chunks" and value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0
         ):
-            raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
+            raise ValueError(f"gpu_small_read_chunks must be a non-negative integer or None, got {value!r}")
         if name == "host_output_pool_bytes" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise ValueError(f"host_output_pool_bytes must be a non-negative integer, got {value!r}")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):

@@ -54,11 +54,6 @@ directory after that, and fsync the parent of every directory it creates, so tha
 survives a power failure. Without it a write is atomic for readers (they see the old or the new value,
 never a torn file, even when the writer is killed) but may be lost to a crash of the machine.
 
-Kept files
-----------
-Reads keep the files they opened last open for the next reads of the same keys, each checked
-with one ``lstat`` of the key's path before use (:mod:`gpuzarr.store.open_files`).
-
 Concurrency
 -----------
 A :meth:`LocalStore.snapshot` holds the key's file open, so reads through it see one version
@@ -84,7 +79,6 @@ from ..errors import SymlinkEscapeError
 from ..output_pool import pooled_bytes
 from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
-from .open_files import OPEN_FILES, OpenFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -225,13 +219,8 @@ class LocalStore(Store):
 
     def _open_fd(self, key: str) -> tuple[int, int] | None:
         """(file descriptor, size) of the file holding ``key`` (the caller closes it), or None
-        when there is none."""
-        opened = self._open_checked(key)
-        return None if opened is None else (opened[0], opened[1].st_size)
-
-    def _open_checked(self, key: str) -> tuple[int, os.stat_result] | None:
-        """(file descriptor, its ``fstat``) of the file holding ``key``, opened now and checked
-        against the link policy (the caller closes it), or None when there is none."""
+        when there is none. Hot loops (a chunk read) call this rather than :meth:`_open`, whose
+        context manager costs a few microseconds per key."""
         path = self._inside_prefix + validate_key(key)
         try:
             fd = os.open(path, _READ_FLAGS)
@@ -248,7 +237,7 @@ class LocalStore(Store):
             os.close(fd)
             raise
         if stat.S_ISREG(info.st_mode):
-            return fd, info
+            return fd, info.st_size
         # os.open succeeds on a directory; a directory is not a key.
         os.close(fd)
         return None
@@ -258,15 +247,8 @@ class LocalStore(Store):
         """The file of ``key`` held open: a writer that replaces the file (as :meth:`set` does,
         and TensorStore) leaves this version readable; one that rewrites it in place shows
         in ``Snapshot.changed()``."""
-        opened = self._borrow(key)
-        if opened is None:
-            yield _FileSnapshot(key, None)
-            return
-        fd, info, kept = opened
-        try:
-            yield _FileSnapshot(key, (fd, info))
-        finally:
-            self._give_back(fd, kept)
+        with self._open(key) as opened:
+            yield _FileSnapshot(key, opened)
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -288,11 +270,10 @@ class LocalStore(Store):
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
-        opened = self._borrow(key)
+        opened = self._open_fd(key)
         if opened is None:
             return None
-        fd, info, kept = opened
-        size = info.st_size
+        fd, size = opened
         try:
             begin = min(start, size)
             stop = size if length is None else min(start + length, size)
@@ -302,41 +283,14 @@ class LocalStore(Store):
                 return target[:got], begin + got
             return target, size
         finally:
-            self._give_back(fd, kept)
+            os.close(fd)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
-        opened = self._borrow(key)
-        if opened is None:
-            return None
-        fd, info, kept = opened
-        size = info.st_size
-        try:
+        with self._open(key) as opened:
+            if opened is None:
+                return None
+            fd, size = opened
             return [_pread_pooled(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
-        finally:
-            self._give_back(fd, kept)
-
-    def _borrow(self, key: str) -> tuple[int, os.stat_result, OpenFile | None] | None:
-        """(descriptor, its file's status, its entry in :data:`OPEN_FILES`) of the file holding ``key``, or
-        None when there is none: a kept descriptor where the key's path still names its file,
-        else the file opened and checked now (and kept, where files are). Give it back with
-        :meth:`_give_back`, which closes a descriptor that is not kept."""
-        path = self._inside_prefix + validate_key(key)
-        hit = OPEN_FILES.borrow(path, self.follow_symlinks)
-        if hit is not None:
-            entry, info = hit
-            return entry.fd, info, entry
-        opened = self._open_checked(key)
-        if opened is None:
-            return None
-        fd, info = opened
-        return fd, info, OPEN_FILES.keep(path, self.follow_symlinks, fd, info)
-
-    @staticmethod
-    def _give_back(fd: int, kept: OpenFile | None) -> None:
-        if kept is None:
-            os.close(fd)
-        else:
-            OPEN_FILES.give_back(kept)
 
     def exists(self, key: str) -> bool:
         with self._open(key) as opened:
@@ -419,8 +373,6 @@ class LocalStore(Store):
     def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
         *directories, name = validate_key(key).split("/")
-        # A kept descriptor of the file being replaced would hold on to the old file's space.
-        OPEN_FILES.discard(self._inside_prefix + key)
         view = memoryview(value).cast("B")
         dir_fd = self._directory(key, directories, create=True)
         assert dir_fd is not None  # created
@@ -573,7 +525,6 @@ class LocalStore(Store):
         # set() that has just created the directory for its temporary file.
         self._check_writable()
         *directories, name = validate_key(key).split("/")
-        OPEN_FILES.discard(self._inside_prefix + key)
         try:
             dir_fd = self._directory(key, directories, create=False)
         except NotADirectoryError:
@@ -619,11 +570,10 @@ class LocalStore(Store):
 class _FileSnapshot(Snapshot):
     """One open file of a LocalStore (``opened`` None: the key was absent)."""
 
-    def __init__(self, key: str, opened: tuple[int, os.stat_result] | None) -> None:
+    def __init__(self, key: str, opened: tuple[int, int] | None) -> None:
         super().__init__(key)
-        self._stat: os.stat_result | None
-        self._fd, self._stat = opened if opened is not None else (-1, None)
-        self.size: int = 0 if self._stat is None else self._stat.st_size
+        self._fd, self.size = opened if opened is not None else (-1, 0)
+        self._stat = None if opened is None else os.fstat(self._fd)
 
     @property
     def version(self) -> tuple[int, int] | None:
