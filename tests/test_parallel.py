@@ -81,3 +81,21 @@ def test_pool_threads_that_share_out_tasks_at_once_do_not_wait_on_each_other(thr
 
     futures = [config.thread_pool().submit(outer, i) for i in range(3)]
     assert [f.result(timeout=30) for f in futures] == [list(range(1, 11))] * 3
+
+
+def test_items_are_taken_one_at_a_time(three_workers: None) -> None:
+    # Item 0 finishes only once item 1 has: had they gone to one thread together (a group of
+    # items, as before), item 1 would wait behind item 0 and the wait would time out.
+    items = list(range(40))
+    done = [threading.Event() for _ in items]
+
+    def task(i: int) -> bool:
+        if i == 0 and not done[1].wait(timeout=5):
+            return False
+        done[i].set()
+        return True
+
+    assert all(run_tasks(task, items))
+    for event in done:
+        event.clear()
+    assert all(run_tasks(task, items, caller_works=False))
