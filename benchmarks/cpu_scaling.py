@@ -13,7 +13,16 @@ diagnostic variants, to tell where a read that does not scale loses its time:
   that waits for the GIL behind another running Python gets it sooner.
 
 If the variants gain much at many threads and little at one, the time goes to threads waiting
-for the GIL around short system calls, not to decoding. Reads are made from a thread of their
+for the GIL around short system calls, not to decoding.
+
+A last row per thread count, ``bare decode``, is the model itself without gpuzarr: every chunk
+each batch touches (the same data, encoded with the array's own codecs), decoded whole by
+numcodecs on that many Python threads with nothing else around it (no reads, no copies, no
+planning). Compare how the rows grow with threads, not their sizes at one thread (gpuzarr
+decodes only the part of a chunk a crop needs, where it can). Where ``bare decode`` keeps
+growing and gpuzarr stops, gpuzarr's own Python per chunk is what does not scale; where both
+stop together, decoding chunk by chunk on Python threads is the limit, and only decoding many
+chunks per native call goes further. Reads are made from a thread of their
 own, as the loader's producer makes them (numcodecs' Blosc would start c-blosc's own threads on
 the main thread). Every batch is checked against the
 ground truth once per configuration. The table gives crops/s (median of ``--repeats`` passes of
@@ -116,6 +125,53 @@ def tensorstore_reader(
     return read
 
 
+def bare_decoder(
+    array: Any, batches: list[list[tuple[slice, ...]]], truth: np.ndarray[Any, Any], pool: ThreadPoolExecutor
+) -> Callable[[list[tuple[slice, ...]], np.ndarray[Any, Any]], Any]:
+    """A reader that, for each batch, only decodes the chunks the batch touches (see the module's
+    docstring), with numcodecs' decoder of the array's compressor, on ``pool``'s threads."""
+    import threading
+
+    from gpuzarr.plan.selection import plan_selection
+
+    layout = array._layout
+    pipeline = layout.chunk_pipeline
+    (codec,) = pipeline.bytes_to_bytes  # the loader's datasets: bytes + one compressor
+    chunk_shape = pipeline.spec.shape
+    frames: dict[tuple[int, ...], bytes] = {}
+    per_batch: dict[int, list[bytes]] = {}
+    for boxes in batches:
+        coords = {p.chunk_coords for box in boxes for p in plan_selection(box, array._dims()).projections}
+        for c in coords:
+            if c not in frames:
+                region = tuple(slice(i * n, (i + 1) * n) for i, n in zip(c, chunk_shape, strict=True))
+                chunk = np.zeros(chunk_shape, truth.dtype)
+                part = truth[region]
+                chunk[tuple(slice(0, n) for n in part.shape)] = part
+                frames[c] = bytes(pipeline.encode(chunk))
+        per_batch[id(boxes)] = [frames[c] for c in sorted(coords)]
+    local = threading.local()
+    nbytes = pipeline.spec.nbytes
+
+    def decode(frame: bytes) -> None:
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = np.empty(nbytes, np.uint8)
+        codec._impl.decode(frame, scratch)
+
+    checked: set[int] = set()
+
+    def read(boxes: list[tuple[slice, ...]], out: np.ndarray[Any, Any]) -> Any:
+        list(pool.map(decode, per_batch[id(boxes)]))
+        if id(boxes) not in checked:  # the first, checked pass: the crops themselves, untimed after
+            checked.add(id(boxes))
+            for i, box in enumerate(boxes):
+                out[i] = truth[box]
+        return out
+
+    return read
+
+
 def timed_passes(
     read: Callable[[list[tuple[slice, ...]], np.ndarray[Any, Any]], Any],
     batches: list[list[tuple[slice, ...]]],
@@ -177,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                 with gpuzarr_variant(array, variant):
                     wall, cpu = timed_passes(read, batches, out, truth, args.repeats)
                 print(f"| {name} | {n} | gpuzarr {variant} | {ncrops / wall:.0f} | {cpu:.4f} | {ts_wall / wall:.2f} |")
+            with ThreadPoolExecutor(n, thread_name_prefix="bare") as pool:
+                wall, cpu = timed_passes(bare_decoder(array, batches, truth, pool), batches, out, truth, args.repeats)
+            print(f"| {name} | {n} | bare decode | {ncrops / wall:.0f} | {cpu:.4f} | {ts_wall / wall:.2f} |")
             sys.stdout.flush()
     return 0
 
