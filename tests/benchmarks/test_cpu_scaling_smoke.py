@@ -23,8 +23,8 @@ def test_cpu_scaling_end_to_end(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "crops/s" not in line]
-    # two datasets x two thread counts x (TensorStore + three gpuzarr variants)
-    assert len(rows) == 2 * 2 * 4
+    # two datasets x two thread counts x (TensorStore + three gpuzarr variants + the bare decode)
+    assert len(rows) == 2 * 2 * 5
     assert {row.split(" | ")[2] for row in rows} == {
-        "tensorstore", "gpuzarr default", "gpuzarr no-link-check", "gpuzarr switch-0.5ms"
+        "tensorstore", "gpuzarr default", "gpuzarr no-link-check", "gpuzarr switch-0.5ms", "bare decode"
     }  # fmt: skip
