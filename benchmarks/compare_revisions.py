@@ -1,7 +1,7 @@
 """Two revisions of gpuzarr (and TensorStore) on the same reads, in fresh processes, interleaved.
 
     python -m benchmarks.compare_revisions --before REV [--after PATH] [--rounds 3] [--calls 3]
-        [--size-mib 128] [--data-dir DIR] [--workloads crops-each crops-batch full-read]
+        [--size-mib 128] [--data-dir DIR] [--workloads crops-each crops-batch full-read shard-partial]
         [--datasets zstd raw ...] [--no-tensorstore]
 
 On a shared machine whose speed drifts by tens of percent within minutes, one run of
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = ("crops-each", "crops-batch", "full-read")
+WORKLOADS = ("crops-each", "crops-batch", "full-read", "shard-partial")
 
 #: What each fresh process runs: argv = [source tree, dataset path, workload, impl, calls, crops].
 _CHILD = r"""
@@ -49,6 +49,8 @@ import gpuzarr
 a = gpuzarr.open(path, mode="r")
 box = (64, 64, 64) if a.chunks[0] > 1 else (8, 128, 128)
 sels = random_boxes(a.shape, box, a.chunks, int(ncrops), 1)
+# benchmarks.run's shard-partial boxes: 16 of 128^3 (on the sharded dataset there)
+boxes = random_boxes(a.shape, tuple(min(128, max(d - 16, 1)) for d in a.shape), a.chunks, 16, 2)
 if impl == "tensorstore":
     import tensorstore as ts
     driver = "zarr" if os.path.exists(os.path.join(path, ".zarray")) else "zarr3"
@@ -57,12 +59,14 @@ if impl == "tensorstore":
         "crops-each": lambda: [t[s].read().result() for s in sels],
         "crops-batch": lambda: [f.result() for f in [t[s].read() for s in sels]],
         "full-read": lambda: t.read().result(),
+        "shard-partial": lambda: [t[s].read().result() for s in boxes],
     }
 else:
     calls_of = {
         "crops-each": lambda: [a[s] for s in sels],
         "crops-batch": lambda: a.read_batch(sels),
         "full-read": lambda: a[...],
+        "shard-partial": lambda: [a[s] for s in boxes],
     }
 call = calls_of[workload]
 call()
