@@ -39,12 +39,12 @@ def run_tasks(
 
     The caller and ``concurrency - 1`` pool threads take items one at a time from one counter
     until none are left, so the caller starts work at once instead of waiting on the pool, and
-    no thread is left with several items while another has none: taking an item costs well
+    no thread is left with several items while another has none. Taking an item costs well
     under a microsecond, against tens of microseconds or more for the tasks run here (chunks,
-    shards). Groups of items, as before, could leave one thread two shards to decode while the
-    others had finished. Small jobs (below
-    ``min_parallel`` items, or one worker) run inline. The first exception stops further items
-    from starting and is raised once every item in progress has finished.
+    shards); handing out groups of items instead would leave one thread, say, two shards to
+    decode while the others had finished. Small jobs (below ``min_parallel`` items, or one
+    worker) run inline. The first exception stops further items from starting and is raised
+    once every item in progress has finished.
 
     ``workers`` (default: ``concurrency``) above ``concurrency`` runs the tasks on the I/O pool
     instead (:func:`io_workers`: fetches that wait on a remote store).
