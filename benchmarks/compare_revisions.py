@@ -1,7 +1,8 @@
-"""Two revisions of gpuzarr (and TensorStore) on the same reads, in fresh processes, interleaved.
+"""Two revisions of gpuzarr (and TensorStore) on the same reads or writes, in fresh processes, interleaved.
 
     python -m benchmarks.compare_revisions --before REV [--after PATH] [--rounds 3] [--calls 3]
-        [--size-mib 128] [--data-dir DIR] [--workloads crops-each crops-batch full-read shard-partial]
+        [--size-mib 128] [--data-dir DIR]
+        [--workloads crops-each crops-batch full-read shard-partial full-write]
         [--datasets zstd raw ...] [--no-tensorstore]
 
 On a shared machine whose speed drifts by tens of percent within minutes, one run of
@@ -11,6 +12,10 @@ On a shared machine whose speed drifts by tens of percent within minutes, one ru
 warming up once and timing ``--calls`` calls. The table gives the median over all calls of the
 wall time per call, the process CPU time per call, and TensorStore's time divided by each
 revision's (above 1: gpuzarr is faster). Compare within a row.
+
+The workloads are ``benchmarks.run``'s: ``full-write`` writes the dataset whole into a fresh
+array with the dataset's metadata, made in the system's temporary directory before each timed
+call (the setup is not timed).
 
 ``--before`` is a git revision, checked out into a temporary worktree for the run (or a path to a
 source tree). The datasets are the benchmark's own (``benchmarks.datasets``), generated into
@@ -36,11 +41,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = ("crops-each", "crops-batch", "full-read", "shard-partial")
+WORKLOADS = ("crops-each", "crops-batch", "full-read", "shard-partial", "full-write")
 
 #: What each fresh process runs: argv = [source tree, dataset path, workload, impl, calls, crops].
 _CHILD = r"""
-import json, os, sys, time
+import json, os, shutil, sys, tempfile, time
 tree, path, workload, impl, calls, ncrops = sys.argv[1:7]
 sys.path.insert(0, tree)
 sys.path.insert(1, os.environ["BENCHMARKS_ROOT"])
@@ -51,31 +56,57 @@ box = (64, 64, 64) if a.chunks[0] > 1 else (8, 128, 128)
 sels = random_boxes(a.shape, box, a.chunks, int(ncrops), 1)
 # benchmarks.run's shard-partial boxes: 16 of 128^3 (on the sharded dataset there)
 boxes = random_boxes(a.shape, tuple(min(128, max(d - 16, 1)) for d in a.shape), a.chunks, 16, 2)
+driver = "zarr" if os.path.exists(os.path.join(path, ".zarray")) else "zarr3"
+setup = lambda: None
+if workload == "full-write":
+    # The dataset written whole into a fresh array with its metadata, made before each call.
+    data = a[...]
+    target = os.path.join(tempfile.mkdtemp(prefix="gpuzarr-write-"), "w.zarr")
+    handle = []
+    def setup():
+        shutil.rmtree(target, ignore_errors=True)
+        os.makedirs(target)
+        for name in ("zarr.json", ".zarray", ".zattrs"):
+            if os.path.exists(os.path.join(path, name)):
+                shutil.copy(os.path.join(path, name), target)
+        if impl == "tensorstore":
+            import tensorstore as ts
+            spec = {"driver": driver, "kvstore": {"driver": "file", "path": target}}
+            handle[:] = [ts.open(spec, open=True, write=True).result()]
+        else:
+            handle[:] = [gpuzarr.open(target, mode="r+")]
 if impl == "tensorstore":
     import tensorstore as ts
-    driver = "zarr" if os.path.exists(os.path.join(path, ".zarray")) else "zarr3"
     t = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": path}}, open=True, read=True).result()
     calls_of = {
         "crops-each": lambda: [t[s].read().result() for s in sels],
         "crops-batch": lambda: [f.result() for f in [t[s].read() for s in sels]],
         "full-read": lambda: t.read().result(),
         "shard-partial": lambda: [t[s].read().result() for s in boxes],
+        "full-write": lambda: handle[0].write(data).result(),
     }
 else:
+    def write():
+        handle[0][...] = data
     calls_of = {
         "crops-each": lambda: [a[s] for s in sels],
         "crops-batch": lambda: a.read_batch(sels),
         "full-read": lambda: a[...],
         "shard-partial": lambda: [a[s] for s in boxes],
+        "full-write": write,
     }
 call = calls_of[workload]
+setup()
 call()
 times = []
 for _ in range(int(calls)):
+    setup()
     w, c = time.perf_counter(), time.process_time()
     result = call()
     times.append((time.perf_counter() - w, time.process_time() - c))
     del result
+if workload == "full-write":
+    shutil.rmtree(os.path.dirname(target), ignore_errors=True)
 print(json.dumps({"times": times, "gpuzarr": gpuzarr.__file__}))
 """
 

@@ -26,7 +26,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_a_row_per_dataset_and_workload_with_tensorstore_ratios(datasets: dict[str, Path]) -> None:
     lines: list[str] = []
-    workloads = ["crops-each", "full-read", "shard-partial"]
+    workloads = ["crops-each", "full-read", "shard-partial", "full-write"]
     rows = compare({"before": ROOT, "after": ROOT}, datasets, workloads, 1, 2, 4, True, lines.append)
     assert [(r["dataset"], r["workload"]) for r in rows] == [(name, w) for name in datasets for w in workloads]
     for row in rows:
@@ -34,7 +34,7 @@ def test_a_row_per_dataset_and_workload_with_tensorstore_ratios(datasets: dict[s
             wall, cpu = row[impl]  # type: ignore[misc]
             assert wall > 0 and cpu >= 0
         assert row["tensorstore ÷ before"] > 0  # type: ignore[operator]
-    assert len(lines) == 6 and all(line.startswith("| ") and line.count("|") == 8 for line in lines)
+    assert len(lines) == 8 and all(line.startswith("| ") and line.count("|") == 8 for line in lines)
 
 
 def test_a_revision_is_read_from_its_own_worktree(datasets: dict[str, Path]) -> None:
