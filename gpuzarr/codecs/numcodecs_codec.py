@@ -64,7 +64,8 @@ def numcodecs_impl(codec_id: str, config: dict[str, Any]) -> Any:
                 ) from exc
             raise UnknownCodecError(f"unknown numcodecs codec id {codec_id!r}") from exc
         raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
-    except TypeError as exc:
+    except Exception as exc:  # whatever a codec's constructor raises on a forged configuration
+        # (TypeError for a wrong member, SyntaxError from NumPy's parser of a dtype like '(,)<u2')
         raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
 
 
@@ -180,7 +181,7 @@ class NumcodecsCodec(BytesToBytesCodec):
             encoded = self.config.get("astype", self.config.get("encode_dtype"))
             try:
                 width = np.dtype(encoded).itemsize if encoded is not None else 1
-            except TypeError:
+            except Exception:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
                 return None
             return input_nbytes * max(width, 1)
         return None

@@ -58,7 +58,7 @@ def _check_received(codec_id: str, config: dict[str, Any], dtype: np.dtype[Any],
     if codec_id in _VIEWED_AS_DTYPE and config.get("dtype") is not None:
         try:
             configured = np.dtype(config["dtype"])
-        except TypeError as exc:
+        except Exception as exc:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
             raise MetadataError(f"{where}.dtype: {config['dtype']!r} is not a data type") from exc
         if configured.itemsize != dtype.itemsize:
             raise MetadataError(

@@ -229,7 +229,10 @@ def build_v2(
         data_type_v3 = DataType.from_numpy(dtype)
         descr = dtype if dtype in EXTENSION_DATA_TYPES else f"|V{data_type_v3.itemsize}"
     else:
-        npdt = np.dtype(CORE_DATA_TYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+        try:
+            npdt = np.dtype(CORE_DATA_TYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+        except Exception as exc:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
+            raise MetadataError(f"dtype: {dtype!r} is not a data type") from exc
         descr = npdt.descr if npdt.fields is not None else npdt.str
         if npdt.name in EXTENSION_DATA_TYPES:
             descr = npdt.name
@@ -289,7 +292,7 @@ def _named_type(dtype: Any) -> DataType | None:
         return data_type if data_type.name in named_dtypes.NAMES else None
     try:
         npdt = np.dtype(dtype)
-    except TypeError:
+    except Exception:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
         return None
     # Object arrays are parsed with the object codec of their filters, as v2 metadata is.
     return DataType.from_numpy(npdt) if npdt.kind in named_dtypes.KINDS.replace("O", "") else None
@@ -298,7 +301,7 @@ def _named_type(dtype: Any) -> DataType | None:
 def _byte_order(dtype: Any) -> str:
     try:
         order: str = np.dtype(dtype).byteorder
-    except TypeError:
+    except Exception:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
         return "="
     return order
 

@@ -147,7 +147,7 @@ class DataType:
             return cls.from_json(dtype)
         try:
             npdt = np.dtype(dtype)
-        except TypeError as exc:
+        except Exception as exc:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
             raise MetadataError(f"dtype: {dtype!r} is not a data type") from exc
         if npdt.name in EXTENSION_DATA_TYPES:
             return cls.from_json(npdt.name)

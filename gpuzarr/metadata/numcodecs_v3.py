@@ -103,7 +103,7 @@ def with_dtype_defaults(codec_id: str, config: dict[str, Any], dtype: np.dtype[A
 def _dtype_member(config: dict[str, Any], member: str, field: str) -> np.dtype[Any]:
     try:
         dtype: np.dtype[Any] = np.dtype(config[member])
-    except TypeError as exc:
+    except Exception as exc:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
         raise MetadataError(f"{field}.{member}: {config[member]!r} is not a data type") from exc
     return dtype
 

@@ -71,7 +71,7 @@ def parse_v2_dtype(
         try:
             # JSON gives a subarray field's shape as a list; NumPy wants a tuple.
             npdt = np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else tuple(f) for f in value])
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
             raise MetadataError(f"{field_name}: invalid structured dtype {value!r} ({exc})") from exc
         if npdt.itemsize == 0 or npdt.hasobject:
             # Chunks are raw bytes: an element needs a size, and bytes never become objects.
@@ -89,7 +89,7 @@ def parse_v2_dtype(
         return DataType.from_json(f"r{8 * int(value[2:])}", field_name), None
     try:
         npdt = np.dtype(value)
-    except (TypeError, ValueError) as exc:  # ValueError: UnicodeEncodeError of a lone surrogate
+    except Exception as exc:  # SyntaxError from '(,)<u2' (comma strings go through ast), ValueError, ...
         raise MetadataError(f"{field_name}: {value!r} is not a valid dtype string") from exc
     if npdt.kind == "O":
         return _object_data_type(value, field_name, object_codec), None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import gpuzarr
 from gpuzarr.errors import MetadataError
 from gpuzarr.metadata.dtypes import CORE_DATA_TYPES, DataType
 
@@ -151,3 +152,10 @@ def test_length_bytes_larger_than_numpy_supports_is_refused(name: str) -> None:
     value = {"name": name, "configuration": {"length_bytes": 2**33}}
     with pytest.raises(MetadataError, match=r"data_type\.configuration\.length_bytes: at most"):
         DataType.from_json(value)
+
+
+@pytest.mark.parametrize("dtype", [",i4", "(,)<u2", "<u2,(1e9,)i", "(9999999999999999999,)<u2"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_create_with_a_dtype_numpy_cannot_parse_is_refused(dtype: str, zarr_format: int) -> None:
+    with pytest.raises(MetadataError, match=r"^dtype: .* is not a data type"):
+        gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype=dtype, zarr_format=zarr_format)

@@ -3,13 +3,18 @@ exceptions, nor a silently changed value."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
+import gpuzarr
 from gpuzarr.errors import MetadataError
 from gpuzarr.metadata.v2 import ArrayMetadataV2
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def zarray(**changes: Any) -> dict[str, Any]:
@@ -57,3 +62,31 @@ def test_dtype_numpy_cannot_read_raw_bytes_into_is_refused(dtype: Any) -> None:
     # element that failed on read with NumPy's ValueError
     with pytest.raises(MetadataError, match="dtype: "):
         ArrayMetadataV2.from_json(zarray(dtype=dtype))
+
+
+#: dtype strings NumPy's parser of comma strings refuses with SyntaxError (it hands the repeat
+#: counts to ``ast.literal_eval``) or ValueError
+FORGED_DTYPES = [",i4", "(,)<u2", "<u2,(1e9,)i", "(1,2<u2", "(9999999999999999999,)<u2"]
+
+
+@pytest.mark.parametrize("dtype", FORGED_DTYPES)
+def test_a_dtype_numpy_cannot_parse_is_refused(dtype: str) -> None:
+    # found by benchmarks/fuzz.py (seed 2512): a flipped byte made '<i4' into ',i4', and
+    # NumPy raised SyntaxError
+    with pytest.raises(MetadataError, match=r"^dtype: .* is not a valid dtype string"):
+        ArrayMetadataV2.from_json(zarray(dtype=dtype))
+    with pytest.raises(MetadataError, match=r"^dtype: invalid structured dtype"):
+        ArrayMetadataV2.from_json(zarray(dtype=[["a", dtype]], fill_value=None))
+
+
+@pytest.mark.parametrize("dtype", FORGED_DTYPES)
+@pytest.mark.parametrize("member", ["encode_dtype", "dtype", "astype"])
+def test_a_filter_dtype_numpy_cannot_parse_is_refused(tmp_path: Path, dtype: str, member: str) -> None:
+    filters = {
+        "encode_dtype": {"id": "astype", "encode_dtype": dtype, "decode_dtype": "<f4"},
+        "dtype": {"id": "delta", "dtype": dtype},
+        "astype": {"id": "fixedscaleoffset", "offset": 0, "scale": 1, "dtype": "<f4", "astype": dtype},
+    }
+    (tmp_path / ".zarray").write_text(json.dumps(zarray(filters=[filters[member]])))
+    with pytest.raises(MetadataError, match="invalid configuration"):
+        gpuzarr.open(tmp_path, mode="r")
