@@ -37,7 +37,7 @@ def loads_document(raw: bytes, key: str) -> Any:
     when it is not JSON, or nests deeper than MAX_JSON_DEPTH."""
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
         raise MetadataError(f"{key}: not valid JSON ({exc})") from exc
     except RecursionError as exc:
         # json's decoder recurses once per level of nesting.

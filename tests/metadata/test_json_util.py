@@ -69,3 +69,15 @@ def test_deep_attributes_are_refused_when_written(zarr_format: int) -> None:
     a = gpuzarr.create(store=gpuzarr.MemoryStore(), shape=(1,), dtype="u1", zarr_format=zarr_format)
     with pytest.raises(MetadataError, match="attributes: JSON nests deeper"):
         a.attrs["x"] = deep_value(5000)
+
+
+def test_an_integer_python_will_not_convert_is_a_metadata_error_naming_the_key() -> None:
+    # Python refuses to convert a decimal integer of more than 4300 digits (ValueError from
+    # json.loads, not a JSONDecodeError).
+    raw = b'{"zarr_format": 3, "node_type": "array", "shape": [' + b"9" * 5000 + b"]}"
+    with pytest.raises(MetadataError, match=r"^zarr\.json: not valid JSON \(Exceeds the limit"):
+        loads_document(raw, "zarr.json")
+    store = gpuzarr.MemoryStore()
+    store.set("a/zarr.json", raw)
+    with pytest.raises(MetadataError, match=r"^a/zarr\.json: not valid JSON"):
+        gpuzarr.open(store, path="a", mode="r")
