@@ -41,6 +41,8 @@ def parse_chunk_grid(value: Any, ndim: int) -> RegularChunkGrid | RectilinearChu
     name, _config = split_name_configuration(value, "chunk_grid")
     if name == "rectilinear":
         return RectilinearChunkGrid.from_json(value, ndim)
+    if name != "regular":
+        raise MetadataError(f"chunk_grid.name: unsupported chunk grid {name!r} (expected 'regular' or 'rectilinear')")
     return RegularChunkGrid.from_json(value, ndim)
 
 

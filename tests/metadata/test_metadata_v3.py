@@ -355,3 +355,9 @@ def test_reads_zarr_python_metadata(kwargs: dict[str, Any], coords: tuple[int, .
     back = zarr.open_array(out, mode="r")
     assert back.shape == z.shape and back.dtype == z.dtype
     assert np.asarray(back.fill_value).tobytes() == expected_fill.tobytes()
+
+
+def test_an_unknown_chunk_grid_names_both_grids_read() -> None:
+    expected = r"^chunk_grid\.name: unsupported chunk grid 'weird' \(expected 'regular' or 'rectilinear'\)"
+    with pytest.raises(MetadataError, match=expected):
+        ArrayMetadata.from_json(doc(chunk_grid={"name": "weird", "configuration": {}}))
