@@ -202,6 +202,17 @@ class NumcodecsCodec(BytesToBytesCodec):
         return np.ascontiguousarray(arr)
 
     def encode(self, data: Buffer) -> Buffer:
+        try:
+            return self._encode(data)
+        except Exception as exc:
+            # numcodecs builds a codec from any configuration and checks it only when coding
+            # (a zlib level of 10**30: OverflowError; a bz2 level of 99: ValueError). Reads of
+            # such an array decode without those settings, so it is refused here, at the write.
+            raise MetadataError(
+                f"numcodecs.{self.codec_id}: cannot encode with the configuration {self.config} ({exc})"
+            ) from exc
+
+    def _encode(self, data: Buffer) -> Buffer:
         if self.codec_id in _DEFLATED and deflate.library() == "zlib-ng":
             # numcodecs' Zlib and GZip deflate at their level with the standard library;
             # zlib-ng deflates at the same levels, faster (see :mod:`.deflate`).

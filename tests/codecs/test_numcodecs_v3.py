@@ -5,6 +5,7 @@ tests/integration/test_numcodecs_v3_interop.py."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -12,6 +13,7 @@ import numcodecs
 import numpy as np
 import pytest
 
+import gpuzarr
 from gpuzarr.codecs.base import ArrayToArrayCodec, ArrayToBytesCodec, BytesToBytesCodec
 from gpuzarr.codecs.numcodecs_codec import NumcodecsCodec
 from gpuzarr.codecs.registry import codec_from_json
@@ -310,3 +312,25 @@ def _has_pcodec() -> bool:
     except ImportError:
         return False
     return True
+
+
+@pytest.mark.parametrize(
+    "compressor",
+    [
+        {"id": "zlib", "level": 10**30},
+        {"id": "bz2", "level": 99},
+        {"id": "lzma", "preset": 99},
+        {"id": "lz4", "acceleration": 10**30},
+    ],
+)
+def test_a_configuration_numcodecs_refuses_only_when_coding_fails_the_write(tmp_path: Any, compressor: Any) -> None:
+    # numcodecs builds these codecs and fails in encode with OverflowError, ValueError or
+    # LZMAError; the array still opens and reads (decoding needs none of those settings).
+    doc = {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<u2", "compressor": compressor,
+           "fill_value": 0, "order": "C", "filters": None}  # fmt: skip
+    (tmp_path / ".zarray").write_text(json.dumps(doc))
+    a = gpuzarr.open(tmp_path, mode="r+")
+    assert a[...].tolist() == [0, 0, 0, 0]
+    with pytest.raises(MetadataError, match=rf"^numcodecs\.{compressor['id']}: cannot encode with the configuration"):
+        a[...] = np.arange(4, dtype="<u2")
+    assert a[...].tolist() == [0, 0, 0, 0]
