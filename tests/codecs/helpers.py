@@ -14,6 +14,8 @@ from gpuzarr.codecs.registry import codec_from_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
+#: 64 KiB that compress about 3x (a ramp with noise), like sensor data rather than zeros
+RAMP_U2 = (np.arange(32768) // 7 + np.random.default_rng(5).integers(0, 4, 32768)).astype("<u2")
 
 
 def sample(shape: tuple[int, ...] = (6, 10), dtype: str = "<u2", seed: int = 0) -> np.ndarray[Any, Any]:

@@ -21,11 +21,12 @@ import gpuzarr
 from gpuzarr.codecs import deflate
 from gpuzarr.codecs.deflate import compress_gzip, compress_zlib
 
+from .helpers import RAMP_U2
+
 if TYPE_CHECKING:
     from pathlib import Path
 
-#: 64 KiB that compress about 3x (a ramp with noise), like sensor data rather than zeros
-DATA = (np.arange(32768) // 7 + np.random.default_rng(5).integers(0, 4, 32768)).astype("<u2")
+DATA = RAMP_U2
 
 
 @pytest.fixture(params=["zlib-ng", "zlib"])

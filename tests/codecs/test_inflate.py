@@ -23,11 +23,12 @@ from gpuzarr.codecs import inflate
 from gpuzarr.codecs.inflate import decode_gzip, decode_zlib
 from gpuzarr.errors import CorruptChunkError
 
+from .helpers import RAMP_U2
+
 if TYPE_CHECKING:
     from pathlib import Path
 
-#: 64 KiB that compress about 3x (a ramp with noise), like sensor data rather than zeros
-RAW = (np.arange(32768) // 7 + np.random.default_rng(5).integers(0, 4, 32768)).astype("<u2").tobytes()
+RAW = RAMP_U2.tobytes()
 
 
 @pytest.fixture(params=["isal", "zlib"])
