@@ -3,8 +3,9 @@
 The chunks a batch's crops touch (on the planning grid: the inner chunks of a sharded array)
 are looked up in the device cache, then in the host cache (a host hit is copied to the device
 and kept there too), and the rest are read whole with one ``read_batch`` per chunk shape (edge
-chunks are smaller), which fetches and decodes each once. Every crop is then copied together
-from its chunks, on the loader's side stream on a GPU.
+chunks are smaller), which fetches and decodes each once. The crops are then put together from
+their pieces (:mod:`.pieces`): on a GPU in one launch of the assemble kernel on the loader's
+side stream, on the CPU each crop's pieces on one of the CPU threads.
 
 Chunks read on a GPU stay on the device; the host cache gets a host copy of each. A chunk read
 on the CPU goes into the host cache as it is.
@@ -12,14 +13,14 @@ on the CPU goes into the host cache as it is.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import InvalidArgumentError
+from .pieces import crop_pieces
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..core.array import Array
     from .cache import ChunkCache, ChunkKey
     from .ordering import HostOrdering
@@ -68,23 +69,13 @@ class ChunkAssembler:
         of ``volumes.arrays[field][volume]`` at ``origins``."""
         array = self.volumes.arrays[field][volume]
         chunk = self.chunks[field][volume]
-        crop = np.asarray(self.crop_shape, dtype=np.int64)
-        first = origins // chunk
-        last = (origins + crop - 1) // chunk
-        needed = sorted(
-            {
-                coords
-                for lo, hi in zip(first, last)
-                for coords in itertools.product(*(range(int(a), int(b) + 1) for a, b in zip(lo, hi)))
-            }
-        )
+        pieces = crop_pieces(origins, self.crop_shape, chunk, array.shape)
+        needed = pieces.chunk_keys()
         with self.ordering.producing():
             found = self._look_up(field, volume, needed)
             missing = [c for c in needed if c not in found]
             found.update(self._read_chunks(field, volume, array, chunk, missing))
-            for i, (origin, lo, hi) in enumerate(zip(origins, first, last)):
-                for coords in itertools.product(*(range(int(a), int(b) + 1) for a, b in zip(lo, hi))):
-                    _copy_part(out[i], origin, self.crop_shape, found[coords], coords, chunk)
+            self.ordering.assemble(out, [found[c] for c in needed], pieces)
 
     def _look_up(self, field: str, volume: int, needed: list[tuple[int, ...]]) -> dict[tuple[int, ...], Any]:
         found: dict[tuple[int, ...], Any] = {}
@@ -123,20 +114,3 @@ class ChunkAssembler:
                 read[coords] = value
         return read
 
-
-def _copy_part(
-    out: Any,
-    origin: np.ndarray[Any, Any],
-    crop_shape: tuple[int, ...],
-    chunk_data: Any,
-    coords: tuple[int, ...],
-    chunk: tuple[int, ...],
-) -> None:
-    """Copy the part of one chunk that lies inside one crop to its place in ``out``."""
-    dst, src = [], []
-    for o, s, k, c in zip(origin, crop_shape, coords, chunk, strict=True):
-        start = max(int(o), k * c)
-        stop = min(int(o) + s, (k + 1) * c)
-        dst.append(slice(start - int(o), stop - int(o)))
-        src.append(slice(start - k * c, stop - k * c))
-    out[tuple(dst)] = chunk_data[tuple(src)]

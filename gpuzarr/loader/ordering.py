@@ -16,13 +16,18 @@ torch is imported only when ``output="torch"``; CuPy only inside ``backends/cuda
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import backends
 from ..backends.cpu import empty as host_empty
 from ..backends.select import device_index
+from ..parallel import run_tasks
+from .pieces import copy_pieces
+
+if TYPE_CHECKING:
+    from .pieces import CropPieces
 
 OUTPUTS = ("torch", "cupy", "numpy")
 
@@ -45,6 +50,12 @@ class HostOrdering:
 
     def to_host(self, value: Any) -> np.ndarray[Any, Any]:
         return np.asarray(value)
+
+    def assemble(self, out: Any, sources: list[Any], pieces: CropPieces) -> None:
+        """Copy every piece of a batch into ``out`` from ``sources`` (the decoded chunks, by row
+        of ``pieces.chunks``): each crop's pieces on one of the CPU threads, NumPy copies that
+        let go of the GIL while they copy."""
+        run_tasks(lambda rows: copy_pieces(out, sources, pieces, rows), pieces.crop_rows())
 
     def record(self) -> Any:
         return None
@@ -116,6 +127,22 @@ class CudaOrdering(HostOrdering):
             # while the consumer still holds this one, as after a real device's .get().
             return value.copy()
         return np.asarray(value.get())  # a CuPy array; .get() waits for its stream
+
+    def assemble(self, out: Any, sources: list[Any], pieces: CropPieces) -> None:
+        """Every piece of a batch in one launch of the assemble kernel, on the side stream."""
+        from ..backends.cuda.launches import box_copies_launch
+
+        launch = box_copies_launch(
+            tuple(out.shape),
+            out.dtype.itemsize,
+            pieces.chunk_shapes[pieces.chunk],
+            pieces.src_start,
+            pieces.crop,
+            pieces.dst_start,
+            pieces.extent,
+        )
+        with self._side.activate():
+            self._side.assemble_boxes(out, [sources[c] for c in pieces.chunk.tolist()], launch)
 
     def record(self) -> Any:
         with self._side.activate():

@@ -242,3 +242,30 @@ def test_lz4_check_matches_the_model(cp: Any, rng: np.random.Generator) -> None:
     ref.lz4_check_batch(blocks, sizes, np.array(decoded, np.int64), expected, len(blocks))
     np.testing.assert_array_equal(got, expected)
     assert (got[: len(payloads)] == -1).all() and (got[len(payloads) :: 3][:8] >= 0).all()
+
+
+@pytest.mark.parametrize("ndim", [1, 3, 4])
+def test_box_copies_from_separate_arrays(cp: Any, rng: np.random.Generator, ndim: int) -> None:
+    """``CudaDevice.assemble_boxes``: the loader's cached batches, one launch from many arrays."""
+    from gpuzarr.backends.cuda.cupy_device import CudaDevice
+    from gpuzarr.backends.cuda.launches import box_copies_launch
+
+    rows, nboxes = 16, 12
+    row_shape = tuple(int(n) for n in rng.integers(3, 9, size=ndim))
+    shapes = rng.integers(1, 7, size=(nboxes, ndim))
+    extent = np.minimum(rng.integers(1, 7, size=(nboxes, ndim)), np.minimum(shapes, row_shape))
+    src_start = rng.integers(0, shapes - extent + 1)
+    dst_start = rng.integers(0, np.asarray(row_shape) - extent + 1)
+    row = rng.permutation(rows)[:nboxes]
+    host = [rng.integers(0, 1 << 30, size=tuple(s), dtype=np.int32) for s in shapes.tolist()]
+    expected = np.full((rows, *row_shape), -1, dtype=np.int32)
+    for i, source in enumerate(host):
+        src = tuple(slice(s, s + e) for s, e in zip(src_start[i], extent[i], strict=True))
+        dst = tuple(slice(d, d + e) for d, e in zip(dst_start[i], extent[i], strict=True))
+        expected[(int(row[i]), *dst)] = source[src]
+    out = cp.full(expected.shape, -1, dtype=cp.int32)
+    launch = box_copies_launch(expected.shape, 4, shapes, src_start, row, dst_start, extent)
+    device = CudaDevice(0)
+    with device.activate():
+        device.assemble_boxes(out, [cp.asarray(h) for h in host], launch)
+    np.testing.assert_array_equal(cp.asnumpy(out), expected)

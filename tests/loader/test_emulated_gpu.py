@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -196,3 +197,24 @@ def test_a_gpu_loader_cannot_be_a_dataset_for_workers(
     loader = CropLoader(cpu_volumes, CROP, 3, device="gpu", output="numpy")
     with pytest.raises(InvalidArgumentError, match="Iterate the CropLoader itself"):
         loader.as_dataset()
+
+
+def test_a_batch_from_the_device_cache_is_one_assemble_launch(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]]
+) -> None:
+    loader = CropLoader(
+        cpu_volumes[0], CROP, 5, crops_per_epoch=25, seed=3, device="gpu", output="numpy",
+        device_cache_bytes=64 << 20, prefetch=0,
+    )  # fmt: skip
+    _all(loader)  # reads every chunk the crops cross into the device cache
+    before = Counter(emulated_gpu.names())
+    pieces_before = [pieces for name, pieces in emulated_gpu.calls() if name == "assemble_chunks"]
+    loader.set_epoch(0)  # the same crops again
+    batches = list(loader)
+    assert len(batches) == 5
+    for batch in batches:
+        assert_batch_matches(batch, sources[:1], CROP)
+    # Nothing decoded again, and each batch's pieces (several per crop) copied in one launch.
+    assert Counter(emulated_gpu.names()) - before == Counter({"assemble_chunks": 5})
+    pieces = [pieces for name, pieces in emulated_gpu.calls() if name == "assemble_chunks"]
+    assert sum(pieces) - sum(pieces_before) > 5 * 5

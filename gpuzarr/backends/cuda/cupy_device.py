@@ -25,7 +25,7 @@ import numpy.typing as npt
 from ... import config
 from . import kernels
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each
-from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
+from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources, check_box_copies
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -558,6 +558,27 @@ class CudaDevice:
         kernels.launch_assemble(
             out,
             [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)],
+            launch.src_strides[:, :nd],
+            launch.src_offsets[:, :nd],
+            launch.src_steps[:, :nd],
+            launch.dst_offsets[:, :nd],
+            launch.extents[:, :nd],
+            launch.fill_value.tobytes(),
+            out_strides=launch.out_strides[:nd].tolist(),
+            swap_width=launch.swap_width,
+        )
+
+    def assemble_boxes(self, out: Any, sources: Sequence[Any], launch: AssembleLaunch) -> None:
+        if not out.flags.c_contiguous:
+            raise ValueError("assemble: the output must be C-contiguous")
+        if any(not s.flags.c_contiguous for s in sources):
+            raise ValueError("assemble: every source must be C-contiguous")
+        check_box_copies(launch, out.nbytes, [int(s.nbytes) for s in sources])
+        nd = launch.ndim
+        # launch_assemble checks the geometry against the sources again, and their alignment.
+        kernels.launch_assemble(
+            out,
+            list(sources),
             launch.src_strides[:, :nd],
             launch.src_offsets[:, :nd],
             launch.src_steps[:, :nd],

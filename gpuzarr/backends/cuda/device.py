@@ -152,6 +152,10 @@ class Device(Protocol):
     def launch_assemble(self, out: Any, work: Any, launch: AssembleLaunch) -> None:
         """``assemble_chunks`` from the decoded chunks in ``work`` into ``out``."""
 
+    def assemble_boxes(self, out: Any, sources: Sequence[Any], launch: AssembleLaunch) -> None:
+        """``assemble_chunks`` from separate device arrays, one per box of ``launch`` (a
+        :func:`.launches.box_copies_launch`): one launch for all of them."""
+
 
 #: words of an error message that mark a failure of the device rather than of the data: nvCOMP
 #: raises a plain RuntimeError for CUDA failures ("cudaError...", "CUDA error ..."), and CuPy's

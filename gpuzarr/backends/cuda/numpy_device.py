@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from . import kernel_reference, kernels, launch_checks
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, read_file_span
-from .launches import AssembleLaunch, FileRead, check_assemble_launch
+from .launches import AssembleLaunch, FileRead, check_assemble_launch, check_box_copies
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -316,6 +316,31 @@ class CpuEmulatedDevice:
             out.reshape(-1).view(np.uint8),
             launch.out_strides,
             sources,
+            launch.src_strides,
+            launch.src_offsets,
+            launch.src_steps,
+            launch.dst_offsets,
+            launch.extents,
+            launch.fill_value,
+            launch.nchunks,
+            launch.ndim,
+            launch.itemsize,
+            launch.swap_width,
+        )
+
+    def assemble_boxes(
+        self, out: np.ndarray[Any, Any], sources: Sequence[np.ndarray[Any, Any]], launch: AssembleLaunch
+    ) -> None:
+        self.calls.append(("assemble_chunks", launch.nchunks))
+        if not out.flags.c_contiguous:
+            raise ValueError("assemble: the output must be C-contiguous")
+        if any(not s.flags.c_contiguous for s in sources):
+            raise ValueError("assemble: every source must be C-contiguous")
+        check_box_copies(launch, out.nbytes, [int(s.nbytes) for s in sources])
+        kernel_reference.assemble_chunks(
+            out.reshape(-1).view(np.uint8),
+            launch.out_strides,
+            [s.reshape(-1).view(np.uint8) for s in sources],
             launch.src_strides,
             launch.src_offsets,
             launch.src_steps,
