@@ -10,7 +10,7 @@
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
 #   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
-#                                           # beside the CPU peers)
+#                                           # beside the CPU peers), without and with chunk caches
 #   bash benchmarks/gpu_session.sh cpu      # the host's CPU: batched crops at 1..N threads beside
 #                                           # TensorStore (benchmarks/cpu_scaling.py)
 #   bash benchmarks/gpu_session.sh all      # tests, bench, loader and cpu

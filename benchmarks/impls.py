@@ -85,6 +85,12 @@ class Impl:
         batches = (torch.from_numpy(np.stack([np.asarray(c) for c in self.read_batch(h, b)])) for b in batches_of(sels))
         return consume(batches, keep)
 
+    def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
+        """The ``loader-*-cached`` workloads: as :meth:`load_batches`, with a cache of decoded
+        chunks of ``cache_bytes`` that lives from one call to the next (a training loop's later
+        epochs); peers without such a cache are skipped."""
+        raise SkipImpl("no cache of decoded chunks")
+
     def finish(self) -> None:
         """Called at the end of every timed call (GPU implementations synchronise here)."""
 
@@ -99,6 +105,9 @@ class GpuzarrCPU(Impl):
     name = "gpuzarr-cpu"
     is_gpuzarr = True
     _device = "cpu"
+
+    def __init__(self) -> None:
+        self._cached_loaders: dict[tuple[Any, ...], Any] = {}
 
     def unavailable(self) -> str | None:
         return _missing("gpuzarr")
@@ -131,6 +140,26 @@ class GpuzarrCPU(Impl):
         shape = tuple(s.stop - s.start for s in sels[0])
         output = "torch" if self._device == "cpu" else "cupy"
         loader = CropLoader(h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output=output, prefetch=2)
+        return consume((batch.data for batch in loader), keep)
+
+    def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
+        """One loader per array and crops, kept from call to call with its chunk cache (the
+        device cache on a GPU, the host cache on the CPU); every call is one more epoch."""
+        from gpuzarr.loader import CropLoader
+
+        from .loader_workload import LOADER_BATCH, consume
+
+        key = (id(h), tuple((s.start, s.stop) for sel in sels for s in sel), cache_bytes)
+        loader = self._cached_loaders.get(key)
+        if loader is None:
+            crops = [(0, tuple(s.start for s in sel)) for sel in sels]
+            shape = tuple(s.stop - s.start for s in sels[0])
+            output = "torch" if self._device == "cpu" else "cupy"
+            caches = {"cache_bytes": cache_bytes} if self._device == "cpu" else {"device_cache_bytes": cache_bytes}
+            loader = CropLoader(
+                h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output=output, prefetch=2, **caches
+            )
+            self._cached_loaders[key] = loader
         return consume((batch.data for batch in loader), keep)
 
 
@@ -241,6 +270,9 @@ class ZarrPythonGPU(ZarrPython):
     def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
         raise SkipImpl("loader workload: the GPU peers are not measured (CPU peers only)")
 
+    def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
+        raise SkipImpl("loader workload: the GPU peers are not measured (CPU peers only)")
+
     def unavailable(self) -> str | None:
         return _missing("zarr") or _gpu_note()
 
@@ -265,6 +297,9 @@ class ZarrPythonGPU(ZarrPython):
 
 class TensorStore(Impl):
     name = "tensorstore"
+
+    def __init__(self) -> None:
+        self._cached: dict[tuple[Any, ...], Any] = {}
 
     def unavailable(self) -> str | None:
         return _missing("tensorstore")
@@ -295,12 +330,28 @@ class TensorStore(Impl):
     def write_full(self, h: Any, data: np.ndarray[Any, Any]) -> None:
         h.write(data).result()
 
+    def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
+        """The same array opened again with a ``cache_pool`` of ``cache_bytes`` (kept from call
+        to call) and without rechecking cached chunks against the files, as gpuzarr's caches."""
+        import tensorstore as ts
+
+        key = (id(h), cache_bytes)
+        cached = self._cached.get(key)
+        if cached is None:
+            context = ts.Context({"cache_pool": {"total_bytes_limit": cache_bytes}})
+            cached = ts.open(h.spec(minimal_spec=True), context=context, recheck_cached_data=False, open=True).result()
+            self._cached[key] = cached
+        return self.load_batches(cached, sels, keep)
+
 
 class TensorStoreCuPy(TensorStore):
     name = "tensorstore+cupy"
     device = "gpu"
 
     def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        raise SkipImpl("loader workload: the GPU peers are not measured (CPU peers only)")
+
+    def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
         raise SkipImpl("loader workload: the GPU peers are not measured (CPU peers only)")
 
     def unavailable(self) -> str | None:

@@ -17,6 +17,13 @@ the loader (or DataLoader) to the last batch:
 The warm-up pass keeps its batches, and every batch is compared with the ground truth; the
 timed passes drop each batch once the next is taken, as a training loop does (so buffers can
 be reused).
+
+``loader-64^3-cached`` and ``loader-128^3-cached``: the same crops, read by a loader that keeps
+a cache of decoded chunks twice the volume's size from one call to the next (a training loop's
+later epochs over a volume that fits in memory; the warm-up pass fills it). gpuzarr: one
+CropLoader kept with ``cache_bytes`` on the CPU, ``device_cache_bytes`` on a GPU; TensorStore:
+the array opened again with a ``cache_pool`` of that size and ``recheck_cached_data=False``.
+zarr-python and zarrs keep no decoded chunks and are skipped.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ if TYPE_CHECKING:
 LOADER_DATASETS = ("sharded-zstd", "v2-blosc-lz4")
 LOADER_CROPS = (64, 128)
 LOADER_BATCH = 32
+#: the chunk caches of the ``-cached`` workloads hold this many times the volume's decoded bytes
+#: (all of it, with room for each library's own bookkeeping)
+CACHE_VOLUMES = 2
 HELP = (
     f"N random unaligned 64^3 / 128^3 crops in batches of {LOADER_BATCH} as torch tensors: gpuzarr CropLoader; "
     "zarr-python in a DataLoader with 2 workers; zarrs and TensorStore batch by batch"
@@ -71,8 +81,10 @@ def check_batches(truth: np.ndarray[Any, Any], sels: list[tuple[slice, ...]], ke
 
 
 def loader_workloads(truth: np.ndarray[Any, Any], chunks: tuple[int, ...], n_crops: int) -> list[Workload]:
-    """One workload per crop size that fits the volume."""
+    """Two workloads per crop size that fits the volume: without caches, and with a cache of
+    decoded chunks that holds the whole volume (``-cached``), warmed by the warm-up pass."""
     workloads = []
+    cache_bytes = CACHE_VOLUMES * truth.nbytes
     for size in LOADER_CROPS:
         if any(size > n for n in truth.shape):
             continue
@@ -86,6 +98,19 @@ def loader_workloads(truth: np.ndarray[Any, Any], chunks: tuple[int, ...], n_cro
                 len(sels),
                 lambda impl, h, sels=sels, keep=keep: impl.load_batches(h, sels, keep.get(impl.name, True)),
                 check_batches(truth, sels, keep),
+                check_every_run=False,
+            )
+        )
+        keep_cached: dict[str, bool] = {}
+        workloads.append(
+            Workload(
+                f"loader-{size}^3-cached",
+                nbytes,
+                len(sels),
+                lambda impl, h, sels=sels, keep=keep_cached: impl.load_batches_cached(
+                    h, sels, keep.get(impl.name, True), cache_bytes
+                ),
+                check_batches(truth, sels, keep_cached),
                 check_every_run=False,
             )
         )

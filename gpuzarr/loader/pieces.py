@@ -78,8 +78,11 @@ def crop_pieces(
     piece_origin = origin[crop_index]
     low = np.maximum(piece_origin, coords * chunk)
     high = np.minimum(piece_origin + crop, (coords + 1) * chunk)
-    chunks, which = np.unique(coords, axis=0, return_inverse=True)
-    chunks = chunks.reshape(-1, len(crop_shape))
+    # Unique chunks by their flat index on the grid: sorted as their coordinates are, and much
+    # quicker than ``np.unique(axis=0)``.
+    grid = tuple((-(-shape // chunk)).tolist())
+    flat, which = np.unique(np.ravel_multi_index(tuple(coords.T), grid), return_inverse=True)
+    chunks = np.stack(np.unravel_index(flat, grid), axis=-1).astype(np.int64).reshape(-1, len(crop_shape))
     chunk_shapes = np.minimum(chunk, shape - chunks * chunk)
     return CropPieces(
         chunks=chunks,
