@@ -65,6 +65,12 @@ class ChunkCache:
             self._hits += 1
             return value
 
+    def count_misses(self, count: int) -> None:
+        """Count ``count`` look-ups that found nothing made elsewhere (chunks a loader read
+        ahead of their batch after finding them in no cache)."""
+        with self._lock:
+            self._misses += count
+
     def put(self, key: ChunkKey, value: Any) -> bool:
         """Keep ``value`` under ``key``, evicting the least recently used chunks to make room;
         False when it is larger than the whole budget (then nothing is evicted)."""

@@ -13,41 +13,56 @@ on the CPU goes into the host cache as it is.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from .pieces import crop_pieces
+from .sampling import volume_runs
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
     from ..core.array import Array
     from .cache import ChunkCache, ChunkKey
     from .ordering import HostOrdering
+    from .sampling import Crops
     from .volumes import Volumes
 
 
-def regular_chunks(array: Array, label: str) -> tuple[int, ...]:
-    """The chunk shape a cache keys by; InvalidArgumentError for a rectilinear grid."""
+def regular_chunks(array: Array, label: str, option: str = "cache_bytes/device_cache_bytes") -> tuple[int, ...]:
+    """The chunk shape a cache keys by; InvalidArgumentError naming ``option`` for a
+    rectilinear grid."""
     chunks = array.chunks
     if not all(isinstance(c, int) for c in chunks):
         raise InvalidArgumentError(
-            f"cache_bytes/device_cache_bytes: {label} has a rectilinear chunk grid, which the chunk caches do not "
-            "support; leave the caches off for it"
+            f"{option}: {label} has a rectilinear chunk grid, which the chunk caches and decoding ahead do not "
+            "support; leave them off for it"
         )
     return tuple(int(c) for c in chunks)
 
 
-def check_cacheable(volumes: Volumes) -> dict[str, list[tuple[int, ...]]]:
-    """Each volume's chunk shape by field; InvalidArgumentError for a rectilinear grid."""
+def all_regular(volumes: Volumes) -> bool:
+    """Whether every volume has a regular chunk grid (what the assembler keys chunks by)."""
+    return all(all(isinstance(c, int) for c in a.chunks) for items in volumes.arrays.values() for a in items)
+
+
+def check_cacheable(
+    volumes: Volumes, option: str = "cache_bytes/device_cache_bytes"
+) -> dict[str, list[tuple[int, ...]]]:
+    """Each volume's chunk shape by field; InvalidArgumentError naming ``option`` for a
+    rectilinear grid."""
     return {
-        name: [regular_chunks(a, volumes.describe(name, v)) for v, a in enumerate(items)]
+        name: [regular_chunks(a, volumes.describe(name, v), option) for v, a in enumerate(items)]
         for name, items in volumes.arrays.items()
     }
 
 
 class ChunkAssembler:
-    """Reads crops of one loader through its chunk caches (either may be None)."""
+    """Reads crops of one loader through its chunk caches (either may be None), and through the
+    chunks of the batches it was told to decode ahead (:meth:`decode_ahead`)."""
 
     def __init__(
         self,
@@ -63,6 +78,9 @@ class ChunkAssembler:
         self.host_cache = host_cache
         self.device_cache = device_cache
         self.chunks = check_cacheable(volumes)
+        #: the decoded chunks of the batches decoded ahead (views of the arrays they were read
+        #: into), until the next :meth:`decode_ahead`
+        self._ahead: dict[ChunkKey, Any] = {}
 
     def read(self, field: str, volume: int, origins: np.ndarray[Any, Any], out: Any) -> None:
         """Fill ``out`` (``(len(origins), *crop_shape)`` on the loader's device) with the crops
@@ -77,10 +95,67 @@ class ChunkAssembler:
             found.update(self._read_chunks(field, volume, array, chunk, missing))
             self.ordering.assemble(out, [found[c] for c in needed], pieces)
 
+    def chunks_of(self, crops: Crops) -> dict[tuple[str, int], set[tuple[int, ...]]]:
+        """The chunks ``crops`` cross, by (field, volume)."""
+        wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
+        for field in self.volumes.fields:
+            for volume, start, stop in volume_runs(crops.volumes):
+                shape = self.volumes.arrays[field][volume].shape
+                pieces = crop_pieces(crops.origins[start:stop], self.crop_shape, self.chunks[field][volume], shape)
+                wanted.setdefault((field, volume), set()).update(pieces.chunk_keys())
+        return wanted
+
+    def decode_ahead(self, batches: Sequence[Crops], budget: int) -> int:
+        """Read the chunks of the first of ``batches`` (as many as their chunks not cached fit
+        ``budget`` bytes, at least one) together, for :meth:`read` to take their crops from.
+
+        On a GPU each chunk-shape group is one ``read_batch``: one batched decode for the chunks
+        of many batches, whose time is that of its longest stream rather than the sum of them.
+        Returns how many batches were decoded ahead. The chunks decoded ahead before are
+        dropped.
+        """
+        self._ahead = {}
+        wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
+        nbytes, taken = 0, 0
+        for crops in batches:
+            more = 0
+            grown = {key: set(chunks) for key, chunks in wanted.items()}
+            for key, chunks in self.chunks_of(crops).items():
+                new = {c for c in chunks - grown.get(key, set()) if not self._cached(key, c)}
+                more += len(new) * self._chunk_nbytes(*key)
+                grown.setdefault(key, set()).update(new)
+            if taken and nbytes + more > budget:
+                break
+            wanted, nbytes, taken = grown, nbytes + more, taken + 1
+        for cache in (self.device_cache, self.host_cache):
+            if cache is not None:
+                cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
+        with self.ordering.producing():
+            for (field, volume), chunks in wanted.items():
+                array = self.volumes.arrays[field][volume]
+                read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(chunks))
+                self._ahead.update({(field, volume, coords): value for coords, value in read.items()})
+        return taken
+
+    def drop_ahead(self) -> None:
+        """Forget the chunks decoded ahead."""
+        self._ahead = {}
+
+    def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
+        full: ChunkKey = (key[0], key[1], coords)
+        return any(cache is not None and full in cache for cache in (self.device_cache, self.host_cache))
+
+    def _chunk_nbytes(self, field: str, volume: int) -> int:
+        return math.prod(self.chunks[field][volume]) * self.volumes.arrays[field][volume].dtype.itemsize
+
     def _look_up(self, field: str, volume: int, needed: list[tuple[int, ...]]) -> dict[tuple[int, ...], Any]:
         found: dict[tuple[int, ...], Any] = {}
         for coords in needed:
             key: ChunkKey = (field, volume, coords)
+            value = self._ahead.get(key)
+            if value is not None:
+                found[coords] = value
+                continue
             value = self.device_cache.get(key) if self.device_cache is not None else None
             if value is None and self.host_cache is not None:
                 host = self.host_cache.get(key)
@@ -95,7 +170,8 @@ class ChunkAssembler:
     def _read_chunks(
         self, field: str, volume: int, array: Array, chunk: tuple[int, ...], missing: list[tuple[int, ...]]
     ) -> dict[tuple[int, ...], Any]:
-        """Read the ``missing`` chunks whole (one read_batch per chunk shape) and cache them."""
+        """Read the ``missing`` chunks whole (one read_batch per chunk shape) and cache them;
+        the chunks returned are views of the arrays read into."""
         boxes: dict[tuple[int, ...], list[tuple[tuple[int, ...], tuple[slice, ...]]]] = {}
         for coords in missing:
             box = tuple(slice(k * c, min((k + 1) * c, n)) for k, c, n in zip(coords, chunk, array.shape, strict=True))
@@ -104,13 +180,14 @@ class ChunkAssembler:
         for group in boxes.values():
             stacked = array.read_batch([box for _, box in group], stream=self.ordering.stream)
             for i, (coords, _) in enumerate(group):
-                # A copy of its own, so that a cached chunk does not hold its whole batch alive.
-                value = stacked[i].copy()
+                value = stacked[i]
                 key: ChunkKey = (field, volume, coords)
+                # Cached chunks are copies of their own, so that one does not hold its whole
+                # batch alive.
                 if self.device_cache is not None:
-                    self.device_cache.put(key, value)
+                    self.device_cache.put(key, value.copy())
                 if self.host_cache is not None:
-                    self.host_cache.put(key, self.ordering.to_host(value) if self.ordering.on_device else value)
+                    self.host_cache.put(key, self.ordering.to_host(value) if self.ordering.on_device else value.copy())
                 read[coords] = value
         return read
 

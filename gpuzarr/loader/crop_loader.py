@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import DeviceError, InvalidArgumentError
 from .cache import CacheStats, ChunkCache
-from .chunked import ChunkAssembler, check_cacheable
+from .chunked import ChunkAssembler, all_regular, check_cacheable
 from .ordering import OUTPUTS, HostOrdering, convert, ordering_for
 from .prefetch import BufferPool, Producer, Ready, read_one
 from .reading import BatchReader
@@ -177,6 +177,14 @@ class CropLoader:
     device_cache_bytes
         Budget of a device LRU cache of decoded chunks (GPU only; 0: none). Looked up before the
         host cache.
+    decode_ahead_bytes
+        GPU loaders with ``prefetch`` > 0: the chunks of the next batches (at most 16) are
+        decoded together, up to this many bytes of decoded chunks, and each batch is then put
+        together from them on the device. A batched GPU decode takes about as long as its
+        longest stream whatever their number, so this multiplies what one decode delivers.
+        Default (None): the GPU batch budget (``gpuzarr.config`` ``gpu_batch_bytes``) where
+        every volume has a regular chunk grid, else off; 0: off (each batch reads exactly its
+        crops). The CPU decodes each batch's crops on its threads and takes only 0.
     reuse_buffers
         True (the default): batches are read into a pool of reused buffers, with no copy on
         the way to the consumer. A buffer is reused only once nothing refers to its batch any
@@ -224,6 +232,7 @@ class CropLoader:
         prefetch: int = 2,
         cache_bytes: int = 0,
         device_cache_bytes: int = 0,
+        decode_ahead_bytes: int | None = None,
         reuse_buffers: bool = True,
     ) -> None:
         self.volumes, self.crop_shape = check_volumes(arrays, crop_shape, device)
@@ -246,6 +255,16 @@ class CropLoader:
             raise InvalidArgumentError(
                 "device_cache_bytes: a device cache needs a GPU device; use cache_bytes on the CPU"
             )
+        if decode_ahead_bytes is not None:
+            decode_ahead_bytes = _count(decode_ahead_bytes, "decode_ahead_bytes", 0)
+            if decode_ahead_bytes and self.device == "cpu":
+                raise InvalidArgumentError(
+                    "decode_ahead_bytes: decoding ahead is for GPU loaders; on the CPU each batch's crops are "
+                    "decoded on the CPU threads (pass 0 or None)"
+                )
+            if decode_ahead_bytes:
+                check_cacheable(self.volumes, "decode_ahead_bytes")
+        self._decode_ahead_bytes = decode_ahead_bytes
         self.host_cache = ChunkCache(cache, "cache_bytes") if cache else None
         self.device_cache = ChunkCache(device_cache, "device_cache_bytes") if device_cache else None
         # What pickling carries (the arrays pickle themselves); the caches and threads do not travel.
@@ -265,6 +284,7 @@ class CropLoader:
             "prefetch": self.prefetch,
             "cache_bytes": cache,
             "device_cache_bytes": device_cache,
+            "decode_ahead_bytes": decode_ahead_bytes,
             "reuse_buffers": self.reuse_buffers,
         }
         if self.host_cache is not None or self.device_cache is not None:
@@ -464,9 +484,17 @@ class CropLoader:
             self._ordering = ordering_for(self.device)
         return self._ordering
 
-    def _reader(self, ordering: HostOrdering) -> BatchReader:
+    def _ahead_bytes(self, ordering: HostOrdering) -> int:
+        """The decoded bytes a pass's producer decodes ahead (0: none)."""
+        if self.prefetch == 0 or not ordering.on_device:
+            return 0
+        if self._decode_ahead_bytes is not None:
+            return self._decode_ahead_bytes
+        return ordering.batch_budget() if all_regular(self.volumes) else 0
+
+    def _reader(self, ordering: HostOrdering, ahead_bytes: int) -> BatchReader:
         assembler = None
-        if self.host_cache is not None or self.device_cache is not None:
+        if self.host_cache is not None or self.device_cache is not None or ahead_bytes:
             assembler = ChunkAssembler(self.volumes, self.crop_shape, ordering, self.host_cache, self.device_cache)
         return BatchReader(self.volumes, self.crop_shape, ordering, assembler)
 
@@ -492,7 +520,8 @@ class CropLoader:
         self._check_process()
         self._close_pass()
         ordering = self._ordering_now()
-        reader = self._reader(ordering)
+        ahead_bytes = self._ahead_bytes(ordering)
+        reader = self._reader(ordering, ahead_bytes)
         batches = self.epoch_batches()
         start, self._resume = self._resume or 0, None
         self._position = start
@@ -500,7 +529,7 @@ class CropLoader:
         # prefetch queued, one being read, one handed out, one still held by the loop variable
         size = self.prefetch + 3 if reuse_buffers else None
         pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
-        new_pass = _Pass(self, reader, ordering, pool, batches, indices)
+        new_pass = _Pass(self, reader, ordering, pool, batches, indices, ahead_bytes)
         self._pass = weakref.ref(new_pass)
         return new_pass
 
@@ -538,6 +567,7 @@ class _Pass:
         pool: BufferPool,
         batches: list[Crops],
         indices: list[int],
+        ahead_bytes: int = 0,
     ) -> None:
         self._loader: CropLoader | None = loader
         self._reader = reader
@@ -550,7 +580,7 @@ class _Pass:
         self._pid = os.getpid()
         self._producer: Producer | None = None
         if loader.prefetch > 0:
-            self._producer = Producer(reader, ordering, pool, batches, indices, loader.prefetch)
+            self._producer = Producer(reader, ordering, pool, batches, indices, loader.prefetch, ahead_bytes)
 
     def __iter__(self) -> _Pass:
         return self

@@ -57,6 +57,10 @@ class HostOrdering:
         let go of the GIL while they copy."""
         run_tasks(lambda rows: copy_pieces(out, sources, pieces, rows), pieces.crop_rows())
 
+    def batch_budget(self) -> int:
+        """Decoded bytes one read may hold on the device (none on the CPU)."""
+        return 0
+
     def record(self) -> Any:
         return None
 
@@ -143,6 +147,12 @@ class CudaOrdering(HostOrdering):
         )
         with self._side.activate():
             self._side.assemble_boxes(out, [sources[c] for c in pieces.chunk.tolist()], launch)
+
+    def batch_budget(self) -> int:
+        from ..backends.cuda.reader import batch_budget
+
+        with self._side.activate():
+            return batch_budget(self._side)
 
     def record(self) -> Any:
         with self._side.activate():

@@ -14,6 +14,12 @@ On a GPU, the stream the consumer worked on is remembered at hand-over, and when
 reused the side stream first waits for an event recorded on it then, so the consumer's queued
 work on the batch finishes before the buffer is read into again.
 
+On a GPU the producer also decodes ahead: the chunks of the next batches (up to a byte budget,
+at most :data:`MAX_AHEAD_BATCHES`) are read in one go, and each batch is then put together from
+them. A batched GPU decode takes about as long as its longest stream whatever their number (each
+stream is decoded in order), so decoding the chunks of several batches at once is what keeps a
+GPU loader from waiting on that latency batch after batch.
+
 The producer holds no reference to the iterator the consumer holds, so dropping the iterator
 (``break`` out of a loop) stops the thread after the batch it is reading.
 """
@@ -35,6 +41,8 @@ if TYPE_CHECKING:
 
 #: how often a blocked producer looks whether it was stopped, in seconds
 POLL_S = 0.05
+#: the most batches whose chunks are decoded together (within the byte budget too)
+MAX_AHEAD_BATCHES = 16
 
 
 def _reference_counts(owners: Sequence[Any]) -> list[int]:
@@ -168,8 +176,10 @@ class Producer:
         batches: Sequence[Crops],
         indices: Sequence[int],
         prefetch: int,
+        ahead_bytes: int = 0,
     ) -> None:
         self._reader = reader
+        self._ahead_bytes = ahead_bytes
         self._ordering = ordering
         self._pool = pool
         self._batches = batches
@@ -190,9 +200,13 @@ class Producer:
 
     def _run(self) -> None:
         try:
-            for index in self._indices:
+            decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead
+            for position, index in enumerate(self._indices):
                 if self._stop.is_set():
                     return
+                if self._ahead_bytes and position >= decoded_until:
+                    upcoming = [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
+                    decoded_until = position + self._reader.decode_ahead(upcoming, self._ahead_bytes)
                 slot = self._pool.acquire()
                 ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
                 queued = self._put(ready)

@@ -15,6 +15,8 @@ from ..errors import CorruptChunkError, GpuZarrError
 from .sampling import crop_name, volume_runs
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
     from .chunked import ChunkAssembler
@@ -47,6 +49,19 @@ class BatchReader:
             name: self.ordering.empty((batch_size, *self.crop_shape), dtype)
             for name, dtype in self.volumes.dtypes.items()
         }
+
+    def decode_ahead(self, batches: Sequence[Crops], budget: int) -> int:
+        """Decode the chunks of the first of ``batches`` together, up to ``budget`` bytes (see
+        ``ChunkAssembler.decode_ahead``); how many batches that covers. 0 where this reader
+        has no assembler. A failure here is left for the batch that meets it: the batches are
+        then read one by one, and its error names its crops."""
+        if self.assembler is None:
+            return 0
+        try:
+            return self.assembler.decode_ahead(batches, budget)
+        except GpuZarrError:
+            self.assembler.drop_ahead()
+            return 0
 
     def read(self, crops: Crops, out: dict[str, Any]) -> None:
         """Read ``crops`` (grouped by volume) into ``out[field][i]`` for crop i."""

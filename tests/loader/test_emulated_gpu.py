@@ -4,6 +4,7 @@ chunk cache) on NumPy buffers. Output is NumPy: there is no CuPy here."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 from collections import Counter
@@ -13,8 +14,9 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.errors import DeviceError, InvalidArgumentError
+from gpuzarr.errors import CorruptChunkError, DeviceError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
+from gpuzarr.loader.chunked import ChunkAssembler
 
 from .helpers import assert_batch_matches, crop_list, make_volume, values
 
@@ -218,3 +220,88 @@ def test_a_batch_from_the_device_cache_is_one_assemble_launch(
     assert Counter(emulated_gpu.names()) - before == Counter({"assemble_chunks": 5})
     pieces = [pieces for name, pieces in emulated_gpu.calls() if name == "assemble_chunks"]
     assert sum(pieces) - sum(pieces_before) > 5 * 5
+
+
+def _decodes(gpu: EmulatedGpu) -> int:
+    return sum(1 for name in gpu.names() if name == "zstd")
+
+
+def test_decoding_ahead_reads_the_chunks_of_many_batches_at_once(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]]
+) -> None:
+    crops = [(0, (o, o % 7, o % 5)) for o in range(12)] * 2  # 24 crops, 8 batches of 3
+
+    def chunk_shapes(origins: list[tuple[int, ...]]) -> set[tuple[int, ...]]:
+        """The shapes of the chunks (8^3, cut at the volume's end) the crops at ``origins`` cross:
+        one read of whole chunks each."""
+        return {
+            tuple(min(8, n - k * 8) for k, n in zip(coords, SHAPES[0], strict=True))
+            for origin in origins
+            for coords in itertools.product(*(range(o // 8, (o + c - 1) // 8 + 1) for o, c in zip(origin, CROP)))
+        }
+
+    def run(**options: Any) -> int:
+        before = _decodes(emulated_gpu)
+        loader = CropLoader(cpu_volumes, CROP, 3, sampler=crops, shuffle=False, device="gpu", output="numpy", **options)
+        batches = list(loader)
+        assert len(batches) == 8
+        for batch in batches:
+            assert_batch_matches(batch, sources, CROP)
+        return _decodes(emulated_gpu) - before
+
+    # Every batch's own read: one decode each; decoded ahead: one per chunk shape for all 8.
+    assert run(decode_ahead_bytes=0) == 8
+    assert run() == len(chunk_shapes([o for _, o in crops])) < 8
+    # A budget below one batch's chunks: one batch at a time, one decode per chunk shape.
+    per_batch = [len(chunk_shapes([o for _, o in crops[b : b + 3]])) for b in range(0, 24, 3)]
+    assert run(decode_ahead_bytes=1) == sum(per_batch)
+    assert run(prefetch=0) == 8  # only the background reader decodes ahead
+
+
+def test_decoding_ahead_keeps_to_its_budget(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
+    loader = CropLoader(cpu_volumes[0], CROP, 3, crops_per_epoch=24, seed=1, device="gpu", output="numpy")
+    assembler = ChunkAssembler(loader.volumes, CROP, loader._ordering_now(), None, None)
+    batches = loader.epoch_batches()
+    chunk_bytes = 8**3 * 2
+    # How many chunks the first k batches cross together, k = 1, 2, ...
+    union: set[tuple[int, ...]] = set()
+    crossed = []
+    for b in batches:
+        union |= assembler.chunks_of(b)[("", 0)]
+        crossed.append(len(union))
+    assert assembler.decode_ahead(batches, 1) == 1  # always at least one batch
+    for budget_chunks in sorted(set(crossed)):
+        taken = assembler.decode_ahead(batches, budget_chunks * chunk_bytes)
+        # as many batches as fit, up to the first that would cross more chunks than that
+        assert taken == next((k for k, n in enumerate(crossed) if n > budget_chunks), len(batches))
+        assert len(assembler._ahead) == crossed[taken - 1] <= budget_chunks
+
+
+def test_a_corrupt_chunk_decoded_ahead_names_its_key_volume_and_crop(
+    emulated_gpu: EmulatedGpu, sources: list[np.ndarray[Any, Any]], tmp_path: Path
+) -> None:
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
+    (tmp_path / "v1.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
+    crops = [(0, (0, 0, 0)), (0, (3, 3, 3)), (1, (2, 3, 1)), (1, (0, 0, 0))]
+    loader = CropLoader(volumes, CROP, 2, sampler=crops, shuffle=False, device="gpu", output="numpy")
+    batches = iter(loader)
+    assert_batch_matches(next(batches), sources, CROP)  # the first batch is whole
+    with pytest.raises(CorruptChunkError, match=r"c/0/0/0: .*while reading volume 1: volume 1 crop \[2:7, 3:9, 1:8\]"):
+        next(batches)
+
+
+def test_decode_ahead_bytes_is_checked(
+    tmp_path: Path, emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
+) -> None:
+    with pytest.raises(InvalidArgumentError, match="decode_ahead_bytes: decoding ahead is for GPU loaders"):
+        CropLoader(cpu_volumes, CROP, 2, device="cpu", decode_ahead_bytes=1 << 20)
+    CropLoader(cpu_volumes, CROP, 2, device="cpu", decode_ahead_bytes=0)
+    with pytest.raises(InvalidArgumentError, match="decode_ahead_bytes"):
+        CropLoader(cpu_volumes, CROP, 2, device="gpu", decode_ahead_bytes=-1)
+    rectilinear = gpuzarr.create(
+        gpuzarr.LocalStore(tmp_path / "r.zarr"), shape=(19, 17, 16), dtype="uint16", chunks=[[10, 9], 8, 8]
+    )
+    with pytest.raises(InvalidArgumentError, match=r"decode_ahead_bytes: .* rectilinear chunk grid"):
+        CropLoader(rectilinear, CROP, 2, device="gpu", decode_ahead_bytes=1 << 20)
+    plain = CropLoader(rectilinear, CROP, 2, crops_per_epoch=4, device="gpu", output="numpy")
+    assert sum(len(b) for b in plain) == 4  # off by default there
