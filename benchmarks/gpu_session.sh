@@ -114,6 +114,11 @@ loader() {
     --only loader sharded-zstd v2-blosc-lz4 --out "$out/loader" >"$out/loader.log" 2>&1
   echo "loader benchmark exit $?"
   tail -40 "$out/loader.log"
+  # The GPU loader's settings side by side (decoding ahead, the batch budget, the device cache).
+  timeout "$(left)" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 \
+    >"$out/loader-sweep.md" 2>"$out/loader-sweep.log"
+  echo "loader sweep exit $?"
+  cat "$out/loader-sweep.md"
 }
 
 cpu_scaling() {

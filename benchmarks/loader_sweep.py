@@ -1,0 +1,150 @@
+"""The loader's GPU settings side by side: what decoding ahead, the GPU batch budget and the
+device chunk cache do to 64^3 crops/s on the loader's datasets.
+
+    python -m benchmarks.loader_sweep [--data-dir benchmarks/data] [--size-mib 64] [--crops 256]
+                                      [--passes 5] [--device gpu|cpu]
+
+Each row is one CropLoader (batches of 32, ``prefetch=2``, CuPy output on a GPU, NumPy on the
+CPU) over the same ``--crops`` random unaligned crops (those of the ``loader`` workload),
+warmed up by one pass whose every crop is checked against the ground truth, then timed over
+``--passes`` passes (median). GPU rows:
+
+* ``ahead off``: ``decode_ahead_bytes=0``, each batch reads exactly its crops (one batched
+  decode per batch);
+* ``ahead default``: the chunks of the next batches decoded together, up to the GPU batch budget;
+* ``ahead 1 GiB, batch 4 GiB``: more batches per decode, with ``gpu_batch_bytes`` raised so that
+  the executor does not split them again;
+* ``device cache``: a device cache holding the whole volume (after the warm-up, no decoding).
+
+On the CPU (``--device cpu``, what CI runs) the rows are the loader without and with a host
+cache. Prints a Markdown table; no timing is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .datasets import DATASETS, DataDir, chunks_for
+from .loader_workload import LOADER_BATCH, LOADER_DATASETS
+from .workloads import random_boxes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+HERE = Path(__file__).resolve().parent
+CROP = 64
+GIB = 1 << 30
+
+
+def settings(device: str, volume_nbytes: int) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(row name, CropLoader options, gpuzarr.config settings) of every row."""
+    if device == "cpu":
+        return [
+            ("no cache", {}, {}),
+            ("host cache", {"cache_bytes": 2 * volume_nbytes}, {}),
+        ]
+    return [
+        ("ahead off", {"decode_ahead_bytes": 0}, {}),
+        ("ahead default", {}, {}),
+        ("ahead 1 GiB, batch 4 GiB", {"decode_ahead_bytes": GIB}, {"gpu_batch_bytes": 4 * GIB}),
+        ("device cache", {"device_cache_bytes": 2 * volume_nbytes}, {}),
+    ]
+
+
+def _to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    get = getattr(x, "get", None)
+    return np.asarray(get() if callable(get) else x)
+
+
+def measure(
+    array: Any,
+    truth: np.ndarray[Any, Any],
+    sels: list[tuple[slice, ...]],
+    device: str,
+    options: dict[str, Any],
+    passes: int,
+    sync: Callable[[], None],
+) -> tuple[float, float]:
+    """(median seconds per pass, crops/s) of one loader, after a checked warm-up pass."""
+    from gpuzarr.loader import CropLoader
+
+    crops = [(0, tuple(s.start for s in sel)) for sel in sels]
+    output = "numpy" if device == "cpu" else "cupy"
+    loader = CropLoader(
+        array, (CROP,) * truth.ndim, LOADER_BATCH, sampler=crops, shuffle=False, device=device, output=output,
+        prefetch=2, **options,
+    )  # fmt: skip
+    start = 0
+    for batch in loader:
+        got = _to_numpy(batch.data)
+        for i, sel in enumerate(sels[start : start + len(got)]):
+            if not np.array_equal(got[i], truth[sel]):
+                raise AssertionError(f"crop {start + i} at {sel} differs from the ground truth")
+        start += len(got)
+    times = []
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        for _batch in loader:
+            pass
+        sync()
+        times.append(time.perf_counter() - t0)
+    median = statistics.median(times)
+    return median, len(sels) / median
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.loader_sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=HERE / "data")
+    p.add_argument("--size-mib", type=float, default=64)
+    p.add_argument("--crops", type=int, default=256)
+    p.add_argument("--passes", type=int, default=5)
+    p.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
+    args = p.parse_args(argv)
+
+    import gpuzarr
+
+    sync: Callable[[], None] = lambda: None  # noqa: E731 - replaced on a GPU
+    if args.device == "gpu":
+        from gpuzarr.backends.select import gpu_unavailable_reason
+
+        reason = gpu_unavailable_reason()
+        if reason is not None:
+            print(f"skipped: no usable GPU ({reason})")
+            return 0
+        try:
+            import cupy
+        except ImportError:  # the emulated device of the tests: every call has finished already
+            cupy = None
+        if cupy is not None:
+
+            def sync() -> None:
+                cupy.cuda.Device().synchronize()
+
+    data = DataDir(args.data_dir, args.size_mib, log=lambda message: print(message, file=sys.stderr))
+    print(f"| dataset | {args.device} loader | s per pass | 64^3 crops/s |")
+    print("|---|---|---|---|")
+    for spec in (s for s in DATASETS if s.name in LOADER_DATASETS):
+        path = data.dataset(spec)
+        truth = data.truth(spec.kind)
+        sels = random_boxes(truth.shape, (CROP,) * truth.ndim, chunks_for(spec), args.crops, seed=3)
+        array = gpuzarr.open(str(path), device=args.device)
+        for name, options, config in settings(args.device, truth.nbytes):
+            try:
+                with gpuzarr.config.set(**config):
+                    seconds, rate = measure(array, truth, sels, args.device, options, args.passes, sync)
+            except Exception as exc:  # reported, not raised: the other rows still run
+                print(f"| {spec.name} | {name} | error: {type(exc).__name__}: {exc} | |")
+                continue
+            print(f"| {spec.name} | {name} | {seconds:.4f} | {rate:,.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""``benchmarks.loader_sweep`` runs every row and checks every crop: on the CPU, and on the GPU
+rows through the emulated device (no timing is looked at)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from benchmarks import loader_sweep
+
+from ..backends.emulated_gpu import emulated_gpu  # noqa: F401 - a fixture
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+    from ..backends.emulated_gpu import EmulatedGpu
+
+
+def _rows(output: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in output.splitlines() if line.startswith("| ")]
+
+
+def test_cpu_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert loader_sweep.main(["--device", "cpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
+                              "--passes", "1"]) == 0  # fmt: skip
+    rows = _rows(capsys.readouterr().out)[1:]
+    assert [(r[0], r[1]) for r in rows] == [
+        (d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in ("no cache", "host cache")
+    ]
+    assert all(float(r[2]) > 0 for r in rows), rows
+
+
+def test_gpu_rows_on_the_emulated_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], emulated_gpu: EmulatedGpu  # noqa: F811
+) -> None:
+    assert loader_sweep.main(["--device", "gpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
+                              "--passes", "1"]) == 0  # fmt: skip
+    rows = _rows(capsys.readouterr().out)[1:]
+    names = ["ahead off", "ahead default", "ahead 1 GiB, batch 4 GiB", "device cache"]
+    assert [(r[0], r[1]) for r in rows] == [(d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in names]
+    assert all(not r[2].startswith("error") for r in rows), rows
