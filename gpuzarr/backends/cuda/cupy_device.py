@@ -553,20 +553,8 @@ class CudaDevice:
         if not out.flags.c_contiguous:
             raise ValueError("assemble: the output must be C-contiguous")
         check_assemble_sources(launch, work.size)
-        nd = launch.ndim
         offsets, nbytes = launch.source_offsets.tolist(), launch.source_nbytes.tolist()
-        kernels.launch_assemble(
-            out,
-            [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)],
-            launch.src_strides[:, :nd],
-            launch.src_offsets[:, :nd],
-            launch.src_steps[:, :nd],
-            launch.dst_offsets[:, :nd],
-            launch.extents[:, :nd],
-            launch.fill_value.tobytes(),
-            out_strides=launch.out_strides[:nd].tolist(),
-            swap_width=launch.swap_width,
-        )
+        _launch(out, [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)], launch)
 
     def assemble_boxes(self, out: Any, sources: Sequence[Any], launch: AssembleLaunch) -> None:
         if not out.flags.c_contiguous:
@@ -574,20 +562,25 @@ class CudaDevice:
         if any(not s.flags.c_contiguous for s in sources):
             raise ValueError("assemble: every source must be C-contiguous")
         check_box_copies(launch, out.nbytes, [int(s.nbytes) for s in sources])
-        nd = launch.ndim
-        # launch_assemble checks the geometry against the sources again, and their alignment.
-        kernels.launch_assemble(
-            out,
-            list(sources),
-            launch.src_strides[:, :nd],
-            launch.src_offsets[:, :nd],
-            launch.src_steps[:, :nd],
-            launch.dst_offsets[:, :nd],
-            launch.extents[:, :nd],
-            launch.fill_value.tobytes(),
-            out_strides=launch.out_strides[:nd].tolist(),
-            swap_width=launch.swap_width,
-        )
+        _launch(out, list(sources), launch)
+
+
+def _launch(out: Any, sources: list[Any], launch: AssembleLaunch) -> None:
+    """``assemble_chunks`` of ``launch``'s tables from ``sources`` (device arrays or None, one per
+    row); :func:`.kernels.launch_assemble` checks the geometry and the alignment again."""
+    nd = launch.ndim
+    kernels.launch_assemble(
+        out,
+        sources,
+        launch.src_strides[:, :nd],
+        launch.src_offsets[:, :nd],
+        launch.src_steps[:, :nd],
+        launch.dst_offsets[:, :nd],
+        launch.extents[:, :nd],
+        launch.fill_value.tobytes(),
+        out_strides=launch.out_strides[:nd].tolist(),
+        swap_width=launch.swap_width,
+    )
 
 
 #: algorithms whose codec took no ``decompression_config`` (an nvCOMP older than 6)

@@ -150,11 +150,17 @@ def check_assemble_launch(launch: AssembleLaunch, out_nbytes: int, work_nbytes: 
     """Validate an assemble launch: its sources (:func:`check_assemble_sources`) and its
     geometry (:func:`.launch_checks.check_assemble`)."""
     check_assemble_sources(launch, work_nbytes)
+    sources = [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())]
+    _check_geometry(launch, out_nbytes, sources)
+
+
+def _check_geometry(launch: AssembleLaunch, out_nbytes: int, source_nbytes: list[int | None]) -> None:
+    """:func:`.launch_checks.check_assemble` of a launch's tables (None: a missing chunk)."""
     nd = launch.ndim
     check_assemble(
         out_nbytes,
         launch.out_strides[:nd].tolist(),
-        [None if o < 0 else n for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())],
+        source_nbytes,
         launch.src_strides[:, :nd],
         launch.src_offsets[:, :nd],
         launch.src_steps[:, :nd],
@@ -231,19 +237,7 @@ def check_box_copies(launch: AssembleLaunch, out_nbytes: int, source_nbytes: lis
         raise ValueError(
             f"assemble: source {i} holds {source_nbytes[i]} bytes, its shape needs {int(launch.source_nbytes[i])}"
         )
-    nd = launch.ndim
-    check_assemble(
-        out_nbytes,
-        launch.out_strides[:nd].tolist(),
-        source_nbytes,
-        launch.src_strides[:, :nd],
-        launch.src_offsets[:, :nd],
-        launch.src_steps[:, :nd],
-        launch.dst_offsets[:, :nd],
-        launch.extents[:, :nd],
-        launch.itemsize,
-        launch.swap_width,
-    )
+    _check_geometry(launch, out_nbytes, list(source_nbytes))
 
 
 __all__ = [

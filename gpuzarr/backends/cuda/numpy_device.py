@@ -312,21 +312,7 @@ class CpuEmulatedDevice:
             None if o < 0 else work[o : o + n]
             for o, n in zip(launch.source_offsets.tolist(), launch.source_nbytes.tolist())
         ]
-        kernel_reference.assemble_chunks(
-            out.reshape(-1).view(np.uint8),
-            launch.out_strides,
-            sources,
-            launch.src_strides,
-            launch.src_offsets,
-            launch.src_steps,
-            launch.dst_offsets,
-            launch.extents,
-            launch.fill_value,
-            launch.nchunks,
-            launch.ndim,
-            launch.itemsize,
-            launch.swap_width,
-        )
+        _assemble(out, sources, launch)
 
     def assemble_boxes(
         self, out: np.ndarray[Any, Any], sources: Sequence[np.ndarray[Any, Any]], launch: AssembleLaunch
@@ -337,21 +323,28 @@ class CpuEmulatedDevice:
         if any(not s.flags.c_contiguous for s in sources):
             raise ValueError("assemble: every source must be C-contiguous")
         check_box_copies(launch, out.nbytes, [int(s.nbytes) for s in sources])
-        kernel_reference.assemble_chunks(
-            out.reshape(-1).view(np.uint8),
-            launch.out_strides,
-            [s.reshape(-1).view(np.uint8) for s in sources],
-            launch.src_strides,
-            launch.src_offsets,
-            launch.src_steps,
-            launch.dst_offsets,
-            launch.extents,
-            launch.fill_value,
-            launch.nchunks,
-            launch.ndim,
-            launch.itemsize,
-            launch.swap_width,
-        )
+        _assemble(out, [s.reshape(-1).view(np.uint8) for s in sources], launch)
+
+
+def _assemble(
+    out: np.ndarray[Any, Any], sources: list[npt.NDArray[np.uint8] | None], launch: AssembleLaunch
+) -> None:
+    """The NumPy model of ``assemble_chunks`` on ``launch``'s tables, one source's bytes per row."""
+    kernel_reference.assemble_chunks(
+        out.reshape(-1).view(np.uint8),
+        launch.out_strides,
+        sources,
+        launch.src_strides,
+        launch.src_offsets,
+        launch.src_steps,
+        launch.dst_offsets,
+        launch.extents,
+        launch.fill_value,
+        launch.nchunks,
+        launch.ndim,
+        launch.itemsize,
+        launch.swap_width,
+    )
 
 
 __all__ = ["DEVICE_BUFFERS", "HOST_STAGING", "POISON", "CpuEmulatedDevice", "EmulatedEvent", "host_block"]
