@@ -36,7 +36,7 @@ def regular_chunks(array: Array, label: str, option: str = "cache_bytes/device_c
     """The chunk shape a cache keys by; InvalidArgumentError naming ``option`` for a
     rectilinear grid."""
     chunks = array.chunks
-    if not all(isinstance(c, int) for c in chunks):
+    if not _is_regular(array):
         raise InvalidArgumentError(
             f"{option}: {label} has a rectilinear chunk grid, which the chunk caches and decoding ahead do not "
             "support; leave them off for it"
@@ -44,9 +44,13 @@ def regular_chunks(array: Array, label: str, option: str = "cache_bytes/device_c
     return tuple(int(c) for c in chunks)
 
 
+def _is_regular(array: Array) -> bool:
+    return all(isinstance(c, int) for c in array.chunks)
+
+
 def all_regular(volumes: Volumes) -> bool:
     """Whether every volume has a regular chunk grid (what the assembler keys chunks by)."""
-    return all(all(isinstance(c, int) for c in a.chunks) for items in volumes.arrays.values() for a in items)
+    return all(_is_regular(a) for items in volumes.arrays.values() for a in items)
 
 
 def check_cacheable(
@@ -118,15 +122,16 @@ class ChunkAssembler:
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         nbytes, taken = 0, 0
         for crops in batches:
-            more = 0
-            grown = {key: set(chunks) for key, chunks in wanted.items()}
-            for key, chunks in self.chunks_of(crops).items():
-                new = {c for c in chunks - grown.get(key, set()) if not self._cached(key, c)}
-                more += len(new) * self._chunk_nbytes(*key)
-                grown.setdefault(key, set()).update(new)
+            new = {
+                key: {c for c in chunks - wanted.get(key, set()) if not self._cached(key, c)}
+                for key, chunks in self.chunks_of(crops).items()
+            }
+            more = sum(len(coords) * self._chunk_nbytes(*key) for key, coords in new.items())
             if taken and nbytes + more > budget:
                 break
-            wanted, nbytes, taken = grown, nbytes + more, taken + 1
+            for key, coords in new.items():
+                wanted.setdefault(key, set()).update(coords)
+            nbytes, taken = nbytes + more, taken + 1
         for cache in (self.device_cache, self.host_cache):
             if cache is not None:
                 cache.count_misses(sum(len(chunks) for chunks in wanted.values()))

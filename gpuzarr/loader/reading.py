@@ -52,16 +52,17 @@ class BatchReader:
 
     def decode_ahead(self, batches: Sequence[Crops], budget: int) -> int:
         """Decode the chunks of the first of ``batches`` together, up to ``budget`` bytes (see
-        ``ChunkAssembler.decode_ahead``); how many batches that covers. 0 where this reader
-        has no assembler. A failure here is left for the batch that meets it: the batches are
-        then read one by one, and its error names its crops."""
+        ``ChunkAssembler.decode_ahead``); how many of them that deals with. 0 where this reader
+        has no assembler. A failure here is left for the batch that meets it: all of
+        ``batches`` are then read one by one (not ahead again, which would repeat the failing
+        read for each of them), and its error names its crops."""
         if self.assembler is None:
             return 0
         try:
             return self.assembler.decode_ahead(batches, budget)
         except GpuZarrError:
             self.assembler.drop_ahead()
-            return 0
+            return len(batches)
 
     def read(self, crops: Crops, out: dict[str, Any]) -> None:
         """Read ``crops`` (grouped by volume) into ``out[field][i]`` for crop i."""

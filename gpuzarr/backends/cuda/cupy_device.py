@@ -25,7 +25,7 @@ import numpy.typing as npt
 from ... import config
 from . import kernels
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each
-from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources, check_box_copies
+from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources, check_box_sources
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -561,7 +561,8 @@ class CudaDevice:
             raise ValueError("assemble: the output must be C-contiguous")
         if any(not s.flags.c_contiguous for s in sources):
             raise ValueError("assemble: every source must be C-contiguous")
-        check_box_copies(launch, out.nbytes, [int(s.nbytes) for s in sources])
+        # The geometry is checked by kernels.launch_assemble, with the alignment.
+        check_box_sources(launch, [int(s.nbytes) for s in sources])
         _launch(out, list(sources), launch)
 
 

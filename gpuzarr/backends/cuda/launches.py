@@ -229,6 +229,14 @@ def box_copies_launch(
 def check_box_copies(launch: AssembleLaunch, out_nbytes: int, source_nbytes: list[int]) -> None:
     """Validate a :func:`box_copies_launch` against its output and the bytes each of its
     sources holds (no box reads or writes outside its buffer)."""
+    check_box_sources(launch, source_nbytes)
+    _check_geometry(launch, out_nbytes, list(source_nbytes))
+
+
+def check_box_sources(launch: AssembleLaunch, source_nbytes: list[int]) -> None:
+    """That there is one source per box, each of the size of the shape the launch reads it
+    with (the geometry is :func:`check_box_copies`'s other half, which the CUDA launcher runs
+    itself)."""
     if len(source_nbytes) != launch.nchunks:
         raise ValueError(f"assemble: {len(source_nbytes)} sources for {launch.nchunks} boxes")
     bad = np.flatnonzero(launch.source_nbytes != np.asarray(source_nbytes, dtype=np.int64))
@@ -237,7 +245,6 @@ def check_box_copies(launch: AssembleLaunch, out_nbytes: int, source_nbytes: lis
         raise ValueError(
             f"assemble: source {i} holds {source_nbytes[i]} bytes, its shape needs {int(launch.source_nbytes[i])}"
         )
-    _check_geometry(launch, out_nbytes, list(source_nbytes))
 
 
 __all__ = [
@@ -253,4 +260,5 @@ __all__ = [
     "check_assemble_launch",
     "check_assemble_sources",
     "check_box_copies",
+    "check_box_sources",
 ]
