@@ -7,6 +7,8 @@ or metadata field and say what was expected and what was found.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class GpuZarrError(Exception):
     """Base class of every gpuzarr error."""
@@ -48,9 +50,10 @@ class CorruptChunkError(GpuZarrError, ValueError):
         self.key = key
         self.reason = reason
 
-    def __reduce__(self) -> tuple[type[CorruptChunkError], tuple[str, str]]:
-        # Raised in worker processes too (DataLoader workers, Dask): rebuilt from its parts.
-        return type(self), (self.key, self.reason)
+    def __reduce__(self) -> tuple[type[CorruptChunkError], tuple[str, str], dict[str, Any]]:
+        # Raised in worker processes too (loader and DataLoader workers, Dask): rebuilt from its
+        # parts, with its attributes and notes (``add_note``) as they were.
+        return type(self), (self.key, self.reason), self.__dict__
 
 
 class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
@@ -60,8 +63,8 @@ class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
         super().__init__(f"{key}: chunk is missing (fill_missing_data_reads is false)")
         self.key = key
 
-    def __reduce__(self) -> tuple[type[ChunkNotFoundError], tuple[str]]:
-        return type(self), (self.key,)
+    def __reduce__(self) -> tuple[type[ChunkNotFoundError], tuple[str], dict[str, Any]]:
+        return type(self), (self.key,), self.__dict__
 
 
 class InvalidArgumentError(GpuZarrError, ValueError):
@@ -83,6 +86,11 @@ class DeviceError(GpuZarrError, RuntimeError):
     """The requested device cannot be used."""
 
 
+class WorkerProcessError(GpuZarrError, RuntimeError):
+    """A worker process of a :class:`~gpuzarr.loader.CropLoader` exited while it had batches to
+    read, or could not start; the message names the worker, its exit code and the batch."""
+
+
 class BoundsCheckError(GpuZarrError, IndexError):
     """A selection lies outside the array."""
 
@@ -99,8 +107,8 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
         self.key = key
         self.target = target
 
-    def __reduce__(self) -> tuple[type[SymlinkEscapeError], tuple[str, str]]:
-        return type(self), (self.key, self.target)
+    def __reduce__(self) -> tuple[type[SymlinkEscapeError], tuple[str, str], dict[str, Any]]:
+        return type(self), (self.key, self.target), self.__dict__
 
 
 class _StoreFailure(GpuZarrError):
@@ -112,8 +120,8 @@ class _StoreFailure(GpuZarrError):
         self.key = key
         self.reason = reason
 
-    def __reduce__(self) -> tuple[type[_StoreFailure], tuple[str, str | None, str]]:
-        return type(self), (self.url, self.key, self.reason)
+    def __reduce__(self) -> tuple[type[_StoreFailure], tuple[str, str | None, str], dict[str, Any]]:
+        return type(self), (self.url, self.key, self.reason), self.__dict__
 
 
 class StoreError(_StoreFailure, OSError):

@@ -105,6 +105,8 @@ def test_every_error_survives_pickling_with_its_message_and_fields() -> None:
     ]
     for cls in classes:
         error = made.get(cls) or cls("a message naming a field")
+        error.add_note("while reading volume 1")  # loader errors say where, in a note
         again = pickle.loads(pickle.dumps(error))
         assert type(again) is cls and str(again) == str(error)
         assert vars(again) == vars(error)
+        assert again.__notes__ == ["while reading volume 1"]

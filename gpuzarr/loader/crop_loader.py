@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import config
 from ..errors import DeviceError, InvalidArgumentError
 from .cache import CacheStats, ChunkCache
 from .chunked import ChunkAssembler, all_regular, check_cacheable
 from .ordering import OUTPUTS, HostOrdering, convert, ordering_for
-from .prefetch import BufferPool, Producer, Ready, read_one
+from .prefetch import Background, BufferPool, Producer, Ready, read_one
 from .reading import BatchReader
 from .sampling import (
     Crops,
@@ -37,7 +38,9 @@ from .sampling import (
     listed_sampler,
     rank_share,
 )
+from .shared import SharedSegments
 from .volumes import UNNAMED, check_volumes
+from .workers import TASKS_PER_WORKER, ProcessProducer, WorkerProcesses, WorkerSpec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -192,6 +195,16 @@ class CropLoader:
         the object owning the memory), so a kept batch is never overwritten: a loop that drops
         each batch reuses ``prefetch + 3`` buffers, one that keeps batches gets new ones.
         False: a new buffer for every batch.
+    workers
+        CPU loaders: worker processes that read whole batches (0, the default: threads of this
+        process read them). Threads share one interpreter lock, which a batch of small crops
+        (hundreds of chunk reads) passes between them thousands of times; on many cores that,
+        not decoding, bounds a threaded loader. Each worker (started with ``spawn``, at the
+        first iteration, and kept until :meth:`close`) reads batches straight into shared
+        memory that the loader hands out without a copy, with ``concurrency // workers``
+        threads (``gpuzarr.config``) and ``cache_bytes // workers`` of host cache. Each worker
+        holds up to two batches at once. A script that starts workers needs the
+        ``if __name__ == "__main__":`` guard that ``spawn`` asks for.
 
     Notes
     -----
@@ -234,6 +247,7 @@ class CropLoader:
         device_cache_bytes: int = 0,
         decode_ahead_bytes: int | None = None,
         reuse_buffers: bool = True,
+        workers: int = 0,
     ) -> None:
         self.volumes, self.crop_shape = check_volumes(arrays, crop_shape, device)
         self.batch_size = _count(batch_size, "batch_size", 1)
@@ -265,7 +279,15 @@ class CropLoader:
             if decode_ahead_bytes:
                 check_cacheable(self.volumes, "decode_ahead_bytes")
         self._decode_ahead_bytes = decode_ahead_bytes
-        self.host_cache = ChunkCache(cache, "cache_bytes") if cache else None
+        self.workers = _count(workers, "workers", 0)
+        if self.workers and self.device != "cpu":
+            raise InvalidArgumentError(
+                f"workers: worker processes are for CPU loaders; this loader reads on {self.device}, on background "
+                "threads and a CUDA stream of its own (pass workers=0)"
+            )
+        self._cache_bytes = cache
+        # With workers, each keeps its share of the host cache: none in this process.
+        self.host_cache = ChunkCache(cache, "cache_bytes") if cache and not self.workers else None
         self.device_cache = ChunkCache(device_cache, "device_cache_bytes") if device_cache else None
         # What pickling carries (the arrays pickle themselves); the caches and threads do not travel.
         self._arguments: dict[str, Any] = {
@@ -286,8 +308,9 @@ class CropLoader:
             "device_cache_bytes": device_cache,
             "decode_ahead_bytes": decode_ahead_bytes,
             "reuse_buffers": self.reuse_buffers,
+            "workers": self.workers,
         }
-        if self.host_cache is not None or self.device_cache is not None:
+        if cache or self.device_cache is not None:
             check_cacheable(self.volumes)
         self._ordering: HostOrdering | None = None
         self._epoch = 0
@@ -297,6 +320,10 @@ class CropLoader:
         self._resume: int | None = None
         # The pass is referenced weakly: dropping its iterator (a break) stops its thread.
         self._pass: weakref.ref[_Pass] | None = None
+        #: the worker processes (started by the first pass that uses them), and their buffers
+        self._processes: WorkerProcesses | None = None
+        self._segments: SharedSegments | None = None
+        self._stop_processes: weakref.finalize[Any, Any] | None = None
 
     def _make_sampler(self, sampler: Any, crops_per_epoch: int | None) -> Sampler:
         shapes = self.volumes.shapes
@@ -380,6 +407,8 @@ class CropLoader:
         stats = {}
         if self.host_cache is not None:
             stats["host"] = self.host_cache.stats()
+        elif self._cache_bytes:
+            stats["host"] = self._workers_cache_stats()
         if self.device_cache is not None:
             stats["device"] = self.device_cache.stats()
         return stats
@@ -512,10 +541,11 @@ class CropLoader:
         """
         return self._iterate(0, 1, self.reuse_buffers)
 
-    def _iterate(self, worker: int, workers: int, reuse_buffers: bool) -> _Pass:
-        """Batches ``worker, worker + workers, ...`` from the position on.
+    def _iterate(self, share: int, shares: int, reuse_buffers: bool, processes: bool = True) -> _Pass:
+        """Batches ``share, share + shares, ...`` from the position on.
 
-        DataLoader workers take every ``workers``-th batch.
+        DataLoader workers take every ``shares``-th batch. The loader's worker processes read
+        them when it has workers and ``processes`` allows them.
         """
         self._check_process()
         self._close_pass()
@@ -525,13 +555,66 @@ class CropLoader:
         batches = self.epoch_batches()
         start, self._resume = self._resume or 0, None
         self._position = start
-        indices = list(range(start + worker, len(batches), workers))
+        indices = list(range(start + share, len(batches), shares))
         # prefetch queued, one being read, one handed out, one still held by the loop variable
         size = self.prefetch + 3 if reuse_buffers else None
-        pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
-        new_pass = _Pass(self, reader, ordering, pool, batches, indices, ahead_bytes)
+        producer: Background | None = None
+        if self.workers and processes:
+            workers, segments = self._worker_processes()
+            size = None if size is None else size + TASKS_PER_WORKER * self.workers
+            pool = BufferPool(lambda: self._shared_buffers(segments), size, ordering)
+            producer = ProcessProducer(workers, segments, pool, batches, indices, self.prefetch)
+        else:
+            pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
+            if self.prefetch > 0:
+                producer = Producer(reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes)
+        new_pass = _Pass(self, reader, ordering, pool, batches, indices, producer)
         self._pass = weakref.ref(new_pass)
         return new_pass
+
+    def _worker_processes(self) -> tuple[WorkerProcesses, SharedSegments]:
+        """The worker processes and their shared buffers, started on first use."""
+        if self._processes is None or self._segments is None:
+            spec = WorkerSpec(
+                self._arguments["arrays"],
+                self.crop_shape,
+                self.batch_size,
+                max(int(config.get("concurrency")) // self.workers, 1),
+                self._cache_bytes // self.workers,
+            )
+            self._processes = WorkerProcesses(spec, self.workers)
+            self._segments = SharedSegments(self.workers)
+            self._stop_processes = weakref.finalize(self, self._processes.close)
+        return self._processes, self._segments
+
+    def _shared_buffers(self, segments: SharedSegments) -> dict[str, Any]:
+        """One shared-memory buffer per field for a batch the workers read."""
+        return {
+            name: segments.empty((self.batch_size, *self.crop_shape), dtype)
+            for name, dtype in self.volumes.dtypes.items()
+        }
+
+    def _workers_cache_stats(self) -> CacheStats:
+        """The workers' host caches together (as of each worker's last batch)."""
+        seen = [] if self._processes is None else [s for s in self._processes.cache_stats if s is not None]
+        return CacheStats(
+            hits=sum(s.hits for s in seen),
+            misses=sum(s.misses for s in seen),
+            evictions=sum(s.evictions for s in seen),
+            entries=sum(s.entries for s in seen),
+            nbytes=sum(s.nbytes for s in seen),
+            capacity=(self._cache_bytes // self.workers) * self.workers,
+        )
+
+    def close(self) -> None:
+        """Stop reading ahead, and stop the worker processes (if any).
+
+        A new iteration starts them again. Batches handed out stay valid.
+        """
+        self._close_pass()
+        if self._stop_processes is not None:
+            self._stop_processes()
+        self._processes = self._segments = self._stop_processes = None
 
     def _handed_out(self, index: int) -> None:
         self._position = index + 1
@@ -567,7 +650,7 @@ class _Pass:
         pool: BufferPool,
         batches: list[Crops],
         indices: list[int],
-        ahead_bytes: int = 0,
+        producer: Background | None,
     ) -> None:
         self._loader: CropLoader | None = loader
         self._reader = reader
@@ -578,9 +661,7 @@ class _Pass:
         self._output = loader.output
         self._keyed = loader.volumes.keyed
         self._pid = os.getpid()
-        self._producer: Producer | None = None
-        if loader.prefetch > 0:
-            self._producer = Producer(reader, ordering, pool, batches, indices, loader.prefetch, ahead_bytes)
+        self._producer = producer
 
     def __iter__(self) -> _Pass:
         return self

@@ -60,4 +60,4 @@ class CropDataset(IterableDataset[Batch]):
     def __iter__(self) -> Iterator[Batch]:
         info: Any = get_worker_info()
         worker, workers = (0, 1) if info is None else (int(info.id), int(info.num_workers))
-        return iter(self.loader._iterate(worker, workers, reuse_buffers=False))
+        return iter(self.loader._iterate(worker, workers, reuse_buffers=False, processes=False))

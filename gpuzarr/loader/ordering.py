@@ -68,9 +68,11 @@ class HostOrdering:
         return None
 
     def memory_owner(self, buffer: Any) -> Any:
-        """The object every view of ``buffer`` references (NumPy: the array owning the memory)."""
+        """The object every view of ``buffer`` references: the array NumPy points views at (the
+        one owning the memory, or the first array over a buffer of another kind, such as shared
+        memory; not that buffer, which views do not reference)."""
         owner = buffer
-        while isinstance(owner, np.ndarray) and owner.base is not None:
+        while isinstance(owner, np.ndarray) and isinstance(owner.base, np.ndarray):
             owner = owner.base
         return owner
 

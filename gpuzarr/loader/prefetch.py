@@ -164,30 +164,18 @@ def read_one(reader: BatchReader, ordering: HostOrdering, index: int, crops: Cro
     return Ready(index, crops, slot, views, ordering.record())
 
 
-class Producer:
-    """The background thread of one pass over an epoch: batches ``start, start + step, ...`` of
-    ``batches``, read in order into slots of ``pool`` and queued for the consumer."""
+class Background:
+    """A background thread that queues finished batches for the consumer (at most ``depth``
+    wait): what the thread does is :meth:`_run`'s, handing over with :meth:`_put`."""
 
-    def __init__(
-        self,
-        reader: BatchReader,
-        ordering: HostOrdering,
-        pool: BufferPool,
-        batches: Sequence[Crops],
-        indices: Sequence[int],
-        prefetch: int,
-        ahead_bytes: int = 0,
-    ) -> None:
-        self._reader = reader
-        self._ahead_bytes = ahead_bytes
-        self._ordering = ordering
-        self._pool = pool
-        self._batches = batches
-        self._indices = indices
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
+    def __init__(self, depth: int) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True)
         self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def _put(self, item: Any) -> bool:
         while not self._stop.is_set():
@@ -198,24 +186,12 @@ class Producer:
             return True
         return False
 
-    def _run(self) -> None:
-        try:
-            decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead
-            for position, index in enumerate(self._indices):
-                if self._stop.is_set():
-                    return
-                if self._ahead_bytes and position >= decoded_until:
-                    upcoming = [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
-                    decoded_until = position + self._reader.decode_ahead(upcoming, self._ahead_bytes)
-                slot = self._pool.acquire()
-                ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
-                queued = self._put(ready)
-                del ready  # no reference of this thread may keep a lent slot in use
-                if not queued:
-                    return
-        except BaseException as exc:  # handed to the consumer, which raises it
-            self._put(_Failed(exc))
-            return
+    def _fail(self, error: BaseException) -> None:
+        """Hand ``error`` to the consumer, which raises it."""
+        self._put(_Failed(error))
+
+    def _end(self) -> None:
+        """Tell the consumer the pass is over."""
         self._put(_END)
 
     def next(self) -> Ready | None:
@@ -238,3 +214,47 @@ class Producer:
                 break
         if wait and self._thread is not threading.current_thread():
             self._thread.join()
+
+
+class Producer(Background):
+    """The background thread of one pass over an epoch: batches ``start, start + step, ...`` of
+    ``batches``, read in order into slots of ``pool`` and queued for the consumer."""
+
+    def __init__(
+        self,
+        reader: BatchReader,
+        ordering: HostOrdering,
+        pool: BufferPool,
+        batches: Sequence[Crops],
+        indices: Sequence[int],
+        prefetch: int,
+        ahead_bytes: int = 0,
+    ) -> None:
+        self._reader = reader
+        self._ahead_bytes = ahead_bytes
+        self._ordering = ordering
+        self._pool = pool
+        self._batches = batches
+        self._indices = indices
+        super().__init__(prefetch)
+
+    def _run(self) -> None:
+        try:
+            decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead
+            for position, index in enumerate(self._indices):
+                if self._stop.is_set():
+                    return
+                if self._ahead_bytes and position >= decoded_until:
+                    upcoming = [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
+                    decoded_until = position + self._reader.decode_ahead(upcoming, self._ahead_bytes)
+                slot = self._pool.acquire()
+                ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
+                queued = self._put(ready)
+                del ready  # no reference of this thread may keep a lent slot in use
+                if not queued:
+                    return
+        except BaseException as exc:  # handed to the consumer, which raises it
+            self._fail(exc)
+            return
+        self._end()
+

@@ -1,0 +1,271 @@
+"""Worker processes of a CPU loader: each reads whole batches into shared memory.
+
+Threads of one Python process share one interpreter lock, and a batch of small crops is hundreds
+of chunk reads, each a few lock hand-overs around its native decode: on many cores the threads
+wait for the lock more than they decode. Worker processes have a lock each. A worker (started
+with ``spawn``: no fork of a process that runs threads) opens the loader's arrays on the CPU and
+reads the batches it is given with the same :class:`~.reading.BatchReader` the loader would use,
+straight into the loader's shared-memory buffers (:mod:`.shared`); what crosses the pipe is the
+crops of a batch and the names of its buffers, one way, and the batch's index (or its error),
+the other.
+
+Batches go out to the workers in turn and come back in order, at most :data:`TASKS_PER_WORKER`
+per worker at once, so a worker has its next batch at hand when it finishes one. Each worker
+reads a batch with its own share of the CPU threads (``gpuzarr.config`` ``concurrency`` divided
+among the workers) and keeps its own share of the host cache budget.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GpuZarrError, WorkerProcessError
+from .prefetch import POLL_S, Background, Ready
+from .sampling import Crops
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from multiprocessing.connection import Connection
+
+    from .cache import CacheStats
+    from .prefetch import BufferPool
+    from .shared import SharedSegments
+
+#: batches a worker holds at once: the one it reads and the next
+TASKS_PER_WORKER = 2
+#: seconds a worker is given to finish when the loader closes, before it is terminated
+EXIT_S = 5.0
+#: the index a worker answers with when it could not start
+_STARTUP = -1
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to read batches: the loader's arrays (they pickle) and its shape of
+    things, and the worker's share of the threads and of the host cache."""
+
+    arrays: Any
+    crop_shape: tuple[int, ...]
+    batch_size: int
+    concurrency: int
+    cache_bytes: int
+
+
+def _portable(error: BaseException, worker: int) -> BaseException:
+    """``error`` as it can cross to the loader's process: itself where it pickles (gpuzarr's
+    errors do, with their notes), else a GpuZarrError carrying its type, message and traceback."""
+    where = f"raised in loader worker process {worker} (pid {os.getpid()})"
+    if isinstance(error, GpuZarrError):
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:
+            pass
+        else:
+            error.add_note(where)
+            return error
+    text = "".join(traceback.format_exception(error)).rstrip()
+    return WorkerProcessError(f"{type(error).__name__}: {error} ({where})\n{text}")
+
+
+def serve(connection: Connection, spec: WorkerSpec, worker: int) -> None:
+    """A worker's life: read each batch sent until told to stop (None), answering
+    ``(index, error or None, its host cache's stats or None)``."""
+    # Ctrl-C goes to the whole process group; the loader's process stops its workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .. import config
+    from .cache import ChunkCache
+    from .chunked import ChunkAssembler
+    from .ordering import HostOrdering
+    from .reading import BatchReader
+    from .shared import SegmentMaps
+    from .volumes import check_volumes
+
+    maps = SegmentMaps()
+    try:
+        config.set(concurrency=spec.concurrency)
+        volumes, crop_shape = check_volumes(spec.arrays, spec.crop_shape, "cpu")
+        ordering = HostOrdering()
+        cache = ChunkCache(spec.cache_bytes, "cache_bytes") if spec.cache_bytes else None
+        assembler = ChunkAssembler(volumes, crop_shape, ordering, cache, None) if cache is not None else None
+        reader = BatchReader(volumes, crop_shape, ordering, assembler)
+    except BaseException as exc:
+        connection.send((_STARTUP, _portable(exc, worker), None))
+        return
+    shapes = {name: ((spec.batch_size, *crop_shape), dtype) for name, dtype in volumes.dtypes.items()}
+    try:
+        while True:
+            task = connection.recv()
+            if task is None:
+                return
+            index, crop_volumes, origins, names, unmapped = task
+            maps.unmap(unmapped)
+            crops = Crops(crop_volumes, origins)
+            try:
+                views = {name: maps.array(names[name], *shapes[name])[: len(crops)] for name in shapes}
+                reader.read(crops, views)
+                del views
+            except BaseException as exc:
+                connection.send((index, _portable(exc, worker), None))
+            else:
+                connection.send((index, None, None if cache is None else cache.stats()))
+    except (EOFError, OSError):
+        return  # the loader's process went away
+    finally:
+        maps.close()
+
+
+class WorkerProcesses:
+    """``count`` worker processes, started with ``spawn`` and kept until :meth:`close`."""
+
+    def __init__(self, spec: WorkerSpec, count: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.count = count
+        self._connections: list[Connection] = []
+        self._processes: list[Any] = []
+        self._lock = threading.Lock()
+        #: each worker's host cache counters as of its last batch (None: no cache, or none yet)
+        self.cache_stats: list[CacheStats | None] = [None] * count
+        for worker in range(count):
+            ours, theirs = context.Pipe(duplex=True)
+            process = context.Process(
+                target=serve, args=(theirs, spec, worker), name=f"gpuzarr-loader-worker-{worker}", daemon=True
+            )
+            process.start()
+            theirs.close()
+            self._connections.append(ours)
+            self._processes.append(process)
+
+    @property
+    def pids(self) -> list[int]:
+        return [int(p.pid) for p in self._processes]
+
+    def send(self, worker: int, task: tuple[Any, ...]) -> None:
+        """Give worker ``worker`` a batch to read."""
+        try:
+            self._connections[worker].send(task)
+        except (OSError, ValueError) as exc:
+            raise self._exited(worker, int(task[0])) from exc
+
+    def receive(self, worker: int, index: int, stop: threading.Event | None) -> bool:
+        """Wait for worker ``worker`` to finish batch ``index``; False when ``stop`` was set first.
+
+        Raises the batch's error, or WorkerProcessError when the worker exited.
+        """
+        connection = self._connections[worker]
+        while not connection.poll(POLL_S):
+            if stop is not None and stop.is_set():
+                return False
+            if not self._processes[worker].is_alive() and not connection.poll():
+                raise self._exited(worker, index)
+        try:
+            answered, error, stats = connection.recv()
+        except (EOFError, OSError) as exc:
+            raise self._exited(worker, index) from exc
+        if error is not None:
+            raise error
+        if stats is not None:
+            self.cache_stats[worker] = stats
+        if answered != index:  # pragma: no cover - the protocol answers in order
+            raise WorkerProcessError(f"loader worker process {worker} answered batch {answered}, expected {index}")
+        return True
+
+    def _exited(self, worker: int, index: int) -> WorkerProcessError:
+        process = self._processes[worker]
+        process.join(POLL_S)
+        return WorkerProcessError(
+            f"loader worker process {worker} (pid {process.pid}) exited with code {process.exitcode} while it had "
+            f"batch {index} to read"
+        )
+
+    def close(self) -> None:
+        """Stop the workers (each after the batch it is reading), terminating those that do not."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+            processes, self._processes = self._processes, []
+        for connection in connections:
+            with contextlib.suppress(OSError, ValueError):
+                connection.send(None)
+        for process in processes:
+            process.join(EXIT_S)
+            if process.is_alive():
+                process.terminate()
+                process.join(EXIT_S)
+        for connection in connections:
+            connection.close()
+
+
+class ProcessProducer(Background):
+    """The background thread of one pass over an epoch whose batches the workers read: it hands
+    batches ``indices`` of ``batches`` out to the workers in turn, each into a slot of ``pool``,
+    and queues them for the consumer in order."""
+
+    def __init__(
+        self,
+        processes: WorkerProcesses,
+        segments: SharedSegments,
+        pool: BufferPool,
+        batches: Sequence[Crops],
+        indices: Sequence[int],
+        prefetch: int,
+    ) -> None:
+        self._processes = processes
+        self._segments = segments
+        self._pool = pool
+        self._batches = batches
+        self._indices = indices
+        super().__init__(max(prefetch, 1))
+
+    def _run(self) -> None:
+        processes = self._processes
+        in_flight: collections.deque[tuple[int, int, Any]] = collections.deque()
+        upcoming = iter(self._indices)
+        turn = 0
+        try:
+            while True:
+                while len(in_flight) < TASKS_PER_WORKER * processes.count:
+                    index = next(upcoming, None)
+                    if index is None:
+                        break
+                    slot = self._pool.acquire()
+                    crops = self._batches[index]
+                    names = {name: self._segments.name_of(buffer) for name, buffer in slot.buffers.items()}
+                    task = (index, crops.volumes, crops.origins, names, self._segments.unmapped_by(turn))
+                    in_flight.append((index, turn, slot))
+                    processes.send(turn, task)
+                    turn = (turn + 1) % processes.count
+                if not in_flight:
+                    break
+                # Off the list before the answer is read: an error answer is the batch's last.
+                index, worker, slot = in_flight.popleft()
+                if not processes.receive(worker, index, self._stop):
+                    in_flight.appendleft((index, worker, slot))  # still out: drained below
+                    return
+                crops = self._batches[index]
+                views = {name: buffer[: len(crops)] for name, buffer in slot.buffers.items()}
+                queued = self._put(Ready(index, crops, slot, views, None))
+                del slot, views
+                if not queued:
+                    return
+        except BaseException as exc:  # handed to the consumer, which raises it
+            self._fail(exc)
+            return
+        finally:
+            self._drain(in_flight)
+        self._end()
+
+    def _drain(self, in_flight: collections.deque[tuple[int, int, Any]]) -> None:
+        """Wait for the batches still out (after a stop or an error): their slots must not be
+        read into once the pass lets go of them."""
+        while in_flight:
+            index, worker, _ = in_flight.popleft()
+            with contextlib.suppress(BaseException):
+                self._processes.receive(worker, index, None)

@@ -1,0 +1,246 @@
+"""CropLoader worker processes (CPU): their batches are the threaded loader's batches, equal to
+NumPy slicing, in order, across epochs, resumed and cached; a worker's error names the chunk,
+volume and crops; a killed worker is an error, not a hang; shared buffers go when their batches
+do; GPU loaders and DataLoader workers start none."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError, WorkerProcessError
+from gpuzarr.loader import CropLoader
+from gpuzarr.loader.workers import _portable
+
+from .helpers import assert_batch_matches, make_volume, to_numpy, values
+
+if TYPE_CHECKING:
+    from ..backends.emulated_gpu import EmulatedGpu
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shared memory")
+
+CROP = (6, 5, 7)
+SHAPES = [(20, 18, 16), (13, 24, 9)]
+BATCH = 4
+CROPS = 36  # nine batches: more than a pool of prefetch + 3 + 2 per worker holds
+
+
+@pytest.fixture(scope="module")
+def fields(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[np.ndarray[Any, Any]]]:
+    images = [values(s, salt=i) for i, s in enumerate(SHAPES)]
+    return {"image": images, "label": [(v % 7).astype(np.uint8) for v in images]}
+
+
+@pytest.fixture(scope="module")
+def arrays(
+    fields: dict[str, list[np.ndarray[Any, Any]]], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[gpuzarr.Array]]:
+    root = tmp_path_factory.mktemp("workers")
+    layouts = {"image": "v3-sharded-zstd", "label": "v2-blosc-lz4"}
+    return {
+        name: [make_volume(gpuzarr.LocalStore(root / f"{name}{i}.zarr"), v, layouts[name]) for i, v in enumerate(data)]
+        for name, data in fields.items()
+    }
+
+
+def _loader(arrays: Any, **options: Any) -> CropLoader:
+    options = {"crops_per_epoch": CROPS, "seed": 3, "output": "numpy", **options}
+    return CropLoader(arrays, CROP, BATCH, **options)
+
+
+def _assert_fields_match(batch: Any, fields: dict[str, list[np.ndarray[Any, Any]]]) -> None:
+    for name, sources in fields.items():
+        single = type(batch)(batch.data[name], batch.origins, batch.volume_index, batch.index)
+        assert_batch_matches(single, sources, CROP)
+
+
+def _same_batches(ours: list[Any], reference: list[Any]) -> None:
+    assert [b.index for b in ours] == [b.index for b in reference]
+    for a, b in zip(ours, reference, strict=True):
+        np.testing.assert_array_equal(a.origins, b.origins)
+        np.testing.assert_array_equal(a.volume_index, b.volume_index)
+        for name in b.data:
+            np.testing.assert_array_equal(to_numpy(a.data[name]), to_numpy(b.data[name]))
+
+
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+def test_workers_read_the_threaded_loaders_batches_in_order(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]], output: str
+) -> None:
+    if output == "torch":
+        pytest.importorskip("torch")
+    loader = _loader(arrays, workers=2, output=output)
+    reference = _loader(arrays, workers=0, output=output)
+    try:
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            reference.set_epoch(epoch)
+            kept = list(loader)  # kept: more batches than the pool holds, none overwritten
+            assert len(kept) == len(loader) == CROPS // BATCH
+            for batch in kept:
+                _assert_fields_match(batch, fields)
+            _same_batches(kept, list(reference))
+    finally:
+        loader.close()
+
+
+def test_a_loop_that_drops_its_batches_reuses_the_shared_buffers(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
+) -> None:
+    loader = _loader(arrays, workers=2, prefetch=1)
+    try:
+        names = set()
+        for batch in loader:
+            _assert_fields_match(batch, fields)
+            assert loader._segments is not None
+            names.add(loader._segments.name_of(batch.data["image"]))
+        # prefetch + 3 + two per worker sets at most, of nine batches
+        assert len(names) <= 1 + 3 + 2 * 2
+        del batch
+        gc.collect()
+        assert loader._segments is not None and loader._segments.held() == 0
+        if Path("/dev/shm").is_dir():
+            assert not [n for n in names if (Path("/dev/shm") / n.lstrip("/")).exists()]
+    finally:
+        loader.close()
+
+
+def test_a_resumed_loader_with_workers_continues_exactly(arrays: dict[str, list[gpuzarr.Array]]) -> None:
+    reference = list(_loader(arrays))
+    first = _loader(arrays, workers=2)
+    second = _loader(arrays, workers=2)
+    try:
+        taken = []
+        for batch in first:
+            taken.append(batch)
+            if len(taken) == 3:
+                break
+        second.load_state_dict(first.state_dict())
+        _same_batches(taken + list(second), reference)
+        # a pass stopped early leaves no answer behind: the next epoch is the reference's
+        first.set_epoch(1)
+        _same_batches(list(first), _epoch(arrays, 1))
+    finally:
+        first.close()
+        second.close()
+
+
+def _epoch(arrays: Any, epoch: int) -> list[Any]:
+    loader = _loader(arrays)
+    loader.set_epoch(epoch)
+    return list(loader)
+
+
+def test_the_workers_host_caches_give_the_same_batches_and_count_hits(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
+) -> None:
+    loader = _loader(arrays, workers=2, cache_bytes=1 << 22)
+    try:
+        assert loader.cache_stats()["host"].capacity == 1 << 22
+        first, again = list(loader), list(loader)
+        for batch in again:
+            _assert_fields_match(batch, fields)
+        _same_batches(again, first)
+        stats = loader.cache_stats()["host"]
+        assert stats.hits > 0 and stats.misses > 0 and 0 < stats.nbytes <= stats.capacity
+    finally:
+        loader.close()
+
+
+def test_a_corrupt_chunk_read_by_a_worker_names_its_key_volume_and_crops(tmp_path: Path) -> None:
+    sources = [values(s, salt=i) for i, s in enumerate(SHAPES)]
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
+    (tmp_path / "v1.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
+    crops = [(0, (0, 0, 0)), (1, (0, 0, 0)), (1, (2, 3, 1))]
+    loader = CropLoader(volumes, CROP, 3, sampler=crops, shuffle=False, output="numpy", workers=1)
+    try:
+        with pytest.raises(CorruptChunkError) as info:
+            list(loader)
+        message = str(info.value)
+        assert info.value.key == "c/0/0/0"
+        assert "volume 1 crop [0:6, 0:5, 0:7]" in message and "[2:8, 3:8, 1:8]" in message
+        assert any("raised in loader worker process 0" in note for note in info.value.__notes__)
+        # the worker goes on: the good volume's crops read
+        good = CropLoader(volumes, CROP, 1, sampler=crops[:1], shuffle=False, output="numpy", workers=1)
+        assert_batch_matches(next(iter(good)), sources, CROP)
+        good.close()
+    finally:
+        loader.close()
+
+
+def test_a_killed_worker_is_an_error_naming_it_and_a_new_iteration_starts_afresh(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
+) -> None:
+    loader = _loader(arrays, workers=2, prefetch=1)
+    try:
+        iterator = iter(loader)
+        next(iterator)
+        assert loader._processes is not None
+        os.kill(loader._processes.pids[1], signal.SIGKILL)
+        with pytest.raises(WorkerProcessError, match=r"loader worker process 1 \(pid \d+\) exited with code -9"):
+            for _ in iterator:
+                pass
+        loader.close()
+        for batch in loader:  # new workers
+            _assert_fields_match(batch, fields)
+    finally:
+        loader.close()
+
+
+def test_closing_stops_the_workers(arrays: dict[str, list[gpuzarr.Array]]) -> None:
+    loader = _loader(arrays, workers=2)
+    list(loader)
+    assert loader._processes is not None
+    processes = list(loader._processes._processes)
+    loader.close()
+    assert all(not p.is_alive() for p in processes)
+    assert loader._processes is None
+
+
+def test_a_dataset_of_a_loader_with_workers_reads_in_its_own_process(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
+) -> None:
+    pytest.importorskip("torch")
+    loader = _loader(arrays, workers=2)
+    batches = list(iter(loader.as_dataset()))
+    assert loader._processes is None  # DataLoader workers are the processes there
+    _same_batches(batches, list(_loader(arrays)))
+
+
+def test_workers_are_for_cpu_loaders(arrays: dict[str, list[gpuzarr.Array]], emulated_gpu: EmulatedGpu) -> None:
+    with pytest.raises(InvalidArgumentError, match="workers"):
+        _loader(arrays, workers=-1)
+    with pytest.raises(InvalidArgumentError, match="worker processes are for CPU loaders"):
+        _loader(arrays, workers=2, device="gpu", output="cupy")
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self) -> Any:
+        raise TypeError("no")
+
+
+def _raise_unpicklable() -> None:
+    raise _Unpicklable("odd")
+
+
+def test_a_workers_error_crosses_as_itself_or_as_a_description() -> None:
+    error = CorruptChunkError("c/1", "bad")
+    error.add_note("while reading volume 2")
+    crossed = _portable(error, 3)
+    assert crossed is error and crossed.__notes__[-1].startswith("raised in loader worker process 3")
+    try:
+        _raise_unpicklable()
+    except _Unpicklable as exc:
+        described = _portable(exc, 1)
+    assert isinstance(described, WorkerProcessError) and isinstance(described, GpuZarrError)
+    text = str(described)
+    assert text.startswith("_Unpicklable: odd (raised in loader worker process 1") and "Traceback" in text
+    assert "test_a_workers_error_crosses_as_itself_or_as_a_description" in text
