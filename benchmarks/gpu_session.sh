@@ -12,7 +12,8 @@
 #   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
 #                                           # beside the CPU peers), without and with chunk caches
 #   bash benchmarks/gpu_session.sh cpu      # the host's CPU: batched crops at 1..N threads beside
-#                                           # TensorStore (benchmarks/cpu_scaling.py)
+#                                           # TensorStore (benchmarks/cpu_scaling.py), and the CPU
+#                                           # loader on threads and worker processes (loader_sweep)
 #   bash benchmarks/gpu_session.sh all      # tests, bench, loader and cpu
 #
 # Nothing here changes the GPU's settings, and KVIKIO_COMPAT_MODE is left to kvikio (AUTO).
@@ -127,6 +128,11 @@ cpu_scaling() {
   timeout "$(left)" python3 -m benchmarks.cpu_scaling --repeats 3 >"$out/cpu-scaling.md" 2>&1
   echo "cpu scaling exit $?"
   cat "$out/cpu-scaling.md"
+  # The CPU loader on threads and with 2, 4, ... worker processes, on this host's cores.
+  timeout "$(left)" python3 -m benchmarks.loader_sweep --device cpu --size-mib 64 --crops 256 \
+    >"$out/loader-sweep-cpu.md" 2>"$out/loader-sweep-cpu.log"
+  echo "cpu loader sweep exit $?"
+  cat "$out/loader-sweep-cpu.md"
 }
 
 sanitize() {

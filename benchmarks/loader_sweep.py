@@ -16,13 +16,18 @@ warmed up by one pass whose every crop is checked against the ground truth, then
   the executor does not split them again;
 * ``device cache``: a device cache holding the whole volume (after the warm-up, no decoding).
 
-On the CPU (``--device cpu``, what CI runs) the rows are the loader without and with a host
-cache. Prints a Markdown table; no timing is asserted anywhere.
+On the CPU (``--device cpu``) the rows are the loader without and with a host cache, on
+threads, then with ``workers`` processes (2, 4, ... up to the CPUs; each reads with
+``concurrency // workers`` threads): what worker processes gain over threads that share one
+interpreter lock, on this host's cores. A loader with workers is kept over its passes, as a
+training loop keeps it, so its workers start once, in the warm-up pass. Prints a Markdown table;
+no timing is asserted anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -43,12 +48,23 @@ CROP = 64
 GIB = 1 << 30
 
 
+def worker_counts(cpus: int | None = None) -> list[int]:
+    """The ``workers`` of the CPU rows: 2, 4, 8, ... up to ``cpus`` (this host's CPUs)."""
+    cpus = cpus or os.cpu_count() or 1
+    counts, n = [], 2
+    while n <= max(cpus, 2):
+        counts.append(n)
+        n *= 2
+    return counts
+
+
 def settings(device: str, volume_nbytes: int) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(row name, CropLoader options, gpuzarr.config settings) of every row."""
     if device == "cpu":
         return [
             ("no cache", {}, {}),
             ("host cache", {"cache_bytes": 2 * volume_nbytes}, {}),
+            *((f"workers {n}", {"workers": n}, {}) for n in worker_counts()),
         ]
     return [
         ("ahead off", {"decode_ahead_bytes": 0}, {}),
@@ -95,6 +111,7 @@ def measure(
             pass
         sync()
         times.append(time.perf_counter() - t0)
+    loader.close()
     median = statistics.median(times)
     return median, len(sels) / median
 

@@ -583,7 +583,9 @@ class CropLoader:
                 self._cache_bytes // self.workers,
             )
             self._processes = WorkerProcesses(spec, self.workers)
-            self._segments = SharedSegments(self.workers)
+            # as many buffer sets as a pass's pool keeps, one segment per field each
+            keep = (self.prefetch + 3 + TASKS_PER_WORKER * self.workers) * len(self.volumes.fields)
+            self._segments = SharedSegments(self.workers, keep)
             self._stop_processes = weakref.finalize(self, self._processes.close)
         return self._processes, self._segments
 
@@ -612,6 +614,8 @@ class CropLoader:
         A new iteration starts them again. Batches handed out stay valid.
         """
         self._close_pass()
+        if self._segments is not None:
+            self._segments.close()
         if self._stop_processes is not None:
             self._stop_processes()
         self._processes = self._segments = self._stop_processes = None

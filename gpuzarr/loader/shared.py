@@ -2,9 +2,10 @@
 
 A buffer is a NumPy array over a named shared-memory segment (``multiprocessing.shared_memory``):
 a worker process maps the segment by its name and reads a batch straight into it, and the loader
-hands the same memory out without a copy. A segment lives as long as its array: when nothing
-refers to the array any more (no batch, tensor or view of it), its name is unlinked, and each
-worker is told with its next task to unmap it (:meth:`SharedSegments.unmapped_by`).
+hands the same memory out without a copy. When nothing refers to an array any more (no batch,
+tensor or view of it), its segment serves the next array of its size; segments beyond what a
+pass needs, and all of them when the loader closes, are unlinked, and each worker is told with
+its next task to unmap them (:meth:`SharedSegments.unmapped_by`).
 
 Segments are made by the loader's own process, whose multiprocessing resource tracker the spawned
 workers share, so a segment is also unlinked if the process dies before it could do so itself.
@@ -49,24 +50,58 @@ def _root(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return array
 
 
-class SharedSegments:
-    """Shared-memory arrays made for ``workers`` worker processes, and the names of the segments
-    each worker should unmap because their arrays are gone."""
+class _Idle:
+    """Segments whose arrays are gone, kept for the next array of their size (the workers keep
+    them mapped, and their pages stay faulted in)."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.segments: list[_Segment] = []
+
+    def unlink_all(self) -> list[str]:
+        """Unlink every idle segment; their names."""
+        with self.lock:
+            segments, self.segments = self.segments, []
+        for segment in segments:
+            with contextlib.suppress(FileNotFoundError):
+                segment.unlink()
+        return [segment.name for segment in segments]
+
+
+class SharedSegments:
+    """Shared-memory arrays made for ``workers`` worker processes.
+
+    A segment whose array is gone is kept for the next array of its size, up to ``keep`` of
+    them (a pass of a loader asks for the same buffer sets again and again); beyond that it is
+    unlinked, and each worker is told to unmap it (:meth:`unmapped_by`). :meth:`close` unlinks
+    the idle ones, as does the garbage collection of this object.
+    """
+
+    def __init__(self, workers: int, keep: int) -> None:
         self._lock = threading.Lock()
+        self._keep = keep
         self._names: dict[int, str] = {}
         self._unmapped: list[list[str]] = [[] for _ in range(workers)]
+        self._idle = _Idle()
+        self._closed = False
+        self._unlink_idle = weakref.finalize(self, self._idle.unlink_all)
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         """An uninitialised C-order array of ``shape`` in a segment of its own."""
-        nbytes = max(dtype.itemsize * math.prod(shape), 1)
-        segment = _Segment(create=True, size=nbytes)
-        root = np.frombuffer(_mapped(segment), _BYTE, nbytes)
+        nbytes = dtype.itemsize * math.prod(shape)
+        segment = self._take_idle(max(nbytes, 1)) or _Segment(create=True, size=max(nbytes, 1))
+        root = np.frombuffer(_mapped(segment), _BYTE, max(nbytes, 1))
         with self._lock:
             self._names[id(root)] = segment.name
         weakref.finalize(root, self._gone, id(root), segment)
-        return root[: dtype.itemsize * math.prod(shape)].view(dtype).reshape(shape)
+        return root[:nbytes].view(dtype).reshape(shape)
+
+    def _take_idle(self, nbytes: int) -> _Segment | None:
+        with self._idle.lock:
+            for i, segment in enumerate(self._idle.segments):
+                if segment.size >= nbytes and segment.size - nbytes < 1 << 16:
+                    return self._idle.segments.pop(i)
+        return None
 
     def name_of(self, array: np.ndarray[Any, Any]) -> str:
         """The segment ``array`` (one made by :meth:`empty`, or a view of one) lies in."""
@@ -84,15 +119,34 @@ class SharedSegments:
         with self._lock:
             return len(self._names)
 
+    def idle(self) -> int:
+        """How many segments are kept for reuse."""
+        with self._idle.lock:
+            return len(self._idle.segments)
+
+    def close(self) -> None:
+        """Unlink the idle segments; those with arrays are unlinked when their arrays go."""
+        self._closed = True
+        self._tell_workers(self._idle.unlink_all())
+
     def _gone(self, root_id: int, segment: _Segment) -> None:
-        # The array is being freed (by whichever thread dropped it last): the name goes now, and
-        # the mapping goes with the array (closing here would fail while its export is live).
+        # The array is being freed (by whichever thread dropped it last). Kept for reuse, or
+        # unlinked: the name goes now, and the mapping with the array (closing it here would
+        # fail while the array's export is live).
+        with self._lock:
+            del self._names[root_id]
+        with self._idle.lock:
+            if not self._closed and len(self._idle.segments) < self._keep:
+                self._idle.segments.append(segment)
+                return
         with contextlib.suppress(FileNotFoundError):
             segment.unlink()
+        self._tell_workers([segment.name])
+
+    def _tell_workers(self, names: list[str]) -> None:
         with self._lock:
-            name = self._names.pop(root_id)
-            for names in self._unmapped:
-                names.append(name)
+            for unmapped in self._unmapped:
+                unmapped.extend(names)
 
 
 class SegmentMaps:

@@ -25,10 +25,15 @@ def test_cpu_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert loader_sweep.main(["--device", "cpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
                               "--passes", "1"]) == 0  # fmt: skip
     rows = _rows(capsys.readouterr().out)[1:]
-    assert [(r[0], r[1]) for r in rows] == [
-        (d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in ("no cache", "host cache")
-    ]
+    names = ["no cache", "host cache", *(f"workers {n}" for n in loader_sweep.worker_counts())]
+    assert [(r[0], r[1]) for r in rows] == [(d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in names]
     assert all(float(r[2]) > 0 for r in rows), rows
+
+
+def test_worker_counts_double_up_to_the_cpus() -> None:
+    assert loader_sweep.worker_counts(1) == loader_sweep.worker_counts(2) == [2]
+    assert loader_sweep.worker_counts(16) == [2, 4, 8, 16]
+    assert loader_sweep.worker_counts(12) == [2, 4, 8]
 
 
 def test_gpu_rows_on_the_emulated_device(

@@ -101,16 +101,23 @@ def test_a_loop_that_drops_its_batches_reuses_the_shared_buffers(
         for batch in loader:
             _assert_fields_match(batch, fields)
             assert loader._segments is not None
-            names.add(loader._segments.name_of(batch.data["image"]))
-        # prefetch + 3 + two per worker sets at most, of nine batches
-        assert len(names) <= 1 + 3 + 2 * 2
+            names.update(loader._segments.name_of(batch.data[field]) for field in fields)
+        # prefetch + 3 + two per worker sets at most, of nine batches, a segment per field each
+        assert len(names) <= (1 + 3 + 2 * 2) * len(fields)
         del batch
         gc.collect()
-        assert loader._segments is not None and loader._segments.held() == 0
-        if Path("/dev/shm").is_dir():
-            assert not [n for n in names if (Path("/dev/shm") / n.lstrip("/")).exists()]
+        segments = loader._segments
+        assert segments is not None and segments.held() == 0 and segments.idle() == len(names)
+        again = set()
+        for batch in loader:  # the next pass takes the same segments again
+            again.update(segments.name_of(batch.data[field]) for field in fields)
+        assert again <= names
     finally:
         loader.close()
+    del batch
+    gc.collect()
+    if Path("/dev/shm").is_dir():
+        assert not [n for n in names if (Path("/dev/shm") / n.lstrip("/")).exists()]
 
 
 def test_a_resumed_loader_with_workers_continues_exactly(arrays: dict[str, list[gpuzarr.Array]]) -> None:
