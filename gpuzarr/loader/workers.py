@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GpuZarrError, WorkerProcessError
+from ..errors import GpuZarrError, InvalidArgumentError, WorkerProcessError
 from .prefetch import POLL_S, Background, Ready
 from .sampling import Crops
 
@@ -139,7 +139,16 @@ class WorkerProcesses:
             process = context.Process(
                 target=serve, args=(theirs, spec, worker), name=f"gpuzarr-loader-worker-{worker}", daemon=True
             )
-            process.start()
+            try:
+                process.start()  # pickles the spec: the arrays and their stores
+            except Exception as exc:
+                ours.close()
+                theirs.close()
+                self.close()
+                raise InvalidArgumentError(
+                    f"workers: the loader's arrays cannot be sent to a worker process ({type(exc).__name__}: {exc}); "
+                    "their stores must pickle (pass workers=0 to read on threads)"
+                ) from exc
             theirs.close()
             self._connections.append(ours)
             self._processes.append(process)

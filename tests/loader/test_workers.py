@@ -229,6 +229,22 @@ def test_workers_are_for_cpu_loaders(arrays: dict[str, list[gpuzarr.Array]], emu
         _loader(arrays, workers=2, device="gpu", output="cupy")
 
 
+class _PrivateStore(gpuzarr.MemoryStore):
+    """A store that will not leave its process."""
+
+    def __reduce__(self) -> Any:
+        raise TypeError("this store stays in its process")
+
+
+def test_arrays_that_cannot_reach_a_worker_are_refused_by_name(fields: dict[str, list[np.ndarray[Any, Any]]]) -> None:
+    volume = make_volume(_PrivateStore(), fields["image"][0], "v3-gzip")
+    loader = _loader(volume, workers=2)
+    with pytest.raises(InvalidArgumentError, match=r"cannot be sent to a worker process .*this store stays"):
+        next(iter(loader))
+    assert loader._processes is None
+    loader.close()
+
+
 class _Unpicklable(Exception):
     def __reduce__(self) -> Any:
         raise TypeError("no")
