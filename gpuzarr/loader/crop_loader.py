@@ -573,7 +573,12 @@ class CropLoader:
         return new_pass
 
     def _worker_processes(self) -> tuple[WorkerProcesses, SharedSegments]:
-        """The worker processes and their shared buffers, started on first use."""
+        """The worker processes and their shared buffers, started on first use.
+
+        A fork of the process that started them starts its own: those are its parent's.
+        """
+        if self._processes is not None and self._processes.owner != os.getpid():
+            self._processes = self._segments = self._stop_processes = None
         if self._processes is None or self._segments is None:
             spec = WorkerSpec(
                 self._arguments["arrays"],

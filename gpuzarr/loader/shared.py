@@ -7,6 +7,7 @@ tensor or view of it), its segment serves the next array of its size; segments b
 pass needs, and all of them when the loader closes, are unlinked, and each worker is told with
 its next task to unmap them (:meth:`SharedSegments.unmapped_by`).
 
+Only the process that made a segment unlinks it (a fork's copies of the arrays leave them be).
 Segments are made by the loader's own process, whose multiprocessing resource tracker the spawned
 workers share, so a segment is also unlinked if the process dies before it could do so itself.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import weakref
 from multiprocessing.shared_memory import SharedMemory
@@ -57,9 +59,13 @@ class _Idle:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.segments: list[_Segment] = []
+        self.owner = os.getpid()
 
     def unlink_all(self) -> list[str]:
-        """Unlink every idle segment; their names."""
+        """Unlink every idle segment; their names. Nothing in a fork of the process that made
+        them (the segments are that process's)."""
+        if os.getpid() != self.owner:
+            return []
         with self.lock:
             segments, self.segments = self.segments, []
         for segment in segments:
@@ -132,7 +138,9 @@ class SharedSegments:
     def _gone(self, root_id: int, segment: _Segment) -> None:
         # The array is being freed (by whichever thread dropped it last). Kept for reuse, or
         # unlinked: the name goes now, and the mapping with the array (closing it here would
-        # fail while the array's export is live).
+        # fail while the array's export is live). A fork's copy of the array leaves it alone.
+        if os.getpid() != self._idle.owner:
+            return
         with self._lock:
             del self._names[root_id]
         with self._idle.lock:

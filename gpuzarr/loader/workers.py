@@ -129,6 +129,9 @@ class WorkerProcesses:
     def __init__(self, spec: WorkerSpec, count: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.count = count
+        #: the process that started the workers: the only one that may talk to them (a fork of it
+        #: holds copies of the pipes, and must leave the workers alone)
+        self.owner = os.getpid()
         self._connections: list[Connection] = []
         self._processes: list[Any] = []
         self._lock = threading.Lock()
@@ -196,7 +199,13 @@ class WorkerProcesses:
         )
 
     def close(self) -> None:
-        """Stop the workers (each after the batch it is reading), terminating those that do not."""
+        """Stop the workers (each after the batch it is reading), terminating those that do not.
+
+        In a fork of the process that started them, only this copy's pipes are let go of.
+        """
+        if os.getpid() != self.owner:
+            self._connections, self._processes = [], []
+            return
         with self._lock:
             connections, self._connections = self._connections, []
             processes, self._processes = self._processes, []

@@ -212,6 +212,38 @@ def test_closing_stops_the_workers(arrays: dict[str, list[gpuzarr.Array]]) -> No
     assert loader._processes is None
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_fork_leaves_the_parents_workers_and_buffers_alone(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
+) -> None:
+    loader = _loader(arrays, workers=2)
+    kept = next(iter(loader))
+    loader._close_pass()
+    gc.collect()
+    assert loader._processes is not None and loader._segments is not None and loader._segments.idle() > 0
+    pids = loader._processes.pids
+    child = os.fork()
+    if child == 0:  # the fork drops its copies of everything, and closes its copy of the loader
+        code = 0
+        try:
+            del kept
+            loader.close()
+            gc.collect()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    try:
+        assert loader._processes.pids == pids and all(p.is_alive() for p in loader._processes._processes)
+        _assert_fields_match(kept, fields)  # its segment was not unlinked from under it
+        for batch in loader:  # the same workers, the same segments
+            _assert_fields_match(batch, fields)
+        assert loader._processes.pids == pids
+    finally:
+        loader.close()
+
+
 def test_a_dataset_of_a_loader_with_workers_reads_in_its_own_process(
     arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
 ) -> None:
