@@ -175,10 +175,13 @@ def test_a_corrupt_chunk_read_by_a_worker_names_its_key_volume_and_crops(tmp_pat
         assert info.value.key == "c/0/0/0"
         assert "volume 1 crop [0:6, 0:5, 0:7]" in message and "[2:8, 3:8, 1:8]" in message
         assert any("raised in loader worker process 0" in note for note in info.value.__notes__)
-        # the worker goes on: the good volume's crops read
-        good = CropLoader(volumes, CROP, 1, sampler=crops[:1], shuffle=False, output="numpy", workers=1)
-        assert_batch_matches(next(iter(good)), sources, CROP)
-        good.close()
+        # the error was the batch's, not the worker's: it lives on, and reads the next pass
+        assert loader._processes is not None and loader._processes._processes[0].is_alive()
+        pid = loader._processes.pids[0]
+        loader.load_state_dict({**loader.state_dict(), "position": 0})
+        with pytest.raises(CorruptChunkError):
+            list(loader)
+        assert loader._processes.pids == [pid]
     finally:
         loader.close()
 
