@@ -220,8 +220,10 @@ def test_a_fork_leaves_the_parents_workers_and_buffers_alone(
     arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
 ) -> None:
     loader = _loader(arrays, workers=2)
-    kept = next(iter(loader))
-    loader._close_pass()
+    iterator = iter(loader)
+    kept = next(iterator)
+    iterator.close()  # its thread joined: the batches still out are drained, their buffers idle
+    del iterator
     gc.collect()
     assert loader._processes is not None and loader._segments is not None and loader._segments.idle() > 0
     pids = loader._processes.pids
