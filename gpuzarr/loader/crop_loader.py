@@ -203,7 +203,7 @@ class CropLoader:
         first iteration, and kept until :meth:`close`) reads batches straight into shared
         memory that the loader hands out without a copy, with ``concurrency // workers``
         threads (``gpuzarr.config``) and ``cache_bytes // workers`` of host cache. Each worker
-        holds up to two batches at once. A script that starts workers needs the
+        holds up to two batches at once, whatever ``prefetch`` says. A script that starts workers needs the
         ``if __name__ == "__main__":`` guard that ``spawn`` asks for.
 
     Notes
@@ -324,6 +324,8 @@ class CropLoader:
         self._processes: WorkerProcesses | None = None
         self._segments: SharedSegments | None = None
         self._stop_processes: weakref.finalize[Any, Any] | None = None
+        #: the current (or last) pass's background thread, stopped before the next pass starts
+        self._producer: Background | None = None
 
     def _make_sampler(self, sampler: Any, crops_per_epoch: int | None) -> Sampler:
         shapes = self.volumes.shapes
@@ -532,6 +534,11 @@ class CropLoader:
         if current is not None:
             current.close()
         self._pass = None
+        # A pass whose iterator was dropped stopped its thread without waiting for it: that
+        # thread may still be draining the workers' answers, which the next pass must not meet.
+        if self._producer is not None:
+            self._producer.stop()
+            self._producer = None
 
     def __iter__(self) -> Iterator[Batch]:
         """A pass over this rank's batches of the current epoch.
@@ -549,6 +556,9 @@ class CropLoader:
         """
         self._check_process()
         self._close_pass()
+        use_workers = bool(self.workers and processes)
+        if use_workers:
+            workers, segments = self._worker_processes()  # before the resume position is taken
         ordering = self._ordering_now()
         ahead_bytes = self._ahead_bytes(ordering)
         reader = self._reader(ordering, ahead_bytes)
@@ -559,8 +569,7 @@ class CropLoader:
         # prefetch queued, one being read, one handed out, one still held by the loop variable
         size = self.prefetch + 3 if reuse_buffers else None
         producer: Background | None = None
-        if self.workers and processes:
-            workers, segments = self._worker_processes()
+        if use_workers:
             size = None if size is None else size + TASKS_PER_WORKER * self.workers
             pool = BufferPool(lambda: self._shared_buffers(segments), size, ordering)
             producer = ProcessProducer(workers, segments, pool, batches, indices, self.prefetch)
@@ -570,6 +579,7 @@ class CropLoader:
                 producer = Producer(reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes)
         new_pass = _Pass(self, reader, ordering, pool, batches, indices, producer)
         self._pass = weakref.ref(new_pass)
+        self._producer = producer
         return new_pass
 
     def _worker_processes(self) -> tuple[WorkerProcesses, SharedSegments]:
@@ -579,6 +589,8 @@ class CropLoader:
         """
         if self._processes is not None and self._processes.owner != os.getpid():
             self._processes = self._segments = self._stop_processes = None
+        elif self._processes is not None and not self._processes.healthy():
+            self.close()  # a worker died or was given up on: a new set
         if self._processes is None or self._segments is None:
             spec = WorkerSpec(
                 self._arguments["arrays"],
@@ -721,6 +733,8 @@ class _Pass:
         """
         if self._producer is not None:
             self._producer.stop()
+            if self._loader is not None and self._loader._producer is self._producer:
+                self._loader._producer = None  # joined: nothing left for the next pass to wait for
             self._producer = None
         if self._loader is not None:
             self._pool.settle()

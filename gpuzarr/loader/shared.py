@@ -57,7 +57,9 @@ class _Idle:
     them mapped, and their pages stay faulted in)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        # Re-entrant: a segment's array may be collected (and its finalizer take this lock) in
+        # the middle of a locked section of the same thread.
+        self.lock = threading.RLock()
         self.segments: list[_Segment] = []
         self.owner = os.getpid()
 
@@ -84,7 +86,7 @@ class SharedSegments:
     """
 
     def __init__(self, workers: int, keep: int) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant, as _Idle.lock
         self._keep = keep
         self._names: dict[int, str] = {}
         self._unmapped: list[list[str]] = [[] for _ in range(workers)]
@@ -180,7 +182,8 @@ class SegmentMaps:
             if mapped is not None:
                 segment = mapped[0]
                 del mapped  # the array over the mapping first: closing it needs no export left
-                segment.close()
+                with contextlib.suppress(BufferError):  # a view still alive: the mapping goes with it
+                    segment.close()
 
     def close(self) -> None:
         self.unmap(list(self._maps))

@@ -24,11 +24,12 @@ import os
 import pickle
 import signal
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GpuZarrError, InvalidArgumentError, WorkerProcessError
+from ..errors import InvalidArgumentError, WorkerProcessError
 from .prefetch import POLL_S, Background, Ready
 from .sampling import Crops
 
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 2
 #: seconds a worker is given to finish when the loader closes, before it is terminated
 EXIT_S = 5.0
+#: seconds the batches still out when a pass stops are waited for, before their workers are
+#: terminated (and replaced by the next pass)
+DRAIN_S = 30.0
 #: the index a worker answers with when it could not start
 _STARTUP = -1
 
@@ -62,16 +66,16 @@ class WorkerSpec:
 
 def _portable(error: BaseException, worker: int) -> BaseException:
     """``error`` as it can cross to the loader's process: itself where it pickles (gpuzarr's
-    errors do, with their notes), else a GpuZarrError carrying its type, message and traceback."""
+    errors do, with their notes; so do the builtin ones), with a note naming the worker; else a
+    WorkerProcessError carrying its type, message and traceback."""
     where = f"raised in loader worker process {worker} (pid {os.getpid()})"
-    if isinstance(error, GpuZarrError):
-        try:
-            pickle.loads(pickle.dumps(error))
-        except Exception:
-            pass
-        else:
-            error.add_note(where)
-            return error
+    error.add_note(where)
+    try:
+        again = pickle.loads(pickle.dumps(error))
+    except Exception:
+        again = None
+    if type(again) is type(error) and str(again) == str(error):
+        return error
     text = "".join(traceback.format_exception(error)).rstrip()
     return WorkerProcessError(f"{type(error).__name__}: {error} ({where})\n{text}")
 
@@ -109,14 +113,20 @@ def serve(connection: Connection, spec: WorkerSpec, worker: int) -> None:
             index, crop_volumes, origins, names, unmapped = task
             maps.unmap(unmapped)
             crops = Crops(crop_volumes, origins)
+            views: dict[str, Any] = {}
+            answer: tuple[int, BaseException | None, CacheStats | None]
             try:
                 views = {name: maps.array(names[name], *shapes[name])[: len(crops)] for name in shapes}
                 reader.read(crops, views)
-                del views
             except BaseException as exc:
-                connection.send((index, _portable(exc, worker), None))
+                answer = (index, _portable(exc, worker), None)
             else:
-                connection.send((index, None, None if cache is None else cache.stats()))
+                answer = (index, None, None if cache is None else cache.stats())
+            finally:
+                # No view of a segment may outlive the task: the segment may be unmapped next.
+                views.clear()
+                del views
+            connection.send(answer)
     except (EOFError, OSError):
         return  # the loader's process went away
     finally:
@@ -135,6 +145,7 @@ class WorkerProcesses:
         self._connections: list[Connection] = []
         self._processes: list[Any] = []
         self._lock = threading.Lock()
+        self._broken = False
         #: each worker's host cache counters as of its last batch (None: no cache, or none yet)
         self.cache_stats: list[CacheStats | None] = [None] * count
         for worker in range(count):
@@ -148,27 +159,39 @@ class WorkerProcesses:
                 ours.close()
                 theirs.close()
                 self.close()
+                if isinstance(exc, OSError):  # out of processes, memory or descriptors
+                    raise WorkerProcessError(f"loader worker process {worker} could not start: {exc!r}") from None
                 raise InvalidArgumentError(
                     f"workers: the loader's arrays cannot be sent to a worker process ({type(exc).__name__}: {exc}); "
                     "their stores must pickle (pass workers=0 to read on threads)"
-                ) from exc
+                ) from None
             theirs.close()
             self._connections.append(ours)
             self._processes.append(process)
+
+    def alive(self, worker: int) -> bool:
+        return bool(self._processes[worker].is_alive())
 
     @property
     def pids(self) -> list[int]:
         return [int(p.pid) for p in self._processes]
 
+    def healthy(self) -> bool:
+        """Whether every worker is alive and none was given up on."""
+        return not self._broken and all(p.is_alive() for p in self._processes)
+
     def send(self, worker: int, task: tuple[Any, ...]) -> None:
         """Give worker ``worker`` a batch to read."""
         try:
             self._connections[worker].send(task)
-        except (OSError, ValueError) as exc:
-            raise self._exited(worker, int(task[0])) from exc
+        except (OSError, ValueError):
+            # Not chained: the pipe's error holds a buffer in a reference cycle, which some
+            # CPython 3.12 releases crash on collecting (gh-111049).
+            raise self._exited(worker, int(task[0])) from None
 
-    def receive(self, worker: int, index: int, stop: threading.Event | None) -> bool:
-        """Wait for worker ``worker`` to finish batch ``index``; False when ``stop`` was set first.
+    def receive(self, worker: int, index: int, stop: threading.Event | None, deadline: float | None = None) -> bool:
+        """Wait for worker ``worker`` to finish batch ``index``; False when ``stop`` was set or
+        ``deadline`` (a ``time.monotonic()`` time) passed first.
 
         Raises the batch's error, or WorkerProcessError when the worker exited.
         """
@@ -176,12 +199,14 @@ class WorkerProcesses:
         while not connection.poll(POLL_S):
             if stop is not None and stop.is_set():
                 return False
+            if deadline is not None and time.monotonic() > deadline:
+                return False
             if not self._processes[worker].is_alive() and not connection.poll():
                 raise self._exited(worker, index)
         try:
             answered, error, stats = connection.recv()
-        except (EOFError, OSError) as exc:
-            raise self._exited(worker, index) from exc
+        except (EOFError, OSError):
+            raise self._exited(worker, index) from None  # not chained: see send
         if error is not None:
             raise error
         if stats is not None:
@@ -189,6 +214,14 @@ class WorkerProcesses:
         if answered != index:  # pragma: no cover - the protocol answers in order
             raise WorkerProcessError(f"loader worker process {worker} answered batch {answered}, expected {index}")
         return True
+
+    def give_up(self, worker: int) -> None:
+        """Terminate worker ``worker``, which did not answer in time (it may never write into the
+        batch it holds again); the set is then no longer :meth:`healthy`."""
+        self._broken = True
+        process = self._processes[worker]
+        process.kill()  # not SIGTERM, which a stopped process would hold until it runs again
+        process.join(EXIT_S)
 
     def _exited(self, worker: int, index: int) -> WorkerProcessError:
         process = self._processes[worker]
@@ -257,8 +290,8 @@ class ProcessProducer(Background):
                     crops = self._batches[index]
                     names = {name: self._segments.name_of(buffer) for name, buffer in slot.buffers.items()}
                     task = (index, crops.volumes, crops.origins, names, self._segments.unmapped_by(turn))
-                    in_flight.append((index, turn, slot))
                     processes.send(turn, task)
+                    in_flight.append((index, turn, slot))
                     turn = (turn + 1) % processes.count
                 if not in_flight:
                     break
@@ -282,8 +315,13 @@ class ProcessProducer(Background):
 
     def _drain(self, in_flight: collections.deque[tuple[int, int, Any]]) -> None:
         """Wait for the batches still out (after a stop or an error): their slots must not be
-        read into once the pass lets go of them."""
+        read into once the pass lets go of them. A worker that does not answer within
+        :data:`DRAIN_S` (a read stuck on a store) is terminated instead."""
+        deadline = time.monotonic() + DRAIN_S
         while in_flight:
             index, worker, _ = in_flight.popleft()
+            answered = False
             with contextlib.suppress(BaseException):
-                self._processes.receive(worker, index, None)
+                answered = self._processes.receive(worker, index, None, deadline)
+            if not answered and self._processes.alive(worker):
+                self._processes.give_up(worker)

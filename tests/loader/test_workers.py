@@ -205,6 +205,62 @@ def test_a_killed_worker_is_an_error_naming_it_and_a_new_iteration_starts_afresh
         loader.close()
 
 
+def test_a_pass_broken_off_again_and_again_never_mixes_up_the_next_passes_batches(
+    arrays: dict[str, list[gpuzarr.Array]],
+) -> None:
+    loader = _loader(arrays, workers=2)
+    reference = list(_loader(arrays))
+    try:
+        for taken in (1, 2, 0, 3):
+            for i, _ in enumerate(loader):  # the iterator dropped with batches still out
+                if i + 1 >= taken:
+                    break
+            loader.load_state_dict({**loader.state_dict(), "position": 4})
+            _same_batches(list(loader), reference[4:])
+    finally:
+        loader.close()
+
+
+def test_a_dead_worker_is_replaced_by_the_next_iteration_without_close(
+    arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
+) -> None:
+    loader = _loader(arrays, workers=2)
+    try:
+        list(loader)
+        assert loader._processes is not None
+        os.kill(loader._processes.pids[0], signal.SIGKILL)
+        loader._processes._processes[0].join(5)
+        for batch in loader:
+            _assert_fields_match(batch, fields)
+    finally:
+        loader.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="SIGSTOP")
+def test_a_worker_that_stops_answering_is_given_up_on_when_the_pass_stops(
+    arrays: dict[str, list[gpuzarr.Array]],
+    fields: dict[str, list[np.ndarray[Any, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuzarr.loader import workers
+
+    monkeypatch.setattr(workers, "DRAIN_S", 0.5)
+    loader = _loader(arrays, workers=2, prefetch=1)
+    try:
+        processes, _ = loader._worker_processes()
+        stuck = processes._processes[1]
+        os.kill(stuck.pid, signal.SIGSTOP)  # as a read hung on a store would: batch 1 never comes
+        iterator = iter(loader)
+        next(iterator)  # batch 0, from worker 0
+        iterator.close()  # returns: the stuck worker is killed, not waited for
+        stuck.join(5)
+        assert not stuck.is_alive()
+        for batch in loader:  # a new set of workers
+            _assert_fields_match(batch, fields)
+    finally:
+        loader.close()
+
+
 def test_closing_stops_the_workers(arrays: dict[str, list[gpuzarr.Array]]) -> None:
     loader = _loader(arrays, workers=2)
     list(loader)
@@ -291,7 +347,42 @@ def _raise_unpicklable() -> None:
     raise _Unpicklable("odd")
 
 
+def test_a_segments_finalizer_inside_its_own_locked_section_does_not_deadlock() -> None:
+    from gpuzarr.loader.shared import SharedSegments
+
+    segments = SharedSegments(1, keep=1)
+    array = segments.empty((4, 4), np.dtype(np.uint16))
+
+    def collect_inside() -> None:
+        nonlocal array
+        with segments._idle.lock, segments._lock:  # as a collection during _take_idle would
+            del array
+            gc.collect()
+
+    import threading
+
+    thread = threading.Thread(target=collect_inside, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and segments.held() == 0 and segments.idle() == 1
+    segments.close()
+
+
+def test_a_worker_map_outlived_by_a_view_is_let_go_of_quietly() -> None:
+    from gpuzarr.loader.shared import SegmentMaps, SharedSegments
+
+    segments = SharedSegments(1, keep=0)
+    array = segments.empty((8,), np.dtype(np.uint8))
+    maps = SegmentMaps()
+    view = maps.array(segments.name_of(array), (8,), np.dtype(np.uint8))
+    maps.unmap([segments.name_of(array)])  # the view still holds the mapping: no error
+    view[:] = 3
+    np.testing.assert_array_equal(array, 3)
+
+
 def test_a_workers_error_crosses_as_itself_or_as_a_description() -> None:
+    builtin = _portable(FileNotFoundError(2, "gone", "c/0"), 0)
+    assert type(builtin) is FileNotFoundError and builtin.__notes__[-1].startswith("raised in loader worker")
     error = CorruptChunkError("c/1", "bad")
     error.add_note("while reading volume 2")
     crossed = _portable(error, 3)
