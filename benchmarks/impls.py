@@ -132,36 +132,39 @@ class GpuzarrCPU(Impl):
     def read_batch(self, h: Any, sels: list[tuple[slice, ...]]) -> Any:
         return h.read_batch(sels)
 
-    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+    def _new_loader(self, h: Any, sels: list[tuple[slice, ...]], **options: Any) -> Any:
+        """A CropLoader over ``sels`` in their order, read ahead two batches, handing out torch
+        tensors (CuPy arrays on a GPU)."""
         from gpuzarr.loader import CropLoader
 
-        from .loader_workload import LOADER_BATCH, consume
+        from .loader_workload import LOADER_BATCH
 
         crops = [(0, tuple(s.start for s in sel)) for sel in sels]
         shape = tuple(s.stop - s.start for s in sels[0])
         output = "torch" if self._device == "cpu" else "cupy"
-        loader = CropLoader(h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output=output, prefetch=2)
-        return consume((batch.data for batch in loader), keep)
+        return CropLoader(h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output=output, prefetch=2, **options)
+
+    def _kept_loader(self, h: Any, sels: list[tuple[slice, ...]], **options: Any) -> Any:
+        """One loader per array, crops and options, kept from call to call (a training loop
+        keeps its loader from epoch to epoch)."""
+        key = (id(h), tuple((s.start, s.stop) for sel in sels for s in sel), tuple(sorted(options.items())))
+        loader = self._cached_loaders.get(key)
+        if loader is None:
+            loader = self._cached_loaders[key] = self._new_loader(h, sels, **options)
+        return loader
+
+    def load_batches(self, h: Any, sels: list[tuple[slice, ...]], keep: bool) -> Any:
+        from .loader_workload import consume
+
+        return consume((batch.data for batch in self._new_loader(h, sels)), keep)
 
     def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
         """One loader per array and crops, kept from call to call with its chunk cache (the
         device cache on a GPU, the host cache on the CPU); every call is one more epoch."""
-        from gpuzarr.loader import CropLoader
+        from .loader_workload import consume
 
-        from .loader_workload import LOADER_BATCH, consume
-
-        key = (id(h), tuple((s.start, s.stop) for sel in sels for s in sel), cache_bytes)
-        loader = self._cached_loaders.get(key)
-        if loader is None:
-            crops = [(0, tuple(s.start for s in sel)) for sel in sels]
-            shape = tuple(s.stop - s.start for s in sels[0])
-            output = "torch" if self._device == "cpu" else "cupy"
-            caches = {"cache_bytes": cache_bytes} if self._device == "cpu" else {"device_cache_bytes": cache_bytes}
-            loader = CropLoader(
-                h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output=output, prefetch=2, **caches
-            )
-            self._cached_loaders[key] = loader
-        return consume((batch.data for batch in loader), keep)
+        caches = {"cache_bytes": cache_bytes} if self._device == "cpu" else {"device_cache_bytes": cache_bytes}
+        return consume((batch.data for batch in self._kept_loader(h, sels, **caches)), keep)
 
 
 def loader_workers() -> int:
@@ -197,20 +200,9 @@ class GpuzarrCPUWorkers(GpuzarrCPU):
         return self.load_batches_cached(h, sels, keep, 0)
 
     def load_batches_cached(self, h: Any, sels: list[tuple[slice, ...]], keep: bool, cache_bytes: int) -> Any:
-        from gpuzarr.loader import CropLoader
+        from .loader_workload import consume
 
-        from .loader_workload import LOADER_BATCH, consume
-
-        key = (id(h), tuple((s.start, s.stop) for sel in sels for s in sel), cache_bytes)
-        loader = self._cached_loaders.get(key)
-        if loader is None:
-            crops = [(0, tuple(s.start for s in sel)) for sel in sels]
-            shape = tuple(s.stop - s.start for s in sels[0])
-            loader = CropLoader(
-                h, shape, LOADER_BATCH, sampler=crops, shuffle=False, output="torch", prefetch=2,
-                cache_bytes=cache_bytes, workers=loader_workers(),
-            )
-            self._cached_loaders[key] = loader
+        loader = self._kept_loader(h, sels, cache_bytes=cache_bytes, workers=loader_workers())
         return consume((batch.data for batch in loader), keep)
 
 

@@ -203,8 +203,8 @@ class CropLoader:
         first iteration, and kept until :meth:`close`) reads batches straight into shared
         memory that the loader hands out without a copy, with ``concurrency // workers``
         threads (``gpuzarr.config``) and ``cache_bytes // workers`` of host cache. Each worker
-        holds up to two batches at once, whatever ``prefetch`` says. A script that starts workers needs the
-        ``if __name__ == "__main__":`` guard that ``spawn`` asks for.
+        holds up to two batches at once, whatever ``prefetch`` says. A script that starts
+        workers needs the ``if __name__ == "__main__":`` guard that ``spawn`` asks for.
 
     Notes
     -----

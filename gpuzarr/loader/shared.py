@@ -97,17 +97,18 @@ class SharedSegments:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         """An uninitialised C-order array of ``shape`` in a segment of its own."""
         nbytes = dtype.itemsize * math.prod(shape)
-        segment = self._take_idle(max(nbytes, 1)) or _Segment(create=True, size=max(nbytes, 1))
-        root = np.frombuffer(_mapped(segment), _BYTE, max(nbytes, 1))
+        size = max(nbytes, 1)  # a segment has at least one byte
+        segment = self._take_idle(size) or _Segment(create=True, size=size)
+        root = np.frombuffer(_mapped(segment), _BYTE, size)
         with self._lock:
             self._names[id(root)] = segment.name
         weakref.finalize(root, self._gone, id(root), segment)
         return root[:nbytes].view(dtype).reshape(shape)
 
-    def _take_idle(self, nbytes: int) -> _Segment | None:
+    def _take_idle(self, size: int) -> _Segment | None:
         with self._idle.lock:
             for i, segment in enumerate(self._idle.segments):
-                if segment.size >= nbytes and segment.size - nbytes < 1 << 16:
+                if segment.size == size:  # the size it was made with
                     return self._idle.segments.pop(i)
         return None
 
