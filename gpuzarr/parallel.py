@@ -11,6 +11,7 @@ from . import config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from concurrent.futures import Future
 
     from .store.base import Store
 
@@ -87,18 +88,36 @@ def run_tasks(
             drain()
         except BaseException as exc:  # re-raised below, after the helpers stop
             error = exc
-    for future in helpers:
-        # A helper still queued once the caller has drained has nothing left to take:
-        # cancelled, it is not waited for (the pool's threads may all be callers like this
-        # one, waiting: reads on pool threads).
-        if caller_drains and future.cancel():
-            continue
-        helper_error = future.exception()
-        if error is None and helper_error is not None:
-            error = helper_error
+    helper_error = _first_error(helpers, cancel_queued=caller_drains)
+    if error is None:
+        error = helper_error
     if error is not None:
-        raise error
+        try:
+            raise error
+        finally:
+            # The error's traceback holds this frame: with no reference back to the error (the
+            # helpers' futures hold theirs), it and the results it keeps go when the caller drops
+            # it, not at a garbage collection.
+            error = helper_error = None
+            helpers.clear()
     return results
+
+
+def _first_error(helpers: list[Future[None]], *, cancel_queued: bool) -> BaseException | None:
+    """Wait for ``helpers``; the first one's error, if any.
+
+    With ``cancel_queued`` a helper still queued (the caller drained every item) is cancelled
+    instead of waited for: the pool's threads may all be callers like this one, waiting (reads on
+    pool threads).
+    """
+    first: BaseException | None = None
+    for future in helpers:
+        if cancel_queued and future.cancel():
+            continue
+        error = future.exception()
+        if first is None:
+            first = error
+    return first
 
 
 def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T]], list[R]]:

@@ -4,7 +4,10 @@ wait on each other."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
+import weakref
 from typing import TYPE_CHECKING
 
 import pytest
@@ -54,6 +57,44 @@ def test_a_task_error_left_to_the_pool_is_raised(three_workers: None) -> None:
 
     with pytest.raises(KeyError):
         run_tasks(boom, list(range(40)), caller_works=False)
+
+
+@pytest.mark.parametrize("caller_works", [True, False])
+def test_a_task_error_goes_with_the_results_when_dropped(three_workers: None, caller_works: bool) -> None:
+    """No reference cycle through run_tasks' frame keeps the error (and the finished results its
+    traceback holds) alive until a garbage collection."""
+    results: list[weakref.ref[Payload]] = []
+
+    def task(v: int) -> Payload:
+        if v == 5:
+            raise TaskFailed(v)
+        payload = Payload()
+        results.append(weakref.ref(payload))
+        return payload
+
+    gc.collect()
+    gc.disable()
+    try:
+        try:
+            run_tasks(task, list(range(6)), caller_works=caller_works)
+        except TaskFailed as exc:
+            error = weakref.ref(exc)
+        assert error() is None
+        # A helper cancelled while queued holds the results until a pool thread takes it off.
+        deadline = time.monotonic() + 5
+        while any(r() is not None for r in results) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert results and all(r() is None for r in results)
+    finally:
+        gc.enable()
+
+
+class Payload:
+    """A task's result that can be referred to weakly."""
+
+
+class TaskFailed(Exception):
+    """A task's error that can be referred to weakly (built-in exceptions cannot)."""
 
 
 def test_a_pool_thread_that_would_wait_on_its_own_pool_works_instead(three_workers: None) -> None:

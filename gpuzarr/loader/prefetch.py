@@ -200,7 +200,14 @@ class Background:
         if item is _END:
             return None
         if isinstance(item, _Failed):
-            raise item.error
+            error = item.error
+            del item
+            try:
+                raise error
+            finally:
+                # No cycle through this frame (error -> traceback -> frame -> error): the failed
+                # batch's buffers, which the traceback's frames hold, go when the caller drops it.
+                del error
         ready: Ready = item
         return ready
 

@@ -208,7 +208,10 @@ class WorkerProcesses:
         except (EOFError, OSError):
             raise self._exited(worker, index) from None  # not chained: see send
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:
+                del error  # no cycle through this frame: see Background.next
         if stats is not None:
             self.cache_stats[worker] = stats
         if answered != index:  # pragma: no cover - the protocol answers in order

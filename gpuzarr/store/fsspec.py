@@ -122,7 +122,10 @@ class FsspecStore(Store):
                 return None  # erased since exists(): absent, as a single read would say
             if isinstance(value, BaseException):
                 with self._errors(key, "reading"):
-                    raise value
+                    try:
+                        raise value
+                    finally:
+                        value = got = None  # no cycle through this frame, which holds the ranges read
             # Some file systems hand back bytes for empty ranges, some fail on them.
             out.append(b"" if end is not None and end <= (start or 0) else value)
         return out

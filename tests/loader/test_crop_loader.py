@@ -4,6 +4,7 @@ the grid sampler, buffer reuse, and errors that name the volume and crop."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 import threading
 import time
@@ -370,6 +371,32 @@ def test_errors_name_the_volume_and_crop(sources: list[np.ndarray[Any, Any]]) ->
     with pytest.raises(InvalidArgumentError, match="batch_size"):
         CropLoader(volumes, CROP, 0)
     assert issubclass(InvalidArgumentError, GpuZarrError)
+
+
+def _error_of_a_pass(loader: CropLoader) -> weakref.ref[BaseException]:
+    """A weak reference to the error that ends a pass over ``loader``, once dropped."""
+    try:
+        list(loader)
+    except CorruptChunkError as exc:
+        return weakref.ref(exc)
+    raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_failed_batch_is_let_go_of_with_its_error(
+    sources: list[np.ndarray[Any, Any]], tmp_path: Path, prefetch: int
+) -> None:
+    """The error (and the batch buffers its traceback's frames hold) goes when the caller drops
+    it, not at the next garbage collection: no reference cycle through the frames raising it."""
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
+    (tmp_path / "v1.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
+    loader = CropLoader(volumes, CROP, 2, sampler=[(1, (0, 0, 0))] * 4, output="numpy", prefetch=prefetch)
+    gc.collect()
+    gc.disable()
+    try:
+        assert _error_of_a_pass(loader)() is None
+    finally:
+        gc.enable()
 
 
 def test_a_corrupt_chunk_names_its_key_volume_and_crops(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import gc
 import os
 import signal
 import sys
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,24 @@ def test_a_corrupt_chunk_read_by_a_worker_names_its_key_volume_and_crops(tmp_pat
             list(loader)
         assert loader._processes.pids == [pid]
     finally:
+        loader.close()
+
+
+def test_a_batch_failed_in_a_worker_is_let_go_of_with_its_error(tmp_path: Path) -> None:
+    """No reference cycle keeps the error, and with it the batch's shared buffers, alive."""
+    volume = make_volume(gpuzarr.LocalStore(tmp_path / "v.zarr"), values(SHAPES[0]), "v3-gzip")
+    (tmp_path / "v.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
+    loader = CropLoader([volume], CROP, 2, sampler=[(0, (0, 0, 0))] * 4, output="numpy", workers=1)
+    gc.collect()
+    gc.disable()
+    try:
+        try:
+            list(loader)
+        except CorruptChunkError as exc:
+            error = weakref.ref(exc)
+        assert error() is None
+    finally:
+        gc.enable()
         loader.close()
 
 

@@ -404,7 +404,10 @@ class CudaDevice:
                 error = error or exc
                 done.append(-1)
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:
+                error = None  # no cycle through this frame, which holds the read buffers
         return done
 
     # -- decoding --------------------------------------------------------------------------------
