@@ -16,8 +16,9 @@ warmed up by one pass whose every crop is checked against the ground truth, then
   the executor does not split them again;
 * ``device cache``: a device cache holding the whole volume (after the warm-up, no decoding).
 
-On the CPU (``--device cpu``) the rows are the loader without and with a host cache, on
-threads, then with ``workers`` processes (2, 4, ... up to the CPUs; each reads with
+On the CPU (``--device cpu``) the rows are the loader without a host cache (several batches
+read at once, its default, and one batch at a time) and with one, on threads, then with
+``workers`` processes (2, 4, ... up to the CPUs; each reads with
 ``concurrency // workers`` threads): what worker processes gain over threads that share one
 interpreter lock, on this host's cores. A loader with workers is kept over its passes, as a
 training loop keeps it, so its workers start once, in the warm-up pass. Prints a Markdown table;
@@ -63,6 +64,7 @@ def settings(device: str, volume_nbytes: int) -> list[tuple[str, dict[str, Any],
     if device == "cpu":
         return [
             ("no cache", {}, {}),
+            ("no cache, one batch at a time", {"concurrent_batches": 1}, {}),
             ("host cache", {"cache_bytes": 2 * volume_nbytes}, {}),
             *((f"workers {n}", {"workers": n}, {}) for n in worker_counts()),
         ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from concurrent.futures import as_completed, wait
@@ -10,13 +11,43 @@ from typing import TYPE_CHECKING, TypeVar
 from . import config
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from concurrent.futures import Future
 
     from .store.base import Store
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+_share = threading.local()
+
+
+@contextlib.contextmanager
+def worker_share(workers: int) -> Iterator[None]:
+    """Parallel passes started on this thread while the block runs take at most ``workers`` of
+    the CPU workers (the caller included) instead of ``concurrency``.
+
+    For threads that each run whole reads beside others of their kind (a loader reading several
+    batches at once): each takes its share of the pool, so that together they keep
+    ``concurrency`` threads busy rather than ask for that many each.
+    """
+    if workers < 1:
+        raise ValueError(f"worker_share: expected at least 1 worker, got {workers}")
+    before = getattr(_share, "workers", None)
+    _share.workers = workers
+    try:
+        yield
+    finally:
+        _share.workers = before
+
+
+def cpu_workers() -> int:
+    """The CPU workers a parallel pass started on this thread uses: ``concurrency``, or less
+    within a :func:`worker_share` block."""
+    concurrency = int(config.get("concurrency"))
+    share: int | None = getattr(_share, "workers", None)
+    return concurrency if share is None else min(share, concurrency)
 
 
 def io_workers(store: Store) -> int | None:
@@ -47,8 +78,9 @@ def run_tasks(
     worker) run inline. The first exception stops further items from starting and is raised
     once every item in progress has finished.
 
-    ``workers`` (default: ``concurrency``) above ``concurrency`` runs the tasks on the I/O pool
-    instead (:func:`io_workers`: fetches that wait on a remote store).
+    ``workers`` (default: :func:`cpu_workers`, ``concurrency`` outside a :func:`worker_share`)
+    above ``concurrency`` runs the tasks on the I/O pool instead (:func:`io_workers`: fetches
+    that wait on a remote store).
 
     ``caller_works=False`` leaves the tasks to ``workers`` threads of the CPU pool while the
     caller waits: for tasks that should not run on the calling thread (a codec that starts
@@ -58,7 +90,7 @@ def run_tasks(
     """
     io = workers is not None and workers > config.get("concurrency")
     if workers is None:
-        workers = config.get("concurrency")
+        workers = cpu_workers()
     if workers <= 1 or len(items) < min_parallel:
         return [func(x) for x in items]
     # Whether the caller takes items too (see ``caller_works``), and so how many helpers.
@@ -131,9 +163,7 @@ def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T
     return lambda func, items: run_tasks(func, items, workers=_io_worker_count(concurrency))
 
 
-def each_as_completed(
-    func: Callable[[T], R], items: Sequence[T], then: Callable[[T, R], object], workers: int
-) -> None:
+def each_as_completed(func: Callable[[T], R], items: Sequence[T], then: Callable[[T, R], object], workers: int) -> None:
     """``func(x)`` for every item on the I/O pool, and ``then(x, func(x))`` on the calling
     thread for each as soon as it finishes (in the order they finish).
 
@@ -167,4 +197,12 @@ def batches_by_bytes(sizes: Sequence[int], budget: int) -> list[range]:
     return runs
 
 
-__all__ = ["batches_by_bytes", "each_as_completed", "io_runner", "io_workers", "run_tasks"]
+__all__ = [
+    "batches_by_bytes",
+    "cpu_workers",
+    "each_as_completed",
+    "io_runner",
+    "io_workers",
+    "run_tasks",
+    "worker_share",
+]

@@ -140,3 +140,42 @@ def test_items_are_taken_one_at_a_time(three_workers: None) -> None:
     for event in done:
         event.clear()
     assert all(run_tasks(task, items, caller_works=False))
+
+
+def _threads_used(items: int) -> set[int]:
+    """The threads a parallel pass of ``items`` slow tasks started here ran on."""
+    used: set[int] = set()
+    lock = threading.Lock()
+
+    def work(_: int) -> None:
+        with lock:
+            used.add(threading.get_ident())
+        time.sleep(0.005)  # long enough for every worker to take some
+
+    run_tasks(work, list(range(items)))
+    return used
+
+
+def test_a_worker_share_caps_the_threads_of_passes_started_on_its_thread(three_workers: None) -> None:
+    from gpuzarr.parallel import cpu_workers, worker_share
+
+    assert cpu_workers() == 3
+    assert len(_threads_used(24)) == 3
+    with worker_share(2):
+        assert cpu_workers() == 2
+        assert len(_threads_used(24)) == 2
+        with worker_share(1):
+            assert cpu_workers() == 1
+            assert _threads_used(6) == {threading.get_ident()}  # inline on the caller
+        assert cpu_workers() == 2
+        with worker_share(8):
+            assert cpu_workers() == 3  # never more than concurrency
+        # Only the thread in the block is capped.
+        other: list[int] = []
+        t = threading.Thread(target=lambda: other.append(cpu_workers()))
+        t.start()
+        t.join()
+        assert other == [3]
+    assert cpu_workers() == 3
+    with pytest.raises(ValueError, match="at least 1"), worker_share(0):
+        pass

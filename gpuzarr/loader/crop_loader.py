@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 #: the version of the ``state_dict`` layout
 STATE_VERSION = 1
+#: the most batches a CPU loader on threads reads at once by default (see ``concurrent_batches``)
+DEFAULT_CONCURRENT_BATCHES = 4
 
 _forked = False
 
@@ -117,6 +119,24 @@ def _count(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise InvalidArgumentError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _check_concurrent_batches(device: str, prefetch: int, workers: int) -> None:
+    """Refuse ``concurrent_batches`` > 1 where batches are not read on this process's threads."""
+    if device != "cpu":
+        raise InvalidArgumentError(
+            f"concurrent_batches: a loader on {device} reads one batch at a time on its CUDA stream and decodes "
+            "the chunks of the next batches ahead instead (pass 1 or None)"
+        )
+    if workers:
+        raise InvalidArgumentError(
+            "concurrent_batches: with workers, each worker process reads whole batches (pass 1 or None, or workers=0)"
+        )
+    if prefetch == 0:
+        raise InvalidArgumentError(
+            "concurrent_batches: batches are read at once on background threads, which prefetch=0 turns off "
+            "(pass prefetch >= 1, or concurrent_batches 1 or None)"
+        )
 
 
 def _in_forked_child() -> bool:
@@ -193,7 +213,8 @@ class CropLoader:
         the way to the consumer. A buffer is reused only once nothing refers to its batch any
         more (no Batch, tensor, array or view of them; the pool reads the reference count of
         the object owning the memory), so a kept batch is never overwritten: a loop that drops
-        each batch reuses ``prefetch + 3`` buffers, one that keeps batches gets new ones.
+        each batch reuses ``prefetch + 3`` buffers (and one more for each further batch read
+        at once, see ``concurrent_batches``), one that keeps batches gets new ones.
         False: a new buffer for every batch.
     workers
         CPU loaders: worker processes that read whole batches (0, the default: threads of this
@@ -205,6 +226,17 @@ class CropLoader:
         threads (``gpuzarr.config``) and ``cache_bytes // workers`` of host cache. Each worker
         holds up to two batches at once, whatever ``prefetch`` says. A script that starts
         workers needs the ``if __name__ == "__main__":`` guard that ``spawn`` asks for.
+    concurrent_batches
+        CPU loaders on threads with ``prefetch`` > 0: how many batches background threads read
+        at once, each with ``concurrency // concurrent_batches`` of the CPU workers
+        (``gpuzarr.config``, at least one), handed over in order. One batch alone leaves cores
+        idle while it is planned, while its shards are fetched and while its last chunks
+        finish; batches read side by side fill those gaps. Default (None):
+        ``min(4, concurrency)``, and 1 with a host cache (batches read at once would each read
+        the chunks that all of them miss). Each batch being read holds a buffer of its own, so
+        the pool keeps ``concurrent_batches - 1`` more (see ``reuse_buffers``). GPU loaders
+        read one batch at a time on their stream (and decode ahead instead); with ``workers``
+        each worker process reads whole batches.
 
     Notes
     -----
@@ -248,6 +280,7 @@ class CropLoader:
         decode_ahead_bytes: int | None = None,
         reuse_buffers: bool = True,
         workers: int = 0,
+        concurrent_batches: int | None = None,
     ) -> None:
         self.volumes, self.crop_shape = check_volumes(arrays, crop_shape, device)
         self.batch_size = _count(batch_size, "batch_size", 1)
@@ -285,6 +318,11 @@ class CropLoader:
                 f"workers: worker processes are for CPU loaders; this loader reads on {self.device}, on background "
                 "threads and a CUDA stream of its own (pass workers=0)"
             )
+        if concurrent_batches is not None:
+            concurrent_batches = _count(concurrent_batches, "concurrent_batches", 1)
+            if concurrent_batches > 1:
+                _check_concurrent_batches(self.device, self.prefetch, self.workers)
+        self._concurrent_batches = concurrent_batches
         self._cache_bytes = cache
         # With workers, each keeps its share of the host cache: none in this process.
         self.host_cache = ChunkCache(cache, "cache_bytes") if cache and not self.workers else None
@@ -309,6 +347,7 @@ class CropLoader:
             "decode_ahead_bytes": decode_ahead_bytes,
             "reuse_buffers": self.reuse_buffers,
             "workers": self.workers,
+            "concurrent_batches": concurrent_batches,
         }
         if cache or self.device_cache is not None:
             check_cacheable(self.volumes)
@@ -523,6 +562,17 @@ class CropLoader:
             return self._decode_ahead_bytes
         return ordering.batch_budget() if all_regular(self.volumes) else 0
 
+    def _lanes(self, ordering: HostOrdering, ahead_bytes: int) -> int:
+        """How many batches a pass on threads reads at once (see ``concurrent_batches``)."""
+        if self.prefetch == 0 or ordering.on_device or ahead_bytes:
+            return 1
+        if self._concurrent_batches is not None:
+            return self._concurrent_batches
+        if self.host_cache is not None:
+            # Batches read at once would each read the chunks that all of them miss.
+            return 1
+        return max(1, min(DEFAULT_CONCURRENT_BATCHES, int(config.get("concurrency"))))
+
     def _reader(self, ordering: HostOrdering, ahead_bytes: int) -> BatchReader:
         assembler = None
         if self.host_cache is not None or self.device_cache is not None or ahead_bytes:
@@ -574,9 +624,14 @@ class CropLoader:
             pool = BufferPool(lambda: self._shared_buffers(segments), size, ordering)
             producer = ProcessProducer(workers, segments, pool, batches, indices, self.prefetch)
         else:
+            lanes = self._lanes(ordering, ahead_bytes)
+            size = None if size is None else size + lanes - 1  # one more buffer read into per lane
             pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
             if self.prefetch > 0:
-                producer = Producer(reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes)
+                lane_workers = max(int(config.get("concurrency")) // lanes, 1) if lanes > 1 else None
+                producer = Producer(
+                    reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes, lanes, lane_workers
+                )
         new_pass = _Pass(self, reader, ordering, pool, batches, indices, producer)
         self._pass = weakref.ref(new_pass)
         self._producer = producer

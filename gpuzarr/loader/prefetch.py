@@ -1,7 +1,11 @@
 """Batches read ahead on a background thread, into a pool of reused output buffers.
 
 The producer thread reads batch k+1, k+2, ... (at most ``prefetch`` finished batches wait in the
-queue) while the consumer works on batch k.
+queue) while the consumer works on batch k. On the CPU several producer threads ("lanes") may
+each read whole batches at once, every lane on its share of the CPU workers, and hand them over
+in order: a lane's batch waits for the batches before it. One batch's reads leave the cores idle
+while it is planned, while its shards are fetched and while its last chunks finish; batches read
+side by side fill those gaps with each other's work.
 
 Buffers are reused only when that is safe, so a batch stays valid as long as anything refers to
 it. A buffer set handed out is lent: it goes back to the pool only once no object refers to its
@@ -26,11 +30,15 @@ The producer holds no reference to the iterator the consumer holds, so dropping 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import queue
 import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..parallel import worker_share
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -165,14 +173,15 @@ def read_one(reader: BatchReader, ordering: HostOrdering, index: int, crops: Cro
 
 
 class Background:
-    """A background thread that queues finished batches for the consumer (at most ``depth``
-    wait): what the thread does is :meth:`_run`'s, handing over with :meth:`_put`."""
+    """Background threads (``threads`` of them) that queue finished batches for the consumer (at
+    most ``depth`` wait): what each thread does is :meth:`_run`'s, handing over with :meth:`_put`."""
 
-    def __init__(self, depth: int) -> None:
+    def __init__(self, depth: int, threads: int = 1) -> None:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -212,20 +221,28 @@ class Background:
         return ready
 
     def stop(self, wait: bool = True) -> None:
-        """Stop the thread (after the batch it is reading) and drop the queued batches."""
+        """Stop the threads (each after the batch it is reading) and drop the queued batches."""
         self._stop.set()
         while True:
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        if wait and self._thread is not threading.current_thread():
-            self._thread.join()
+        if wait:
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()
 
 
 class Producer(Background):
-    """The background thread of one pass over an epoch: batches ``start, start + step, ...`` of
-    ``batches``, read in order into slots of ``pool`` and queued for the consumer."""
+    """The background threads of one pass over an epoch: batches ``indices`` of ``batches``, read
+    into slots of ``pool`` and queued for the consumer in order.
+
+    ``lanes`` threads take the batches one at a time (a GPU loader has one, which decodes
+    ahead); with more than one, each reads with ``lane_workers`` of the CPU workers, and a batch
+    read is queued only after every batch before it. A failed batch is handed over in its turn
+    as its error, and no batch after it is.
+    """
 
     def __init__(
         self,
@@ -236,32 +253,64 @@ class Producer(Background):
         indices: Sequence[int],
         prefetch: int,
         ahead_bytes: int = 0,
+        lanes: int = 1,
+        lane_workers: int | None = None,
     ) -> None:
+        if lanes > 1 and ahead_bytes:
+            raise ValueError("a producer decoding ahead reads with one lane")
         self._reader = reader
         self._ahead_bytes = ahead_bytes
         self._ordering = ordering
         self._pool = pool
         self._batches = batches
         self._indices = indices
-        super().__init__(prefetch)
+        self._lane_workers = lane_workers
+        #: the next position in ``indices`` a lane takes (``next`` is atomic in CPython)
+        self._positions = itertools.count()
+        #: the position whose batch (or the end, or an error) is handed over next
+        self._turn = 0
+        self._turn_changed = threading.Condition()
+        super().__init__(prefetch, lanes)
 
     def _run(self) -> None:
-        try:
-            decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead
-            for position, index in enumerate(self._indices):
-                if self._stop.is_set():
-                    return
+        decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead (one lane)
+        while not self._stop.is_set():
+            position = next(self._positions)
+            if position >= len(self._indices):
+                if position == len(self._indices) and self._wait_for_turn(position):
+                    self._end()
+                return
+            index = self._indices[position]
+            try:
                 if self._ahead_bytes and position >= decoded_until:
                     upcoming = [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
                     decoded_until = position + self._reader.decode_ahead(upcoming, self._ahead_bytes)
                 slot = self._pool.acquire()
-                ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
-                queued = self._put(ready)
-                del ready  # no reference of this thread may keep a lent slot in use
-                if not queued:
-                    return
-        except BaseException as exc:  # handed to the consumer, which raises it
-            self._fail(exc)
-            return
-        self._end()
+                share = worker_share(self._lane_workers) if self._lane_workers else contextlib.nullcontext()
+                with share:
+                    ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
+            except BaseException as exc:  # handed to the consumer, which raises it
+                if self._wait_for_turn(position):
+                    self._fail(exc)
+                return  # the turn stays here: nothing after a failed batch is handed over
+            if not self._wait_for_turn(position):
+                return
+            queued = self._put(ready)
+            del ready  # no reference of this thread may keep a lent slot in use
+            self._pass_turn()
+            if not queued:
+                return
 
+    def _wait_for_turn(self, position: int) -> bool:
+        """Wait until ``position`` is the next to hand over; False once the pass is stopped."""
+        with self._turn_changed:
+            while self._turn != position:
+                if self._stop.is_set():
+                    return False
+                self._turn_changed.wait(POLL_S)
+        return not self._stop.is_set()
+
+    def _pass_turn(self) -> None:
+        with self._turn_changed:
+            self._turn += 1
+            self._turn_changed.notify_all()

@@ -25,7 +25,8 @@ def test_cpu_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert loader_sweep.main(["--device", "cpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
                               "--passes", "1"]) == 0  # fmt: skip
     rows = _rows(capsys.readouterr().out)[1:]
-    names = ["no cache", "host cache", *(f"workers {n}" for n in loader_sweep.worker_counts())]
+    workers = [f"workers {n}" for n in loader_sweep.worker_counts()]
+    names = ["no cache", "no cache, one batch at a time", "host cache", *workers]
     assert [(r[0], r[1]) for r in rows] == [(d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in names]
     assert all(float(r[2]) > 0 for r in rows), rows
 

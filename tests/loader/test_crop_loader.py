@@ -248,7 +248,8 @@ def test_a_pickled_loader_stands_where_the_original_stands(
 
 @pytest.mark.parametrize("output", ["numpy", "torch"])
 def test_a_loop_that_drops_its_batches_reuses_a_small_pool(sources: list[np.ndarray[Any, Any]], output: str) -> None:
-    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=64, output=output, prefetch=2)
+    # One batch read at a time (test_concurrent_batches.py has the bound with more).
+    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=64, output=output, prefetch=2, concurrent_batches=1)
     addresses = set()
     for batch in loader:
         addresses.add(to_numpy(batch.data).__array_interface__["data"][0])
@@ -291,14 +292,17 @@ def test_reuse_buffers_false_gives_every_batch_its_own_buffer(sources: list[np.n
     assert (repeats > 0) == reuse
 
 
-def test_a_new_epoch_or_iteration_stops_the_thread_reading_ahead(sources: list[np.ndarray[Any, Any]]) -> None:
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_a_new_epoch_or_iteration_stops_the_threads_reading_ahead(
+    sources: list[np.ndarray[Any, Any]], lanes: int
+) -> None:
     before = len(_loader_threads())
-    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=40, output="numpy")
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=40, output="numpy", concurrent_batches=lanes)
     first = iter(loader)
     next(first)
-    assert len(_loader_threads()) == before + 1
+    assert len(_loader_threads()) == before + lanes
     second = iter(loader)  # replaces the first pass
-    assert len(_loader_threads()) == before + 1
+    assert len(_loader_threads()) == before + lanes
     with pytest.raises(StopIteration):
         next(first)
     next(second)
@@ -306,10 +310,12 @@ def test_a_new_epoch_or_iteration_stops_the_thread_reading_ahead(sources: list[n
     assert len(_loader_threads()) == before
     third = iter(loader)
     next(third)
-    thread = next(t for t in _loader_threads())
-    del third  # dropping the iterator (a break out of a loop) stops its thread
-    thread.join(timeout=30)
-    assert not thread.is_alive()
+    threads = _loader_threads()
+    assert len(threads) == lanes
+    del third  # dropping the iterator (a break out of a loop) stops its threads
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
 
 
 @pytest.mark.parametrize("layout", ["v3-sharded-zstd", "v2-blosc-lz4"])

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import buffers, config
+from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...parallel import batches_by_bytes, each_as_completed, io_workers, run_tasks
+from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_tasks
 from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ def _read_sharded(
         wanted = [i for i, _ in by_shard[key]]
         return fetch_shard(store, key, wanted, shard_layout(key), index_cache=indexes, whole=whole(key))
 
-    if len(keys) >= 2 * (fetch_workers or config.get("concurrency")):
+    if len(keys) >= 2 * (fetch_workers or cpu_workers()):
         # Enough shards to keep every worker busy: each task fetches one shard and decodes it
         # at once, so reading and decoding overlap and only a few shards are held in memory.
         def fetch_and_decode(key: str) -> None:

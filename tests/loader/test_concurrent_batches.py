@@ -1,0 +1,213 @@
+"""CropLoader(concurrent_batches=N) on the CPU: several batches read at once on background
+threads, each on its share of the CPU workers, handed over in order; the same batches as one at
+a time, resumable, an error handed over in its turn, the pool bounded, and the setting refused
+where batches are not read on this process's threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import CorruptChunkError, InvalidArgumentError
+from gpuzarr.loader import CropLoader
+from gpuzarr.loader.reading import BatchReader
+from gpuzarr.parallel import cpu_workers
+
+from .helpers import assert_batch_matches, crop_list, make_volume, to_numpy, values
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from gpuzarr.loader.sampling import Crops
+
+CROP = (6, 5, 7)
+SHAPES = [(20, 18, 16), (13, 24, 9)]
+
+
+@pytest.fixture
+def sources() -> list[np.ndarray[Any, Any]]:
+    return [values(s, salt=20 + i) for i, s in enumerate(SHAPES)]
+
+
+@pytest.fixture
+def four_workers() -> Iterator[None]:
+    gpuzarr.config.set(concurrency=4)
+    try:
+        yield
+    finally:
+        gpuzarr.config.set(concurrency=None)
+
+
+def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd") -> list[gpuzarr.Array]:
+    return [make_volume(gpuzarr.MemoryStore(), s, layout) for s in sources]
+
+
+def _all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
+    crops, data = [], []
+    for batch in loader:
+        crops += crop_list([batch])
+        data.append(to_numpy(batch.data).copy())
+    return crops, data
+
+
+class _UnevenReads:
+    """Wraps ``BatchReader.read``: each batch waits 0-15 ms (by its crops) before it is read, so
+    that batches read at once finish out of order; records each read's thread and CPU workers."""
+
+    def __init__(self) -> None:
+        self.read = BatchReader.read
+        self.threads: set[int] = set()
+        self.workers: set[int] = set()
+        self.lock = threading.Lock()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def uneven_read(reader: BatchReader, crops: Crops, out: dict[str, Any]) -> None:
+            with self.lock:
+                self.threads.add(threading.get_ident())
+                self.workers.add(cpu_workers())
+            time.sleep((zlib.crc32(crops.origins.tobytes()) % 16) / 1000)
+            self.read(reader, crops, out)
+
+        monkeypatch.setattr(BatchReader, "read", uneven_read)
+
+
+@pytest.mark.parametrize("layout", ["v3-sharded-zstd", "v2-blosc-lz4"])
+@pytest.mark.parametrize("output", ["numpy", "torch"])
+def test_batches_read_at_once_are_handed_over_in_order(
+    sources: list[np.ndarray[Any, Any]], layout: str, output: str, four_workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    volumes = _volumes(sources, layout)
+
+    def make(lanes: int) -> CropLoader:
+        return CropLoader(volumes, CROP, 3, crops_per_epoch=40, seed=5, output=output, concurrent_batches=lanes)
+
+    expected_crops, expected_data = _all(make(1))
+    uneven = _UnevenReads()
+    uneven.install(monkeypatch)
+    loader = make(3)
+    batches = list(loader)
+    assert crop_list(batches) == expected_crops
+    for batch, data in zip(batches, expected_data, strict=True):
+        assert_batch_matches(batch, sources, CROP)
+        np.testing.assert_array_equal(to_numpy(batch.data), data)
+    assert [b.index for b in batches] == list(range(len(loader)))
+    assert len(uneven.threads) > 1  # the batches were read on several threads
+    assert uneven.workers == {4 // 3}  # each on its share of the CPU workers
+
+
+def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_workers(
+    sources: list[np.ndarray[Any, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uneven = _UnevenReads()
+    uneven.install(monkeypatch)
+    volumes = _volumes(sources)
+    for concurrency, lanes in [(1, 1), (2, 2), (3, 3), (16, 4)]:
+        with gpuzarr.config.set(concurrency=concurrency):
+            uneven.workers.clear()
+            loader = CropLoader(volumes, CROP, 2, crops_per_epoch=40, output="numpy")
+            iterator = iter(loader)
+            next(iterator)
+            running = [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]
+            assert len(running) == lanes
+            del iterator
+            for thread in running:
+                thread.join(timeout=30)
+            # one lane reads with every worker (run_tasks' default), several with their share
+            assert uneven.workers == {concurrency // lanes}
+    # With a host cache, batches read at once would each read the chunks all of them miss.
+    with gpuzarr.config.set(concurrency=4):
+        cached = CropLoader(volumes, CROP, 2, crops_per_epoch=40, output="numpy", cache_bytes=1 << 20)
+        iterator = iter(cached)
+        next(iterator)
+        assert len([t for t in threading.enumerate() if t.name == "gpuzarr-loader"]) == 1
+        del iterator
+
+
+def test_a_state_taken_mid_epoch_resumes_exactly_with_batches_read_at_once(
+    sources: list[np.ndarray[Any, Any]], four_workers: None
+) -> None:
+    volumes = _volumes(sources)
+
+    def make(lanes: int) -> CropLoader:
+        return CropLoader(volumes, CROP, 4, crops_per_epoch=30, seed=11, output="numpy", concurrent_batches=lanes)
+
+    reference = make(1)
+    expected_crops, expected_data = _all(reference)
+    first = make(4)
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(3)]
+    assert crop_list(taken) == expected_crops[:12]
+    state = first.state_dict()
+    assert state["position"] == 3  # batches read ahead, at once or not, are not counted
+    second = make(3)
+    second.load_state_dict(state)
+    crops, data = _all(second)
+    assert crops == expected_crops[12:]
+    assert all(np.array_equal(a, b) for a, b in zip(data, expected_data[3:], strict=True))
+    assert crop_list(list(iterator)) == expected_crops[12:]
+
+
+def test_a_failed_batch_is_handed_over_in_its_turn_and_nothing_after_it(
+    sources: list[np.ndarray[Any, Any]], tmp_path: Path, four_workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
+    (tmp_path / "v1.zarr" / "c" / "0" / "0" / "0").write_bytes(b"\x1f\x8b not gzip at all")
+    # Batches of one crop: the third fails; the batches before it are slow to read, so that the
+    # lanes reading the batches after it finish first.
+    crops = [(0, (0, 0, 0)), (0, (1, 1, 1)), (1, (0, 0, 0)), (0, (2, 2, 2)), (0, (3, 3, 3)), (0, (4, 4, 4))]
+    read = BatchReader.read
+
+    def slow_before_the_failure(reader: BatchReader, batch: Crops, out: dict[str, Any]) -> None:
+        if int(batch.origins[0][0]) < 2 and int(batch.volumes[0]) == 0:
+            time.sleep(0.05)
+        read(reader, batch, out)
+
+    monkeypatch.setattr(BatchReader, "read", slow_before_the_failure)
+    loader = CropLoader(volumes, CROP, 1, sampler=crops, shuffle=False, output="numpy", concurrent_batches=3)
+    iterator = iter(loader)
+    handed = [next(iterator), next(iterator)]
+    assert crop_list(handed) == crops[:2]
+    for batch in handed:
+        assert_batch_matches(batch, sources, CROP)
+    with pytest.raises(CorruptChunkError, match=r"c/0/0/0: .*while reading volume 1"):
+        next(iterator)
+    with pytest.raises(StopIteration):  # nothing after the failed batch
+        next(iterator)
+    deadline = time.monotonic() + 30
+    while any(t.name == "gpuzarr-loader" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == "gpuzarr-loader" for t in threading.enumerate())
+
+
+def test_a_loop_that_drops_its_batches_reuses_one_more_buffer_per_batch_read_at_once(
+    sources: list[np.ndarray[Any, Any]], four_workers: None
+) -> None:
+    volumes = _volumes(sources)
+    loader = CropLoader(volumes, CROP, 2, crops_per_epoch=80, output="numpy", prefetch=1, concurrent_batches=3)
+    addresses = set()
+    for batch in loader:
+        addresses.add(batch.data.__array_interface__["data"][0])
+        time.sleep(0.002)  # gives the lanes the chance to run ahead into other buffers
+        assert_batch_matches(batch, sources, CROP)
+    assert 2 <= len(addresses) <= 1 + 3 + 2  # prefetch + 3, and 2 more for the other lanes
+
+
+def test_concurrent_batches_is_refused_where_batches_are_not_read_on_threads(
+    sources: list[np.ndarray[Any, Any]],
+) -> None:
+    volumes = _volumes(sources)
+    with pytest.raises(InvalidArgumentError, match=r"concurrent_batches: .*prefetch=0"):
+        CropLoader(volumes, CROP, 2, output="numpy", prefetch=0, concurrent_batches=2)
+    with pytest.raises(InvalidArgumentError, match="concurrent_batches: with workers"):
+        CropLoader(volumes, CROP, 2, output="numpy", workers=2, concurrent_batches=2)
+    with pytest.raises(InvalidArgumentError, match="concurrent_batches"):
+        CropLoader(volumes, CROP, 2, output="numpy", concurrent_batches=0)
+    # One at a time is what those loaders do anyway.
+    CropLoader(volumes, CROP, 2, output="numpy", prefetch=0, concurrent_batches=1)
