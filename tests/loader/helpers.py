@@ -11,7 +11,7 @@ import numpy as np
 import gpuzarr
 
 if TYPE_CHECKING:
-    from gpuzarr.loader import Batch
+    from gpuzarr.loader import Batch, CropLoader
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 
@@ -63,3 +63,12 @@ def assert_batch_matches(batch: Batch, sources: list[np.ndarray[Any, Any]], crop
 def crop_list(batches: list[Batch]) -> list[tuple[int, tuple[int, ...]]]:
     """(volume, origin) of every crop of ``batches``, in order."""
     return [(int(v), tuple(int(o) for o in origin)) for b in batches for v, origin in zip(b.volume_index, b.origins)]
+
+
+def read_all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
+    """One pass of ``loader``: (volume, origin) of every crop, and a copy of every batch's data."""
+    crops, data = [], []
+    for batch in loader:
+        crops += crop_list([batch])
+        data.append(to_numpy(batch.data).copy())
+    return crops, data

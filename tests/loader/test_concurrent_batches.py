@@ -19,7 +19,7 @@ from gpuzarr.loader import CropLoader
 from gpuzarr.loader.reading import BatchReader
 from gpuzarr.parallel import cpu_workers
 
-from .helpers import assert_batch_matches, crop_list, make_volume, to_numpy, values
+from .helpers import assert_batch_matches, crop_list, make_volume, read_all, to_numpy, values
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -48,13 +48,6 @@ def four_workers() -> Iterator[None]:
 def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd") -> list[gpuzarr.Array]:
     return [make_volume(gpuzarr.MemoryStore(), s, layout) for s in sources]
 
-
-def _all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
-    crops, data = [], []
-    for batch in loader:
-        crops += crop_list([batch])
-        data.append(to_numpy(batch.data).copy())
-    return crops, data
 
 
 class _UnevenReads:
@@ -88,7 +81,7 @@ def test_batches_read_at_once_are_handed_over_in_order(
     def make(lanes: int) -> CropLoader:
         return CropLoader(volumes, CROP, 3, crops_per_epoch=40, seed=5, output=output, concurrent_batches=lanes)
 
-    expected_crops, expected_data = _all(make(1))
+    expected_crops, expected_data = read_all(make(1))
     uneven = _UnevenReads()
     uneven.install(monkeypatch)
     loader = make(3)
@@ -139,7 +132,7 @@ def test_a_state_taken_mid_epoch_resumes_exactly_with_batches_read_at_once(
         return CropLoader(volumes, CROP, 4, crops_per_epoch=30, seed=11, output="numpy", concurrent_batches=lanes)
 
     reference = make(1)
-    expected_crops, expected_data = _all(reference)
+    expected_crops, expected_data = read_all(reference)
     first = make(4)
     iterator = iter(first)
     taken = [next(iterator) for _ in range(3)]
@@ -148,7 +141,7 @@ def test_a_state_taken_mid_epoch_resumes_exactly_with_batches_read_at_once(
     assert state["position"] == 3  # batches read ahead, at once or not, are not counted
     second = make(3)
     second.load_state_dict(state)
-    crops, data = _all(second)
+    crops, data = read_all(second)
     assert crops == expected_crops[12:]
     assert all(np.array_equal(a, b) for a, b in zip(data, expected_data[3:], strict=True))
     assert crop_list(list(iterator)) == expected_crops[12:]

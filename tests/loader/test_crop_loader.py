@@ -18,7 +18,7 @@ import gpuzarr
 from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 
-from .helpers import LAYOUTS, assert_batch_matches, crop_list, make_volume, to_numpy, values
+from .helpers import LAYOUTS, assert_batch_matches, crop_list, make_volume, read_all, to_numpy, values
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -116,26 +116,19 @@ def test_listed_crops_are_read_in_their_order(sources: list[np.ndarray[Any, Any]
         assert_batch_matches(b, sources, CROP)
 
 
-def _all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
-    crops, data = [], []
-    for batch in loader:
-        crops += crop_list([batch])
-        data.append(to_numpy(batch.data).copy())
-    return crops, data
-
 
 def test_two_runs_give_identical_batches_and_epochs_differ(sources: list[np.ndarray[Any, Any]]) -> None:
     def make(seed: int = 7) -> CropLoader:
         return CropLoader(_volumes(sources), CROP, 5, crops_per_epoch=20, seed=seed, output="numpy")
 
     first, second = make(), make()
-    crops_a, data_a = _all(first)
-    crops_b, data_b = _all(second)
+    crops_a, data_a = read_all(first)
+    crops_b, data_b = read_all(second)
     assert crops_a == crops_b and all(np.array_equal(a, b) for a, b in zip(data_a, data_b))
-    assert _all(first)[0] == crops_a  # without set_epoch an iteration repeats the epoch
+    assert read_all(first)[0] == crops_a  # without set_epoch an iteration repeats the epoch
     first.set_epoch(1)
-    assert _all(first)[0] != crops_a
-    assert _all(make(seed=8))[0] != crops_a
+    assert read_all(first)[0] != crops_a
+    assert read_all(make(seed=8))[0] != crops_a
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
@@ -156,7 +149,7 @@ def test_ranks_read_disjoint_shares_that_make_the_epoch(
     shares = []
     for rank in range(4):
         loader = make(rank, 4)
-        crops, data = _all(loader)
+        crops, data = read_all(loader)
         assert len(crops) == loader.rank_crop_count() - (loader.rank_crop_count() % 3 if drop_last else 0)
         assert sum(len(d) for d in data) == len(crops)
         shares.append(loader.epoch_crops())
@@ -175,7 +168,7 @@ def test_state_dict_resumes_mid_epoch_exactly(sources: list[np.ndarray[Any, Any]
 
     reference = make()
     reference.set_epoch(2)
-    expected_crops, expected_data = _all(reference)
+    expected_crops, expected_data = read_all(reference)
 
     first = make()
     first.set_epoch(2)
@@ -187,7 +180,7 @@ def test_state_dict_resumes_mid_epoch_exactly(sources: list[np.ndarray[Any, Any]
 
     second = make()
     second.load_state_dict(pickle.loads(pickle.dumps(state)))
-    crops, data = _all(second)
+    crops, data = read_all(second)
     assert crops == expected_crops[12:]
     assert all(np.array_equal(a, b) for a, b in zip(data, expected_data[3:]))
     # the first loader goes on with the same batches
@@ -325,15 +318,15 @@ def test_the_host_cache_gives_the_same_batches_and_counts_hits(
     volumes = _volumes(sources, layout)
     plain = CropLoader(volumes, CROP, 5, crops_per_epoch=40, seed=1, output="numpy")
     cached = CropLoader(volumes, CROP, 5, crops_per_epoch=40, seed=1, output="numpy", cache_bytes=64 << 20)
-    crops, data = _all(plain)
-    crops_cached, data_cached = _all(cached)
+    crops, data = read_all(plain)
+    crops_cached, data_cached = read_all(cached)
     assert crops_cached == crops and all(np.array_equal(a, b) for a, b in zip(data, data_cached))
     stats = cached.cache_stats()["host"]
     chunk = LAYOUTS[layout]["chunks"]
     chunk_count = sum(int(np.prod([-(-n // c) for n, c in zip(s, chunk)])) for s in SHAPES)
     assert stats.misses == stats.entries <= chunk_count and stats.hits > 0 and stats.evictions == 0
     assert 0 < stats.nbytes <= stats.entries * int(np.prod(chunk)) * 2
-    _all(cached)  # a second pass reads nothing
+    read_all(cached)  # a second pass reads nothing
     again = cached.cache_stats()["host"]
     assert again.misses == stats.misses and again.hits > stats.hits
 

@@ -18,7 +18,7 @@ from gpuzarr.errors import CorruptChunkError, DeviceError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 from gpuzarr.loader.chunked import ChunkAssembler
 
-from .helpers import assert_batch_matches, crop_list, make_volume, values
+from .helpers import assert_batch_matches, make_volume, read_all, values
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,13 +43,6 @@ def cpu_volumes(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> list[gpu
     ]
 
 
-def _all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], list[np.ndarray[Any, Any]]]:
-    crops, data = [], []
-    for batch in loader:
-        crops += crop_list([batch])
-        data.append(np.array(batch.data))
-    return crops, data
-
 
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_every_batch_equals_numpy_slicing_on_the_gpu_path(
@@ -71,7 +64,7 @@ def test_gpu_batches_equal_the_cpu_loaders_batches(emulated_gpu: EmulatedGpu, cp
     def make(device: str) -> CropLoader:
         return CropLoader(cpu_volumes, CROP, 4, crops_per_epoch=20, seed=9, device=device, output="numpy")
 
-    gpu, cpu = _all(make("gpu")), _all(make("cpu"))
+    gpu, cpu = read_all(make("gpu")), read_all(make("cpu"))
     assert gpu[0] == cpu[0]
     assert all(np.array_equal(a, b) for a, b in zip(gpu[1], cpu[1]))
 
@@ -121,14 +114,14 @@ def test_the_chunk_caches_on_the_gpu_path(
         cache_bytes=host, device_cache_bytes=device,
     )  # fmt: skip
     plain = CropLoader(cpu_volumes, CROP, 5, crops_per_epoch=25, seed=2, device="gpu", output="numpy")
-    first = _all(loader)
-    assert first[0] == _all(plain)[0]
-    assert all(np.array_equal(a, b) for a, b in zip(first[1], _all(plain)[1]))
+    first = read_all(loader)
+    assert first[0] == read_all(plain)[0]
+    assert all(np.array_equal(a, b) for a, b in zip(first[1], read_all(plain)[1]))
     stats = loader.cache_stats()
     assert set(stats) == {name for name, budget in (("host", host), ("device", device)) if budget}
     for s in stats.values():
         assert s.nbytes <= s.capacity and s.misses > 0
-    second = _all(loader)
+    second = read_all(loader)
     assert second[0] == first[0] and all(np.array_equal(a, b) for a, b in zip(first[1], second[1]))
     if host > 3000 and device:
         # the whole set fits both levels: the second pass is served by the device cache alone
@@ -143,7 +136,7 @@ def test_a_host_cache_hit_fills_the_device_cache(
         cpu_volumes, CROP, 5, crops_per_epoch=10, device="gpu", output="numpy",
         cache_bytes=64 << 20, device_cache_bytes=64 << 20,
     )  # fmt: skip
-    _all(loader)
+    read_all(loader)
     assert loader.device_cache is not None
     loader.device_cache.clear()  # as if evicted from the device: the host level answers
     for batch in loader:
@@ -156,13 +149,13 @@ def test_resume_on_the_gpu_path(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpu
     def make() -> CropLoader:
         return CropLoader(cpu_volumes, CROP, 3, crops_per_epoch=18, seed=5, device="gpu", output="numpy")
 
-    expected = _all(make())[0]
+    expected = read_all(make())[0]
     first = make()
     iterator = iter(first)
     next(iterator), next(iterator)
     second = make()
     second.load_state_dict(first.state_dict())
-    assert _all(second)[0] == expected[6:]
+    assert read_all(second)[0] == expected[6:]
 
 
 def test_a_gpu_loader_refuses_to_run_in_a_forked_child(
@@ -208,7 +201,7 @@ def test_a_batch_from_the_device_cache_is_one_assemble_launch(
         cpu_volumes[0], CROP, 5, crops_per_epoch=25, seed=3, device="gpu", output="numpy",
         device_cache_bytes=64 << 20, prefetch=0,
     )  # fmt: skip
-    _all(loader)  # reads every chunk the crops cross into the device cache
+    read_all(loader)  # reads every chunk the crops cross into the device cache
     before = Counter(emulated_gpu.names())
     pieces_before = [pieces for name, pieces in emulated_gpu.calls() if name == "assemble_chunks"]
     loader.set_epoch(0)  # the same crops again
