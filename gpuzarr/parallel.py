@@ -78,9 +78,9 @@ def run_tasks(
     worker) run inline. The first exception stops further items from starting and is raised
     once every item in progress has finished.
 
-    ``workers`` (default: :func:`cpu_workers`, ``concurrency`` outside a :func:`worker_share`)
-    above ``concurrency`` runs the tasks on the I/O pool instead (:func:`io_workers`: fetches
-    that wait on a remote store).
+    ``workers`` (default, and at most: :func:`cpu_workers`, ``concurrency`` outside a
+    :func:`worker_share`); above ``concurrency`` it runs the tasks on the I/O pool instead
+    (:func:`io_workers`: fetches that wait on a remote store), whatever the share.
 
     ``caller_works=False`` leaves the tasks to ``workers`` threads of the CPU pool while the
     caller waits: for tasks that should not run on the calling thread (a codec that starts
@@ -88,9 +88,11 @@ def run_tasks(
     works anyway where it is one of the pool's threads (waiting there on the pool could wait
     forever) and for the I/O pool (whose size bounds the requests in flight).
     """
+    share = cpu_workers()
     io = workers is not None and workers > config.get("concurrency")
-    if workers is None:
-        workers = cpu_workers()
+    # A number of workers that fits the CPU pool (a remote store's fetches where its
+    # io_concurrency is no more than concurrency) keeps to this thread's share too.
+    workers = share if workers is None else workers if io else min(workers, share)
     if workers <= 1 or len(items) < min_parallel:
         return [func(x) for x in items]
     # Whether the caller takes items too (see ``caller_works``), and so how many helpers.

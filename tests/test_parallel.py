@@ -179,3 +179,24 @@ def test_a_worker_share_caps_the_threads_of_passes_started_on_its_thread(three_w
     assert cpu_workers() == 3
     with pytest.raises(ValueError, match="at least 1"), worker_share(0):
         pass
+
+
+def test_a_worker_share_caps_a_number_of_workers_within_the_cpu_pool(three_workers: None) -> None:
+    from gpuzarr.parallel import worker_share
+
+    used: set[int] = set()
+    lock = threading.Lock()
+
+    def work(_: int) -> None:
+        with lock:
+            used.add(threading.get_ident())
+        time.sleep(0.005)
+
+    with worker_share(2):
+        # a remote store's fetches whose io_concurrency is no more than concurrency
+        run_tasks(work, list(range(24)), workers=3)
+        assert len(used) == 2
+        used.clear()
+        # above concurrency: the I/O pool, whose size bounds the requests in flight
+        run_tasks(work, list(range(48)), workers=6)
+        assert len(used) > 3

@@ -228,8 +228,8 @@ class CropLoader:
         workers needs the ``if __name__ == "__main__":`` guard that ``spawn`` asks for.
     concurrent_batches
         CPU loaders on threads with ``prefetch`` > 0: how many batches background threads read
-        at once, each with ``concurrency // concurrent_batches`` of the CPU workers
-        (``gpuzarr.config``, at least one), handed over in order. One batch alone leaves cores
+        at once, each with its share of the CPU workers (``gpuzarr.config`` ``concurrency``
+        split evenly, at least one each), handed over in order. One batch alone leaves cores
         idle while it is planned, while its shards are fetched and while its last chunks
         finish; batches read side by side fill those gaps. Default (None):
         ``min(4, concurrency)``, and 1 with a host cache (batches read at once would each read
@@ -628,10 +628,8 @@ class CropLoader:
             size = None if size is None else size + lanes - 1  # one more buffer read into per lane
             pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
             if self.prefetch > 0:
-                lane_workers = max(int(config.get("concurrency")) // lanes, 1) if lanes > 1 else None
-                producer = Producer(
-                    reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes, lanes, lane_workers
-                )
+                cpus = int(config.get("concurrency"))
+                producer = Producer(reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes, lanes, cpus)
         new_pass = _Pass(self, reader, ordering, pool, batches, indices, producer)
         self._pass = weakref.ref(new_pass)
         self._producer = producer

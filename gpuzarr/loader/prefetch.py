@@ -163,6 +163,13 @@ class BufferPool:
                 self._ordering.settle(self._ordering.reuse_event(slot.consumer_stream))
 
 
+def lane_shares(workers: int, lanes: int) -> list[int]:
+    """``workers`` split between ``lanes`` as evenly as whole workers go, at least one each:
+    7 between 4 lanes is 2, 2, 2, 1 (``7 // 4`` each would leave 3 idle)."""
+    base, extra = divmod(workers, lanes)
+    return [max(base + (lane < extra), 1) for lane in range(lanes)]
+
+
 def read_one(reader: BatchReader, ordering: HostOrdering, index: int, crops: Crops, slot: Slot) -> Ready:
     """Read batch ``index`` into ``slot`` (after the consumer's last use of it has run)."""
     ordering.wait_before_reuse(slot.reuse_event)
@@ -179,9 +186,17 @@ class Background:
     def __init__(self, depth: int, threads: int = 1) -> None:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True) for _ in range(threads)]
-        for thread in self._threads:
-            thread.start()
+        self._threads: list[threading.Thread] = []
+        try:
+            for _ in range(threads):
+                thread = threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        except BaseException:
+            # A thread that cannot start ("can't start new thread"): the ones already running
+            # would otherwise read on with nothing left to stop them.
+            self.stop()
+            raise
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -204,8 +219,16 @@ class Background:
         self._put(_END)
 
     def next(self) -> Ready | None:
-        """The next finished batch, None at the end; re-raises the producer's error."""
-        item = self._queue.get()
+        """The next finished batch, None at the end (or once stopped, by another thread's
+        ``close()`` say); re-raises the producer's error."""
+        while True:
+            try:
+                item = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return None
+                continue
+            break
         if item is _END:
             return None
         if isinstance(item, _Failed):
@@ -239,9 +262,9 @@ class Producer(Background):
     into slots of ``pool`` and queued for the consumer in order.
 
     ``lanes`` threads take the batches one at a time (a GPU loader has one, which decodes
-    ahead); with more than one, each reads with ``lane_workers`` of the CPU workers, and a batch
-    read is queued only after every batch before it. A failed batch is handed over in its turn
-    as its error, and no batch after it is.
+    ahead); with more than one, each reads with its share of the ``workers`` CPU workers (they
+    differ by one at most), and a batch read is queued only after every batch before it. A
+    failed batch is handed over in its turn as its error, and no batch after it is.
     """
 
     def __init__(
@@ -254,7 +277,7 @@ class Producer(Background):
         prefetch: int,
         ahead_bytes: int = 0,
         lanes: int = 1,
-        lane_workers: int | None = None,
+        workers: int | None = None,
     ) -> None:
         if lanes > 1 and ahead_bytes:
             raise ValueError("a producer decoding ahead reads with one lane")
@@ -264,7 +287,9 @@ class Producer(Background):
         self._pool = pool
         self._batches = batches
         self._indices = indices
-        self._lane_workers = lane_workers
+        #: each lane's share of ``workers`` (None: one lane, with all of them)
+        self._shares = iter(lane_shares(workers, lanes)) if lanes > 1 and workers else None
+        self._shares_lock = threading.Lock()
         #: the next position in ``indices`` a lane takes (``next`` is atomic in CPython)
         self._positions = itertools.count()
         #: the position whose batch (or the end, or an error) is handed over next
@@ -273,6 +298,10 @@ class Producer(Background):
         super().__init__(prefetch, lanes)
 
     def _run(self) -> None:
+        workers = None
+        if self._shares is not None:
+            with self._shares_lock:
+                workers = next(self._shares)
         decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead (one lane)
         while not self._stop.is_set():
             position = next(self._positions)
@@ -286,8 +315,7 @@ class Producer(Background):
                     upcoming = [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
                     decoded_until = position + self._reader.decode_ahead(upcoming, self._ahead_bytes)
                 slot = self._pool.acquire()
-                share = worker_share(self._lane_workers) if self._lane_workers else contextlib.nullcontext()
-                with share:
+                with worker_share(workers) if workers else contextlib.nullcontext():
                     ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
             except BaseException as exc:  # handed to the consumer, which raises it
                 if self._wait_for_turn(position):

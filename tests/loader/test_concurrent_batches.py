@@ -15,7 +15,8 @@ import pytest
 
 import gpuzarr
 from gpuzarr.errors import CorruptChunkError, InvalidArgumentError
-from gpuzarr.loader import CropLoader
+from gpuzarr.loader import CropLoader, prefetch
+from gpuzarr.loader.prefetch import lane_shares
 from gpuzarr.loader.reading import BatchReader
 from gpuzarr.parallel import cpu_workers
 
@@ -92,7 +93,7 @@ def test_batches_read_at_once_are_handed_over_in_order(
         np.testing.assert_array_equal(to_numpy(batch.data), data)
     assert [b.index for b in batches] == list(range(len(loader)))
     assert len(uneven.threads) > 1  # the batches were read on several threads
-    assert uneven.workers == {4 // 3}  # each on its share of the CPU workers
+    assert uneven.workers == set(lane_shares(4, 3))  # each on its share of the CPU workers: 2, 1, 1
 
 
 def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_workers(
@@ -101,7 +102,7 @@ def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_work
     uneven = _UnevenReads()
     uneven.install(monkeypatch)
     volumes = _volumes(sources)
-    for concurrency, lanes in [(1, 1), (2, 2), (3, 3), (16, 4)]:
+    for concurrency, lanes in [(1, 1), (2, 2), (3, 3), (7, 4), (16, 4)]:
         with gpuzarr.config.set(concurrency=concurrency):
             uneven.workers.clear()
             loader = CropLoader(volumes, CROP, 2, crops_per_epoch=40, output="numpy")
@@ -113,7 +114,7 @@ def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_work
             for thread in running:
                 thread.join(timeout=30)
             # one lane reads with every worker (run_tasks' default), several with their share
-            assert uneven.workers == {concurrency // lanes}
+            assert uneven.workers == set(lane_shares(concurrency, lanes))
     # With a host cache, batches read at once would each read the chunks all of them miss.
     with gpuzarr.config.set(concurrency=4):
         cached = CropLoader(volumes, CROP, 2, crops_per_epoch=40, output="numpy", cache_bytes=1 << 20)
@@ -204,3 +205,61 @@ def test_concurrent_batches_is_refused_where_batches_are_not_read_on_threads(
         CropLoader(volumes, CROP, 2, output="numpy", concurrent_batches=0)
     # One at a time is what those loaders do anyway.
     CropLoader(volumes, CROP, 2, output="numpy", prefetch=0, concurrent_batches=1)
+
+
+def test_the_workers_are_split_between_lanes_as_evenly_as_whole_workers_go() -> None:
+    assert lane_shares(7, 4) == [2, 2, 2, 1]  # 7 // 4 each would leave three idle
+    assert lane_shares(16, 4) == [4, 4, 4, 4]
+    assert lane_shares(2, 2) == [1, 1]
+    assert lane_shares(2, 3) == [1, 1, 1]  # at least one each
+
+
+def _loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]
+
+
+def test_lanes_started_before_one_that_cannot_start_are_stopped(
+    sources: list[np.ndarray[Any, Any]], four_workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=40, output="numpy", concurrent_batches=4)
+    started: list[threading.Thread] = []
+
+    class ThirdLaneFails(threading.Thread):
+        def start(self) -> None:
+            if self.name == "gpuzarr-loader":
+                started.append(self)
+                if len(started) == 3:
+                    raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(prefetch.threading, "Thread", ThirdLaneFails)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        iter(loader)
+    for thread in started[:2]:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    monkeypatch.undo()
+    assert len(read_all(loader)[0]) == 40  # the next pass starts its lanes
+
+
+def test_close_from_another_thread_ends_a_consumer_waiting_for_a_batch(
+    sources: list[np.ndarray[Any, Any]], four_workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = BatchReader.read
+
+    def slow(reader: BatchReader, crops: Crops, out: dict[str, Any]) -> None:
+        time.sleep(0.3)
+        read(reader, crops, out)
+
+    monkeypatch.setattr(BatchReader, "read", slow)
+    for lanes in (1, 3):
+        loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=40, output="numpy", concurrent_batches=lanes)
+        iterator = iter(loader)
+        got: list[Any] = []
+        consumer = threading.Thread(target=lambda it=iterator, out=got: out.append(next(it, "end")), daemon=True)
+        consumer.start()
+        time.sleep(0.05)  # the consumer waits for the first batch
+        loader.close()
+        consumer.join(timeout=10)
+        assert not consumer.is_alive() and got == ["end"]
+        assert not _loader_threads()
