@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -298,3 +299,15 @@ def test_decode_ahead_bytes_is_checked(
         CropLoader(rectilinear, CROP, 2, device="gpu", decode_ahead_bytes=1 << 20)
     plain = CropLoader(rectilinear, CROP, 2, crops_per_epoch=4, device="gpu", output="numpy")
     assert sum(len(b) for b in plain) == 4  # off by default there
+
+
+def test_a_gpu_loader_reads_one_batch_at_a_time(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]]
+) -> None:
+    with pytest.raises(InvalidArgumentError, match="concurrent_batches: a loader on cuda:0 reads one batch at a time"):
+        CropLoader(cpu_volumes, CROP, 2, device="gpu", output="numpy", concurrent_batches=2)
+    loader = CropLoader(cpu_volumes, CROP, 2, crops_per_epoch=8, device="gpu", output="numpy", concurrent_batches=1)
+    iterator = iter(loader)
+    assert_batch_matches(next(iterator), sources, CROP)
+    assert len([t for t in threading.enumerate() if t.name == "gpuzarr-loader"]) == 1  # the default too
+    del iterator
