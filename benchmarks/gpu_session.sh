@@ -98,6 +98,30 @@ probe() {
   echo "probe exit $?"; cat "$out/probe.log"
 }
 
+# Failures and errors of every pytest file so far, one place; the first $1 of them printed.
+failures() {
+  grep -h -E "^(FAILED|ERROR) " "$out"/pytest-*.log >"$out/failures.txt" 2>/dev/null
+  echo "failures: $(wc -l <"$out/failures.txt")"
+  head -"$1" "$out/failures.txt"
+}
+
+# The loader workload beside the CPU peers, for at most $1 seconds.
+loader_bench() {
+  timeout "$(capped "$1")" python3 -m benchmarks.run --device gpu --repeats 3 --crops 256 --size-mib 64 \
+    --only loader sharded-zstd v2-blosc-lz4 --out "$out/loader" >"$out/loader.log" 2>&1
+  echo "loader benchmark exit $?"
+}
+
+# benchmarks.loader_sweep on the GPU (NAME loader-sweep) or the CPU (loader-sweep-cpu, with
+# --device cpu among the arguments), for at most $2 seconds: sweep_loader NAME SECONDS [ARGS...]
+sweep_loader() {
+  local name=$1 limit=$2; shift 2
+  timeout "$(capped "$limit")" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 "$@" \
+    >"$out/$name.md" 2>"$out/$name.log"
+  echo "$name exit $?"
+  cat "$out/$name.md"
+}
+
 tests() {
   pytest_file kernels-gpu 150 tests/gpu/test_kernels_gpu.py
   pytest_file gpu-read 150 tests/gpu/test_gpu_read.py
@@ -107,10 +131,7 @@ tests() {
   pytest_file cli-gpu 90 tests/gpu/test_cli_gpu.py
   pytest_file dask-cuda 120 tests/gpu/test_dask_cuda.py
   pytest_file kernels-compile 120 tests/kernels
-  # Failures and errors of every file, one place.
-  grep -h -E "^(FAILED|ERROR) " "$out"/pytest-*.log >"$out/failures.txt" 2>/dev/null
-  wc -l <"$out/failures.txt"
-  head -60 "$out/failures.txt"
+  failures 60
 }
 
 bench() {
@@ -121,15 +142,10 @@ bench() {
 }
 
 loader() {
-  timeout "$(left)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 256 --size-mib 64 \
-    --only loader sharded-zstd v2-blosc-lz4 --out "$out/loader" >"$out/loader.log" 2>&1
-  echo "loader benchmark exit $?"
+  loader_bench "$budget"
   tail -40 "$out/loader.log"
   # The GPU loader's settings side by side (decoding ahead, the batch budget, the device cache).
-  timeout "$(left)" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 \
-    >"$out/loader-sweep.md" 2>"$out/loader-sweep.log"
-  echo "loader sweep exit $?"
-  cat "$out/loader-sweep.md"
+  sweep_loader loader-sweep "$budget"
 }
 
 lease() {
@@ -141,20 +157,13 @@ lease() {
   # GPU tests with what is left. Each step stops at its cap or at the stage's budget.
   pytest_file loader-gpu 150 tests/gpu/test_loader_gpu.py
   pytest_file kernels-gpu 90 tests/gpu/test_kernels_gpu.py
-  timeout "$(capped 200)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 256 --size-mib 64 \
-    --only loader sharded-zstd v2-blosc-lz4 --out "$out/loader" >"$out/loader.log" 2>&1
-  echo "loader benchmark exit $?"
+  loader_bench 200
   grep -E "^\| loader-" "$out/loader/results.md" 2>/dev/null | head -12
-  timeout "$(capped 120)" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 --passes 3 \
-    >"$out/loader-sweep.md" 2>"$out/loader-sweep.log"
-  echo "loader sweep exit $?"; cat "$out/loader-sweep.md"
-  timeout "$(capped 120)" python3 -m benchmarks.loader_sweep --device cpu --size-mib 64 --crops 256 --passes 3 \
-    >"$out/loader-sweep-cpu.md" 2>"$out/loader-sweep-cpu.log"
-  echo "cpu loader sweep exit $?"; cat "$out/loader-sweep-cpu.md"
+  sweep_loader loader-sweep 120 --passes 3
+  sweep_loader loader-sweep-cpu 120 --passes 3 --device cpu
   pytest_file gpu-read 150 tests/gpu/test_gpu_read.py
   pytest_file gpu-array 240 tests/gpu/test_gpu_array.py
-  grep -h -E "^(FAILED|ERROR) " "$out"/pytest-*.log >"$out/failures.txt" 2>/dev/null
-  echo "failures: $(wc -l <"$out/failures.txt")"; head -40 "$out/failures.txt"
+  failures 40
   echo "stage took ${SECONDS} s of ${budget}"
 }
 
@@ -165,10 +174,7 @@ cpu_scaling() {
   echo "cpu scaling exit $?"
   cat "$out/cpu-scaling.md"
   # The CPU loader on threads and with 2, 4, ... worker processes, on this host's cores.
-  timeout "$(left)" python3 -m benchmarks.loader_sweep --device cpu --size-mib 64 --crops 256 \
-    >"$out/loader-sweep-cpu.md" 2>"$out/loader-sweep-cpu.log"
-  echo "cpu loader sweep exit $?"
-  cat "$out/loader-sweep-cpu.md"
+  sweep_loader loader-sweep-cpu "$budget" --device cpu
 }
 
 sanitize() {

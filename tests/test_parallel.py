@@ -142,7 +142,7 @@ def test_items_are_taken_one_at_a_time(three_workers: None) -> None:
     assert all(run_tasks(task, items, caller_works=False))
 
 
-def _threads_used(items: int) -> set[int]:
+def _threads_used(items: int, workers: int | None = None) -> set[int]:
     """The threads a parallel pass of ``items`` slow tasks started here ran on."""
     used: set[int] = set()
     lock = threading.Lock()
@@ -152,7 +152,7 @@ def _threads_used(items: int) -> set[int]:
             used.add(threading.get_ident())
         time.sleep(0.005)  # long enough for every worker to take some
 
-    run_tasks(work, list(range(items)))
+    run_tasks(work, list(range(items)), workers=workers)
     return used
 
 
@@ -184,19 +184,8 @@ def test_a_worker_share_caps_the_threads_of_passes_started_on_its_thread(three_w
 def test_a_worker_share_caps_a_number_of_workers_within_the_cpu_pool(three_workers: None) -> None:
     from gpuzarr.parallel import worker_share
 
-    used: set[int] = set()
-    lock = threading.Lock()
-
-    def work(_: int) -> None:
-        with lock:
-            used.add(threading.get_ident())
-        time.sleep(0.005)
-
     with worker_share(2):
         # a remote store's fetches whose io_concurrency is no more than concurrency
-        run_tasks(work, list(range(24)), workers=3)
-        assert len(used) == 2
-        used.clear()
+        assert len(_threads_used(24, workers=3)) == 2
         # above concurrency: the I/O pool, whose size bounds the requests in flight
-        run_tasks(work, list(range(48)), workers=6)
-        assert len(used) > 3
+        assert len(_threads_used(48, workers=6)) > 3

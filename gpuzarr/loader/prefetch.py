@@ -287,9 +287,8 @@ class Producer(Background):
         self._pool = pool
         self._batches = batches
         self._indices = indices
-        #: each lane's share of ``workers`` (None: one lane, with all of them)
+        #: each lane's share of ``workers``, one taken by each lane (None: one lane, with all of them)
         self._shares = iter(lane_shares(workers, lanes)) if lanes > 1 and workers else None
-        self._shares_lock = threading.Lock()
         #: the next position in ``indices`` a lane takes (``next`` is atomic in CPython)
         self._positions = itertools.count()
         #: the position whose batch (or the end, or an error) is handed over next
@@ -298,10 +297,7 @@ class Producer(Background):
         super().__init__(prefetch, lanes)
 
     def _run(self) -> None:
-        workers = None
-        if self._shares is not None:
-            with self._shares_lock:
-                workers = next(self._shares)
+        workers = None if self._shares is None else next(self._shares)  # atomic, as for the positions
         decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead (one lane)
         while not self._stop.is_set():
             position = next(self._positions)

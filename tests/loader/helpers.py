@@ -3,6 +3,7 @@ its source at ``batch.origins``."""
 
 from __future__ import annotations
 
+import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -72,3 +73,8 @@ def read_all(loader: CropLoader) -> tuple[list[tuple[int, tuple[int, ...]]], lis
         crops += crop_list([batch])
         data.append(to_numpy(batch.data).copy())
     return crops, data
+
+
+def loader_threads() -> list[threading.Thread]:
+    """The loaders' background threads running now (they are named "gpuzarr-loader")."""
+    return [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]

@@ -20,7 +20,7 @@ from gpuzarr.loader.prefetch import lane_shares
 from gpuzarr.loader.reading import BatchReader
 from gpuzarr.parallel import cpu_workers
 
-from .helpers import assert_batch_matches, crop_list, make_volume, read_all, to_numpy, values
+from .helpers import assert_batch_matches, crop_list, loader_threads, make_volume, read_all, to_numpy, values
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -108,7 +108,7 @@ def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_work
             loader = CropLoader(volumes, CROP, 2, crops_per_epoch=40, output="numpy")
             iterator = iter(loader)
             next(iterator)
-            running = [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]
+            running = loader_threads()
             assert len(running) == lanes
             del iterator
             for thread in running:
@@ -120,7 +120,7 @@ def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_work
         cached = CropLoader(volumes, CROP, 2, crops_per_epoch=40, output="numpy", cache_bytes=1 << 20)
         iterator = iter(cached)
         next(iterator)
-        assert len([t for t in threading.enumerate() if t.name == "gpuzarr-loader"]) == 1
+        assert len(loader_threads()) == 1
         del iterator
 
 
@@ -175,9 +175,9 @@ def test_a_failed_batch_is_handed_over_in_its_turn_and_nothing_after_it(
     with pytest.raises(StopIteration):  # nothing after the failed batch
         next(iterator)
     deadline = time.monotonic() + 30
-    while any(t.name == "gpuzarr-loader" for t in threading.enumerate()) and time.monotonic() < deadline:
+    while loader_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not any(t.name == "gpuzarr-loader" for t in threading.enumerate())
+    assert not loader_threads()
 
 
 def test_a_loop_that_drops_its_batches_reuses_one_more_buffer_per_batch_read_at_once(
@@ -213,9 +213,6 @@ def test_the_workers_are_split_between_lanes_as_evenly_as_whole_workers_go() -> 
     assert lane_shares(2, 2) == [1, 1]
     assert lane_shares(2, 3) == [1, 1, 1]  # at least one each
 
-
-def _loader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]
 
 
 def test_lanes_started_before_one_that_cannot_start_are_stopped(
@@ -262,4 +259,4 @@ def test_close_from_another_thread_ends_a_consumer_waiting_for_a_batch(
         loader.close()
         consumer.join(timeout=10)
         assert not consumer.is_alive() and got == ["end"]
-        assert not _loader_threads()
+        assert not loader_threads()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import pickle
-import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ import gpuzarr
 from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 
-from .helpers import LAYOUTS, assert_batch_matches, crop_list, make_volume, read_all, to_numpy, values
+from .helpers import LAYOUTS, assert_batch_matches, crop_list, loader_threads, make_volume, read_all, to_numpy, values
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,9 +34,6 @@ def sources() -> list[np.ndarray[Any, Any]]:
 def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd") -> list[gpuzarr.Array]:
     return [make_volume(gpuzarr.MemoryStore(), s, layout) for s in sources]
 
-
-def _loader_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "gpuzarr-loader"]
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
@@ -289,21 +285,21 @@ def test_reuse_buffers_false_gives_every_batch_its_own_buffer(sources: list[np.n
 def test_a_new_epoch_or_iteration_stops_the_threads_reading_ahead(
     sources: list[np.ndarray[Any, Any]], lanes: int
 ) -> None:
-    before = len(_loader_threads())
+    before = len(loader_threads())
     loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=40, output="numpy", concurrent_batches=lanes)
     first = iter(loader)
     next(first)
-    assert len(_loader_threads()) == before + lanes
+    assert len(loader_threads()) == before + lanes
     second = iter(loader)  # replaces the first pass
-    assert len(_loader_threads()) == before + lanes
+    assert len(loader_threads()) == before + lanes
     with pytest.raises(StopIteration):
         next(first)
     next(second)
     loader.set_epoch(1)
-    assert len(_loader_threads()) == before
+    assert len(loader_threads()) == before
     third = iter(loader)
     next(third)
-    threads = _loader_threads()
+    threads = loader_threads()
     assert len(threads) == lanes
     del third  # dropping the iterator (a break out of a loop) stops its threads
     for thread in threads:

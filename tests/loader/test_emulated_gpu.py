@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from gpuzarr.errors import CorruptChunkError, DeviceError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 from gpuzarr.loader.chunked import ChunkAssembler
 
-from .helpers import assert_batch_matches, make_volume, read_all, values
+from .helpers import assert_batch_matches, loader_threads, make_volume, read_all, values
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -309,5 +308,5 @@ def test_a_gpu_loader_reads_one_batch_at_a_time(
     loader = CropLoader(cpu_volumes, CROP, 2, crops_per_epoch=8, device="gpu", output="numpy", concurrent_batches=1)
     iterator = iter(loader)
     assert_batch_matches(next(iterator), sources, CROP)
-    assert len([t for t in threading.enumerate() if t.name == "gpuzarr-loader"]) == 1  # the default too
+    assert len(loader_threads()) == 1  # the default too
     del iterator
