@@ -8,18 +8,20 @@ naming it, and listings skip such links. Links that stay inside the root work, a
 itself may be a link (it is resolved once, when the store is made). ``follow_symlinks=True``
 follows every link, as a plain file system walk would.
 
-How it is checked: a read opens the file and then asks the kernel where the open file lives
-(``/proc/self/fd``), so what is read is what was checked. A write, an erase or a lock opens the
-key's directory by its path and checks it the same way, so what is written into is the
-directory checked (like a read, a path that leaves the root through a link and comes back in
-through another is judged by where it ends: inside). Where that directory does not exist yet,
-or lies outside the root, or ``/proc`` is missing, the key's directories are walked one at a
-time from the root (``openat`` with ``O_NOFOLLOW``; a link is followed only after its target is
-checked), creating what is missing, and the file is created, renamed and unlinked relative to
-the checked directory. What stays racy: where ``/proc`` is missing (not Linux) a read checks
-the resolved path before opening it, and the GPU path's direct reads (kvikio) open the checked
-real path by name again, so a directory swapped for a link between the check and that open is
-followed.
+How it is checked: a read opens the file by a path the kernel resolves without following any
+link (``openat2`` with ``RESOLVE_NO_SYMLINKS``, Linux 5.6+), so the file read is the one the
+path below the root names. Where the path holds a link, or that call is missing, it opens the
+file and then asks the kernel where the open file lives (``/proc/self/fd``), so what is read is
+what was checked. A write, an erase or a lock opens the key's directory by its path and checks
+it through ``/proc`` too, so what is written into is the directory checked (like a read, a path
+that leaves the root through a link and comes back in through another is judged by where it
+ends: inside). Where that directory does not exist yet, or lies outside the root, or ``/proc``
+is missing, the key's directories are walked one at a time from the root (``openat`` with
+``O_NOFOLLOW``; a link is followed only after its target is checked), creating what is missing,
+and the file is created, renamed and unlinked relative to the checked directory. What stays
+racy: where ``/proc`` is missing (not Linux) a read checks the resolved path before opening it,
+and the GPU path's direct reads (kvikio) open the checked real path by name again, so a
+directory swapped for a link between the check and that open is followed.
 
 Partial writes
 --------------
@@ -79,6 +81,7 @@ from ..errors import SymlinkEscapeError
 from ..output_pool import pooled_bytes
 from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
+from .no_links_open import open_without_links
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -222,16 +225,30 @@ class LocalStore(Store):
         when there is none. Hot loops (a chunk read) call this rather than :meth:`_open`, whose
         context manager costs a few microseconds per key."""
         path = self._inside_prefix + validate_key(key)
+        fd = None
+        if not self.follow_symlinks:
+            # No link on the way: the file is the one below the root that the path names, and
+            # needs no check. A link on the way (ELOOP) is checked below.
+            try:
+                fd = open_without_links(path, _READ_FLAGS)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+        checked = fd is not None
+        if fd is None:
+            try:
+                fd = os.open(path, _READ_FLAGS)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise SymlinkEscapeError(key, "a loop of symbolic links") from None
+                raise
         try:
-            fd = os.open(path, _READ_FLAGS)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise SymlinkEscapeError(key, "a loop of symbolic links") from None
-            raise
-        try:
-            self._check_opened(fd, key, path)
+            if not checked:
+                self._check_opened(fd, key, path)
             info = os.fstat(fd)
         except BaseException:
             os.close(fd)

@@ -11,13 +11,25 @@ import pytest
 
 import gpuzarr
 from gpuzarr.errors import GpuZarrError, SymlinkEscapeError
-from gpuzarr.store import LocalStore, make_store
+from gpuzarr.store import LocalStore, make_store, no_links_open
 from gpuzarr.store.base import ByteRange
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 SECRET = b"outside the store"
+
+
+@pytest.fixture(autouse=True, params=["openat2", "proc check only"])
+def open_check(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test twice: reads opened with openat2 where the kernel has it (a link on the way
+    falls back to the /proc check), and as on kernels without it (the /proc check alone)."""
+    no_links_open.reset_for_tests(unavailable=request.param != "openat2")
+    try:
+        yield request.param
+    finally:
+        no_links_open.reset_for_tests(unavailable=False)
 
 
 @pytest.fixture
