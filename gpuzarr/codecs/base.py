@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from .. import buffers
+
 if TYPE_CHECKING:
-    from ..store.base import Buffer
+    from ..store.base import Buffer, RangeReader
 
 CodecKind = Literal["array_to_array", "array_to_bytes", "bytes_to_bytes"]
 
@@ -171,6 +173,27 @@ class BytesToBytesCodec(Codec):
         full decode can verify) returns False.
         """
         return False
+
+    def part_may_pay(self, start: int, stop: int, total: int) -> bool:
+        """Whether :meth:`decode_part` (and :meth:`read_part`) may pay for a part of a chunk.
+
+        For bytes ``[start, stop)`` of a ``total``-byte chunk: False where the codec knows it
+        would not (Blosc blocks that hold most of the chunk), so the caller decodes the whole
+        at once.
+        """
+        return self.decodes_part
+
+    #: whether :meth:`read_part` reads less than the whole value
+    reads_part: ClassVar[bool] = False
+
+    def read_part(self, reader: RangeReader, out: np.ndarray[Any, Any], start: int, stop: int) -> Buffer | None:
+        """:meth:`decode_part` reading from ``reader`` only the ranges of the value it needs.
+
+        None when the part is decoded into ``out``; otherwise the whole value, read (into a
+        buffer of this thread's, valid until its next read) for the caller to decode.
+        """
+        got = buffers.growable(reader.size, "encoded")
+        return got[: reader.read_into(0, got.data.cast("B"))]
 
     def starts_own_threads_here(self) -> bool:
         """Whether coding a chunk on the calling thread starts the library's own threads.

@@ -14,6 +14,7 @@ per-thread scratch) are compared with the chunk's size first.
 
 from __future__ import annotations
 
+import itertools
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from .registry import register_codec
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..store.base import Buffer
+    from ..store.base import Buffer, RangeReader
 
 CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "zlib", "snappy")
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -68,17 +69,22 @@ class BloscHeader(NamedTuple):
         return -(-self.nbytes // self.blocksize)
 
     def block_nsplits(self, block_nbytes: int) -> int:
-        """How many streams a block of ``block_nbytes`` holds: c-blosc1's decoder rule, the
-        flag and the computed conditions together. It never splits the leftover block; and
-        numcodecs (c-blosc 1.21) reads a frame split with typesize > 16 or small blocks as one
-        stream per block too and fails, so such frames are corrupt to every decoder."""
-        split = (
-            not self.flags & BLOSC_FLAG_DONT_SPLIT
-            and block_nbytes == self.blocksize
-            and self.typesize <= BLOSC_MAX_SPLITS
-            and block_nbytes // self.typesize >= BLOSC_MIN_BUFFERSIZE
-        )
-        return self.typesize if split else 1
+        """How many streams a block of ``block_nbytes`` holds (see :func:`_block_nsplits`)."""
+        return _block_nsplits(self.flags, self.typesize, self.blocksize, block_nbytes)
+
+
+def _block_nsplits(flags: int, typesize: int, blocksize: int, block_nbytes: int) -> int:
+    """How many streams a block of ``block_nbytes`` holds: c-blosc1's decoder rule, the flag
+    and the computed conditions together. It never splits the leftover block; and numcodecs
+    (c-blosc 1.21) reads a frame split with typesize > 16 or small blocks as one stream per
+    block too and fails, so such frames are corrupt to every decoder."""
+    split = (
+        not flags & BLOSC_FLAG_DONT_SPLIT
+        and block_nbytes == blocksize
+        and typesize <= BLOSC_MAX_SPLITS
+        and block_nbytes // typesize >= BLOSC_MIN_BUFFERSIZE
+    )
+    return typesize if split else 1
 
 
 def parse_blosc_header(data: Buffer) -> BloscHeader:
@@ -108,6 +114,7 @@ class BloscCodec(BytesToBytesCodec):
     typesize: int | None = None
     blocksize: int = 0
     _impl: Any = field(default=None, compare=False, repr=False)
+    _seen_blocksize: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     def __post_init__(self) -> None:
         from numcodecs import Blosc
@@ -176,7 +183,19 @@ class BloscCodec(BytesToBytesCodec):
     decodes_part = True
 
     def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
-        return decode_blosc_part(self._impl, data, out, start, stop)
+        return decode_blosc_part(data, out, start, stop, self._seen_blocksize)
+
+    def part_may_pay(self, start: int, stop: int, total: int) -> bool:
+        # By the block size of the last frame planned in part (chunks of one array share it):
+        # where a part of blocks that size would not pay, the frame is read and decoded whole
+        # at once. Unknown (0) at first; threads may race to set it, any of them is right.
+        blocksize = self._seen_blocksize[0]
+        return blocksize == 0 or _part_extent(blocksize, total, start, stop) is not None
+
+    reads_part = True
+
+    def read_part(self, reader: RangeReader, out: np.ndarray[Any, Any], start: int, stop: int) -> Buffer | None:
+        return read_blosc_part(reader, out, start, stop, self._seen_blocksize)
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(as_uint8(data))
@@ -205,87 +224,189 @@ def decode_blosc(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_
     if out is not None and out.nbytes != header.nbytes:
         raise ValueError(f"blosc: header says {header.nbytes} decoded bytes, expected {out.nbytes}")
     check_decoded_size("blosc", header.nbytes, max_nbytes)
-    return impl.decode(data, out)
+    if out is None:
+        return impl.decode(data)
+    _decompress(data, out)
+    return out
 
 
-def decode_blosc_part(impl: Any, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
+class _Part(NamedTuple):
+    """The blocks of a frame that hold part of its chunk, and the frame of their own they are
+    decoded from: its header and block table, then the blocks at ``blocks_at``.
+
+    Planned per chunk a crop needs only part of, on every reader thread at once: kept to
+    plain tuples and locals, since Python time here is held under the GIL while the other
+    threads wait for it (a planner of NamedTuple properties made crops read one by one on 2
+    cores 15 % slower than this)."""
+
+    header: tuple[int, int, int, int, int, int, int]  # as _HEADER unpacks it
+    first: int  # the first block
+    bounds: tuple[int, ...]  # where each block starts in the whole frame, and the last one ends
+    offset: int  # where the part starts in the chunk
+    nbytes: int  # and its size
+    blocks_at: int  # where the blocks start in the part's frame
+    frame_nbytes: int  # the part's frame's size
+
+
+def _part_extent(blocksize: int, total: int, start: int, stop: int) -> tuple[int, int, int, int] | None:
+    """(first block, block after the last, offset, size) of the blocks of ``blocksize`` that hold
+    bytes ``[start, stop)`` of a ``total``-byte chunk; None where decoding them alone would not
+    skip a quarter of the chunk."""
+    first, end = start // blocksize, -(-stop // blocksize)
+    offset = first * blocksize
+    nbytes = min(total, end * blocksize) - offset
+    if (total - nbytes) < total * _BLOSC_PART_MIN_SKIPPED or nbytes < blocksize:
+        return None
+    return first, end, offset, nbytes
+
+
+def _plan_part(
+    head: Buffer, n: int, total: int, start: int, stop: int, seen_blocksize: list[int] | None
+) -> _Part | None:
+    """The blocks that hold bytes ``[start, stop)`` of the ``total``-byte chunk, from the
+    header and block table at the start (``head``) of an ``n``-byte frame; None where they are
+    not worth decoding alone or cannot be. The frame's block size goes to
+    ``seen_blocksize[0]`` (see ``BloscCodec.part_may_pay``).
+
+    Not for stored (memcpyed) frames, formats other than c-blosc 1.x's, a part of only the
+    leftover block, a table that ``head`` does not hold, or blocks that do not lie in order
+    one after the other as c-blosc writes them: the caller decodes everything instead, which
+    raises what is wrong with the frame.
+    """
+    if len(head) < BLOSC_HEADER_NBYTES or not 0 <= start < stop <= total:
+        return None
+    header = _HEADER.unpack_from(head)
+    version, _, flags, typesize, nbytes, blocksize, cbytes = header
+    if (
+        version != _BLOSC_PART_VERSION
+        or flags & BLOSC_FLAG_MEMCPYED
+        or nbytes != total
+        or cbytes != n
+        or not 0 < blocksize <= total
+        or typesize == 0
+    ):
+        return None
+    if seen_blocksize is not None:
+        seen_blocksize[0] = blocksize
+    extent = _part_extent(blocksize, total, start, stop)
+    if extent is None:
+        return None
+    first, end, offset, part_nbytes = extent
+    nblocks = -(-total // blocksize)
+    table_end = BLOSC_HEADER_NBYTES + 4 * nblocks
+    if table_end > min(len(head), n):
+        return None
+    starts = struct.unpack_from(f"<{nblocks}i", head, BLOSC_HEADER_NBYTES)
+    bounds = (*starts[first:end], starts[end] if end < nblocks else n)
+    if bounds[0] < table_end or bounds[-1] > n or any(a >= b for a, b in itertools.pairwise(bounds)):
+        return None
+    # The part's blocks go at the same offset within a page as in the whole frame: copies
+    # between addresses a few bytes apart modulo 4 KiB run several times slower on some x86
+    # CPUs (the kernel's from the page cache too), and c-blosc finds blocks by the table.
+    part_table_end = BLOSC_HEADER_NBYTES + 4 * (end - first)
+    blocks_at = part_table_end + (bounds[0] - part_table_end) % buffers.PAGE
+    return _Part(header, first, bounds, offset, part_nbytes, blocks_at, blocks_at + bounds[-1] - bounds[0])
+
+
+def _part_frame(part: _Part) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """A frame of the part's blocks alone: its header and block table written, its blocks
+    (``frame[part.blocks_at:]``) left for the caller to fill."""
+    version, version_lz, flags, typesize, _, blocksize, _ = part.header
+    blocks_at, bounds, frame_nbytes = part.blocks_at, part.bounds, part.frame_nbytes
+    frame = buffers.growable(frame_nbytes, "blosc part")
+    target = frame.data
+    _HEADER.pack_into(target, 0, version, version_lz, flags, typesize, part.nbytes, blocksize, frame_nbytes)
+    shift = blocks_at - bounds[0]
+    struct.pack_into(f"<{len(bounds) - 1}i", target, BLOSC_HEADER_NBYTES, *[at + shift for at in bounds[:-1]])
+    return frame
+
+
+def _decode_part_frame(frame: np.ndarray[Any, np.dtype[np.uint8]], part: _Part, out: np.ndarray[Any, Any]) -> bool:
+    """Decode the part's filled-in ``frame`` into ``out`` at the part's offset, once every
+    stream of every block is found to end within its block (what c-blosc reads them by, and
+    does not check itself); False, nothing decoded, where one does not. Each block keeps its
+    size, so c-blosc splits it into the same streams as in the whole frame."""
+    _, _, flags, typesize, total, blocksize, _ = part.header
+    bounds, first, view = part.bounds, part.first, frame.data
+    shift = part.blocks_at - bounds[0]
+    for i in range(len(bounds) - 1):
+        pos, block_end = bounds[i] + shift, bounds[i + 1] + shift
+        for _ in range(_block_nsplits(flags, typesize, blocksize, min(blocksize, total - (first + i) * blocksize))):
+            if pos + 4 > block_end:
+                return False
+            (size,) = _INT32.unpack_from(view, pos)
+            pos += 4 + size
+            if size <= 0 or pos > block_end:
+                return False
+    _decompress(frame, out[part.offset : part.offset + part.nbytes])
+    return True
+
+
+_numcodecs_decompress: Any = None
+
+
+def _decompress(frame: Buffer, out: np.ndarray[Any, Any]) -> None:
+    """numcodecs' decompress straight (its Blosc.decode first wraps both buffers again): on
+    threads other than the main one in a context of their own, by numcodecs' rule."""
+    global _numcodecs_decompress
+    if _numcodecs_decompress is None:
+        from numcodecs.blosc import decompress
+
+        _numcodecs_decompress = decompress
+    _numcodecs_decompress(frame, out)
+
+
+def decode_blosc_part(
+    data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int, seen_blocksize: list[int] | None = None
+) -> bool:
     """Decode only the blocks of a Blosc1 frame that hold bytes ``[start, stop)`` of the chunk,
     into ``out`` (the whole chunk's bytes) at their own offsets.
 
     c-blosc decodes (and un-shuffles) every block on its own, and numcodecs exposes no call
     that decodes some of them. So the blocks wanted are copied behind a header and a table of
-    block starts of their own: a smaller frame that numcodecs' ``impl`` decodes straight into
-    ``out`` at the first block's offset. Each block keeps its size, so c-blosc splits it into
-    the same streams as in the whole frame. Every stream size of those blocks is checked
-    against the frame's length before anything is copied.
+    block starts of their own: a smaller frame that numcodecs decodes straight into ``out`` at
+    the first block's offset. Every stream size of those blocks is checked against its block
+    before decoding.
 
     Only where it pays: at least a quarter of the chunk is skipped. False (nothing decoded)
-    otherwise, and for stored (memcpyed) frames, formats other than c-blosc 1.x's, a part of
-    only the leftover block, and any frame whose blocks do not fit it: the caller decodes
-    everything instead, which raises what is wrong with it.
+    otherwise, and wherever :func:`_plan_part` cannot plan a part: the caller decodes
+    everything instead.
     """
     raw = as_uint8(data)
-    n = int(raw.size)
-    total = int(out.nbytes)
-    if n < BLOSC_HEADER_NBYTES or not 0 <= start < stop <= total:
+    part = _plan_part(raw, int(raw.size), int(out.nbytes), start, stop, seen_blocksize)
+    if part is None:
         return False
-    view = raw.data.cast("B")
-    header = BloscHeader(*_HEADER.unpack_from(view))
-    if (
-        header.version != _BLOSC_PART_VERSION
-        or header.memcpyed
-        or header.nbytes != total
-        or header.cbytes != n
-        or not 0 < header.blocksize <= total
-        or header.typesize == 0
-    ):
-        return False
-    blocksize = header.blocksize
-    first, end = start // blocksize, -(-stop // blocksize)
-    part_offset = first * blocksize
-    part_nbytes = min(total, end * blocksize) - part_offset
-    if (total - part_nbytes) < total * _BLOSC_PART_MIN_SKIPPED or part_nbytes < blocksize:
-        return False
-    nblocks = header.nblocks
-    table_end = BLOSC_HEADER_NBYTES + 4 * nblocks
-    if table_end > n:
-        return False
-    starts = struct.unpack_from(f"<{nblocks}i", view, BLOSC_HEADER_NBYTES)
-    extents: list[tuple[int, int]] = []  # where each wanted block lies in the frame
-    for b in range(first, end):
-        pos = starts[b]
-        if not table_end <= pos < n:
-            return False
-        for _ in range(header.block_nsplits(min(blocksize, total - b * blocksize))):
-            if pos + 4 > n:
-                return False
-            (size,) = _INT32.unpack_from(view, pos)
-            pos += 4 + size
-            if size <= 0 or pos > n:
-                return False
-        extents.append((starts[b], pos))
-    # The part's frame: its blocks follow its table in order.
-    at = BLOSC_HEADER_NBYTES + 4 * len(extents)
-    part_starts = []
-    for a, b in extents:
-        part_starts.append(at)
-        at += b - a
-    frame = buffers.growable(at, "blosc part")
-    target = frame.data.cast("B")
-    _HEADER.pack_into(
-        target, 0, header.version, header.version_lz, header.flags, header.typesize, part_nbytes, blocksize, at
-    )
-    struct.pack_into(f"<{len(part_starts)}i", target, BLOSC_HEADER_NBYTES, *part_starts)
-    # c-blosc writes a frame's blocks back to back, so the wanted blocks are one run of bytes,
-    # copied at once by NumPy, which lets go of the GIL while it copies (a memoryview copy
-    # holds it: other threads' chunks wait). A forged frame's blocks may lie apart: one copy
-    # per run of adjacent blocks.
-    first_block = 0
-    for i in range(1, len(extents) + 1):
-        if i == len(extents) or extents[i][0] != extents[i - 1][1]:
-            a, b = extents[first_block][0], extents[i - 1][1]
-            start_at = part_starts[first_block]
-            frame[start_at : start_at + b - a] = raw[a:b]
-            first_block = i
-    impl.decode(frame, out[part_offset : part_offset + part_nbytes])
-    return True
+    frame = _part_frame(part)
+    # NumPy copies without the GIL (a memoryview copy holds it: other threads' chunks wait).
+    frame[part.blocks_at :] = raw[part.bounds[0] : part.bounds[-1]]
+    return _decode_part_frame(frame, part, out)
+
+
+#: The bytes read first from a frame read in part: its header and a table of up to 1,020 blocks.
+_PART_HEAD_NBYTES = 4096
+
+
+def read_blosc_part(
+    reader: RangeReader, out: np.ndarray[Any, Any], start: int, stop: int, seen_blocksize: list[int] | None = None
+) -> Buffer | None:
+    """:func:`decode_blosc_part` reading only the part's blocks from ``reader``: its header and
+    block table first, then the blocks, straight into the part's frame.
+
+    None when the part is decoded into ``out``. Otherwise the whole frame, read into this
+    thread's "encoded" buffer (where the part does not pay or cannot be decoded alone; the
+    header read first is kept, not read again), for the caller to decode whole.
+    """
+    size = reader.size
+    encoded = buffers.growable(size, "encoded")
+    head = min(size, _PART_HEAD_NBYTES)
+    got = reader.read_into(0, encoded[:head])
+    if got == head:
+        part = _plan_part(encoded[:got], size, int(out.nbytes), start, stop, seen_blocksize)
+        if part is not None:
+            frame = _part_frame(part)
+            blocks = frame[part.blocks_at :]
+            if reader.read_into(part.bounds[0], blocks) == blocks.size and _decode_part_frame(frame, part, out):
+                return None
+        if head < size:
+            got += reader.read_into(head, encoded[head:])
+    return encoded[:got]

@@ -40,7 +40,7 @@ from .registry import codec_from_json
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..store.base import Buffer
+    from ..store.base import Buffer, RangeReader
 
 
 def _place(
@@ -251,6 +251,34 @@ class CodecPipeline:
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
         return self._chunk_of(scratch) if done else None
 
+    def part_may_pay(self, start: int, stop: int) -> bool:
+        """Whether decoding only bytes ``[start, stop)`` of the chunk may pay (see
+        ``BytesToBytesCodec.part_may_pay``): False where the whole is decoded at once."""
+        return self.decodes_part and self.bytes_to_bytes[0].part_may_pay(start, stop, self.spec.nbytes)
+
+    @cached_property
+    def reads_part(self) -> bool:
+        """Whether :meth:`read_scratch_part` reads less than the whole value (Blosc)."""
+        return self.decodes_part and self.bytes_to_bytes[0].reads_part
+
+    def read_scratch_part(
+        self, reader: RangeReader, key: str, start: int, stop: int
+    ) -> tuple[np.ndarray[Any, Any] | None, Buffer | None]:
+        """:meth:`decode_scratch_part` reading from ``reader`` only what that part needs.
+
+        (the chunk in this thread's scratch buffer, None) when the part is decoded; else (None,
+        the whole encoded value) for :meth:`decode_scratch`, read where the part does not pay
+        or cannot be decoded alone.
+        """
+        scratch = buffers.scratch(self.spec.nbytes, "decoded")
+        try:
+            whole = self.bytes_to_bytes[0].read_part(reader, scratch, start, stop)
+        except OSError:
+            raise
+        except Exception as exc:  # any decoder failure means corrupt input
+            raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+        return (self._chunk_of(scratch), None) if whole is None else (None, whole)
+
     def starts_own_threads_here(self) -> bool:
         """Whether a codec of the chain starts its library's own threads when it codes on the
         calling thread (see ``BytesToBytesCodec.starts_own_threads_here``)."""
@@ -271,7 +299,12 @@ class CodecPipeline:
     def _decode_bytes_into(self, raw: Buffer, key: str, target: np.ndarray[Any, Any]) -> None:
         """Run the bytes->bytes codecs so that ``target`` (uint8, chunk-sized) holds the result."""
         try:
-            data = self._decode_bytes(raw, target)
+            if len(self.bytes_to_bytes) == 1:
+                # One compressor (the usual chain): straight into ``target``, which is also its
+                # bound (``decoded_bounds``), without the loop over stages per chunk.
+                data = self.bytes_to_bytes[0].decode(raw, target, target.size)
+            else:
+                data = self._decode_bytes(raw, target)
         except Exception as exc:  # any decoder failure means corrupt input
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
         if data is target:  # decoded in place (numcodecs returns ``out``)

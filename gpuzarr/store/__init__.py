@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Any
 
-from .base import ByteRange, Store, validate_key
+from .base import ByteRange, RangeReader, Store, validate_key
 from .caching import CachingStore
 from .fsspec import FsspecStore  # imports fsspec itself only when a store is made
 from .local import LocalStore
@@ -129,6 +129,7 @@ __all__ = [
     "LocalStore",
     "MemoryStore",
     "ObjectStore",
+    "RangeReader",
     "ReadOnlyStore",
     "Store",
     "ZipStore",

@@ -181,6 +181,10 @@ class Store(ABC):
     #: CPU ``concurrency``: a remote store waits on the network, not on cores, so its readers
     #: run their fetches on that many threads. None (local and memory stores): CPU-bound.
     io_concurrency: int | None = None
+    #: True when :meth:`open_reader` reads only the ranges asked for, each for about what it
+    #: copies (a local file): a reader then fetches just the parts of a chunk it decodes (the
+    #: Blosc blocks a crop needs). False: one read of the whole value costs no more.
+    cheap_ranged_reads: bool = False
 
     def __init__(self, read_only: bool = False) -> None:
         # A store that can never be written is read-only whatever it was asked.
@@ -221,6 +225,17 @@ class Store(ABC):
         target = memoryview(buffer_for(len(part))).cast("B")
         target[:] = part
         return target, len(view)
+
+    def open_reader(self, key: str) -> RangeReader | None:
+        """The value of ``key`` held for reads of byte ranges, or None when the key is absent.
+
+        Close it, or use it as a context manager. For a reader that learns from one range which
+        others it needs (a Blosc frame's block table, then the blocks a crop needs), so that
+        the value is opened once. By default the whole value is read here; stores with
+        :attr:`cheap_ranged_reads` read each range.
+        """
+        value = self.get(key)
+        return None if value is None else _ValueReader(value)
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` holds a value."""
@@ -341,6 +356,44 @@ class Store(ABC):
 
     def close(self) -> None:
         """Release any handles the store holds."""
+
+
+class RangeReader:
+    """One value of a store held for reads of byte ranges (:meth:`Store.open_reader`)."""
+
+    def __init__(self, size: int) -> None:
+        #: The value's size in bytes.
+        self.size = size
+
+    def read_into(self, start: int, target: Buffer) -> int:
+        """Read ``len(target)`` bytes from ``start`` into ``target``; the bytes read.
+
+        ``target`` is a writable contiguous uint8 buffer: a memoryview, bytearray or 1-d NumPy
+        array. Fewer bytes are read only where the value ends first.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let go of the value (a file descriptor); reading afterwards is an error."""
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _ValueReader(RangeReader):
+    """Ranges of a value already read whole."""
+
+    def __init__(self, value: Buffer) -> None:
+        self._view = memoryview(value).cast("B")
+        super().__init__(len(self._view))
+
+    def read_into(self, start: int, target: Buffer) -> int:
+        part = self._view[start : start + len(target)]
+        target[: len(part)] = part
+        return len(part)
 
 
 class Snapshot(Store):

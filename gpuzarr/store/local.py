@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SymlinkEscapeError
 from ..output_pool import pooled_bytes
-from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
+from .base import Buffer, ByteRange, RangeReader, Snapshot, Store, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
 from .no_links_open import open_without_links
 
@@ -124,6 +124,7 @@ class LocalStore(Store):
 
     locks_across_threads = True
     locks_across_processes = LOCKS_ACROSS_PROCESSES
+    cheap_ranged_reads = True
 
     def __init__(
         self,
@@ -301,6 +302,10 @@ class LocalStore(Store):
             return target, size
         finally:
             os.close(fd)
+
+    def open_reader(self, key: str) -> RangeReader | None:
+        opened = self._open_fd(key)
+        return None if opened is None else _FileReader(*opened)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         with self._open(key) as opened:
@@ -584,6 +589,22 @@ class LocalStore(Store):
         return removed
 
 
+class _FileReader(RangeReader):
+    """A key's file held open for :meth:`LocalStore.open_reader`."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        super().__init__(size)
+        self._fd = fd
+
+    def read_into(self, start: int, target: Buffer) -> int:
+        return _preadv_into(self._fd, target, start)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 class _FileSnapshot(Snapshot):
     """One open file of a LocalStore (``opened`` None: the key was absent)."""
 
@@ -749,7 +770,7 @@ def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:
     return target[: _preadv_into(fd, target, offset)]
 
 
-def _preadv_into(fd: int, target: memoryview, offset: int) -> int:
+def _preadv_into(fd: int, target: Buffer, offset: int) -> int:
     """Read from ``offset`` into ``target`` until it is full or the file ends; the bytes read."""
     got = 0
     while got < len(target):

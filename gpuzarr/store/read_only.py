@@ -21,7 +21,7 @@ from .object_store import ObjectStore
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from .base import Buffer, ByteRange, Snapshot
+    from .base import Buffer, ByteRange, RangeReader, Snapshot
 
 
 class ReadOnlyStore(Store):
@@ -37,6 +37,7 @@ class ReadOnlyStore(Store):
         self.supports_partial_reads = inner.supports_partial_reads
         self.supports_listing = inner.supports_listing
         self.io_concurrency = inner.io_concurrency
+        self.cheap_ranged_reads = inner.cheap_ranged_reads
         super().__init__(read_only=True)
 
     def __repr__(self) -> str:
@@ -60,6 +61,9 @@ class ReadOnlyStore(Store):
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
         return self.inner.get_into(key, buffer_for, start, length)
+
+    def open_reader(self, key: str) -> RangeReader | None:
+        return self.inner.open_reader(key)
 
     def exists(self, key: str) -> bool:
         return self.inner.exists(key)

@@ -1,14 +1,15 @@
-"""Decoding only the Blosc blocks a selection needs (gpuzarr.codecs.blosc.decode_blosc_part):
-what it decodes equals the whole frame's decode over the part asked for, for every compressor,
-shuffle, type size and block layout numcodecs writes; it decodes a part only where a quarter of
-the chunk is skipped; a damaged frame is left to the full decode (never a crash, never wrong
-data); and crops of Blosc arrays, chunked, sharded and v2, equal NumPy while decoding less."""
+"""Decoding only the Blosc blocks a selection needs (gpuzarr.codecs.blosc.decode_blosc_part, and
+read_blosc_part reading only those blocks from a store): what it decodes equals the whole
+frame's decode over the part asked for, for every compressor, shuffle, type size and block
+layout numcodecs writes; it decodes a part only where a quarter of the chunk is skipped; a
+damaged frame is left to the full decode (never a crash, never wrong data); and crops of Blosc
+arrays, chunked, sharded and v2, in memory and in files, equal NumPy while decoding less."""
 
 from __future__ import annotations
 
 import itertools
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numcodecs
 import numpy as np
@@ -18,8 +19,12 @@ from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.codecs import blosc as blosc_module
-from gpuzarr.codecs.blosc import BLOSC_HEADER_NBYTES, decode_blosc_part
+from gpuzarr.codecs.blosc import BLOSC_HEADER_NBYTES, decode_blosc_part, read_blosc_part
 from gpuzarr.errors import CorruptChunkError
+from gpuzarr.store import RangeReader
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RNG = np.random.default_rng(7)
 # A smooth walk compresses like image data; the odd length leaves a short last block.
@@ -41,8 +46,34 @@ def blocksize_of(frame: bytes) -> int:
 
 
 def part(impl: Any, frame: bytes, total: int, start: int, stop: int) -> tuple[bool, np.ndarray[Any, Any]]:
+    """decode_blosc_part of the frame in memory, and read_blosc_part of it from a reader: both
+    decode the same part or none (a frame read whole is then returned whole)."""
     out = np.full(total, 0xA5, np.uint8)
-    return decode_blosc_part(impl, frame, out, start, stop), out
+    done = decode_blosc_part(frame, out, start, stop)
+    read_out = np.full(total, 0xA5, np.uint8)
+    whole = read_blosc_part(RecordingReader(frame), read_out, start, stop)
+    assert (whole is None) == done
+    if done:
+        np.testing.assert_array_equal(read_out, out)
+    else:
+        assert whole is not None and bytes(whole) == frame
+    return done, out
+
+
+class RecordingReader(RangeReader):
+    """A frame in memory read as a store's ranges, recording (start, length) of each read."""
+
+    def __init__(self, frame: bytes) -> None:
+        super().__init__(len(frame))
+        self.frame = frame
+        self.reads: list[tuple[int, int]] = []
+
+    def read_into(self, start: int, target: Any) -> int:
+        view = memoryview(target).cast("B")
+        got = self.frame[start : start + len(view)]
+        view[: len(got)] = got
+        self.reads.append((start, len(view)))
+        return len(got)
 
 
 @pytest.mark.parametrize(
@@ -110,15 +141,61 @@ def reversed_blocks(frame: bytes) -> bytes:
     return frame[:BLOSC_HEADER_NBYTES] + struct.pack(f"<{nblocks}i", *new_starts) + body
 
 
-def test_blocks_stored_apart_are_decoded_right() -> None:
+def test_blocks_stored_apart_are_decoded_whole() -> None:
+    """c-blosc writes blocks in order, one after the other, and a part is planned by that (a
+    block ends where the next starts): a frame laid out otherwise is left to the full decode,
+    which finds its blocks through the table."""
     impl, frame, expected = encoded(blocksize=8192)
     total, bs = expected.size, blocksize_of(frame)
     shuffled = reversed_blocks(frame)
     np.testing.assert_array_equal(np.frombuffer(impl.decode(shuffled), np.uint8), expected)
     for start, stop in [(bs + 3, 4 * bs - 3), (0, 3 * bs), (total - 3 * bs, total)]:
-        done, out = part(impl, shuffled, total, start, stop)
-        assert done
-        np.testing.assert_array_equal(out[start:stop], expected[start:stop])
+        assert part(impl, frame, total, start, stop)[0]
+        assert not part(impl, shuffled, total, start, stop)[0]
+
+
+def test_a_part_read_from_a_reader_reads_the_header_then_only_its_blocks() -> None:
+    _, frame, expected = encoded(blocksize=8192)
+    total, bs = expected.size, blocksize_of(frame)
+    reader = RecordingReader(frame)
+    out = np.full(total, 0xA5, np.uint8)
+    assert read_blosc_part(reader, out, 3 * bs + 10, 5 * bs - 10) is None
+    np.testing.assert_array_equal(out[3 * bs : 5 * bs], expected[3 * bs : 5 * bs])
+    nblocks = -(-total // bs)
+    starts = struct.unpack_from(f"<{nblocks}i", frame, BLOSC_HEADER_NBYTES)
+    assert reader.reads == [(0, 4096), (starts[3], starts[5] - starts[3])]
+
+
+def test_a_frame_whose_part_does_not_pay_is_read_once_more_after_its_header() -> None:
+    _, frame, expected = encoded(blocksize=8192)
+    total = expected.size
+    reader = RecordingReader(frame)
+    out = np.full(total, 0xA5, np.uint8)
+    whole = read_blosc_part(reader, out, 0, total - 10)
+    assert whole is not None and bytes(whole) == frame
+    assert reader.reads == [(0, 4096), (4096, len(frame) - 4096)]  # the header's bytes kept
+    assert (out == 0xA5).all()
+
+
+def test_a_frame_shorter_than_its_header_read_is_returned_as_read() -> None:
+    impl = numcodecs.Blosc(cname="lz4", clevel=5, shuffle=1)
+    small = bytes(impl.encode(np.arange(100, dtype="<u2")))
+    assert len(small) < 4096
+    reader = RecordingReader(small)
+    whole = read_blosc_part(reader, np.empty(200, np.uint8), 0, 10)
+    assert whole is not None and bytes(whole) == small
+    assert reader.reads == [(0, len(small))]
+
+
+def test_the_codec_learns_the_block_size_and_reads_whole_where_a_part_would_not_pay() -> None:
+    _, frame, expected = encoded(blocksize=8192)
+    total, bs = expected.size, blocksize_of(frame)
+    codec = blosc_module.BloscCodec("lz4", 5, "shuffle", 2, 8192)
+    assert codec.part_may_pay(0, total - 10, total)  # nothing seen yet
+    out = np.empty(total, np.uint8)
+    assert codec.decode_part(frame, out, 0, 2 * bs)
+    assert not codec.part_may_pay(0, total - 10, total)  # by the block size seen
+    assert codec.part_may_pay(0, 2 * bs, total)
 
 
 def test_no_part_where_less_than_a_quarter_is_skipped() -> None:
@@ -190,8 +267,11 @@ SHAPE = (64, 64, 64)
 DATA = (np.cumsum(RNG.integers(-3, 4, size=128 * 64 * 64)) % 4096).astype("<u2").reshape(128, 64, 64)
 
 
-def blosc_array(zarr_format: int = 3, shards: tuple[int, ...] | None = None) -> gpuzarr.Array:
-    store = gpuzarr.MemoryStore()
+def blosc_array(
+    zarr_format: int = 3, shards: tuple[int, ...] | None = None, where: Path | None = None
+) -> gpuzarr.Array:
+    """A Blosc array in memory, or in files below ``where`` (whose chunks are read in part)."""
+    store = gpuzarr.MemoryStore() if where is None else gpuzarr.LocalStore(where)
     if zarr_format == 2:
         compressor = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 65536}
         a = gpuzarr.create(store, shape=DATA.shape, dtype="<u2", chunks=SHAPE, zarr_format=2, compressor=compressor)
@@ -205,28 +285,46 @@ def blosc_array(zarr_format: int = 3, shards: tuple[int, ...] | None = None) -> 
     return a
 
 
-@pytest.fixture
-def parts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, bool]]:
-    """(start, stop, decoded partly) of each part asked for."""
-    seen: list[tuple[int, int, bool]] = []
-    decode = blosc_module.decode_blosc_part
+class Parts(list[tuple[int, int, bool]]):
+    """(start, stop, decoded partly) of each part asked for; ``read_from_store`` counts those
+    asked of read_blosc_part (read in part from a store)."""
 
-    def recording(impl, data, out, start, stop):  # type: ignore[no-untyped-def]
-        done = decode(impl, data, out, start, stop)
+    read_from_store = 0
+
+
+@pytest.fixture
+def parts(monkeypatch: pytest.MonkeyPatch) -> Parts:
+    seen = Parts()
+    decode, read = blosc_module.decode_blosc_part, blosc_module.read_blosc_part
+
+    def recording_decode(data, out, start, stop, seen_blocksize=None):  # type: ignore[no-untyped-def]
+        done = decode(data, out, start, stop, seen_blocksize)
         seen.append((start, stop, done))
         return done
 
-    monkeypatch.setattr(blosc_module, "decode_blosc_part", recording)
+    def recording_read(reader, out, start, stop, seen_blocksize=None):  # type: ignore[no-untyped-def]
+        whole = read(reader, out, start, stop, seen_blocksize)
+        seen.append((start, stop, whole is None))
+        seen.read_from_store += 1
+        return whole
+
+    monkeypatch.setattr(blosc_module, "decode_blosc_part", recording_decode)
+    monkeypatch.setattr(blosc_module, "read_blosc_part", recording_read)
     return seen
 
 
+@pytest.mark.parametrize("in_files", [False, True], ids=["memory", "files"])
 @pytest.mark.parametrize(
     ("zarr_format", "shards"), [(3, None), (3, (128, 64, 64)), (2, None)], ids=["v3", "sharded", "v2"]
 )
 def test_a_crop_decodes_only_the_blocks_it_needs(
-    parts: list[tuple[int, int, bool]], zarr_format: int, shards: tuple[int, ...] | None
+    parts: Parts,
+    zarr_format: int,
+    shards: tuple[int, ...] | None,
+    in_files: bool,
+    tmp_path: Path,
 ) -> None:
-    a = blosc_array(zarr_format, shards)
+    a = blosc_array(zarr_format, shards, tmp_path / "a" if in_files else None)
     crop = (slice(40, 80), slice(3, 50), slice(10, 64))  # rows 40-63 of chunk 0, rows 0-15 of chunk 1
     np.testing.assert_array_equal(a[crop], DATA[crop])
     # chunk 0 from row 40 to its end, chunk 1 from its start to row 15: both parts skip blocks
@@ -236,9 +334,11 @@ def test_a_crop_decodes_only_the_blocks_it_needs(
             ((3 * 64 + 10) * 2, ((15 * 64 + 49) * 64 + 64) * 2, True),
         ]
     )
+    # Files of chunks are read in part; a shard's inner chunks come in its coalesced ranges.
+    assert parts.read_from_store == (2 if in_files and shards is None else 0)
 
 
-def test_a_batch_decodes_what_all_its_crops_need(parts: list[tuple[int, int, bool]]) -> None:
+def test_a_batch_decodes_what_all_its_crops_need(parts: Parts) -> None:
     a = blosc_array()
     crops = [(slice(60, 70), slice(0, 8), slice(0, 8)), (slice(62, 72), slice(56, 64), slice(56, 64))]
     np.testing.assert_array_equal(a.read_batch(crops), np.stack([DATA[c] for c in crops]))

@@ -122,6 +122,21 @@ class StoreConformance:
         assert [as_bytes(g) for g in got] == [VALUE[:2], VALUE[-3:], VALUE[5:], VALUE[14:], b""]
         assert store.get_ranges("k", []) == []
 
+    def test_open_reader_reads_ranges_into_the_callers_buffers(self, store: Store) -> None:
+        assert store.open_reader("missing") is None
+        store.set("k", VALUE)
+        reader = store.open_reader("k")
+        assert reader is not None
+        with reader:
+            assert reader.size == len(VALUE)
+            target = bytearray(4)
+            assert reader.read_into(3, memoryview(target)) == 4
+            assert bytes(target) == VALUE[3:7]
+            tail = np.zeros(10, np.uint8)  # past the end: what there is
+            assert reader.read_into(len(VALUE) - 3, tail) == 3
+            assert tail[:3].tobytes() == VALUE[-3:]
+            assert reader.read_into(len(VALUE) + 5, bytearray(2)) == 0
+
     def test_get_of_a_prefix_is_none(self, store: Store) -> None:
         store.set("dir/k", VALUE)
         assert store.get("dir") is None

@@ -50,10 +50,20 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
     return target.shape == chunk_shape and bool(target.flags.c_contiguous)
 
 
+#: ``_store_chunk_into``'s ``span`` when the caller has not found it.
+_SPAN_UNKNOWN = (-1, -1)
+
+
 def _store_chunk_into(
-    layout: ArrayLayout, raw: Buffer | None, key: str, out: np.ndarray[Any, Any], targets: list[ChunkProjection]
+    layout: ArrayLayout,
+    raw: Buffer | None,
+    key: str,
+    out: np.ndarray[Any, Any],
+    targets: list[ChunkProjection],
+    span: tuple[int, int] | None = _SPAN_UNKNOWN,
 ) -> None:
-    """Decode one chunk once and copy it to every place in ``out`` that ``targets`` name."""
+    """Decode one chunk once and copy it to every place in ``out`` that ``targets`` name
+    (``span``: the caller's :func:`_part_span` of them, when it has it)."""
     if raw is None:
         if not layout.fill_missing_data_reads:
             raise ChunkNotFoundError(key)
@@ -68,14 +78,48 @@ def _store_chunk_into(
         pipeline.decode_into(raw, key, out, (*p.out_selection, Ellipsis), p.chunk_selection, direct=True)
         return
     chunk = None
-    if pipeline.decodes_part:
-        # The selection may need only part of the chunk (a crop's neighbours above or below
-        # it): decode the bytes from its first element to its last where the codec can.
-        span = _selected_byte_span(targets, pipeline.spec.shape, pipeline.spec.dtype.itemsize)
-        if span is not None and span != (0, pipeline.spec.nbytes):
-            chunk = pipeline.decode_scratch_part(raw, key, *span)
+    if span is _SPAN_UNKNOWN:
+        span = _part_span(pipeline, targets)
+    if span is not None:
+        chunk = pipeline.decode_scratch_part(raw, key, *span)
     if chunk is None:
         chunk = pipeline.decode_scratch(raw, key)
+    for p in targets:
+        out[p.out_selection] = chunk[p.chunk_selection]
+
+
+def _part_span(pipeline: CodecPipeline, targets: list[ChunkProjection]) -> tuple[int, int] | None:
+    """The bytes of the chunk that ``targets`` select, where the selection may need only part
+    of it (a crop's neighbours above or below it) and decoding that part may pay; None where
+    the whole chunk is decoded."""
+    if not pipeline.decodes_part:
+        return None
+    span = _selected_byte_span(targets, pipeline.spec.shape, pipeline.spec.dtype.itemsize)
+    if span is None or span == (0, pipeline.spec.nbytes) or not pipeline.part_may_pay(*span):
+        return None
+    return span
+
+
+def _read_chunk_part(
+    layout: ArrayLayout,
+    pipeline: CodecPipeline,
+    store: Store,
+    key: str,
+    out: np.ndarray[Any, Any],
+    targets: list[ChunkProjection],
+    span: tuple[int, int],
+) -> None:
+    """A chunk that ``targets`` need only ``span`` of, read in part from a store whose ranged
+    reads are cheap: the codec reads what that part needs (a Blosc frame's block table, then
+    the blocks), or the whole value where the part does not pay."""
+    reader = store.open_reader(key)
+    if reader is None:
+        _store_chunk_into(layout, None, key, out, targets)
+        return
+    with reader:
+        chunk, whole = pipeline.read_scratch_part(reader, key, *span)
+    if chunk is None:
+        chunk = pipeline.decode_scratch(whole, key)
     for p in targets:
         out[p.out_selection] = chunk[p.chunk_selection]
 
@@ -115,6 +159,9 @@ def _read_chunks(
     # the bytes a selection covers pays off. In the pool, the extra Python per chunk of a
     # partial read costs more in GIL hand-offs than the bytes it saves (measured on 2 cores).
     inline = layout.chunk_pipeline.is_uncompressed and len(groups) < UNCOMPRESSED_INLINE_CHUNKS
+    # Where the codec reads only what a part of a chunk needs and ranged reads of the store
+    # are cheap (local files), a chunk needed in part is read in part.
+    ranged = store.cheap_ranged_reads
 
     def work(targets: list[ChunkProjection]) -> None:
         key = layout.key(targets[0].chunk_coords)
@@ -126,8 +173,14 @@ def _read_chunks(
             if inline:
                 _read_uncompressed_part(layout, pipeline, store, key, out, targets)
                 return
+        span: tuple[int, int] | None = _SPAN_UNKNOWN
+        if ranged and pipeline.reads_part:
+            span = _part_span(pipeline, targets)
+            if span is not None:
+                _read_chunk_part(layout, pipeline, store, key, out, targets, span)
+                return
         got = store.get_into(key, lambda n: buffers.growable(n, "encoded"))
-        _store_chunk_into(layout, None if got is None else got[0], key, out, targets)
+        _store_chunk_into(layout, None if got is None else got[0], key, out, targets, span)
 
     if inline:
         for targets in groups:
