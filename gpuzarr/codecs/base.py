@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from .. import buffers
-
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..store.base import Buffer, RangeReader
 
 CodecKind = Literal["array_to_array", "array_to_bytes", "bytes_to_bytes"]
@@ -186,14 +186,27 @@ class BytesToBytesCodec(Codec):
     #: whether :meth:`read_part` reads less than the whole value
     reads_part: ClassVar[bool] = False
 
-    def read_part(self, reader: RangeReader, out: np.ndarray[Any, Any], start: int, stop: int) -> Buffer | None:
-        """:meth:`decode_part` reading from ``reader`` only the ranges of the value it needs.
+    def read_part(
+        self, reader: RangeReader, total: int, start: int, stop: int, buffer_for: Callable[[int], Buffer]
+    ) -> tuple[Buffer, object | None]:
+        """Read from ``reader`` what decoding bytes ``[start, stop)`` of the chunk needs.
 
-        None when the part is decoded into ``out``; otherwise the whole value, read (into a
-        buffer of this thread's, valid until its next read) for the caller to decode.
+        The chunk decodes to ``total`` bytes; ``(0, total)`` asks for all of it. What is read
+        goes into memory that ``buffer_for(n)`` gives (n bytes; a second call may give the same
+        memory again). Returns (the bytes read, a plan for :meth:`decode_read_part`), the
+        checks a decode needs already made, so that another thread only decodes; or (the whole
+        value, None) for :meth:`decode`.
         """
-        got = buffers.growable(reader.size, "encoded")
-        return got[: reader.read_into(0, got.data.cast("B"))]
+        data = buffer_for(reader.size)
+        return data[: reader.read_into(0, data)], None
+
+    def decode_read_part(self, data: Buffer, plan: object, out: np.ndarray[Any, Any]) -> None:
+        """Decode what :meth:`read_part` read and planned (``data``, ``plan``) into ``out``.
+
+        ``out`` is contiguous uint8 of the whole decoded size; a part goes to its own offsets
+        in it, the other bytes left stale.
+        """
+        raise NotImplementedError(f"{type(self).__name__} plans no reads in part")
 
     def starts_own_threads_here(self) -> bool:
         """Whether coding a chunk on the calling thread starts the library's own threads.

@@ -28,6 +28,8 @@ from .bounded import check_decoded_size, compressed_size_bound
 from .registry import register_codec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from ..store.base import Buffer, RangeReader
@@ -194,8 +196,13 @@ class BloscCodec(BytesToBytesCodec):
 
     reads_part = True
 
-    def read_part(self, reader: RangeReader, out: np.ndarray[Any, Any], start: int, stop: int) -> Buffer | None:
-        return read_blosc_part(reader, out, start, stop, self._seen_blocksize)
+    def read_part(
+        self, reader: RangeReader, total: int, start: int, stop: int, buffer_for: Callable[[int], Buffer]
+    ) -> tuple[Buffer, object | None]:
+        return read_blosc_part(reader, total, start, stop, buffer_for, self._seen_blocksize)
+
+    def decode_read_part(self, data: Buffer, plan: object, out: np.ndarray[Any, Any]) -> None:
+        decode_read_blosc(data, plan, out)
 
     def encode(self, data: Buffer) -> Buffer:
         return self._impl.encode(as_uint8(data))
@@ -308,24 +315,21 @@ def _plan_part(
     return _Part(header, first, bounds, offset, part_nbytes, blocks_at, blocks_at + bounds[-1] - bounds[0])
 
 
-def _part_frame(part: _Part) -> np.ndarray[Any, np.dtype[np.uint8]]:
-    """A frame of the part's blocks alone: its header and block table written, its blocks
-    (``frame[part.blocks_at:]``) left for the caller to fill."""
+def _write_part_header(frame: np.ndarray[Any, np.dtype[np.uint8]], part: _Part) -> None:
+    """Write the header and block table of the part's own frame into ``frame`` (of
+    ``part.frame_nbytes``), whose blocks (``frame[part.blocks_at:]``) the caller fills."""
     version, version_lz, flags, typesize, _, blocksize, _ = part.header
     blocks_at, bounds, frame_nbytes = part.blocks_at, part.bounds, part.frame_nbytes
-    frame = buffers.growable(frame_nbytes, "blosc part")
     target = frame.data
     _HEADER.pack_into(target, 0, version, version_lz, flags, typesize, part.nbytes, blocksize, frame_nbytes)
     shift = blocks_at - bounds[0]
     struct.pack_into(f"<{len(bounds) - 1}i", target, BLOSC_HEADER_NBYTES, *[at + shift for at in bounds[:-1]])
-    return frame
 
 
-def _decode_part_frame(frame: np.ndarray[Any, np.dtype[np.uint8]], part: _Part, out: np.ndarray[Any, Any]) -> bool:
-    """Decode the part's filled-in ``frame`` into ``out`` at the part's offset, once every
-    stream of every block is found to end within its block (what c-blosc reads them by, and
-    does not check itself); False, nothing decoded, where one does not. Each block keeps its
-    size, so c-blosc splits it into the same streams as in the whole frame."""
+def _streams_fit(frame: np.ndarray[Any, np.dtype[np.uint8]], part: _Part) -> bool:
+    """Whether every stream of every block of the part's filled-in ``frame`` ends within its
+    block: what c-blosc reads them by, and does not check itself. Each block keeps its size,
+    so c-blosc splits it into the same streams as in the whole frame."""
     _, _, flags, typesize, total, blocksize, _ = part.header
     bounds, first, view = part.bounds, part.first, frame.data
     shift = part.blocks_at - bounds[0]
@@ -338,7 +342,6 @@ def _decode_part_frame(frame: np.ndarray[Any, np.dtype[np.uint8]], part: _Part, 
             pos += 4 + size
             if size <= 0 or pos > block_end:
                 return False
-    _decompress(frame, out[part.offset : part.offset + part.nbytes])
     return True
 
 
@@ -376,10 +379,14 @@ def decode_blosc_part(
     part = _plan_part(raw, int(raw.size), int(out.nbytes), start, stop, seen_blocksize)
     if part is None:
         return False
-    frame = _part_frame(part)
+    frame = buffers.growable(part.frame_nbytes, "blosc part")
+    _write_part_header(frame, part)
     # NumPy copies without the GIL (a memoryview copy holds it: other threads' chunks wait).
     frame[part.blocks_at :] = raw[part.bounds[0] : part.bounds[-1]]
-    return _decode_part_frame(frame, part, out)
+    if not _streams_fit(frame, part):
+        return False
+    _decompress(frame, out[part.offset : part.offset + part.nbytes])
+    return True
 
 
 #: The bytes read first from a frame read in part: its header and a table of up to 1,020 blocks.
@@ -387,26 +394,63 @@ _PART_HEAD_NBYTES = 4096
 
 
 def read_blosc_part(
-    reader: RangeReader, out: np.ndarray[Any, Any], start: int, stop: int, seen_blocksize: list[int] | None = None
-) -> Buffer | None:
-    """:func:`decode_blosc_part` reading only the part's blocks from ``reader``: its header and
-    block table first, then the blocks, straight into the part's frame.
+    reader: RangeReader,
+    total: int,
+    start: int,
+    stop: int,
+    buffer_for: Callable[[int], Buffer],
+    seen_blocksize: list[int] | None = None,
+) -> tuple[Buffer, object | None]:
+    """Read from ``reader`` what decoding bytes ``[start, stop)`` of a Blosc1 frame's
+    ``total``-byte chunk needs, and check it, so that :func:`decode_read_blosc` only decodes
+    (a thread apart from the reading one, with no Python of its own to hold the GIL for).
 
-    None when the part is decoded into ``out``. Otherwise the whole frame, read into this
-    thread's "encoded" buffer (where the part does not pay or cannot be decoded alone; the
-    header read first is kept, not read again), for the caller to decode whole.
+    Where part of the chunk is asked for and a part pays: its header and block table first
+    (into a buffer of this thread's), then only the blocks that hold the part, straight into
+    a frame of the part's own in ``buffer_for``'s memory; (that frame, its plan) once every
+    stream size of those blocks is found to fit. Otherwise the whole frame, into
+    ``buffer_for``'s memory (a header read first is copied, not read again): (it, the plan
+    of a whole frame) where its header fits the chunk, (it, None) for the codec's full decode,
+    which says what is wrong, where not.
     """
     size = reader.size
-    encoded = buffers.growable(size, "encoded")
-    head = min(size, _PART_HEAD_NBYTES)
-    got = reader.read_into(0, encoded[:head])
-    if got == head:
-        part = _plan_part(encoded[:got], size, int(out.nbytes), start, stop, seen_blocksize)
-        if part is not None:
-            frame = _part_frame(part)
-            blocks = frame[part.blocks_at :]
-            if reader.read_into(part.bounds[0], blocks) == blocks.size and _decode_part_frame(frame, part, out):
-                return None
-        if head < size:
-            got += reader.read_into(head, encoded[head:])
-    return encoded[:got]
+    got = 0
+    if (start, stop) != (0, total):
+        head = buffers.growable(_PART_HEAD_NBYTES, "blosc head")[: min(size, _PART_HEAD_NBYTES)]
+        got = reader.read_into(0, head)
+        if got == head.size:
+            part = _plan_part(head, size, total, start, stop, seen_blocksize)
+            if part is not None:
+                frame = buffer_for(part.frame_nbytes)
+                _write_part_header(frame, part)
+                blocks = frame[part.blocks_at :]
+                if reader.read_into(part.bounds[0], blocks) == len(blocks) and _streams_fit(frame, part):
+                    return frame, part
+        whole = buffer_for(size)
+        whole[:got] = head[:got]
+        if got < head.size:  # the file ended early: what there is, for the full decode to judge
+            return whole[:got], None
+    else:
+        whole = buffer_for(size)
+    if got < size:
+        got += reader.read_into(got, whole[got:size])
+    whole = whole[:got]
+    try:
+        header = parse_blosc_header(whole)
+    except ValueError:
+        return whole, None
+    return whole, (_WHOLE_FRAME if header.nbytes == total else None)
+
+
+#: The plan of a whole frame read by :func:`read_blosc_part`, its header checked.
+_WHOLE_FRAME = "whole frame"
+
+
+def decode_read_blosc(frame: Buffer, plan: object, out: np.ndarray[Any, Any]) -> None:
+    """Decode what :func:`read_blosc_part` read and checked into ``out`` (the whole chunk's
+    bytes): a whole frame, or a part's frame at the part's offset."""
+    if plan is _WHOLE_FRAME:
+        _decompress(frame, out)
+        return
+    assert isinstance(plan, _Part)
+    _decompress(frame, out[plan.offset : plan.offset + plan.nbytes])

@@ -38,7 +38,7 @@ from .bytes import BytesCodec
 from .registry import codec_from_json
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ..store.base import Buffer, RangeReader
 
@@ -258,26 +258,35 @@ class CodecPipeline:
 
     @cached_property
     def reads_part(self) -> bool:
-        """Whether :meth:`read_scratch_part` reads less than the whole value (Blosc)."""
+        """Whether :meth:`read_part` reads less than the whole value (Blosc)."""
         return self.decodes_part and self.bytes_to_bytes[0].reads_part
 
-    def read_scratch_part(
-        self, reader: RangeReader, key: str, start: int, stop: int
-    ) -> tuple[np.ndarray[Any, Any] | None, Buffer | None]:
-        """:meth:`decode_scratch_part` reading from ``reader`` only what that part needs.
-
-        (the chunk in this thread's scratch buffer, None) when the part is decoded; else (None,
-        the whole encoded value) for :meth:`decode_scratch`, read where the part does not pay
-        or cannot be decoded alone.
-        """
-        scratch = buffers.scratch(self.spec.nbytes, "decoded")
+    def read_part(
+        self, reader: RangeReader, key: str, start: int, stop: int, buffer_for: Callable[[int], Buffer]
+    ) -> tuple[Buffer, object | None]:
+        """What decoding bytes ``[start, stop)`` of the chunk (all of it: ``(0,
+        spec.nbytes)``) needs, read from ``reader`` into ``buffer_for``'s memory and checked
+        (see ``BytesToBytesCodec.read_part``): (the bytes, a plan for :meth:`decode_read_part`),
+        or (the whole value, None) for :meth:`decode_scratch`."""
         try:
-            whole = self.bytes_to_bytes[0].read_part(reader, scratch, start, stop)
+            return self.bytes_to_bytes[0].read_part(reader, self.spec.nbytes, start, stop, buffer_for)
         except OSError:
             raise
+        except Exception as exc:  # a codec's failure to make sense of the bytes: corrupt input
+            raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
+
+    def decode_read_part(
+        self, data: Buffer, plan: object, key: str, into: np.ndarray[Any, Any] | None = None
+    ) -> np.ndarray[Any, Any]:
+        """The chunk decoded from what :meth:`read_part` read and planned: in this thread's
+        scratch buffer (the elements outside a part stale), or in ``into`` (uint8 of the
+        chunk's size, a whole chunk's plan)."""
+        target = buffers.scratch(self.spec.nbytes, "decoded") if into is None else into
+        try:
+            self.bytes_to_bytes[0].decode_read_part(data, plan, target)
         except Exception as exc:  # any decoder failure means corrupt input
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
-        return (self._chunk_of(scratch), None) if whole is None else (None, whole)
+        return self._chunk_of(target)
 
     def starts_own_threads_here(self) -> bool:
         """Whether a codec of the chain starts its library's own threads when it codes on the

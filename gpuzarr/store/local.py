@@ -126,6 +126,15 @@ class LocalStore(Store):
     locks_across_processes = LOCKS_ACROSS_PROCESSES
     cheap_ranged_reads = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass that reads in a way of its own (it overrides get or get_into, to count or
+        # transform what is read) is read through those alone, unless it says otherwise or
+        # gives open_reader too: readers would go round them through open_reader.
+        super().__init_subclass__(**kwargs)
+        if "cheap_ranged_reads" not in cls.__dict__:
+            reads_its_own_way = cls.get is not LocalStore.get or cls.get_into is not LocalStore.get_into
+            cls.cheap_ranged_reads = not reads_its_own_way or cls.open_reader is not LocalStore.open_reader
+
     def __init__(
         self,
         root: str | os.PathLike[str],

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.codecs import blosc as blosc_module
-from gpuzarr.codecs.blosc import BLOSC_HEADER_NBYTES, decode_blosc_part, read_blosc_part
+from gpuzarr.codecs.blosc import BLOSC_HEADER_NBYTES, decode_blosc_part, decode_read_blosc, read_blosc_part
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.store import RangeReader
 
@@ -46,18 +46,26 @@ def blocksize_of(frame: bytes) -> int:
 
 
 def part(impl: Any, frame: bytes, total: int, start: int, stop: int) -> tuple[bool, np.ndarray[Any, Any]]:
-    """decode_blosc_part of the frame in memory, and read_blosc_part of it from a reader: both
-    decode the same part or none (a frame read whole is then returned whole)."""
+    """decode_blosc_part of the frame in memory, and read_blosc_part of it from a reader then
+    decode_read_blosc: both decode the same part or none (a frame read whole is then returned
+    whole)."""
     out = np.full(total, 0xA5, np.uint8)
     done = decode_blosc_part(frame, out, start, stop)
-    read_out = np.full(total, 0xA5, np.uint8)
-    whole = read_blosc_part(RecordingReader(frame), read_out, start, stop)
-    assert (whole is None) == done
+    data, plan = read_blosc_part(RecordingReader(frame), total, start, stop, buffer_for(len(frame)))
+    assert isinstance(plan, blosc_module._Part) == done
     if done:
+        read_out = np.full(total, 0xA5, np.uint8)
+        decode_read_blosc(data, plan, read_out)
         np.testing.assert_array_equal(read_out, out)
     else:
-        assert whole is not None and bytes(whole) == frame
+        assert bytes(data) == frame
     return done, out
+
+
+def buffer_for(most: int) -> Any:
+    """A read's ``buffer_for``: one buffer, whose memory every call gives again."""
+    memory = np.empty(most + 8192, np.uint8)
+    return lambda n: memory[:n]
 
 
 class RecordingReader(RangeReader):
@@ -158,9 +166,11 @@ def test_a_part_read_from_a_reader_reads_the_header_then_only_its_blocks() -> No
     _, frame, expected = encoded(blocksize=8192)
     total, bs = expected.size, blocksize_of(frame)
     reader = RecordingReader(frame)
+    data, plan = read_blosc_part(reader, total, 3 * bs + 10, 5 * bs - 10, buffer_for(len(frame)))
     out = np.full(total, 0xA5, np.uint8)
-    assert read_blosc_part(reader, out, 3 * bs + 10, 5 * bs - 10) is None
+    decode_read_blosc(data, plan, out)
     np.testing.assert_array_equal(out[3 * bs : 5 * bs], expected[3 * bs : 5 * bs])
+    assert (out[: 3 * bs] == 0xA5).all() and (out[5 * bs :] == 0xA5).all()
     nblocks = -(-total // bs)
     starts = struct.unpack_from(f"<{nblocks}i", frame, BLOSC_HEADER_NBYTES)
     assert reader.reads == [(0, 4096), (starts[3], starts[5] - starts[3])]
@@ -170,11 +180,25 @@ def test_a_frame_whose_part_does_not_pay_is_read_once_more_after_its_header() ->
     _, frame, expected = encoded(blocksize=8192)
     total = expected.size
     reader = RecordingReader(frame)
-    out = np.full(total, 0xA5, np.uint8)
-    whole = read_blosc_part(reader, out, 0, total - 10)
-    assert whole is not None and bytes(whole) == frame
+    whole, plan = read_blosc_part(reader, total, 0, total - 10, buffer_for(len(frame)))
+    assert bytes(whole) == frame and plan is not None
     assert reader.reads == [(0, 4096), (4096, len(frame) - 4096)]  # the header's bytes kept
-    assert (out == 0xA5).all()
+    out = np.empty(total, np.uint8)
+    decode_read_blosc(whole, plan, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_whole_frame_is_read_at_once_and_its_header_checked() -> None:
+    _, frame, expected = encoded(blocksize=8192)
+    total = expected.size
+    reader = RecordingReader(frame)
+    whole, plan = read_blosc_part(reader, total, 0, total, buffer_for(len(frame)))
+    assert bytes(whole) == frame and plan is not None
+    assert reader.reads == [(0, len(frame))]
+    # A header that does not fit the chunk: no plan, left to the codec's full decode to report.
+    for damaged in (frame[:-1], frame[:8] + struct.pack("<I", 10**9) + frame[12:]):
+        assert read_blosc_part(RecordingReader(damaged), total, 0, total, buffer_for(len(frame)))[1] is None
+    assert read_blosc_part(RecordingReader(frame), total + 2, 0, total + 2, buffer_for(len(frame)))[1] is None
 
 
 def test_a_frame_shorter_than_its_header_read_is_returned_as_read() -> None:
@@ -182,8 +206,8 @@ def test_a_frame_shorter_than_its_header_read_is_returned_as_read() -> None:
     small = bytes(impl.encode(np.arange(100, dtype="<u2")))
     assert len(small) < 4096
     reader = RecordingReader(small)
-    whole = read_blosc_part(reader, np.empty(200, np.uint8), 0, 10)
-    assert whole is not None and bytes(whole) == small
+    whole, plan = read_blosc_part(reader, 200, 0, 10, buffer_for(len(small)))
+    assert bytes(whole) == small and plan is not None  # one block: read whole
     assert reader.reads == [(0, len(small))]
 
 
@@ -302,11 +326,12 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> Parts:
         seen.append((start, stop, done))
         return done
 
-    def recording_read(reader, out, start, stop, seen_blocksize=None):  # type: ignore[no-untyped-def]
-        whole = read(reader, out, start, stop, seen_blocksize)
-        seen.append((start, stop, whole is None))
-        seen.read_from_store += 1
-        return whole
+    def recording_read(reader, total, start, stop, buffer_for, seen_blocksize=None):  # type: ignore[no-untyped-def]
+        data, plan = read(reader, total, start, stop, buffer_for, seen_blocksize)
+        if (start, stop) != (0, total):
+            seen.append((start, stop, isinstance(plan, blosc_module._Part)))
+            seen.read_from_store += 1
+        return data, plan
 
     monkeypatch.setattr(blosc_module, "decode_blosc_part", recording_decode)
     monkeypatch.setattr(blosc_module, "read_blosc_part", recording_read)

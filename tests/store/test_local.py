@@ -200,3 +200,29 @@ def test_ranges_read_into_reused_buffers_stay_intact_while_held(tmp_path: Path) 
         assert bytes(memoryview(blob).cast("B")) == value[offset : offset + n]
     tail = store.get_ranges("shard", [ByteRange(len(value) - 3, 10)])  # past the end: what is there
     assert tail is not None and bytes(memoryview(tail[0]).cast("B")) == value[-3:]
+
+
+def test_a_subclass_that_reads_its_own_way_is_not_read_round_it(tmp_path: Path) -> None:
+    """Readers of parts of chunks (Blosc blocks) use open_reader where ranged reads are cheap;
+    a subclass that overrides get or get_into (to count or transform what is read) is read
+    through those instead, unless it gives open_reader too or says so."""
+
+    class Counting(LocalStore):
+        def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
+            return super().get_into(key, buffer_for, start, length)
+
+    class CountingWithReader(Counting):
+        def open_reader(self, key):  # type: ignore[no-untyped-def]
+            return super().open_reader(key)
+
+    class Declared(Counting):
+        cheap_ranged_reads = True
+
+    class Plain(LocalStore):
+        pass
+
+    assert LocalStore(tmp_path).cheap_ranged_reads
+    assert Plain(tmp_path).cheap_ranged_reads
+    assert not Counting(tmp_path).cheap_ranged_reads
+    assert CountingWithReader(tmp_path).cheap_ranged_reads
+    assert Declared(tmp_path).cheap_ranged_reads

@@ -20,8 +20,11 @@ from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_tasks
 from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard
+from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...codecs.pipeline import CodecPipeline
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
@@ -100,26 +103,44 @@ def _part_span(pipeline: CodecPipeline, targets: list[ChunkProjection]) -> tuple
     return span
 
 
-def _read_chunk_part(
-    layout: ArrayLayout,
-    pipeline: CodecPipeline,
-    store: Store,
-    key: str,
-    out: np.ndarray[Any, Any],
-    targets: list[ChunkProjection],
-    span: tuple[int, int],
-) -> None:
-    """A chunk that ``targets`` need only ``span`` of, read in part from a store whose ranged
-    reads are cheap: the codec reads what that part needs (a Blosc frame's block table, then
-    the blocks), or the whole value where the part does not pay."""
+def _encoded_buffer(nbytes: int) -> Buffer:
+    return buffers.growable(nbytes, "encoded")
+
+
+def _fetch_chunk(
+    layout: ArrayLayout, store: Store, targets: list[ChunkProjection], slot: int, buffer_for: Callable[[int], Buffer]
+) -> Fetched:
+    """The bytes of the chunk ``targets`` read from, read into ``buffer_for``'s memory: what
+    the codec plans to decode where it reads in part (Blosc: the blocks of the part they need,
+    or the whole frame, checked), else the whole value."""
+    coords = targets[0].chunk_coords
+    key = layout.key(coords)
+    pipeline = layout.pipeline_at(coords)
+    span = _part_span(pipeline, targets)
     reader = store.open_reader(key)
     if reader is None:
-        _store_chunk_into(layout, None, key, out, targets)
-        return
+        return Fetched(targets, key, None, None, None, slot)
     with reader:
-        chunk, whole = pipeline.read_scratch_part(reader, key, *span)
-    if chunk is None:
-        chunk = pipeline.decode_scratch(whole, key)
+        if pipeline.reads_part:
+            data, plan = pipeline.read_part(reader, key, *(span or (0, pipeline.spec.nbytes)), buffer_for)
+            return Fetched(targets, key, data, plan, None, slot)
+        data = buffer_for(reader.size)
+        return Fetched(targets, key, data[: reader.read_into(0, data)], None, span, slot)
+
+
+def _decode_fetched(layout: ArrayLayout, store: Store, out: np.ndarray[Any, Any], item: Fetched) -> None:
+    """Decode a chunk :func:`_fetch_chunk` read into every place in ``out`` its targets name."""
+    targets, key, data, plan = item.targets, item.key, item.data, item.plan
+    if data is None or plan is None:
+        _store_chunk_into(layout, data, key, out, targets, item.span)
+        return
+    pipeline = layout.pipeline_at(targets[0].chunk_coords)
+    if len(targets) == 1 and _is_direct(out, targets[0], pipeline.spec.shape):
+        # The whole chunk is wanted in one C-ordered place of ``out``: decoded straight there.
+        region = out[(*targets[0].out_selection, Ellipsis)]
+        pipeline.decode_read_part(data, plan, key, into=region.reshape(-1).view(np.uint8))
+        return
+    chunk = pipeline.decode_read_part(data, plan, key)
     for p in targets:
         out[p.out_selection] = chunk[p.chunk_selection]
 
@@ -159,6 +180,14 @@ def _read_chunks(
     # the bytes a selection covers pays off. In the pool, the extra Python per chunk of a
     # partial read costs more in GIL hand-offs than the bytes it saves (measured on 2 cores).
     inline = layout.chunk_pipeline.is_uncompressed and len(groups) < UNCOMPRESSED_INLINE_CHUNKS
+    if not inline and fetches_ahead(layout, store, len(groups)):
+        read_fetching_ahead(
+            layout,
+            groups,
+            fetch=lambda targets, slot, buffer_for: _fetch_chunk(layout, store, targets, slot, buffer_for),
+            decode=lambda item: _decode_fetched(layout, store, out, item),
+        )
+        return
     # Where the codec reads only what a part of a chunk needs and ranged reads of the store
     # are cheap (local files), a chunk needed in part is read in part.
     ranged = store.cheap_ranged_reads
@@ -173,14 +202,11 @@ def _read_chunks(
             if inline:
                 _read_uncompressed_part(layout, pipeline, store, key, out, targets)
                 return
-        span: tuple[int, int] | None = _SPAN_UNKNOWN
         if ranged and pipeline.reads_part:
-            span = _part_span(pipeline, targets)
-            if span is not None:
-                _read_chunk_part(layout, pipeline, store, key, out, targets, span)
-                return
-        got = store.get_into(key, lambda n: buffers.growable(n, "encoded"))
-        _store_chunk_into(layout, None if got is None else got[0], key, out, targets, span)
+            _decode_fetched(layout, store, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer))
+            return
+        got = store.get_into(key, _encoded_buffer)
+        _store_chunk_into(layout, None if got is None else got[0], key, out, targets)
 
     if inline:
         for targets in groups:

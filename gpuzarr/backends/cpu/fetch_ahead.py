@@ -1,0 +1,189 @@
+"""Reads of a few local chunks (a crop): fetched on the calling thread, decoded on the workers.
+
+A crop touches a handful of chunks. Read the usual way (``read._read_chunks``), every worker
+fetches and decodes chunks of its own, and each chunk's Python (opening its file, planning the
+part of it the crop needs, the codec's bookkeeping) runs under the GIL while the other workers
+wait for it; on 2 cores a crop of 8 Blosc chunks read 1.2 times faster on two threads than on
+one. Here the calling thread does all of that Python, and the file reads, one chunk after
+another, and the workers only decode and copy, C that lets go of the GIL. Measured on 2 cores,
+256 crops of 64^3 from a v2 Blosc array read one by one: 0.30 s before, 0.24 s this way,
+TensorStore 0.25-0.27 s in the same runs.
+
+Fetched chunks wait in a few buffers of the calling thread's, lent to a worker with the chunk
+and handed back once it is decoded: the calling thread runs at most that far ahead, and the
+same memory serves read after read.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, NamedTuple
+
+from ... import buffers, config
+from ...parallel import cpu_workers
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Future
+
+    from ...layout import ArrayLayout
+    from ...plan.selection import ChunkProjection
+    from ...store.base import Buffer, Store
+
+#: The most chunks a read may touch to be read this way: reads of more (a batch of crops, a
+#: whole array) keep every worker fetching too, which a single fetching thread would hold back
+#: on many cores.
+MAX_CHUNKS = 64
+#: The largest chunk read this way: the buffers kept for fetched chunks are this size each.
+MAX_CHUNK_NBYTES = 16 * 1024 * 1024
+#: What the fetch buffers of one thread may hold in all (at least two buffers, whatever the size).
+FETCH_BUFFER_BUDGET = 32 * 1024 * 1024
+
+
+class Fetched(NamedTuple):
+    """One chunk fetched: the bytes read (None: the key is absent), the codec's plan where
+    only a part was read, the byte span to decode where the whole was read, and the buffer
+    (slot) that holds the bytes."""
+
+    targets: list[ChunkProjection]
+    key: str
+    data: Buffer | None
+    plan: object | None
+    span: tuple[int, int] | None
+    slot: int
+
+
+_STOP = None  # tells a decoding worker that every chunk has been handed out
+
+
+def fetches_ahead(layout: ArrayLayout, store: Store, nchunks: int) -> bool:
+    """Whether a read of ``nchunks`` chunks of ``layout`` from ``store`` is read this way: a
+    few compressed chunks, not too large, from a store whose reads are cheap local ones, with
+    more than one worker to decode them."""
+    pipeline = layout.chunk_pipeline
+    return (
+        store.cheap_ranged_reads
+        and 2 <= nchunks <= MAX_CHUNKS
+        and not pipeline.is_uncompressed
+        and pipeline.spec.nbytes <= MAX_CHUNK_NBYTES
+        and cpu_workers() > 1
+    )
+
+
+def read_fetching_ahead(
+    layout: ArrayLayout,
+    groups: list[list[ChunkProjection]],
+    *,
+    fetch: Callable[[list[ChunkProjection], int, Callable[[int], Buffer]], Fetched],
+    decode: Callable[[Fetched], None],
+) -> None:
+    """Fetch every chunk group of ``groups`` on this thread (``fetch(targets, slot,
+    buffer_for)``, into ``buffer_for``'s memory, that of fetch buffer ``slot``), and decode each
+    on the pool's workers (``decode(fetched)``) as soon as it is fetched.
+
+    This thread decodes too, where no buffer is free and once everything is fetched: also a
+    codec that starts threads of its own on it (numcodecs' Blosc on the main thread, see
+    ``read._caller_decodes``), which a whole read keeps off it: here it is the last few
+    chunks, and with the fetching thread waiting for them instead, a crop of 8 Blosc chunks
+    read on 2 cores took 10 % longer. The first error (of a fetch or a decode) stops further
+    fetches and decodes and is raised once the workers have stopped.
+    """
+    workers = cpu_workers()
+    chunk_nbytes = max(layout.chunk_pipeline.spec.nbytes, 1)
+    nslots = max(2, min(len(groups), 2 * workers, FETCH_BUFFER_BUDGET // chunk_nbytes))
+    run = _FetchAhead(decode, nslots)
+    pool = config.thread_pool()
+    nhelpers = min(workers - 1, len(groups))
+    helpers = [pool.submit(run.decode_until_stopped) for _ in range(nhelpers)]
+    fetch_error: BaseException | None = None
+    try:
+        for targets in groups:
+            if run.failed.is_set():
+                break
+            slot = run.take_slot()
+            try:
+                item = fetch(targets, slot, _slot_buffer(slot))
+            except BaseException:
+                run.free.put(slot)
+                raise
+            run.pending.put(item)
+    except BaseException as exc:  # raised below, once the workers have stopped
+        fetch_error = exc
+        run.failed.set()
+    finally:
+        run.finish(helpers)
+    error = fetch_error if fetch_error is not None else (run.errors[0] if run.errors else None)
+    if error is not None:
+        try:
+            raise error
+        finally:
+            # The error's traceback holds this frame: no reference back to it from here.
+            error = fetch_error = None
+            run.errors.clear()
+
+
+class _FetchAhead:
+    """The hand-over between the fetching thread and the decoding workers of one read: the
+    free fetch buffers, the fetched chunks waiting, and the first errors."""
+
+    def __init__(self, decode: Callable[[Fetched], None], nslots: int) -> None:
+        self.decode = decode
+        self.free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for slot in range(nslots):
+            self.free.put(slot)
+        self.pending: queue.SimpleQueue[Fetched | None] = queue.SimpleQueue()
+        self.failed = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def decode_one(self, item: Fetched) -> None:
+        try:
+            if not self.failed.is_set():
+                self.decode(item)
+        except BaseException as exc:  # raised by the fetching thread once the workers have stopped
+            self.errors.append(exc)
+            self.failed.set()
+        finally:
+            self.free.put(item.slot)
+
+    def decode_until_stopped(self) -> None:
+        while (item := self.pending.get()) is not _STOP:
+            self.decode_one(item)
+
+    def take_slot(self) -> int:
+        """A free fetch buffer; where none is, the fetching thread decodes a fetched chunk
+        itself rather than wait for a worker to hand one back."""
+        while True:
+            try:
+                return self.free.get_nowait()
+            except queue.Empty:
+                pass
+            try:
+                item = self.pending.get_nowait()
+            except queue.Empty:  # every buffer is being decoded: one comes back soon
+                return self.free.get()
+            assert item is not _STOP  # put only once every chunk is fetched
+            self.decode_one(item)
+
+    def finish(self, helpers: list[Future[None]]) -> None:
+        """Stop the workers once they have decoded what was fetched (the fetching thread takes
+        its share), and wait for them."""
+        for _ in range(len(helpers) + 1):
+            self.pending.put(_STOP)
+        self.decode_until_stopped()
+        for future in helpers:
+            # A worker not started yet (the pool busy, e.g. with this read's own caller inside
+            # it) has nothing left to decode: the fetching thread decoded it all above.
+            if not future.cancel():
+                future.result()
+
+
+def _slot_buffer(slot: int) -> Callable[[int], Buffer]:
+    """The memory of fetch buffer ``slot`` of this thread, ``n`` bytes of it."""
+    name = _SLOT_NAMES[slot] if slot < len(_SLOT_NAMES) else f"fetch {slot}"
+    return lambda n: buffers.growable(n, name)
+
+
+_SLOT_NAMES = tuple(f"fetch {slot}" for slot in range(64))
+
+__all__ = ["MAX_CHUNKS", "Fetched", "fetches_ahead", "read_fetching_ahead"]
