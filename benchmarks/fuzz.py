@@ -1,7 +1,9 @@
 """Fuzz gpuzarr's readers with mutated stores.
 
-Run ``python -m benchmarks.fuzz --seconds 60 [--seed S] [--jobs J] [--out DIR]``, or replay one
-case with ``python -m benchmarks.fuzz --replay SEED_NAME:CASE``.
+Run ``python -m benchmarks.fuzz --seconds 60 [--seed S] [--jobs J] [--out DIR] [--local]``, or
+replay one case with ``python -m benchmarks.fuzz --replay SEED_NAME:CASE [--local]``. With
+``--local`` each case is written to files and read through a LocalStore on two threads (the
+readers of local chunks: fetched ahead, Blosc frames read in part), not from memory on one.
 
 Seeds are small arrays written by gpuzarr and, when it is installed, zarr-python (v2 and v3;
 bytes, gzip, zstd, blosc, crc32c, sharding with a crc32c index, transpose, vlen-utf8, numcodecs
@@ -411,11 +413,23 @@ def _bounded(shape: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(slice(0, min(n, 16)) for n in shape)
 
 
-def run_case(files: dict[str, bytes], expected: dict[str, np.ndarray[Any, Any]] | None) -> None:
-    """Open and read every array of the store; raise what gpuzarr raised."""
+def run_case(
+    files: dict[str, bytes], expected: dict[str, np.ndarray[Any, Any]] | None, local_dir: Path | None = None
+) -> None:
+    """Open and read every array of the store; raise what gpuzarr raised. With ``local_dir``
+    the store's files are written there (emptied first) and read through a LocalStore."""
     import gpuzarr
 
-    store = gpuzarr.MemoryStore(dict(files))
+    if local_dir is None:
+        store: Any = gpuzarr.MemoryStore(dict(files))
+    else:
+        shutil.rmtree(local_dir, ignore_errors=True)
+        for key, value in files.items():
+            path = local_dir / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(value)
+        local_dir.mkdir(parents=True, exist_ok=True)
+        store = gpuzarr.LocalStore(local_dir)
     node = gpuzarr.open(store, mode="r")
     arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
     for name, member in arrays:
@@ -428,14 +442,17 @@ def run_case(files: dict[str, bytes], expected: dict[str, np.ndarray[Any, Any]] 
                 raise AssertionError(f"{name or '/'}: read {got!r}, the seed holds {want!r}")
 
 
-def _worker(seed_dir: Path, memory_mib: int) -> None:
+def _worker(seed_dir: Path, memory_mib: int, local: bool) -> None:
     import resource
 
     limit = memory_mib * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import gpuzarr
 
-    gpuzarr.config.set(concurrency=1, max_chunk_bytes=64 * 2**20)
+    # From files, two threads: the local readers (chunks fetched on one thread and decoded on
+    # another, Blosc frames read in part) see every mutation too.
+    gpuzarr.config.set(concurrency=2 if local else 1, max_chunk_bytes=64 * 2**20)
+    local_dir = Path(tempfile.mkdtemp(prefix="gpuzarr-fuzz-case-")) / "store" if local else None
     seeds = build_seeds(seed_dir)
     expected: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
     for name in seeds:
@@ -447,13 +464,15 @@ def _worker(seed_dir: Path, memory_mib: int) -> None:
         files, what, data_kept = mutate(seed_name, seeds[seed_name], int(case))
         check = expected[seed_name] if data_kept and next(s for s in SEEDS if s.name == seed_name).checksummed else None
         try:
-            run_case(files, check)
+            run_case(files, check, local_dir)
             result = {"ok": True, "error": None}
         except gpuzarr.errors.GpuZarrError as exc:
             result = {"ok": True, "error": type(exc).__name__}
         except BaseException as exc:
             result = {"ok": False, "error": type(exc).__name__, "traceback": traceback.format_exc(), "what": what}
         print(json.dumps(result), flush=True)
+    if local_dir is not None:
+        shutil.rmtree(local_dir.parent, ignore_errors=True)
 
 
 # -- the driver ---------------------------------------------------------------------------------
@@ -475,8 +494,8 @@ class Failure:
 class Worker:
     """A worker subprocess, restarted after a crash or a case that ran out of time."""
 
-    def __init__(self, seed_dir: Path, memory_mib: int) -> None:
-        self.seed_dir, self.memory_mib = seed_dir, memory_mib
+    def __init__(self, seed_dir: Path, memory_mib: int, local: bool = False) -> None:
+        self.seed_dir, self.memory_mib, self.local = seed_dir, memory_mib, local
         self.proc: subprocess.Popen[str] | None = None
         self.warm = False
         # stderr goes to a file: a pipe nobody reads could fill and stall the worker
@@ -484,7 +503,7 @@ class Worker:
 
     def _start(self) -> subprocess.Popen[str]:
         cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seed-dir", str(self.seed_dir),
-               "--memory-mib", str(self.memory_mib)]  # fmt: skip
+               "--memory-mib", str(self.memory_mib), *(["--local"] if self.local else [])]  # fmt: skip
         env = {**os.environ, "GPUZARR_DEVICE": "cpu"}
         root = Path(__file__).resolve().parents[1]
         self.stderr.seek(0)
@@ -555,6 +574,7 @@ def fuzz(
     memory_mib: int = 2048,
     seed_names: list[str] | None = None,
     quiet: bool = False,
+    local: bool = False,
 ) -> tuple[int, list[Failure], dict[str, int]]:
     """Run cases until ``seconds`` pass or ``cases`` ran; (cases run, failures, how many cases
     ended how: "read", or the name of the exception raised)."""
@@ -578,7 +598,7 @@ def fuzz(
         return names[n % len(names)], number
 
     def loop() -> None:
-        worker = Worker(seed_dir, memory_mib)
+        worker = Worker(seed_dir, memory_mib, local)
         try:
             while (item := next_case()) is not None:
                 seed_name, case = item
@@ -607,7 +627,7 @@ def fuzz(
     return counter[0], failures, outcomes
 
 
-def replay(spec: str, seed_dir: Path | None) -> int:
+def replay(spec: str, seed_dir: Path | None, local: bool = False) -> int:
     """Run one case in this process and show what happens."""
     import gpuzarr
 
@@ -616,12 +636,16 @@ def replay(spec: str, seed_dir: Path | None) -> int:
     seed_dir.mkdir(parents=True, exist_ok=True)
     files, what, _ = mutate(seed_name, build_seeds(seed_dir)[seed_name], int(case))
     print(f"{seed_name}:{case}: {what}")
-    gpuzarr.config.set(max_chunk_bytes=64 * 2**20)
+    gpuzarr.config.set(max_chunk_bytes=64 * 2**20, concurrency=2 if local else 1)
+    local_dir = Path(tempfile.mkdtemp(prefix="gpuzarr-fuzz-case-")) / "store" if local else None
     try:
-        run_case(files, None)
+        run_case(files, None, local_dir)
     except gpuzarr.errors.GpuZarrError as exc:
         print(f"ok: {type(exc).__name__}: {exc}")
         return 0
+    finally:
+        if local_dir is not None:
+            shutil.rmtree(local_dir.parent, ignore_errors=True)
     print("ok: read")
     return 0
 
@@ -637,17 +661,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case-seconds", type=float, default=10.0)
     parser.add_argument("--memory-mib", type=int, default=2048)
     parser.add_argument("--replay", metavar="SEED_NAME:CASE", help="run one case in this process")
+    parser.add_argument(
+        "--local", action="store_true", help="read each case from files (LocalStore, 2 threads), not from memory"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        _worker(args.seed_dir, args.memory_mib)
+        _worker(args.seed_dir, args.memory_mib, args.local)
         return 0
     if args.replay:
-        return replay(args.replay, args.seed_dir)
+        return replay(args.replay, args.seed_dir, args.local)
     started = time.monotonic()
     n, failures, outcomes = fuzz(
         seconds=args.seconds, cases=args.cases, seed=args.seed, jobs=args.jobs, out=args.out,
-        seed_dir=args.seed_dir, case_seconds=args.case_seconds, memory_mib=args.memory_mib,
+        seed_dir=args.seed_dir, case_seconds=args.case_seconds, memory_mib=args.memory_mib, local=args.local,
     )  # fmt: skip
     kinds: dict[str, int] = {}
     for f in failures:

@@ -33,6 +33,20 @@ def test_every_mutated_store_reads_or_raises_a_gpuzarr_error(seed_dir: Path, tmp
     assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
 
 
+def test_mutated_stores_read_from_files_on_two_threads_read_or_raise_a_gpuzarr_error(
+    seed_dir: Path, tmp_path: Path
+) -> None:
+    """The same oracle through a LocalStore with two threads (``--local``): the readers of
+    local chunks (fetched on one thread and decoded on another, Blosc frames read in part)."""
+    n, failures, outcomes = fuzz.fuzz(
+        cases=CI_CASES // 4, seed=1, jobs=2, out=tmp_path, seed_dir=seed_dir, quiet=True, local=True
+    )
+    assert n == CI_CASES // 4
+    report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer} --local\n{f.traceback[-1500:]}" for f in failures[:5])
+    assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
+    assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+
+
 def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:
     seeds = fuzz.build_seeds(seed_dir)
     assert {"v3-shard", "v2-lzma", "v3-group-consolidated"} <= set(seeds)
