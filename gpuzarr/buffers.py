@@ -57,3 +57,21 @@ def growable(nbytes: int, purpose: str) -> np.ndarray[Any, np.dtype[np.uint8]]:
         buffer = aligned_empty(max(nbytes, 64 * 1024))
         setattr(_state, key, buffer)
     return buffer[:nbytes]
+
+
+def growable_nbytes(purposes: list[str]) -> int:
+    """The bytes this thread's growable buffers for ``purposes`` hold."""
+    total = 0
+    for purpose in purposes:
+        buffer: np.ndarray[Any, Any] | None = getattr(_state, f"growable:{purpose}", None)
+        if buffer is not None:
+            total += buffer.nbytes
+    return total
+
+
+def release_growable(purposes: list[str]) -> None:
+    """Let go of this thread's growable buffers for ``purposes`` (made again when asked for)."""
+    for purpose in purposes:
+        key = f"growable:{purpose}"
+        if hasattr(_state, key):
+            delattr(_state, key)

@@ -187,7 +187,12 @@ class BytesToBytesCodec(Codec):
     reads_part: ClassVar[bool] = False
 
     def read_part(
-        self, reader: RangeReader, total: int, start: int, stop: int, buffer_for: Callable[[int], Buffer]
+        self,
+        reader: RangeReader,
+        total: int,
+        start: int,
+        stop: int,
+        buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
     ) -> tuple[Buffer, object | None]:
         """Read from ``reader`` what decoding bytes ``[start, stop)`` of the chunk needs.
 

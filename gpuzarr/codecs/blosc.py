@@ -180,7 +180,7 @@ class BloscCodec(BytesToBytesCodec):
     def decode(
         self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
     ) -> Buffer:
-        return decode_blosc(self._impl, data, out, max_nbytes)
+        return decode_blosc(self._impl, data, out, max_nbytes, self._seen_blocksize)
 
     decodes_part = True
 
@@ -197,7 +197,12 @@ class BloscCodec(BytesToBytesCodec):
     reads_part = True
 
     def read_part(
-        self, reader: RangeReader, total: int, start: int, stop: int, buffer_for: Callable[[int], Buffer]
+        self,
+        reader: RangeReader,
+        total: int,
+        start: int,
+        stop: int,
+        buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
     ) -> tuple[Buffer, object | None]:
         return read_blosc_part(reader, total, start, stop, buffer_for, self._seen_blocksize)
 
@@ -224,10 +229,20 @@ def numcodecs_blosc_threads_here() -> bool:
     return bool(setting) and blosc.get_nthreads() > 1
 
 
-def decode_blosc(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_nbytes: int | None) -> Buffer:
+def decode_blosc(
+    impl: Any,
+    data: Buffer,
+    out: np.ndarray[Any, Any] | None,
+    max_nbytes: int | None,
+    seen_blocksize: list[int] | None = None,
+) -> Buffer:
     """Decode a Blosc1 frame with numcodecs' ``impl`` once its header fits the bound: exactly
-    ``out``'s size when given, else at most ``max_nbytes``."""
+    ``out``'s size when given, else at most ``max_nbytes``. Its block size goes to
+    ``seen_blocksize[0]`` (see ``BloscCodec.part_may_pay``): parts may pay again after a chunk
+    of large blocks turned them off."""
     header = parse_blosc_header(data)
+    if seen_blocksize is not None and not header.memcpyed:
+        seen_blocksize[0] = header.blocksize
     if out is not None and out.nbytes != header.nbytes:
         raise ValueError(f"blosc: header says {header.nbytes} decoded bytes, expected {out.nbytes}")
     check_decoded_size("blosc", header.nbytes, max_nbytes)
@@ -304,8 +319,12 @@ def _plan_part(
     if table_end > min(len(head), n):
         return None
     starts = struct.unpack_from(f"<{nblocks}i", head, BLOSC_HEADER_NBYTES)
+    # Every entry of the table within the frame (as a whole decode would find), not only the
+    # part's: a forged table reads as corrupt whatever a crop needs.
+    if min(starts) < table_end or max(starts) >= n:
+        return None
     bounds = (*starts[first:end], starts[end] if end < nblocks else n)
-    if bounds[0] < table_end or bounds[-1] > n or any(a >= b for a, b in itertools.pairwise(bounds)):
+    if any(a >= b for a, b in itertools.pairwise(bounds)):
         return None
     # The part's blocks go at the same offset within a page as in the whole frame: copies
     # between addresses a few bytes apart modulo 4 KiB run several times slower on some x86
@@ -398,7 +417,7 @@ def read_blosc_part(
     total: int,
     start: int,
     stop: int,
-    buffer_for: Callable[[int], Buffer],
+    buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
     seen_blocksize: list[int] | None = None,
 ) -> tuple[Buffer, object | None]:
     """Read from ``reader`` what decoding bytes ``[start, stop)`` of a Blosc1 frame's
@@ -418,6 +437,12 @@ def read_blosc_part(
     if (start, stop) != (0, total):
         head = buffers.growable(_PART_HEAD_NBYTES, "blosc head")[: min(size, _PART_HEAD_NBYTES)]
         got = reader.read_into(0, head)
+        table_nbytes = _table_nbytes(head[:got], total, size)
+        if table_nbytes > got == head.size:
+            # More than 1,020 blocks: their table, read whole (its size follows from the
+            # chunk's, which the header must declare, and the frame's).
+            head = buffers.growable(table_nbytes, "blosc head")[:table_nbytes]
+            got = reader.read_into(0, head)
         if got == head.size:
             part = _plan_part(head, size, total, start, stop, seen_blocksize)
             if part is not None:
@@ -439,7 +464,22 @@ def read_blosc_part(
         header = parse_blosc_header(whole)
     except ValueError:
         return whole, None
+    if seen_blocksize is not None and not header.memcpyed:
+        seen_blocksize[0] = header.blocksize  # a part may pay again where blocks shrank
     return whole, (_WHOLE_FRAME if header.nbytes == total else None)
+
+
+def _table_nbytes(head: np.ndarray[Any, np.dtype[np.uint8]], total: int, size: int) -> int:
+    """The bytes of a frame's header and block table, by its header (``head``: its first
+    bytes), where it declares the chunk's ``total`` bytes in blocks and the table fits the
+    frame's ``size``; 0 otherwise (nothing to plan by)."""
+    if head.size < BLOSC_HEADER_NBYTES:
+        return 0
+    _, _, flags, _, nbytes, blocksize, _ = _HEADER.unpack_from(head.data)
+    if flags & BLOSC_FLAG_MEMCPYED or nbytes != total or blocksize == 0:
+        return 0
+    nbytes_of_table = BLOSC_HEADER_NBYTES + 4 * -(-nbytes // blocksize)
+    return nbytes_of_table if nbytes_of_table <= size else 0
 
 
 #: The plan of a whole frame read by :func:`read_blosc_part`, its header checked.
@@ -449,8 +489,13 @@ _WHOLE_FRAME = "whole frame"
 def decode_read_blosc(frame: Buffer, plan: object, out: np.ndarray[Any, Any]) -> None:
     """Decode what :func:`read_blosc_part` read and checked into ``out`` (the whole chunk's
     bytes): a whole frame, or a part's frame at the part's offset."""
+    # c-blosc reads as far as a frame's header says: the frame must be the one planned.
     if plan is _WHOLE_FRAME:
+        header = parse_blosc_header(frame)
+        if header.nbytes != out.nbytes:
+            raise ValueError(f"blosc: header says {header.nbytes} decoded bytes, expected {out.nbytes}")
         _decompress(frame, out)
         return
-    assert isinstance(plan, _Part)
+    if not isinstance(plan, _Part) or len(frame) != plan.frame_nbytes:
+        raise ValueError("blosc: not the frame read_blosc_part planned")
     _decompress(frame, out[plan.offset : plan.offset + plan.nbytes])

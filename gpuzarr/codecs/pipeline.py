@@ -262,7 +262,12 @@ class CodecPipeline:
         return self.decodes_part and self.bytes_to_bytes[0].reads_part
 
     def read_part(
-        self, reader: RangeReader, key: str, start: int, stop: int, buffer_for: Callable[[int], Buffer]
+        self,
+        reader: RangeReader,
+        key: str,
+        start: int,
+        stop: int,
+        buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
     ) -> tuple[Buffer, object | None]:
         """What decoding bytes ``[start, stop)`` of the chunk (all of it: ``(0,
         spec.nbytes)``) needs, read from ``reader`` into ``buffer_for``'s memory and checked

@@ -211,6 +211,46 @@ def test_a_frame_shorter_than_its_header_read_is_returned_as_read() -> None:
     assert reader.reads == [(0, len(small))]
 
 
+def test_a_table_of_more_blocks_than_the_first_read_holds_is_read_whole_then_the_blocks() -> None:
+    # c-blosc keeps a block size as small as this for zstd (its LZ4 blocks stay at 64 KiB)
+    impl = numcodecs.Blosc(cname="zstd", clevel=1, shuffle=1, blocksize=2048)
+    data = (np.arange(4 * 2**20) % 251).astype("u1")
+    frame = bytes(impl.encode(data))
+    bs = blocksize_of(frame)
+    nblocks = -(-data.size // bs)
+    assert 16 + 4 * nblocks > 4096  # more than 1,020 blocks
+    reader = RecordingReader(frame)
+    got, plan = read_blosc_part(reader, data.size, 100 * bs, 102 * bs, buffer_for(len(frame)))
+    assert isinstance(plan, blosc_module._Part)
+    out = np.zeros(data.size, np.uint8)
+    decode_read_blosc(got, plan, out)
+    np.testing.assert_array_equal(out[100 * bs : 102 * bs], data[100 * bs : 102 * bs])
+    starts = struct.unpack_from(f"<{nblocks}i", frame, BLOSC_HEADER_NBYTES)
+    assert reader.reads == [(0, 4096), (0, 16 + 4 * nblocks), (starts[100], starts[102] - starts[100])]
+
+
+def test_a_table_entry_outside_the_frame_gives_no_part_anywhere() -> None:
+    """A whole decode refuses the frame; a crop of blocks whose own entries are right must not
+    read it as good either."""
+    _, frame, expected = encoded(blocksize=8192)
+    total, bs = expected.size, blocksize_of(frame)
+    forged = bytearray(frame)
+    nblocks = -(-total // bs)
+    struct.pack_into("<i", forged, BLOSC_HEADER_NBYTES + 4 * (nblocks - 1), len(frame) + 100)
+    assert part(numcodecs.Blosc(), bytes(forged), total, 0, bs)[0] is False
+
+
+def test_a_read_part_is_decoded_only_from_the_frame_planned() -> None:
+    _, frame, expected = encoded(blocksize=8192)
+    total, bs = expected.size, blocksize_of(frame)
+    data, plan = read_blosc_part(RecordingReader(frame), total, bs, 3 * bs, buffer_for(len(frame)))
+    with pytest.raises(ValueError, match="not the frame"):
+        decode_read_blosc(data[:-1], plan, np.empty(total, np.uint8))
+    whole, whole_plan = read_blosc_part(RecordingReader(frame), total, 0, total, buffer_for(len(frame)))
+    with pytest.raises(ValueError, match="blosc"):
+        decode_read_blosc(whole[:-10], whole_plan, np.empty(total, np.uint8))  # cut short: refused, no crash
+
+
 def test_the_codec_learns_the_block_size_and_reads_whole_where_a_part_would_not_pay() -> None:
     _, frame, expected = encoded(blocksize=8192)
     total, bs = expected.size, blocksize_of(frame)
@@ -219,6 +259,13 @@ def test_the_codec_learns_the_block_size_and_reads_whole_where_a_part_would_not_
     out = np.empty(total, np.uint8)
     assert codec.decode_part(frame, out, 0, 2 * bs)
     assert not codec.part_may_pay(0, total - 10, total)  # by the block size seen
+    assert codec.part_may_pay(0, 2 * bs, total)
+    # A frame of one block (another writer's) turns parts off; the next frame of small blocks
+    # decoded whole turns them on again.
+    one_block = bytes(numcodecs.Blosc(cname="lz4", blocksize=total * 2).encode(WALK))
+    assert codec.decode(one_block, np.empty(total, np.uint8)) is not None
+    assert not codec.part_may_pay(0, 2 * bs, total)
+    codec.decode(frame, np.empty(total, np.uint8))
     assert codec.part_may_pay(0, 2 * bs, total)
 
 

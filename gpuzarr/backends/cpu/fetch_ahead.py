@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ... import buffers, config
 from ...parallel import cpu_workers
@@ -26,6 +26,8 @@ from ...parallel import cpu_workers
 if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Future
+
+    import numpy as np
 
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection
@@ -75,7 +77,7 @@ def read_fetching_ahead(
     layout: ArrayLayout,
     groups: list[list[ChunkProjection]],
     *,
-    fetch: Callable[[list[ChunkProjection], int, Callable[[int], Buffer]], Fetched],
+    fetch: Callable[[list[ChunkProjection], int, Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]]], Fetched],
     decode: Callable[[Fetched], None],
 ) -> None:
     """Fetch every chunk group of ``groups`` on this thread (``fetch(targets, slot,
@@ -92,12 +94,17 @@ def read_fetching_ahead(
     workers = cpu_workers()
     chunk_nbytes = max(layout.chunk_pipeline.spec.nbytes, 1)
     nslots = max(2, min(len(groups), 2 * workers, FETCH_BUFFER_BUDGET // chunk_nbytes))
+    _release_grown_buffers(nslots)
     run = _FetchAhead(decode, nslots)
-    pool = config.thread_pool()
-    nhelpers = min(workers - 1, len(groups))
-    helpers = [pool.submit(run.decode_until_stopped) for _ in range(nhelpers)]
+    helpers: list[Future[None]] = []
     fetch_error: BaseException | None = None
     try:
+        # Submitted in here: a pool replaced or shut down meanwhile (another thread's
+        # ``config.set(concurrency=...)``) fails a submit, and the workers already started
+        # must still be stopped.
+        pool = config.thread_pool()
+        for _ in range(min(workers - 1, len(groups))):
+            helpers.append(pool.submit(run.decode_until_stopped))
         for targets in groups:
             if run.failed.is_set():
                 break
@@ -171,19 +178,43 @@ class _FetchAhead:
         for _ in range(len(helpers) + 1):
             self.pending.put(_STOP)
         self.decode_until_stopped()
+        interrupted: BaseException | None = None
         for future in helpers:
             # A worker not started yet (the pool busy, e.g. with this read's own caller inside
             # it) has nothing left to decode: the fetching thread decoded it all above.
-            if not future.cancel():
-                future.result()
+            if future.cancel():
+                continue
+            # The workers decode into the caller's output from its fetch buffers: an interrupt
+            # (Ctrl-C) while waiting for them is raised once they have stopped, not before.
+            while True:
+                try:
+                    future.exception()
+                    break
+                except BaseException as exc:  # keep waiting; raised once they stopped
+                    interrupted = interrupted or exc
+        if interrupted is not None:
+            raise interrupted
 
 
-def _slot_buffer(slot: int) -> Callable[[int], Buffer]:
+def _slot_buffer(slot: int) -> Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]]:
     """The memory of fetch buffer ``slot`` of this thread, ``n`` bytes of it."""
-    name = _SLOT_NAMES[slot] if slot < len(_SLOT_NAMES) else f"fetch {slot}"
+    name = _slot_name(slot)
     return lambda n: buffers.growable(n, name)
 
 
+def _slot_name(slot: int) -> str:
+    return _SLOT_NAMES[slot] if slot < len(_SLOT_NAMES) else f"fetch {slot}"
+
+
 _SLOT_NAMES = tuple(f"fetch {slot}" for slot in range(64))
+
+
+def _release_grown_buffers(nslots: int) -> None:
+    """Let go of this thread's fetch buffers where, grown by reads of other chunk sizes, they
+    hold more than the budget and a chunk's worth: each grows to the largest chunk it held, so
+    reads of small chunks after large ones would otherwise keep the large ones' memory."""
+    names = [_slot_name(slot) for slot in range(max(nslots, len(_SLOT_NAMES)))]
+    if buffers.growable_nbytes(names) > FETCH_BUFFER_BUDGET + MAX_CHUNK_NBYTES:
+        buffers.release_growable(names)
 
 __all__ = ["MAX_CHUNKS", "Fetched", "fetches_ahead", "read_fetching_ahead"]

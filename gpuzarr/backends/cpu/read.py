@@ -103,12 +103,16 @@ def _part_span(pipeline: CodecPipeline, targets: list[ChunkProjection]) -> tuple
     return span
 
 
-def _encoded_buffer(nbytes: int) -> Buffer:
+def _encoded_buffer(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
     return buffers.growable(nbytes, "encoded")
 
 
 def _fetch_chunk(
-    layout: ArrayLayout, store: Store, targets: list[ChunkProjection], slot: int, buffer_for: Callable[[int], Buffer]
+    layout: ArrayLayout,
+    store: Store,
+    targets: list[ChunkProjection],
+    slot: int,
+    buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
 ) -> Fetched:
     """The bytes of the chunk ``targets`` read from, read into ``buffer_for``'s memory: what
     the codec plans to decode where it reads in part (Blosc: the blocks of the part they need,

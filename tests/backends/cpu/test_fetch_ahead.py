@@ -7,7 +7,7 @@ reads made inside the pool's own workers finish."""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -183,3 +183,30 @@ def test_reads_inside_the_pools_own_workers_finish(tmp_path: Path, fetched_reads
         for future, crop in zip(futures, CROPS[:4] * 2, strict=True):
             np.testing.assert_array_equal(future.result(), DATA[crop])
     assert len(fetched_reads) == 8
+
+
+def test_a_worker_that_cannot_be_started_stops_the_read_and_leaves_none_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submit fails where another thread replaced or shut down the pool meanwhile: the read
+    raises, and the workers it did start are stopped (none left waiting for chunks)."""
+    a = local_array(tmp_path, CODECS["blosc"])
+
+    class Failing(ThreadPoolExecutor):
+        def submit(self, *args: Any, **kwargs: Any) -> Any:
+            if len(started) == 1:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future = super().submit(*args, **kwargs)
+            started.append(future)
+            return future
+
+    started: list[Any] = []
+    pool = Failing(3)
+    monkeypatch.setattr(config, "thread_pool", lambda: pool)
+    try:
+        with config.set(concurrency=3), pytest.raises(RuntimeError, match="after shutdown"):
+            a[CROPS[0]]
+        assert len(started) == 1
+        started[0].result(timeout=10)  # the worker started has stopped
+    finally:
+        pool.shutdown(wait=True)
