@@ -613,6 +613,9 @@ class _FileReader(RangeReader):
             os.close(self._fd)
             self._fd = -1
 
+    def __del__(self) -> None:  # a reader dropped unclosed does not keep its descriptor
+        self.close()
+
 
 class _FileSnapshot(Snapshot):
     """One open file of a LocalStore (``opened`` None: the key was absent)."""
