@@ -1,4 +1,4 @@
-"""Reads of a few local chunks (a crop): fetched on the calling thread, decoded on the workers.
+"""Reads of a few local Blosc chunks (a crop): fetched on the calling thread, decoded on the workers.
 
 A crop touches a handful of chunks. Read the usual way (``read._read_chunks``), every worker
 fetches and decodes chunks of its own, and each chunk's Python (opening its file, planning the
@@ -61,13 +61,19 @@ _STOP = None  # tells a decoding worker that every chunk has been handed out
 
 def fetches_ahead(layout: ArrayLayout, store: Store, nchunks: int) -> bool:
     """Whether a read of ``nchunks`` chunks of ``layout`` from ``store`` is read this way: a
-    few compressed chunks, not too large, from a store whose reads are cheap local ones, with
-    more than one worker to decode them."""
+    few chunks, not too large, of a codec that reads and checks on one thread what another
+    then only decodes (Blosc: ``CodecPipeline.reads_part``), from a store whose reads are
+    cheap local ones, with more than one worker to decode them.
+
+    Not zstd or gzip: their decoders' own Python (a zstd frame's part, an inflate's bounds)
+    stays on the workers, and the hand-over then only added to it (fresh-process A/B on 2
+    cores, 256 crops one by one: zstd 0.667 to 0.685 s, float32 zstd stack 0.565 to 0.580 s).
+    """
     pipeline = layout.chunk_pipeline
     return (
         store.cheap_ranged_reads
         and 2 <= nchunks <= MAX_CHUNKS
-        and not pipeline.is_uncompressed
+        and pipeline.reads_part
         and pipeline.spec.nbytes <= MAX_CHUNK_NBYTES
         and cpu_workers() > 1
     )

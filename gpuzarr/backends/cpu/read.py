@@ -206,11 +206,14 @@ def _read_chunks(
             if inline:
                 _read_uncompressed_part(layout, pipeline, store, key, out, targets)
                 return
+        span: tuple[int, int] | None = _SPAN_UNKNOWN
         if ranged and pipeline.reads_part:
-            _decode_fetched(layout, store, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer))
-            return
+            span = _part_span(pipeline, targets)
+            if span is not None:  # needed in part: read in part
+                _decode_fetched(layout, store, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer))
+                return
         got = store.get_into(key, _encoded_buffer)
-        _store_chunk_into(layout, None if got is None else got[0], key, out, targets)
+        _store_chunk_into(layout, None if got is None else got[0], key, out, targets, span)
 
     if inline:
         for targets in groups:

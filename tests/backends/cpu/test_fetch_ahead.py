@@ -74,7 +74,9 @@ def test_crops_equal_numpy(tmp_path: Path, codecs: str, fetched_reads: list[int]
     with config.set(concurrency=2):
         for crop in CROPS:
             np.testing.assert_array_equal(a[crop], DATA[crop])
-    assert fetched_reads == [8, 2, 8, 8]  # every crop of several chunks
+    # Every crop of several chunks of a codec that reads in part (Blosc); the others are read
+    # the usual way.
+    assert fetched_reads == ([8, 2, 8, 8] if codecs == "blosc" else [])
 
 
 def test_a_v2_array_and_missing_chunks_read_as_the_fill_value(tmp_path: Path, fetched_reads: list[int]) -> None:
@@ -100,7 +102,7 @@ def test_a_v2_array_and_missing_chunks_read_as_the_fill_value(tmp_path: Path, fe
 def test_only_reads_of_a_few_chunks_with_workers_to_decode_them(
     tmp_path: Path, fetched_reads: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = local_array(tmp_path, CODECS["zstd"])
+    a = local_array(tmp_path, CODECS["blosc"])
     with config.set(concurrency=1):
         np.testing.assert_array_equal(a[CROPS[0]], DATA[CROPS[0]])
     assert fetched_reads == []
@@ -109,7 +111,9 @@ def test_only_reads_of_a_few_chunks_with_workers_to_decode_them(
         np.testing.assert_array_equal(a[CROPS[0]], DATA[CROPS[0]])  # 8 chunks
         np.testing.assert_array_equal(a[CROPS[1]], DATA[CROPS[1]])  # 2 chunks
     assert fetched_reads == [2]
-    in_memory = gpuzarr.create(gpuzarr.MemoryStore(), shape=DATA.shape, dtype="<u2", chunks=CHUNKS)
+    in_memory = gpuzarr.create(
+        gpuzarr.MemoryStore(), shape=DATA.shape, dtype="<u2", chunks=CHUNKS, codecs=CODECS["blosc"]
+    )
     in_memory[...] = DATA
     with config.set(concurrency=2):
         np.testing.assert_array_equal(in_memory[CROPS[1]], DATA[CROPS[1]])
@@ -132,12 +136,12 @@ def _corrupt(tmp_path: Path, key: str) -> None:
     path.write_bytes(bytes(raw))
 
 
-@pytest.mark.parametrize("codecs", ["blosc", "zstd"])
-def test_a_corrupt_chunk_is_named_and_stops_the_read(tmp_path: Path, codecs: str) -> None:
-    a = local_array(tmp_path, CODECS[codecs])
-    _corrupt(tmp_path, "c/1/1/1")
+@pytest.mark.parametrize("key", ["c/0/0/0", "c/1/1/1"], ids=["first fetched", "last fetched"])
+def test_a_corrupt_chunk_is_named_and_stops_the_read(tmp_path: Path, key: str) -> None:
+    a = local_array(tmp_path, CODECS["blosc"])
+    _corrupt(tmp_path, key)
     before = threading.active_count()
-    with config.set(concurrency=2), pytest.raises(CorruptChunkError, match="c/1/1/1"):
+    with config.set(concurrency=2), pytest.raises(CorruptChunkError, match=key):
         a[CROPS[0]]
     with config.set(concurrency=2):  # the pool's workers are free for the next read
         np.testing.assert_array_equal(a[CROPS[2]], DATA[CROPS[2]])
