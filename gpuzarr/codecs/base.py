@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
     from ..store.base import Buffer, RangeReader
 
+    #: Memory of ``n`` bytes to read into (``read_part``): uint8, contiguous.
+    BufferFor = Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]]
+
 CodecKind = Literal["array_to_array", "array_to_bytes", "bytes_to_bytes"]
 
 
@@ -187,12 +190,7 @@ class BytesToBytesCodec(Codec):
     reads_part: ClassVar[bool] = False
 
     def read_part(
-        self,
-        reader: RangeReader,
-        total: int,
-        start: int,
-        stop: int,
-        buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
+        self, reader: RangeReader, total: int, start: int, stop: int, buffer_for: BufferFor
     ) -> tuple[Buffer, object | None]:
         """Read from ``reader`` what decoding bytes ``[start, stop)`` of the chunk needs.
 

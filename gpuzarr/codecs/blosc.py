@@ -28,11 +28,10 @@ from .bounded import check_decoded_size, compressed_size_bound
 from .registry import register_codec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import numpy as np
 
     from ..store.base import Buffer, RangeReader
+    from .base import BufferFor
 
 CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "zlib", "snappy")
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -197,12 +196,7 @@ class BloscCodec(BytesToBytesCodec):
     reads_part = True
 
     def read_part(
-        self,
-        reader: RangeReader,
-        total: int,
-        start: int,
-        stop: int,
-        buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
+        self, reader: RangeReader, total: int, start: int, stop: int, buffer_for: BufferFor
     ) -> tuple[Buffer, object | None]:
         return read_blosc_part(reader, total, start, stop, buffer_for, self._seen_blocksize)
 
@@ -417,7 +411,7 @@ def read_blosc_part(
     total: int,
     start: int,
     stop: int,
-    buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
+    buffer_for: BufferFor,
     seen_blocksize: list[int] | None = None,
 ) -> tuple[Buffer, object | None]:
     """Read from ``reader`` what decoding bytes ``[start, stop)`` of a Blosc1 frame's

@@ -38,9 +38,10 @@ from .bytes import BytesCodec
 from .registry import codec_from_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from ..store.base import Buffer, RangeReader
+    from .base import BufferFor
 
 
 def _place(
@@ -262,12 +263,7 @@ class CodecPipeline:
         return self.decodes_part and self.bytes_to_bytes[0].reads_part
 
     def read_part(
-        self,
-        reader: RangeReader,
-        key: str,
-        start: int,
-        stop: int,
-        buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
+        self, reader: RangeReader, key: str, start: int, stop: int, buffer_for: BufferFor
     ) -> tuple[Buffer, object | None]:
         """What decoding bytes ``[start, stop)`` of the chunk (all of it: ``(0,
         spec.nbytes)``) needs, read from ``reader`` into ``buffer_for``'s memory and checked
