@@ -22,11 +22,8 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def three_workers() -> Iterator[None]:
-    gpuzarr.config.set(concurrency=3)
-    try:
+    with gpuzarr.config.set(concurrency=3):  # the setting before, back on exit
         yield
-    finally:
-        gpuzarr.config.set(concurrency=None)
 
 
 def test_tasks_left_to_the_pool_never_run_on_the_caller(three_workers: None) -> None:

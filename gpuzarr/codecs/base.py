@@ -198,10 +198,9 @@ class BytesToBytesCodec(Codec):
         goes into memory that ``buffer_for(n)`` gives (n bytes; a second call may give the same
         memory again). Returns (the bytes read, a plan for :meth:`decode_read_part`), the
         checks a decode needs already made, so that another thread only decodes; or (the whole
-        value, None) for :meth:`decode`.
+        value, None) for :meth:`decode`. Only codecs with :attr:`reads_part` are asked.
         """
-        data = buffer_for(reader.size)
-        return data[: reader.read_into(0, data)], None
+        raise NotImplementedError(f"{type(self).__name__} reads no parts")
 
     def decode_read_part(self, data: Buffer, plan: object, out: np.ndarray[Any, Any]) -> None:
         """Decode what :meth:`read_part` read and planned (``data``, ``plan``) into ``out``.

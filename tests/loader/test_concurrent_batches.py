@@ -39,11 +39,8 @@ def sources() -> list[np.ndarray[Any, Any]]:
 
 @pytest.fixture
 def four_workers() -> Iterator[None]:
-    gpuzarr.config.set(concurrency=4)
-    try:
+    with gpuzarr.config.set(concurrency=4):  # the setting before, back on exit
         yield
-    finally:
-        gpuzarr.config.set(concurrency=None)
 
 
 def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd") -> list[gpuzarr.Array]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ... import buffers, config
 from ...parallel import cpu_workers
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Future
 
-    import numpy as np
-
+    from ...codecs.base import BufferFor
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection
     from ...store.base import Buffer, Store
@@ -44,15 +43,13 @@ FETCH_BUFFER_BUDGET = 32 * 1024 * 1024
 
 
 class Fetched(NamedTuple):
-    """One chunk fetched: the bytes read (None: the key is absent), the codec's plan where
-    only a part was read, the byte span to decode where the whole was read, and the buffer
-    (slot) that holds the bytes."""
+    """One chunk fetched: the bytes read (None: the key is absent), the codec's plan for them
+    (None: the whole value, for a full decode), and the buffer (slot) that holds them."""
 
     targets: list[ChunkProjection]
     key: str
     data: Buffer | None
     plan: object | None
-    span: tuple[int, int] | None
     slot: int
 
 
@@ -83,7 +80,7 @@ def read_fetching_ahead(
     layout: ArrayLayout,
     groups: list[list[ChunkProjection]],
     *,
-    fetch: Callable[[list[ChunkProjection], int, Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]]], Fetched],
+    fetch: Callable[[list[ChunkProjection], int, BufferFor], Fetched],
     decode: Callable[[Fetched], None],
 ) -> None:
     """Fetch every chunk group of ``groups`` on this thread (``fetch(targets, slot,
@@ -202,7 +199,7 @@ class _FetchAhead:
             raise interrupted
 
 
-def _slot_buffer(slot: int) -> Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]]:
+def _slot_buffer(slot: int) -> BufferFor:
     """The memory of fetch buffer ``slot`` of this thread, ``n`` bytes of it."""
     name = _slot_name(slot)
     return lambda n: buffers.growable(n, name)

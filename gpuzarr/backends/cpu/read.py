@@ -23,8 +23,7 @@ from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from ...codecs.base import BufferFor
     from ...codecs.pipeline import CodecPipeline
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
@@ -112,31 +111,31 @@ def _fetch_chunk(
     store: Store,
     targets: list[ChunkProjection],
     slot: int,
-    buffer_for: Callable[[int], np.ndarray[Any, np.dtype[np.uint8]]],
+    buffer_for: BufferFor,
+    span: tuple[int, int] | None = _SPAN_UNKNOWN,
 ) -> Fetched:
-    """The bytes of the chunk ``targets`` read from, read into ``buffer_for``'s memory: what
-    the codec plans to decode where it reads in part (Blosc: the blocks of the part they need,
-    or the whole frame, checked), else the whole value."""
+    """What the codec (one that reads in part: ``CodecPipeline.reads_part``) plans to decode
+    of the chunk ``targets`` read from, read into ``buffer_for``'s memory and checked: the
+    blocks of the part they need, or the whole frame (``span``: the caller's
+    :func:`_part_span` of them, when it has it)."""
     coords = targets[0].chunk_coords
     key = layout.key(coords)
     pipeline = layout.pipeline_at(coords)
-    span = _part_span(pipeline, targets)
+    if span is _SPAN_UNKNOWN:
+        span = _part_span(pipeline, targets)
     reader = store.open_reader(key)
     if reader is None:
-        return Fetched(targets, key, None, None, None, slot)
+        return Fetched(targets, key, None, None, slot)
     with reader:
-        if pipeline.reads_part:
-            data, plan = pipeline.read_part(reader, key, *(span or (0, pipeline.spec.nbytes)), buffer_for)
-            return Fetched(targets, key, data, plan, None, slot)
-        data = buffer_for(reader.size)
-        return Fetched(targets, key, data[: reader.read_into(0, data)], None, span, slot)
+        data, plan = pipeline.read_part(reader, key, *(span or (0, pipeline.spec.nbytes)), buffer_for)
+    return Fetched(targets, key, data, plan, slot)
 
 
-def _decode_fetched(layout: ArrayLayout, store: Store, out: np.ndarray[Any, Any], item: Fetched) -> None:
+def _decode_fetched(layout: ArrayLayout, out: np.ndarray[Any, Any], item: Fetched) -> None:
     """Decode a chunk :func:`_fetch_chunk` read into every place in ``out`` its targets name."""
     targets, key, data, plan = item.targets, item.key, item.data, item.plan
-    if data is None or plan is None:
-        _store_chunk_into(layout, data, key, out, targets, item.span)
+    if data is None or plan is None:  # absent, or a whole value for the codec's full decode
+        _store_chunk_into(layout, data, key, out, targets, None)
         return
     pipeline = layout.pipeline_at(targets[0].chunk_coords)
     if len(targets) == 1 and _is_direct(out, targets[0], pipeline.spec.shape):
@@ -189,7 +188,7 @@ def _read_chunks(
             layout,
             groups,
             fetch=lambda targets, slot, buffer_for: _fetch_chunk(layout, store, targets, slot, buffer_for),
-            decode=lambda item: _decode_fetched(layout, store, out, item),
+            decode=lambda item: _decode_fetched(layout, out, item),
         )
         return
     # Where the codec reads only what a part of a chunk needs and ranged reads of the store
@@ -210,7 +209,7 @@ def _read_chunks(
         if ranged and pipeline.reads_part:
             span = _part_span(pipeline, targets)
             if span is not None:  # needed in part: read in part
-                _decode_fetched(layout, store, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer))
+                _decode_fetched(layout, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer, span))
                 return
         got = store.get_into(key, _encoded_buffer)
         _store_chunk_into(layout, None if got is None else got[0], key, out, targets, span)
