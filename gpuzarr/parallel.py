@@ -13,7 +13,9 @@ from . import config
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from concurrent.futures import Future
+    from contextlib import AbstractContextManager
 
+    from .codecs.pipeline import CodecPipeline
     from .store.base import Store
 
 T = TypeVar("T")
@@ -66,6 +68,7 @@ def run_tasks(
     min_parallel: int = 2,
     workers: int | None = None,
     caller_works: bool = True,
+    caller_context: AbstractContextManager[object] | None = None,
 ) -> list[R]:
     """``[func(x) for x in items]``, shared between the calling thread and the pool.
 
@@ -82,11 +85,13 @@ def run_tasks(
     :func:`worker_share`); above ``concurrency`` it runs the tasks on the I/O pool instead
     (:func:`io_workers`: fetches that wait on a remote store), whatever the share.
 
-    ``caller_works=False`` leaves the tasks to ``workers`` threads of the CPU pool while the
-    caller waits: for tasks that should not run on the calling thread (a codec that starts
-    threads of its own there, see ``BytesToBytesCodec.starts_own_threads_here``). The caller
-    works anyway where it is one of the pool's threads (waiting there on the pool could wait
-    forever) and for the I/O pool (whose size bounds the requests in flight).
+    ``caller_context`` is entered by the calling thread around the items it takes while the
+    pool's threads take others (not when the tasks run inline): e.g. a codec's library told not
+    to start threads of its own there (``CodecPipeline.beside_pool``). ``caller_works=False``
+    leaves the tasks to ``workers`` threads of the CPU pool while the caller waits: for tasks
+    that should not run on the calling thread (a codec whose own threads cannot be turned off
+    there). The caller works anyway where it is one of the pool's threads (waiting there on the
+    pool could wait forever) and for the I/O pool (whose size bounds the requests in flight).
     """
     share = cpu_workers()
     io = workers is not None and workers > config.get("concurrency")
@@ -119,7 +124,8 @@ def run_tasks(
     error: BaseException | None = None
     if caller_drains:
         try:
-            drain()
+            with caller_context or contextlib.nullcontext():
+                drain()
         except BaseException as exc:  # re-raised below, after the helpers stop
             error = exc
     helper_error = _first_error(helpers, cancel_queued=caller_drains)
@@ -135,6 +141,22 @@ def run_tasks(
             error = helper_error = None
             helpers.clear()
     return results
+
+
+def run_coding_tasks(
+    pipeline: CodecPipeline,
+    func: Callable[[T], R],
+    items: Sequence[T],
+    min_parallel: int = 2,
+    workers: int | None = None,
+) -> list[R]:
+    """:func:`run_tasks` for tasks that decode or encode chunks of ``pipeline``: the calling
+    thread takes its share inside ``pipeline.beside_pool()``, or leaves them all to the pool
+    where that is None."""
+    beside = pipeline.beside_pool()
+    return run_tasks(
+        func, items, min_parallel=min_parallel, workers=workers, caller_works=beside is not None, caller_context=beside
+    )
 
 
 def _first_error(helpers: list[Future[None]], *, cancel_queued: bool) -> BaseException | None:
@@ -205,6 +227,7 @@ __all__ = [
     "each_as_completed",
     "io_runner",
     "io_workers",
+    "run_coding_tasks",
     "run_tasks",
     "worker_share",
 ]

@@ -27,6 +27,7 @@ zstd, blosc, crc32c, numcodecs compressors and checksums).
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -35,6 +36,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
     from ..store.base import Buffer, RangeReader
 
@@ -210,14 +212,15 @@ class BytesToBytesCodec(Codec):
         """
         raise NotImplementedError(f"{type(self).__name__} plans no reads in part")
 
-    def starts_own_threads_here(self) -> bool:
-        """Whether coding a chunk on the calling thread starts the library's own threads.
+    def own_threads_off(self) -> AbstractContextManager[object] | None:
+        """A context in which coding a chunk on this thread starts none of the library's threads.
 
-        numcodecs' Blosc does, on the main thread. A parallel read or write then leaves that
-        thread idle and codes on the pool's threads, where the library does not, so that two
-        sets of threads do not fight over the cores.
+        For a parallel pass whose pool threads code other chunks meanwhile: two sets of threads
+        would fight over the cores. None where they cannot be turned off there.
+        A no-op for most codecs. numcodecs' Blosc starts c-blosc's threads on the main thread
+        unless told not to (see ``blosc.numcodecs_blosc_threads_off``).
         """
-        return False
+        return contextlib.nullcontext()
 
 
 def as_uint8(data: Buffer) -> np.ndarray[Any, np.dtype[np.uint8]]:

@@ -18,6 +18,7 @@ chunk size for the innermost, grown by each inner codec's worst case outwards, a
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -38,10 +39,19 @@ from .bytes import BytesCodec
 from .registry import codec_from_json
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
+    from contextlib import AbstractContextManager
 
     from ..store.base import Buffer, RangeReader
     from .base import BufferFor
+
+
+@contextlib.contextmanager
+def _all_entered(contexts: list[AbstractContextManager[object]]) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for context in contexts:
+            stack.enter_context(context)
+        yield
 
 
 def _place(
@@ -289,10 +299,18 @@ class CodecPipeline:
             raise CorruptChunkError(key, f"cannot decode chunk: {exc}") from exc
         return self._chunk_of(target)
 
-    def starts_own_threads_here(self) -> bool:
-        """Whether a codec of the chain starts its library's own threads when it codes on the
-        calling thread (see ``BytesToBytesCodec.starts_own_threads_here``)."""
-        return any(codec.starts_own_threads_here() for codec in self.bytes_to_bytes)
+    def beside_pool(self) -> AbstractContextManager[object] | None:
+        """The context in which the calling thread codes its share of a parallel pass while
+        the pool's threads code other chunks: with no codec of the chain starting its library's
+        own threads (see ``BytesToBytesCodec.own_threads_off``). None where a codec's cannot be
+        turned off: the pass then leaves the calling thread idle."""
+        contexts = []
+        for codec in self.bytes_to_bytes:
+            context = codec.own_threads_off()
+            if context is None:
+                return None
+            contexts.append(context)
+        return _all_entered(contexts)
 
     @cached_property
     def is_uncompressed(self) -> bool:

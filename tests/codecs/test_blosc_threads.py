@@ -1,5 +1,6 @@
-"""numcodecs' Blosc starts c-blosc's own threads on the main thread: parallel reads and writes
-of Blosc chunks then decode and encode on the pool's threads, never on the main thread."""
+"""numcodecs' Blosc starts c-blosc's own threads on the main thread: where parallel reads and
+writes of Blosc chunks code on the main thread beside the pool's threads, they do it with those
+threads off; where the user asked for them, never on the main thread."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import pytest
 
 import gpuzarr
 from gpuzarr.codecs import blosc as blosc_module
-from gpuzarr.codecs.blosc import numcodecs_blosc_threads_here
+from gpuzarr.codecs.blosc import numcodecs_blosc_threads_off
 from gpuzarr.codecs.pipeline import CodecPipeline
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 BLOSC = [
     {"name": "bytes", "configuration": {"endian": "little"}},
@@ -48,50 +50,102 @@ def on_a_thread(func):  # type: ignore[no-untyped-def]
     return result[0]
 
 
-def test_numcodecs_rule(blosc_threads: None) -> None:
-    assert numcodecs_blosc_threads_here()  # the main thread, use_threads None
-    assert not on_a_thread(numcodecs_blosc_threads_here)
-    numcodecs.blosc.use_threads = False
-    assert not numcodecs_blosc_threads_here()
+def blosc_threads_here() -> bool:
+    """Whether numcodecs' Blosc, called from this thread now, would start c-blosc's threads."""
+    return bool(numcodecs.blosc._get_use_threads()) and numcodecs.blosc.get_nthreads() > 1
+
+
+def test_threads_are_turned_off_on_the_main_thread_for_the_block_only(blosc_threads: None) -> None:
+    assert blosc_threads_here()  # the main thread, use_threads None
+    context = numcodecs_blosc_threads_off()
+    assert context is not None
+    with context:
+        assert not blosc_threads_here()
+        assert on_a_thread(lambda: numcodecs.blosc.use_threads) is False  # None and False: the same there
+    assert numcodecs.blosc.use_threads is None
+    assert blosc_threads_here()
+
+
+def test_a_setting_made_inside_the_block_is_kept(blosc_threads: None) -> None:
+    context = numcodecs_blosc_threads_off()
+    assert context is not None
+    with context:
+        numcodecs.blosc.use_threads = True
+    assert numcodecs.blosc.use_threads is True
+
+
+def test_threads_the_user_asked_for_cannot_be_turned_off(blosc_threads: None) -> None:
     numcodecs.blosc.use_threads = True
-    assert on_a_thread(numcodecs_blosc_threads_here)
-    numcodecs.blosc.set_nthreads(1)
-    assert not numcodecs_blosc_threads_here()
+    assert numcodecs_blosc_threads_off() is None
+    assert on_a_thread(numcodecs_blosc_threads_off) is None
+    numcodecs.blosc.set_nthreads(1)  # one thread: nothing to turn off
+    assert numcodecs_blosc_threads_off() is not None
 
 
-def test_a_pipeline_knows_whether_a_codec_starts_threads_here(blosc_threads: None) -> None:
+def test_off_threads_and_other_settings_leave_nothing_to_do(blosc_threads: None) -> None:
+    on_a_thread(lambda: numcodecs_blosc_threads_off().__enter__())  # type: ignore[union-attr]
+    assert numcodecs.blosc.use_threads is None  # a thread other than the main one: untouched
+    numcodecs.blosc.use_threads = False
+    context = numcodecs_blosc_threads_off()
+    assert context is not None
+    with context:
+        pass
+    assert numcodecs.blosc.use_threads is False
+
+
+def test_a_pipeline_turns_off_the_threads_of_its_codecs(blosc_threads: None) -> None:
     blosc = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=BLOSC)._layout.chunk_pipeline
-    assert blosc.starts_own_threads_here()
+    context = blosc.beside_pool()
+    assert context is not None
+    with context:
+        assert not blosc_threads_here()
+    assert blosc_threads_here()
     zstd = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=ZSTD)._layout.chunk_pipeline
     assert isinstance(zstd, CodecPipeline)
-    assert not zstd.starts_own_threads_here()
+    assert zstd.beside_pool() is not None
+    numcodecs.blosc.use_threads = True
+    assert blosc.beside_pool() is None
+    assert zstd.beside_pool() is not None
 
 
-@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
-def test_parallel_blosc_reads_and_writes_never_code_on_the_main_thread(
-    blosc_threads: None, sharded: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("asked_for_threads", [False, True], ids=["default", "threads-asked-for"])
+@pytest.mark.parametrize("where", ["chunks", "shards", "local-chunks"])
+def test_parallel_blosc_reads_and_writes_code_on_the_main_thread_only_without_its_threads(
+    blosc_threads: None, where: str, asked_for_threads: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    coded_on: list[threading.Thread] = []
-    decode, encode = blosc_module.decode_blosc, blosc_module.BloscCodec.encode
+    # (thread, whether numcodecs would start c-blosc's threads there) of every chunk coded
+    coded: list[tuple[threading.Thread, bool]] = []
+    decompress, encode = blosc_module._decompress, blosc_module.BloscCodec.encode
 
-    def recording_decode(*args, **kwargs):  # type: ignore[no-untyped-def]
-        coded_on.append(threading.current_thread())
-        return decode(*args, **kwargs)
+    def recording_decompress(frame, out):  # type: ignore[no-untyped-def]
+        coded.append((threading.current_thread(), blosc_threads_here()))
+        return decompress(frame, out)
 
     def recording_encode(self, data):  # type: ignore[no-untyped-def]
-        coded_on.append(threading.current_thread())
+        coded.append((threading.current_thread(), blosc_threads_here()))
         return encode(self, data)
 
-    monkeypatch.setattr(blosc_module, "decode_blosc", recording_decode)
+    monkeypatch.setattr(blosc_module, "_decompress", recording_decompress)
     monkeypatch.setattr(blosc_module.BloscCodec, "encode", recording_encode)
+    numcodecs.blosc.use_threads = True if asked_for_threads else None
     x = np.random.default_rng(1).integers(0, 2**16, (32, 32, 32), dtype=np.uint16)
-    layout = {"shards": (16, 16, 16)} if sharded else {}
-    a = gpuzarr.create(gpuzarr.MemoryStore(), shape=x.shape, dtype="uint16", chunks=(8, 8, 8), codecs=BLOSC, **layout)
+    layout = {"shards": (16, 16, 16)} if where == "shards" else {}
+    store = gpuzarr.LocalStore(tmp_path) if where == "local-chunks" else gpuzarr.MemoryStore()
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(8, 8, 8), codecs=BLOSC, **layout)
     a[...] = x
     assert np.array_equal(a[...], x)
+    # A crop of a few local chunks is fetched ahead (backends/cpu/fetch_ahead.py).
     assert np.array_equal(a[3:20, 5:30, 1:9], x[3:20, 5:30, 1:9])
-    assert len(coded_on) >= 2 * 64
-    assert threading.main_thread() not in coded_on
+    assert len(coded) >= 2 * 64
+    on_main = [threads for thread, threads in coded if thread is threading.main_thread()]
+    if asked_for_threads:
+        if where == "local-chunks":  # a crop fetched ahead: the main thread decodes its share
+            assert on_main and all(on_main)
+        else:
+            assert not on_main
+    else:
+        assert on_main and not any(on_main)
+        assert numcodecs.blosc.use_threads is None
 
 
 def test_one_blosc_chunk_is_decoded_on_the_calling_thread(blosc_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_tasks
+from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_coding_tasks, run_tasks
 from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 
@@ -148,13 +148,6 @@ def _decode_fetched(layout: ArrayLayout, out: np.ndarray[Any, Any], item: Fetche
         out[p.out_selection] = chunk[p.chunk_selection]
 
 
-def _caller_decodes(layout: ArrayLayout) -> bool:
-    """Whether the calling thread decodes its share of a parallel read: not where a codec
-    would start threads of its own on it (numcodecs' Blosc on the main thread, whose threads
-    would compete with the pool's; on the pool's threads it decodes without them)."""
-    return not layout.chunk_pipeline.starts_own_threads_here()
-
-
 def _by_chunk(projections: list[ChunkProjection]) -> list[list[ChunkProjection]]:
     """Projections grouped by chunk, so that a chunk several selections share (a batch of
     overlapping crops) is fetched and decoded once."""
@@ -218,7 +211,7 @@ def _read_chunks(
         for targets in groups:
             work(targets)
     else:
-        run_tasks(work, groups, workers=io_workers(store), caller_works=_caller_decodes(layout))
+        run_coding_tasks(layout.chunk_pipeline, work, groups, workers=io_workers(store))
 
 
 def _read_uncompressed_direct(
@@ -373,19 +366,18 @@ def _read_sharded(
             for (i, targets), raw in zip(by_shard[key], fetch(key), strict=True):
                 _decode_inner(layout, key, i, raw, out, targets)
 
-        run_tasks(fetch_and_decode, keys, workers=fetch_workers, caller_works=_caller_decodes(layout))
+        run_coding_tasks(layout.chunk_pipeline, fetch_and_decode, keys, workers=fetch_workers)
         return
     # Few shards: fetched a batch at a time, and their inner chunks decoded spread over the
     # CPU workers.
     chunk_nbytes = layout.chunk_pipeline.spec.nbytes
     sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
-    caller_decodes = _caller_decodes(layout)
 
     def inner_chunks(key: str, blobs: list[Buffer | None]) -> list[_InnerChunk]:
         return [(key, i, raw, targets) for (i, targets), raw in zip(by_shard[key], blobs, strict=True)]
 
     def decode(tasks: list[_InnerChunk]) -> None:
-        run_tasks(lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks, caller_works=caller_decodes)
+        run_coding_tasks(layout.chunk_pipeline, lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)
 
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = [keys[k] for k in run]

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
-from ...parallel import batches_by_bytes, run_tasks
+from ...parallel import batches_by_bytes, run_coding_tasks, run_tasks
 from ...store.sharding import encode_shard
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def _write_chunks(
         with store.lock(key):
             _read_modify_write(store, key, build)
 
-    run_tasks(work, projections, min_parallel=2, caller_works=not layout.chunk_pipeline.starts_own_threads_here())
+    run_coding_tasks(layout.chunk_pipeline, work, projections)
 
 
 @dataclass
@@ -263,7 +263,7 @@ def _write_shards(
                 raise CorruptChunkError(w.key, f"inner chunk {i}: {exc.reason}") from exc
         w.parts[i] = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
 
-    run_tasks(encode, edits, caller_works=not layout.chunk_pipeline.starts_own_threads_here())
+    run_coding_tasks(layout.chunk_pipeline, encode, edits)
 
     def assemble(w: _ShardWrite) -> None:
         # The array's kept index of this shard describes the version being replaced.

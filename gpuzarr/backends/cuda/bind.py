@@ -23,7 +23,7 @@ import numpy.typing as npt
 from ...codecs.base import as_uint8
 from ...codecs.crc32c import crc32c
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...parallel import run_tasks
+from ...parallel import run_coding_tasks
 from ...store.sharding import COALESCE_GAP_BYTES
 from . import launch_checks
 from .gpu_plan import ChunkTask, GpuReadPlan, align
@@ -225,10 +225,8 @@ class _BatchBuilder:
         """Decode the chunks the GPU cannot decode, here and in parallel, and stage them as
         "copy" streams: they travel in the staging buffer with everything else (one
         host-to-device copy per batch)."""
-        host_decoded = run_tasks(
-            lambda item: decode_on_host(self.layout, self.plan, *item),
-            self.on_host,
-            caller_works=not self.layout.chunk_pipeline.starts_own_threads_here(),
+        host_decoded = run_coding_tasks(
+            self.layout.chunk_pipeline, lambda item: decode_on_host(self.layout, self.plan, *item), self.on_host
         )
         for decoded in host_decoded:
             start = self._stage(decoded.data)
