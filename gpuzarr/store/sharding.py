@@ -296,19 +296,43 @@ def _fetch_from(
     whole: bool,
 ) -> list[Any]:
     """:func:`fetch_shard` on one snapshot of the shard."""
-    index = _kept_index(shard, key, index_cache)
-    if isinstance(index, _Unknown):
-        if whole:
-            # Most of the shard is wanted and its index is not known: one request for the whole
-            # shard, index included, instead of one for the index and one for the chunks (a
-            # round trip saved per shard on a remote store, a read on a local one).
-            return _whole_shard(shard, key, wanted, layout, index_cache)
-        index = read_shard_index(shard, key, layout)
-        if index_cache is not None:
-            index_cache[key] = index
+    if whole and isinstance(_kept_index(shard, key, index_cache), _Unknown):
+        # Most of the shard is wanted and its index is not known: one request for the whole
+        # shard, index included, instead of one for the index and one for the chunks (a round
+        # trip saved per shard on a remote store, a read on a local one).
+        return _whole_shard(shard, key, wanted, layout, index_cache)
+    index = shard_index(shard, key, layout, index_cache)
     if index is None:
         return [None] * len(wanted)
     return list(read_chunks(shard, key, index, wanted, layout))
+
+
+def shard_index(
+    shard: Snapshot, key: str, layout: ShardLayout, index_cache: MutableMapping[str, ShardIndex | None] | None
+) -> ShardIndex | None:
+    """The index of the version of the shard at ``key`` that ``shard`` reads (None: the shard is
+    absent): the one ``index_cache`` keeps for that version, else read with one request (and
+    kept there)."""
+    index = _kept_index(shard, key, index_cache)
+    if isinstance(index, _Unknown):
+        index = read_shard_index(shard, key, layout)
+        if index_cache is not None:
+            index_cache[key] = index
+    return index
+
+
+def read_inner_chunk(shard: Snapshot, key: str, index: ShardIndex, i: int) -> Buffer | None:
+    """The encoded bytes of inner chunk ``i`` of the shard at ``key`` that ``shard`` reads, with
+    one request (None where the index says it is empty)."""
+    if index.is_empty(i):
+        return None
+    start, n = int(index.offsets[i]), int(index.nbytes[i])
+    raw = shard.get(key, ByteRange(start, n))
+    if raw is None:
+        raise CorruptChunkError(key, "shard disappeared while it was being read")
+    if len(raw) != n:
+        raise CorruptChunkError(key, f"inner chunk {i} (offset {start}, nbytes {n}) lies past the shard end")
+    return raw
 
 
 class _Unknown:

@@ -1,16 +1,18 @@
 """The CPU read engine: execute a SelectionPlan into an output buffer.
 
 Unsharded: one store read and one decode per chunk, spread over the thread pool; each chunk is
-decoded straight into the output (see CodecPipeline.decode_into). Sharded: the inner chunks are
-fetched by ``store.sharding`` (index, then coalesced ranges) and decoded in parallel: one shard
-per task when there are many shards; otherwise a batch of shards is fetched and each shard's
-inner chunks are spread over the workers, as soon as they arrive from a remote store (while the
-other shards are still in flight), after the whole batch from a local one. Missing chunks and
-empty inner chunks are written as the fill value.
+decoded straight into the output (see CodecPipeline.decode_into). Sharded, from local files (at
+most ``CHUNKWISE_SHARDS`` shards): the shards' indexes, then one parallel pass in which each task
+reads one inner chunk and decodes it. Otherwise the inner chunks are fetched by
+``store.sharding`` (index, then coalesced ranges) and decoded in parallel: one shard per task
+when there are many shards; else a batch of shards is fetched and each shard's inner chunks are
+spread over the workers, as soon as they arrive from a remote store (while the other shards are
+still in flight). Missing chunks and empty inner chunks are written as the fill value.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -19,21 +21,26 @@ import numpy as np
 from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_coding_tasks, run_tasks
-from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard
+from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard, read_inner_chunk, shard_index
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, MutableMapping
+
     from ...codecs.base import BufferFor
     from ...codecs.pipeline import CodecPipeline
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
     from ...store.base import Buffer, Store
+    from ...store.sharding import ShardIndex
 
 #: One inner chunk to decode: (shard key, position in the shard, its bytes, its projections).
 _InnerChunk = tuple[str, int, "Buffer | None", list["ChunkProjection"]]
 
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16
+#: The most shards of local files read at once inner chunk by inner chunk (each is held open).
+CHUNKWISE_SHARDS = 64
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
 
@@ -359,6 +366,12 @@ def _read_sharded(
         wanted = [i for i, _ in by_shard[key]]
         return fetch_shard(store, key, wanted, shard_layout(key), index_cache=indexes, whole=whole(key))
 
+    if store.cheap_ranged_reads and len(keys) <= CHUNKWISE_SHARDS:
+        # A few shards of local files: every inner chunk read and decoded by one task.
+        redo = _read_shards_chunkwise(layout, store, by_shard, shard_layout, indexes, out)
+        if not redo:
+            return
+        keys = redo  # rewritten in place while they were read: fetched as below, which retries
     if len(keys) >= 2 * (fetch_workers or cpu_workers()):
         # Enough shards to keep every worker busy: each task fetches one shard and decodes it
         # at once, so reading and decoding overlap and only a few shards are held in memory.
@@ -382,16 +395,61 @@ def _read_sharded(
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = [keys[k] for k in run]
         if fetch_workers is None:
-            # A local store: reading is a copy from the page cache, done for the whole batch
-            # on the CPU workers before decoding; then the inner chunks of all its shards are
-            # decoded in one parallel pass (a crop across a shard boundary: one pass, not one
-            # per shard, each ending with the slowest chunk).
+            # A store read on the CPU pool (in memory; local shards read again): reading is a
+            # copy, done for the whole batch on the CPU workers before decoding; then the inner
+            # chunks of all its shards are decoded in one parallel pass (a crop across a shard
+            # boundary: one pass, not one per shard, each ending with the slowest chunk).
             fetched = zip(batch, run_tasks(fetch, batch), strict=True)
             decode([task for key, blobs in fetched for task in inner_chunks(key, blobs)])
         else:
             # A remote store: each shard's inner chunks are decoded as soon as they arrive,
             # while the other shards' requests are still in flight.
             each_as_completed(fetch, batch, lambda key, blobs: decode(inner_chunks(key, blobs)), workers=fetch_workers)
+
+
+def _read_shards_chunkwise(
+    layout: ArrayLayout,
+    store: Store,
+    by_shard: dict[str, list[tuple[int, list[ChunkProjection]]]],
+    shard_layout: Callable[[str], ShardLayout],
+    indexes: MutableMapping[str, ShardIndex | None],
+    out: np.ndarray[Any, Any],
+) -> list[str]:
+    """Read the wanted inner chunks of a few shards with cheap ranged reads (local files): the
+    shards' indexes first, on this thread, then one parallel pass in which each task reads one
+    inner chunk and decodes it. Reading a batch of shards first and decoding after left a core
+    idle while a crop's one shard was read, and the page-cache copies did not overlap the
+    decoding (fresh-process A/B on 2 cores, zstd shards of 64^3 inner chunks: 256 crops read one
+    by one 0.756 to 0.690 s, TensorStore 0.806 s; 16 boxes of 128^3 0.175 to 0.152 s,
+    TensorStore 0.175 s).
+
+    Each shard is read through one snapshot. The keys of the shards rewritten in place while
+    they were read (all of them where a read or decode failed and one was): the caller reads
+    those again.
+    """
+    with contextlib.ExitStack() as stack:
+        shards = {key: stack.enter_context(store.snapshot(key)) for key in by_shard}
+        try:
+            index_of = {key: shard_index(shard, key, shard_layout(key), indexes) for key, shard in shards.items()}
+
+            def work(task: tuple[str, int, list[ChunkProjection]]) -> None:
+                key, i, targets = task
+                index = index_of[key]
+                raw = None if index is None else read_inner_chunk(shards[key], key, index, i)
+                _decode_inner(layout, key, i, raw, out, targets)
+
+            tasks = [(key, i, targets) for key, wanted in by_shard.items() for i, targets in wanted]
+            run_coding_tasks(layout.chunk_pipeline, work, tasks)
+        except CorruptChunkError:
+            if not any(shard.changed() for shard in shards.values()):
+                raise
+            # What the pass left undone is unknown: every shard is read again.
+            changed = list(by_shard)
+        else:
+            changed = [key for key, shard in shards.items() if shard.changed()]
+    for key in changed:  # an index kept from before belongs to another version
+        indexes.pop(key, None)
+    return changed
 
 
 def _decode_inner(

@@ -1,0 +1,194 @@
+"""Reads of a few shards in local files, inner chunk by inner chunk
+(``read._read_shards_chunkwise``): crops equal NumPy for every layout (parts, whole inner chunks,
+empty inner chunks, absent shards, edge shards); which reads go this way; a shard rewritten in
+place while it is read is read again and the read sees one version; a corrupt shard raises
+``CorruptChunkError`` naming its key and inner chunk; and the shards are closed afterwards."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.backends.cpu import read as read_module
+from gpuzarr.errors import CorruptChunkError
+from gpuzarr.store import LocalStore
+from gpuzarr.store import sharding as sharding_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SHAPE, SHARDS, CHUNKS = (40, 48, 36), (16, 16, 16), (8, 8, 8)
+ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
+RAW = [{"name": "bytes", "configuration": {"endian": "little"}}]
+CROPS = [
+    (slice(3, 29), slice(5, 40), slice(1, 30)),  # parts of inner chunks of 2 x 3 x 2 shards
+    (slice(0, 16), slice(16, 32), slice(0, 16)),  # one whole shard
+    (slice(8, 16), slice(8, 16), slice(8, 16)),  # one inner chunk, whole
+    (slice(33, 40), slice(40, 48), slice(30, 36)),  # edge shards, partly outside the array
+    (slice(0, 40), slice(0, 48), slice(0, 36)),  # everything
+    (slice(2, 3), slice(17, 18), slice(35, 36)),  # one element
+]
+
+
+def version(v: int) -> np.ndarray[Any, np.dtype[np.int32]]:
+    return (np.arange(np.prod(SHAPE), dtype=np.int32).reshape(SHAPE) % 997) + 1000 * v
+
+
+@pytest.fixture
+def chunkwise(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of shards of each read that went through ``_read_shards_chunkwise``."""
+    seen: list[int] = []
+    original = read_module._read_shards_chunkwise
+
+    def recording(layout: Any, store: Any, by_shard: dict[str, Any], *args: Any) -> list[str]:
+        seen.append(len(by_shard))
+        return original(layout, store, by_shard, *args)
+
+    monkeypatch.setattr(read_module, "_read_shards_chunkwise", recording)
+    return seen
+
+
+def make(
+    path: Path, data: np.ndarray[Any, Any], fill: int = 0, codecs: list[dict[str, Any]] = ZSTD
+) -> gpuzarr.Array:
+    a = gpuzarr.create(
+        LocalStore(path), shape=SHAPE, chunks=CHUNKS, shards=SHARDS, dtype="int32", codecs=codecs, fill_value=fill
+    )
+    a[...] = data
+    return a
+
+
+@pytest.mark.parametrize("crop", CROPS, ids=[f"crop{i}" for i in range(len(CROPS))])
+def test_crops_equal_numpy(tmp_path: Path, chunkwise: list[int], crop: tuple[slice, ...]) -> None:
+    data = version(1)
+    data[16:32, 0:16, 16:32] = 7  # one shard of nothing but the fill value: not stored
+    data[0:8, 0:8, 0:8] = 7  # an inner chunk of the fill value: empty in its shard's index
+    a = make(tmp_path, data, fill=7)
+    assert not (tmp_path / "c" / "1" / "0" / "1").exists()
+    assert np.array_equal(a[crop], data[crop])
+    assert chunkwise and chunkwise[-1] >= 1
+    again = gpuzarr.open_array(str(tmp_path), mode="r")  # indexes read anew, not kept
+    assert np.array_equal(again[crop], data[crop])
+
+
+def test_many_shards_are_read_a_shard_per_task(
+    tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(read_module, "CHUNKWISE_SHARDS", 4)
+    a = make(tmp_path, version(1))
+    assert np.array_equal(a[...], version(1))  # 3 x 3 x 3 shards
+    assert chunkwise == []
+    assert np.array_equal(a[0:20, 0:10, 0:10], version(1)[0:20, 0:10, 0:10])  # 2 shards
+    assert chunkwise == [2]
+
+
+def test_other_stores_fetch_shards_first(chunkwise: list[int]) -> None:
+    a = gpuzarr.create(gpuzarr.MemoryStore(), shape=SHAPE, chunks=CHUNKS, shards=SHARDS, dtype="int32", codecs=ZSTD)
+    a[...] = version(1)
+    assert np.array_equal(a[3:29, 5:40, 1:30], version(1)[3:29, 5:40, 1:30])
+    assert chunkwise == []
+
+
+def shard_bytes(tmp_path: Path, data: np.ndarray[Any, Any], codecs: list[dict[str, Any]]) -> dict[str, bytes]:
+    """Every shard file of an array of ``data`` with this test's layout, by relative path."""
+    make(tmp_path, data, codecs=codecs)
+    return {
+        str(path.relative_to(tmp_path)): path.read_bytes() for path in (tmp_path / "c").rglob("*") if path.is_file()
+    }
+
+
+def rewrite_in_place(path: Path, content: bytes) -> None:
+    """Overwrite the file's bytes without replacing the file (as a writer that does not rename
+    does), with a modification time of its own."""
+    stat = os.stat(path)
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(content)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+@pytest.mark.parametrize("codecs", [ZSTD, RAW], ids=["zstd", "uncompressed"])
+@pytest.mark.parametrize("how", ["new version", "cut short"])
+def test_a_shard_rewritten_in_place_while_read_is_read_again(
+    tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch, how: str, codecs: list[dict[str, Any]]
+) -> None:
+    new = shard_bytes(tmp_path / "new", version(2), codecs)
+    a = make(tmp_path / "old", version(1), codecs=codecs)
+    key = "c/0/1/0"
+    content = new[key] if how == "new version" else new[key][: len(new[key]) // 3] + new[key][-(16 * 8 + 4) :]
+    original = read_module.read_inner_chunk
+    reads_of_key: list[int] = []
+
+    def rewriting(shard: Any, shard_key: str, index: Any, i: int) -> Any:
+        if shard_key == key:
+            reads_of_key.append(i)
+            if len(reads_of_key) == 2:
+                # One inner chunk was read from the old version, and the index is the old one's:
+                # the bytes read from now on are the new version's. Uncompressed, they decode
+                # without an error, into a mix of both versions.
+                rewrite_in_place(tmp_path / "old" / key, content)
+        return original(shard, shard_key, index, i)
+
+    monkeypatch.setattr(read_module, "read_inner_chunk", rewriting)
+    crop = (slice(3, 29), slice(5, 40), slice(1, 30))
+    if how == "new version":
+        got = a[crop]
+        assert len(reads_of_key) >= 2 and chunkwise
+        # That shard's region is the new version, read again; the others the old one.
+        expected = version(1)[crop]
+        expected[0:13, 11:27, 0:15] = version(2)[crop][0:13, 11:27, 0:15]
+        assert np.array_equal(got, expected)
+    else:
+        # The new version lost its inner chunks: read again, it is corrupt, and says so.
+        with pytest.raises(CorruptChunkError, match=r"outside the shard|past the shard end") as caught:
+            a[crop]
+        assert caught.value.key == key
+
+
+def test_a_corrupt_shard_names_its_key_and_inner_chunk(tmp_path: Path, chunkwise: list[int]) -> None:
+    a = make(tmp_path, version(1))
+    key = "c/1/1/1"
+    path = tmp_path / key
+    content = path.read_bytes()
+    index = content[-(8 * 16 + 4) :]
+    path.write_bytes(content[: len(content) // 2] + index)  # every inner chunk past the middle is gone
+    with pytest.raises(CorruptChunkError) as caught:
+        a[16:32, 16:32, 16:32]
+    assert caught.value.key == key
+    assert "inner chunk" in str(caught.value)
+    assert chunkwise
+
+
+def test_a_corrupt_inner_chunk_names_its_key_and_position(tmp_path: Path, chunkwise: list[int]) -> None:
+    a = make(tmp_path, version(1))
+    key = "c/0/0/0"
+    path = tmp_path / key
+    content = bytearray(path.read_bytes())
+    content[0:4] = b"\0\0\0\0"  # the first inner chunk's zstd magic number
+    path.write_bytes(bytes(content))
+    with pytest.raises(CorruptChunkError) as caught:
+        a[0:8, 0:8, 0:8]
+    assert caught.value.key == key and "inner chunk 0" in str(caught.value)
+
+
+def test_the_shards_are_closed_after_each_read(tmp_path: Path, chunkwise: list[int]) -> None:
+    a = make(tmp_path, version(1))
+    before = len(os.listdir("/proc/self/fd"))
+    for crop in CROPS:
+        a[crop]
+    assert len(os.listdir("/proc/self/fd")) <= before
+    assert chunkwise
+
+
+def test_a_read_inner_chunk_past_the_end_is_corrupt(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("shard", b"0123456789")
+    index = sharding_module.ShardIndex(np.array([4, 8], dtype=np.uint64), np.array([4, 4], dtype=np.uint64))
+    with store.snapshot("shard") as shard:
+        assert bytes(sharding_module.read_inner_chunk(shard, "shard", index, 0)) == b"4567"  # type: ignore[arg-type]
+        with pytest.raises(CorruptChunkError, match=r"inner chunk 1 .* past the shard end"):
+            sharding_module.read_inner_chunk(shard, "shard", index, 1)
