@@ -296,12 +296,14 @@ def _fetch_from(
     whole: bool,
 ) -> list[Any]:
     """:func:`fetch_shard` on one snapshot of the shard."""
-    if whole and isinstance(_kept_index(shard, key, index_cache), _Unknown):
-        # Most of the shard is wanted and its index is not known: one request for the whole
-        # shard, index included, instead of one for the index and one for the chunks (a round
-        # trip saved per shard on a remote store, a read on a local one).
-        return _whole_shard(shard, key, wanted, layout, index_cache)
-    index = shard_index(shard, key, layout, index_cache)
+    index = _kept_index(shard, key, index_cache)
+    if isinstance(index, _Unknown):
+        if whole:
+            # Most of the shard is wanted and its index is not known: one request for the whole
+            # shard, index included, instead of one for the index and one for the chunks (a
+            # round trip saved per shard on a remote store, a read on a local one).
+            return _whole_shard(shard, key, wanted, layout, index_cache)
+        index = _read_and_keep_index(shard, key, layout, index_cache)
     if index is None:
         return [None] * len(wanted)
     return list(read_chunks(shard, key, index, wanted, layout))
@@ -314,10 +316,15 @@ def shard_index(
     absent): the one ``index_cache`` keeps for that version, else read with one request (and
     kept there)."""
     index = _kept_index(shard, key, index_cache)
-    if isinstance(index, _Unknown):
-        index = read_shard_index(shard, key, layout)
-        if index_cache is not None:
-            index_cache[key] = index
+    return _read_and_keep_index(shard, key, layout, index_cache) if isinstance(index, _Unknown) else index
+
+
+def _read_and_keep_index(
+    shard: Snapshot, key: str, layout: ShardLayout, index_cache: MutableMapping[str, ShardIndex | None] | None
+) -> ShardIndex | None:
+    index = read_shard_index(shard, key, layout)
+    if index_cache is not None:
+        index_cache[key] = index
     return index
 
 
