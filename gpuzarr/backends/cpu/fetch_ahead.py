@@ -225,11 +225,20 @@ def _slot_name(slot: int) -> str:
 _SLOT_NAMES = tuple(f"fetch {slot}" for slot in range(64))
 
 
+#: The most fetch buffers each thread has used (those it may hold memory in).
+_slots_used = threading.local()
+
+
 def _release_grown_buffers(nslots: int) -> None:
     """Let go of this thread's fetch buffers where, grown by reads of other chunk sizes, they
     hold more than the budget and a chunk's worth: each grows to the largest chunk it held, so
-    reads of small chunks after large ones would otherwise keep the large ones' memory."""
-    names = [_slot_name(slot) for slot in range(max(nslots, len(_SLOT_NAMES)))]
+    reads of small chunks after large ones would otherwise keep the large ones' memory.
+
+    Only the buffers this thread has used are looked at: checking all 64 names took 37 µs a
+    read (4 names: 3 µs), against about 1.1 ms for a whole crop of 8 Blosc chunks (2 cores)."""
+    used = max(nslots, getattr(_slots_used, "n", 0))
+    _slots_used.n = used
+    names = [_slot_name(slot) for slot in range(used)]
     if buffers.growable_nbytes(names) > FETCH_BUFFER_BUDGET + MAX_CHUNK_NBYTES:
         buffers.release_growable(names)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr import config
+from gpuzarr import buffers, config
 from gpuzarr.backends.cpu import fetch_ahead
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.store import LocalStore
@@ -126,6 +126,22 @@ def test_two_fetch_buffers_serve_many_chunks(tmp_path: Path, monkeypatch: pytest
     with config.set(concurrency=4):
         for crop in CROPS:
             np.testing.assert_array_equal(a[crop], DATA[crop])
+
+
+def test_buffers_grown_by_earlier_reads_are_released(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = local_array(tmp_path, CODECS["blosc"])
+    with config.set(concurrency=4):
+        np.testing.assert_array_equal(a[CROPS[0]], DATA[CROPS[0]])  # 8 chunks: 8 fetch buffers
+    names = [f"fetch {slot}" for slot in range(8)]
+    held = buffers.growable_nbytes(names)
+    assert held >= 8 * 64 * 1024
+    # A budget the 8 buffers exceed: the next read, which uses 2 of them, lets go of all 8.
+    monkeypatch.setattr(fetch_ahead, "FETCH_BUFFER_BUDGET", 0)
+    monkeypatch.setattr(fetch_ahead, "MAX_CHUNK_NBYTES", held // 2)
+    with config.set(concurrency=2):
+        np.testing.assert_array_equal(a[CROPS[1]], DATA[CROPS[1]])  # 2 chunks
+    assert buffers.growable_nbytes(names[2:]) == 0
+    assert buffers.growable_nbytes(names[:2]) > 0  # made again for this read
 
 
 def _corrupt(tmp_path: Path, key: str) -> None:
