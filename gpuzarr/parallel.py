@@ -127,10 +127,11 @@ def run_tasks(
             with caller_context or contextlib.nullcontext():
                 drain()
         except BaseException as exc:  # re-raised below, after the helpers stop
+            failed.set()
             error = exc
-    helper_error = _first_error(helpers, cancel_queued=caller_drains)
+    helper_error, interrupted = _first_error(helpers, cancel_queued=caller_drains, stop=failed)
     if error is None:
-        error = helper_error
+        error = interrupted or helper_error
     if error is not None:
         try:
             raise error
@@ -159,21 +160,33 @@ def run_coding_tasks(
     )
 
 
-def _first_error(helpers: list[Future[None]], *, cancel_queued: bool) -> BaseException | None:
-    """Wait for ``helpers``; the first one's error, if any.
+def _first_error(
+    helpers: list[Future[None]], *, cancel_queued: bool, stop: threading.Event
+) -> tuple[BaseException | None, BaseException | None]:
+    """Wait for ``helpers``: the first one's error, if any, and an interrupt (Ctrl-C) raised in
+    this thread while it waited.
 
     With ``cancel_queued`` a helper still queued (the caller drained every item) is cancelled
     instead of waited for: the pool's threads may all be callers like this one, waiting (reads on
-    pool threads).
+    pool threads). An interrupt sets ``stop`` (no helper takes another item) and the wait goes
+    on until the helpers have stopped: their tasks write into the caller's output and read
+    through files the caller closes once this returns, so none may outlive it.
     """
     first: BaseException | None = None
+    interrupted: BaseException | None = None
     for future in helpers:
         if cancel_queued and future.cancel():
             continue
-        error = future.exception()
+        while True:
+            try:
+                error = future.exception()
+                break
+            except BaseException as exc:  # returned once the helpers have stopped
+                stop.set()
+                interrupted = interrupted or exc
         if first is None:
             first = error
-    return first
+    return first, interrupted
 
 
 def io_runner(concurrency: int | None) -> Callable[[Callable[[T], R], Sequence[T]], list[R]]:

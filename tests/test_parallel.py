@@ -1,10 +1,11 @@
 """gpuzarr.parallel.run_tasks on pool threads and with ``caller_works=False``: the tasks run on
-the pool's threads, in order, errors are raised, and pool threads that share out tasks never
-wait on each other."""
+the pool's threads, in order, errors are raised, pool threads that share out tasks never wait on
+each other, and an interrupt is raised only once the helpers have stopped."""
 
 from __future__ import annotations
 
 import gc
+import signal
 import threading
 import time
 import weakref
@@ -186,3 +187,24 @@ def test_a_worker_share_caps_a_number_of_workers_within_the_cpu_pool(three_worke
         assert len(_threads_used(24, workers=3)) == 2
         # above concurrency: the I/O pool, whose size bounds the requests in flight
         assert len(_threads_used(48, workers=6)) > 3
+
+
+def test_an_interrupt_is_raised_once_the_helpers_have_stopped() -> None:
+    # A helper's task writes into what the caller owns (a read's output, through files the
+    # caller closes): Ctrl-C while the caller waits must not leave it running.
+    helper_done = threading.Event()
+
+    def task(v: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.6)
+            helper_done.set()
+
+    timer = threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT))
+    with gpuzarr.config.set(concurrency=2):
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run_tasks(task, list(range(4)))
+            assert helper_done.is_set()
+        finally:
+            timer.cancel()

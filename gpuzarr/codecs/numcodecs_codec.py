@@ -30,6 +30,7 @@ Array -> array filters and array -> bytes serializers of v3 chains are in :mod:`
 from __future__ import annotations
 
 import bz2
+import contextlib
 import lzma
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -40,12 +41,14 @@ from ..errors import MetadataError, UnknownCodecError
 from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defaults
 from . import deflate
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
-from .blosc import decode_blosc
+from .blosc import decode_blosc, numcodecs_blosc_threads_off
 from .bounded import check_decoded_size, compressed_size_bound, inflate
 from .inflate import decode_gzip, decode_zlib
 from .zstd import decode_zstd
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from ..store.base import Buffer
 
 
@@ -169,6 +172,10 @@ class NumcodecsCodec(BytesToBytesCodec):
 
     def configuration(self) -> dict[str, Any]:
         return dict(self.config)
+
+    def own_threads_off(self) -> AbstractContextManager[object] | None:
+        # numcodecs' Blosc, named numcodecs.blosc: the same rule as the blosc codec's.
+        return numcodecs_blosc_threads_off() if self.codec_id == "blosc" else contextlib.nullcontext()
 
     def max_encoded_size(self, input_nbytes: int) -> int | None:
         if self.codec_id in COMPRESSOR_IDS:

@@ -108,6 +108,21 @@ def test_a_pipeline_turns_off_the_threads_of_its_codecs(blosc_threads: None) -> 
     assert zstd.beside_pool() is not None
 
 
+def test_numcodecs_blosc_by_its_numcodecs_name_turns_off_the_threads_too(blosc_threads: None) -> None:
+    codecs = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "numcodecs.blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": 1}},
+    ]
+    pipeline = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=codecs)._layout.chunk_pipeline
+    context = pipeline.beside_pool()
+    assert context is not None
+    with context:
+        assert not blosc_threads_here()
+    assert blosc_threads_here()
+    numcodecs.blosc.use_threads = True
+    assert pipeline.beside_pool() is None
+
+
 @pytest.mark.parametrize("asked_for_threads", [False, True], ids=["default", "threads-asked-for"])
 @pytest.mark.parametrize("where", ["chunks", "shards", "local-chunks"])
 def test_parallel_blosc_reads_and_writes_code_on_the_main_thread_only_without_its_threads(

@@ -13,6 +13,7 @@ still in flight). Missing chunks and empty inner chunks are written as the fill 
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +40,9 @@ _InnerChunk = tuple[str, int, "Buffer | None", list["ChunkProjection"]]
 
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16
-#: The most shards of local files read at once inner chunk by inner chunk (each is held open).
-CHUNKWISE_SHARDS = 64
+#: The most shards of local files read at once inner chunk by inner chunk: each is held open
+#: for the read, and a process may run several reads at once (a loader's batches).
+CHUNKWISE_SHARDS = 16
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
 
@@ -424,11 +426,16 @@ def _read_shards_chunkwise(
     TensorStore 0.175 s).
 
     Each shard is read through one snapshot. The keys of the shards rewritten in place while
-    they were read (all of them where a read or decode failed and one was): the caller reads
-    those again.
+    they were read (all of them where a read or decode failed and one was, or where the process
+    had no file descriptors left for them all): the caller reads those again.
     """
     with contextlib.ExitStack() as stack:
-        shards = {key: stack.enter_context(store.snapshot(key)) for key in by_shard}
+        try:
+            shards = {key: stack.enter_context(store.snapshot(key)) for key in by_shard}
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # read the other way, a shard at a time
+                return list(by_shard)
+            raise
         try:
             index_of = {key: shard_index(shard, key, shard_layout(key), indexes) for key, shard in shards.items()}
 
