@@ -5,7 +5,7 @@ threads off; where the user asked for them, never on the main thread."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numcodecs.blosc
 import numpy as np
@@ -93,8 +93,15 @@ def test_off_threads_and_other_settings_leave_nothing_to_do(blosc_threads: None)
     assert numcodecs.blosc.use_threads is False
 
 
-def test_a_pipeline_turns_off_the_threads_of_its_codecs(blosc_threads: None) -> None:
-    blosc = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=BLOSC)._layout.chunk_pipeline
+NUMCODECS_BLOSC = [
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "numcodecs.blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": 1}},
+]
+
+
+@pytest.mark.parametrize("codecs", [BLOSC, NUMCODECS_BLOSC], ids=["blosc", "numcodecs.blosc"])
+def test_a_pipeline_turns_off_the_threads_of_its_codecs(blosc_threads: None, codecs: list[dict[str, Any]]) -> None:
+    blosc = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=codecs)._layout.chunk_pipeline
     context = blosc.beside_pool()
     assert context is not None
     with context:
@@ -106,21 +113,6 @@ def test_a_pipeline_turns_off_the_threads_of_its_codecs(blosc_threads: None) -> 
     numcodecs.blosc.use_threads = True
     assert blosc.beside_pool() is None
     assert zstd.beside_pool() is not None
-
-
-def test_numcodecs_blosc_by_its_numcodecs_name_turns_off_the_threads_too(blosc_threads: None) -> None:
-    codecs = [
-        {"name": "bytes", "configuration": {"endian": "little"}},
-        {"name": "numcodecs.blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": 1}},
-    ]
-    pipeline = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=codecs)._layout.chunk_pipeline
-    context = pipeline.beside_pool()
-    assert context is not None
-    with context:
-        assert not blosc_threads_here()
-    assert blosc_threads_here()
-    numcodecs.blosc.use_threads = True
-    assert pipeline.beside_pool() is None
 
 
 @pytest.mark.parametrize("asked_for_threads", [False, True], ids=["default", "threads-asked-for"])
