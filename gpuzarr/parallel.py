@@ -169,8 +169,10 @@ def _first_error(
     With ``cancel_queued`` a helper still queued (the caller drained every item) is cancelled
     instead of waited for: the pool's threads may all be callers like this one, waiting (reads on
     pool threads). An interrupt sets ``stop`` (no helper takes another item) and the wait goes
-    on until the helpers have stopped: their tasks write into the caller's output and read
-    through files the caller closes once this returns, so none may outlive it.
+    on until the helpers have finished the item they are on: their tasks write into the
+    caller's output and read through files the caller closes once this returns. A second
+    interrupt is raised at once, for a task that never ends (a request to a store that does not
+    answer); the helpers still running then finish on their own.
     """
     first: BaseException | None = None
     interrupted: BaseException | None = None
@@ -183,7 +185,9 @@ def _first_error(
                 break
             except BaseException as exc:  # returned once the helpers have stopped
                 stop.set()
-                interrupted = interrupted or exc
+                if interrupted is not None:
+                    raise
+                interrupted = exc
         if first is None:
             first = error
     return first, interrupted

@@ -196,10 +196,12 @@ def test_an_interrupt_is_raised_once_the_helpers_have_stopped() -> None:
 
     def task(v: int) -> None:
         if threading.current_thread() is not threading.main_thread():
-            time.sleep(0.6)
+            time.sleep(0.8)
             helper_done.set()
+        else:  # slow enough for the helper to take an item before the caller has them all
+            time.sleep(0.05)
 
-    timer = threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT))
+    timer = threading.Timer(0.4, lambda: signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT))
     with gpuzarr.config.set(concurrency=2):
         timer.start()
         try:
@@ -208,3 +210,33 @@ def test_an_interrupt_is_raised_once_the_helpers_have_stopped() -> None:
             assert helper_done.is_set()
         finally:
             timer.cancel()
+
+
+def test_a_second_interrupt_is_raised_at_once() -> None:
+    # For a task that does not end soon (a store that does not answer): Ctrl-C twice gets out.
+    helper_done = threading.Event()
+
+    def task(v: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(2.0)
+            helper_done.set()
+        else:  # slow enough for the helper to take an item before the caller has them all
+            time.sleep(0.05)
+
+    def interrupt() -> None:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    timers = [threading.Timer(0.4, interrupt), threading.Timer(0.7, interrupt)]
+    with gpuzarr.config.set(concurrency=2):
+        start = time.perf_counter()
+        for timer in timers:
+            timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run_tasks(task, list(range(4)))
+            assert time.perf_counter() - start < 1.5
+            assert not helper_done.is_set()
+        finally:
+            for timer in timers:
+                timer.cancel()
+        assert helper_done.wait(5)  # the helper finishes on its own
