@@ -189,36 +189,15 @@ def test_a_worker_share_caps_a_number_of_workers_within_the_cpu_pool(three_worke
         assert len(_threads_used(48, workers=6)) > 3
 
 
-def test_an_interrupt_is_raised_once_the_helpers_have_stopped() -> None:
-    # A helper's task writes into what the caller owns (a read's output, through files the
-    # caller closes): Ctrl-C while the caller waits must not leave it running.
+def _interrupted_run(helper_seconds: float, interrupts_at: list[float]) -> tuple[float, threading.Event]:
+    """run_tasks on 2 workers, the helper's item taking ``helper_seconds``, with Ctrl-C sent to
+    the main thread at each of ``interrupts_at`` (seconds): how long until KeyboardInterrupt was
+    raised, and the event the helper sets when its item is done."""
     helper_done = threading.Event()
 
     def task(v: int) -> None:
         if threading.current_thread() is not threading.main_thread():
-            time.sleep(0.8)
-            helper_done.set()
-        else:  # slow enough for the helper to take an item before the caller has them all
-            time.sleep(0.05)
-
-    timer = threading.Timer(0.4, lambda: signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT))
-    with gpuzarr.config.set(concurrency=2):
-        timer.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                run_tasks(task, list(range(4)))
-            assert helper_done.is_set()
-        finally:
-            timer.cancel()
-
-
-def test_a_second_interrupt_is_raised_at_once() -> None:
-    # For a task that does not end soon (a store that does not answer): Ctrl-C twice gets out.
-    helper_done = threading.Event()
-
-    def task(v: int) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            time.sleep(2.0)
+            time.sleep(helper_seconds)
             helper_done.set()
         else:  # slow enough for the helper to take an item before the caller has them all
             time.sleep(0.05)
@@ -226,7 +205,7 @@ def test_a_second_interrupt_is_raised_at_once() -> None:
     def interrupt() -> None:
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
-    timers = [threading.Timer(0.4, interrupt), threading.Timer(0.7, interrupt)]
+    timers = [threading.Timer(at, interrupt) for at in interrupts_at]
     with gpuzarr.config.set(concurrency=2):
         start = time.perf_counter()
         for timer in timers:
@@ -234,9 +213,22 @@ def test_a_second_interrupt_is_raised_at_once() -> None:
         try:
             with pytest.raises(KeyboardInterrupt):
                 run_tasks(task, list(range(4)))
-            assert time.perf_counter() - start < 1.5
-            assert not helper_done.is_set()
+            return time.perf_counter() - start, helper_done
         finally:
             for timer in timers:
                 timer.cancel()
-        assert helper_done.wait(5)  # the helper finishes on its own
+
+
+def test_an_interrupt_is_raised_once_the_helpers_have_stopped() -> None:
+    # A helper's task writes into what the caller owns (a read's output, through files the
+    # caller closes): Ctrl-C while the caller waits must not leave it running.
+    _, helper_done = _interrupted_run(0.8, [0.4])
+    assert helper_done.is_set()
+
+
+def test_a_second_interrupt_is_raised_at_once() -> None:
+    # For a task that does not end soon (a store that does not answer): Ctrl-C twice gets out.
+    seconds, helper_done = _interrupted_run(2.0, [0.4, 0.7])
+    assert seconds < 1.5
+    assert not helper_done.is_set()
+    assert helper_done.wait(5)  # the helper finishes on its own
