@@ -224,8 +224,9 @@ def numcodecs_blosc_threads_off() -> AbstractContextManager[object] | None:
     False while the block runs, and None again after it, unless it was set to True meanwhile (a
     False another thread sets while the block runs cannot be told from this one's, and goes
     too). That changes nothing any other thread's decodes do: on every other thread None and
-    False mean the same, and the main thread is the one running the block. Beside the pool's threads, a chunk
-    the main thread decoded with c-blosc's 2 threads took 600 µs, against 353 µs alone (2 cores).
+    False mean the same, and the main thread is the one running the block. Beside the pool's
+    threads, a chunk the main thread decoded with c-blosc's 2 threads took 600 µs, against
+    353 µs alone (2 cores).
     """
     from numcodecs import blosc
 

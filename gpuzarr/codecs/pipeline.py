@@ -310,7 +310,8 @@ class CodecPipeline:
             if context is None:
                 return None
             contexts.append(context)
-        return _all_entered(contexts)
+        # Almost every chain has one compressor: its own context, not one made around it.
+        return contexts[0] if len(contexts) == 1 else _all_entered(contexts)
 
     @cached_property
     def is_uncompressed(self) -> bool:

@@ -98,6 +98,8 @@ _NO_UNNAMED_FILES = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
 #: O_NONBLOCK: opening a FIFO planted in a store must not wait for a writer (it is then not a
 #: regular file, so not a key); regular files ignore the flag.
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+#: What opening a key's file raises where the key holds no value (a directory is not one).
+_ABSENT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
 def _is_hidden(name: str) -> bool:
@@ -241,7 +243,7 @@ class LocalStore(Store):
             # needs no check. A link on the way (ELOOP) is checked below.
             try:
                 fd = open_without_links(path, _READ_FLAGS)
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            except _ABSENT:
                 return None
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
@@ -250,7 +252,7 @@ class LocalStore(Store):
         if fd is None:
             try:
                 fd = os.open(path, _READ_FLAGS)
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            except _ABSENT:
                 return None
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
