@@ -406,6 +406,9 @@ class Snapshot(Store):
 
     #: whether every read sees the same version of the value (see :meth:`Store.snapshot`)
     consistent: bool = True
+    #: the value's size in bytes where the snapshot knows it without a request (an open
+    #: file's), else None: readers check ranges against it before reading
+    size: int | None = None
 
     def __init__(self, key: str) -> None:
         super().__init__(read_only=True)
@@ -418,7 +421,8 @@ class Snapshot(Store):
     def version(self) -> Hashable | None:
         """What identifies this version of the value, None when the store cannot tell.
 
-        E.g. a file's inode and modification time; equal versions mean the same bytes.
+        E.g. a file's inode, size, modification and change times; equal versions mean the same
+        bytes.
         """
         return None
 

@@ -624,25 +624,31 @@ class _FileSnapshot(Snapshot):
 
     def __init__(self, key: str, opened: tuple[int, int] | None) -> None:
         super().__init__(key)
-        self._fd, self.size = opened if opened is not None else (-1, 0)
+        self._fd, self._nbytes = opened if opened is not None else (-1, 0)
+        self.size = None if opened is None else self._nbytes
         self._stat = None if opened is None else os.fstat(self._fd)
 
     @property
-    def version(self) -> tuple[int, int] | None:
-        """(inode, modification time in ns), as ``FileSpan.version`` of the GPU path."""
-        return None if self._stat is None else (self._stat.st_ino, self._stat.st_mtime_ns)
+    def version(self) -> FileVersion | None:
+        """:func:`stat_version` of the file, as ``FileSpan.version`` of the GPU path."""
+        return None if self._stat is None else stat_version(self._stat)
 
     def changed(self) -> bool:
         if self._stat is None:
             return False
-        now = os.fstat(self._fd)
-        return (now.st_size, now.st_mtime_ns) != (self._stat.st_size, self._stat.st_mtime_ns)
+        then, now = self._stat, os.fstat(self._fd)
+        if (now.st_size, now.st_mtime_ns) != (then.st_size, then.st_mtime_ns):
+            return True
+        # Every write moves the change time, also one whose writer put the old modification
+        # time back. So does losing a name: a writer that replaced the file by rename (the open
+        # file, read here, is intact) leaves it with fewer links, which is not a change.
+        return now.st_ctime_ns != then.st_ctime_ns and now.st_nlink >= then.st_nlink
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         self._check_key(key)
         if self._stat is None:
             return None
-        start, stop = (0, self.size) if byte_range is None else byte_range.resolve(self.size)
+        start, stop = (0, self._nbytes) if byte_range is None else byte_range.resolve(self._nbytes)
         # Shards (whole, or their index) are what snapshots read: into reused memory too.
         return _pread_pooled(self._fd, stop - start, start)
 
@@ -650,8 +656,24 @@ class _FileSnapshot(Snapshot):
         self._check_key(key)
         if self._stat is None:
             return None
-        spans = (r.resolve(self.size) for r in ranges)
+        spans = (r.resolve(self._nbytes) for r in ranges)
         return [_pread_pooled(self._fd, stop - start, start) for start, stop in spans]
+
+
+#: What tells versions of a file apart: see :func:`stat_version`.
+FileVersion = tuple[int, int, int, int]
+
+
+def stat_version(info: os.stat_result) -> FileVersion:
+    """(inode, size, modification time, change time; times in ns) of a file.
+
+    The change time is there for writers that rewrite a file in place and then put its old
+    modification time back (``os.utime``, ``touch -d``, ``rsync --times``): the kernel sets
+    the change time on every write and no call sets it back. It also moves with the file's
+    metadata (its mode, its links): such a version counts as another, and what was kept for
+    the old one is read again.
+    """
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def _temp_name(name: str) -> str:

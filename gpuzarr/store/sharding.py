@@ -188,10 +188,7 @@ def read_inner_chunks(
         for i in present:
             start, n = int(index.offsets[i]), int(index.nbytes[i])
             if start + n > len(view):
-                raise CorruptChunkError(
-                    key, f"inner chunk {i} (offset {start}, nbytes {n}) lies past the shard end "
-                    f"({len(view)} bytes)"
-                )
+                raise past_shard_end(key, i, start, n, len(view))
             out[i] = view[start : start + n]
         return [out[i] for i in wanted]
     spans = sorted((int(index.offsets[i]), int(index.nbytes[i]), i) for i in present)
@@ -216,9 +213,7 @@ def read_inner_chunks(
         for start, n, i in g:
             lo = start - r.offset
             if lo + n > len(view):
-                raise CorruptChunkError(
-                    key, f"inner chunk {i} (offset {start}, nbytes {n}) lies past the shard end"
-                )
+                raise past_shard_end(key, i, start, n, None)
             out[i] = view[lo : lo + n]
     return [out[i] for i in wanted]
 
@@ -334,12 +329,23 @@ def read_inner_chunk(shard: Snapshot, key: str, index: ShardIndex, i: int) -> Bu
     if index.is_empty(i):
         return None
     start, n = int(index.offsets[i]), int(index.nbytes[i])
+    # Where the snapshot knows the size, an entry past the end is refused before reading: a
+    # read of 0 bytes there would return nothing and pass the length check below.
+    if shard.size is not None and start + n > shard.size:
+        raise past_shard_end(key, i, start, n, shard.size)
     raw = shard.get(key, ByteRange(start, n))
     if raw is None:
         raise CorruptChunkError(key, "shard disappeared while it was being read")
     if len(raw) != n:
-        raise CorruptChunkError(key, f"inner chunk {i} (offset {start}, nbytes {n}) lies past the shard end")
+        raise past_shard_end(key, i, start, n, None)
     return raw
+
+
+def past_shard_end(key: str, i: int, start: int, n: int, size: int | None) -> CorruptChunkError:
+    """The error for inner chunk ``i`` of the shard at ``key`` whose index entry (``start``,
+    ``n`` bytes) reaches past the shard's end (``size``, where known)."""
+    end = "the shard end" if size is None else f"the shard end ({size} bytes)"
+    return CorruptChunkError(key, f"inner chunk {i} (offset {start}, nbytes {n}) lies past {end}")
 
 
 class _Unknown:

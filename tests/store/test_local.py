@@ -106,6 +106,30 @@ def test_snapshot_keeps_a_replaced_file(tmp_path: Path) -> None:
         assert value.changed()
 
 
+def test_snapshot_sees_an_in_place_rewrite_that_hides_itself(tmp_path: Path) -> None:
+    """Same size and the old modification time put back: the change time, which no call sets
+    back, still tells the versions apart."""
+    store = LocalStore(tmp_path)
+    store.set("k", b"old")
+    before = os.stat(tmp_path / "k")
+    with store.snapshot("k") as value:
+        version = value.version
+        with open(tmp_path / "k", "r+b") as f:
+            f.write(b"new")
+        os.utime(tmp_path / "k", ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = os.stat(tmp_path / "k")
+        assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        assert value.changed()
+    with store.snapshot("k") as again:
+        assert again.version != version
+        assert again.size == 3
+
+
+def test_snapshot_of_an_absent_key_has_no_size_or_version(tmp_path: Path) -> None:
+    with LocalStore(tmp_path).snapshot("k") as value:
+        assert value.size is None and value.version is None and not value.changed()
+
+
 class _Exploding:
     """A buffer whose export fails half-way through a write."""
 

@@ -327,7 +327,7 @@ def _coalesce(spans: Sequence[tuple[int, FileSpan]]) -> list[list[tuple[int, Fil
     """Spans grouped into runs to read at once: same file and version, in file order, each
     starting at or after the previous one's end and at most ``COALESCE_GAP_BYTES`` after it (the
     rule of ``store.sharding``'s host reads). Files keep the order they first appear in."""
-    by_file: dict[tuple[str, tuple[int, int]], list[tuple[int, FileSpan]]] = {}
+    by_file: dict[tuple[str, tuple[int, ...]], list[tuple[int, FileSpan]]] = {}
     for t, span in spans:
         by_file.setdefault((span.path, span.version), []).append((t, span))
     runs: list[list[tuple[int, FileSpan]]] = []

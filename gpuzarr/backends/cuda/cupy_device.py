@@ -77,7 +77,7 @@ class FileHandleCache:
 
     def __init__(self, capacity: int | None = None) -> None:
         self._fixed = capacity
-        self._handles: _LruCache[tuple[str, tuple[int, int]], Any] = _LruCache(capacity or 0)
+        self._handles: _LruCache[tuple[str, tuple[int, ...]], Any] = _LruCache(capacity or 0)
 
     @property
     def capacity(self) -> int:

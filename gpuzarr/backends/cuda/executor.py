@@ -357,11 +357,11 @@ def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
 
 def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
     """Raise CorruptChunkError when a file the device has just read is no longer the file whose
-    structure the host checked (``FileSpan.version``: inode and modification time): a writer
-    replaced or rewrote it meanwhile, so its bytes may not be the frames that were walked, and
-    must not reach nvCOMP (undefined behaviour on corrupt input). Costs one ``stat`` per file,
-    not a device round trip."""
-    seen: dict[str, tuple[int, int] | None] = {}
+    structure the host checked (``FileSpan.version``: inode, size, modification and change
+    times): a writer replaced or rewrote it meanwhile, so its bytes may not be the frames that
+    were walked, and must not reach nvCOMP (undefined behaviour on corrupt input). Costs one
+    ``stat`` per file, not a device round trip."""
+    seen: dict[str, tuple[int, ...] | None] = {}
     for read in bound.file_reads:
         span = read.span
         if span.path not in seen:

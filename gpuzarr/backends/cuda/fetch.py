@@ -23,10 +23,9 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CorruptChunkError
 from ...parallel import io_runner
-from ...store.local import LocalStore
-from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, read_inner_chunks
+from ...store.local import FileVersion, LocalStore, stat_version
+from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, past_shard_end, read_inner_chunks
 from .launches import FileSpan
 from .routes import reads_directly
 
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from .gpu_plan import ChunkTask, GpuReadPlan
 
 
-def file_version(path: str) -> tuple[int, tuple[int, int]] | None:
+def file_version(path: str) -> tuple[int, FileVersion] | None:
     """(size, version) of a regular file, None when there is none."""
     try:
         info = os.stat(path)
@@ -46,7 +45,7 @@ def file_version(path: str) -> tuple[int, tuple[int, int]] | None:
         return None
     if not stat.S_ISREG(info.st_mode):
         return None
-    return info.st_size, (info.st_ino, info.st_mtime_ns)
+    return info.st_size, stat_version(info)
 
 
 def fetch_batch(
@@ -133,7 +132,7 @@ def _fetch_sharded(
 
 
 def _inner_span(
-    key: str, path: str, found: tuple[int, tuple[int, int]], index: ShardIndex, inner: int
+    key: str, path: str, found: tuple[int, FileVersion], index: ShardIndex, inner: int
 ) -> FileSpan | None:
     """Where inner chunk ``inner`` lies in the shard file (None: empty in the index)."""
     if index.is_empty(inner):
@@ -141,9 +140,7 @@ def _inner_span(
     size, version = found
     start, n = int(index.offsets[inner]), int(index.nbytes[inner])
     if start + n > size:
-        raise CorruptChunkError(
-            key, f"inner chunk {inner} (offset {start}, nbytes {n}) lies past the shard end ({size} bytes)"
-        )
+        raise past_shard_end(key, inner, start, n, size)
     return FileSpan(path, start, n, version)
 
 

@@ -81,8 +81,9 @@ class FileSpan:
     path: str
     offset: int
     nbytes: int
-    #: (inode, modification time in ns) when the span was located: tells a replaced file apart
-    version: tuple[int, int] = (0, 0)
+    #: the file's ``store.local.stat_version`` when the span was located: tells a replaced or
+    #: rewritten file apart (empty: not known)
+    version: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

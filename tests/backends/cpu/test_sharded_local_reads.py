@@ -10,6 +10,7 @@ import os
 import resource
 from typing import TYPE_CHECKING, Any
 
+import google_crc32c
 import numpy as np
 import pytest
 
@@ -103,14 +104,63 @@ def shard_bytes(tmp_path: Path, data: np.ndarray[Any, Any], codecs: list[dict[st
     }
 
 
-def rewrite_in_place(path: Path, content: bytes) -> None:
+def rewrite_in_place(path: Path, content: bytes, *, keep_mtime: bool = False) -> None:
     """Overwrite the file's bytes without replacing the file (as a writer that does not rename
-    does), with a modification time of its own."""
+    does), with a modification time of its own, or (``keep_mtime``) the old one put back."""
     stat = os.stat(path)
     with open(path, "r+b") as f:
         f.truncate(0)
         f.write(content)
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + (0 if keep_mtime else 1_000_000_000)))
+
+
+def test_a_shard_rewritten_in_place_that_puts_its_modification_time_back_is_read_again(
+    tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same size, same modification time: only the change time tells the versions apart."""
+    new = shard_bytes(tmp_path / "new", version(2), RAW)
+    a = make(tmp_path / "old", version(1), codecs=RAW)
+    key = "c/0/1/0"
+    path = tmp_path / "old" / key
+    assert len(new[key]) == path.stat().st_size
+    original = read_module.read_inner_chunk
+    reads_of_key: list[int] = []
+
+    def rewriting(shard: Any, shard_key: str, index: Any, i: int) -> Any:
+        if shard_key == key:
+            reads_of_key.append(i)
+            if len(reads_of_key) == 2:
+                before = path.stat()
+                rewrite_in_place(path, new[key], keep_mtime=True)
+                after = path.stat()
+                assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        return original(shard, shard_key, index, i)
+
+    monkeypatch.setattr(read_module, "read_inner_chunk", rewriting)
+    crop = (slice(3, 29), slice(5, 40), slice(1, 30))
+    got = a[crop]
+    assert len(reads_of_key) >= 2 and chunkwise
+    expected = version(1)[crop]
+    expected[0:13, 11:27, 0:15] = version(2)[crop][0:13, 11:27, 0:15]
+    assert np.array_equal(got, expected)
+
+
+def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(tmp_path: Path, chunkwise: list[int]) -> None:
+    """An entry of 0 bytes at an offset past the file's end reads as nothing: the bounds check
+    against the open file's size still names it."""
+    a = make(tmp_path, version(1))
+    key = "c/0/0/0"
+    path = tmp_path / key
+    content = bytearray(path.read_bytes())
+    entry = len(content) - (8 * 16 + 4)  # the first of the index's 16-byte entries
+    content[entry : entry + 16] = (len(content) + 4096).to_bytes(8, "little") + (0).to_bytes(8, "little")
+    crc = google_crc32c.value(bytes(content[entry:-4]))
+    content[-4:] = crc.to_bytes(4, "little")
+    path.write_bytes(bytes(content))
+    with pytest.raises(CorruptChunkError, match=r"inner chunk 0 .*nbytes 0\) lies past the shard end") as caught:
+        a[0:8, 0:8, 0:8]
+    assert caught.value.key == key
+    assert chunkwise
 
 
 @pytest.mark.parametrize("codecs", [ZSTD, RAW], ids=["zstd", "uncompressed"])
