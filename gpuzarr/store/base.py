@@ -422,7 +422,7 @@ class Snapshot(Store):
         """What identifies this version of the value, None when the store cannot tell.
 
         E.g. a file's inode, size, modification and change times; equal versions mean the same
-        bytes.
+        bytes (a version that differs may still hold them: ``store.local.same_bytes``).
         """
         return None
 

@@ -22,9 +22,9 @@ are evicted or :meth:`CachingStore.clear` is called. Use it for data that is rea
 being written elsewhere meanwhile.
 
 Snapshots stay one version. Where the inner store's snapshot reports a version
-(``Snapshot.version``: a LocalStore's inode, size, modification and change times, a
-MemoryStore's value object), cached bytes are tagged with it and served only to snapshots of
-the same version, so a shard's index and its inner chunks never mix versions. Where it is consistent but reports no
+(``Snapshot.version``: a LocalStore's ``FileVersion``, a MemoryStore's value object), cached
+bytes are tagged with it and served only to snapshots of the same version, so a shard's index
+and its inner chunks never mix versions. Where it is consistent but reports no
 version, snapshot reads bypass the cache. Where it cannot promise one version at all
 (``consistent`` False) the cache adds nothing to that: such reads go through it untagged. While
 this thread holds :meth:`CachingStore.lock` of a key, reads of that key bypass the cache, so a

@@ -75,7 +75,7 @@ import secrets
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import SymlinkEscapeError
 from ..output_pool import pooled_bytes
@@ -277,7 +277,7 @@ class LocalStore(Store):
         and TensorStore) leaves this version readable; one that rewrites it in place shows
         in ``Snapshot.changed()``."""
         with self._open(key) as opened:
-            yield _FileSnapshot(key, opened)
+            yield _FileSnapshot(key, opened, self._inside_prefix + key)
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -622,31 +622,38 @@ class _FileReader(RangeReader):
 class _FileSnapshot(Snapshot):
     """One open file of a LocalStore (``opened`` None: the key was absent)."""
 
-    def __init__(self, key: str, opened: tuple[int, int] | None) -> None:
+    def __init__(self, key: str, opened: tuple[int, int] | None, path: str) -> None:
         super().__init__(key)
-        self._fd, self._nbytes = opened if opened is not None else (-1, 0)
-        self.size = None if opened is None else self._nbytes
-        self._stat = None if opened is None else os.fstat(self._fd)
+        self._fd = -1 if opened is None else opened[0]
+        self._path = path
+        self._version = None if opened is None else stat_version(os.fstat(self._fd))
+        # The size this version has (the one fstat above, not the open's: a writer may be between).
+        self._nbytes = 0 if self._version is None else self._version.size
+        self.size = None if self._version is None else self._nbytes
 
     @property
     def version(self) -> FileVersion | None:
         """:func:`stat_version` of the file, as ``FileSpan.version`` of the GPU path."""
-        return None if self._stat is None else stat_version(self._stat)
+        return self._version
 
     def changed(self) -> bool:
-        if self._stat is None:
+        then = self._version
+        if then is None:
             return False
-        then, now = self._stat, os.fstat(self._fd)
-        if (now.st_size, now.st_mtime_ns) != (then.st_size, then.st_mtime_ns):
+        now = stat_version(os.fstat(self._fd))
+        if same_bytes(then, now):
+            return False
+        if (now.size, now.modified_ns) != (then.size, then.modified_ns):
             return True
-        # Every write moves the change time, also one whose writer put the old modification
-        # time back. So does losing a name: a writer that replaced the file by rename (the open
-        # file, read here, is intact) leaves it with fewer links, which is not a change.
-        return now.st_ctime_ns != then.st_ctime_ns and now.st_nlink >= then.st_nlink
+        # The change time alone moved: a write that put the old modification time back, or a
+        # rename that :func:`same_bytes` cannot see from the links. An NFS client keeps an open
+        # file that a writer replaced under a hidden name, its link count unchanged: where the
+        # key no longer names this file, it was replaced, and the open one is intact.
+        return _names_same_file(None, self._path, self._fd, follow_symlinks=True)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         self._check_key(key)
-        if self._stat is None:
+        if self._version is None:
             return None
         start, stop = (0, self._nbytes) if byte_range is None else byte_range.resolve(self._nbytes)
         # Shards (whole, or their index) are what snapshots read: into reused memory too.
@@ -654,26 +661,49 @@ class _FileSnapshot(Snapshot):
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
-        if self._stat is None:
+        if self._version is None:
             return None
         spans = (r.resolve(self._nbytes) for r in ranges)
         return [_pread_pooled(self._fd, stop - start, start) for start, stop in spans]
 
 
-#: What tells versions of a file apart: see :func:`stat_version`.
-FileVersion = tuple[int, int, int, int]
+class FileVersion(NamedTuple):
+    """What tells versions of a file apart (:func:`stat_version`); times in ns.
+
+    The change time is there for writers that rewrite a file in place and then put its old
+    modification time back (``os.utime``, ``touch -d``, ``rsync --inplace --times``): the
+    kernel sets it on every write and no call sets it back. It also moves with the file's
+    links and mode, so equal versions mean the same bytes, and a version that differs may
+    still hold them: :func:`same_bytes` tells.
+    """
+
+    inode: int
+    size: int
+    modified_ns: int
+    changed_ns: int
+    links: int
+    mode: int
 
 
 def stat_version(info: os.stat_result) -> FileVersion:
-    """(inode, size, modification time, change time; times in ns) of a file.
+    """The :class:`FileVersion` of a file from its ``stat``."""
+    return FileVersion(info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_nlink, info.st_mode)
 
-    The change time is there for writers that rewrite a file in place and then put its old
-    modification time back (``os.utime``, ``touch -d``, ``rsync --times``): the kernel sets
-    the change time on every write and no call sets it back. It also moves with the file's
-    metadata (its mode, its links): such a version counts as another, and what was kept for
-    the old one is read again.
+
+def same_bytes(then: FileVersion, now: FileVersion) -> bool:
+    """Whether a file seen as ``then`` and later as ``now`` still holds the same bytes: the same
+    inode, size and modification time, and a change time that did not move, or moved with
+    the file's links or mode (a rename over it, a hard link, a chmod leave its bytes alone).
+
+    A write that puts the old modification time back within the same tick of the clock as
+    the file's last change goes unseen where the kernel keeps change times to the tick
+    (Linux before 6.13: 1-10 ms); the same write and a chmod in one window, too.
     """
-    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+    if (then.inode, then.size, then.modified_ns) != (now.inode, now.size, now.modified_ns):
+        return False
+    return then.changed_ns == now.changed_ns or (then.links, then.mode) != (now.links, now.mode)
+
+
 
 
 def _temp_name(name: str) -> str:
@@ -692,11 +722,11 @@ def _lock(fd: int) -> bool:
     return True
 
 
-def _names_same_file(dir_fd: int, name: str, fd: int) -> bool:
+def _names_same_file(dir_fd: int | None, name: str, fd: int, *, follow_symlinks: bool = False) -> bool:
     """Whether ``name`` still names the file open as ``fd`` (not renamed or replaced)."""
     try:
-        named = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
+        named = os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+    except OSError:  # gone, or no longer reachable: not that file
         return False
     opened = os.fstat(fd)
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)

@@ -180,6 +180,7 @@ def read_inner_chunks(
     out: dict[int, Buffer | None] = {i: None for i in wanted}
     if not present:
         return [out[i] for i in wanted]
+    _refuse_entries_past_the_end(store, key, index, present)
     if len(present) >= WHOLE_SHARD_FRACTION * layout.n_inner:
         shard = store.get(key)
         if shard is None:
@@ -328,17 +329,27 @@ def read_inner_chunk(shard: Snapshot, key: str, index: ShardIndex, i: int) -> Bu
     one request (None where the index says it is empty)."""
     if index.is_empty(i):
         return None
+    _refuse_entries_past_the_end(shard, key, index, (i,))
     start, n = int(index.offsets[i]), int(index.nbytes[i])
-    # Where the snapshot knows the size, an entry past the end is refused before reading: a
-    # read of 0 bytes there would return nothing and pass the length check below.
-    if shard.size is not None and start + n > shard.size:
-        raise past_shard_end(key, i, start, n, shard.size)
     raw = shard.get(key, ByteRange(start, n))
     if raw is None:
         raise CorruptChunkError(key, "shard disappeared while it was being read")
     if len(raw) != n:
         raise past_shard_end(key, i, start, n, None)
     return raw
+
+
+def _refuse_entries_past_the_end(store: Store, key: str, index: ShardIndex, positions: Sequence[int]) -> None:
+    """Raise for the first inner chunk of ``positions`` whose index entry reaches past the end
+    of the shard, where ``store`` is a snapshot that knows the shard's size (an open file):
+    read there, an entry of 0 bytes would return nothing and pass for an empty value."""
+    size = store.size if isinstance(store, Snapshot) else None
+    if size is None:
+        return
+    for i in positions:
+        start, n = int(index.offsets[i]), int(index.nbytes[i])
+        if start + n > size:
+            raise past_shard_end(key, i, start, n, size)
 
 
 def past_shard_end(key: str, i: int, start: int, n: int, size: int | None) -> CorruptChunkError:

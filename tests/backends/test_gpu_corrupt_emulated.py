@@ -6,6 +6,7 @@ and the first failed batch of a read is logged at WARNING."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,6 +16,7 @@ import gpuzarr
 from gpuzarr.backends.cuda.device import is_device_failure
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import CorruptChunkError, DeviceError
+from tests.file_times import wait_for_a_new_change_time
 
 from .cuda_matrix import assert_bitwise_equal, cpu_result, make_array
 
@@ -65,6 +67,51 @@ def test_a_file_replaced_after_the_host_walked_it_never_reaches_the_decoder(
         _on_gpu(array)[...]
     assert caught.value.key == "c/1/1"
     assert _zstd_streams(emulated_gpu) == 0
+
+
+@pytest.mark.parametrize("how", ["rewritten in place, modification time put back", "chmod", "hard link"])
+def test_a_file_changed_in_place_after_the_host_walked_it(emulated_gpu: EmulatedGpu, tmp_path: Path, how: str) -> None:
+    """Same inode, size and modification time: a rewrite in place is told by the change time and
+    refused; a chmod or a second link, which move the change time but leave the bytes alone,
+    read as usual."""
+    array = _local(tmp_path)
+    expected = cpu_result(array, Ellipsis)
+    victim = _victim(tmp_path)
+    content = victim.read_bytes()
+    rewritten = content[:-1] + bytes([content[-1] ^ 0xFF])  # the last byte of the frame's last block
+    wait_for_a_new_change_time(victim)
+    done: list[str] = []
+
+    class ChangedUnderTheRead(CpuEmulatedDevice):
+        def read_files(self, reads: Any, staging: Any, work: Any) -> list[int]:
+            if not done:
+                before = victim.stat()
+                if how == "chmod":
+                    victim.chmod(0o600 if before.st_mode & 0o777 != 0o600 else 0o644)
+                elif how == "hard link":
+                    os.link(victim, tmp_path / "backup")
+                else:
+                    with open(victim, "r+b") as f:
+                        f.write(rewritten)
+                    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+                after = victim.stat()
+                assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+                    before.st_ino, before.st_size, before.st_mtime_ns,
+                )  # fmt: skip
+                assert after.st_ctime_ns != before.st_ctime_ns
+                done.append(how)
+            return super().read_files(reads, staging, work)
+
+    emulated_gpu.device_class = ChangedUnderTheRead
+    emulated_gpu.devices.clear()
+    if how.startswith("rewritten"):
+        with pytest.raises(CorruptChunkError, match="changed while it was being read") as caught:
+            _on_gpu(array)[...]
+        assert caught.value.key == "c/1/1"
+        assert _zstd_streams(emulated_gpu) == 0
+    else:
+        assert_bitwise_equal(_on_gpu(array)[...], expected)
+    assert done
 
 
 def test_direct_reads_of_several_frames_go_to_the_cpu(

@@ -11,6 +11,7 @@ import pytest
 from gpuzarr.store import LocalStore, make_store
 from gpuzarr.store.local import TEMP_MARKER
 from gpuzarr.store.locks import LOCK_MARKER, lock_path
+from tests.file_times import wait_for_a_new_change_time
 
 from .conformance import StoreConformance
 
@@ -111,6 +112,7 @@ def test_snapshot_sees_an_in_place_rewrite_that_hides_itself(tmp_path: Path) -> 
     back, still tells the versions apart."""
     store = LocalStore(tmp_path)
     store.set("k", b"old")
+    wait_for_a_new_change_time(tmp_path / "k")
     before = os.stat(tmp_path / "k")
     with store.snapshot("k") as value:
         version = value.version
@@ -123,6 +125,30 @@ def test_snapshot_sees_an_in_place_rewrite_that_hides_itself(tmp_path: Path) -> 
     with store.snapshot("k") as again:
         assert again.version != version
         assert again.size == 3
+
+
+@pytest.mark.parametrize("how", ["chmod", "hard link", "replaced, link count kept", "renamed"])
+def test_snapshot_unchanged_by_what_leaves_the_bytes_alone(tmp_path: Path, how: str) -> None:
+    """What moves the change time but not the bytes of the open file: a chmod, a second link,
+    a writer replacing the key while the file keeps its link count (as an NFS client keeps a
+    replaced open file under a hidden name; here a second link stands in for that name)."""
+    store = LocalStore(tmp_path)
+    store.set("k", b"old")
+    wait_for_a_new_change_time(tmp_path / "k")
+    with store.snapshot("k") as value:
+        if how == "chmod":
+            os.chmod(tmp_path / "k", 0o600)
+        elif how == "hard link":
+            os.link(tmp_path / "k", tmp_path / "other")
+        elif how == "renamed":
+            os.rename(tmp_path / "k", tmp_path / "moved")
+        else:
+            os.link(tmp_path / "k", tmp_path / "hidden")
+            store.set("k", b"new")  # drops the old file's first link: one is left
+        opened = os.fstat(value._fd)  # type: ignore[attr-defined]
+        assert opened.st_ctime_ns != value.version.changed_ns  # type: ignore[union-attr]
+        assert not value.changed()
+        assert value.get("k") == b"old"
 
 
 def test_snapshot_of_an_absent_key_has_no_size_or_version(tmp_path: Path) -> None:

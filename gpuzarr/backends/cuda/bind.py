@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from ...layout import ArrayLayout
     from ...store.base import Buffer
+    from ...store.local import FileVersion
 
 
 def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.NDArray[np.uint8]:
@@ -327,7 +328,7 @@ def _coalesce(spans: Sequence[tuple[int, FileSpan]]) -> list[list[tuple[int, Fil
     """Spans grouped into runs to read at once: same file and version, in file order, each
     starting at or after the previous one's end and at most ``COALESCE_GAP_BYTES`` after it (the
     rule of ``store.sharding``'s host reads). Files keep the order they first appear in."""
-    by_file: dict[tuple[str, tuple[int, ...]], list[tuple[int, FileSpan]]] = {}
+    by_file: dict[tuple[str, FileVersion | None], list[tuple[int, FileSpan]]] = {}
     for t, span in spans:
         by_file.setdefault((span.path, span.version), []).append((t, span))
     runs: list[list[tuple[int, FileSpan]]] = []

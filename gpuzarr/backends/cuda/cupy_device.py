@@ -30,6 +30,7 @@ from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from ...store.local import FileVersion
     from .device import PendingSizes
 
 logger = logging.getLogger("gpuzarr")
@@ -77,7 +78,7 @@ class FileHandleCache:
 
     def __init__(self, capacity: int | None = None) -> None:
         self._fixed = capacity
-        self._handles: _LruCache[tuple[str, tuple[int, ...]], Any] = _LruCache(capacity or 0)
+        self._handles: _LruCache[tuple[str, FileVersion | None], Any] = _LruCache(capacity or 0)
 
     @property
     def capacity(self) -> int:

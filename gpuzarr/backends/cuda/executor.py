@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import CorruptChunkError
-from ...store.local import LocalStore
+from ...store.local import FileVersion, LocalStore, same_bytes
 from .bind import bind_batch, decode_on_host
 from .device import Device, DeviceEvent, read_file_span, uses_direct_reads
 from .fetch import fetch_batch, file_version
@@ -357,17 +357,19 @@ def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
 
 def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
     """Raise CorruptChunkError when a file the device has just read is no longer the file whose
-    structure the host checked (``FileSpan.version``: inode, size, modification and change
-    times): a writer replaced or rewrote it meanwhile, so its bytes may not be the frames that
-    were walked, and must not reach nvCOMP (undefined behaviour on corrupt input). Costs one
-    ``stat`` per file, not a device round trip."""
-    seen: dict[str, tuple[int, ...] | None] = {}
+    structure the host checked (``FileSpan.version``; ``store.local.same_bytes`` compares): a
+    writer replaced or rewrote it meanwhile, so its bytes may not be the frames that were
+    walked, and must not reach nvCOMP (undefined behaviour on corrupt input). A chmod or a
+    hard link meanwhile leaves the bytes alone and passes. Costs one ``stat`` per file, not a
+    device round trip."""
+    seen: dict[str, FileVersion | None] = {}
     for read in bound.file_reads:
         span = read.span
         if span.path not in seen:
             found = file_version(span.path)
             seen[span.path] = None if found is None else found[1]
-        if seen[span.path] != span.version:
+        now = seen[span.path]
+        if now is None or span.version is None or not same_bytes(span.version, now):
             task = plan.tasks[read.task]
             raise CorruptChunkError(
                 task.key, f"{task.where}the file changed while it was being read ({span.path}); read it again"

@@ -24,7 +24,7 @@ import stat
 from typing import TYPE_CHECKING, Any
 
 from ...parallel import io_runner
-from ...store.local import FileVersion, LocalStore, stat_version
+from ...store.local import FileVersion, LocalStore, same_bytes, stat_version
 from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, past_shard_end, read_inner_chunks
 from .launches import FileSpan
 from .routes import reads_directly
@@ -114,7 +114,8 @@ def _fetch_sharded(
             return read_inner_chunks(store, key, index, positions, shard_layout)
         path = local.real_path(key)
         found = None if path is None else file_version(path)
-        if path is None or found is None or found[1] != index.version:
+        known = index.version
+        if path is None or found is None or not (isinstance(known, FileVersion) and same_bytes(known, found[1])):
             # The file at the path is no longer the version whose index was read (``store`` is
             # the snapshot that read it): its inner chunks come from the snapshot, on the host.
             return read_inner_chunks(store, key, index, positions, shard_layout)

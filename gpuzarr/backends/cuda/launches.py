@@ -14,6 +14,7 @@ from .gpu_plan import ALIGNMENT, Int64Array
 from .launch_checks import MAX_NDIM, check_assemble
 
 if TYPE_CHECKING:
+    from ...store.local import FileVersion
     from .streams import Algorithm, Checksum
 
 
@@ -82,8 +83,8 @@ class FileSpan:
     offset: int
     nbytes: int
     #: the file's ``store.local.stat_version`` when the span was located: tells a replaced or
-    #: rewritten file apart (empty: not known)
-    version: tuple[int, ...] = ()
+    #: rewritten file apart (None: not known, and the read is refused)
+    version: FileVersion | None = None
 
 
 @dataclass(frozen=True)

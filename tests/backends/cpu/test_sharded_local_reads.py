@@ -19,6 +19,7 @@ from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.store import LocalStore
 from gpuzarr.store import sharding as sharding_module
+from tests.file_times import wait_for_a_new_change_time
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -123,6 +124,7 @@ def test_a_shard_rewritten_in_place_that_puts_its_modification_time_back_is_read
     key = "c/0/1/0"
     path = tmp_path / "old" / key
     assert len(new[key]) == path.stat().st_size
+    wait_for_a_new_change_time(path)
     original = read_module.read_inner_chunk
     reads_of_key: list[int] = []
 
@@ -145,9 +147,15 @@ def test_a_shard_rewritten_in_place_that_puts_its_modification_time_back_is_read
     assert np.array_equal(got, expected)
 
 
-def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(tmp_path: Path, chunkwise: list[int]) -> None:
+@pytest.mark.parametrize("route", ["chunkwise", "fetched"])
+def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(
+    tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
     """An entry of 0 bytes at an offset past the file's end reads as nothing: the bounds check
-    against the open file's size still names it."""
+    against the open file's size still names it, inner chunk by inner chunk or fetched with
+    the shard's other wanted chunks."""
+    if route == "fetched":
+        monkeypatch.setattr(read_module, "CHUNKWISE_SHARDS", 0)
     a = make(tmp_path, version(1))
     key = "c/0/0/0"
     path = tmp_path / key
@@ -160,7 +168,7 @@ def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(tmp_path: Path
     with pytest.raises(CorruptChunkError, match=r"inner chunk 0 .*nbytes 0\) lies past the shard end") as caught:
         a[0:8, 0:8, 0:8]
     assert caught.value.key == key
-    assert chunkwise
+    assert bool(chunkwise) == (route == "chunkwise")
 
 
 @pytest.mark.parametrize("codecs", [ZSTD, RAW], ids=["zstd", "uncompressed"])
