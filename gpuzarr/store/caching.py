@@ -450,6 +450,7 @@ class _CachingSnapshot(Snapshot):
         self.store = store
         self.inner = inner
         self.consistent = inner.consistent
+        self.size = inner.size
         # The inner version, asked for at the first read (where asking costs a request, a
         # reader may assume one first: see assume_version).
         self._tag: Any = _MISS

@@ -22,6 +22,7 @@ from gpuzarr.backends.cuda.routes import ROUTES, ZSTD_SCRATCH_PER_BYTE, decode_r
 from gpuzarr.backends.cuda.streams import SPLITTERS
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 from gpuzarr.plan.selection import plan_selection
+from gpuzarr.store.local import FileVersion
 
 from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array, read_gpu_plan
 
@@ -282,7 +283,8 @@ def test_file_handle_cache_reopens_replaced_files_and_keeps_the_latest() -> None
             return f"{path}#{len(opened)}"
 
     cache = FileHandleCache(capacity=2)
-    a, a_replaced = FileSpan("a", 0, 1, (1, 1)), FileSpan("a", 0, 1, (1, 2))
+    a = FileSpan("a", 0, 1, FileVersion(1, 1, 1, 1, 1, 0))
+    a_replaced = FileSpan("a", 0, 1, FileVersion(1, 1, 2, 2, 1, 0))
     b, c = FileSpan("b", 0, 1), FileSpan("c", 0, 1)
     assert cache.handle(FakeKvikio, a) == cache.handle(FakeKvikio, a) == "a#1"
     assert cache.handle(FakeKvikio, a_replaced) == "a#2"

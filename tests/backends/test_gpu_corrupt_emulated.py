@@ -14,6 +14,7 @@ from numcodecs import Zstd
 
 import gpuzarr
 from gpuzarr.backends.cuda.device import is_device_failure
+from gpuzarr.backends.cuda.executor import FILE_READ_ATTEMPTS
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import CorruptChunkError, DeviceError
 from tests.file_times import wait_for_a_new_change_time
@@ -69,49 +70,68 @@ def test_a_file_replaced_after_the_host_walked_it_never_reaches_the_decoder(
     assert _zstd_streams(emulated_gpu) == 0
 
 
-@pytest.mark.parametrize("how", ["rewritten in place, modification time put back", "chmod", "hard link"])
-def test_a_file_changed_in_place_after_the_host_walked_it(emulated_gpu: EmulatedGpu, tmp_path: Path, how: str) -> None:
-    """Same inode, size and modification time: a rewrite in place is told by the change time and
-    refused; a chmod or a second link, which move the change time but leave the bytes alone,
-    read as usual."""
+#: What changes a file in place while the device reads it: (how, every read or only the first,
+#: how many reads of the batch that makes)
+IN_PLACE_CHANGES = [
+    # Same size, the old modification time put back: only the change time tells. Done to every
+    # read, it is refused; done once, the batch is read again and the read goes on.
+    ("rewritten, modification time put back", "every", FILE_READ_ATTEMPTS),
+    ("rewritten, modification time put back", "once", 2),
+    # A chmod or a new link moves the change time and the mode or link count: the bytes are the
+    # same, and the read goes on at once.
+    ("chmod", "once", 1),
+    ("hard link", "once", 1),
+    # Setting the access time moves only the change time, which a hidden rewrite would too.
+    ("access time set", "once", 2),
+]
+
+
+@pytest.mark.parametrize(("how", "when", "reads"), IN_PLACE_CHANGES)
+def test_a_file_changed_in_place_after_the_host_walked_it(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, how: str, when: str, reads: int
+) -> None:
+    """Same inode, size and modification time: what else changed decides whether the batch is
+    read again, and a file that changes at every read is refused before any of it is decoded."""
     array = _local(tmp_path)
     expected = cpu_result(array, Ellipsis)
     victim = _victim(tmp_path)
     content = victim.read_bytes()
-    rewritten = content[:-1] + bytes([content[-1] ^ 0xFF])  # the last byte of the frame's last block
-    wait_for_a_new_change_time(victim)
-    done: list[str] = []
+    calls: list[int] = []
 
     class ChangedUnderTheRead(CpuEmulatedDevice):
         def read_files(self, reads: Any, staging: Any, work: Any) -> list[int]:
-            if not done:
+            calls.append(1)
+            if when == "every" or len(calls) == 1:
+                wait_for_a_new_change_time(victim)
                 before = victim.stat()
                 if how == "chmod":
                     victim.chmod(0o600 if before.st_mode & 0o777 != 0o600 else 0o644)
                 elif how == "hard link":
-                    os.link(victim, tmp_path / "backup")
-                else:
+                    os.link(victim, tmp_path / f"backup{len(calls)}")
+                elif how == "access time set":
+                    os.utime(victim, ns=(before.st_atime_ns + 1_000_000_000, before.st_mtime_ns))
+                else:  # the same bytes: what a rewrite writes does not matter to the check
                     with open(victim, "r+b") as f:
-                        f.write(rewritten)
+                        f.write(content)
                     os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
                 after = victim.stat()
                 assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
                     before.st_ino, before.st_size, before.st_mtime_ns,
                 )  # fmt: skip
                 assert after.st_ctime_ns != before.st_ctime_ns
-                done.append(how)
             return super().read_files(reads, staging, work)
 
     emulated_gpu.device_class = ChangedUnderTheRead
     emulated_gpu.devices.clear()
-    if how.startswith("rewritten"):
-        with pytest.raises(CorruptChunkError, match="changed while it was being read") as caught:
+    if when == "every":
+        refused = f"changed while it was being read.*each of {reads} reads"
+        with pytest.raises(CorruptChunkError, match=refused) as caught:
             _on_gpu(array)[...]
         assert caught.value.key == "c/1/1"
         assert _zstd_streams(emulated_gpu) == 0
     else:
         assert_bitwise_equal(_on_gpu(array)[...], expected)
-    assert done
+    assert len(calls) == reads
 
 
 def test_direct_reads_of_several_frames_go_to_the_cpu(

@@ -12,6 +12,7 @@ import pytest
 from gpuzarr import config
 from gpuzarr.backends.cuda import cupy_device
 from gpuzarr.backends.cuda.launches import FileSpan
+from gpuzarr.store.local import FileVersion
 
 
 class FakeDefaults(types.ModuleType):
@@ -142,7 +143,7 @@ def test_coalesce_keeps_runs_of_one_file_close_and_in_order() -> None:
     a = [FileSpan("a", 100, 10), FileSpan("a", 0, 100), FileSpan("a", 110 + COALESCE_GAP_BYTES, 5)]
     far = FileSpan("a", 200 + 2 * COALESCE_GAP_BYTES, 5)
     overlapping = FileSpan("a", 105 + COALESCE_GAP_BYTES, 10)
-    other_version = FileSpan("a", 10, 10, (1, 2))
+    other_version = FileSpan("a", 10, 10, FileVersion(1, 10, 2, 2, 1, 0))
     b = FileSpan("b", 0, 10)
     spans = [(0, a[0]), (1, b), (2, a[1]), (3, a[2]), (4, far), (5, overlapping), (6, other_version)]
     runs = [[t for t, _ in run] for run in _coalesce(spans)]

@@ -186,7 +186,7 @@ def test_file_walk_matches_memory_walk(tmp_path: Path) -> None:
     path.write_bytes(b"pad" + frame + b"tail")
     fd = os.open(path, os.O_RDONLY)
     try:
-        span = FileSpan(str(path), 3, len(frame), (0, 0))
+        span = FileSpan(str(path), 3, len(frame))
         assert walk_zstd_frame(_FileWindow(fd, span), len(frame)) == _walk(frame)
     finally:
         os.close(fd)

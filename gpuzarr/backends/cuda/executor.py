@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from ...errors import CorruptChunkError
 from ...store.local import FileVersion, LocalStore, same_bytes
+from ...store.sharding import SHARD_READ_ATTEMPTS
 from .bind import bind_batch, decode_on_host
 from .device import Device, DeviceEvent, read_file_span, uses_direct_reads
 from .fetch import fetch_batch, file_version
@@ -64,6 +65,9 @@ _prefetch_pool: ThreadPoolExecutor | None = None
 _prefetch_lock = threading.Lock()
 #: reads whose next batch can be prepared at once; a read beyond them waits for a free thread
 PREFETCH_THREADS = 8
+#: preparations of a batch whose files change while the device reads them, before giving up
+#: (as many as the CPU path's reads of a shard rewritten in place)
+FILE_READ_ATTEMPTS = SHARD_READ_ATTEMPTS
 
 
 def _prefetcher() -> ThreadPoolExecutor:
@@ -158,7 +162,33 @@ def prepare(
     budget: int | None = None,
 ) -> PreparedBatch:
     """Read, bind and upload one batch, and run the device's file reads: everything of a batch
-    that does not wait for the batch before it."""
+    that does not wait for the batch before it.
+
+    A file that changed while the device read it (see :func:`_check_files_unchanged`) has the
+    batch prepared again from the host's reads on, at most ``FILE_READ_ATTEMPTS`` times in all,
+    as the CPU path reads a shard rewritten in place again: a writer replacing a chunk, or a
+    chmod, meanwhile costs a second read, not the read."""
+    for attempt in range(FILE_READ_ATTEMPTS):
+        try:
+            return _prepare_once(layout, store, plan, batch, device, indexes, direct, budget)
+        except _FileChanged as changed:
+            if attempt + 1 == FILE_READ_ATTEMPTS:
+                raise CorruptChunkError(
+                    changed.key, f"{changed.reason} during each of {FILE_READ_ATTEMPTS} reads of it"
+                ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _prepare_once(
+    layout: ArrayLayout,
+    store: Store,
+    plan: GpuReadPlan,
+    batch: int,
+    device: Device,
+    indexes: MutableMapping[str, ShardIndex | None] | None,
+    direct: bool,
+    budget: int | None,
+) -> PreparedBatch:
     encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
     bound = bind_batch(layout, plan, batch, encoded, lambda nbytes: device.staging.acquire(nbytes, budget))
     buffers = device.buffers
@@ -355,13 +385,24 @@ def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
     )
 
 
+class _FileChanged(Exception):
+    """A file the device read is no longer the one the host located its spans in."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(key, reason)
+        self.key = key
+        self.reason = reason
+
+
 def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
-    """Raise CorruptChunkError when a file the device has just read is no longer the file whose
+    """Raise _FileChanged when a file the device has just read is no longer the file whose
     structure the host checked (``FileSpan.version``; ``store.local.same_bytes`` compares): a
     writer replaced or rewrote it meanwhile, so its bytes may not be the frames that were
     walked, and must not reach nvCOMP (undefined behaviour on corrupt input). A chmod or a
-    hard link meanwhile leaves the bytes alone and passes. Costs one ``stat`` per file, not a
-    device round trip."""
+    new link meanwhile leaves the bytes alone and passes; what moves only the change time
+    (a chown, an access time set, an extended attribute) cannot be told from a rewrite that
+    put the modification time back, and has the batch read again. Costs one ``stat`` per
+    file, not a device round trip."""
     seen: dict[str, FileVersion | None] = {}
     for read in bound.file_reads:
         span = read.span
@@ -371,9 +412,7 @@ def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
         now = seen[span.path]
         if now is None or span.version is None or not same_bytes(span.version, now):
             task = plan.tasks[read.task]
-            raise CorruptChunkError(
-                task.key, f"{task.where}the file changed while it was being read ({span.path}); read it again"
-            )
+            raise _FileChanged(task.key, f"{task.where}the file changed while it was being read ({span.path})")
 
 
 def _decode_failed_on_cpu(

@@ -17,7 +17,7 @@ import pytest
 import gpuzarr
 from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.errors import CorruptChunkError
-from gpuzarr.store import LocalStore
+from gpuzarr.store import CachingStore, LocalStore
 from gpuzarr.store import sharding as sharding_module
 from tests.file_times import wait_for_a_new_change_time
 
@@ -147,16 +147,20 @@ def test_a_shard_rewritten_in_place_that_puts_its_modification_time_back_is_read
     assert np.array_equal(got, expected)
 
 
-@pytest.mark.parametrize("route", ["chunkwise", "fetched"])
+@pytest.mark.parametrize("route", ["chunkwise", "fetched", "through a CachingStore"])
 def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(
     tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
     """An entry of 0 bytes at an offset past the file's end reads as nothing: the bounds check
-    against the open file's size still names it, inner chunk by inner chunk or fetched with
-    the shard's other wanted chunks."""
+    against the open file's size still names it, inner chunk by inner chunk, fetched with the
+    shard's other wanted chunks, or through a cache (whose snapshot passes the size on)."""
     if route == "fetched":
         monkeypatch.setattr(read_module, "CHUNKWISE_SHARDS", 0)
     a = make(tmp_path, version(1))
+    if route == "through a CachingStore":
+        opened = gpuzarr.open(CachingStore(LocalStore(tmp_path), 1 << 20))
+        assert isinstance(opened, gpuzarr.Array)
+        a = opened
     key = "c/0/0/0"
     path = tmp_path / key
     content = bytearray(path.read_bytes())
@@ -168,7 +172,8 @@ def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(
     with pytest.raises(CorruptChunkError, match=r"inner chunk 0 .*nbytes 0\) lies past the shard end") as caught:
         a[0:8, 0:8, 0:8]
     assert caught.value.key == key
-    assert bool(chunkwise) == (route == "chunkwise")
+    if route != "through a CachingStore":
+        assert bool(chunkwise) == (route == "chunkwise")
 
 
 @pytest.mark.parametrize("codecs", [ZSTD, RAW], ids=["zstd", "uncompressed"])
