@@ -167,7 +167,7 @@ def prepare(
     A file that changed while the device read it (see :func:`_check_files_unchanged`) has the
     batch prepared again from the host's reads on, at most ``FILE_READ_ATTEMPTS`` times in all,
     as the CPU path reads a shard rewritten in place again: a writer replacing a chunk, or a
-    chmod, meanwhile costs a second read, not the read."""
+    chown, meanwhile costs a second read, not the read."""
     for attempt in range(FILE_READ_ATTEMPTS):
         try:
             return _prepare_once(layout, store, plan, batch, device, indexes, direct, budget)
