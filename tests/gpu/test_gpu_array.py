@@ -16,6 +16,7 @@ import gpuzarr
 from gpuzarr.errors import DeviceError
 
 from ..backends.cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+from ..file_times import wait_for_a_new_change_time
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -174,6 +175,47 @@ def test_kvikio_compat_mode_reads(tmp_path: Path) -> None:
     )
     env = {**os.environ, "KVIKIO_COMPAT_MODE": "ON"}  # POSIX reads; never forced OFF
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("how", "reads"), [("chmod", 1), ("access time set", 2), ("rewritten, modification time put back", 2)]
+)
+def test_a_file_changed_during_direct_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, reads: int
+) -> None:
+    """kvikio's reads straight into device memory, with a chunk file changed in place (same
+    bytes, same size and modification time) while the device reads it: a chmod reads on, what
+    moves only the change time has the batch read again, and the result is the CPU's."""
+    from gpuzarr.backends.cuda.cupy_device import CudaDevice
+
+    array = make_array("v3-zstd-f4", gpuzarr.LocalStore(tmp_path / "a.zarr"))
+    expected = cpu_result(array, Ellipsis)
+    victim = tmp_path / "a.zarr" / "c" / "1" / "1"
+    content = victim.read_bytes()
+    original = CudaDevice.read_files
+    calls: list[int] = []
+
+    def changing(self: Any, file_reads: Any, staging: Any, work: Any) -> list[int]:
+        calls.append(1)
+        if len(calls) == 1:
+            wait_for_a_new_change_time(victim)
+            before = victim.stat()
+            if how == "chmod":
+                victim.chmod(0o600)
+            elif how == "access time set":
+                os.utime(victim, ns=(before.st_atime_ns + 1_000_000_000, before.st_mtime_ns))
+            else:
+                with open(victim, "r+b") as f:
+                    f.write(content)
+                os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+        got: list[int] = original(self, file_reads, staging, work)
+        return got
+
+    monkeypatch.setattr(CudaDevice, "read_files", changing)
+    with gpuzarr.config.set(gpu_direct_reads=True):
+        got = _on_gpu(array)[...]
+    assert_bitwise_equal(_host(got), expected)
+    assert len(calls) == reads
 
 
 def test_dlpack_to_torch() -> None:
