@@ -704,8 +704,6 @@ def same_bytes(then: FileVersion, now: FileVersion) -> bool:
     return then.changed_ns == now.changed_ns or (then.links, then.mode) != (now.links, now.mode)
 
 
-
-
 def _temp_name(name: str) -> str:
     """The fixed-length hidden temporary name of the key file ``name``."""
     digest = hashlib.blake2b(os.fsencode(name), digest_size=8).hexdigest()
