@@ -12,11 +12,12 @@ from gpuzarr.codecs.base import ChunkSpec
 from gpuzarr.codecs.registry import codec_from_json
 from gpuzarr.codecs.sharding import ShardingCodec
 from gpuzarr.errors import CorruptChunkError
-from gpuzarr.store import MemoryStore
+from gpuzarr.store import LocalStore, MemoryStore
 from gpuzarr.store.base import Buffer, ByteRange, Store
 from gpuzarr.store.sharding import (
     COALESCE_GAP_BYTES,
     EMPTY,
+    WHOLE_SHARD_FRACTION,
     ShardIndex,
     ShardLayout,
     encode_shard,
@@ -28,6 +29,7 @@ from gpuzarr.store.sharding import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+    from pathlib import Path
 
 KEY = "c/0/0"
 INNER_NBYTES = 40_000  # below COALESCE_GAP_BYTES: one skipped chunk still merges
@@ -282,6 +284,34 @@ def test_shard_shrunk_after_its_index_was_read(wanted: list[int]) -> None:
     with pytest.raises(CorruptChunkError, match="past the shard end") as info:
         read_inner_chunks(store, KEY, index, wanted, layout)
     assert info.value.key == KEY
+
+
+@pytest.mark.parametrize("wanted", [[13], [2, 13], list(range(20))])
+def test_an_empty_entry_past_an_open_shards_end(tmp_path: Path, wanted: list[int]) -> None:
+    """An entry of 0 bytes at an offset past the end of a shard file would read as nothing
+    where the wanted chunks are read in ranges (fewer than half of the shard's); a snapshot of
+    the open file knows the size, and the entry is refused before any read, the first bad one
+    named (one entry, a few, or many at once)."""
+    codec = codec_from_json(
+        {"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1], "codecs": [{"name": "bytes"}]}}
+    ).resolve(ChunkSpec((8, 8), np.dtype(np.uint8), 0))
+    assert isinstance(codec, ShardingCodec)
+    layout = codec.layout
+    assert len(wanted) < WHOLE_SHARD_FRACTION * layout.n_inner  # read in ranges, not whole
+    value = encode_shard([part(i % 256) for i in range(layout.n_inner)], layout)
+    local = LocalStore(tmp_path)
+    local.set(KEY, value)
+    with local.snapshot(KEY) as shard:
+        index = read_shard_index(shard, KEY, layout)
+        assert index is not None and shard.size == len(value)
+        offsets, nbytes = index.offsets.copy(), index.nbytes.copy()
+        offsets[13], nbytes[13] = len(value) + 100, 0
+        refused = rf"inner chunk 13 .*nbytes 0\) lies past the shard end \({len(value)} bytes\)"
+        with pytest.raises(CorruptChunkError, match=refused) as info:
+            read_inner_chunks(shard, KEY, ShardIndex(offsets, nbytes), wanted, layout)
+        assert info.value.key == KEY
+        good = read_inner_chunks(shard, KEY, index, wanted, layout)
+        assert [as_bytes(b) for b in good] == [part(i) for i in wanted]
 
 
 @pytest.mark.parametrize("wanted", [[3], list(range(N_INNER))])
