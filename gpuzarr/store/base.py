@@ -489,6 +489,7 @@ class BytesSnapshot(Snapshot):
     def __init__(self, key: str, value: Buffer | None) -> None:
         super().__init__(key)
         self.value = value
+        self.size = None if value is None else memoryview(value).nbytes
 
     @property
     def version(self) -> Hashable | None:

@@ -286,12 +286,13 @@ def test_shard_shrunk_after_its_index_was_read(wanted: list[int]) -> None:
     assert info.value.key == KEY
 
 
+@pytest.mark.parametrize("where", ["file", "memory"])
 @pytest.mark.parametrize("wanted", [[13], [2, 13], list(range(20))])
-def test_an_empty_entry_past_an_open_shards_end(tmp_path: Path, wanted: list[int]) -> None:
+def test_an_empty_entry_past_an_open_shards_end(tmp_path: Path, wanted: list[int], where: str) -> None:
     """An entry of 0 bytes at an offset past the end of a shard file would read as nothing
     where the wanted chunks are read in ranges (fewer than half of the shard's); a snapshot of
-    the open file knows the size, and the entry is refused before any read, the first bad one
-    named (one entry, a few, or many at once)."""
+    the open file (or of the value in memory) knows the size, and the entry is refused before
+    any read, the first bad one named (one entry, a few, or many at once)."""
     codec = codec_from_json(
         {"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1], "codecs": [{"name": "bytes"}]}}
     ).resolve(ChunkSpec((8, 8), np.dtype(np.uint8), 0))
@@ -299,9 +300,9 @@ def test_an_empty_entry_past_an_open_shards_end(tmp_path: Path, wanted: list[int
     layout = codec.layout
     assert len(wanted) < WHOLE_SHARD_FRACTION * layout.n_inner  # read in ranges, not whole
     value = encode_shard([part(i % 256) for i in range(layout.n_inner)], layout)
-    local = LocalStore(tmp_path)
-    local.set(KEY, value)
-    with local.snapshot(KEY) as shard:
+    store: Store = LocalStore(tmp_path) if where == "file" else MemoryStore()
+    store.set(KEY, value)
+    with store.snapshot(KEY) as shard:
         index = read_shard_index(shard, KEY, layout)
         assert index is not None and shard.size == len(value)
         offsets, nbytes = index.offsets.copy(), index.nbytes.copy()
