@@ -628,8 +628,7 @@ class _FileSnapshot(Snapshot):
         self._path = path
         self._version = None if opened is None else stat_version(os.fstat(self._fd))
         # The size this version has (the one fstat above, not the open's: a writer may be between).
-        self._nbytes = 0 if self._version is None else self._version.size
-        self.size = None if self._version is None else self._nbytes
+        self.size = None if self._version is None else self._version.size
 
     @property
     def version(self) -> FileVersion | None:
@@ -641,10 +640,10 @@ class _FileSnapshot(Snapshot):
         if then is None:
             return False
         now = stat_version(os.fstat(self._fd))
-        if same_bytes(then, now):
-            return False
         if (now.size, now.modified_ns) != (then.size, then.modified_ns):
             return True
+        if same_bytes(then, now):
+            return False
         # The change time alone moved: a write that put the old modification time back, or a
         # rename that :func:`same_bytes` cannot see from the links. An NFS client keeps an open
         # file that a writer replaced under a hidden name, its link count unchanged: where the
@@ -653,17 +652,18 @@ class _FileSnapshot(Snapshot):
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         self._check_key(key)
-        if self._version is None:
+        if self.size is None:
             return None
-        start, stop = (0, self._nbytes) if byte_range is None else byte_range.resolve(self._nbytes)
+        start, stop = (0, self.size) if byte_range is None else byte_range.resolve(self.size)
         # Shards (whole, or their index) are what snapshots read: into reused memory too.
         return _pread_pooled(self._fd, stop - start, start)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
-        if self._version is None:
+        size = self.size
+        if size is None:
             return None
-        spans = (r.resolve(self._nbytes) for r in ranges)
+        spans = (r.resolve(size) for r in ranges)
         return [_pread_pooled(self._fd, stop - start, start) for start, stop in spans]
 
 

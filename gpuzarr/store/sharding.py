@@ -180,7 +180,6 @@ def read_inner_chunks(
     out: dict[int, Buffer | None] = {i: None for i in wanted}
     if not present:
         return [out[i] for i in wanted]
-    _refuse_entries_past_the_end(store, key, index, present)
     if len(present) >= WHOLE_SHARD_FRACTION * layout.n_inner:
         shard = store.get(key)
         if shard is None:
@@ -192,6 +191,8 @@ def read_inner_chunks(
                 raise past_shard_end(key, i, start, n, len(view))
             out[i] = view[start : start + n]
         return [out[i] for i in wanted]
+    # Read in ranges, an entry of 0 bytes past the end would return nothing: checked first.
+    _refuse_entries_past_the_end(store, key, index, present)
     spans = sorted((int(index.offsets[i]), int(index.nbytes[i]), i) for i in present)
     groups: list[list[tuple[int, int, int]]] = [[spans[0]]]
     for span in spans[1:]:
@@ -329,8 +330,9 @@ def read_inner_chunk(shard: Snapshot, key: str, index: ShardIndex, i: int) -> Bu
     one request (None where the index says it is empty)."""
     if index.is_empty(i):
         return None
-    _refuse_entries_past_the_end(shard, key, index, (i,))
     start, n = int(index.offsets[i]), int(index.nbytes[i])
+    if shard.size is not None and start + n > shard.size:  # 0 bytes there would read as nothing
+        raise past_shard_end(key, i, start, n, shard.size)
     raw = shard.get(key, ByteRange(start, n))
     if raw is None:
         raise CorruptChunkError(key, "shard disappeared while it was being read")
@@ -341,19 +343,16 @@ def read_inner_chunk(shard: Snapshot, key: str, index: ShardIndex, i: int) -> Bu
 
 def _refuse_entries_past_the_end(store: Store, key: str, index: ShardIndex, positions: Sequence[int]) -> None:
     """Raise for the first inner chunk of ``positions`` whose index entry reaches past the end
-    of the shard, where ``store`` is a snapshot that knows the shard's size (an open file):
-    read there, an entry of 0 bytes would return nothing and pass for an empty value."""
+    of the shard, where ``store`` is a snapshot that knows the shard's size (an open file, a
+    value in memory)."""
     size = store.size if isinstance(store, Snapshot) else None
-    if size is None:
+    if size is None or not positions:
         return
-    if len(positions) > 8:  # a whole shard's thousands of entries: at once (the first bad one below)
-        at = np.asarray(positions, dtype=np.intp)
-        bad = np.flatnonzero(index.offsets[at] + index.nbytes[at] > np.uint64(size))
-        positions = [int(at[bad[0]])] if bad.size else []
-    for i in positions:
-        start, n = int(index.offsets[i]), int(index.nbytes[i])
-        if start + n > size:
-            raise past_shard_end(key, i, start, n, size)
+    at = np.asarray(positions, dtype=np.intp)
+    bad = np.flatnonzero(index.offsets[at] + index.nbytes[at] > np.uint64(size))
+    if bad.size:
+        i = int(at[bad[0]])
+        raise past_shard_end(key, i, int(index.offsets[i]), int(index.nbytes[i]), size)
 
 
 def past_shard_end(key: str, i: int, start: int, n: int, size: int | None) -> CorruptChunkError:

@@ -168,15 +168,14 @@ def prepare(
     batch prepared again from the host's reads on, at most ``FILE_READ_ATTEMPTS`` times in all,
     as the CPU path reads a shard rewritten in place again: a writer replacing a chunk, or a
     chown, meanwhile costs a second read, not the read."""
-    for attempt in range(FILE_READ_ATTEMPTS):
-        try:
+    for _ in range(FILE_READ_ATTEMPTS - 1):
+        with contextlib.suppress(_FileChanged):
             return _prepare_once(layout, store, plan, batch, device, indexes, direct, budget)
-        except _FileChanged as changed:
-            if attempt + 1 == FILE_READ_ATTEMPTS:
-                raise CorruptChunkError(
-                    changed.key, f"{changed.reason} during each of {FILE_READ_ATTEMPTS} reads of it"
-                ) from None
-    raise AssertionError("unreachable")  # pragma: no cover
+    try:
+        return _prepare_once(layout, store, plan, batch, device, indexes, direct, budget)
+    except _FileChanged as changed:
+        reason = f"{changed.reason} during each of {FILE_READ_ATTEMPTS} reads of it"
+        raise CorruptChunkError(changed.key, reason) from None
 
 
 def _prepare_once(

@@ -22,6 +22,7 @@ from gpuzarr.store import sharding as sharding_module
 from tests.file_times import wait_for_a_new_change_time
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 SHAPE, SHARDS, CHUNKS = (40, 48, 36), (16, 16, 16), (8, 8, 8)
@@ -115,6 +116,24 @@ def rewrite_in_place(path: Path, content: bytes, *, keep_mtime: bool = False) ->
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + (0 if keep_mtime else 1_000_000_000)))
 
 
+def rewrite_on_second_read(monkeypatch: pytest.MonkeyPatch, key: str, rewrite: Callable[[], None]) -> list[int]:
+    """Call ``rewrite`` when the chunkwise read of the shard ``key`` reads its second inner
+    chunk: one inner chunk was read from the old version, and the index is the old one's. The
+    inner chunks read of ``key``, as they are read."""
+    original = read_module.read_inner_chunk
+    reads_of_key: list[int] = []
+
+    def rewriting(shard: Any, shard_key: str, index: Any, i: int) -> Any:
+        if shard_key == key:
+            reads_of_key.append(i)
+            if len(reads_of_key) == 2:
+                rewrite()
+        return original(shard, shard_key, index, i)
+
+    monkeypatch.setattr(read_module, "read_inner_chunk", rewriting)
+    return reads_of_key
+
+
 def test_a_shard_rewritten_in_place_that_puts_its_modification_time_back_is_read_again(
     tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,20 +144,14 @@ def test_a_shard_rewritten_in_place_that_puts_its_modification_time_back_is_read
     path = tmp_path / "old" / key
     assert len(new[key]) == path.stat().st_size
     wait_for_a_new_change_time(path)
-    original = read_module.read_inner_chunk
-    reads_of_key: list[int] = []
 
-    def rewriting(shard: Any, shard_key: str, index: Any, i: int) -> Any:
-        if shard_key == key:
-            reads_of_key.append(i)
-            if len(reads_of_key) == 2:
-                before = path.stat()
-                rewrite_in_place(path, new[key], keep_mtime=True)
-                after = path.stat()
-                assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-        return original(shard, shard_key, index, i)
+    def rewrite() -> None:
+        before = path.stat()
+        rewrite_in_place(path, new[key], keep_mtime=True)
+        after = path.stat()
+        assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
 
-    monkeypatch.setattr(read_module, "read_inner_chunk", rewriting)
+    reads_of_key = rewrite_on_second_read(monkeypatch, key, rewrite)
     crop = (slice(3, 29), slice(5, 40), slice(1, 30))
     got = a[crop]
     assert len(reads_of_key) >= 2 and chunkwise
@@ -185,20 +198,9 @@ def test_a_shard_rewritten_in_place_while_read_is_read_again(
     a = make(tmp_path / "old", version(1), codecs=codecs)
     key = "c/0/1/0"
     content = new[key] if how == "new version" else new[key][: len(new[key]) // 3] + new[key][-(16 * 8 + 4) :]
-    original = read_module.read_inner_chunk
-    reads_of_key: list[int] = []
-
-    def rewriting(shard: Any, shard_key: str, index: Any, i: int) -> Any:
-        if shard_key == key:
-            reads_of_key.append(i)
-            if len(reads_of_key) == 2:
-                # One inner chunk was read from the old version, and the index is the old one's:
-                # the bytes read from now on are the new version's. Uncompressed, they decode
-                # without an error, into a mix of both versions.
-                rewrite_in_place(tmp_path / "old" / key, content)
-        return original(shard, shard_key, index, i)
-
-    monkeypatch.setattr(read_module, "read_inner_chunk", rewriting)
+    # The bytes read from the second inner chunk on are the new version's. Uncompressed, they
+    # decode without an error, into a mix of both versions.
+    reads_of_key = rewrite_on_second_read(monkeypatch, key, lambda: rewrite_in_place(tmp_path / "old" / key, content))
     crop = (slice(3, 29), slice(5, 40), slice(1, 30))
     if how == "new version":
         got = a[crop]
