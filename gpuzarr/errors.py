@@ -120,8 +120,16 @@ class _StoreFailure(GpuZarrError):
         self.key = key
         self.reason = reason
 
+    def __str__(self) -> str:
+        # Not OSError's "[Errno n] ...", which it prints once ``errno`` is set (a file system's
+        # failure passes its errno on, for code that tests it: ENOSPC, EACCES, ...).
+        return f"{self.url}: {self.key}: {self.reason}" if self.key is not None else f"{self.url}: {self.reason}"
+
     def __reduce__(self) -> tuple[type[_StoreFailure], tuple[str, str | None, str], dict[str, Any]]:
-        return type(self), (self.url, self.key, self.reason), self.__dict__
+        state = dict(self.__dict__)
+        if isinstance(self, OSError) and self.errno is not None:  # not kept in __dict__
+            state.update(errno=self.errno, strerror=self.strerror, filename=self.filename)
+        return type(self), (self.url, self.key, self.reason), state
 
 
 class StoreError(_StoreFailure, OSError):

@@ -77,7 +77,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import SymlinkEscapeError
+from ..errors import GpuZarrError, StoreError, StorePermissionError, SymlinkEscapeError
 from ..output_pool import pooled_bytes
 from .base import Buffer, ByteRange, RangeReader, Snapshot, Store, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
@@ -206,6 +206,21 @@ class LocalStore(Store):
         if not self._inside(real):
             raise SymlinkEscapeError(key, real)
 
+    def _failure(self, key: str | None, action: str, exc: OSError) -> OSError:
+        """:func:`os_failure` for this store."""
+        return os_failure(str(self.root), key, action, exc)
+
+    @contextlib.contextmanager
+    def _os_errors(self, key: str | None, action: str) -> Iterator[None]:
+        """The file system's failures inside as :meth:`_failure`'s errors (not for hot paths: a
+        ``with`` costs microseconds, where ``try`` costs nothing until something is raised)."""
+        try:
+            yield
+        except GpuZarrError:
+            raise
+        except OSError as exc:
+            raise self._failure(key, action, exc) from exc
+
     def _link_leaves(self, path: str) -> bool:
         """Whether the link at ``path`` is one this store refuses to go through."""
         return not self.follow_symlinks and not self._inside(os.path.realpath(path))
@@ -218,7 +233,10 @@ class LocalStore(Store):
                 return None
             fd, size = opened
             start, stop = (0, size) if byte_range is None else byte_range.resolve(size)
-            return _pread_all(fd, stop - start, start)
+            try:
+                return _pread_all(fd, stop - start, start)
+            except OSError as exc:
+                raise self._failure(key, "read", exc) from exc
 
     @contextlib.contextmanager
     def _open(self, key: str) -> Iterator[tuple[int, int] | None]:
@@ -247,7 +265,7 @@ class LocalStore(Store):
                 return None
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
-                    raise
+                    raise self._failure(key, "open", exc) from exc
         checked = fd is not None
         if fd is None:
             try:
@@ -257,11 +275,17 @@ class LocalStore(Store):
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise SymlinkEscapeError(key, "a loop of symbolic links") from None
-                raise
+                raise self._failure(key, "open", exc) from exc
         try:
             if not checked:
                 self._check_opened(fd, key, path)
             info = os.fstat(fd)
+        except GpuZarrError:
+            os.close(fd)
+            raise
+        except OSError as exc:
+            os.close(fd)
+            raise self._failure(key, "open", exc) from exc
         except BaseException:
             os.close(fd)
             raise
@@ -277,7 +301,7 @@ class LocalStore(Store):
         and TensorStore) leaves this version readable; one that rewrites it in place shows
         in ``Snapshot.changed()``."""
         with self._open(key) as opened:
-            yield _FileSnapshot(key, opened, self._inside_prefix + key)
+            yield _FileSnapshot(key, opened, self._inside_prefix + key, str(self.root))
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -287,13 +311,18 @@ class LocalStore(Store):
         the server supports locks."""
         self._check_writable()
         *directories, _name = validate_key(key).split("/")
-        # The lock file is created beside the key: reach its directory as a write does, so
-        # that the lock, too, never goes through a link that leaves the root.
-        dir_fd = self._directory(key, directories, create=True)
-        assert dir_fd is not None  # created
-        os.close(dir_fd)
         path = os.path.join(self._real_root, key)
-        with process_locks.hold(path), file_lock(lock_path(path)):
+        with contextlib.ExitStack() as held:
+            # Only taking the lock is this store's to report on: what fails in the caller's
+            # block is raised as it is.
+            with self._os_errors(key, "lock"):
+                # The lock file is created beside the key: reach its directory as a write does,
+                # so that the lock, too, never goes through a link that leaves the root.
+                dir_fd = self._directory(key, directories, create=True)
+                assert dir_fd is not None  # created
+                os.close(dir_fd)
+                held.enter_context(process_locks.hold(path))
+                held.enter_context(file_lock(lock_path(path)))
             yield
 
     def get_into(
@@ -307,7 +336,10 @@ class LocalStore(Store):
             begin = min(start, size)
             stop = size if length is None else min(start + length, size)
             target = memoryview(buffer_for(stop - begin)).cast("B")
-            got = _preadv_into(fd, target, begin)
+            try:
+                got = _preadv_into(fd, target, begin)
+            except OSError as exc:
+                raise self._failure(key, "read", exc) from exc
             if got < len(target):  # the file shrank under us: report what is there
                 return target[:got], begin + got
             return target, size
@@ -316,14 +348,17 @@ class LocalStore(Store):
 
     def open_reader(self, key: str) -> RangeReader | None:
         opened = self._open_fd(key)
-        return None if opened is None else _FileReader(*opened)
+        return None if opened is None else _FileReader(*opened, str(self.root), key)
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         with self._open(key) as opened:
             if opened is None:
                 return None
             fd, size = opened
-            return [_pread_pooled(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
+            try:
+                return [_pread_pooled(fd, stop - start, start) for start, stop in (r.resolve(size) for r in ranges)]
+            except OSError as exc:
+                raise self._failure(key, "read", exc) from exc
 
     def exists(self, key: str) -> bool:
         with self._open(key) as opened:
@@ -388,6 +423,8 @@ class LocalStore(Store):
             entries = list(os.scandir(top))
         except (FileNotFoundError, NotADirectoryError):
             return [], []
+        except OSError as exc:
+            raise self._failure(prefix, "list", exc) from exc
         entries = [
             e for e in entries if not _is_hidden(e.name) and not (e.is_symlink() and self._link_leaves(e.path))
         ]
@@ -407,15 +444,16 @@ class LocalStore(Store):
         self._check_writable()
         *directories, name = validate_key(key).split("/")
         view = memoryview(value).cast("B")
-        dir_fd = self._directory(key, directories, create=True)
-        assert dir_fd is not None  # created
-        try:
-            if not (self._unnamed_temp_files and self._set_unnamed(dir_fd, name, view)):
-                self._set_named(dir_fd, name, view)
-            if self.durable:
-                os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        with self._os_errors(key, "write"):
+            dir_fd = self._directory(key, directories, create=True)
+            assert dir_fd is not None  # created
+            try:
+                if not (self._unnamed_temp_files and self._set_unnamed(dir_fd, name, view)):
+                    self._set_named(dir_fd, name, view)
+                if self.durable:
+                    os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     def _set_unnamed(self, dir_fd: int, name: str, view: memoryview) -> bool:
         """Write ``view`` to an unnamed file (``O_TMPFILE``) in ``dir_fd`` and link it in as
@@ -558,20 +596,21 @@ class LocalStore(Store):
         # set() that has just created the directory for its temporary file.
         self._check_writable()
         *directories, name = validate_key(key).split("/")
-        try:
-            dir_fd = self._directory(key, directories, create=False)
-        except NotADirectoryError:
-            return
-        if dir_fd is None:
-            return
-        try:
-            os.unlink(name, dir_fd=dir_fd)
-            if self.durable:
-                os.fsync(dir_fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        finally:
-            os.close(dir_fd)
+        with self._os_errors(key, "erase"):
+            try:
+                dir_fd = self._directory(key, directories, create=False)
+            except NotADirectoryError:
+                return
+            if dir_fd is None:
+                return
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+                if self.durable:
+                    os.fsync(dir_fd)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            finally:
+                os.close(dir_fd)
 
     def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
         """Remove the temporary files that killed writers left in the store.
@@ -589,26 +628,31 @@ class LocalStore(Store):
         removed = []
         for rel in sorted(self._walk("", partial_writes=True)):
             *directories, name = rel.split("/")
-            dir_fd = self._open_directory(rel, directories, create=False)
-            if dir_fd is None:
-                continue
-            try:
-                if _remove_if_abandoned(dir_fd, name, time.time() - older_than):
-                    removed.append(rel)
-            finally:
-                os.close(dir_fd)
+            with self._os_errors(rel, "remove a partial write"):
+                dir_fd = self._open_directory(rel, directories, create=False)
+                if dir_fd is None:
+                    continue
+                try:
+                    if _remove_if_abandoned(dir_fd, name, time.time() - older_than):
+                        removed.append(rel)
+                finally:
+                    os.close(dir_fd)
         return removed
 
 
 class _FileReader(RangeReader):
     """A key's file held open for :meth:`LocalStore.open_reader`."""
 
-    def __init__(self, fd: int, size: int) -> None:
+    def __init__(self, fd: int, size: int, url: str, key: str) -> None:
         super().__init__(size)
         self._fd = fd
+        self._url, self._key = url, key
 
     def read_into(self, start: int, target: Buffer) -> int:
-        return _preadv_into(self._fd, target, start)
+        try:
+            return _preadv_into(self._fd, target, start)
+        except OSError as exc:
+            raise os_failure(self._url, self._key, "read", exc) from exc
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -622,11 +666,11 @@ class _FileReader(RangeReader):
 class _FileSnapshot(Snapshot):
     """One open file of a LocalStore (``opened`` None: the key was absent)."""
 
-    def __init__(self, key: str, opened: tuple[int, int] | None, path: str) -> None:
+    def __init__(self, key: str, opened: tuple[int, int] | None, path: str, url: str) -> None:
         super().__init__(key)
         self._fd = -1 if opened is None else opened[0]
-        self._path = path
-        self._version = None if opened is None else stat_version(os.fstat(self._fd))
+        self._path, self._url = path, url
+        self._version = None if opened is None else self._stat()
         # The size this version has (the one fstat above, not the open's: a writer may be between).
         self.size = None if self._version is None else self._version.size
 
@@ -639,7 +683,7 @@ class _FileSnapshot(Snapshot):
         then = self._version
         if then is None:
             return False
-        now = stat_version(os.fstat(self._fd))
+        now = self._stat()
         if (now.size, now.modified_ns) != (then.size, then.modified_ns):
             return True
         if same_bytes(then, now):
@@ -650,13 +694,22 @@ class _FileSnapshot(Snapshot):
         # key no longer names this file, it was replaced, and the open one is intact.
         return _names_same_file(None, self._path, self._fd, follow_symlinks=True)
 
+    def _stat(self) -> FileVersion:
+        try:
+            return stat_version(os.fstat(self._fd))
+        except OSError as exc:
+            raise os_failure(self._url, self.key, "stat", exc) from exc
+
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         self._check_key(key)
         if self.size is None:
             return None
         start, stop = (0, self.size) if byte_range is None else byte_range.resolve(self.size)
         # Shards (whole, or their index) are what snapshots read: into reused memory too.
-        return _pread_pooled(self._fd, stop - start, start)
+        try:
+            return _pread_pooled(self._fd, stop - start, start)
+        except OSError as exc:
+            raise os_failure(self._url, key, "read", exc) from exc
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
@@ -664,7 +717,10 @@ class _FileSnapshot(Snapshot):
         if size is None:
             return None
         spans = (r.resolve(size) for r in ranges)
-        return [_pread_pooled(self._fd, stop - start, start) for start, stop in spans]
+        try:
+            return [_pread_pooled(self._fd, stop - start, start) for start, stop in spans]
+        except OSError as exc:
+            raise os_failure(self._url, key, "read", exc) from exc
 
 
 class FileVersion(NamedTuple):
@@ -821,6 +877,21 @@ def _fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def os_failure(url: str, key: str | None, action: str, exc: OSError) -> OSError:
+    """``exc``, a file system call's failure other than a missing key, as stores report one:
+    :class:`~gpuzarr.errors.StorePermissionError` for permission denied, else
+    :class:`~gpuzarr.errors.StoreError`, naming the store (``url``), the key and what was being
+    done (``action``). Both are OSErrors and keep ``exc``'s ``errno``, ``strerror`` and
+    ``filename``, so code that tests the errno (ENOSPC, EACCES) still can. gpuzarr's own errors
+    (a link leaving the root) come back unchanged."""
+    if isinstance(exc, GpuZarrError):
+        return exc
+    reason = f"{action}: {exc.strerror or exc}"
+    error = StorePermissionError(url, key, reason) if isinstance(exc, PermissionError) else StoreError(url, key, reason)
+    error.errno, error.strerror, error.filename = exc.errno, exc.strerror, exc.filename
+    return error
 
 
 def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:

@@ -1,16 +1,21 @@
-"""The GPU path's host fetch (gpuzarr.backends.cuda.fetch) of shards that a writer replaces."""
+"""The GPU path's host fetch (gpuzarr.backends.cuda.fetch): shards that a writer replaces, files
+it may not look at."""
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pytest
 
 import gpuzarr
-from gpuzarr.backends.cuda.fetch import fetch_batch
+from gpuzarr.backends.cuda.fetch import _file_version, fetch_batch, file_version
 from gpuzarr.backends.cuda.gpu_plan import build_gpu_read_plan
 from gpuzarr.backends.cuda.launches import FileSpan
+from gpuzarr.errors import StorePermissionError
 from gpuzarr.plan.selection import plan_selection
+from tests.permissions import without_permission
 
 if TYPE_CHECKING:
     from gpuzarr.store.sharding import ShardIndex
@@ -41,3 +46,18 @@ def test_direct_spans_of_a_replaced_shard_follow_its_new_index(tmp_path: Any) ->
         with open(span.path, "rb") as f:
             f.seek(span.offset)
             assert f.read(span.nbytes) == bytes(parts[task.inner])  # type: ignore[arg-type]
+
+
+def test_a_file_the_host_may_not_look_at_is_an_error_naming_the_key(tmp_path: Any) -> None:
+    """The ``stat`` that versions a file the device will read: a missing file is None (read as
+    missing, as the host path reads it); a refused one raises the store's error, never None."""
+    store = gpuzarr.LocalStore(tmp_path / "data.zarr")
+    store.set("c/0/0", b"chunk")
+    path = store.real_path("c/0/0")
+    assert path is not None
+    assert file_version(str(tmp_path / "data.zarr" / "c" / "absent")) is None
+    with without_permission(tmp_path / "data.zarr" / "c" / "0"), pytest.raises(StorePermissionError) as caught:
+        _file_version(store, "c/0/0", path)
+    assert (caught.value.key, caught.value.errno) == ("c/0/0", errno.EACCES)
+    found = _file_version(store, "c/0/0", path)
+    assert found is not None and found[0] == len(b"chunk")

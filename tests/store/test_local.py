@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import pickle
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
+import gpuzarr
+from gpuzarr.errors import GpuZarrError, StoreError, StorePermissionError
 from gpuzarr.store import LocalStore, make_store
+from gpuzarr.store.base import ByteRange
 from gpuzarr.store.local import TEMP_MARKER
 from gpuzarr.store.locks import LOCK_MARKER, lock_path
 from tests.file_times import wait_for_a_new_change_time
+from tests.permissions import without_permission
 
 from .conformance import StoreConformance
 
@@ -276,3 +282,91 @@ def test_a_subclass_that_reads_its_own_way_is_not_read_round_it(tmp_path: Path) 
     assert not Counting(tmp_path).cheap_ranged_reads
     assert CountingWithReader(tmp_path).cheap_ranged_reads
     assert Declared(tmp_path).cheap_ranged_reads
+
+
+# -- what the file system refuses: the store's errors, naming the key -------------------------------
+
+
+def _denied(caught: pytest.ExceptionInfo[StorePermissionError], store: LocalStore, key: str) -> None:
+    error = caught.value
+    assert isinstance(error, PermissionError) and isinstance(error, GpuZarrError)
+    assert error.key == key and error.url == str(store.root)
+    assert error.errno == errno.EACCES
+    assert str(error).startswith(f"{store.root}: {key}: ")  # not OSError's "[Errno 13] ..."
+
+
+def test_reads_the_file_system_refuses_raise_a_permission_error_naming_the_key(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    store.set("c/0/0", b"chunk")
+    reads = {
+        "get": lambda: store.get("c/0/0"),
+        "get_into": lambda: store.get_into("c/0/0", bytearray),
+        "get_ranges": lambda: store.get_ranges("c/0/0", [ByteRange(0, 2)]),
+        "open_reader": lambda: store.open_reader("c/0/0"),
+        "exists": lambda: store.exists("c/0/0"),
+        "snapshot": lambda: store.snapshot("c/0/0").__enter__(),
+    }
+    for name, read in reads.items():
+        with without_permission(tmp_path / "store" / "c" / "0" / "0"), pytest.raises(StorePermissionError) as caught:
+            read()
+        _denied(caught, store, "c/0/0")
+        assert "open: " in str(caught.value), name
+    assert store.get("c/0/0") == b"chunk"  # and once allowed again, read as before
+
+
+def test_writes_the_file_system_refuses_raise_a_permission_error_naming_the_key(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    store.set("c/0/0", b"chunk")
+    directory = tmp_path / "store" / "c" / "0"
+    for write in (lambda: store.set("c/0/1", b"new"), lambda: store.erase("c/0/0")):
+        with without_permission(directory), pytest.raises(StorePermissionError) as caught:
+            write()
+        assert caught.value.key in ("c/0/1", "c/0/0")
+        assert caught.value.errno == errno.EACCES
+    with without_permission(directory), pytest.raises(StorePermissionError) as caught, store.lock("c/0/0"):
+        pass
+    _denied(caught, store, "c/0/0")
+    with without_permission(directory), pytest.raises(StorePermissionError) as caught:
+        store.list_dir("c/0")
+    assert caught.value.key == "c/0/"
+    assert sorted(os.listdir(directory)) == ["0"]  # nothing written, nothing erased
+
+
+def test_what_fails_inside_a_lock_is_raised_as_it_is(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    failure = OSError(errno.EIO, "the caller's own")
+    with pytest.raises(OSError) as caught, store.lock("k"):
+        raise failure
+    assert caught.value is failure
+
+
+def test_other_failures_raise_a_store_error_with_their_errno(tmp_path: Path) -> None:
+    """A name longer than the file system allows is not a missing key (zarr-python raises too)."""
+    store = LocalStore(tmp_path)
+    key = "x" * 300
+    for call in (lambda: store.get(key), lambda: store.set(key, b"v")):
+        with pytest.raises(StoreError) as caught:
+            call()
+        assert caught.value.key == key
+        assert caught.value.errno == errno.ENAMETOOLONG
+        assert not isinstance(caught.value, PermissionError)
+
+
+def test_a_store_error_keeps_its_errno_through_pickling(tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as caught:
+        LocalStore(tmp_path).get("x" * 300)
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert type(copy) is StoreError
+    assert (copy.errno, copy.strerror, copy.key, str(copy)) == (
+        errno.ENAMETOOLONG, caught.value.strerror, caught.value.key, str(caught.value),
+    )  # fmt: skip
+
+
+def test_an_array_read_the_file_system_refuses_is_an_error_not_the_fill_value(tmp_path: Path) -> None:
+    array = gpuzarr.create(tmp_path / "a.zarr", shape=(8, 8), dtype="int32", chunks=(4, 4), fill_value=7)
+    array[...] = np.arange(64, dtype="int32").reshape(8, 8)
+    reader = gpuzarr.open(tmp_path / "a.zarr", mode="r")
+    assert (reader[...] == array[...]).all()  # everything a read needs is imported
+    with without_permission(tmp_path / "a.zarr" / "c" / "1" / "0"), pytest.raises(StorePermissionError) as caught:
+        reader[4:, :4]
+    assert caught.value.key == "c/1/0"

@@ -406,7 +406,10 @@ def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
     for read in bound.file_reads:
         span = read.span
         if span.path not in seen:
-            found = file_version(span.path)
+            try:
+                found = file_version(span.path)
+            except OSError:  # no longer ours to look at (a chmod): read again, where the host says why
+                found = None
             seen[span.path] = None if found is None else found[1]
         now = seen[span.path]
         if now is None or span.version is None or not same_bytes(span.version, now):

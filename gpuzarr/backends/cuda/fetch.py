@@ -24,7 +24,7 @@ import stat
 from typing import TYPE_CHECKING, Any
 
 from ...parallel import io_runner
-from ...store.local import FileVersion, LocalStore, same_bytes, stat_version
+from ...store.local import FileVersion, LocalStore, os_failure, same_bytes, stat_version
 from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, past_shard_end, read_inner_chunks
 from .launches import FileSpan
 from .routes import reads_directly
@@ -38,10 +38,11 @@ if TYPE_CHECKING:
 
 
 def file_version(path: str) -> tuple[int, FileVersion] | None:
-    """(size, version) of a regular file, None when there is none."""
+    """(size, version) of a regular file, None when there is none; any other failure of the
+    ``stat`` (permission denied, an I/O error) is raised as the OSError it is."""
     try:
         info = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     if not stat.S_ISREG(info.st_mode):
         return None
@@ -74,7 +75,7 @@ def fetch_batch(
         if local is not None and reads_directly(task.route):
             # The store's real path: a link leaving the store raises, as on the host path.
             path = local.real_path(task.key)
-            found = None if path is None else file_version(path)
+            found = None if path is None else _file_version(local, task.key, path)
             return None if path is None or found is None else FileSpan(path, 0, found[0], found[1])
         return store.get(task.key)
 
@@ -113,7 +114,7 @@ def _fetch_sharded(
         if local is None or key not in direct_keys:
             return read_inner_chunks(store, key, index, positions, shard_layout)
         path = local.real_path(key)
-        found = None if path is None else file_version(path)
+        found = None if path is None else _file_version(local, key, path)
         known = index.version
         if path is None or found is None or not (isinstance(known, FileVersion) and same_bytes(known, found[1])):
             # The file at the path is no longer the version whose index was read (``store`` is
@@ -130,6 +131,14 @@ def _fetch_sharded(
         map_shards=run,
     )
     return [fetched[task.key, task.inner] for task in tasks if task.inner is not None]
+
+
+def _file_version(store: LocalStore, key: str, path: str) -> tuple[int, FileVersion] | None:
+    """:func:`file_version` of ``key``'s file at ``path``, its failures as the store's errors."""
+    try:
+        return file_version(path)
+    except OSError as exc:
+        raise os_failure(str(store.root), key, "stat", exc) from exc
 
 
 def _inner_span(
