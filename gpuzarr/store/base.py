@@ -25,7 +25,16 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, InvalidKeyError, MetadataError, ReadOnlyError, UnsupportedOperationError
+from ..errors import (
+    GpuZarrError,
+    InvalidArgumentError,
+    InvalidKeyError,
+    MetadataError,
+    ReadOnlyError,
+    StoreError,
+    StorePermissionError,
+    UnsupportedOperationError,
+)
 from .paths import path_problem
 
 if TYPE_CHECKING:
@@ -70,6 +79,23 @@ class ByteRange:
 #: Anything :func:`validate_key` refuses, found in one pass (it runs once per chunk read): a
 #: backslash, a NUL, an empty segment, a leading or trailing '/', a '.' or '..' segment.
 _SUSPECT_KEY = re.compile(r"[\\\0]|//|^/|/$|(?:^|/)\.\.?(?:/|$)")
+
+
+def os_failure(url: str, key: str | None, action: str, exc: OSError) -> OSError:
+    """A file system call's failure ``exc`` (other than a missing key) as stores report one.
+
+    :class:`~gpuzarr.errors.StorePermissionError` for permission denied, else
+    :class:`~gpuzarr.errors.StoreError`, naming the store (``url``), the key and what was being
+    done (``action``). Both are OSErrors and keep ``exc``'s ``errno``, ``strerror`` and
+    ``filename``, so code that tests the errno (ENOSPC, EACCES) still can. gpuzarr's own errors
+    (a link leaving the root) come back unchanged. For stores of your own too.
+    """
+    if isinstance(exc, GpuZarrError):
+        return exc
+    reason = f"{action}: {exc.strerror or exc}"
+    error = StorePermissionError(url, key, reason) if isinstance(exc, PermissionError) else StoreError(url, key, reason)
+    error.errno, error.strerror, error.filename = exc.errno, exc.strerror, exc.filename
+    return error
 
 
 def validate_key(key: str) -> str:

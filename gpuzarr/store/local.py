@@ -77,9 +77,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import GpuZarrError, StoreError, StorePermissionError, SymlinkEscapeError
+from ..errors import GpuZarrError, SymlinkEscapeError
 from ..output_pool import pooled_bytes
-from .base import Buffer, ByteRange, RangeReader, Snapshot, Store, validate_key, validate_prefix
+from .base import Buffer, ByteRange, RangeReader, Snapshot, Store, os_failure, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
 from .no_links_open import open_without_links
 
@@ -877,21 +877,6 @@ def _fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def os_failure(url: str, key: str | None, action: str, exc: OSError) -> OSError:
-    """``exc``, a file system call's failure other than a missing key, as stores report one:
-    :class:`~gpuzarr.errors.StorePermissionError` for permission denied, else
-    :class:`~gpuzarr.errors.StoreError`, naming the store (``url``), the key and what was being
-    done (``action``). Both are OSErrors and keep ``exc``'s ``errno``, ``strerror`` and
-    ``filename``, so code that tests the errno (ENOSPC, EACCES) still can. gpuzarr's own errors
-    (a link leaving the root) come back unchanged."""
-    if isinstance(exc, GpuZarrError):
-        return exc
-    reason = f"{action}: {exc.strerror or exc}"
-    error = StorePermissionError(url, key, reason) if isinstance(exc, PermissionError) else StoreError(url, key, reason)
-    error.errno, error.strerror, error.filename = exc.errno, exc.strerror, exc.filename
-    return error
 
 
 def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:

@@ -29,8 +29,15 @@ import zipfile
 import zlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import CorruptChunkError, InvalidArgumentError, InvalidKeyError, NodeNotFoundError, StoreError
-from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
+from ..errors import (
+    CorruptChunkError,
+    GpuZarrError,
+    InvalidArgumentError,
+    InvalidKeyError,
+    NodeNotFoundError,
+    StoreError,
+)
+from .base import Buffer, ByteRange, Snapshot, Store, os_failure, validate_key, validate_prefix
 from .locks import process_locks
 
 if TYPE_CHECKING:
@@ -68,7 +75,7 @@ class _Archive:
 
     def open(self, zip_mode: Literal["r", "w", "a"]) -> None:
         """Open the file (under ``cond``), after the readers of the previous one are done."""
-        if zip_mode == "a" and os.path.exists(self.path) and not zipfile.is_zipfile(self.path):
+        if zip_mode == "a" and _exists(self.path) and not _is_zip_archive(self.path):
             # zipfile would append an archive to the end of any file.
             raise StoreError(str(self.path), None, "not a zip archive")
         while self.readers:
@@ -80,6 +87,8 @@ class _Archive:
             zf = zipfile.ZipFile(self.path, zip_mode, compression=self.compression, allowZip64=True)
         except zipfile.BadZipFile as exc:
             raise StoreError(str(self.path), None, f"not a zip archive ({exc})") from None
+        except OSError as exc:
+            raise os_failure(self.path, None, "open", exc) from exc
         members: dict[str, zipfile.ZipInfo] = {}
         stale = False
         for info in zf.infolist():
@@ -120,9 +129,10 @@ class _Archive:
             if zf is None:
                 return
             compact = self.stale and zf.mode != "r"
-            zf.close()
-            if compact:
-                self.compact()
+            with _os_errors(self.path, None, "close"):
+                zf.close()
+                if compact:
+                    self.compact()
 
     def compact(self) -> None:
         """Replace the file by an archive of the live members only (in their order)."""
@@ -185,6 +195,39 @@ class _Archive:
             self.readers -= 1
             if not self.readers:
                 self.cond.notify_all()
+
+
+def _exists(path: str) -> bool:
+    """Whether there is a file at ``path``; where the file system does not say (permission
+    denied on the way), its refusal as the store's error, not "no archive there"."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise os_failure(path, None, "open", exc) from exc
+    return True
+
+
+def _is_zip_archive(path: str) -> bool:
+    """``zipfile.is_zipfile``, but a file that cannot be read raises (as the store's error)
+    rather than passing for one that is not an archive."""
+    try:
+        with open(path, "rb") as f:
+            return zipfile.is_zipfile(f)
+    except OSError as exc:
+        raise os_failure(path, None, "open", exc) from exc
+
+
+@contextlib.contextmanager
+def _os_errors(path: str, key: str | None, action: str) -> Iterator[None]:
+    """The file system's failures inside (an I/O error, a full disk) as the store's errors."""
+    try:
+        yield
+    except GpuZarrError:
+        raise
+    except OSError as exc:
+        raise os_failure(path, key, action, exc) from exc
 
 
 def data_offset(path: str, key: str, info: zipfile.ZipInfo, fd: int) -> int:
@@ -323,7 +366,7 @@ class ZipStore(Store):
         with self._archive.cond:
             if mode == "w":
                 self._archive.open("w")
-            elif os.path.exists(self.path):
+            elif _exists(self.path):
                 self._archive.open("r")
             elif mode == "r":
                 raise NodeNotFoundError(f"{self.path}: no zip archive there")
@@ -361,7 +404,7 @@ class ZipStore(Store):
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         """The member at ``key`` (or part of it), None when absent."""
-        with self._archive.reading(validate_key(key)) as found:
+        with _os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
             if found is None:
                 return None
             info, offset, fd = found
@@ -370,7 +413,7 @@ class ZipStore(Store):
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         """Several parts of one member, read from one version of it."""
-        with self._archive.reading(validate_key(key)) as found:
+        with _os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
             if found is None:
                 return None
             info, offset, fd = found
@@ -380,7 +423,7 @@ class ZipStore(Store):
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
         """Read part of a member into ``buffer_for(n)``; a stored member is read straight in."""
-        with self._archive.reading(validate_key(key)) as found:
+        with _os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
             if found is None:
                 return None
             info, offset, fd = found
@@ -427,7 +470,7 @@ class ZipStore(Store):
         validate_key(key)
         data = memoryview(value).cast("B")
         archive = self._archive
-        with archive.cond:
+        with archive.cond, _os_errors(self.path, key, "write"):
             zf = archive.writer()
             info = zipfile.ZipInfo(key, date_time=time.localtime(time.time())[:6])
             info.compress_type = self.compression
@@ -444,7 +487,7 @@ class ZipStore(Store):
         self._check_writable()
         validate_key(key)
         archive = self._archive
-        with archive.cond:
+        with archive.cond, _os_errors(self.path, key, "erase"):
             if key not in archive.members:
                 archive.check_open()
                 return
@@ -485,5 +528,5 @@ class _MemberSnapshot(Snapshot):
         info, path = self.info, self.store.path
         if info is None:
             return None
-        with self.store._archive.reading_member(key, info) as (offset, fd):
+        with _os_errors(path, key, "read"), self.store._archive.reading_member(key, info) as (offset, fd):
             return [read_member(path, key, info, offset, fd, *r.resolve(info.file_size)) for r in ranges]

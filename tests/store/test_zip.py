@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 import zipfile
 import zlib
@@ -9,9 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuzarr.errors import CorruptChunkError, InvalidKeyError, NodeNotFoundError, ReadOnlyError, StoreError
+from gpuzarr.errors import (
+    CorruptChunkError,
+    InvalidKeyError,
+    NodeNotFoundError,
+    ReadOnlyError,
+    StoreError,
+    StorePermissionError,
+)
 from gpuzarr.store.base import ByteRange
 from gpuzarr.store.zip import ZipStore
+from tests.permissions import without_permission
 
 from .conformance import VALUE, StoreConformance, as_bytes
 
@@ -263,3 +272,16 @@ def test_a_corrupt_member_names_the_key(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptChunkError, match=r"c/0.*CRC"):
         ZipStore(path).get("c/0")
+
+
+@pytest.mark.parametrize("mode", ["r", "a", "w"])
+def test_an_archive_the_file_system_refuses_raises_a_permission_error_naming_it(tmp_path: Path, mode: Any) -> None:
+    """Not "no zip archive there" or "not a zip archive" (``zipfile.is_zipfile`` says False of
+    a file it cannot open): the file system's refusal, as the store's error."""
+    path = tmp_path / "store.zip"
+    with ZipStore(path, mode="w") as store:
+        store.set("zarr.json", b"{}")
+    with without_permission(path), pytest.raises(StorePermissionError) as caught:
+        ZipStore(path, mode=mode).set("k", b"v")
+    assert caught.value.url == str(path) and caught.value.errno == errno.EACCES
+    assert ZipStore(path, mode="r").get("zarr.json") == b"{}"

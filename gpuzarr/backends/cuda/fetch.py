@@ -24,7 +24,8 @@ import stat
 from typing import TYPE_CHECKING, Any
 
 from ...parallel import io_runner
-from ...store.local import FileVersion, LocalStore, os_failure, same_bytes, stat_version
+from ...store.base import os_failure
+from ...store.local import FileVersion, LocalStore, same_bytes, stat_version
 from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, past_shard_end, read_inner_chunks
 from .launches import FileSpan
 from .routes import reads_directly
