@@ -14,6 +14,7 @@ from . import config, errors
 from .api import (
     consolidate_metadata,
     create,
+    create_array,
     create_group,
     group,
     open,
@@ -74,6 +75,7 @@ __all__ = [
     "config",
     "consolidate_metadata",
     "create",
+    "create_array",
     "create_group",
     "empty",
     "empty_like",

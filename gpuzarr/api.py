@@ -14,11 +14,9 @@ from typing import Any, Literal
 
 from .consolidated import consolidate
 from .core.array import Array
-from .core.from_data import as_data, shape_and_dtype, write_data
-from .core.group import Group, create_array_node, create_group_node, open_node
+from .core.group import Group, create_group_node, new_array, open_node
 from .errors import ArrayNotFoundError, GroupNotFoundError, InvalidArgumentError, MetadataError, NodeNotFoundError
 from .hierarchy import node_exists, parse_mode, read_node
-from .metadata.build import build_metadata
 from .store import MemoryStore, Store, StoreLike, make_store
 from .store.base import validate_path
 
@@ -428,7 +426,9 @@ def create(
     order
         "C" or "F" (v3: a ``transpose`` codec).
     fill_value
-        The value of elements never written (default: the type's zero).
+        The value of elements never written (default: the type's zero in Zarr v3; in Zarr v2,
+        null, where zarr-python 3 writes the type's zero, which xarray then takes for its
+        ``_FillValue`` and masks: pass ``fill_value=0`` for zarr-python's).
     dimension_names, attributes, chunk_key_encoding, dimension_separator
         As in the Zarr specification (``dimension_names`` is v3 only).
     overwrite
@@ -445,14 +445,15 @@ def create(
     -------
     Array
     """
-    if data is not None:
-        data = as_data(data)
-        shape, dtype = shape_and_dtype(data, shape, dtype)
-    elif shape is None:
-        raise InvalidArgumentError("shape: required when no data is given")
-    metadata = build_metadata(
+    s, base = _store(store, storage_options=storage_options)
+    return new_array(
+        s,
+        _join(base, path),
         shape=shape,
-        dtype="float64" if dtype is None else dtype,
+        dtype=dtype,
+        data=data,
+        overwrite=overwrite,
+        device=device,
         chunks=chunks,
         shards=shards,
         zarr_format=zarr_format,
@@ -468,8 +469,75 @@ def create(
         compressors=compressors,
         serializer=serializer,
     )
+
+
+def create_array(
+    store: StoreLike = None,
+    *,
+    name: str | None = None,
+    shape: Any = None,
+    dtype: Any = None,
+    data: Any = None,
+    chunks: Any = "auto",
+    shards: Any = None,
+    filters: Any = "auto",
+    compressors: Any = "auto",
+    serializer: Any = "auto",
+    fill_value: Any = None,
+    order: str | None = None,
+    zarr_format: int = 3,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_names: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    config: Any = None,
+    write_data: bool = True,
+    device: str = "auto",
+) -> Array:
+    """Create an array, with zarr-python 3's ``create_array`` arguments and meanings.
+
+    As :func:`create` (a Zarr v2 array given no ``fill_value`` gets null, as there), but:
+
+    - the array's path below ``store`` is ``name``;
+    - ``write_data=False`` takes the shape and dtype from ``data`` without writing it;
+    - ``config`` is zarr-python's ``ArrayConfig`` (or a dict of its keys):
+      ``write_empty_chunks=True`` stores chunks equal to the fill value too (for this Array
+      object: one opened again leaves them out), and its ``order`` must be "C" (gpuzarr
+      returns C-ordered arrays);
+    - ``order`` is the stored order of a Zarr v2 array; for Zarr v3, where zarr-python takes it
+      for the memory order of reads alone, only "C" is taken (a ``transpose`` filter, or
+      :func:`create` with ``order="F"``, stores chunks transposed).
+
+    Returns
+    -------
+    Array
+    """
+    if zarr_format == 3 and order not in (None, "C"):
+        raise InvalidArgumentError(
+            f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays; "
+            "to store chunks transposed give a transpose filter, or use gpuzarr.create(order='F')"
+        )
     s, base = _store(store, storage_options=storage_options)
-    array = create_array_node(s, _join(base, path), metadata, overwrite=overwrite, device=device)
-    if data is not None:
-        write_data(array, data)
-    return array
+    return new_array(
+        s,
+        _join(base, name or ""),
+        shape=shape,
+        dtype=dtype,
+        data=data,
+        overwrite=overwrite,
+        device=device,
+        config=config,
+        write_data=write_data,
+        chunks=chunks,
+        shards=shards,
+        zarr_format=zarr_format,
+        filters=filters,
+        compressors=compressors,
+        serializer=serializer,
+        order=order or "C",
+        fill_value=fill_value,
+        dimension_names=dimension_names,
+        attributes=attributes,
+        chunk_key_encoding=chunk_key_encoding,
+    )

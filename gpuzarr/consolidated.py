@@ -436,10 +436,23 @@ def record_metadata_write(store: Store, path: str, *, new_node: bool = False) ->
     info = read_node(store, path, allow_implicit=False)
     if info is None:
         return
-    outer, path, lift = _outermost(store, path, info.zarr_format)
+    _record(store, path, info.zarr_format, info, new_node)
+
+
+def record_node_erased(store: Store, path: str, zarr_format: int) -> None:
+    """Keep consolidated metadata true after the node at ``path`` (of ``zarr_format``) was
+    erased with everything below it: the groups above and the open views that record it
+    forget it and its descendants, and a view of the erased subtree is emptied."""
+    _record(store, path.strip("/"), zarr_format, None, True)
+
+
+def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, new_node: bool) -> None:
+    """:func:`record_metadata_write` (``info``: the node's new metadata) and
+    :func:`record_node_erased` (``info`` None)."""
+    outer, path, lift = _outermost(store, path, zarr_format)
     parts = path.split("/") if path else []
     ancestors = ["/".join(parts[:i]) for i in range(len(parts))]
-    stored = {a: e for a in ancestors if (e := _stored_entries(outer, a, info.zarr_format)) is not None}
+    stored = {a: e for a in ancestors if (e := _stored_entries(outer, a, zarr_format)) is not None}
     with _live_lock:
         views = list(_live_views)
     # Each view with its root as a path of ``outer``; views of other stores are left alone.
@@ -448,16 +461,18 @@ def record_metadata_write(store: Store, path: str, *, new_node: bool = False) ->
         for view, root in placed:
             if root == path or root.startswith(node_prefix(path)):
                 view._apply(_Clear(), root)
-    elif info.zarr_format == 2 and info.node_type == "group":
+    elif info is not None and info.zarr_format == 2 and info.node_type == "group":
         _refresh_own_attributes(outer, path, info)
     # The views that record the node: it lies strictly below their root, in their format.
-    covering = [(v, r) for v, r in placed if r in ancestors and v.zarr_format == info.zarr_format]
+    covering = [(v, r) for v, r in placed if r in ancestors and v.zarr_format == zarr_format]
     roots = [*stored, *(r for _, r in covering)]
     if not roots:
         return
-    # The groups between the topmost root and the node may be new (created as its parents).
-    top = min(ancestors.index(r) for r in roots)
-    nodes: dict[str, NodeInfo | None] = {a: read_node(outer, a, allow_implicit=False) for a in ancestors[top + 1 :]}
+    nodes: dict[str, NodeInfo | None] = {}
+    if info is not None:
+        # The groups between the topmost root and the node may be new (created as its parents).
+        top = min(ancestors.index(r) for r in roots)
+        nodes = {a: read_node(outer, a, allow_implicit=False) for a in ancestors[top + 1 :]}
     nodes[path] = info
     change = _Change(path, nodes, new_node)
     for ancestor, entries in stored.items():

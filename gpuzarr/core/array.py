@@ -448,6 +448,36 @@ class Array:
         new_metadata = self._metadata.evolve(shape=new_shape)
         self._write_metadata(new_metadata)
 
+    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Grow the array along ``axis`` and write ``data`` into the new part, as zarr-python's ``append``.
+
+        ``data`` (NumPy, CuPy, PyTorch, a gpuzarr Array or a nested list) must have the array's
+        extent on every other axis; the array grows by its extent along ``axis``.
+
+        Returns
+        -------
+        tuple of int
+            The new shape.
+        """
+        from .from_data import as_data  # it imports this module
+
+        values = as_data(data)
+        shape = tuple(int(n) for n in values.shape)
+        ndim = self.ndim
+        if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
+            raise InvalidArgumentError(f"append: axis {axis!r} is out of range for an array of {ndim} dimensions")
+        axis = int(axis) % ndim
+        old = self.shape
+        if len(shape) != ndim or any(n != m for i, (n, m) in enumerate(zip(shape, old, strict=True)) if i != axis):
+            raise InvalidArgumentError(
+                f"append: data of shape {shape} does not fit an array of shape {old} along axis {axis} "
+                "(every other axis must match)"
+            )
+        new = tuple(n + shape[axis] if i == axis else n for i, n in enumerate(old))
+        self.resize(new)
+        self[tuple(slice(old[axis], None) if i == axis else slice(None) for i in range(ndim))] = values
+        return new
+
     def spec(self) -> dict[str, Any]:
         """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array.
 

@@ -10,8 +10,16 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..attributes import Attributes
-from ..consolidated import ConsolidatedView, keep_consolidated_member, load_view, record_metadata_write
+from ..consolidated import (
+    ConsolidatedView,
+    keep_consolidated_member,
+    load_view,
+    record_metadata_write,
+    record_node_erased,
+)
 from ..errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
 from ..hierarchy import (
     array_metadata,
@@ -25,6 +33,8 @@ from ..hierarchy import (
 from ..metadata.build import build_metadata
 from ..metadata.v2 import ZATTRS, ArrayMetadataV2
 from .array import Array
+from .from_data import as_data, shape_and_dtype
+from .from_data import write_data as write_data_into
 from .tree import TreeRepr, render_tree
 
 if TYPE_CHECKING:
@@ -224,13 +234,78 @@ class Group:
         )
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
-        """Create a child array; takes :func:`gpuzarr.create`'s keyword arguments."""
-        path = self._child_path(name)
-        overwrite = kwargs.pop("overwrite", False)
-        device = kwargs.pop("device", self._device)
+        """Create a child array (``name`` may be nested: "a/b").
+
+        Takes :func:`gpuzarr.create`'s keyword arguments (``data`` too), and zarr-python's
+        ``config`` and ``write_data``.
+        """
+        kwargs.setdefault("device", self._device)
         kwargs.setdefault("zarr_format", self._zarr_format)
-        metadata = build_metadata(**kwargs)
-        return create_array_node(self.store, path, metadata, overwrite=overwrite, device=device)
+        return new_array(self.store, self._child_path(name), **kwargs)
+
+    def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False, **kwargs: Any) -> Array:
+        """The child array ``name``, created when there is none, as zarr-python's ``require_array``.
+
+        ``kwargs`` are :meth:`create_array`'s, for creating it. An existing array must have
+        ``shape``, and a dtype that casts safely to ``dtype`` (the same dtype with ``exact``);
+        otherwise, or where a group is there, ContainsNodeError.
+        """
+        if name not in self:
+            return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+        node = self[name]
+        where = self._child_path(name)
+        if not isinstance(node, Array):
+            raise ContainsNodeError(f"{where!r} is a group, not an array")
+        wanted = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        if node.shape != wanted:
+            raise ContainsNodeError(f"{where!r}: an array of shape {node.shape} is there, not {wanted}")
+        if dtype is not None:
+            want = np.dtype(dtype)
+            fits = node.dtype == want if exact else np.can_cast(node.dtype, want)
+            if not fits:
+                raise ContainsNodeError(f"{where!r}: an array of dtype {node.dtype} is there; {want} does not fit")
+        return node
+
+    def arrays(self) -> Iterator[tuple[str, Array]]:
+        """(name, array) of the child arrays, sorted by name."""
+        for name, node in self._iter_members(0):
+            if isinstance(node, Array):
+                yield name, node
+
+    def groups(self) -> Iterator[tuple[str, Group]]:
+        """(name, group) of the child groups, sorted by name."""
+        for name, node in self._iter_members(0):
+            if isinstance(node, Group):
+                yield name, node
+
+    def array_keys(self) -> Iterator[str]:
+        """The names of the child arrays, sorted."""
+        return (name for name, _ in self.arrays())
+
+    def group_keys(self) -> Iterator[str]:
+        """The names of the child groups, sorted."""
+        return (name for name, _ in self.groups())
+
+    def nmembers(self, max_depth: int | None = 0) -> int:
+        """How many nodes :meth:`members` gives for ``max_depth``."""
+        return len(self.members(max_depth))
+
+    def __delitem__(self, name: str) -> None:
+        """Erase the child ``name`` (nested: "a/b") with everything below it.
+
+        The consolidated metadata of the groups above that keep some forgets it too. KeyError
+        where there is no such node.
+        """
+        path = self._child_path(name)
+        if self.store.read_only:
+            raise ReadOnlyError(f"group {self.path or '/'!r} is read-only: cannot erase {name!r}")
+        info = read_node(self.store, path)
+        if info is None and self._consolidated is not None:
+            info = self._consolidated.lookup(path)  # recorded, though its metadata is gone
+        if info is None:
+            raise KeyError(name)
+        self.store.erase_prefix(node_prefix(path))
+        record_node_erased(self.store, path, info.zarr_format)
 
     def require_group(self, name: str) -> Group:
         """The child group ``name``, created when it does not exist."""
@@ -240,6 +315,78 @@ class Group:
                 return node
             raise ContainsNodeError(f"{self._child_path(name)!r} is an array, not a group")
         return self.create_group(name)
+
+
+#: The keys of zarr-python's ``ArrayConfig`` (``config=`` of ``create_array``).
+ARRAY_CONFIG_KEYS = ("order", "write_empty_chunks")
+
+
+def write_empty_chunks_of(config: Any) -> bool:
+    """Whether zarr-python's ``config`` asks to store chunks equal to the fill value.
+
+    ``config`` is an ``ArrayConfig``, a dict of its keys, or None. ``write_empty_chunks``
+    (default False) says whether chunks equal to the fill value are stored; where not, a
+    stored one is erased.
+
+    Its ``order`` is the memory order of the arrays reads return, which gpuzarr keeps C:
+    "F" raises rather than being ignored (a Zarr v3 array's stored order is its codecs'; a
+    ``transpose`` filter or ``gpuzarr.create(order="F")`` stores chunks transposed).
+    """
+    if config is None:
+        return False
+    if isinstance(config, dict):
+        unknown = sorted(set(config) - set(ARRAY_CONFIG_KEYS))
+        if unknown:
+            raise InvalidArgumentError(f"config: unknown key(s) {unknown}; expected some of {list(ARRAY_CONFIG_KEYS)}")
+        order, write_empty = config.get("order", "C"), config.get("write_empty_chunks", False)
+    elif all(hasattr(config, key) for key in ARRAY_CONFIG_KEYS):  # zarr.core.array_spec.ArrayConfig
+        order, write_empty = config.order, config.write_empty_chunks
+    else:
+        raise InvalidArgumentError(f"config: expected a dict or zarr-python's ArrayConfig, got {config!r}")
+    if order not in (None, "C"):
+        raise InvalidArgumentError(
+            f"config: order {order!r}: gpuzarr returns C-ordered arrays; to store chunks in another "
+            "order, give a transpose filter (or gpuzarr.create(order='F'))"
+        )
+    if not isinstance(write_empty, bool):
+        raise InvalidArgumentError(f"config: write_empty_chunks must be True or False, got {write_empty!r}")
+    return write_empty
+
+
+def new_array(
+    store: Store,
+    path: str,
+    *,
+    shape: Any = None,
+    dtype: Any = None,
+    data: Any = None,
+    overwrite: bool = False,
+    device: str = "auto",
+    config: Any = None,
+    write_data: bool = True,
+    **metadata_options: Any,
+) -> Array:
+    """Create the array at ``path`` of ``store``.
+
+    Its shape and dtype are given or taken from ``data`` (written into it unless
+    ``write_data`` is False), ``metadata_options`` as
+    :func:`gpuzarr.metadata.build.build_metadata` takes them, ``config`` as zarr-python's
+    (:func:`write_empty_chunks_of`). What :func:`gpuzarr.create`, :func:`gpuzarr.create_array`
+    and :meth:`Group.create_array` share.
+    """
+    write_empty_chunks = write_empty_chunks_of(config)
+    if data is not None:
+        data = as_data(data)
+        shape, dtype = shape_and_dtype(data, shape, dtype)
+    elif shape is None:
+        raise InvalidArgumentError("shape: required when no data is given")
+    metadata = build_metadata(shape=shape, dtype="float64" if dtype is None else dtype, **metadata_options)
+    array = create_array_node(
+        store, path, metadata, overwrite=overwrite, device=device, store_data_equal_to_fill_value=write_empty_chunks
+    )
+    if data is not None and write_data:
+        write_data_into(array, data)
+    return array
 
 
 def open_node(store: Store, path: str, device: str = "auto", use_consolidated: bool | None = None) -> Array | Group:
@@ -288,10 +435,11 @@ def create_array_node(
     *,
     overwrite: bool = False,
     device: str = "auto",
+    store_data_equal_to_fill_value: bool = False,
 ) -> Array:
     """Write a new array with ``metadata`` at ``path`` of ``store`` and return it open."""
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
-    array = Array(store, path, metadata, device=device)
+    array = Array(store, path, metadata, device=device, store_data_equal_to_fill_value=store_data_equal_to_fill_value)
     write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
     record_metadata_write(store, path, new_node=True)
     return array

@@ -370,3 +370,33 @@ def test_an_array_read_the_file_system_refuses_is_an_error_not_the_fill_value(tm
     with without_permission(tmp_path / "a.zarr" / "c" / "1" / "0"), pytest.raises(StorePermissionError) as caught:
         reader[4:, :4]
     assert caught.value.key == "c/1/0"
+
+
+# -- erasing a subtree --------------------------------------------------------------------------------
+
+
+def test_erase_prefix_of_a_directory_removes_the_directories_it_empties(tmp_path: Path) -> None:
+    """As zarr-python's delete_dir: other tools list an empty directory as a node they cannot read."""
+    store = LocalStore(tmp_path)
+    for key in ("g/a/zarr.json", "g/a/c/0/0", "g/a/c/1/0", "g/b/zarr.json", "g/zarr.json"):
+        store.set(key, b"x")
+    store.erase_prefix("g/a/")
+    assert not (tmp_path / "g" / "a").exists()
+    assert sorted(store.list_prefix("")) == ["g/b/zarr.json", "g/zarr.json"]
+    store.erase_prefix("g/b/zarr")  # not a directory: only keys go
+    assert (tmp_path / "g" / "b").is_dir()
+
+
+def test_erase_prefix_leaves_what_is_not_its_to_remove(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    store.set("g/a/k", b"x")
+    store.set("g/b/k", b"x")
+    (tmp_path / "store" / "g" / "b" / f".k{TEMP_MARKER}1").write_bytes(b"")  # a killed writer's, not a key
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "empty").mkdir()
+    os.symlink(tmp_path / "outside", tmp_path / "store" / "g" / "link")
+    store.erase_prefix("g/")
+    assert (tmp_path / "outside" / "empty").is_dir()  # a link out of the root is not followed
+    assert (tmp_path / "store" / "g" / "b").is_dir()  # the partial write keeps it
+    assert not (tmp_path / "store" / "g" / "a").exists()
+    assert list(store.list_prefix("")) == []

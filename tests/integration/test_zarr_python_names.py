@@ -1,0 +1,232 @@
+"""zarr-python 3's names, beside zarr-python on the same data: ``create_array``, ``Array.append``,
+and ``Group.arrays``/``groups``/``array_keys``/``group_keys``/``nmembers``/``require_array`` and
+``del group[name]``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import ContainsNodeError, InvalidArgumentError, ReadOnlyError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+zarr = pytest.importorskip("zarr")
+
+RNG = np.random.default_rng(5)
+
+
+def _described(a: Any) -> dict[str, Any]:
+    """What both libraries agree an array is: read through zarr-python."""
+    meta = a.metadata
+    described = {
+        "shape": tuple(a.shape),
+        "chunks": tuple(a.chunks),
+        "shards": a.shards,
+        "dtype": np.dtype(a.dtype),
+        "fill_value": a.fill_value,
+        "attributes": dict(a.attrs),
+        "zarr_format": meta.zarr_format,
+    }
+    if meta.zarr_format == 3:
+        described["codecs"] = [type(c).__name__ for c in meta.codecs]
+        described["dimension_names"] = meta.dimension_names
+    else:
+        described["order"] = meta.order
+        described["compressor"] = meta.compressor.codec_id if meta.compressor else None
+    return described
+
+
+CREATE_ARRAY_CASES = [
+    {"shape": (40, 30), "dtype": "int16"},
+    {"shape": (40, 30), "dtype": "float32", "chunks": (16, 10), "fill_value": 1.5, "attributes": {"a": 1}},
+    {"shape": (64, 64), "dtype": "uint8", "chunks": (8, 8), "shards": (32, 32), "dimension_names": ["y", "x"]},
+    {"shape": (40, 30), "dtype": "uint16", "compressors": None, "filters": None},
+    {"shape": (40, 30), "dtype": "<f8", "chunks": (10, 10), "zarr_format": 2, "order": "F"},
+    {"shape": (40,), "dtype": "int32", "zarr_format": 2, "compressors": None},
+]
+
+
+@pytest.mark.parametrize("kwargs", CREATE_ARRAY_CASES)
+def test_create_array_makes_the_array_zarr_python_makes(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    data = RNG.integers(0, 100, kwargs["shape"]).astype(kwargs["dtype"])
+    ours = gpuzarr.create_array(str(tmp_path / "ours.zarr"), name="g/x", **kwargs)
+    ours[...] = data
+    theirs = zarr.create_array(str(tmp_path / "theirs.zarr"), name="g/x", **kwargs)
+    theirs[...] = data
+    read_ours = zarr.open_array(str(tmp_path / "ours.zarr"), path="g/x", mode="r")
+    expected = _described(theirs)
+    if kwargs.get("zarr_format") == 2 and "fill_value" not in kwargs:
+        # gpuzarr's v2 default is null, which xarray does not mask; zarr-python 3 writes 0.
+        assert expected["fill_value"] == 0
+        expected["fill_value"] = None
+    assert _described(read_ours) == expected
+    np.testing.assert_array_equal(read_ours[...], data)
+    np.testing.assert_array_equal(gpuzarr.open_array(str(tmp_path / "theirs.zarr"), path="g/x")[...], data)
+
+
+def test_create_array_from_data_and_without_writing_it(tmp_path: Path) -> None:
+    data = RNG.integers(0, 1000, (30, 20)).astype("uint16")
+    written = gpuzarr.create_array(str(tmp_path / "a.zarr"), data=data, chunks=(10, 10))
+    np.testing.assert_array_equal(written[...], data)
+    assert written.nchunks_initialized == 6
+    bare = gpuzarr.create_array(str(tmp_path / "b.zarr"), data=data, chunks=(10, 10), write_data=False)
+    assert (bare.shape, bare.dtype, bare.nchunks_initialized) == ((30, 20), np.dtype("uint16"), 0)
+    theirs = zarr.create_array(str(tmp_path / "c.zarr"), data=data, chunks=(10, 10), write_data=False)
+    assert theirs.nchunks_initialized == bare.nchunks_initialized
+    with pytest.raises(InvalidArgumentError, match="shape"):
+        gpuzarr.create_array(str(tmp_path / "d.zarr"), dtype="uint8")
+
+
+@pytest.mark.parametrize("write_empty_chunks", [False, True])
+def test_create_array_config_write_empty_chunks_as_zarr_python(tmp_path: Path, write_empty_chunks: bool) -> None:
+    config = {"write_empty_chunks": write_empty_chunks}
+    ours = gpuzarr.create_array(str(tmp_path / "ours.zarr"), shape=(20,), dtype="int8", chunks=(5,), config=config)
+    theirs = zarr.create_array(str(tmp_path / "theirs.zarr"), shape=(20,), dtype="int8", chunks=(5,), config=config)
+    for a in (ours, theirs):
+        a[:10] = 0  # the fill value: two chunks that hold nothing else
+        a[10:] = 3
+    assert ours.nchunks_initialized == theirs.nchunks_initialized == (4 if write_empty_chunks else 2)
+    # zarr-python's own config object is taken too
+    from zarr.core.array_spec import ArrayConfig
+
+    made = gpuzarr.create_array(
+        str(tmp_path / "obj.zarr"), shape=(4,), dtype="int8", config=ArrayConfig(order="C", write_empty_chunks=True)
+    )
+    assert made.store_data_equal_to_fill_value
+
+
+def test_create_array_refuses_what_it_cannot_honour(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.zarr")
+    with pytest.raises(InvalidArgumentError, match="C-ordered"):
+        gpuzarr.create_array(path, shape=(4, 4), dtype="int8", order="F")  # v3: a memory order
+    with pytest.raises(InvalidArgumentError, match="C-ordered"):
+        gpuzarr.create_array(path, shape=(4, 4), dtype="int8", config={"order": "F"})
+    with pytest.raises(InvalidArgumentError, match="unknown key"):
+        gpuzarr.create_array(path, shape=(4, 4), dtype="int8", config={"write_empty_chunk": True})
+    with pytest.raises(InvalidArgumentError, match="write_empty_chunks"):
+        gpuzarr.create_array(path, shape=(4, 4), dtype="int8", config={"write_empty_chunks": "yes"})
+    assert not (tmp_path / "a.zarr").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize(("shape", "chunks", "appended", "axis"), [
+    ((10, 6), (4, 4), (7, 6), 0),
+    ((10, 6), (4, 4), (10, 3), 1),
+    ((5,), (2,), (9,), 0),
+])  # fmt: skip
+def test_append_grows_and_writes_as_zarr_python(
+    tmp_path: Path, shape: tuple[int, ...], chunks: tuple[int, ...], appended: tuple[int, ...], axis: int
+) -> None:
+    first = RNG.integers(0, 100, shape).astype("int32")
+    more = RNG.integers(0, 100, appended).astype("int32")
+    ours = gpuzarr.create_array(str(tmp_path / "ours.zarr"), data=first, chunks=chunks)
+    theirs = zarr.create_array(str(tmp_path / "theirs.zarr"), data=first, chunks=chunks)
+    assert ours.append(more, axis=axis) == theirs.append(more, axis=axis)
+    expected = np.concatenate([first, more], axis=axis)
+    np.testing.assert_array_equal(ours[...], expected)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours.zarr"), mode="r")[...], expected)
+    # a list appends too
+    assert ours.append(more.tolist(), axis=axis) == theirs.append(more, axis=axis)
+    np.testing.assert_array_equal(ours[...], np.concatenate([expected, more], axis=axis))
+
+
+def test_append_takes_a_negative_axis_as_numpy(tmp_path: Path) -> None:
+    """(zarr-python 3.1.6 compares the other axes wrongly for a negative axis, and refuses.)"""
+    first = RNG.integers(0, 100, (10, 6)).astype("int32")
+    more = RNG.integers(0, 100, (10, 5)).astype("int32")
+    a = gpuzarr.create_array(str(tmp_path / "a.zarr"), data=first, chunks=(4, 4))
+    assert a.append(more, axis=-1) == (10, 11)
+    np.testing.assert_array_equal(a[...], np.concatenate([first, more], axis=-1))
+
+
+def test_append_refuses_data_of_another_shape(tmp_path: Path) -> None:
+    a = gpuzarr.create_array(str(tmp_path / "a.zarr"), shape=(4, 3), dtype="int8")
+    with pytest.raises(InvalidArgumentError, match="does not fit"):
+        a.append(np.zeros((2, 4), "int8"))
+    with pytest.raises(InvalidArgumentError, match="out of range"):
+        a.append(np.zeros((4, 3), "int8"), axis=2)
+    assert a.shape == (4, 3)
+    with pytest.raises(ReadOnlyError):
+        gpuzarr.open_array(str(tmp_path / "a.zarr"), mode="r").append(np.zeros((1, 3), "int8"))
+
+
+def _hierarchy(root: Any) -> None:
+    root.create_group("b_group").create_array("inner", shape=(2,), dtype="int8")
+    root.create_array("a_array", shape=(3,), dtype="int8")
+    root.create_array("c_array", shape=(3,), dtype="int8")
+    root.create_group("d_group")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_group_listings_match_zarr_python(tmp_path: Path, zarr_format: int) -> None:
+    _hierarchy(gpuzarr.group(str(tmp_path / "g.zarr"), zarr_format=zarr_format))
+    ours = gpuzarr.open_group(str(tmp_path / "g.zarr"))
+    theirs = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    assert list(ours.array_keys()) == sorted(theirs.array_keys()) == ["a_array", "c_array"]
+    assert list(ours.group_keys()) == sorted(theirs.group_keys()) == ["b_group", "d_group"]
+    assert [name for name, _ in ours.arrays()] == ["a_array", "c_array"]
+    assert all(isinstance(a, gpuzarr.Array) for _, a in ours.arrays())
+    assert [(name, g.path) for name, g in ours.groups()] == [("b_group", "b_group"), ("d_group", "d_group")]
+    assert ours.nmembers() == theirs.nmembers() == 4
+    assert ours.nmembers(max_depth=None) == theirs.nmembers(max_depth=None) == 5
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_del_erases_a_node_and_what_lies_below_it(tmp_path: Path, consolidated: bool, zarr_format: int) -> None:
+    _hierarchy(gpuzarr.group(str(tmp_path / "g.zarr"), zarr_format=zarr_format))
+    ours = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    ours["a_array"][...] = 7
+    if consolidated:
+        gpuzarr.consolidate_metadata(str(tmp_path / "g.zarr"))
+        ours = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+        assert ours.consolidated
+    del ours["b_group"]
+    del ours["a_array"]
+    assert list(ours) == ["c_array", "d_group"]
+    assert "b_group/inner" not in ours
+    # Their files and directories are gone: zarr-python would list an empty directory, and warn.
+    assert not [p for p in (tmp_path / "g.zarr").rglob("*") if {"b_group", "a_array"} & set(p.parts)]
+    again = gpuzarr.open_group(str(tmp_path / "g.zarr"))
+    assert again.consolidated == consolidated  # consolidated metadata kept, without the erased nodes
+    assert list(again) == ["c_array", "d_group"]
+    theirs = zarr.open_group(
+        str(tmp_path / "g.zarr"), mode="r", use_consolidated=consolidated, zarr_format=zarr_format
+    )
+    assert sorted(theirs.keys()) == ["c_array", "d_group"]
+    with pytest.raises(KeyError):
+        del ours["a_array"]
+    with pytest.raises(ReadOnlyError):
+        del gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")["c_array"]
+
+
+def test_require_array_opens_or_creates_as_zarr_python(tmp_path: Path) -> None:
+    g = gpuzarr.group(str(tmp_path / "g.zarr"))
+    made = g.require_array("x", shape=(4, 4), dtype="int16", chunks=(2, 2))
+    made[...] = 5
+    again = g.require_array("x", shape=(4, 4), dtype="int32")  # int16 casts safely to int32
+    assert again.dtype == np.dtype("int16") and int(again[0, 0]) == 5
+    with pytest.raises(ContainsNodeError, match="shape"):
+        g.require_array("x", shape=(4, 5))
+    with pytest.raises(ContainsNodeError, match="dtype"):
+        g.require_array("x", shape=(4, 4), dtype="int8")
+    with pytest.raises(ContainsNodeError, match="dtype"):
+        g.require_array("x", shape=(4, 4), dtype="int32", exact=True)
+    g.create_group("sub")
+    with pytest.raises(ContainsNodeError, match="group"):
+        g.require_array("sub", shape=(4, 4))
+    theirs = zarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    assert theirs.require_array("x", shape=(4, 4), dtype="int32")[0, 0] == 5
+    with pytest.raises(TypeError):  # what gpuzarr refuses, zarr-python refuses too
+        theirs.require_array("x", shape=(4, 4), dtype="int8")
+
+
+def test_group_create_array_takes_data(tmp_path: Path) -> None:
+    data = RNG.integers(0, 9, (6, 4)).astype("uint8")
+    a = gpuzarr.group(str(tmp_path / "g.zarr")).create_array("x", data=data, chunks=(3, 2))
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "g.zarr"), path="x", mode="r")[...], data)
+    assert a.chunks == (3, 2)
