@@ -17,7 +17,7 @@ from ..attributes import Attributes
 from ..backends.cpu import as_host_array, write_plan
 from ..backends.select import resolve_device_for
 from ..consolidated import record_metadata_write
-from ..errors import InvalidArgumentError, MetadataError, ReadOnlyError
+from ..errors import BoundsCheckError, InvalidArgumentError, MetadataError, ReadOnlyError
 from ..hierarchy import write_documents
 from ..layout import ArrayLayout
 from ..metadata.json_util import check_attributes
@@ -260,6 +260,31 @@ class Array:
         """The user attributes, a mutable mapping written through to the store."""
         return Attributes(lambda: self._metadata.attributes, self._put_attributes)
 
+    def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
+        """Merge ``new_attributes`` into the attributes (one metadata write); returns the array."""
+        self._put_attributes({**self._metadata.attributes, **new_attributes})
+        return self
+
+    @property
+    def name(self) -> str:
+        """The array's path with a leading "/" ("/" for an array at the store's root), as zarr-python names it."""
+        return "/" + self.path
+
+    @property
+    def basename(self) -> str:
+        """The last component of :attr:`name` ("" for an array at the store's root)."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def order(self) -> str:
+        """The memory order of the arrays reads return, "C", and a Zarr v2 array's stored order."""
+        return self._metadata.order if isinstance(self._metadata, ArrayMetadataV2) else "C"
+
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        """How many chunks (inner chunks when sharded, as zarr-python counts) each axis has."""
+        return tuple(d.nchunks for d in self._layout.dimensions())
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
@@ -339,6 +364,60 @@ class Array:
         )
         return self._execute_read(batched, out, stream)
 
+    def get_basic_selection(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:
+        """Read a basic selection (integers, slices, ``...``): ``a[selection]``, into ``out`` when given."""
+        if out is not None:
+            return self.read(selection, out=out)
+        return self[selection]
+
+    @property
+    def blocks(self) -> _BlockIndexer:
+        """Block indexing, as zarr-python's.
+
+        ``a.blocks[i, 1:3]`` reads (and writes) whole blocks of the stored grid (shards when
+        sharded) by their grid position; an integer keeps its axis.
+        """
+        return _BlockIndexer(self)
+
+    def get_block_selection(self, selection: Any) -> Any:
+        """Read the blocks ``selection`` names: what ``a.blocks[selection]`` reads."""
+        return self._execute_read(plan_selection(self._block_slices(selection), self._dims()))
+
+    def _block_slices(self, selection: Any) -> tuple[slice, ...]:
+        """The element slices that the blocks ``selection`` names cover, clipped to the array.
+
+        Each axis takes an integer or a slice of step 1 over its blocks; ``...`` fills axes.
+        """
+        dims = self._metadata.chunk_grid.dimensions(self.shape)
+        entries = selection if isinstance(selection, tuple) else (selection,)
+        if sum(e is Ellipsis for e in entries) > 1:
+            raise BoundsCheckError(f"blocks: at most one '...' in {selection!r}")
+        if Ellipsis in entries:
+            at = next(i for i, e in enumerate(entries) if e is Ellipsis)
+            entries = (*entries[:at], *(slice(None),) * (self.ndim - len(entries) + 1), *entries[at + 1 :])
+        if len(entries) > self.ndim:
+            raise BoundsCheckError(f"blocks: {len(entries)} entries in {selection!r} for {self.ndim} dimensions")
+        entries = (*entries, *(slice(None),) * (self.ndim - len(entries)))
+        slices = []
+        for axis, (entry, dim, size) in enumerate(zip(entries, dims, self.shape, strict=True)):
+            nblocks = dim.nchunks
+            if isinstance(entry, (int, np.integer)) and not isinstance(entry, bool):
+                block = int(entry) + nblocks if int(entry) < 0 else int(entry)
+                if not 0 <= block < nblocks:
+                    raise BoundsCheckError(f"blocks: index {entry} on axis {axis}, which has {nblocks} blocks")
+                first, end = block, block + 1
+            elif isinstance(entry, slice):
+                if entry.step not in (None, 1):
+                    raise BoundsCheckError(f"blocks: axis {axis}: only slices of step 1 select blocks, got {entry}")
+                first, end, _ = entry.indices(nblocks)
+                end = max(end, first)
+            else:
+                raise BoundsCheckError(f"blocks: axis {axis}: expected an integer or a slice, got {entry!r}")
+            start = size if first >= nblocks else int(dim.chunk_start(first))
+            stop = size if end >= nblocks else min(size, int(dim.chunk_start(end)))
+            slices.append(slice(start, stop))
+        return tuple(slices)
+
     def get_orthogonal_selection(self, selection: Any) -> Any:
         """Read an orthogonal (outer) selection: what ``a.oindex[selection]`` reads."""
         return self._execute_read(plan_orthogonal(selection, self._dims()))
@@ -386,6 +465,14 @@ class Array:
     def write(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast to the selection) to a basic selection: ``a[selection] = value``."""
         self._execute_write(plan_selection(selection, self._dims()), value)
+
+    def set_basic_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` to a basic selection: ``a[selection] = value``."""
+        self._execute_write(plan_selection(selection, self._dims()), value)
+
+    def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` to the blocks ``selection`` names: ``a.blocks[selection] = value``."""
+        self._execute_write(plan_selection(self._block_slices(selection), self._dims()), value)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to an orthogonal selection: ``a.oindex[selection] = value``."""
@@ -537,6 +624,17 @@ class _OrthogonalIndexer:
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         self.array.set_orthogonal_selection(selection, value)
+
+
+class _BlockIndexer:
+    def __init__(self, array: Array) -> None:
+        self.array = array
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self.array.get_block_selection(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self.array.set_block_selection(selection, value)
 
 
 class _VectorizedIndexer:

@@ -230,3 +230,57 @@ def test_group_create_array_takes_data(tmp_path: Path) -> None:
     a = gpuzarr.group(str(tmp_path / "g.zarr")).create_array("x", data=data, chunks=(3, 2))
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "g.zarr"), path="x", mode="r")[...], data)
     assert a.chunks == (3, 2)
+
+
+BLOCK_SELECTIONS = [1, -1, (0, 1), (slice(1, 3), 0), (slice(None), -2), (Ellipsis, 1), slice(2, 10), (1, slice(0, 0))]
+
+
+@pytest.mark.parametrize("shards", [None, (4, 6)])
+def test_blocks_read_and_write_as_zarr_python(tmp_path: Path, shards: tuple[int, int] | None) -> None:
+    data = np.arange(10 * 12, dtype="int32").reshape(10, 12)
+    kwargs: dict[str, Any] = {"chunks": (2, 3), "shards": shards}
+    ours = gpuzarr.create_array(str(tmp_path / "ours.zarr"), data=data, **kwargs)
+    theirs = zarr.create_array(str(tmp_path / "theirs.zarr"), data=data, **kwargs)
+    assert ours.cdata_shape == theirs.cdata_shape
+    for selection in BLOCK_SELECTIONS:
+        np.testing.assert_array_equal(ours.blocks[selection], theirs.blocks[selection], err_msg=str(selection))
+        np.testing.assert_array_equal(ours.get_block_selection(selection), theirs.get_block_selection(selection))
+    for selection, value in (((1, 1), -1), ((slice(0, 2), -1), -2)):
+        ours.blocks[selection] = value
+        theirs.blocks[selection] = value
+    np.testing.assert_array_equal(ours[...], theirs[...])
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours.zarr"), mode="r")[...], theirs[...])
+    for bad in (7, (0, 0, 0), (slice(0, 2, 2),), ([0, 1],)):
+        with pytest.raises(IndexError):
+            ours.blocks[bad]
+
+
+def test_names_order_and_attributes_as_zarr_python(tmp_path: Path) -> None:
+    for fmt in (2, 3):
+        ours = gpuzarr.create_array(str(tmp_path / f"ours{fmt}.zarr"), name="a/b", shape=(10, 7), dtype="f4",
+                                    chunks=(3, 3), zarr_format=fmt)  # fmt: skip
+        theirs = zarr.create_array(str(tmp_path / f"theirs{fmt}.zarr"), name="a/b", shape=(10, 7), dtype="f4",
+                                   chunks=(3, 3), zarr_format=fmt)  # fmt: skip
+        assert (ours.name, ours.basename, ours.cdata_shape, ours.order) == (
+            theirs.name, theirs.basename, theirs.cdata_shape, theirs.order,
+        )  # fmt: skip
+        assert ours.update_attributes({"x": 1}) is ours
+        ours.update_attributes({"y": [2]})
+        reread = zarr.open_array(str(tmp_path / f"ours{fmt}.zarr"), path="a/b", mode="r")
+        assert dict(reread.attrs) == {"x": 1, "y": [2]}
+    root = gpuzarr.create_array(str(tmp_path / "root.zarr"), shape=(3,), dtype="i1")
+    assert (root.name, root.basename) == ("/", "")
+    v2f = gpuzarr.create_array(str(tmp_path / "f.zarr"), shape=(3, 2), dtype="i1", zarr_format=2, order="F")
+    assert v2f.order == "F"
+
+
+def test_basic_selections_by_name(tmp_path: Path) -> None:
+    data = RNG.integers(0, 100, (6, 5)).astype("int16")
+    a = gpuzarr.create_array(str(tmp_path / "a.zarr"), data=data, chunks=(4, 4))
+    np.testing.assert_array_equal(a.get_basic_selection((slice(1, 5), 2)), data[1:5, 2])
+    np.testing.assert_array_equal(a.get_basic_selection(), data)
+    out = np.empty((2, 5), dtype="int16")
+    a.get_basic_selection(np.s_[3:5], out=out)
+    np.testing.assert_array_equal(out, data[3:5])
+    a.set_basic_selection((0, slice(None)), 9)
+    assert (a[0] == 9).all()
