@@ -518,6 +518,10 @@ def create_array(
             f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays; "
             "to store chunks transposed give a transpose filter, or use gpuzarr.create(order='F')"
         )
+    dimension_separator = None
+    if zarr_format == 2 and chunk_key_encoding is not None:
+        dimension_separator = _v2_separator(chunk_key_encoding)
+        chunk_key_encoding = None
     s, base = _store(store, storage_options=storage_options)
     return new_array(
         s,
@@ -540,4 +544,21 @@ def create_array(
         dimension_names=dimension_names,
         attributes=attributes,
         chunk_key_encoding=chunk_key_encoding,
+        dimension_separator=dimension_separator,
     )
+
+
+def _v2_separator(encoding: Any) -> str:
+    """The ``dimension_separator`` of a Zarr v2 array that zarr-python's ``chunk_key_encoding`` asks for.
+
+    It is ``{"name": "v2", "separator": "/"}`` or zarr-python's ``V2ChunkKeyEncoding``.
+    """
+    if isinstance(encoding, dict):
+        name, separator = encoding.get("name"), encoding.get("separator", ".")
+    else:
+        name, separator = getattr(encoding, "name", None), getattr(encoding, "separator", None)
+    if name != "v2" or separator not in (".", "/"):
+        raise InvalidArgumentError(
+            f"chunk_key_encoding: a Zarr v2 array takes {{'name': 'v2', 'separator': '.' or '/'}}, got {encoding!r}"
+        )
+    return str(separator)

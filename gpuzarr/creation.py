@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .api import create, open_array
+from .api import create, create_array, open_array
 from .core.from_data import as_data, data_chunks
+from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from .core.array import Array
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "array",
+    "from_array",
     "empty",
     "empty_like",
     "full",
@@ -153,6 +155,125 @@ def array(data: Any, **kwargs: Any) -> Array:
     if kwargs.get("chunks") is None:
         kwargs.pop("chunks", None)
     return create(kwargs.pop("store", None), data=data, **kwargs)
+
+
+#: ``from_array``'s "take it from the source" (zarr-python's "keep").
+KEEP = "keep"
+
+
+class _FromSource:
+    def __repr__(self) -> str:
+        return "<the source's>"
+
+
+#: ``from_array``'s default of the arguments whose "keep" is implicit in zarr-python.
+_FROM_SOURCE: Any = _FromSource()
+
+
+def from_array(
+    store: StoreLike = None,
+    *,
+    data: Any,
+    write_data: bool = True,
+    name: str | None = None,
+    chunks: Any = KEEP,
+    shards: Any = KEEP,
+    filters: Any = KEEP,
+    compressors: Any = KEEP,
+    serializer: Any = KEEP,
+    fill_value: Any = _FROM_SOURCE,
+    order: str | None = None,
+    zarr_format: int | None = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_names: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    config: Any = None,
+    device: str = "auto",
+) -> Array:
+    """A new array made like ``data`` and holding its values, as zarr-python 3's ``from_array``.
+
+    From a gpuzarr or zarr-python array, what is not given is the source's: "keep" (the default
+    of ``chunks``, ``shards``, ``filters``, ``compressors`` and ``serializer``) takes it, and so
+    does leaving ``fill_value``, ``order`` (v2), ``zarr_format``, ``attributes``,
+    ``dimension_names`` (v3) or ``chunk_key_encoding`` out (the last only where both are of
+    the same format). Codecs are kept only into the same format (a v3 chain has no v2 form in
+    general): into the other they are "auto". From anything else (NumPy, CuPy, PyTorch, lists)
+    "keep" means "auto" for ``chunks`` and the codecs and None for ``shards``.
+
+    Parameters
+    ----------
+    store, name, storage_options, overwrite, config, device
+        As :func:`gpuzarr.create_array`.
+    data
+        The source; with ``write_data=False`` only its shape, dtype and the above are taken.
+    chunks, shards, filters, compressors, serializer, fill_value, order, zarr_format
+        As :func:`gpuzarr.create_array`, or taken from the source as above.
+    attributes, chunk_key_encoding, dimension_names
+        The same.
+
+    Returns
+    -------
+    Array
+    """
+    source = as_data(data)
+    document = _zarr_document(source)
+    source_format = None if document is None else int(document["zarr_format"])
+    target_format = zarr_format or source_format or 3
+    same_format = source_format == target_format
+
+    def kept(value: Any, from_source: Any, otherwise: Any) -> Any:
+        if value is not KEEP and value is not _FROM_SOURCE:
+            return value
+        return from_source if document is not None else otherwise
+
+    codec_kept = same_format  # a codec chain of one format has no form in the other in general
+    options: dict[str, Any] = {
+        "chunks": kept(chunks, getattr(source, "chunks", None), data_chunks(source) or "auto"),
+        "shards": kept(shards, getattr(source, "shards", None) if target_format == 3 else None, None),
+        "filters": kept(filters, tuple(source.filters) if codec_kept else "auto", "auto"),
+        "compressors": kept(compressors, tuple(source.compressors) if codec_kept else "auto", "auto"),
+        "serializer": kept(serializer, _serializer_of(source) if codec_kept else "auto", "auto"),
+        "fill_value": kept(fill_value, getattr(source, "fill_value", None), None),
+        "attributes": dict(source.attrs) if attributes is None and document is not None else attributes,
+    }
+    if target_format == 3:
+        if order not in (None, "C"):
+            raise InvalidArgumentError(
+                f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays"
+            )
+        names = document.get("dimension_names") if document is not None and same_format else None
+        options["dimension_names"] = dimension_names if dimension_names is not None else names
+        if chunk_key_encoding is None and document is not None and same_format:
+            chunk_key_encoding = document.get("chunk_key_encoding")
+        options["chunk_key_encoding"] = chunk_key_encoding
+    else:
+        if dimension_names is not None:
+            raise InvalidArgumentError("dimension_names: not available for zarr_format=2")
+        v2_order = document.get("order", "C") if document is not None and same_format else "C"
+        options["order"] = order or v2_order
+        if chunk_key_encoding is None and document is not None and same_format:
+            chunk_key_encoding = {"name": "v2", "separator": document.get("dimension_separator") or "."}
+        options["chunk_key_encoding"] = chunk_key_encoding
+    return create_array(
+        store,
+        name=name,
+        data=source,
+        write_data=write_data,
+        zarr_format=target_format,
+        storage_options=storage_options,
+        overwrite=overwrite,
+        config=config,
+        device=device,
+        **options,
+    )
+
+
+def _serializer_of(source: Any) -> Any:
+    """A source's array -> bytes codec, "auto" where it has none (Zarr v2)."""
+    serializer = getattr(source, "serializer", None)
+    return "auto" if serializer is None else serializer
 
 
 def empty_like(a: Any, **kwargs: Any) -> Array:

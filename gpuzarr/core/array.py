@@ -30,7 +30,7 @@ from ..plan.selection import (
     plan_selection,
     plan_vectorized,
 )
-from .info import ArrayInfo, array_info, count_chunks, count_initialized, nbytes_stored
+from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
     from ..metadata.v3 import ArrayMetadata
@@ -244,6 +244,25 @@ class Array:
     def codecs(self) -> list[dict[str, Any]]:
         """The codec chain as Zarr v3 JSON (for v2, the chain the metadata maps to)."""
         return self._layout.pipeline.to_json()
+
+    @property
+    def filters(self) -> tuple[dict[str, Any], ...]:
+        """The array -> array codecs (v2: the filters) as JSON, split as zarr-python splits them.
+
+        A sharded array's are those of its inner chunks, as for :attr:`serializer` and
+        :attr:`compressors`.
+        """
+        return codec_parts(self)[0]
+
+    @property
+    def serializer(self) -> dict[str, Any] | None:
+        """The array -> bytes codec as JSON (None for Zarr v2), as zarr-python gives it."""
+        return codec_parts(self)[1]
+
+    @property
+    def compressors(self) -> tuple[dict[str, Any], ...]:
+        """The bytes -> bytes codecs (v2: the compressor, if any), as JSON."""
+        return codec_parts(self)[2]
 
     @property
     def device(self) -> str:

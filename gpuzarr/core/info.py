@@ -143,7 +143,7 @@ class ArrayInfo:
         return "\n".join(f"{label:<19}: {value}" for label, value in self._lines())
 
 
-def _codec_parts(array: Array) -> tuple[tuple[Any, ...], dict[str, Any] | None, tuple[Any, ...]]:
+def codec_parts(array: Array) -> tuple[tuple[Any, ...], dict[str, Any] | None, tuple[Any, ...]]:
     """(filters, serializer, compressors) as zarr-python splits them, in JSON."""
     metadata = array.metadata
     if isinstance(metadata, ArrayMetadataV2):
@@ -163,7 +163,7 @@ def _codec_parts(array: Array) -> tuple[tuple[Any, ...], dict[str, Any] | None, 
 def array_info(array: Array, *, complete: bool = False) -> ArrayInfo:
     """The summary of ``array``; ``complete`` adds what a listing of the store tells."""
     metadata = array.metadata
-    filters, serializer, compressors = _codec_parts(array)
+    filters, serializer, compressors = codec_parts(array)
     is_v2 = isinstance(metadata, ArrayMetadataV2)
     info = ArrayInfo(
         zarr_format=array.zarr_format,

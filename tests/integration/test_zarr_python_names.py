@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numcodecs
 import numpy as np
 import pytest
 
@@ -284,3 +285,80 @@ def test_basic_selections_by_name(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, data[3:5])
     a.set_basic_selection((0, slice(None)), 9)
     assert (a[0] == 9).all()
+
+
+# -- from_array: a copy made like its source ---------------------------------------------------------
+
+
+def _document(path: Path, name: str = "") -> dict[str, Any]:
+    doc: dict[str, Any] = zarr.open_array(str(path), path=name, mode="r").metadata.to_dict()
+    return doc
+
+
+def _zarr_python_sources(tmp_path: Path) -> dict[str, Any]:
+    data = RNG.integers(0, 1000, (20, 24)).astype("int32")
+    v3 = zarr.create_array(
+        str(tmp_path / "src3.zarr"), data=data, chunks=(4, 6), shards=(8, 12), fill_value=3,
+        dimension_names=["y", "x"], attributes={"units": "m"},
+        chunk_key_encoding={"name": "default", "separator": "."},
+    )  # fmt: skip
+    v2 = zarr.create_array(
+        str(tmp_path / "src2.zarr"), data=data, chunks=(5, 5), zarr_format=2, order="F",
+        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=-1,
+        compressors=numcodecs.Blosc(cname="lz4", clevel=3), filters=[numcodecs.Delta(dtype="<i4")],
+        attributes={"a": [1]},
+    )  # fmt: skip
+    return {"v3": v3, "v2": v2}
+
+
+@pytest.mark.parametrize("kind", ["v3", "v2"])
+def test_from_array_of_a_zarr_python_array_as_zarr_python(tmp_path: Path, kind: str) -> None:
+    source = _zarr_python_sources(tmp_path)[kind]
+    ours = gpuzarr.from_array(str(tmp_path / "ours.zarr"), data=source)
+    zarr.from_array(str(tmp_path / "theirs.zarr"), data=source)
+    ours_doc, theirs_doc = _document(tmp_path / "ours.zarr"), _document(tmp_path / "theirs.zarr")
+    # zarr-python's docstring says the source's attributes and fill value are kept; 3.1.6 keeps
+    # neither (it writes {} and 0). gpuzarr keeps them, as documented there.
+    assert (ours_doc.pop("attributes"), ours_doc.pop("fill_value")) == (dict(source.attrs), source.fill_value)
+    assert (theirs_doc.pop("attributes"), theirs_doc.pop("fill_value")) == ({}, 0)
+    assert ours_doc == theirs_doc
+    np.testing.assert_array_equal(ours[...], source[...])
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours.zarr"), mode="r")[...], source[...])
+
+
+def test_from_array_of_a_gpuzarr_array_is_its_twin(tmp_path: Path) -> None:
+    data = RNG.integers(0, 1000, (20, 24)).astype("uint16")
+    source = gpuzarr.create_array(
+        str(tmp_path / "src.zarr"), data=data, chunks=(4, 6), shards=(8, 12), fill_value=7,
+        filters=[{"name": "transpose", "configuration": {"order": [1, 0]}}], compressors={"name": "gzip",
+        "configuration": {"level": 2}}, dimension_names=["y", "x"], attributes={"k": "v"},
+    )  # fmt: skip
+    copy = gpuzarr.from_array(str(tmp_path / "copy.zarr"), data=source)
+    assert _document(tmp_path / "copy.zarr") == _document(tmp_path / "src.zarr")
+    np.testing.assert_array_equal(copy[...], data)
+    bare = gpuzarr.from_array(str(tmp_path / "bare.zarr"), data=source, write_data=False)
+    assert bare.nchunks_initialized == 0 and bare.fill_value == 7
+
+
+def test_from_array_overrides_and_formats(tmp_path: Path) -> None:
+    data = RNG.integers(0, 1000, (20, 24)).astype("int32")
+    source = gpuzarr.create_array(str(tmp_path / "src.zarr"), data=data, chunks=(4, 6), shards=(8, 12),
+                                  attributes={"k": 1})  # fmt: skip
+    changed = gpuzarr.from_array(str(tmp_path / "changed.zarr"), data=source, chunks=(5, 5), shards=None,
+                                 compressors=None, attributes={"new": True})  # fmt: skip
+    assert (changed.chunks, changed.shards, changed.compressors) == ((5, 5), None, ())
+    assert dict(changed.attrs) == {"new": True}
+    # Into Zarr v2: the v3 codecs have no v2 form, and give way to the defaults; shards go.
+    as_v2 = gpuzarr.from_array(str(tmp_path / "v2.zarr"), data=source, zarr_format=2)
+    theirs = zarr.open_array(str(tmp_path / "v2.zarr"), mode="r")
+    assert (theirs.metadata.zarr_format, theirs.chunks, theirs.shards) == (2, (4, 6), None)
+    assert dict(theirs.attrs) == {"k": 1}
+    np.testing.assert_array_equal(theirs[...], data)
+    assert as_v2.compressors == ({"id": "zstd", "level": 0},)
+    # From NumPy: zarr-python's automatic choices.
+    plain = gpuzarr.from_array(str(tmp_path / "np.zarr"), data=data)
+    zarr.from_array(str(tmp_path / "np_theirs.zarr"), data=data)
+    assert _document(tmp_path / "np.zarr") == _document(tmp_path / "np_theirs.zarr")
+    np.testing.assert_array_equal(plain[...], data)
+    with pytest.raises(InvalidArgumentError, match="C-ordered"):
+        gpuzarr.from_array(str(tmp_path / "f.zarr"), data=data, order="F")
