@@ -7,6 +7,7 @@ public wrappers in :mod:`gpuzarr.api` and the ``Group`` methods both call them.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from ..metadata.v2 import ZATTRS, ArrayMetadataV2
 from .array import Array
 from .from_data import as_data, shape_and_dtype
 from .from_data import write_data as write_data_into
+from .info import GroupInfo
 from .tree import TreeRepr, render_tree
 
 if TYPE_CHECKING:
@@ -198,6 +200,46 @@ class Group:
         """The group's path with a leading "/" ("/" for a root group), as h5py and zarr-python name it."""
         return "/" + self.path
 
+    @property
+    def basename(self) -> str:
+        """The last component of :attr:`name` ("" for a root group)."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store refuses writes."""
+        return self.store.read_only
+
+    @property
+    def info(self) -> GroupInfo:
+        """A summary that prints as zarr-python's ``Group.info``: name, type, format, read-only, store type."""
+        return GroupInfo(
+            name=self.path,
+            zarr_format=self._zarr_format,
+            read_only=self.read_only,
+            store_type=type(self.store).__name__,
+        )
+
+    def info_complete(self) -> GroupInfo:
+        """:attr:`info` plus how many arrays and groups lie below the group, at any depth."""
+        members = self.members(max_depth=None)
+        arrays = sum(isinstance(node, Array) for _, node in members)
+        return dataclasses.replace(
+            self.info, count_members=len(members), count_arrays=arrays, count_groups=len(members) - arrays
+        )
+
+    def update_attributes(self, new_attributes: dict[str, Any]) -> Group:
+        """Merge ``new_attributes`` into the attributes (one metadata write); returns the group."""
+        self._put_attributes({**self._attributes, **new_attributes})
+        return self
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The child ``name`` (nested: "a/b"), or ``default`` where there is none."""
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
     def tree(self, level: int | None = None, *, max_nodes: int = 500, plain: bool = False) -> TreeRepr:
         """The hierarchy below this group as text, as zarr-python's ``Group.tree()`` draws it.
 
@@ -242,6 +284,22 @@ class Group:
         kwargs.setdefault("device", self._device)
         kwargs.setdefault("zarr_format", self._zarr_format)
         return new_array(self.store, self._child_path(name), **kwargs)
+
+    def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
+        """A child array of zeros: :meth:`create_array` with ``fill_value=0`` (nothing stored)."""
+        return self.create_array(name, shape=shape, **{"fill_value": 0, **kwargs})
+
+    def ones(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
+        """A child array of ones: its fill value, and nothing stored."""
+        return self.full(name=name, shape=shape, fill_value=1, **kwargs)
+
+    def full(self, *, name: str, shape: Any, fill_value: Any, **kwargs: Any) -> Array:
+        """A child array of ``fill_value``: its fill value, and nothing stored."""
+        return self.create_array(name, shape=shape, fill_value=fill_value, **kwargs)
+
+    def empty(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
+        """A child array with nothing written (it reads as its fill value)."""
+        return self.create_array(name, shape=shape, **kwargs)
 
     def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False, **kwargs: Any) -> Array:
         """The child array ``name``, created when there is none, as zarr-python's ``require_array``.

@@ -143,6 +143,42 @@ class ArrayInfo:
         return "\n".join(f"{label:<19}: {value}" for label, value in self._lines())
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GroupInfo:
+    """A summary of a group; ``repr`` (or ``print``) shows it as zarr-python does.
+
+    ``count_members``, ``count_arrays`` and ``count_groups`` (every node below the group, at
+    any depth) are :meth:`gpuzarr.Group.info_complete`'s only (None otherwise).
+    """
+
+    name: str
+    zarr_format: int
+    read_only: bool
+    store_type: str
+    count_members: int | None = None
+    count_arrays: int | None = None
+    count_groups: int | None = None
+
+    def _lines(self) -> list[tuple[str, Any]]:
+        lines: list[tuple[str, Any]] = [
+            ("Name", self.name),
+            ("Type", "Group"),
+            ("Zarr format", self.zarr_format),
+            ("Read-only", self.read_only),
+            ("Store type", self.store_type),
+        ]
+        if self.count_members is not None:
+            lines += [
+                ("No. members", self.count_members),
+                ("No. arrays", self.count_arrays),
+                ("No. groups", self.count_groups),
+            ]
+        return lines
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{label:<11} : {value}" for label, value in self._lines())
+
+
 def codec_parts(array: Array) -> tuple[tuple[Any, ...], dict[str, Any] | None, tuple[Any, ...]]:
     """(filters, serializer, compressors) as zarr-python splits them, in JSON."""
     metadata = array.metadata

@@ -362,3 +362,25 @@ def test_from_array_overrides_and_formats(tmp_path: Path) -> None:
     np.testing.assert_array_equal(plain[...], data)
     with pytest.raises(InvalidArgumentError, match="C-ordered"):
         gpuzarr.from_array(str(tmp_path / "f.zarr"), data=data, order="F")
+
+
+def test_group_conveniences_as_zarr_python(tmp_path: Path) -> None:
+    ours = gpuzarr.group(str(tmp_path / "ours.zarr"))
+    theirs = zarr.open_group(str(tmp_path / "theirs.zarr"), mode="w")
+    for g in (ours, theirs):
+        g.zeros(name="z", shape=(3,), dtype="i2")
+        g.ones(name="o", shape=(2, 2))
+        g.full(name="f", shape=(2,), fill_value=5, dtype="u1")
+        g.empty(name="e", shape=(4,), dtype="f4")
+        g.create_group("b").create_group("c")
+    for name in ("z", "o", "f", "e"):
+        mine, yours = ours[name], theirs[name]
+        assert (mine.dtype, mine.fill_value, mine.shape) == (yours.dtype, yours.fill_value, yours.shape), name
+        np.testing.assert_array_equal(mine[...], yours[...])
+    assert repr(ours.info) == repr(theirs.info)
+    assert repr(ours.info_complete()) == repr(theirs.info_complete())
+    assert repr(ours["b/c"].info) == repr(theirs["b/c"].info)
+    assert (ours["b/c"].basename, ours.basename) == (theirs["b/c"].basename, theirs.basename) == ("c", "")
+    assert ours.get("nope", 7) == 7 and ours.get("b/c").path == "b/c"
+    assert ours.update_attributes({"k": 1}) is ours
+    assert dict(zarr.open_group(str(tmp_path / "ours.zarr"), mode="r").attrs) == {"k": 1}
