@@ -37,6 +37,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .save_load import load, save, save_array, save_group
 from .store import LocalStore, MemoryStore, Store
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ __all__ = [
     "full",
     "full_like",
     "group",
+    "load",
     "ones",
     "ones_like",
     "open",
@@ -92,6 +94,9 @@ __all__ = [
     "open_consolidated",
     "open_group",
     "open_like",
+    "save",
+    "save_array",
+    "save_group",
     "zeros",
     "zeros_like",
 ]

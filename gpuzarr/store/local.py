@@ -613,23 +613,26 @@ class LocalStore(Store):
                 os.close(dir_fd)
 
     def erase_prefix(self, prefix: str) -> None:
-        """Remove every key starting with ``prefix``; where it names a directory ("a/b/"), then
-        also the directories below it that are left empty, and it itself, as zarr-python's
-        ``delete_dir`` does: other tools list an empty directory as a node they cannot read.
+        """Remove every key starting with ``prefix``; where it names a directory ("a/b/", or
+        "" for the whole store), then also the directories below it that are left empty, and
+        it itself (not the root), as zarr-python's ``delete_dir`` does. Other tools list an
+        empty directory as a node they cannot read, and a new array at the same path could not
+        write a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was).
 
         Unlike :meth:`erase` (which leaves directories, as a concurrent ``set`` may have just
         made one), this removes a subtree, which no other writer should be writing into. A
         directory that still holds something (a lock file, a partial write) stays.
         """
         super().erase_prefix(prefix)
-        if not prefix.endswith("/"):
+        if prefix and not prefix.endswith("/"):
             return
-        top = os.path.join(self._real_root, validate_prefix(prefix).rstrip("/"))
-        if self._link_leaves(top) or os.path.islink(top):
+        top = os.path.join(self._real_root, validate_prefix(prefix).rstrip("/")) if prefix else self._real_root
+        if prefix and (self._link_leaves(top) or os.path.islink(top)):
             return
         for directory, _subdirectories, _files in os.walk(top, topdown=False):  # links not followed
-            with contextlib.suppress(OSError):  # not empty, or gone
-                os.rmdir(directory)
+            if directory != self._real_root:
+                with contextlib.suppress(OSError):  # not empty, or gone
+                    os.rmdir(directory)
 
     def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
         """Remove the temporary files that killed writers left in the store.

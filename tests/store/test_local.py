@@ -385,6 +385,16 @@ def test_erase_prefix_of_a_directory_removes_the_directories_it_empties(tmp_path
     assert sorted(store.list_prefix("")) == ["g/b/zarr.json", "g/zarr.json"]
     store.erase_prefix("g/b/zarr")  # not a directory: only keys go
     assert (tmp_path / "g" / "b").is_dir()
+    store.erase_prefix("")  # the whole store: every directory but the root
+    assert tmp_path.is_dir() and list(tmp_path.iterdir()) == []
+
+
+def test_a_node_replaced_by_one_of_fewer_dimensions_writes_its_chunks(tmp_path: Path) -> None:
+    """A chunk "c/0" of the new array where the old one's "c/0/0" left the directory "c/0"."""
+    gpuzarr.create(tmp_path / "a.zarr", shape=(4, 4), chunks=(2, 2), dtype="i1")[...] = 1
+    replaced = gpuzarr.create(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i1", overwrite=True)
+    replaced[...] = 2
+    assert (gpuzarr.open(tmp_path / "a.zarr", mode="r")[...] == 2).all()
 
 
 def test_erase_prefix_leaves_what_is_not_its_to_remove(tmp_path: Path) -> None:
