@@ -38,6 +38,11 @@ class ContainsNodeError(GpuZarrError, FileExistsError):
     """A node already exists where one was to be created."""
 
 
+class IncompatibleNodeError(ContainsNodeError, TypeError):
+    """A node exists where one was required (``require_array``, ``require_group``), but not of
+    the kind, shape or data type asked for; a ``TypeError`` too, as zarr-python raises."""
+
+
 class ReadOnlyError(GpuZarrError, PermissionError):
     """A write was attempted on a store or array opened read-only."""
 

@@ -228,18 +228,21 @@ def write_node(
 
 
 def _missing_parents(store: Store, path: str) -> list[str]:
-    """The ancestors of ``path`` (below the store root) that have no metadata yet.
+    """The ancestors of ``path`` that have no metadata yet, the store's root among them (as
+    zarr-python writes them, so that the hierarchy opens at its root).
 
-    An array among the ancestors is an error: arrays cannot contain nodes.
+    An array among the ancestors below the root is an error: arrays cannot contain nodes. An
+    array at the root is left alone, as zarr-python and earlier gpuzarr leave it (a store
+    used for several unrelated arrays).
     """
     parts = path.split("/") if path else []
     missing = []
-    for i in range(1, len(parts)):
+    for i in range(len(parts)):
         ancestor = "/".join(parts[:i])
         info = read_node(store, ancestor, allow_implicit=False)
         if info is None:
             missing.append(ancestor)
-        elif info.node_type == "array":
+        elif info.node_type == "array" and ancestor:
             raise ContainsNodeError(f"{ancestor!r} is an array: it cannot contain {path!r}")
     return missing
 

@@ -21,7 +21,13 @@ from ..consolidated import (
     record_metadata_write,
     record_node_erased,
 )
-from ..errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
+from ..errors import (
+    IncompatibleNodeError,
+    InvalidArgumentError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from ..hierarchy import (
     array_metadata,
     group_documents,
@@ -306,22 +312,23 @@ class Group:
 
         ``kwargs`` are :meth:`create_array`'s, for creating it. An existing array must have
         ``shape``, and a dtype that casts safely to ``dtype`` (the same dtype with ``exact``);
-        otherwise, or where a group is there, ContainsNodeError.
+        otherwise, or where a group is there, IncompatibleNodeError (a ``ContainsNodeError``
+        and a ``TypeError``, as zarr-python raises).
         """
         if name not in self:
             return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
         node = self[name]
         where = self._child_path(name)
         if not isinstance(node, Array):
-            raise ContainsNodeError(f"{where!r} is a group, not an array")
+            raise IncompatibleNodeError(f"{where!r} is a group, not an array")
         wanted = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         if node.shape != wanted:
-            raise ContainsNodeError(f"{where!r}: an array of shape {node.shape} is there, not {wanted}")
+            raise IncompatibleNodeError(f"{where!r}: an array of shape {node.shape} is there, not {wanted}")
         if dtype is not None:
             want = np.dtype(dtype)
             fits = node.dtype == want if exact else np.can_cast(node.dtype, want)
             if not fits:
-                raise ContainsNodeError(f"{where!r}: an array of dtype {node.dtype} is there; {want} does not fit")
+                raise IncompatibleNodeError(f"{where!r}: an array of dtype {node.dtype} is there; {want} does not fit")
         return node
 
     def arrays(self) -> Iterator[tuple[str, Array]]:
@@ -363,7 +370,9 @@ class Group:
         if info is None:
             raise KeyError(name)
         self.store.erase_prefix(node_prefix(path))
-        record_node_erased(self.store, path, info.zarr_format)
+        # An implicit group (a directory with nodes below it, no metadata) has no format of its
+        # own: it is recorded in the format of the hierarchy it lies in.
+        record_node_erased(self.store, path, self._zarr_format if info.implicit else info.zarr_format)
 
     def require_group(self, name: str) -> Group:
         """The child group ``name``, created when it does not exist."""
@@ -371,7 +380,7 @@ class Group:
             node = self[name]
             if isinstance(node, Group):
                 return node
-            raise ContainsNodeError(f"{self._child_path(name)!r} is an array, not a group")
+            raise IncompatibleNodeError(f"{self._child_path(name)!r} is an array, not a group")
         return self.create_group(name)
 
 

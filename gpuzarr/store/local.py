@@ -371,27 +371,34 @@ class LocalStore(Store):
         ``partial_writes``, the temporary files of writes instead.
 
         Links leaving the root are skipped (unless followed); a directory that is one of its
-        own ancestors (a link loop) is not entered again, so a walk always ends.
+        own ancestors (a link loop) is not entered again, so a walk always ends. What vanishes
+        while listed, and links that loop, are skipped; a directory the file system will not
+        list (permission denied) raises :func:`os_failure`'s error: a listing that leaves keys
+        out unsaid would have erasing and consolidating skip them.
         """
         top = os.path.join(self._real_root, directory)
         if directory and self._link_leaves(top):
             return
         try:
             info = os.stat(top)
-        except OSError:
-            return
+        except OSError as exc:
+            if _vanished(exc):
+                return
+            raise self._failure(directory or None, "list", exc) from exc
         stack = [(directory, top, frozenset({(info.st_dev, info.st_ino)}))]
         while stack:
             rel, path, ancestors = stack.pop()
             try:
                 entries = os.scandir(path)
-            except OSError:  # gone, not a directory, or not ours to read: as os.walk does
-                continue
+            except OSError as exc:
+                if _vanished(exc):
+                    continue
+                raise self._failure(rel or None, "list", exc) from exc
             with entries:
                 for entry in entries:
-                    if entry.is_symlink() and self._link_leaves(entry.path):
-                        continue
                     try:
+                        if entry.is_symlink() and self._link_leaves(entry.path):
+                            continue
                         if entry.is_dir():
                             info = entry.stat()
                             ident = (info.st_dev, info.st_ino)
@@ -403,8 +410,10 @@ class LocalStore(Store):
                             and (TEMP_MARKER in entry.name) == partial_writes
                         ):
                             yield rel + entry.name
-                    except OSError:  # removed while listed
-                        continue
+                    except OSError as exc:
+                        if _vanished(exc):  # removed while listed, or a link loop
+                            continue
+                        raise self._failure(rel + entry.name, "list", exc) from exc
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)
@@ -613,26 +622,38 @@ class LocalStore(Store):
                 os.close(dir_fd)
 
     def erase_prefix(self, prefix: str) -> None:
-        """Remove every key starting with ``prefix``; where it names a directory ("a/b/", or
-        "" for the whole store), then also the directories below it that are left empty, and
-        it itself (not the root), as zarr-python's ``delete_dir`` does. Other tools list an
-        empty directory as a node they cannot read, and a new array at the same path could not
-        write a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was).
+        """Remove every key starting with ``prefix``, and the directories that held them, as
+        zarr-python's ``delete_dir`` (``shutil.rmtree``) removes a node.
 
-        Unlike :meth:`erase` (which leaves directories, as a concurrent ``set`` may have just
-        made one), this removes a subtree, which no other writer should be writing into. A
-        directory that still holds something (a lock file, a partial write) stays.
+        Symbolic links are removed, never followed: a link inside a node to another node's
+        directory goes, and the other node stays. Where ``prefix`` names a directory ("a/b/"),
+        it goes too; "" empties the store but keeps its root. Directories left empty go, since
+        other tools list an empty directory as a node they cannot read, and a new array at the
+        same path could not write a chunk whose name an old chunk's directory holds ("c/0"
+        where "c/0/0" was). Lock files and partial writes stay (a live writer's), and so does
+        the directory holding them. Unlike :meth:`erase` (which leaves directories, as a
+        concurrent ``set`` may have just made one), this removes a subtree, which no other
+        writer should be writing into. What the file system refuses raises, as elsewhere:
+        nothing is left behind unsaid.
         """
-        super().erase_prefix(prefix)
-        if prefix and not prefix.endswith("/"):
-            return
-        top = os.path.join(self._real_root, validate_prefix(prefix).rstrip("/")) if prefix else self._real_root
-        if prefix and (self._link_leaves(top) or os.path.islink(top)):
-            return
-        for directory, _subdirectories, _files in os.walk(top, topdown=False):  # links not followed
-            if directory != self._real_root:
-                with contextlib.suppress(OSError):  # not empty, or gone
-                    os.rmdir(directory)
+        self._check_writable()
+        parent, _, last = validate_prefix(prefix).rstrip("/").rpartition("/") if prefix else ("", "", "")
+        whole_name = prefix.endswith("/")
+        directories = parent.split("/") if parent else []
+        with self._os_errors(prefix, "erase"):
+            try:
+                dir_fd = self._directory(prefix, directories, create=False)
+            except NotADirectoryError:
+                return
+            if dir_fd is None:
+                return
+            try:
+                for entry in list(os.scandir(dir_fd)):
+                    if (whole_name and entry.name != last) or not entry.name.startswith(last):
+                        continue
+                    _erase_entry(dir_fd, entry.name)
+            finally:
+                os.close(dir_fd)
 
     def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
         """Remove the temporary files that killed writers left in the store.
@@ -899,6 +920,37 @@ def _fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _vanished(exc: OSError) -> bool:
+    """Whether a listing's ``exc`` means the entry is not there to list: removed meanwhile,
+    not a directory (any more), or a link that loops."""
+    return isinstance(exc, (FileNotFoundError, NotADirectoryError)) or exc.errno == errno.ELOOP
+
+
+def _erase_entry(dir_fd: int, name: str) -> None:
+    """Remove ``name`` in the directory ``dir_fd``: a directory with what it holds (and then
+    itself, where that leaves it empty), anything else unlinked (a link, not what it points
+    to), except a lock file or partial write; what is already gone is not an error."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode):
+            if not _is_hidden(name):
+                os.unlink(name, dir_fd=dir_fd)
+            return
+        child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            for entry in list(os.scandir(child)):
+                _erase_entry(child, entry.name)
+        finally:
+            os.close(child)
+        try:
+            os.rmdir(name, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # a lock file or partial write stays
+                raise
+    except FileNotFoundError:
+        return
 
 
 def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:

@@ -222,8 +222,12 @@ def test_require_array_opens_or_creates_as_zarr_python(tmp_path: Path) -> None:
         g.require_array("sub", shape=(4, 4))
     theirs = zarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
     assert theirs.require_array("x", shape=(4, 4), dtype="int32")[0, 0] == 5
-    with pytest.raises(TypeError):  # what gpuzarr refuses, zarr-python refuses too
+    with pytest.raises(TypeError):  # what gpuzarr refuses, zarr-python refuses too, with a TypeError
         theirs.require_array("x", shape=(4, 4), dtype="int8")
+    with pytest.raises(TypeError):
+        g.require_array("x", shape=(4, 4), dtype="int8")
+    with pytest.raises(TypeError):
+        g.require_group("x")
 
 
 def test_group_create_array_takes_data(tmp_path: Path) -> None:
@@ -384,3 +388,27 @@ def test_group_conveniences_as_zarr_python(tmp_path: Path) -> None:
     assert ours.get("nope", 7) == 7 and ours.get("b/c").path == "b/c"
     assert ours.update_attributes({"k": 1}) is ours
     assert dict(zarr.open_group(str(tmp_path / "ours.zarr"), mode="r").attrs) == {"k": 1}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_nodes_created_below_the_root_give_it_a_group_as_zarr_python(tmp_path: Path, zarr_format: int) -> None:
+    gpuzarr.create_array(str(tmp_path / "a.zarr"), name="g/x", shape=(2,), dtype="i1", zarr_format=zarr_format)
+    gpuzarr.create(str(tmp_path / "b.zarr"), path="g/x", shape=(2,), dtype="i1", zarr_format=zarr_format)
+    zarr.create_array(str(tmp_path / "c.zarr"), name="g/x", shape=(2,), dtype="i1", zarr_format=zarr_format)
+    expected = sorted(p.name for p in (tmp_path / "c.zarr").iterdir())
+    for ours in ("a", "b"):
+        assert sorted(p.name for p in (tmp_path / f"{ours}.zarr").iterdir()) == expected
+        root = zarr.open_group(str(tmp_path / f"{ours}.zarr"), mode="r", zarr_format=zarr_format)
+        assert list(root.group_keys()) == ["g"]
+
+
+def test_del_of_an_implicit_group_in_a_v2_hierarchy_keeps_zmetadata_true(tmp_path: Path) -> None:
+    root = gpuzarr.group(str(tmp_path / "g.zarr"), zarr_format=2)
+    root.create_array("d/x", shape=(2,), dtype="i1")
+    gpuzarr.consolidate_metadata(str(tmp_path / "g.zarr"))
+    (tmp_path / "g.zarr" / "d" / ".zgroup").unlink()  # "d" is now a directory with a node below it
+    opened = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    assert "d/x" in opened
+    del opened["d"]
+    again = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    assert again.consolidated and "d/x" not in again and list(again) == []

@@ -410,3 +410,33 @@ def test_erase_prefix_leaves_what_is_not_its_to_remove(tmp_path: Path) -> None:
     assert (tmp_path / "store" / "g" / "b").is_dir()  # the partial write keeps it
     assert not (tmp_path / "store" / "g" / "a").exists()
     assert list(store.list_prefix("")) == []
+
+
+def test_erase_prefix_removes_links_not_what_they_point_to(tmp_path: Path) -> None:
+    """A link inside a node to another node's directory goes with the node; the other stays."""
+    group = gpuzarr.group(tmp_path / "g.zarr")
+    group.create_group("a")
+    keep = group.create_array("keep", shape=(4,), chunks=(2,), dtype="i4")
+    keep[...] = np.arange(4)
+    os.symlink(tmp_path / "g.zarr" / "keep", tmp_path / "g.zarr" / "a" / "alias")
+    os.symlink(tmp_path / "g.zarr" / "keep", tmp_path / "g.zarr" / "link")
+    del group["a"]
+    store = LocalStore(tmp_path / "g.zarr")
+    store.erase_prefix("link/")  # a node that is a link: the link goes
+    assert not (tmp_path / "g.zarr" / "a").exists() and not (tmp_path / "g.zarr" / "link").is_symlink()
+    assert (gpuzarr.open_array(tmp_path / "g.zarr", path="keep", mode="r")[...] == np.arange(4)).all()
+
+
+def test_a_listing_the_file_system_refuses_raises_rather_than_leaving_keys_out(tmp_path: Path) -> None:
+    group = gpuzarr.group(tmp_path / "g.zarr")
+    group.create_array("x", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[...] = np.arange(1, 9)
+    store = LocalStore(tmp_path / "g.zarr")
+    chunks = tmp_path / "g.zarr" / "x" / "c"
+    with without_permission(chunks), pytest.raises(StorePermissionError):
+        list(store.list_prefix("x/"))
+    with without_permission(chunks), pytest.raises(StorePermissionError):
+        store.list_dir("")  # whether "x/" holds a key cannot be told
+    with without_permission(chunks), pytest.raises(StorePermissionError):
+        del group["x"]
+    # Refused, not reported done: the chunks it could not reach are still there.
+    assert sorted(k for k in store.list_prefix("x/c/")) == ["x/c/0", "x/c/1"]
