@@ -456,7 +456,7 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
     with _live_lock:
         views = list(_live_views)
     # Each view with its root as a path of ``outer``; views of other stores are left alone.
-    placed = [(v, v.root if v.store == outer else _join(lift, v.root)) for v in views if v.store in (outer, store)]
+    placed = [(v, r) for v in views if (r := _placed_root(v, outer, store, lift)) is not None]
     if new_node:
         for view, root in placed:
             if root == path or root.startswith(node_prefix(path)):
@@ -482,6 +482,26 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
             _write(outer, ancestor, _entry(group), entries)
     for view, root in covering:
         view._apply(change, root)
+
+
+def _placed_root(view: ConsolidatedView, outer: Store, store: Store, lift: str) -> str | None:
+    """The root of ``view`` as a path of ``outer`` (the store holding the whole hierarchy that
+    ``store``, lifted by ``lift``, writes in), or None where the view is of another store.
+
+    A view opened through a LocalStore of a directory inside the hierarchy
+    (``gpuzarr.open("data.zarr/sub")``) is placed by where its root lies below ``outer``'s.
+    """
+    if view.store == outer:
+        return view.root
+    if view.store == store:
+        return _join(lift, view.root)
+    if isinstance(view.store, LocalStore) and isinstance(outer, LocalStore):
+        below = view.store._real_root.removeprefix(outer._inside_prefix)
+        if view.store._real_root == outer._real_root:
+            return view.root
+        if below != view.store._real_root:  # inside outer's root
+            return _join(below, view.root)
+    return None
 
 
 class _Clear(_Change):

@@ -366,6 +366,24 @@ def test_handles_on_one_store_share_what_they_see(tmp_path: Path) -> None:
     assert group["a"].shape == (3,)
 
 
+def test_a_view_opened_inside_the_hierarchy_sees_writes_through_its_root(tmp_path: Path, zarr_format: int) -> None:
+    """A group opened at "h.zarr/sub" (its store rooted there) and one at "h.zarr": what the
+    outer one changes below "sub" reaches the inner one's view."""
+    path = tmp_path / "h.zarr"
+    _build(gpuzarr.LocalStore(path), zarr_format)
+    gpuzarr.consolidate_metadata(str(path / "sub"))
+    gpuzarr.consolidate_metadata(str(path))
+    inner = gpuzarr.open_group(str(path / "sub"), mode="r")
+    outer = gpuzarr.open_group(str(path), mode="r+")
+    assert inner.consolidated and "b" in inner
+    outer["sub/b"].resize(7, 3)
+    assert inner["b"].shape == (7, 3)
+    del outer["sub/b"]
+    assert "b" not in inner and "b" not in list(inner)
+    with pytest.raises(KeyError):
+        inner["b"]
+
+
 def test_replacing_the_consolidated_group_empties_its_view(store: gpuzarr.Store, zarr_format: int) -> None:
     _build(store, zarr_format)
     group = gpuzarr.consolidate_metadata(store)
