@@ -522,6 +522,8 @@ def create_array(
     if zarr_format == 2 and chunk_key_encoding is not None:
         dimension_separator = _v2_separator(chunk_key_encoding)
         chunk_key_encoding = None
+    elif chunk_key_encoding is not None:
+        chunk_key_encoding = _chunk_key_encoding_json(chunk_key_encoding)
     s, base = _store(store, storage_options=storage_options)
     return new_array(
         s,
@@ -548,15 +550,36 @@ def create_array(
     )
 
 
+def _chunk_key_encoding_json(encoding: Any) -> Any:
+    """zarr-python's forms of a chunk key encoding as Zarr v3 JSON.
+
+    Its objects (``to_dict()``) and its shorthand ``{"name": ..., "separator": ...}``; names
+    and full JSON pass unchanged.
+    """
+    to_dict = getattr(encoding, "to_dict", None)
+    if callable(to_dict):
+        encoding = to_dict()
+    if isinstance(encoding, dict) and "separator" in encoding and "configuration" not in encoding:
+        rest = {k: v for k, v in encoding.items() if k != "separator"}
+        encoding = {**rest, "configuration": {"separator": encoding["separator"]}}
+    return encoding
+
+
 def _v2_separator(encoding: Any) -> str:
     """The ``dimension_separator`` of a Zarr v2 array that zarr-python's ``chunk_key_encoding`` asks for.
 
-    It is ``{"name": "v2", "separator": "/"}`` or zarr-python's ``V2ChunkKeyEncoding``.
+    It is ``{"name": "v2", "separator": "/"}``, its JSON form (``"configuration"``) or
+    zarr-python's ``V2ChunkKeyEncoding``.
     """
-    if isinstance(encoding, dict):
-        name, separator = encoding.get("name"), encoding.get("separator", ".")
+    encoding = _chunk_key_encoding_json(encoding)
+    if not isinstance(encoding, dict) or set(encoding) - {"name", "configuration"}:
+        name, separator = None, None
     else:
-        name, separator = getattr(encoding, "name", None), getattr(encoding, "separator", None)
+        configuration = encoding.get("configuration") or {}
+        name = encoding.get("name")
+        separator = configuration.get("separator", ".") if isinstance(configuration, dict) else None
+        if isinstance(configuration, dict) and set(configuration) - {"separator"}:
+            separator = None
     if name != "v2" or separator not in (".", "/"):
         raise InvalidArgumentError(
             f"chunk_key_encoding: a Zarr v2 array takes {{'name': 'v2', 'separator': '.' or '/'}}, got {encoding!r}"

@@ -229,9 +229,12 @@ def from_array(
         return from_source if document is not None else otherwise
 
     codec_kept = same_format  # a codec chain of one format has no form in the other in general
+    source_chunks, source_shards = _grid_of(source, document)
+    if target_format == 2 and not all(isinstance(n, int) for n in source_chunks or ()):
+        source_chunks = "auto"  # a rectilinear grid has no Zarr v2 form
     options: dict[str, Any] = {
-        "chunks": kept(chunks, getattr(source, "chunks", None), data_chunks(source) or "auto"),
-        "shards": kept(shards, getattr(source, "shards", None) if target_format == 3 else None, None),
+        "chunks": kept(chunks, source_chunks, data_chunks(source) or "auto"),
+        "shards": kept(shards, source_shards if target_format == 3 else None, None),
         "filters": kept(filters, tuple(source.filters) if codec_kept else "auto", "auto"),
         "compressors": kept(compressors, tuple(source.compressors) if codec_kept else "auto", "auto"),
         "serializer": kept(serializer, _serializer_of(source) if codec_kept else "auto", "auto"),
@@ -256,6 +259,8 @@ def from_array(
         if chunk_key_encoding is None and document is not None and same_format:
             chunk_key_encoding = {"name": "v2", "separator": document.get("dimension_separator") or "."}
         options["chunk_key_encoding"] = chunk_key_encoding
+    if same_format and target_format == 2 and document is not None and isinstance(document.get("dtype"), str):
+        options["dtype"] = document["dtype"]  # with its byte order (">i4"), which ``source.dtype`` may drop
     return create_array(
         store,
         name=name,
@@ -268,6 +273,20 @@ def from_array(
         device=device,
         **options,
     )
+
+
+def _grid_of(source: Any, document: dict[str, Any] | None) -> tuple[Any, Any]:
+    """(chunks, shards) of a Zarr array ``source`` as :func:`gpuzarr.create` takes them.
+
+    A rectilinear grid of shards is given by the listed sizes in its metadata ``document``.
+    """
+    chunks, shards = getattr(source, "chunks", None), getattr(source, "shards", None)
+    grid = (document or {}).get("chunk_grid")
+    if shards is not None and isinstance(grid, dict) and grid.get("name") != "regular":
+        listed = (grid.get("configuration") or {}).get("chunk_shapes")
+        if listed is not None:
+            shards = listed
+    return chunks, shards
 
 
 def _serializer_of(source: Any) -> Any:

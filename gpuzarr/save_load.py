@@ -1,8 +1,9 @@
 """zarr-python's one-call conveniences: ``save``, ``save_array``, ``save_group`` and ``load``.
 
-``save`` writes NumPy (or CuPy, PyTorch, ...) data to a new array or group, replacing what is
-at the path, with :func:`gpuzarr.create_array`'s automatic choices; ``load`` reads an array
-whole, or a group's child arrays, each when it is first asked for.
+``save`` writes NumPy (or CuPy, PyTorch, ...) data to a new array (refusing to replace one, as
+zarr-python does, unless asked to) or to a group (which replaces what is at the path), with
+:func:`gpuzarr.create_array`'s automatic choices; ``load`` reads an array whole, or a group's
+child arrays, each when it is first asked for.
 """
 
 from __future__ import annotations
@@ -30,17 +31,23 @@ def save_array(
     storage_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Write ``arr`` as an array at ``path`` of ``store``, replacing what is there.
+    """Write ``arr`` as a new array at ``path`` of ``store``.
 
-    ``kwargs`` are :func:`gpuzarr.create_array`'s (``chunks``, ``compressors``, ...).
+    A node already there raises ContainsNodeError, as zarr-python's ``save_array`` refuses,
+    unless ``overwrite=True`` (or ``mode="w"``) replaces it. Other ``kwargs`` are
+    :func:`gpuzarr.create_array`'s (``chunks``, ``compressors``, ...).
     """
+    mode = kwargs.pop("mode", "a")
+    if mode not in ("a", "w", "w-"):
+        raise InvalidArgumentError(f"save_array: mode must be 'a', 'w' or 'w-', got {mode!r}")
+    overwrite = bool(kwargs.pop("overwrite", False)) or mode == "w"
     create_array(
         store,
         name=path,
         data=arr,
         zarr_format=zarr_format or 3,
         storage_options=storage_options,
-        overwrite=True,
+        overwrite=overwrite,
         **kwargs,
     )
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.errors import InvalidArgumentError
+from gpuzarr.errors import ContainsNodeError, InvalidArgumentError
 from gpuzarr.save_load import GroupLoader
 
 if TYPE_CHECKING:
@@ -26,8 +26,14 @@ def test_save_one_array_as_zarr_python_saves_it(tmp_path: Path) -> None:
     assert ours.metadata.to_dict() == theirs.metadata.to_dict()
     np.testing.assert_array_equal(gpuzarr.load(str(tmp_path / "theirs.zarr")), DATA)
     np.testing.assert_array_equal(zarr.load(str(tmp_path / "ours.zarr")), DATA)
-    gpuzarr.save(str(tmp_path / "ours.zarr"), np.ones(3))  # replaces what is there
+    with pytest.raises(ContainsNodeError):  # as zarr-python's ContainsArrayError
+        gpuzarr.save(str(tmp_path / "ours.zarr"), np.ones(3))
+    with pytest.raises(zarr.errors.ContainsArrayError):
+        zarr.save(str(tmp_path / "ours.zarr"), np.ones(3))
+    gpuzarr.save_array(str(tmp_path / "ours.zarr"), np.ones(3), overwrite=True)
     np.testing.assert_array_equal(gpuzarr.load(str(tmp_path / "ours.zarr")), np.ones(3))
+    gpuzarr.save_array(str(tmp_path / "ours.zarr"), np.zeros(2), mode="w")
+    np.testing.assert_array_equal(gpuzarr.load(str(tmp_path / "ours.zarr")), np.zeros(2))
 
 
 def test_save_a_group_and_load_it_lazily(tmp_path: Path) -> None:

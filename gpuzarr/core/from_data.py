@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .array import Array
 
-__all__ = ["as_data", "data_chunks", "shape_and_dtype", "write_data"]
+__all__ = ["as_data", "data_chunks", "data_dtype", "shape_and_dtype", "write_data"]
 
 
 def as_data(data: Any) -> Any:
@@ -50,7 +50,16 @@ def shape_and_dtype(data: Any, shape: Any, dtype: Any) -> tuple[tuple[int, ...],
         wanted = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
         if wanted != data_shape:
             raise InvalidArgumentError(f"shape: {wanted} given, but data has shape {data_shape}")
-    return data_shape, data.dtype if dtype is None else dtype
+    return data_shape, data_dtype(data.dtype) if dtype is None else data_dtype(dtype)
+
+
+def data_dtype(dtype: Any) -> Any:
+    """``dtype`` as gpuzarr's metadata takes it: NumPy's (and CuPy's, which are NumPy's) as it
+    is; PyTorch's (``torch.float32``, ``torch.bfloat16``) by its name, which NumPy or ml_dtypes
+    know by the same name."""
+    if type(dtype).__module__.split(".")[0] == "torch":
+        return str(dtype).removeprefix("torch.")
+    return dtype
 
 
 def write_data(array: Array, data: Any) -> None:

@@ -70,6 +70,7 @@ import errno
 import fcntl
 import functools
 import hashlib
+import math
 import os
 import secrets
 import stat
@@ -371,29 +372,26 @@ class LocalStore(Store):
         ``partial_writes``, the temporary files of writes instead.
 
         Links leaving the root are skipped (unless followed); a directory that is one of its
-        own ancestors (a link loop) is not entered again, so a walk always ends. What vanishes
-        while listed, and links that loop, are skipped; a directory the file system will not
-        list (permission denied) raises :func:`os_failure`'s error: a listing that leaves keys
-        out unsaid would have erasing and consolidating skip them.
+        own ancestors (a link loop) is not entered again, so a walk always ends. As
+        ``os.walk`` and zarr-python's listings do, what cannot be listed is skipped: a
+        directory gone meanwhile, a link that loops, and one the file system will not list (a
+        ``lost+found`` in a volume's root must not make every listing fail). Erasing does not
+        list: it raises where it cannot reach what it is to remove.
         """
         top = os.path.join(self._real_root, directory)
         if directory and self._link_leaves(top):
             return
         try:
             info = os.stat(top)
-        except OSError as exc:
-            if _vanished(exc):
-                return
-            raise self._failure(directory or None, "list", exc) from exc
+        except OSError:
+            return
         stack = [(directory, top, frozenset({(info.st_dev, info.st_ino)}))]
         while stack:
             rel, path, ancestors = stack.pop()
             try:
                 entries = os.scandir(path)
-            except OSError as exc:
-                if _vanished(exc):
-                    continue
-                raise self._failure(rel or None, "list", exc) from exc
+            except OSError:  # gone, not a directory, or not ours to read: as os.walk does
+                continue
             with entries:
                 for entry in entries:
                     try:
@@ -410,10 +408,8 @@ class LocalStore(Store):
                             and (TEMP_MARKER in entry.name) == partial_writes
                         ):
                             yield rel + entry.name
-                    except OSError as exc:
-                        if _vanished(exc):  # removed while listed, or a link loop
-                            continue
-                        raise self._failure(rel + entry.name, "list", exc) from exc
+                    except OSError:  # removed while listed, a link that loops, not ours to look at
+                        continue
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)
@@ -433,17 +429,19 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return [], []
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link that loops: nothing there, as for a listing
+                return [], []
             raise self._failure(prefix, "list", exc) from exc
         entries = [
             e for e in entries if not _is_hidden(e.name) and not (e.is_symlink() and self._link_leaves(e.path))
         ]
-        keys = sorted(prefix + e.name for e in entries if e.is_file())
+        keys = sorted(prefix + e.name for e in entries if _entry_is(e, "file"))
         # erase() leaves empty directories behind: a child prefix is listed only when it holds a
         # key, as in every other store.
         dirs = sorted(
             prefix + e.name + "/"
             for e in entries
-            if e.is_dir() and next(self._walk(prefix + e.name + "/"), None) is not None
+            if _entry_is(e, "dir") and next(self._walk(prefix + e.name + "/"), None) is not None
         )
         return keys, dirs
 
@@ -625,20 +623,22 @@ class LocalStore(Store):
         """Remove every key starting with ``prefix``, and the directories that held them, as
         zarr-python's ``delete_dir`` (``shutil.rmtree``) removes a node.
 
-        Symbolic links are removed, never followed: a link inside a node to another node's
-        directory goes, and the other node stays. Where ``prefix`` names a directory ("a/b/"),
-        it goes too; "" empties the store but keeps its root. Directories left empty go, since
-        other tools list an empty directory as a node they cannot read, and a new array at the
-        same path could not write a chunk whose name an old chunk's directory holds ("c/0"
-        where "c/0/0" was). Lock files and partial writes stay (a live writer's), and so does
-        the directory holding them. Unlike :meth:`erase` (which leaves directories, as a
-        concurrent ``set`` may have just made one), this removes a subtree, which no other
-        writer should be writing into. What the file system refuses raises, as elsewhere:
-        nothing is left behind unsaid.
+        Where ``prefix`` names a directory ("a/b/"), it goes too; a file of that name is not
+        below it and stays. Where that directory is a link this store follows (one staying
+        inside the root, or any with ``follow_symlinks``), the node's folder is where the link
+        points: what it holds goes, the link and its target stay (the next node written there
+        lands on the same disk). Below that, links are removed, never followed: a link inside
+        a node to another node's directory goes, and the other node stays. "" empties the
+        store but keeps its root. Directories left empty go, since other tools list an empty
+        directory as a node they cannot read, and a new array at the same path could not write
+        a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was). Partial
+        writes no live writer holds go too; lock files, and the directories holding them, stay.
+        Unlike :meth:`erase` (which leaves directories, as a concurrent ``set`` may have just
+        made one), this removes a subtree, which no other writer should be writing into. What
+        the file system refuses raises, as elsewhere: nothing is left behind unsaid.
         """
         self._check_writable()
         parent, _, last = validate_prefix(prefix).rstrip("/").rpartition("/") if prefix else ("", "", "")
-        whole_name = prefix.endswith("/")
         directories = parent.split("/") if parent else []
         with self._os_errors(prefix, "erase"):
             try:
@@ -648,12 +648,35 @@ class LocalStore(Store):
             if dir_fd is None:
                 return
             try:
-                for entry in list(os.scandir(dir_fd)):
-                    if (whole_name and entry.name != last) or not entry.name.startswith(last):
-                        continue
-                    _erase_entry(dir_fd, entry.name)
+                if prefix.endswith("/"):
+                    self._erase_node_directory(dir_fd, last, prefix)
+                else:  # names starting with ``last`` ("" for the whole store)
+                    for entry in list(os.scandir(dir_fd)):
+                        if entry.name.startswith(last):
+                            _erase_entry(dir_fd, entry.name, self.durable)
+                if self.durable:
+                    os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+    def _erase_node_directory(self, dir_fd: int, name: str, prefix: str) -> None:
+        """:meth:`erase_prefix` of the directory ``name`` in ``dir_fd`` (``prefix`` names it)."""
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            _erase_entry(dir_fd, name, self.durable)
+        elif stat.S_ISLNK(info.st_mode):
+            try:
+                target = os.open(name, _DIRECTORY_FLAGS, dir_fd=dir_fd)
+            except (FileNotFoundError, NotADirectoryError):  # a link to nothing, or to a file
+                return
+            try:
+                self._check_opened(target, prefix, os.path.join(self._real_root, prefix.rstrip("/")))
+                _erase_contents(target, self.durable)
+            finally:
+                os.close(target)
 
     def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
         """Remove the temporary files that killed writers left in the store.
@@ -922,35 +945,48 @@ def _fsync_directory(path: str) -> None:
         os.close(fd)
 
 
-def _vanished(exc: OSError) -> bool:
-    """Whether a listing's ``exc`` means the entry is not there to list: removed meanwhile,
-    not a directory (any more), or a link that loops."""
-    return isinstance(exc, (FileNotFoundError, NotADirectoryError)) or exc.errno == errno.ELOOP
+def _entry_is(entry: os.DirEntry[str], kind: str) -> bool:
+    """Whether a listed entry is a regular file ("file") or a directory ("dir"), links
+    followed; False for one gone meanwhile, a link that loops or one not ours to look at."""
+    try:
+        return entry.is_file() if kind == "file" else entry.is_dir()
+    except OSError:
+        return False
 
 
-def _erase_entry(dir_fd: int, name: str) -> None:
+def _erase_entry(dir_fd: int, name: str, durable: bool) -> None:
     """Remove ``name`` in the directory ``dir_fd``: a directory with what it holds (and then
     itself, where that leaves it empty), anything else unlinked (a link, not what it points
-    to), except a lock file or partial write; what is already gone is not an error."""
+    to), except a lock file or a partial write a live writer holds; what is already gone is
+    not an error."""
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if not stat.S_ISDIR(info.st_mode):
-            if not _is_hidden(name):
+            if TEMP_MARKER in name:
+                _remove_if_abandoned(dir_fd, name, modified_before=math.inf)  # unlocked: no live writer
+            elif not name.startswith(LOCK_MARKER):
                 os.unlink(name, dir_fd=dir_fd)
             return
         child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            for entry in list(os.scandir(child)):
-                _erase_entry(child, entry.name)
+            _erase_contents(child, durable)
         finally:
             os.close(child)
         try:
             os.rmdir(name, dir_fd=dir_fd)
         except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # a lock file or partial write stays
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # a lock file or live partial write stays
                 raise
     except FileNotFoundError:
         return
+
+
+def _erase_contents(dir_fd: int, durable: bool) -> None:
+    """:func:`_erase_entry` of everything in the directory ``dir_fd``."""
+    for entry in list(os.scandir(dir_fd)):
+        _erase_entry(dir_fd, entry.name, durable)
+    if durable:
+        os.fsync(dir_fd)
 
 
 def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:

@@ -412,3 +412,62 @@ def test_del_of_an_implicit_group_in_a_v2_hierarchy_keeps_zmetadata_true(tmp_pat
     del opened["d"]
     again = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")
     assert again.consolidated and "d/x" not in again and list(again) == []
+
+
+def test_from_array_keeps_a_rectilinear_grid_of_shards_and_a_v2_byte_order(tmp_path: Path) -> None:
+    data = np.arange(4000, dtype="int32").reshape(100, 40)
+    source = gpuzarr.create_array(str(tmp_path / "r.zarr"), shape=(100, 40), dtype="i4", chunks=(10, 20),
+                                  shards=[[10, 20, 30, 40], 40])  # fmt: skip
+    source[...] = data
+    copy = gpuzarr.from_array(str(tmp_path / "copy.zarr"), data=source)
+    assert copy.metadata.to_dict()["chunk_grid"] == source.metadata.to_dict()["chunk_grid"]
+    np.testing.assert_array_equal(copy[...], data)
+    big = zarr.create_array(str(tmp_path / "big.zarr"), shape=(4,), dtype=">i4", zarr_format=2)
+    big[...] = [1, 2, 3, 4]
+    ours = gpuzarr.from_array(str(tmp_path / "big_ours.zarr"), data=big)
+    zarr.from_array(str(tmp_path / "big_theirs.zarr"), data=big)
+    assert _document(tmp_path / "big_ours.zarr")["dtype"] == _document(tmp_path / "big_theirs.zarr")["dtype"]
+    np.testing.assert_array_equal(ours[...], [1, 2, 3, 4])
+    # a rectilinear grid into Zarr v2: automatic chunks, as the grid has no v2 form
+    ragged = gpuzarr.create_array(str(tmp_path / "rg.zarr"), shape=(10,), dtype="i1", chunks=[[3, 7]])
+    assert all(isinstance(n, int) for n in gpuzarr.from_array(str(tmp_path / "rg2.zarr"), data=ragged,
+                                                              zarr_format=2).chunks)  # fmt: skip
+
+
+def test_pytorch_data_as_a_source(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    values = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    made = gpuzarr.create_array(str(tmp_path / "a.zarr"), data=values, chunks=(2, 2))
+    np.testing.assert_array_equal(made[...], values.numpy())
+    copied = gpuzarr.from_array(str(tmp_path / "b.zarr"), data=values)
+    np.testing.assert_array_equal(copied[...], values.numpy())
+    gpuzarr.save(str(tmp_path / "c.zarr"), values)
+    np.testing.assert_array_equal(gpuzarr.load(str(tmp_path / "c.zarr")), values.numpy())
+    # bfloat16 and float8, which NumPy has no type of (ml_dtypes' are used): their bits are kept
+    for kind in (torch.bfloat16, torch.float8_e4m3fn):
+        source = torch.linspace(-3, 3, 12).reshape(3, 4).to(kind)
+        stored = gpuzarr.from_array(str(tmp_path / f"{kind}.zarr"), data=source)
+        assert stored.dtype.name == str(kind).removeprefix("torch.")
+        stored_bits = np.ascontiguousarray(stored[...]).view(np.uint8)
+        source_bits = source.contiguous().view(torch.uint8).numpy()
+        np.testing.assert_array_equal(stored_bits, source_bits)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("form", ["shorthand", "json", "object"])
+def test_chunk_key_encodings_in_every_form_zarr_python_takes(tmp_path: Path, zarr_format: int, form: str) -> None:
+    from zarr.core.chunk_key_encodings import V2ChunkKeyEncoding
+
+    encoding: Any = {
+        "shorthand": {"name": "v2", "separator": "/"},
+        "json": {"name": "v2", "configuration": {"separator": "/"}},
+        "object": V2ChunkKeyEncoding(separator="/"),
+    }[form]
+    kwargs: dict[str, Any] = {"shape": (4, 4), "chunks": (2, 2), "dtype": "i1", "zarr_format": zarr_format,
+                              "fill_value": 0}  # fmt: skip
+    gpuzarr.create_array(str(tmp_path / "ours.zarr"), chunk_key_encoding=encoding, **kwargs)[...] = 1
+    zarr.create_array(str(tmp_path / "theirs.zarr"), chunk_key_encoding=encoding, **kwargs)[...] = 1
+    assert _document(tmp_path / "ours.zarr") == _document(tmp_path / "theirs.zarr")
+    assert sorted(p.relative_to(tmp_path / "ours.zarr").as_posix() for p in (tmp_path / "ours.zarr").rglob("*")
+                  if p.is_file()) == sorted(p.relative_to(tmp_path / "theirs.zarr").as_posix()
+                  for p in (tmp_path / "theirs.zarr").rglob("*") if p.is_file())  # fmt: skip

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import pickle
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,8 +26,6 @@ from tests.permissions import without_permission
 from .conformance import StoreConformance
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from gpuzarr.store.base import Store
 
 
@@ -401,13 +403,15 @@ def test_erase_prefix_leaves_what_is_not_its_to_remove(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     store.set("g/a/k", b"x")
     store.set("g/b/k", b"x")
-    (tmp_path / "store" / "g" / "b" / f".k{TEMP_MARKER}1").write_bytes(b"")  # a killed writer's, not a key
+    writing = os.open(tmp_path / "store" / "g" / "b" / f".k{TEMP_MARKER}1", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(writing, fcntl.LOCK_EX)  # a live writer's partial write, not a key
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "empty").mkdir()
     os.symlink(tmp_path / "outside", tmp_path / "store" / "g" / "link")
     store.erase_prefix("g/")
     assert (tmp_path / "outside" / "empty").is_dir()  # a link out of the root is not followed
-    assert (tmp_path / "store" / "g" / "b").is_dir()  # the partial write keeps it
+    assert (tmp_path / "store" / "g" / "b").is_dir()  # the live partial write keeps it
+    os.close(writing)
     assert not (tmp_path / "store" / "g" / "a").exists()
     assert list(store.list_prefix("")) == []
 
@@ -419,24 +423,68 @@ def test_erase_prefix_removes_links_not_what_they_point_to(tmp_path: Path) -> No
     keep = group.create_array("keep", shape=(4,), chunks=(2,), dtype="i4")
     keep[...] = np.arange(4)
     os.symlink(tmp_path / "g.zarr" / "keep", tmp_path / "g.zarr" / "a" / "alias")
-    os.symlink(tmp_path / "g.zarr" / "keep", tmp_path / "g.zarr" / "link")
     del group["a"]
-    store = LocalStore(tmp_path / "g.zarr")
-    store.erase_prefix("link/")  # a node that is a link: the link goes
-    assert not (tmp_path / "g.zarr" / "a").exists() and not (tmp_path / "g.zarr" / "link").is_symlink()
+    assert not (tmp_path / "g.zarr" / "a").exists()
     assert (gpuzarr.open_array(tmp_path / "g.zarr", path="keep", mode="r")[...] == np.arange(4)).all()
 
 
-def test_a_listing_the_file_system_refuses_raises_rather_than_leaving_keys_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("follow_symlinks", [False, True])
+def test_a_node_whose_folder_is_a_link_is_emptied_where_it_lies(tmp_path: Path, follow_symlinks: bool) -> None:
+    """The node's data lives where the link points (another disk): replacing or deleting the
+    node empties that folder and keeps the link, so the new node lands there too."""
+    store = LocalStore(tmp_path / "g.zarr", follow_symlinks=follow_symlinks)
+    group = gpuzarr.open_group(store, mode="w")
+    elsewhere = (tmp_path / "g.zarr" / "a_v1") if not follow_symlinks else (tmp_path / "disk" / "a")
+    elsewhere.mkdir(parents=True)
+    os.symlink(elsewhere, tmp_path / "g.zarr" / "a")
+    group.create_array("a", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
+    group.create_array("a", shape=(6,), chunks=(3,), dtype="i4", overwrite=True)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["zarr.json"]  # the old chunks are gone
+    assert (tmp_path / "g.zarr" / "a").is_symlink()
+    del group["a"]
+    assert list(elsewhere.iterdir()) == [] and (tmp_path / "g.zarr" / "a").is_symlink()
+
+
+def test_erase_prefix_of_a_directory_leaves_a_file_of_that_name(tmp_path: Path) -> None:
+    """"0/" names what lies below "0": a chunk file "0" of a 1-d array at the root is not."""
+    array = gpuzarr.create(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i4", zarr_format=2, fill_value=0)
+    array[...] = [1, 2, 3, 4]
+    LocalStore(tmp_path / "a.zarr").erase_prefix("0/")
+    assert list(gpuzarr.open_array(tmp_path / "a.zarr", mode="r")[...]) == [1, 2, 3, 4]
+
+
+def test_erase_prefix_removes_partial_writes_no_writer_holds(tmp_path: Path) -> None:
+    """A killed writer's leftover in the old node's directory "c/0" must not keep it there,
+    where the new node's chunk "c/0" goes."""
+    gpuzarr.create(tmp_path / "a.zarr", shape=(4, 4), chunks=(2, 2), dtype="i1")[...] = 1
+    (tmp_path / "a.zarr" / "c" / "0" / f".0123456789abcdef{TEMP_MARKER}").write_bytes(b"torn")
+    replaced = gpuzarr.create(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i1", overwrite=True)
+    replaced[...] = 2
+    assert (gpuzarr.open(tmp_path / "a.zarr", mode="r")[...] == 2).all()
+
+
+def test_an_erase_the_file_system_refuses_raises(tmp_path: Path) -> None:
     group = gpuzarr.group(tmp_path / "g.zarr")
     group.create_array("x", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[...] = np.arange(1, 9)
     store = LocalStore(tmp_path / "g.zarr")
     chunks = tmp_path / "g.zarr" / "x" / "c"
     with without_permission(chunks), pytest.raises(StorePermissionError):
-        list(store.list_prefix("x/"))
-    with without_permission(chunks), pytest.raises(StorePermissionError):
-        store.list_dir("")  # whether "x/" holds a key cannot be told
-    with without_permission(chunks), pytest.raises(StorePermissionError):
         del group["x"]
+    with without_permission(chunks), pytest.raises(StorePermissionError):
+        store.list_dir("x/c/")  # the directory asked for
     # Refused, not reported done: the chunks it could not reach are still there.
     assert sorted(k for k in store.list_prefix("x/c/")) == ["x/c/0", "x/c/1"]
+
+
+def test_a_directory_no_one_may_list_does_not_break_listings(tmp_path: Path) -> None:
+    """A ``lost+found`` in a volume's root: listings skip it, as os.walk and zarr-python do."""
+    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
+    try:
+        base.chmod(0o755)
+        gpuzarr.group(base / "g.zarr").create_array("x", shape=(2,), dtype="i1")
+        private = base / "g.zarr" / "lost+found"
+        private.mkdir(mode=0o700)
+        with without_permission(private):
+            assert [name for name, _ in gpuzarr.open_group(base / "g.zarr", mode="r").members()] == ["x"]
+    finally:
+        shutil.rmtree(base)

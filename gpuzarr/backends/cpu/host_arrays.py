@@ -35,7 +35,34 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         value = device_to_host(value)
     elif not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):
         value = np.from_dlpack(value)
-    return np.asarray(value, dtype=dtype)
+    try:
+        return np.asarray(value, dtype=dtype)
+    except TypeError:
+        reinterpreted = _torch_bits(value, dtype)
+        if reinterpreted is None:
+            raise
+        return reinterpreted
+
+
+#: Integer types of each size, to carry a PyTorch tensor's bits NumPy has no type for.
+_BITS = {1: "torch.uint8", 2: "torch.int16", 4: "torch.int32", 8: "torch.int64"}
+
+
+def _torch_bits(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
+    """A PyTorch CPU tensor of a type NumPy has none for (``bfloat16``, the ``float8`` types),
+    written to an array of the same type (ml_dtypes'): its bits, viewed as that type; None
+    for anything else (``tensor.numpy()`` refuses these types)."""
+    module = type(value).__module__.split(".")[0]
+    if module != "torch" or str(value.dtype).removeprefix("torch.") != dtype.name:
+        return None
+    bits = _BITS.get(dtype.itemsize)
+    if bits is None:
+        return None
+    import torch  # a tensor is here: torch is imported already
+
+    carrier = getattr(torch, bits.removeprefix("torch."))
+    host: np.ndarray[Any, Any] = value.detach().contiguous().view(carrier).numpy().view(dtype)
+    return host
 
 
 def host_output(out: Any) -> np.ndarray[Any, Any]:
