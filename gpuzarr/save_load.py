@@ -40,7 +40,8 @@ def save_array(
     mode = kwargs.pop("mode", "a")
     if mode not in ("a", "w", "w-"):
         raise InvalidArgumentError(f"save_array: mode must be 'a', 'w' or 'w-', got {mode!r}")
-    overwrite = bool(kwargs.pop("overwrite", False)) or mode == "w"
+    overwrite = mode == "w" or (mode == "a" and bool(kwargs.pop("overwrite", False)))
+    kwargs.pop("overwrite", None)  # "w-" fails where a node exists, whatever it says
     create_array(
         store,
         name=path,

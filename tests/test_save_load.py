@@ -34,6 +34,8 @@ def test_save_one_array_as_zarr_python_saves_it(tmp_path: Path) -> None:
     np.testing.assert_array_equal(gpuzarr.load(str(tmp_path / "ours.zarr")), np.ones(3))
     gpuzarr.save_array(str(tmp_path / "ours.zarr"), np.zeros(2), mode="w")
     np.testing.assert_array_equal(gpuzarr.load(str(tmp_path / "ours.zarr")), np.zeros(2))
+    with pytest.raises(ContainsNodeError):  # "w-" fails where a node exists, whatever overwrite says
+        gpuzarr.save_array(str(tmp_path / "ours.zarr"), np.zeros(2), mode="w-", overwrite=True)
 
 
 def test_save_a_group_and_load_it_lazily(tmp_path: Path) -> None:

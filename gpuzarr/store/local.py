@@ -78,7 +78,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import GpuZarrError, SymlinkEscapeError
+from ..errors import GpuZarrError, StoreError, SymlinkEscapeError
 from ..output_pool import pooled_bytes
 from .base import Buffer, ByteRange, RangeReader, Snapshot, Store, os_failure, validate_key, validate_prefix
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
@@ -624,15 +624,18 @@ class LocalStore(Store):
         zarr-python's ``delete_dir`` (``shutil.rmtree``) removes a node.
 
         Where ``prefix`` names a directory ("a/b/"), it goes too; a file of that name is not
-        below it and stays. Where that directory is a link this store follows (one staying
-        inside the root, or any with ``follow_symlinks``), the node's folder is where the link
-        points: what it holds goes, the link and its target stay (the next node written there
-        lands on the same disk). Below that, links are removed, never followed: a link inside
-        a node to another node's directory goes, and the other node stays. "" empties the
+        below it and stays. Where that directory is a link, the link goes and what it points
+        to stays (inside the store, another node's name for that folder), unless the store
+        follows links (``follow_symlinks``: a node kept on another disk): then what the folder
+        it points to holds goes, the link and the folder stay, so that the next node written
+        there lands on the same disk (a link to a folder holding the node or the store
+        raises instead). Below that, links are removed, never followed: a link inside a node
+        to another node's directory goes, and the other node stays. "" empties the
         store but keeps its root. Directories left empty go, since other tools list an empty
         directory as a node they cannot read, and a new array at the same path could not write
         a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was). Partial
-        writes no live writer holds go too; lock files, and the directories holding them, stay.
+        writes and lock files no live writer holds go too; a live writer's stay, with the
+        directories holding them.
         Unlike :meth:`erase` (which leaves directories, as a concurrent ``set`` may have just
         made one), this removes a subtree, which no other writer should be writing into. What
         the file system refuses raises, as elsewhere: nothing is left behind unsaid.
@@ -660,23 +663,47 @@ class LocalStore(Store):
                 os.close(dir_fd)
 
     def _erase_node_directory(self, dir_fd: int, name: str, prefix: str) -> None:
-        """:meth:`erase_prefix` of the directory ``name`` in ``dir_fd`` (``prefix`` names it)."""
+        """:meth:`erase_prefix` of the directory ``name`` in ``dir_fd`` (``prefix`` names it).
+
+        A link there is the node's name, not its data, unless this store follows links
+        (``follow_symlinks``): then the folder it points to is emptied, the link kept (a node
+        kept on another disk), except where that folder holds the link itself or the store
+        (a link to an ancestor), which raises rather than erase what lies around the node.
+        Otherwise the link alone goes, as does one to nothing, to a file or in a loop: what it
+        pointed to inside the store is another node's name for the same folder.
+        """
         try:
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             return
         if stat.S_ISDIR(info.st_mode):
             _erase_entry(dir_fd, name, self.durable)
-        elif stat.S_ISLNK(info.st_mode):
+            return
+        if not stat.S_ISLNK(info.st_mode):
+            return  # a file of the folder's name is not below the prefix
+        target = -1
+        if self.follow_symlinks:
             try:
                 target = os.open(name, _DIRECTORY_FLAGS, dir_fd=dir_fd)
-            except (FileNotFoundError, NotADirectoryError):  # a link to nothing, or to a file
-                return
-            try:
-                self._check_opened(target, prefix, os.path.join(self._real_root, prefix.rstrip("/")))
-                _erase_contents(target, self.durable)
-            finally:
-                os.close(target)
+            except OSError as exc:
+                if not isinstance(exc, (FileNotFoundError, NotADirectoryError)) and exc.errno != errno.ELOOP:
+                    raise
+        if target < 0:
+            os.unlink(name, dir_fd=dir_fd)
+            if self.durable:
+                os.fsync(dir_fd)
+            return
+        try:
+            where = self._opened_path(target, os.path.join(self._real_root, prefix.rstrip("/")))
+            around = (self._opened_path(dir_fd, os.path.join(self._real_root, os.path.dirname(prefix.rstrip("/")))),
+                      self._real_root)  # fmt: skip
+            if any(place == where or place.startswith(where.rstrip("/") + "/") for place in around):
+                raise StoreError(
+                    str(self.root), prefix, f"not erased: the node's folder is a link to {where}, which holds it"
+                )
+            _erase_contents(target, self.durable)
+        finally:
+            os.close(target)
 
     def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
         """Remove the temporary files that killed writers left in the store.
@@ -962,9 +989,9 @@ def _erase_entry(dir_fd: int, name: str, durable: bool) -> None:
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if not stat.S_ISDIR(info.st_mode):
-            if TEMP_MARKER in name:
-                _remove_if_abandoned(dir_fd, name, modified_before=math.inf)  # unlocked: no live writer
-            elif not name.startswith(LOCK_MARKER):
+            if _is_hidden(name):  # a partial write or a lock file: gone where no live writer holds it
+                _remove_if_abandoned(dir_fd, name, modified_before=math.inf)
+            else:
                 os.unlink(name, dir_fd=dir_fd)
             return
         child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)

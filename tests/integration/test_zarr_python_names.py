@@ -471,3 +471,26 @@ def test_chunk_key_encodings_in_every_form_zarr_python_takes(tmp_path: Path, zar
     assert sorted(p.relative_to(tmp_path / "ours.zarr").as_posix() for p in (tmp_path / "ours.zarr").rglob("*")
                   if p.is_file()) == sorted(p.relative_to(tmp_path / "theirs.zarr").as_posix()
                   for p in (tmp_path / "theirs.zarr").rglob("*") if p.is_file())  # fmt: skip
+
+
+def test_pytorch_values_are_converted_into_the_array_type(tmp_path: Path) -> None:
+    """PyTorch converts what NumPy cannot (bfloat16, float8); a parameter, a negated or a
+    conjugated view writes its values."""
+    torch = pytest.importorskip("torch")
+    floats = gpuzarr.create_array(str(tmp_path / "f.zarr"), shape=(4,), dtype="float32")
+    floats[...] = torch.tensor([1.5, 2, 3, 4], dtype=torch.bfloat16)
+    assert list(floats[...]) == [1.5, 2, 3, 4]
+    brains = gpuzarr.create_array(str(tmp_path / "b.zarr"), shape=(4,), dtype="bfloat16")
+    brains[...] = torch.tensor([1.5, 2, 3, 4])
+    assert list(brains[...].astype("float32")) == [1.5, 2, 3, 4]
+    brains[...] = torch.nn.Parameter(torch.tensor([5.0, 6, 7, 8], dtype=torch.bfloat16))
+    assert list(brains[...].astype("float32")) == [5, 6, 7, 8]
+    eights = gpuzarr.create_array(str(tmp_path / "e.zarr"), shape=(2,), dtype="float8_e5m2")
+    eights[...] = torch.tensor([1.0, 2.0], dtype=torch.float8_e4m3fn)
+    assert list(eights[...].astype("float32")) == [1, 2]
+    ints = gpuzarr.create_array(str(tmp_path / "i.zarr"), shape=(3,), dtype="int32")
+    ints[...] = torch.tensor([1, 2, 3]).neg()
+    assert list(ints[...]) == [-1, -2, -3]
+    pairs = gpuzarr.create_array(str(tmp_path / "c.zarr"), shape=(2,), dtype="complex64")
+    pairs[...] = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).conj()
+    assert list(pairs[...]) == [1 - 2j, 3 + 1j]

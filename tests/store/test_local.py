@@ -428,21 +428,68 @@ def test_erase_prefix_removes_links_not_what_they_point_to(tmp_path: Path) -> No
     assert (gpuzarr.open_array(tmp_path / "g.zarr", path="keep", mode="r")[...] == np.arange(4)).all()
 
 
-@pytest.mark.parametrize("follow_symlinks", [False, True])
-def test_a_node_whose_folder_is_a_link_is_emptied_where_it_lies(tmp_path: Path, follow_symlinks: bool) -> None:
-    """The node's data lives where the link points (another disk): replacing or deleting the
+def test_a_node_folder_that_is_a_link_inside_the_store_is_a_name_for_another(tmp_path: Path) -> None:
+    """"a" -> "a_v1" in the store: erasing "a" removes the name; "a_v1" keeps its data."""
+    group = gpuzarr.group(tmp_path / "g.zarr")
+    group.create_array("a_v1", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
+    os.symlink(tmp_path / "g.zarr" / "a_v1", tmp_path / "g.zarr" / "a")
+    group.create_array("a", shape=(6,), chunks=(3,), dtype="i4", overwrite=True)[...] = 2
+    assert not (tmp_path / "g.zarr" / "a").is_symlink()
+    assert list(gpuzarr.open_array(tmp_path / "g.zarr", path="a_v1", mode="r")[...]) == [1, 1, 1, 1]
+    assert list(gpuzarr.open_array(tmp_path / "g.zarr", path="a", mode="r")[...]) == [2] * 6
+
+
+def test_a_node_folder_on_another_disk_is_emptied_where_it_lies(tmp_path: Path) -> None:
+    """With follow_symlinks, "a" -> /disk/a holds the node's data: replacing or deleting the
     node empties that folder and keeps the link, so the new node lands there too."""
-    store = LocalStore(tmp_path / "g.zarr", follow_symlinks=follow_symlinks)
+    store = LocalStore(tmp_path / "g.zarr", follow_symlinks=True)
     group = gpuzarr.open_group(store, mode="w")
-    elsewhere = (tmp_path / "g.zarr" / "a_v1") if not follow_symlinks else (tmp_path / "disk" / "a")
+    elsewhere = tmp_path / "disk" / "a"
     elsewhere.mkdir(parents=True)
     os.symlink(elsewhere, tmp_path / "g.zarr" / "a")
     group.create_array("a", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
     group.create_array("a", shape=(6,), chunks=(3,), dtype="i4", overwrite=True)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["zarr.json"]  # the old chunks are gone
-    assert (tmp_path / "g.zarr" / "a").is_symlink()
     del group["a"]
     assert list(elsewhere.iterdir()) == [] and (tmp_path / "g.zarr" / "a").is_symlink()
+
+
+@pytest.mark.parametrize("follow_symlinks", [False, True])
+@pytest.mark.parametrize("points_to", [".", "..", "../.."])
+def test_a_node_folder_linked_to_its_own_ancestor_never_erases_the_ancestor(
+    tmp_path: Path, follow_symlinks: bool, points_to: str
+) -> None:
+    (tmp_path / "beside").write_bytes(b"not the store's")
+    store = LocalStore(tmp_path / "g.zarr", follow_symlinks=follow_symlinks)
+    group = gpuzarr.open_group(store, mode="w")
+    group.create_group("a").create_array("keep", shape=(2,), dtype="i1")[...] = 3
+    os.symlink(points_to, tmp_path / "g.zarr" / "a" / "alias")
+    if follow_symlinks:
+        with pytest.raises(StoreError, match="holds it"):
+            store.erase_prefix("a/alias/")
+    else:
+        store.erase_prefix("a/alias/")
+        assert not (tmp_path / "g.zarr" / "a" / "alias").is_symlink()
+    assert list(gpuzarr.open_array(tmp_path / "g.zarr", path="a/keep", mode="r")[...]) == [3, 3]
+    assert (tmp_path / "beside").read_bytes() == b"not the store's"
+
+
+@pytest.mark.parametrize("target", ["nowhere", "file", "loop"])
+def test_a_node_folder_that_is_a_link_to_no_folder_goes(tmp_path: Path, target: str) -> None:
+    store = LocalStore(tmp_path / "g.zarr", follow_symlinks=True)
+    store.set("f", b"x")
+    link = tmp_path / "g.zarr" / "n"
+    os.symlink({"nowhere": "missing", "file": "f", "loop": "n"}[target], link)
+    store.erase_prefix("n/")
+    assert not link.is_symlink() and store.get("f") == b"x"
+
+
+def test_a_lock_file_a_killed_writer_left_goes_with_the_node(tmp_path: Path) -> None:
+    gpuzarr.create(tmp_path / "a.zarr", shape=(4, 4), chunks=(2, 2), dtype="i1")[...] = 1
+    (tmp_path / "a.zarr" / "c" / "0" / f"{LOCK_MARKER}0").write_bytes(b"")  # nobody holds it
+    replaced = gpuzarr.create(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i1", overwrite=True)
+    replaced[...] = 2
+    assert (gpuzarr.open(tmp_path / "a.zarr", mode="r")[...] == 2).all()
 
 
 def test_erase_prefix_of_a_directory_leaves_a_file_of_that_name(tmp_path: Path) -> None:

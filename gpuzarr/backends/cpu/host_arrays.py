@@ -26,43 +26,50 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """A NumPy view (or copy, when unavoidable) of a value to be written.
 
     Accepts NumPy arrays, scalars, anything with ``__array__`` or a host ``__dlpack__``, and
-    device arrays (``__cuda_array_interface__`` or a CUDA ``__dlpack__``: CuPy, PyTorch), which
-    are copied to the host through ``backends.cuda.host``.
+    device arrays (``__cuda_array_interface__`` or a CUDA ``__dlpack__``: CuPy), which are
+    copied to the host through ``backends.cuda.host``. PyTorch tensors go through
+    :func:`_torch_to_host`.
     """
+    if type(value).__module__.split(".")[0] == "torch":
+        return _torch_to_host(value, dtype)
     if is_device_array(value):
         from ..cuda.host import device_to_host
 
         value = device_to_host(value)
     elif not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):
         value = np.from_dlpack(value)
-    try:
-        return np.asarray(value, dtype=dtype)
-    except TypeError:
-        reinterpreted = _torch_bits(value, dtype)
-        if reinterpreted is None:
-            raise
-        return reinterpreted
+    return np.asarray(value, dtype=dtype)
 
 
 #: Integer types of each size, to carry a PyTorch tensor's bits NumPy has no type for.
-_BITS = {1: "torch.uint8", 2: "torch.int16", 4: "torch.int32", 8: "torch.int64"}
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-def _torch_bits(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
-    """A PyTorch CPU tensor of a type NumPy has none for (``bfloat16``, the ``float8`` types),
-    written to an array of the same type (ml_dtypes'): its bits, viewed as that type; None
-    for anything else (``tensor.numpy()`` refuses these types)."""
-    module = type(value).__module__.split(".")[0]
-    if module != "torch" or str(value.dtype).removeprefix("torch.") != dtype.name:
-        return None
-    bits = _BITS.get(dtype.itemsize)
-    if bits is None:
-        return None
+def _torch_to_host(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """A PyTorch tensor (any device, any flags) as NumPy values of ``dtype``.
+
+    The values are converted by PyTorch where it has a type of ``dtype``'s name (it converts
+    ``bfloat16`` and the ``float8`` types, which NumPy cannot), then handed over: through
+    NumPy where it has the type, else as the same bits viewed as ml_dtypes' type of that name.
+    Gradients, a negative or conjugate bit and a GPU device are resolved first: a tensor
+    that requires grad (an ``nn.Parameter``) writes its values.
+    """
     import torch  # a tensor is here: torch is imported already
 
-    carrier = getattr(torch, bits.removeprefix("torch."))
-    host: np.ndarray[Any, Any] = value.detach().contiguous().view(carrier).numpy().view(dtype)
-    return host
+    tensor = value.detach().resolve_neg().resolve_conj()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    same = getattr(torch, dtype.name, None) if dtype.fields is None else None
+    if isinstance(same, torch.dtype) and tensor.dtype != same:
+        tensor = tensor.to(same)
+    try:
+        return np.asarray(tensor, dtype=dtype)
+    except TypeError:  # a type NumPy has none of: the tensor is of ``dtype``'s type by now
+        carrier = _BITS.get(dtype.itemsize)
+        if carrier is None or str(tensor.dtype).removeprefix("torch.") != dtype.name:
+            raise
+        host: np.ndarray[Any, Any] = tensor.contiguous().view(getattr(torch, carrier)).numpy().view(dtype)
+        return host
 
 
 def host_output(out: Any) -> np.ndarray[Any, Any]:
