@@ -626,15 +626,15 @@ class LocalStore(Store):
         Where ``prefix`` names a directory ("a/b/"), it goes too; a file of that name is not
         below it and stays. Where that directory is a link, the link goes and what it points
         to stays (inside the store, another node's name for that folder), unless the store
-        follows links (``follow_symlinks``: a node kept on another disk): then what the folder
-        it points to holds goes, the link and the folder stay, so that the next node written
-        there lands on the same disk (a link to a folder holding the node or the store
-        raises instead). Below that, links are removed, never followed: a link inside a node
+        follows links (``follow_symlinks``) and the link leaves the root (a node kept on
+        another disk): then what the folder it points to holds goes, the link and the folder
+        stay, so that the next node written there lands on the same disk (a link to a folder
+        holding the store raises instead). Below that, links are removed, never followed: a link inside a node
         to another node's directory goes, and the other node stays. "" empties the
         store but keeps its root. Directories left empty go, since other tools list an empty
         directory as a node they cannot read, and a new array at the same path could not write
         a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was). Partial
-        writes and lock files no live writer holds go too; a live writer's stay, with the
+        writes no live writer holds go too; a live writer's, and lock files, stay, with the
         directories holding them.
         Unlike :meth:`erase` (which leaves directories, as a concurrent ``set`` may have just
         made one), this removes a subtree, which no other writer should be writing into. What
@@ -666,11 +666,11 @@ class LocalStore(Store):
         """:meth:`erase_prefix` of the directory ``name`` in ``dir_fd`` (``prefix`` names it).
 
         A link there is the node's name, not its data, unless this store follows links
-        (``follow_symlinks``): then the folder it points to is emptied, the link kept (a node
-        kept on another disk), except where that folder holds the link itself or the store
-        (a link to an ancestor), which raises rather than erase what lies around the node.
-        Otherwise the link alone goes, as does one to nothing, to a file or in a loop: what it
-        pointed to inside the store is another node's name for the same folder.
+        (``follow_symlinks``) and the link leaves the root: then the folder it points to is
+        emptied, the link kept (a node kept on another disk), except where that folder holds
+        the store (a link to an ancestor), which raises rather than erase what lies around the
+        node. Otherwise the link alone goes, as does one to nothing, to a file or in a loop:
+        a folder it points to inside the store is another node's.
         """
         try:
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -695,9 +695,12 @@ class LocalStore(Store):
             return
         try:
             where = self._opened_path(target, os.path.join(self._real_root, prefix.rstrip("/")))
-            around = (self._opened_path(dir_fd, os.path.join(self._real_root, os.path.dirname(prefix.rstrip("/")))),
-                      self._real_root)  # fmt: skip
-            if any(place == where or place.startswith(where.rstrip("/") + "/") for place in around):
+            if self._inside(where):  # another node's folder: the link alone goes
+                os.unlink(name, dir_fd=dir_fd)
+                if self.durable:
+                    os.fsync(dir_fd)
+                return
+            if self._real_root.startswith(where.rstrip("/") + "/"):
                 raise StoreError(
                     str(self.root), prefix, f"not erased: the node's folder is a link to {where}, which holds it"
                 )
@@ -989,9 +992,11 @@ def _erase_entry(dir_fd: int, name: str, durable: bool) -> None:
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if not stat.S_ISDIR(info.st_mode):
-            if _is_hidden(name):  # a partial write or a lock file: gone where no live writer holds it
+            if TEMP_MARKER in name:  # a partial write: gone where no live writer holds it
                 _remove_if_abandoned(dir_fd, name, modified_before=math.inf)
-            else:
+            elif not name.startswith(LOCK_MARKER):
+                # A lock file stays: a locker may be between creating and locking it, and on
+                # NFS a lock of this process's own would not keep it from being taken.
                 os.unlink(name, dir_fd=dir_fd)
             return
         child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)

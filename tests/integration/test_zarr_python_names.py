@@ -494,3 +494,31 @@ def test_pytorch_values_are_converted_into_the_array_type(tmp_path: Path) -> Non
     pairs = gpuzarr.create_array(str(tmp_path / "c.zarr"), shape=(2,), dtype="complex64")
     pairs[...] = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).conj()
     assert list(pairs[...]) == [1 - 2j, 3 + 1j]
+
+
+def test_pytorch_values_convert_as_numpy_values_do(tmp_path: Path) -> None:
+    """One array holds the same values whether a tensor or a NumPy array was written: the
+    conversion is NumPy's (ml_dtypes'), not PyTorch's (which clamps float8 and rounds
+    float64 -> float16 twice)."""
+    torch = pytest.importorskip("torch")
+    x = 1 + 2**-11 + 2**-30
+    cases: list[tuple[str, Any, np.ndarray[Any, Any]]] = [
+        ("float8_e4m3fn", torch.tensor([500.0, -1000.0, 448.0]), np.array([500.0, -1000.0, 448.0])),
+        ("float16", torch.tensor([x], dtype=torch.float64), np.array([x])),
+        ("int4", torch.tensor([1, 2]), np.array([1, 2])),
+        ("float8_e3m4", torch.tensor([1.0, 2.5], dtype=torch.bfloat16), np.array([1.0, 2.5])),
+        ("int64", torch.Size([3, 4]), np.array([3, 4])),
+    ]
+    for dtype, tensor, same in cases:
+        a = gpuzarr.create_array(str(tmp_path / f"{dtype}.zarr"), shape=same.shape, dtype=dtype)
+        a[...] = same
+        from_numpy = np.array(a[...])
+        a[...] = tensor
+        np.testing.assert_array_equal(a[...].view(np.uint8), from_numpy.view(np.uint8), err_msg=dtype)
+
+    class Weights(torch.nn.Parameter):
+        pass
+
+    a = gpuzarr.create_array(str(tmp_path / "w.zarr"), shape=(2,), dtype="float32")
+    a[...] = Weights(torch.tensor([1.0, 2.0]))
+    assert list(a[...]) == [1.0, 2.0]

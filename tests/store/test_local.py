@@ -464,10 +464,10 @@ def test_a_node_folder_linked_to_its_own_ancestor_never_erases_the_ancestor(
     group = gpuzarr.open_group(store, mode="w")
     group.create_group("a").create_array("keep", shape=(2,), dtype="i1")[...] = 3
     os.symlink(points_to, tmp_path / "g.zarr" / "a" / "alias")
-    if follow_symlinks:
+    if follow_symlinks and points_to == "../..":  # out of the root, to the folder holding the store
         with pytest.raises(StoreError, match="holds it"):
             store.erase_prefix("a/alias/")
-    else:
+    else:  # a folder inside the store is another node's: the link alone goes
         store.erase_prefix("a/alias/")
         assert not (tmp_path / "g.zarr" / "a" / "alias").is_symlink()
     assert list(gpuzarr.open_array(tmp_path / "g.zarr", path="a/keep", mode="r")[...]) == [3, 3]
@@ -484,12 +484,15 @@ def test_a_node_folder_that_is_a_link_to_no_folder_goes(tmp_path: Path, target: 
     assert not link.is_symlink() and store.get("f") == b"x"
 
 
-def test_a_lock_file_a_killed_writer_left_goes_with_the_node(tmp_path: Path) -> None:
-    gpuzarr.create(tmp_path / "a.zarr", shape=(4, 4), chunks=(2, 2), dtype="i1")[...] = 1
-    (tmp_path / "a.zarr" / "c" / "0" / f"{LOCK_MARKER}0").write_bytes(b"")  # nobody holds it
-    replaced = gpuzarr.create(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i1", overwrite=True)
-    replaced[...] = 2
-    assert (gpuzarr.open(tmp_path / "a.zarr", mode="r")[...] == 2).all()
+def test_a_lock_file_stays_with_its_directory(tmp_path: Path) -> None:
+    """A locker may be between creating its lock file and locking it (and on NFS a lock of
+    this process's own would not show): erasing leaves lock files, and their directories."""
+    store = LocalStore(tmp_path)
+    store.set("a/c/0", b"x")
+    (tmp_path / "a" / "c" / f"{LOCK_MARKER}0").write_bytes(b"")
+    store.erase_prefix("a/")
+    assert [p.name for p in (tmp_path / "a" / "c").iterdir()] == [f"{LOCK_MARKER}0"]
+    assert list(store.list_prefix("")) == []
 
 
 def test_erase_prefix_of_a_directory_leaves_a_file_of_that_name(tmp_path: Path) -> None:

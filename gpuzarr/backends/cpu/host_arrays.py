@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ...errors import InvalidArgumentError
@@ -28,10 +30,12 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     Accepts NumPy arrays, scalars, anything with ``__array__`` or a host ``__dlpack__``, and
     device arrays (``__cuda_array_interface__`` or a CUDA ``__dlpack__``: CuPy), which are
     copied to the host through ``backends.cuda.host``. PyTorch tensors go through
-    :func:`_torch_to_host`.
+    :func:`_torch_values`. The conversion to ``dtype`` is NumPy's (ml_dtypes' for its types)
+    whatever the source, so that one array holds the same values whoever wrote them.
     """
-    if type(value).__module__.split(".")[0] == "torch":
-        return _torch_to_host(value, dtype)
+    torch = sys.modules.get("torch")  # a tensor cannot exist without it
+    if torch is not None and isinstance(value, torch.Tensor):
+        return np.asarray(_torch_values(value), dtype=dtype)
     if is_device_array(value):
         from ..cuda.host import device_to_host
 
@@ -45,31 +49,33 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
 _BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-def _torch_to_host(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-    """A PyTorch tensor (any device, any flags) as NumPy values of ``dtype``.
+def _torch_values(value: Any) -> np.ndarray[Any, Any]:
+    """A PyTorch tensor's values as a NumPy array of its own type, on the host.
 
-    The values are converted by PyTorch where it has a type of ``dtype``'s name (it converts
-    ``bfloat16`` and the ``float8`` types, which NumPy cannot), then handed over: through
-    NumPy where it has the type, else as the same bits viewed as ml_dtypes' type of that name.
-    Gradients, a negative or conjugate bit and a GPU device are resolved first: a tensor
-    that requires grad (an ``nn.Parameter``) writes its values.
+    Gradients, a negative or conjugate bit and a GPU device are resolved first (a tensor that
+    requires grad, an ``nn.Parameter``, gives its values). ``bfloat16`` and the ``float8``
+    types, which ``Tensor.numpy()`` refuses, come as their bits viewed as ml_dtypes' type of
+    the same name; the caller's conversion is then NumPy's, as for any other source.
     """
     import torch  # a tensor is here: torch is imported already
 
     tensor = value.detach().resolve_neg().resolve_conj()
     if tensor.device.type != "cpu":
         tensor = tensor.cpu()
-    same = getattr(torch, dtype.name, None) if dtype.fields is None else None
-    if isinstance(same, torch.dtype) and tensor.dtype != same:
-        tensor = tensor.to(same)
+    values: np.ndarray[Any, Any] | None
     try:
-        return np.asarray(tensor, dtype=dtype)
-    except TypeError:  # a type NumPy has none of: the tensor is of ``dtype``'s type by now
-        carrier = _BITS.get(dtype.itemsize)
-        if carrier is None or str(tensor.dtype).removeprefix("torch.") != dtype.name:
-            raise
-        host: np.ndarray[Any, Any] = tensor.contiguous().view(getattr(torch, carrier)).numpy().view(dtype)
-        return host
+        values = tensor.numpy()
+    except TypeError:  # a type NumPy has none of
+        values = None
+    if values is not None:
+        return values
+    name = str(tensor.dtype).removeprefix("torch.")
+    same = getattr(ml_dtypes, name, None)
+    carrier = _BITS.get(tensor.element_size())
+    if same is None or carrier is None:
+        raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: NumPy and ml_dtypes have no such type")
+    bits: np.ndarray[Any, Any] = tensor.contiguous().view(getattr(torch, carrier)).numpy()
+    return bits.view(np.dtype(same))
 
 
 def host_output(out: Any) -> np.ndarray[Any, Any]:
