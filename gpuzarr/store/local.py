@@ -634,8 +634,9 @@ class LocalStore(Store):
         store but keeps its root. Directories left empty go, since other tools list an empty
         directory as a node they cannot read, and a new array at the same path could not write
         a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was). Partial
-        writes no live writer holds go too; a live writer's, and lock files, stay, with the
-        directories holding them.
+        writes and lock files no live writer holds go too (lock files below the node stay
+        while a thread of this process holds a lock there); a live writer's stay, with the
+        directories holding them. No folder holding the store is entered (a bind mount).
         Unlike :meth:`erase` (which leaves directories, as a concurrent ``set`` may have just
         made one), this removes a subtree, which no other writer should be writing into. What
         the file system refuses raises, as elsewhere: nothing is left behind unsaid.
@@ -651,18 +652,25 @@ class LocalStore(Store):
             if dir_fd is None:
                 return
             try:
+                kept = _ids_around(self._real_root) | _ids_around(os.path.dirname(os.path.abspath(self.root)))
+                how = _Erasing(
+                    durable=self.durable,
+                    locks=not process_locks.any_below(self._inside_prefix + prefix),
+                    kept=frozenset(kept),
+                    url=str(self.root),
+                )
                 if prefix.endswith("/"):
-                    self._erase_node_directory(dir_fd, last, prefix)
+                    self._erase_node_directory(dir_fd, last, prefix, how)
                 else:  # names starting with ``last`` ("" for the whole store)
                     for entry in list(os.scandir(dir_fd)):
                         if entry.name.startswith(last):
-                            _erase_entry(dir_fd, entry.name, self.durable)
+                            _erase_entry(dir_fd, entry.name, how)
                 if self.durable:
                     os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
 
-    def _erase_node_directory(self, dir_fd: int, name: str, prefix: str) -> None:
+    def _erase_node_directory(self, dir_fd: int, name: str, prefix: str, how: _Erasing) -> None:
         """:meth:`erase_prefix` of the directory ``name`` in ``dir_fd`` (``prefix`` names it).
 
         A link there is the node's name, not its data, unless this store follows links
@@ -677,7 +685,7 @@ class LocalStore(Store):
         except FileNotFoundError:
             return
         if stat.S_ISDIR(info.st_mode):
-            _erase_entry(dir_fd, name, self.durable)
+            _erase_entry(dir_fd, name, how)
             return
         if not stat.S_ISLNK(info.st_mode):
             return  # a file of the folder's name is not below the prefix
@@ -700,11 +708,12 @@ class LocalStore(Store):
                 if self.durable:
                     os.fsync(dir_fd)
                 return
-            if self._real_root.startswith(where.rstrip("/") + "/"):
+            held = os.fstat(target)
+            if self._real_root.startswith(where.rstrip("/") + "/") or (held.st_dev, held.st_ino) in how.kept:
                 raise StoreError(
-                    str(self.root), prefix, f"not erased: the node's folder is a link to {where}, which holds it"
+                    str(self.root), prefix, f"not erased: the node's folder is a link to {where}, which holds the store"
                 )
-            _erase_contents(target, self.durable)
+            _erase_contents(target, how)
         finally:
             os.close(target)
 
@@ -984,24 +993,40 @@ def _entry_is(entry: os.DirEntry[str], kind: str) -> bool:
         return False
 
 
-def _erase_entry(dir_fd: int, name: str, durable: bool) -> None:
+class _Erasing(NamedTuple):
+    """How one erase goes: ``durable`` (fsync each directory changed), ``locks`` (remove lock
+    files no one holds: False where a thread of this process holds a lock below the node,
+    which NFS's emulated ``flock`` would not show), ``kept`` ((device, inode) of the
+    directories that hold the store, which no erase may enter, even through a bind mount)
+    and ``url`` (the store, for errors)."""
+
+    durable: bool
+    locks: bool
+    kept: frozenset[tuple[int, int]]
+    url: str
+
+
+def _erase_entry(dir_fd: int, name: str, how: _Erasing) -> None:
     """Remove ``name`` in the directory ``dir_fd``: a directory with what it holds (and then
     itself, where that leaves it empty), anything else unlinked (a link, not what it points
-    to), except a lock file or a partial write a live writer holds; what is already gone is
+    to), except a partial write or a lock file a live writer holds; what is already gone is
     not an error."""
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if not stat.S_ISDIR(info.st_mode):
-            if TEMP_MARKER in name:  # a partial write: gone where no live writer holds it
-                _remove_if_abandoned(dir_fd, name, modified_before=math.inf)
-            elif not name.startswith(LOCK_MARKER):
-                # A lock file stays: a locker may be between creating and locking it, and on
-                # NFS a lock of this process's own would not keep it from being taken.
+            if TEMP_MARKER in name or name.startswith(LOCK_MARKER):
+                # Gone where no live writer holds it: a locker between creating its lock file
+                # and locking it finds the file gone after its flock, and takes the next one.
+                if how.locks or TEMP_MARKER in name:
+                    _remove_if_abandoned(dir_fd, name, modified_before=math.inf)
+            else:
                 os.unlink(name, dir_fd=dir_fd)
             return
+        if (info.st_dev, info.st_ino) in how.kept:
+            raise StoreError(how.url, None, f"not erased: {name!r} is a folder holding the store (a bind mount?)")
         child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            _erase_contents(child, durable)
+            _erase_contents(child, how)
         finally:
             os.close(child)
         try:
@@ -1013,12 +1038,29 @@ def _erase_entry(dir_fd: int, name: str, durable: bool) -> None:
         return
 
 
-def _erase_contents(dir_fd: int, durable: bool) -> None:
+def _erase_contents(dir_fd: int, how: _Erasing) -> None:
     """:func:`_erase_entry` of everything in the directory ``dir_fd``."""
     for entry in list(os.scandir(dir_fd)):
-        _erase_entry(dir_fd, entry.name, durable)
-    if durable:
+        _erase_entry(dir_fd, entry.name, how)
+    if how.durable:
         os.fsync(dir_fd)
+
+
+def _ids_around(path: str) -> set[tuple[int, int]]:
+    """(device, inode) of ``path`` and of every directory above it, as far as they can be
+    looked at."""
+    ids = set()
+    while True:
+        try:
+            info = os.stat(path)
+        except OSError:
+            break
+        ids.add((info.st_dev, info.st_ino))
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return ids
 
 
 def _pread_pooled(fd: int, length: int, offset: int) -> Buffer:

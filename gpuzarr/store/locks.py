@@ -66,6 +66,12 @@ class KeyLocks:
                 if not users[0]:
                     del self._locks[key]
 
+    def any_below(self, prefix: str) -> bool:
+        """Whether a thread of this process holds, or waits for, the lock of a key (a path)
+        starting with ``prefix``."""
+        with self._mutex:
+            return any(isinstance(key, str) and key.startswith(prefix) for key in self._locks)
+
     def reset(self) -> None:
         """Forget every lock: in a forked child, the threads that held them do not exist."""
         self._mutex = threading.Lock()
@@ -101,7 +107,11 @@ def file_lock(path: str) -> Iterator[None]:
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:  # the directory was erased with its node meanwhile
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)

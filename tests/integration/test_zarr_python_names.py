@@ -4,6 +4,7 @@ and ``Group.arrays``/``groups``/``array_keys``/``group_keys``/``nmembers``/``req
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -515,6 +516,18 @@ def test_pytorch_values_convert_as_numpy_values_do(tmp_path: Path) -> None:
         from_numpy = np.array(a[...])
         a[...] = tensor
         np.testing.assert_array_equal(a[...].view(np.uint8), from_numpy.view(np.uint8), err_msg=dtype)
+
+    sparse = gpuzarr.create_array(str(tmp_path / "s.zarr"), shape=(3,), dtype="float32")
+    sparse[...] = torch.tensor([1.0, 0.0, 2.0]).to_sparse()
+    assert list(sparse[...]) == [1.0, 0.0, 2.0]
+    halves = gpuzarr.create_array(str(tmp_path / "h.zarr"), shape=(2,), dtype="complex64")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "ComplexHalf support is experimental", UserWarning)
+        halves[...] = torch.tensor([1 + 2j, 3j], dtype=torch.complex32)
+    assert list(halves[...]) == [1 + 2j, 3j]
+    if hasattr(torch, "int4"):
+        with pytest.raises(TypeError, match="no values"):  # PyTorch's sub-byte placeholder types
+            sparse[:2] = torch.zeros(2, dtype=torch.uint8).view(torch.int4)
 
     class Weights(torch.nn.Parameter):
         pass

@@ -465,7 +465,7 @@ def test_a_node_folder_linked_to_its_own_ancestor_never_erases_the_ancestor(
     group.create_group("a").create_array("keep", shape=(2,), dtype="i1")[...] = 3
     os.symlink(points_to, tmp_path / "g.zarr" / "a" / "alias")
     if follow_symlinks and points_to == "../..":  # out of the root, to the folder holding the store
-        with pytest.raises(StoreError, match="holds it"):
+        with pytest.raises(StoreError, match="holds the store"):
             store.erase_prefix("a/alias/")
     else:  # a folder inside the store is another node's: the link alone goes
         store.erase_prefix("a/alias/")
@@ -484,15 +484,49 @@ def test_a_node_folder_that_is_a_link_to_no_folder_goes(tmp_path: Path, target: 
     assert not link.is_symlink() and store.get("f") == b"x"
 
 
-def test_a_lock_file_stays_with_its_directory(tmp_path: Path) -> None:
-    """A locker may be between creating its lock file and locking it (and on NFS a lock of
-    this process's own would not show): erasing leaves lock files, and their directories."""
+def test_a_lock_file_a_killed_writer_left_goes_with_the_node(tmp_path: Path) -> None:
+    gpuzarr.create(tmp_path / "a.zarr", shape=(4, 4), chunks=(2, 2), dtype="i1")[...] = 1
+    (tmp_path / "a.zarr" / "c" / "0" / f"{LOCK_MARKER}0").write_bytes(b"")  # nobody holds it
+    replaced = gpuzarr.create(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i1", overwrite=True)
+    replaced[...] = 2
+    assert (gpuzarr.open(tmp_path / "a.zarr", mode="r")[...] == 2).all()
+
+
+def test_a_lock_held_in_the_node_stays_and_is_released(tmp_path: Path) -> None:
+    """A thread holding a key's lock inside the node keeps its lock file (on NFS, flock of
+    this process's own would not show it held), and lets go of it as usual."""
     store = LocalStore(tmp_path)
     store.set("a/c/0", b"x")
-    (tmp_path / "a" / "c" / f"{LOCK_MARKER}0").write_bytes(b"")
-    store.erase_prefix("a/")
-    assert [p.name for p in (tmp_path / "a" / "c").iterdir()] == [f"{LOCK_MARKER}0"]
-    assert list(store.list_prefix("")) == []
+    with store.lock("a/c/0"):
+        store.erase_prefix("a/")
+        assert [p.name for p in (tmp_path / "a" / "c").iterdir()] == [f"{LOCK_MARKER}0"]
+        assert store.get("a/c/0") is None
+    assert list((tmp_path / "a" / "c").iterdir()) == []  # released as usual
+    store.set("a/c/0", b"y")
+    assert store.get("a/c/0") == b"y"
+
+
+def test_a_locker_whose_directory_an_erase_removed_makes_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erase of the node between a locker making the lock's directory and creating its
+    lock file there: the locker makes the directory again and takes the lock."""
+    store = LocalStore(tmp_path)
+    store.set("a/c/0", b"x")
+    original = os.open
+    erased: list[bool] = []
+
+    def open_after_an_erase(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if isinstance(path, str) and LOCK_MARKER in path and not erased:
+            erased.append(True)
+            LocalStore(tmp_path).erase_prefix("a/")
+        return original(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_after_an_erase)
+    with store.lock("a/c/1"):
+        store.set("a/c/1", b"y")
+    monkeypatch.undo()
+    assert erased and store.get("a/c/1") == b"y" and store.get("a/c/0") is None
 
 
 def test_erase_prefix_of_a_directory_leaves_a_file_of_that_name(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ def _torch_values(value: Any) -> np.ndarray[Any, Any]:
     import torch  # a tensor is here: torch is imported already
 
     tensor = value.detach().resolve_neg().resolve_conj()
+    if tensor.layout != torch.strided:  # sparse
+        tensor = tensor.to_dense()
     if tensor.device.type != "cpu":
         tensor = tensor.cpu()
     values: np.ndarray[Any, Any] | None
@@ -69,11 +71,17 @@ def _torch_values(value: Any) -> np.ndarray[Any, Any]:
         values = None
     if values is not None:
         return values
+    if not (tensor.is_floating_point() or tensor.is_complex()):
+        # PyTorch's sub-byte integer types are placeholders whose bytes hold no values.
+        raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: it has no values NumPy can take")
     name = str(tensor.dtype).removeprefix("torch.")
     same = getattr(ml_dtypes, name, None)
     carrier = _BITS.get(tensor.element_size())
     if same is None or carrier is None:
-        raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: NumPy and ml_dtypes have no such type")
+        # Widened exactly (float32 holds every bfloat16 and float8 value; complex64 every
+        # complex32), where this ml_dtypes has no type of the name.
+        wider: np.ndarray[Any, Any] = tensor.to(torch.complex64 if tensor.is_complex() else torch.float32).numpy()
+        return wider
     bits: np.ndarray[Any, Any] = tensor.contiguous().view(getattr(torch, carrier)).numpy()
     return bits.view(np.dtype(same))
 
