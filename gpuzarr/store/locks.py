@@ -105,12 +105,16 @@ def file_lock(path: str) -> Iterator[None]:
         return
     import fcntl
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except FileNotFoundError:  # the directory was erased with its node meanwhile
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            # O_NOFOLLOW: a link planted at the lock's name is refused (ELOOP), not followed.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            if os.path.isdir(directory):
+                raise
+            os.makedirs(directory, exist_ok=True)  # erased with its node meanwhile: made again
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -8,6 +8,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -572,3 +573,30 @@ def test_a_directory_no_one_may_list_does_not_break_listings(tmp_path: Path) -> 
             assert [name for name, _ in gpuzarr.open_group(base / "g.zarr", mode="r").members()] == ["x"]
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("planted", ["dangling", "to a file"])
+def test_a_link_planted_at_a_lock_files_name_is_refused_not_followed(tmp_path: Path, planted: str) -> None:
+    store = LocalStore(tmp_path / "s")
+    store.set("a/c/0", b"x")
+    target = tmp_path / ("nowhere/x" if planted == "dangling" else "victim")
+    if planted == "to a file":
+        target.write_bytes(b"mine")
+    os.symlink(target, tmp_path / "s" / "a" / "c" / f"{LOCK_MARKER}0")
+    outcome: list[BaseException | None] = []
+
+    def lock() -> None:
+        try:
+            with store.lock("a/c/0"):
+                pass
+            outcome.append(None)
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=lock, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "the lock spun on the planted link"
+    assert isinstance(outcome[0], StoreError)
+    if planted == "to a file":
+        assert target.read_bytes() == b"mine"

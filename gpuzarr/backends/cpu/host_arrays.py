@@ -80,7 +80,10 @@ def _torch_values(value: Any) -> np.ndarray[Any, Any]:
     if same is None or carrier is None:
         # Widened exactly (float32 holds every bfloat16 and float8 value; complex64 every
         # complex32), where this ml_dtypes has no type of the name.
-        wider: np.ndarray[Any, Any] = tensor.to(torch.complex64 if tensor.is_complex() else torch.float32).numpy()
+        try:
+            wider: np.ndarray[Any, Any] = tensor.to(torch.complex64 if tensor.is_complex() else torch.float32).numpy()
+        except (NotImplementedError, RuntimeError) as exc:  # packed types (float4_e2m1fn_x2)
+            raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: {exc}") from exc
         return wider
     bits: np.ndarray[Any, Any] = tensor.contiguous().view(getattr(torch, carrier)).numpy()
     return bits.view(np.dtype(same))
