@@ -242,10 +242,7 @@ def from_array(
         "attributes": dict(source.attrs) if attributes is None and document is not None else attributes,
     }
     if target_format == 3:
-        if order not in (None, "C"):
-            raise InvalidArgumentError(
-                f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays"
-            )
+        options["order"] = order  # create_array refuses any but "C"
         names = document.get("dimension_names") if document is not None and same_format else None
         options["dimension_names"] = dimension_names if dimension_names is not None else names
         if chunk_key_encoding is None and document is not None and same_format:

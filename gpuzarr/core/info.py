@@ -209,7 +209,7 @@ def array_info(array: Array, *, complete: bool = False) -> ArrayInfo:
         chunk_shape=array.chunks,
         shard_shape=array.shards,
         # v3 arrays read in C order (F order on disk is a transpose codec, among the filters).
-        order=metadata.order if isinstance(metadata, ArrayMetadataV2) else "C",
+        order=array.order,
         read_only=array.read_only,
         store_type=type(array.store).__name__,
         filters=filters,

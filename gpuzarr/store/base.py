@@ -98,6 +98,21 @@ def os_failure(url: str, key: str | None, action: str, exc: OSError) -> OSError:
     return error
 
 
+@contextlib.contextmanager
+def os_errors(url: str, key: str | None, action: str) -> Iterator[None]:
+    """The file system's failures inside the block, raised as :func:`os_failure`'s errors.
+
+    gpuzarr's own errors pass unchanged. Not for hot paths: a ``with`` costs microseconds,
+    where ``try`` costs nothing until something is raised.
+    """
+    try:
+        yield
+    except GpuZarrError:
+        raise
+    except OSError as exc:
+        raise os_failure(url, key, action, exc) from exc
+
+
 def validate_key(key: str) -> str:
     """Refuse keys that could escape the store's root or mean different things on other OSes."""
     if type(key) is str and key and _SUSPECT_KEY.search(key) is None:

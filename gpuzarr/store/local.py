@@ -80,7 +80,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import GpuZarrError, StoreError, SymlinkEscapeError
 from ..output_pool import pooled_bytes
-from .base import Buffer, ByteRange, RangeReader, Snapshot, Store, os_failure, validate_key, validate_prefix
+from .base import (
+    Buffer,
+    ByteRange,
+    RangeReader,
+    Snapshot,
+    Store,
+    os_errors,
+    os_failure,
+    validate_key,
+    validate_prefix,
+)
 from .locks import LOCK_MARKER, LOCKS_ACROSS_PROCESSES, file_lock, lock_path, process_locks
 from .no_links_open import open_without_links
 
@@ -211,16 +221,9 @@ class LocalStore(Store):
         """:func:`os_failure` for this store."""
         return os_failure(str(self.root), key, action, exc)
 
-    @contextlib.contextmanager
-    def _os_errors(self, key: str | None, action: str) -> Iterator[None]:
-        """The file system's failures inside as :meth:`_failure`'s errors (not for hot paths: a
-        ``with`` costs microseconds, where ``try`` costs nothing until something is raised)."""
-        try:
-            yield
-        except GpuZarrError:
-            raise
-        except OSError as exc:
-            raise self._failure(key, action, exc) from exc
+    def _os_errors(self, key: str | None, action: str) -> contextlib.AbstractContextManager[None]:
+        """:func:`~gpuzarr.store.base.os_errors` for this store."""
+        return os_errors(str(self.root), key, action)
 
     def _link_leaves(self, path: str) -> bool:
         """Whether the link at ``path`` is one this store refuses to go through."""
@@ -604,10 +607,7 @@ class LocalStore(Store):
         self._check_writable()
         *directories, name = validate_key(key).split("/")
         with self._os_errors(key, "erase"):
-            try:
-                dir_fd = self._directory(key, directories, create=False)
-            except NotADirectoryError:
-                return
+            dir_fd = self._existing_directory(key, directories)
             if dir_fd is None:
                 return
             try:
@@ -629,9 +629,9 @@ class LocalStore(Store):
         follows links (``follow_symlinks``) and the link leaves the root (a node kept on
         another disk): then what the folder it points to holds goes, the link and the folder
         stay, so that the next node written there lands on the same disk (a link to a folder
-        holding the store raises instead). Below that, links are removed, never followed: a link inside a node
-        to another node's directory goes, and the other node stays. "" empties the
-        store but keeps its root. Directories left empty go, since other tools list an empty
+        holding the store raises instead). Below that, links are removed, never followed: a
+        link inside a node to another node's directory goes, and the other node stays. ""
+        empties the store but keeps its root. Directories left empty go, since other tools list an empty
         directory as a node they cannot read, and a new array at the same path could not write
         a chunk whose name an old chunk's directory holds ("c/0" where "c/0/0" was). Partial
         writes and lock files no live writer holds go too (lock files below the node stay
@@ -645,10 +645,7 @@ class LocalStore(Store):
         parent, _, last = validate_prefix(prefix).rstrip("/").rpartition("/") if prefix else ("", "", "")
         directories = parent.split("/") if parent else []
         with self._os_errors(prefix, "erase"):
-            try:
-                dir_fd = self._directory(prefix, directories, create=False)
-            except NotADirectoryError:
-                return
+            dir_fd = self._existing_directory(prefix, directories)
             if dir_fd is None:
                 return
             try:
@@ -669,6 +666,14 @@ class LocalStore(Store):
                     os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+    def _existing_directory(self, key: str, directories: list[str]) -> int | None:
+        """:meth:`_directory` of what exists: None where a directory on the way is missing or
+        is a file (nothing below it to erase)."""
+        try:
+            return self._directory(key, directories, create=False)
+        except NotADirectoryError:
+            return None
 
     def _erase_node_directory(self, dir_fd: int, name: str, prefix: str, how: _Erasing) -> None:
         """:meth:`erase_prefix` of the directory ``name`` in ``dir_fd`` (``prefix`` names it).
@@ -696,26 +701,20 @@ class LocalStore(Store):
             except OSError as exc:
                 if not isinstance(exc, (FileNotFoundError, NotADirectoryError)) and exc.errno != errno.ELOOP:
                     raise
-        if target < 0:
-            os.unlink(name, dir_fd=dir_fd)
-            if self.durable:
-                os.fsync(dir_fd)
-            return
         try:
-            where = self._opened_path(target, os.path.join(self._real_root, prefix.rstrip("/")))
-            if self._inside(where):  # another node's folder: the link alone goes
-                os.unlink(name, dir_fd=dir_fd)
-                if self.durable:
-                    os.fsync(dir_fd)
+            where = "" if target < 0 else self._opened_path(target, os.path.join(self._real_root, prefix.rstrip("/")))
+            if target < 0 or self._inside(where):  # not followed, or another node's folder
+                os.unlink(name, dir_fd=dir_fd)  # the link alone goes (erase_prefix syncs dir_fd)
                 return
             held = os.fstat(target)
-            if self._real_root.startswith(where.rstrip("/") + "/") or (held.st_dev, held.st_ino) in how.kept:
+            if (held.st_dev, held.st_ino) in how.kept:  # the root or a folder above it
                 raise StoreError(
                     str(self.root), prefix, f"not erased: the node's folder is a link to {where}, which holds the store"
                 )
             _erase_contents(target, how)
         finally:
-            os.close(target)
+            if target >= 0:
+                os.close(target)
 
     def remove_partial_writes(self, older_than: float = 60.0) -> list[str]:
         """Remove the temporary files that killed writers left in the store.

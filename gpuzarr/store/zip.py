@@ -31,13 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import (
     CorruptChunkError,
-    GpuZarrError,
     InvalidArgumentError,
     InvalidKeyError,
     NodeNotFoundError,
     StoreError,
 )
-from .base import Buffer, ByteRange, Snapshot, Store, os_failure, validate_key, validate_prefix
+from .base import Buffer, ByteRange, Snapshot, Store, os_errors, os_failure, validate_key, validate_prefix
 from .locks import process_locks
 
 if TYPE_CHECKING:
@@ -129,7 +128,7 @@ class _Archive:
             if zf is None:
                 return
             compact = self.stale and zf.mode != "r"
-            with _os_errors(self.path, None, "close"):
+            with os_errors(self.path, None, "close"):
                 zf.close()
                 if compact:
                     self.compact()
@@ -217,17 +216,6 @@ def _is_zip_archive(path: str) -> bool:
             return zipfile.is_zipfile(f)
     except OSError as exc:
         raise os_failure(path, None, "open", exc) from exc
-
-
-@contextlib.contextmanager
-def _os_errors(path: str, key: str | None, action: str) -> Iterator[None]:
-    """The file system's failures inside (an I/O error, a full disk) as the store's errors."""
-    try:
-        yield
-    except GpuZarrError:
-        raise
-    except OSError as exc:
-        raise os_failure(path, key, action, exc) from exc
 
 
 def data_offset(path: str, key: str, info: zipfile.ZipInfo, fd: int) -> int:
@@ -404,7 +392,7 @@ class ZipStore(Store):
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         """The member at ``key`` (or part of it), None when absent."""
-        with _os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
+        with os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
             if found is None:
                 return None
             info, offset, fd = found
@@ -413,7 +401,7 @@ class ZipStore(Store):
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         """Several parts of one member, read from one version of it."""
-        with _os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
+        with os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
             if found is None:
                 return None
             info, offset, fd = found
@@ -423,7 +411,7 @@ class ZipStore(Store):
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
         """Read part of a member into ``buffer_for(n)``; a stored member is read straight in."""
-        with _os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
+        with os_errors(self.path, key, "read"), self._archive.reading(validate_key(key)) as found:
             if found is None:
                 return None
             info, offset, fd = found
@@ -470,7 +458,7 @@ class ZipStore(Store):
         validate_key(key)
         data = memoryview(value).cast("B")
         archive = self._archive
-        with archive.cond, _os_errors(self.path, key, "write"):
+        with archive.cond, os_errors(self.path, key, "write"):
             zf = archive.writer()
             info = zipfile.ZipInfo(key, date_time=time.localtime(time.time())[:6])
             info.compress_type = self.compression
@@ -487,7 +475,7 @@ class ZipStore(Store):
         self._check_writable()
         validate_key(key)
         archive = self._archive
-        with archive.cond, _os_errors(self.path, key, "erase"):
+        with archive.cond, os_errors(self.path, key, "erase"):
             if key not in archive.members:
                 archive.check_open()
                 return
@@ -528,5 +516,5 @@ class _MemberSnapshot(Snapshot):
         info, path = self.info, self.store.path
         if info is None:
             return None
-        with _os_errors(path, key, "read"), self.store._archive.reading_member(key, info) as (offset, fd):
+        with os_errors(path, key, "read"), self.store._archive.reading_member(key, info) as (offset, fd):
             return [read_member(path, key, info, offset, fd, *r.resolve(info.file_size)) for r in ranges]
