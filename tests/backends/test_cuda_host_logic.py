@@ -296,6 +296,28 @@ def test_file_handle_cache_reopens_replaced_files_and_keeps_the_latest() -> None
     assert opened == ["a", "a", "b", "c", "a"]
 
 
+def test_a_file_kvikio_cannot_open_raises_the_systems_refusal_where_there_is_one(tmp_path: Any) -> None:
+    """kvikio's failed open does not say why; the system's own error does, and the executor
+    makes the store's error (or a new read of the batch) of it. (A stand-in for kvikio.)"""
+    from gpuzarr.backends.cuda.cupy_device import FileHandleCache
+    from gpuzarr.backends.cuda.launches import FileSpan
+
+    class RefusingKvikio:
+        @staticmethod
+        def CuFile(path: str, mode: str) -> str:
+            raise RuntimeError("cuFile: cannot open")
+
+    cache = FileHandleCache(capacity=2)
+    missing = str(tmp_path / "gone")
+    with pytest.raises(FileNotFoundError) as caught:
+        cache.handle(RefusingKvikio, FileSpan(missing, 0, 1))
+    assert caught.value.filename == missing
+    present = tmp_path / "present"
+    present.write_bytes(b"x")
+    with pytest.raises(RuntimeError, match="cuFile: cannot open"):  # opens here: kvikio's own error
+        cache.handle(RefusingKvikio, FileSpan(str(present), 0, 1))
+
+
 @pytest.mark.parametrize(
     ("name", "factor"),
     [

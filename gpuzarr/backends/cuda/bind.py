@@ -38,6 +38,7 @@ from .launches import (
     StreamGroup,
     UnshuffleLaunch,
     check_assemble_launch,
+    span_read_failure,
 )
 from .routes import reads_directly
 from .streams import Algorithm, SplitChunk, UnsupportedStreamError, check_zstd_frame, split_chunk
@@ -284,7 +285,9 @@ class _BatchBuilder:
             parts.append(FileRead(t, span, "staging", at))
             self._add_stream("zstd", t, at, span.nbytes, offset, task.decoded_nbytes)
         last = run[-1][1]
-        merged = FileSpan(first.path, first.offset, last.offset + last.nbytes - first.offset, first.version)
+        merged = FileSpan(
+            first.path, first.offset, last.offset + last.nbytes - first.offset, first.version, first.store_url
+        )
         self.file_reads.append(FileRead(run[0][0], merged, "staging", start, tuple(parts) if len(parts) > 1 else ()))
         self.staging_nbytes = align(start + merged.nbytes)
 
@@ -387,11 +390,12 @@ def _check_direct_frame(task: ChunkTask, span: FileSpan) -> npt.NDArray[np.uint8
     """Walk the zstd frame of a chunk the device will read from a file, with small host reads of
     its headers (``streams.check_zstd_frame``). None: the frame may join a batch; the chunk's
     bytes, read on the host, when the CPU has to decide (several frames, no content size, ...).
-    Raises CorruptChunkError naming the key for a malformed frame."""
+    Raises CorruptChunkError naming the key for a malformed frame, and what
+    :func:`~.launches.span_read_failure` makes of a file the system will not open or read."""
     try:
         fd = os.open(span.path, os.O_RDONLY)
     except OSError as exc:
-        raise CorruptChunkError(task.key, f"{task.where}cannot open {span.path}: {exc}") from exc
+        raise span_read_failure(span, task.key, task.where, exc) from exc
     try:
         if hasattr(os, "posix_fadvise"):  # header reads should not pull the file into the page cache
             os.posix_fadvise(fd, span.offset, span.nbytes, os.POSIX_FADV_RANDOM)
@@ -403,6 +407,8 @@ def _check_direct_frame(task: ChunkTask, span: FileSpan) -> npt.NDArray[np.uint8
             raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
         else:
             return None
+    except OSError as exc:  # a read the file system refused (an I/O error)
+        raise span_read_failure(span, task.key, task.where, exc) from exc
     finally:
         os.close(fd)
     if len(data) != span.nbytes:

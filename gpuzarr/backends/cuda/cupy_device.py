@@ -93,9 +93,26 @@ class FileHandleCache:
         key = (span.path, span.version)
         handle = self._handles.get(key)
         if handle is None:
-            handle = kvikio.CuFile(span.path, "r")
+            try:
+                handle = kvikio.CuFile(span.path, "r")
+            except Exception as exc:
+                # kvikio's own error does not say why: the system's, where it refuses the open
+                # too, goes to the executor, which knows the chunk and the store.
+                refused = _open_refusal(span.path)
+                if refused is None:
+                    raise
+                raise refused from exc
             self._handles.put(key, handle)
         return handle
+
+
+def _open_refusal(path: str) -> OSError | None:
+    """The system's refusal to open ``path`` for reading (None: it opens)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except OSError as exc:
+        return exc
+    return None
 
 
 class CodecCache:

@@ -28,13 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import CorruptChunkError
+from ...store.base import os_failure
 from ...store.local import FileVersion, LocalStore, same_bytes
 from ...store.sharding import SHARD_READ_ATTEMPTS
 from .bind import bind_batch, decode_on_host
 from .device import Device, DeviceEvent, read_file_span, uses_direct_reads
 from .fetch import fetch_batch, file_version
 from .gpu_plan import ALIGNMENT, GpuReadPlan
-from .launches import BoundBatch, ChecksumCheck, FileSpan, StreamGroup
+from .launches import BoundBatch, ChecksumCheck, FileChanged, FileSpan, StreamGroup, span_read_failure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, MutableMapping
@@ -169,11 +170,11 @@ def prepare(
     as the CPU path reads a shard rewritten in place again: a writer replacing a chunk, or a
     chown, meanwhile costs a second read, not the read."""
     for _ in range(FILE_READ_ATTEMPTS - 1):
-        with contextlib.suppress(_FileChanged):
+        with contextlib.suppress(FileChanged):
             return _prepare_once(layout, store, plan, batch, device, indexes, direct, budget)
     try:
         return _prepare_once(layout, store, plan, batch, device, indexes, direct, budget)
-    except _FileChanged as changed:
+    except FileChanged as changed:
         reason = f"{changed.reason} during each of {FILE_READ_ATTEMPTS} reads of it"
         raise CorruptChunkError(changed.key, reason) from None
 
@@ -272,7 +273,13 @@ def run_batch(
 def _read_files(plan: GpuReadPlan, bound: BoundBatch, device: Device, staging: Any, work: Any) -> None:
     """The device's file reads of a batch; a short read, or a file replaced since the host
     checked it, raises CorruptChunkError naming the chunk."""
-    got_bytes = device.read_files(bound.file_reads, staging, work)
+    try:
+        got_bytes = device.read_files(bound.file_reads, staging, work)
+    except OSError as exc:
+        # The read of the file the system refused (a device names the path where it can).
+        read = next((r for r in bound.file_reads if r.span.path == exc.filename), bound.file_reads[0])
+        task = plan.tasks[read.task]
+        raise span_read_failure(read.span, task.key, task.where, exc) from exc
     _check_files_unchanged(plan, bound)  # a replaced file also explains a short read
     for read, n in zip(bound.file_reads, got_bytes, strict=True):
         if n == read.span.nbytes:
@@ -384,17 +391,8 @@ def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
     )
 
 
-class _FileChanged(Exception):
-    """A file the device read is no longer the one the host located its spans in."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(key, reason)
-        self.key = key
-        self.reason = reason
-
-
 def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
-    """Raise _FileChanged when a file the device has just read is no longer the file whose
+    """Raise FileChanged when a file the device has just read is no longer the file whose
     structure the host checked (``FileSpan.version``; ``store.local.same_bytes`` compares): a
     writer replaced or rewrote it meanwhile, so its bytes may not be the frames that were
     walked, and must not reach nvCOMP (undefined behaviour on corrupt input). A chmod or a
@@ -414,7 +412,7 @@ def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
         now = seen[span.path]
         if now is None or span.version is None or not same_bytes(span.version, now):
             task = plan.tasks[read.task]
-            raise _FileChanged(task.key, f"{task.where}the file changed while it was being read ({span.path})")
+            raise FileChanged(task.key, f"{task.where}the file changed while it was being read ({span.path})")
 
 
 def _decode_failed_on_cpu(
@@ -454,7 +452,10 @@ def _decode_failed_on_cpu(
 
 
 def _read_span(key: str, span: FileSpan) -> npt.NDArray[np.uint8]:
-    data = read_file_span(span)
+    try:
+        data = read_file_span(span)
+    except OSError as exc:  # after the batch was read: too late to read it again
+        raise os_failure(span.store_url or span.path, key, f"read {span.path}", exc) from exc
     if len(data) != span.nbytes:
         raise CorruptChunkError(key, f"the file ended after {len(data)} of {span.nbytes} bytes")
     return np.frombuffer(data, dtype=np.uint8)

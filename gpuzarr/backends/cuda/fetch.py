@@ -77,7 +77,9 @@ def fetch_batch(
             # The store's real path: a link leaving the store raises, as on the host path.
             path = local.real_path(task.key)
             found = None if path is None else _file_version(local, task.key, path)
-            return None if path is None or found is None else FileSpan(path, 0, found[0], found[1])
+            if path is None or found is None:
+                return None
+            return FileSpan(path, 0, found[0], found[1], str(local.root))
         return store.get(task.key)
 
     return run(whole, tasks)
@@ -121,7 +123,7 @@ def _fetch_sharded(
             # The file at the path is no longer the version whose index was read (``store`` is
             # the snapshot that read it): its inner chunks come from the snapshot, on the host.
             return read_inner_chunks(store, key, index, positions, shard_layout)
-        return [_inner_span(key, path, found, index, i) for i in positions]
+        return [_inner_span(key, path, found, index, i, str(local.root)) for i in positions]
 
     fetched = fetch_inner_chunks(
         store,
@@ -143,7 +145,7 @@ def _file_version(store: LocalStore, key: str, path: str) -> tuple[int, FileVers
 
 
 def _inner_span(
-    key: str, path: str, found: tuple[int, FileVersion], index: ShardIndex, inner: int
+    key: str, path: str, found: tuple[int, FileVersion], index: ShardIndex, inner: int, store_url: str
 ) -> FileSpan | None:
     """Where inner chunk ``inner`` lies in the shard file (None: empty in the index)."""
     if index.is_empty(inner):
@@ -152,7 +154,7 @@ def _inner_span(
     start, n = int(index.offsets[inner]), int(index.nbytes[inner])
     if start + n > size:
         raise past_shard_end(key, inner, start, n, size)
-    return FileSpan(path, start, n, version)
+    return FileSpan(path, start, n, version, store_url)
 
 
 __all__ = ["fetch_batch", "file_version"]

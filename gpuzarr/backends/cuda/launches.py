@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ...errors import GpuZarrError
+from ...store.base import os_failure
 from .gpu_plan import ALIGNMENT, Int64Array
 from .launch_checks import MAX_NDIM, check_assemble
 
@@ -85,6 +87,31 @@ class FileSpan:
     #: the file's ``store.local.stat_version`` when the span was located: tells a replaced or
     #: rewritten file apart (None: not known, and the read is refused)
     version: FileVersion | None = None
+    #: the store the file belongs to (its URL, as its errors name it; None: the path is named)
+    store_url: str | None = None
+
+
+class FileChanged(Exception):
+    """A file the device reads is no longer the one the host located its spans in: replaced,
+    rewritten or removed by a writer meanwhile. The batch is prepared again from the host's
+    reads on (``executor.prepare``), which see what the store now holds."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(key, reason)
+        self.key = key
+        self.reason = reason
+
+
+def span_read_failure(span: FileSpan, key: str, where: str, exc: OSError) -> Exception:
+    """What a file system's refusal to open or read ``span``'s file (for chunk ``key``; ``where``
+    names an inner chunk) is: :class:`FileChanged` where the file is gone (removed, or renamed
+    over, since the host located it), else the store's typed error, as the host path raises it
+    (``StorePermissionError`` for permission denied, ``StoreError`` otherwise, naming the key)."""
+    if isinstance(exc, GpuZarrError):
+        return exc
+    if isinstance(exc, FileNotFoundError):
+        return FileChanged(key, f"{where}the file went while it was being read ({span.path})")
+    return os_failure(span.store_url or span.path, key, f"{where}read {span.path}", exc)
 
 
 @dataclass(frozen=True)
