@@ -364,10 +364,18 @@ def full_like(a: Any, **kwargs: Any) -> Array:
     TypeError
         ``a`` is not a Zarr array and no ``fill_value`` is given.
     """
-    if "fill_value" not in kwargs and _zarr_document(a) is None:
-        # zarr-python's full() needs one; only a Zarr array has a fill value to lend.
-        raise TypeError("full_like: missing the fill_value argument")
+    if "fill_value" not in kwargs:
+        check_full_like(a)
     return _like(a, kwargs, keep_fill_value=True, fill_value=None)
+
+
+def check_full_like(a: Any) -> None:
+    """Raise TypeError where ``a`` has no fill value to lend ``full_like``.
+
+    Only a Zarr array has one, and zarr-python's ``full`` needs one.
+    """
+    if _zarr_document(a) is None:
+        raise TypeError("full_like: missing the fill_value argument")
 
 
 def open_like(a: Any, path: str, **kwargs: Any) -> Array:
@@ -395,13 +403,51 @@ def open_like(a: Any, path: str, **kwargs: Any) -> Array:
 
 
 def _like(a: Any, kwargs: dict[str, Any], *, keep_fill_value: bool, fill_value: Any) -> Array:
+    merged = {**_like_fill(a, keep_fill_value, fill_value), **kwargs}
+    return create(merged.pop("store", None), **merged)
+
+
+def _like_fill(a: Any, keep_fill_value: bool, fill_value: Any) -> dict[str, Any]:
+    """:func:`_like_args` of ``a``, and the fill value.
+
+    ``a``'s own (``keep_fill_value``, for a Zarr array), else ``fill_value`` where not None.
+    """
     like = _like_args(a)
     if keep_fill_value and _zarr_document(a) is not None:
         like["fill_value"] = a.fill_value
     elif fill_value is not None:
         like["fill_value"] = fill_value
-    merged = {**like, **kwargs}
-    return create(merged.pop("store", None), **merged)
+    return like
+
+
+#: what each ``*_like`` takes from its source besides the layout: (its fill value, else this one)
+LIKE_FILLS: dict[str, tuple[bool, Any]] = {
+    "empty": (True, None),
+    "zeros": (False, 0),
+    "ones": (False, 1),
+    "full": (True, None),
+}
+
+
+def like_arguments(kind: str, a: Any, zarr_format: int) -> dict[str, Any]:
+    """The arguments of :func:`gpuzarr.create` for a ``kind`` array like ``a``.
+
+    ``kind`` is "empty", "zeros", "ones" or "full"; the array goes into a hierarchy of
+    ``zarr_format``.
+
+    A Zarr array of the other format lends its shape, dtype, regular chunks and fill value only:
+    its codecs are of its format, and a hierarchy holds one format.
+    """
+    keep_fill_value, fill_value = LIKE_FILLS[kind]
+    like = _like_fill(a, keep_fill_value, fill_value)
+    if like.get("zarr_format", zarr_format) == zarr_format:
+        return like
+    kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
+    kept["dtype"] = as_data(a).dtype
+    chunks = like.get("chunks")
+    if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
+        kept["chunks"] = tuple(chunks)
+    return kept
 
 
 def _zarr_document(a: Any) -> dict[str, Any] | None:

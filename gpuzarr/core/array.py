@@ -265,6 +265,18 @@ class Array:
         return codec_parts(self)[2]
 
     @property
+    def compressor(self) -> dict[str, Any] | None:
+        """A Zarr v2 array's compressor as JSON (None: uncompressed).
+
+        TypeError for Zarr v3, whose codec chain has no one compressor (:attr:`compressors`),
+        as zarr-python raises.
+        """
+        if self.zarr_format != 2:
+            raise TypeError("compressor is not available for Zarr format 3 arrays: see compressors")
+        compressors = self.compressors
+        return compressors[0] if compressors else None
+
+    @property
     def device(self) -> str:
         """Where reads land: ``"cpu"`` (NumPy) or ``"cuda:N"`` (CuPy)."""
         return self._device
@@ -445,6 +457,13 @@ class Array:
         """Read a vectorised (point) selection: what ``a.vindex[selection]`` reads."""
         return self._execute_read(plan_vectorized(selection, self._dims()))
 
+    def get_mask_selection(self, mask: Any) -> Any:
+        """Read the elements where ``mask`` is True, in C order: ``a.vindex[mask]``.
+
+        ``mask`` holds booleans of the array's shape; anything else is a BoundsCheckError.
+        """
+        return self.get_coordinate_selection(_checked_mask(mask, self.shape))
+
     @property
     def oindex(self) -> _OrthogonalIndexer:
         """Orthogonal indexing: ``a.oindex[[1, 5], :, 3]`` reads and writes outer products."""
@@ -500,6 +519,13 @@ class Array:
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to a vectorised selection: ``a.vindex[selection] = value``."""
         self._execute_write(plan_vectorized(selection, self._dims()), value)
+
+    def set_mask_selection(self, mask: Any, value: Any) -> None:
+        """Write ``value`` where ``mask`` is True: ``a.vindex[mask] = value``.
+
+        ``mask`` holds booleans of the array's shape; anything else is a BoundsCheckError.
+        """
+        self.set_coordinate_selection(_checked_mask(mask, self.shape), value)
 
     # -- metadata changes ------------------------------------------------------------------------
 
@@ -632,6 +658,20 @@ class Array:
     def nbytes_stored(self) -> int:
         """The bytes stored under the array's path: chunks and metadata documents."""
         return nbytes_stored(self)
+
+
+def _checked_mask(mask: Any, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """``mask`` as a NumPy array of booleans, where it is one of the array's ``shape``.
+
+    What a mask selection takes; the vectorised planner also takes integer arrays.
+    """
+    mask = mask.get() if hasattr(mask, "__cuda_array_interface__") and hasattr(mask, "get") else mask
+    found = np.asarray(mask)
+    if found.dtype != bool or found.shape != shape:
+        raise BoundsCheckError(
+            f"mask selection: expected booleans of the array's shape {shape}, got {found.dtype} of shape {found.shape}"
+        )
+    return found
 
 
 class _OrthogonalIndexer:

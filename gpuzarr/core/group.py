@@ -307,6 +307,61 @@ class Group:
         """A child array with nothing written (it reads as its fill value)."""
         return self.create_array(name, shape=shape, **kwargs)
 
+    def empty_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A child array like ``data``, nothing written: :func:`gpuzarr.empty_like` here.
+
+        It takes the shape, dtype, chunks, codecs and fill value; ``kwargs`` override them.
+        """
+        return self._like("empty", name, data, kwargs)
+
+    def zeros_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A child array like ``data`` whose elements read as 0 (:func:`gpuzarr.zeros_like`)."""
+        return self._like("zeros", name, data, kwargs)
+
+    def ones_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A child array like ``data`` whose elements read as 1 (:func:`gpuzarr.ones_like`)."""
+        return self._like("ones", name, data, kwargs)
+
+    def full_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A child array like ``data`` whose elements read as ``fill_value``.
+
+        ``fill_value`` is a keyword; from a Zarr array, its own by default
+        (:func:`gpuzarr.full_like`).
+        """
+        return self._like("full", name, data, kwargs)
+
+    def _like(self, kind: str, name: str, data: Any, kwargs: dict[str, Any]) -> Array:
+        from ..creation import check_full_like, like_arguments
+
+        if kind == "full" and "fill_value" not in kwargs:
+            check_full_like(data)
+        arguments = like_arguments(kind, data, kwargs.get("zarr_format", self._zarr_format))
+        return self.create_array(name, **{**arguments, **kwargs})
+
+    def create(self, name: str, **kwargs: Any) -> Array:
+        """:meth:`create_array` by zarr-python's other name for it."""
+        return self.create_array(name, **kwargs)
+
+    def array(self, name: str, **kwargs: Any) -> Array:
+        """:meth:`create_array` by zarr-python's older name for it (``data=`` to write)."""
+        return self.create_array(name, **kwargs)
+
+    def create_dataset(self, name: str, **kwargs: Any) -> Array:
+        """:meth:`create_array` by h5py's name, as zarr-python keeps it.
+
+        ``data`` is written, and gives the shape and dtype where they are not given (h5py's
+        rule; zarr-python wants the shape).
+        """
+        return self.create_array(name, **kwargs)
+
+    def require_dataset(self, name: str, *, shape: Any, **kwargs: Any) -> Array:
+        """:meth:`require_array` by h5py's name, as zarr-python keeps it."""
+        return self.require_array(name, shape=shape, **kwargs)
+
+    def require_groups(self, *names: str) -> tuple[Group, ...]:
+        """:meth:`require_group` of each name, in order."""
+        return tuple(self.require_group(name) for name in names)
+
     def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False, **kwargs: Any) -> Array:
         """The child array ``name``, created when there is none, as zarr-python's ``require_array``.
 
@@ -342,6 +397,14 @@ class Group:
         for name, node in self._iter_members(0):
             if isinstance(node, Group):
                 yield name, node
+
+    def array_values(self) -> Iterator[Array]:
+        """The child arrays, sorted by name."""
+        return (array for _, array in self.arrays())
+
+    def group_values(self) -> Iterator[Group]:
+        """The child groups, sorted by name."""
+        return (group for _, group in self.groups())
 
     def array_keys(self) -> Iterator[str]:
         """The names of the child arrays, sorted."""

@@ -535,3 +535,127 @@ def test_pytorch_values_convert_as_numpy_values_do(tmp_path: Path) -> None:
     a = gpuzarr.create_array(str(tmp_path / "w.zarr"), shape=(2,), dtype="float32")
     a[...] = Weights(torch.tensor([1.0, 2.0]))
     assert list(a[...]) == [1.0, 2.0]
+
+
+def test_h5py_and_older_names_make_what_zarr_python_makes(tmp_path: Path) -> None:
+    data = RNG.integers(0, 9, (6, 4)).astype("int16")
+    ours = gpuzarr.group(str(tmp_path / "ours.zarr"))
+    theirs = zarr.open_group(str(tmp_path / "theirs.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr-python's: these names are old
+        for g in (ours, theirs):
+            g.create_dataset("d", shape=data.shape, data=data, chunks=(3, 2))
+            g.create("c", shape=(5,), dtype="f4", fill_value=2.5)
+            g.array("a", shape=data.shape, dtype="int16", data=data)
+            g.require_dataset("d", shape=data.shape, dtype="int32")  # opens: int16 casts safely
+            g.require_dataset("r", shape=(3,), dtype="u1")  # creates
+        with pytest.raises(TypeError):
+            theirs.require_dataset("d", shape=data.shape, dtype="int8")
+    with pytest.raises(TypeError):
+        ours.require_dataset("d", shape=data.shape, dtype="int8")
+    for name in ("d", "c", "a", "r"):
+        mine = _described(zarr.open_array(str(tmp_path / "ours.zarr"), path=name, mode="r"))
+        yours = _described(theirs[name])
+        if name == "a":  # zarr-python 3.1's Group.array stores it uncompressed; ours compresses as create_array
+            assert (mine.pop("codecs"), yours.pop("codecs")) == (["BytesCodec", "ZstdCodec"], ["BytesCodec"])
+        assert mine == yours, name
+        np.testing.assert_array_equal(ours[name][...], theirs[name][...])
+    # h5py takes the shape from the data; zarr-python wants it given
+    assert ours.create_dataset("h", data=data).shape == data.shape
+    np.testing.assert_array_equal(ours["h"][...], data)
+
+
+def test_values_and_required_groups_as_zarr_python(tmp_path: Path) -> None:
+    _hierarchy(gpuzarr.group(str(tmp_path / "g.zarr")))
+    ours = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    theirs = zarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    assert [a.path for a in ours.array_values()] == sorted(a.path for a in theirs.array_values())
+    assert [g.path for g in ours.group_values()] == sorted(g.path for g in theirs.group_values())
+    made = ours.require_groups("d_group", "e/f", "g")
+    assert [g.path for g in made] == ["d_group", "e/f", "g"]
+    assert sorted(theirs.group_keys()) == ["b_group", "d_group", "e", "g"]
+    with pytest.raises(TypeError):
+        ours.require_groups("g", "a_array")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_like_methods_of_a_group_as_zarr_python(tmp_path: Path, zarr_format: int) -> None:
+    source = zarr.create_array(
+        str(tmp_path / "source.zarr"), shape=(6, 8), chunks=(3, 4), dtype="uint16", fill_value=9,
+        zarr_format=zarr_format,
+    )  # fmt: skip
+    ours = gpuzarr.group(str(tmp_path / "ours.zarr"), zarr_format=zarr_format)
+    theirs = zarr.open_group(str(tmp_path / "theirs.zarr"), mode="w", zarr_format=zarr_format)
+
+    def make_like(g: Any) -> None:
+        g.empty_like(name="e", data=source)
+        g.zeros_like(name="z", data=source)
+        g.ones_like(name="o", data=source, dtype="int8")
+        g.full_like(name="f", data=source)
+        g.full_like(name="f7", data=np.zeros((2, 3), "f4"), fill_value=7.0)
+
+    make_like(ours)
+    if zarr_format == 2:
+        # zarr-python 3.1 passes a v2 source's compressor on to a v3 array, and fails
+        with pytest.raises(ValueError, match="compressor"):
+            make_like(theirs)
+        for name, fill in (("e", 9), ("z", 0), ("f", 9)):
+            mine = zarr.open_array(str(tmp_path / "ours.zarr"), path=name, mode="r")
+            assert _described(mine) == {**_described(source), "fill_value": fill}, name
+        return
+    make_like(theirs)
+    for name in ("e", "z", "o", "f", "f7"):
+        mine = zarr.open_array(str(tmp_path / "ours.zarr"), path=name, mode="r")
+        assert _described(mine) == _described(theirs[name]), name
+        np.testing.assert_array_equal(ours[name][...], theirs[name][...])
+    with pytest.raises(TypeError):
+        ours.full_like(name="x", data=np.zeros(3))  # nothing lends it a fill value
+
+
+def test_like_methods_take_a_source_of_the_other_format_as_data(tmp_path: Path) -> None:
+    # A hierarchy holds one format: the source's codecs stay behind, its layout comes along.
+    source = gpuzarr.create(
+        str(tmp_path / "source.zarr"), shape=(6, 8), chunks=(3, 4), dtype=">i4", fill_value=3, zarr_format=2
+    )
+    g = gpuzarr.group(str(tmp_path / "g.zarr"), zarr_format=3)
+    made = g.full_like(name="f", data=source)
+    assert (made.zarr_format, made.shape, made.chunks, made.fill_value) == (3, (6, 8), (3, 4), 3)
+    assert made.dtype == np.dtype("int32")
+    assert zarr.open_array(str(tmp_path / "g.zarr"), path="f", mode="r")[0, 0] == 3
+    v2 = gpuzarr.group(str(tmp_path / "g2.zarr"), zarr_format=2)
+    sharded = gpuzarr.create(
+        str(tmp_path / "sharded.zarr"), shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="u1", fill_value=1
+    )
+    copy = v2.zeros_like(name="z", data=sharded)
+    assert (copy.zarr_format, copy.chunks, copy.fill_value) == (2, (4, 4), 0)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_mask_selections_and_the_v2_compressor_as_zarr_python(tmp_path: Path, zarr_format: int) -> None:
+    data = RNG.integers(0, 100, (5, 7)).astype("int32")
+    mask = RNG.random((5, 7)) > 0.6
+    ours = gpuzarr.create_array(str(tmp_path / "ours.zarr"), data=data, chunks=(2, 3), zarr_format=zarr_format)
+    theirs = zarr.create_array(str(tmp_path / "theirs.zarr"), data=data, chunks=(2, 3), zarr_format=zarr_format)
+    np.testing.assert_array_equal(ours.get_mask_selection(mask), theirs.get_mask_selection(mask))
+    values = np.arange(int(mask.sum()), dtype="int32")
+    ours.set_mask_selection(mask, values)
+    theirs.set_mask_selection(mask, values)
+    np.testing.assert_array_equal(ours[...], theirs[...])
+    for bad in (mask[:4], mask.astype("int8")):
+        with pytest.raises(IndexError):
+            ours.get_mask_selection(bad)
+        with pytest.raises(IndexError):
+            theirs.get_mask_selection(bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # zarr-python's: use compressors
+        their_compressor = theirs.compressor if zarr_format == 2 else None
+    if zarr_format == 2:
+        assert numcodecs.get_codec(ours.compressor) == their_compressor
+        assert gpuzarr.create_array(str(tmp_path / "raw.zarr"), shape=(2,), dtype="u1", zarr_format=2,
+                                    compressors=None).compressor is None  # fmt: skip
+    else:
+        with pytest.raises(TypeError):
+            _ = ours.compressor
+        with warnings.catch_warnings(), pytest.raises(TypeError):
+            warnings.simplefilter("ignore", DeprecationWarning)
+            _ = theirs.compressor
