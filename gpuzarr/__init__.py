@@ -21,6 +21,7 @@ from .api import (
     open_array,
     open_consolidated,
     open_group,
+    tree,
 )
 from .core.array import Array
 from .core.group import Group
@@ -97,6 +98,7 @@ __all__ = [
     "save",
     "save_array",
     "save_group",
+    "tree",
     "zeros",
     "zeros_like",
 ]

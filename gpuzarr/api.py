@@ -10,7 +10,7 @@ to :mod:`gpuzarr.core.group` and :func:`gpuzarr.hierarchy.write_node`, and Tenso
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .consolidated import consolidate
 from .core.array import Array
@@ -19,6 +19,9 @@ from .errors import ArrayNotFoundError, GroupNotFoundError, InvalidArgumentError
 from .hierarchy import node_exists, parse_mode, read_node
 from .store import MemoryStore, Store, StoreLike, make_store
 from .store.base import validate_path
+
+if TYPE_CHECKING:
+    from .core.tree import TreeRepr
 
 Mode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -367,6 +370,8 @@ def create(
     device: str = "auto",
     path: str = "",
     storage_options: dict[str, Any] | None = None,
+    config: Any = None,
+    chunk_shape: Any = None,
 ) -> Array:
     """Create an array and return it open for writing.
 
@@ -440,11 +445,20 @@ def create(
         The array's path below ``store``.
     storage_options
         Options of an object store URL or kvstore (see :func:`open`).
+    config
+        zarr-python's ``ArrayConfig`` (or a dict of its keys), as :func:`create_array` takes it.
+    chunk_shape
+        zarr-python's Zarr v3 name for ``chunks``; giving both raises
+        :class:`~gpuzarr.errors.InvalidArgumentError`.
 
     Returns
     -------
     Array
     """
+    if chunk_shape is not None:
+        if chunks is not None:
+            raise InvalidArgumentError("chunks and chunk_shape: give one of them")
+        chunks = chunk_shape
     s, base = _store(store, storage_options=storage_options)
     return new_array(
         s,
@@ -454,6 +468,7 @@ def create(
         data=data,
         overwrite=overwrite,
         device=device,
+        config=config,
         chunks=chunks,
         shards=shards,
         zarr_format=zarr_format,
@@ -548,6 +563,13 @@ def create_array(
         chunk_key_encoding=chunk_key_encoding,
         dimension_separator=dimension_separator,
     )
+
+
+def tree(grp: Group, expand: bool | None = None, level: int | None = None) -> TreeRepr:
+    """The hierarchy below a group as text: ``grp.tree(expand, level)``, as ``zarr.tree``."""
+    if not isinstance(grp, Group):
+        raise TypeError(f"tree: expected a gpuzarr Group, got {type(grp).__name__}")
+    return grp.tree(expand, level)
 
 
 def _chunk_key_encoding_json(encoding: Any) -> Any:

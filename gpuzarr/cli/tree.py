@@ -41,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
             name = "/" + node.path.rsplit("/", 1)[-1] if node.path else "/"
             drawn = render_tree(f"{name} {node.shape} {node.dtype}", [], plain=args.plain)
         else:
-            drawn = node.tree(args.level, max_nodes=args.max_nodes, plain=args.plain)
+            drawn = node.tree(level=args.level, max_nodes=args.max_nodes, plain=args.plain)
     print(drawn.text, end="")
     return 0

@@ -44,6 +44,27 @@ class Array:
     (``a[...] = x``) with NumPy's semantics on the whole array.
     """
 
+    @classmethod
+    def open(cls, store: Any, **kwargs: Any) -> Array:
+        """The array at ``store``, by zarr-python's classmethod name.
+
+        :func:`gpuzarr.open_array`, which takes ``path``, ``mode`` and ``device``.
+        """
+        from ..api import open_array
+
+        return open_array(store, **kwargs)
+
+    @classmethod
+    def create(cls, store: Any, **kwargs: Any) -> Array:
+        """A new array at ``store``, by zarr-python's classmethod name.
+
+        :func:`gpuzarr.create`, which takes ``shape``, ``dtype``, ``chunk_shape`` or
+        ``chunks``, ``codecs``, ``config``, ...
+        """
+        from ..api import create
+
+        return create(store, **kwargs)
+
     def __init__(
         self,
         store: Store,

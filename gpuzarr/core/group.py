@@ -22,6 +22,7 @@ from ..consolidated import (
     record_node_erased,
 )
 from ..errors import (
+    GroupNotFoundError,
     IncompatibleNodeError,
     InvalidArgumentError,
     MetadataError,
@@ -73,6 +74,38 @@ class Group:
     with no further metadata reads, as zarr-python does; nodes missing from it are not looked
     for in the store.
     """
+
+    @classmethod
+    def open(cls, store: Any, zarr_format: int | None = None, **kwargs: Any) -> Group:
+        """The group at ``store``, by zarr-python's classmethod name.
+
+        ``path``, ``mode`` and ``device`` as :func:`gpuzarr.open` takes them; ``zarr_format``
+        (None: either) is the format it must have. GroupNotFoundError where there is no such
+        group.
+        """
+        from ..api import open as open_node_at
+
+        try:
+            node = open_node_at(store, **kwargs)
+        except NodeNotFoundError as exc:
+            raise GroupNotFoundError(str(exc)) from None
+        if not isinstance(node, Group):
+            raise GroupNotFoundError(f"{node.path or '/'!r} is an array, not a group")
+        if zarr_format is not None and node.zarr_format != zarr_format:
+            raise GroupNotFoundError(f"{node.path or '/'!r} is a Zarr v{node.zarr_format} group, not v{zarr_format}")
+        return node
+
+    @classmethod
+    def from_store(
+        cls, store: Any, *, attributes: dict[str, Any] | None = None, zarr_format: int = 3, overwrite: bool = False
+    ) -> Group:
+        """A new group at the root of ``store``, by zarr-python's classmethod name.
+
+        :func:`gpuzarr.create_group`.
+        """
+        from ..api import create_group
+
+        return create_group(store, attributes=attributes, zarr_format=zarr_format, overwrite=overwrite)
 
     def __init__(
         self,
@@ -246,11 +279,16 @@ class Group:
         except KeyError:
             return default
 
-    def tree(self, level: int | None = None, *, max_nodes: int = 500, plain: bool = False) -> TreeRepr:
+    def tree(
+        self, expand: bool | None = None, level: int | None = None, *, max_nodes: int = 500, plain: bool = False
+    ) -> TreeRepr:
         """The hierarchy below this group as text, as zarr-python's ``Group.tree()`` draws it.
 
         Parameters
         ----------
+        expand
+            zarr-python's first argument, which it refuses (zarr 2's widget opened expanded or
+            not): None or False. The text always shows every node down to ``level``.
         level
             How many levels below the children to show (None: all; 0: the children only).
         max_nodes
@@ -264,7 +302,9 @@ class Group:
         TreeRepr
             ``print(g.tree())`` shows it; ``str()`` and ``.text`` give the text.
         """
-        if level is not None and (not isinstance(level, int) or level < 0):
+        if expand:
+            raise NotImplementedError("tree: expand is not implemented (as in zarr-python): the text shows every level")
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int) or level < 0):
             raise InvalidArgumentError(f"level: expected None or an integer >= 0, got {level!r}")
         if not isinstance(max_nodes, int) or max_nodes < 0:
             raise InvalidArgumentError(f"max_nodes: expected an integer >= 0, got {max_nodes!r}")

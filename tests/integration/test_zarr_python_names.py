@@ -659,3 +659,40 @@ def test_mask_selections_and_the_v2_compressor_as_zarr_python(tmp_path: Path, za
         with warnings.catch_warnings(), pytest.raises(TypeError):
             warnings.simplefilter("ignore", DeprecationWarning)
             _ = theirs.compressor
+
+
+def test_classmethods_and_tree_by_zarr_python_names(tmp_path: Path) -> None:
+    made = gpuzarr.Array.create(
+        str(tmp_path / "a.zarr"), shape=(6, 4), dtype="int16", chunk_shape=(3, 2), fill_value=4,
+        config={"write_empty_chunks": True},
+    )  # fmt: skip
+    made[...] = 4
+    theirs = zarr.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert (theirs.chunks, theirs.fill_value, theirs.nchunks_initialized) == ((3, 2), 4, 4)  # stored though fill
+    assert gpuzarr.Array.open(str(tmp_path / "a.zarr")).chunks == (3, 2)
+    with pytest.raises(InvalidArgumentError, match="chunk_shape"):
+        gpuzarr.Array.create(str(tmp_path / "b.zarr"), shape=(2,), dtype="u1", chunks=(1,), chunk_shape=(1,))
+
+    g = gpuzarr.Group.from_store(str(tmp_path / "g.zarr"), attributes={"k": 1}, zarr_format=2)
+    _hierarchy(g)
+    assert dict(zarr.open_group(str(tmp_path / "g.zarr"), mode="r", zarr_format=2).attrs) == {"k": 1}
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.Group.from_store(str(tmp_path / "g.zarr"))
+    opened = gpuzarr.Group.open(str(tmp_path / "g.zarr"))
+    assert opened.zarr_format == 2 and list(opened) == sorted(zarr.open_group(str(tmp_path / "g.zarr")).keys())
+    with pytest.raises(gpuzarr.errors.GroupNotFoundError, match="v2 group, not v3"):
+        gpuzarr.Group.open(str(tmp_path / "g.zarr"), zarr_format=3)
+    with pytest.raises(gpuzarr.errors.GroupNotFoundError):
+        gpuzarr.Group.open(str(tmp_path / "a.zarr"))
+    their_group = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # zarr-python's: use Group.tree
+        their_tree = repr(zarr.tree(their_group, level=0))
+    assert gpuzarr.tree(opened, level=0).text == their_tree != ""
+    assert gpuzarr.tree(opened).text == opened.tree(None, None).text == repr(their_group.tree())
+    with pytest.raises(NotImplementedError):
+        opened.tree(True)
+    with pytest.raises(NotImplementedError):
+        their_group.tree(True)
+    with pytest.raises(TypeError):
+        gpuzarr.tree(their_group)  # type: ignore[arg-type]
