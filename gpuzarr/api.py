@@ -46,6 +46,8 @@ CREATE_OPTIONS = frozenset(
         "chunk_key_encoding",
         "dimension_separator",
         "overwrite",
+        "config",
+        "chunk_shape",
     }
 )
 
@@ -455,10 +457,6 @@ def create(
     -------
     Array
     """
-    if chunk_shape is not None:
-        if chunks is not None:
-            raise InvalidArgumentError("chunks and chunk_shape: give one of them")
-        chunks = chunk_shape
     s, base = _store(store, storage_options=storage_options)
     return new_array(
         s,
@@ -469,6 +467,7 @@ def create(
         overwrite=overwrite,
         device=device,
         config=config,
+        chunk_shape=chunk_shape,
         chunks=chunks,
         shards=shards,
         zarr_format=zarr_format,

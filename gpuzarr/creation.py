@@ -12,11 +12,11 @@ value. Keyword arguments override all of these.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from .api import create, create_array, open_array
 from .core.from_data import as_data, data_chunks
+from .core.like import check_full_like, like_args, like_fill, zarr_document
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -143,8 +143,8 @@ def array(data: Any, **kwargs: Any) -> Array:
     """
     data = as_data(data)
     defaults: dict[str, Any] = {}
-    if _zarr_document(data) is not None:
-        defaults = {**_like_args(data), "fill_value": data.fill_value}
+    if zarr_document(data) is not None:
+        defaults = {**like_args(data), "fill_value": data.fill_value}
         defaults.pop("shape", None)
         defaults.pop("dtype", None)
     else:
@@ -218,7 +218,7 @@ def from_array(
     Array
     """
     source = as_data(data)
-    document = _zarr_document(source)
+    document = zarr_document(source)
     source_format = None if document is None else int(document["zarr_format"])
     target_format = zarr_format or source_format or 3
     same_format = source_format == target_format
@@ -369,15 +369,6 @@ def full_like(a: Any, **kwargs: Any) -> Array:
     return _like(a, kwargs, keep_fill_value=True, fill_value=None)
 
 
-def check_full_like(a: Any) -> None:
-    """Raise TypeError where ``a`` has no fill value to lend ``full_like``.
-
-    Only a Zarr array has one, and zarr-python's ``full`` needs one.
-    """
-    if _zarr_document(a) is None:
-        raise TypeError("full_like: missing the fill_value argument")
-
-
 def open_like(a: Any, path: str, **kwargs: Any) -> Array:
     """Open the array at ``path``, creating it like ``a`` when it does not exist.
 
@@ -395,101 +386,16 @@ def open_like(a: Any, path: str, **kwargs: Any) -> Array:
     -------
     Array
     """
-    like = _like_args(a)
-    if _zarr_document(a) is not None:
+    like = like_args(a)
+    if zarr_document(a) is not None:
         like["fill_value"] = a.fill_value
     merged = {**like, **kwargs}
     return open_array(merged.pop("store", None), path=path, **merged)
 
 
 def _like(a: Any, kwargs: dict[str, Any], *, keep_fill_value: bool, fill_value: Any) -> Array:
-    merged = {**_like_fill(a, keep_fill_value, fill_value), **kwargs}
+    like = like_fill(a, keep_fill_value, fill_value)
+    if "chunk_shape" in kwargs:  # zarr-python's other name for chunks, given: it decides
+        like.pop("chunks", None)
+    merged = {**like, **kwargs}
     return create(merged.pop("store", None), **merged)
-
-
-def _like_fill(a: Any, keep_fill_value: bool, fill_value: Any) -> dict[str, Any]:
-    """:func:`_like_args` of ``a``, and the fill value.
-
-    ``a``'s own (``keep_fill_value``, for a Zarr array), else ``fill_value`` where not None.
-    """
-    like = _like_args(a)
-    if keep_fill_value and _zarr_document(a) is not None:
-        like["fill_value"] = a.fill_value
-    elif fill_value is not None:
-        like["fill_value"] = fill_value
-    return like
-
-
-#: what each ``*_like`` takes from its source besides the layout: (its fill value, else this one)
-LIKE_FILLS: dict[str, tuple[bool, Any]] = {
-    "empty": (True, None),
-    "zeros": (False, 0),
-    "ones": (False, 1),
-    "full": (True, None),
-}
-
-
-def like_arguments(kind: str, a: Any, zarr_format: int) -> dict[str, Any]:
-    """The arguments of :func:`gpuzarr.create` for a ``kind`` array like ``a``.
-
-    ``kind`` is "empty", "zeros", "ones" or "full"; the array goes into a hierarchy of
-    ``zarr_format``.
-
-    A Zarr array of the other format lends its shape, dtype, regular chunks and fill value only:
-    its codecs are of its format, and a hierarchy holds one format.
-    """
-    keep_fill_value, fill_value = LIKE_FILLS[kind]
-    like = _like_fill(a, keep_fill_value, fill_value)
-    if like.get("zarr_format", zarr_format) == zarr_format:
-        return like
-    kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
-    kept["dtype"] = as_data(a).dtype
-    chunks = like.get("chunks")
-    if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
-        kept["chunks"] = tuple(chunks)
-    return kept
-
-
-def _zarr_document(a: Any) -> dict[str, Any] | None:
-    """The metadata document of a gpuzarr or zarr-python array (``metadata.to_dict()``), else None."""
-    to_dict = getattr(getattr(a, "metadata", None), "to_dict", None)
-    if not callable(to_dict):
-        return None
-    doc = to_dict()
-    if not isinstance(doc, dict) or doc.get("zarr_format") not in (2, 3):
-        return None
-    # zarr-python gives tuples; JSON's lists are what create() takes.
-    as_json: dict[str, Any] = json.loads(json.dumps(doc, default=str))
-    return as_json
-
-
-def _like_args(a: Any) -> dict[str, Any]:
-    """What an array like ``a`` inherits (zarr-python's ``_like_args``, plus the format)."""
-    a = as_data(a)
-    new: dict[str, Any] = {"shape": tuple(a.shape), "dtype": a.dtype}
-    doc = _zarr_document(a)
-    if doc is None:
-        chunks = data_chunks(a)
-        if chunks is not None:
-            new["chunks"] = chunks
-        return new
-    # zarr-python does not carry the format, so its zeros_like of a v2 array fails on the v2
-    # compressor; carrying it makes the new array a true sibling.
-    new["zarr_format"] = doc["zarr_format"]
-    if doc["zarr_format"] == 2:
-        if isinstance(doc["dtype"], str):
-            new["dtype"] = doc["dtype"]  # keeps the byte order (">i4"), which ``a.dtype`` may not
-        new.update(
-            chunks=tuple(doc["chunks"]), order=doc["order"], compressor=doc["compressor"], filters=doc["filters"]
-        )
-        return new
-    # The whole chain with the stored (outer) grid: a sharded array's shards carry over, where
-    # zarr-python's inner chunks alone would make every shard one chunk.
-    grid = doc["chunk_grid"]
-    configuration = grid.get("configuration", {})
-    if grid.get("name") == "regular":
-        new["chunks"] = tuple(configuration["chunk_shape"])
-    elif "chunk_shapes" in configuration:
-        new["chunks"] = configuration["chunk_shapes"]
-    new["codecs"] = doc["codecs"]
-    return new

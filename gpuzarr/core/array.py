@@ -17,7 +17,14 @@ from ..attributes import Attributes
 from ..backends.cpu import as_host_array, write_plan
 from ..backends.select import resolve_device_for
 from ..consolidated import record_metadata_write
-from ..errors import BoundsCheckError, InvalidArgumentError, MetadataError, ReadOnlyError
+from ..errors import (
+    ArrayNotFoundError,
+    BoundsCheckError,
+    InvalidArgumentError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from ..hierarchy import write_documents
 from ..layout import ArrayLayout
 from ..metadata.json_util import check_attributes
@@ -45,25 +52,24 @@ class Array:
     """
 
     @classmethod
-    def open(cls, store: Any, **kwargs: Any) -> Array:
-        """The array at ``store``, by zarr-python's classmethod name.
+    def open(cls, store: Any, *, device: str = "auto") -> Array:
+        """The array at ``store`` (a path, URL, Store or kvstore dict), as zarr-python names it.
 
-        :func:`gpuzarr.open_array`, which takes ``path``, ``mode`` and ``device``.
+        :func:`gpuzarr.open_array` with no mode.
+
+        ArrayNotFoundError where a group or nothing is there.
         """
-        from ..api import open_array
+        from ..store import make_store
+        from .group import open_node
 
-        return open_array(store, **kwargs)
-
-    @classmethod
-    def create(cls, store: Any, **kwargs: Any) -> Array:
-        """A new array at ``store``, by zarr-python's classmethod name.
-
-        :func:`gpuzarr.create`, which takes ``shape``, ``dtype``, ``chunk_shape`` or
-        ``chunks``, ``codecs``, ``config``, ...
-        """
-        from ..api import create
-
-        return create(store, **kwargs)
+        opened, path = make_store(store)
+        try:
+            node = open_node(opened, path, device=device)
+        except NodeNotFoundError as exc:
+            raise ArrayNotFoundError(str(exc)) from None
+        if not isinstance(node, Array):
+            raise ArrayNotFoundError(f"{path or '/'!r} is a group, not an array")
+        return node
 
     def __init__(
         self,
@@ -686,6 +692,8 @@ def _checked_mask(mask: Any, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
 
     What a mask selection takes; the vectorised planner also takes integer arrays.
     """
+    if isinstance(mask, tuple) and len(mask) == 1:  # ``(mask,)``, as zarr-python takes it too
+        mask = mask[0]
     mask = mask.get() if hasattr(mask, "__cuda_array_interface__") and hasattr(mask, "get") else mask
     found = np.asarray(mask)
     if found.dtype != bool or found.shape != shape:

@@ -40,10 +40,12 @@ from ..hierarchy import (
 )
 from ..metadata.build import build_metadata
 from ..metadata.v2 import ZATTRS, ArrayMetadataV2
+from ..store import make_store
 from .array import Array
 from .from_data import as_data, shape_and_dtype
 from .from_data import write_data as write_data_into
 from .info import GroupInfo
+from .like import check_full_like, like_arguments
 from .tree import TreeRepr, render_tree
 
 if TYPE_CHECKING:
@@ -76,36 +78,39 @@ class Group:
     """
 
     @classmethod
-    def open(cls, store: Any, zarr_format: int | None = None, **kwargs: Any) -> Group:
-        """The group at ``store``, by zarr-python's classmethod name.
+    def open(cls, store: Any, zarr_format: int | None = None, *, device: str = "auto") -> Group:
+        """The group at ``store`` (a path, URL, Store or kvstore dict), as zarr-python names it.
 
-        ``path``, ``mode`` and ``device`` as :func:`gpuzarr.open` takes them; ``zarr_format``
-        (None: either) is the format it must have. GroupNotFoundError where there is no such
-        group.
+        :func:`gpuzarr.open_group` that never creates.
+
+        ``zarr_format`` (None: either) is the format it must have. GroupNotFoundError where
+        there is no such group.
         """
-        from ..api import open as open_node_at
-
+        if zarr_format not in (None, 2, 3):
+            raise MetadataError(f"zarr_format: expected None, 2 or 3, got {zarr_format!r}")
+        opened, path = make_store(store)
         try:
-            node = open_node_at(store, **kwargs)
+            node = open_node(opened, path, device=device)
         except NodeNotFoundError as exc:
             raise GroupNotFoundError(str(exc)) from None
         if not isinstance(node, Group):
-            raise GroupNotFoundError(f"{node.path or '/'!r} is an array, not a group")
+            raise GroupNotFoundError(f"{path or '/'!r} is an array, not a group")
         if zarr_format is not None and node.zarr_format != zarr_format:
-            raise GroupNotFoundError(f"{node.path or '/'!r} is a Zarr v{node.zarr_format} group, not v{zarr_format}")
+            raise GroupNotFoundError(f"{path or '/'!r} is a Zarr v{node.zarr_format} group, not v{zarr_format}")
         return node
 
     @classmethod
     def from_store(
         cls, store: Any, *, attributes: dict[str, Any] | None = None, zarr_format: int = 3, overwrite: bool = False
     ) -> Group:
-        """A new group at the root of ``store``, by zarr-python's classmethod name.
+        """A new group at ``store``, by zarr-python's classmethod name: :func:`gpuzarr.create_group`.
 
-        :func:`gpuzarr.create_group`.
+        ContainsNodeError where a node is there, unless ``overwrite``.
         """
-        from ..api import create_group
-
-        return create_group(store, attributes=attributes, zarr_format=zarr_format, overwrite=overwrite)
+        if zarr_format not in (2, 3):
+            raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
+        opened, path = make_store(store)
+        return create_group_node(opened, path, attributes, overwrite=overwrite, zarr_format=zarr_format)
 
     def __init__(
         self,
@@ -287,8 +292,8 @@ class Group:
         Parameters
         ----------
         expand
-            zarr-python's first argument, which it refuses (zarr 2's widget opened expanded or
-            not): None or False. The text always shows every node down to ``level``.
+            zarr-python's first argument, which it refuses unless None (zarr 2's widget opened
+            expanded or not), as gpuzarr does: the text shows every node down to ``level``.
         level
             How many levels below the children to show (None: all; 0: the children only).
         max_nodes
@@ -302,7 +307,7 @@ class Group:
         TreeRepr
             ``print(g.tree())`` shows it; ``str()`` and ``.text`` give the text.
         """
-        if expand:
+        if expand is not None:
             raise NotImplementedError("tree: expand is not implemented (as in zarr-python): the text shows every level")
         if level is not None and (isinstance(level, bool) or not isinstance(level, int) or level < 0):
             raise InvalidArgumentError(f"level: expected None or an integer >= 0, got {level!r}")
@@ -371,11 +376,11 @@ class Group:
         return self._like("full", name, data, kwargs)
 
     def _like(self, kind: str, name: str, data: Any, kwargs: dict[str, Any]) -> Array:
-        from ..creation import check_full_like, like_arguments
-
         if kind == "full" and "fill_value" not in kwargs:
             check_full_like(data)
         arguments = like_arguments(kind, data, kwargs.get("zarr_format", self._zarr_format))
+        if "chunk_shape" in kwargs:  # zarr-python's other name for chunks, given: it decides
+            arguments.pop("chunks", None)
         return self.create_array(name, **{**arguments, **kwargs})
 
     def create(self, name: str, **kwargs: Any) -> Array:
@@ -534,6 +539,7 @@ def new_array(
     device: str = "auto",
     config: Any = None,
     write_data: bool = True,
+    chunk_shape: Any = None,
     **metadata_options: Any,
 ) -> Array:
     """Create the array at ``path`` of ``store``.
@@ -541,9 +547,14 @@ def new_array(
     Its shape and dtype are given or taken from ``data`` (written into it unless
     ``write_data`` is False), ``metadata_options`` as
     :func:`gpuzarr.metadata.build.build_metadata` takes them, ``config`` as zarr-python's
-    (:func:`write_empty_chunks_of`). What :func:`gpuzarr.create`, :func:`gpuzarr.create_array`
-    and :meth:`Group.create_array` share.
+    (:func:`write_empty_chunks_of`), ``chunk_shape`` zarr-python's other name for ``chunks``.
+    What :func:`gpuzarr.create`, :func:`gpuzarr.create_array` and :meth:`Group.create_array`
+    share.
     """
+    if chunk_shape is not None:
+        if metadata_options.get("chunks") not in (None, "auto"):
+            raise InvalidArgumentError("chunks and chunk_shape: give one of them")
+        metadata_options["chunks"] = chunk_shape
     write_empty_chunks = write_empty_chunks_of(config)
     if data is not None:
         data = as_data(data)

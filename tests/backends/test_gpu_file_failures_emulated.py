@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.backends.cuda import executor
+from gpuzarr.backends.cuda import executor, numpy_device
 from gpuzarr.backends.cuda.launches import FileSpan
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import StoreError, StorePermissionError
@@ -172,3 +172,25 @@ def test_a_file_that_cannot_be_read_on_the_cpu_fallback_is_the_stores_error(tmp_
     assert not isinstance(caught.value, StorePermissionError)
     assert (caught.value.key, caught.value.errno, caught.value.url) == ("c/0", errno.ENOENT, str(tmp_path / "a.zarr"))
 
+
+
+def test_a_read_error_naming_no_file_is_reported_for_the_chunk_that_failed(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An I/O error from a read (EIO) names no file, unlike a refused open: the device says
+    which read failed, and the error names that chunk, not the batch's first. (The disk's
+    error is made here: no file system here fails a read on demand.)"""
+    array = _local(tmp_path, "v3-raw-u1")
+    read_file_span = numpy_device.read_file_span
+
+    def failing(span: FileSpan) -> bytes:
+        if span.path.endswith(VICTIM):
+            raise OSError(errno.EIO, "Input/output error")
+        return read_file_span(span)
+
+    monkeypatch.setattr(numpy_device, "read_file_span", failing)
+    with gpuzarr.config.set(gpu_direct_reads=True), pytest.raises(StoreError) as caught:
+        _on_gpu(array)[...]
+    assert (caught.value.key, caught.value.errno) == (VICTIM, errno.EIO)
+    assert str(_victim(tmp_path)) in str(caught.value)
+    assert caught.value.__cause__ is not caught.value

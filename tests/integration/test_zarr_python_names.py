@@ -612,6 +612,16 @@ def test_like_methods_of_a_group_as_zarr_python(tmp_path: Path, zarr_format: int
         ours.full_like(name="x", data=np.zeros(3))  # nothing lends it a fill value
 
 
+def test_chunk_shape_is_taken_wherever_an_array_is_made_like_another(tmp_path: Path) -> None:
+    source = gpuzarr.create(str(tmp_path / "s.zarr"), shape=(8, 8), chunks=(4, 4), dtype="u1")
+    g = gpuzarr.group(str(tmp_path / "g.zarr"))
+    assert g.zeros_like(name="z", data=source, chunk_shape=(2, 2)).chunks == (2, 2)
+    assert gpuzarr.zeros_like(source, store=str(tmp_path / "z.zarr"), chunk_shape=(8, 2)).chunks == (8, 2)
+    assert g.create_dataset("d", shape=(4,), dtype="u1", chunk_shape=(2,)).chunks == (2,)
+    with pytest.raises(InvalidArgumentError, match="chunk_shape"):
+        g.create_array("e", shape=(4,), dtype="u1", chunks=(1,), chunk_shape=(2,))
+
+
 def test_like_methods_take_a_source_of_the_other_format_as_data(tmp_path: Path) -> None:
     # A hierarchy holds one format: the source's codecs stay behind, its layout comes along.
     source = gpuzarr.create(
@@ -646,6 +656,15 @@ def test_mask_selections_and_the_v2_compressor_as_zarr_python(tmp_path: Path, za
             ours.get_mask_selection(bad)
         with pytest.raises(IndexError):
             theirs.get_mask_selection(bad)
+    np.testing.assert_array_equal(ours.get_mask_selection((mask,)), theirs.get_mask_selection((mask,)))
+    nothing = np.zeros_like(mask)
+    assert ours.get_mask_selection(nothing).shape == theirs.get_mask_selection(nothing).shape == (0,)
+    # integers of the array's shape would be taken for coordinates by a[...].vindex: refused
+    line = gpuzarr.create_array(str(tmp_path / "line.zarr"), data=np.arange(12, dtype="int32"))
+    with pytest.raises(IndexError, match="booleans"):
+        line.get_mask_selection(np.ones(12, dtype="int8"))
+    with pytest.raises(IndexError, match="booleans"):
+        line.set_mask_selection(np.ones(12, dtype="int8"), 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # zarr-python's: use compressors
         their_compressor = theirs.compressor if zarr_format == 2 else None
@@ -662,7 +681,7 @@ def test_mask_selections_and_the_v2_compressor_as_zarr_python(tmp_path: Path, za
 
 
 def test_classmethods_and_tree_by_zarr_python_names(tmp_path: Path) -> None:
-    made = gpuzarr.Array.create(
+    made = gpuzarr.create(
         str(tmp_path / "a.zarr"), shape=(6, 4), dtype="int16", chunk_shape=(3, 2), fill_value=4,
         config={"write_empty_chunks": True},
     )  # fmt: skip
@@ -670,8 +689,15 @@ def test_classmethods_and_tree_by_zarr_python_names(tmp_path: Path) -> None:
     theirs = zarr.open_array(str(tmp_path / "a.zarr"), mode="r")
     assert (theirs.chunks, theirs.fill_value, theirs.nchunks_initialized) == ((3, 2), 4, 4)  # stored though fill
     assert gpuzarr.Array.open(str(tmp_path / "a.zarr")).chunks == (3, 2)
+    with pytest.raises(gpuzarr.errors.ArrayNotFoundError):
+        gpuzarr.Array.open(str(tmp_path / "nothing.zarr"))
     with pytest.raises(InvalidArgumentError, match="chunk_shape"):
-        gpuzarr.Array.create(str(tmp_path / "b.zarr"), shape=(2,), dtype="u1", chunks=(1,), chunk_shape=(1,))
+        gpuzarr.create(str(tmp_path / "b.zarr"), shape=(2,), dtype="u1", chunks=(1,), chunk_shape=(1,))
+    # zarr-python's other name for chunks, and its config, wherever arrays are made
+    opened = gpuzarr.open(str(tmp_path / "c.zarr"), mode="a", shape=(4,), dtype="u1", chunk_shape=(2,))
+    assert opened.chunks == zarr.open_array(str(tmp_path / "c.zarr"), mode="r").chunks == (2,)
+    assert gpuzarr.open_array(str(tmp_path / "d.zarr"), mode="w", shape=(4,), dtype="u1",
+                              config={"write_empty_chunks": False}).shape == (4,)  # fmt: skip
 
     g = gpuzarr.Group.from_store(str(tmp_path / "g.zarr"), attributes={"k": 1}, zarr_format=2)
     _hierarchy(g)
@@ -690,9 +716,12 @@ def test_classmethods_and_tree_by_zarr_python_names(tmp_path: Path) -> None:
         their_tree = repr(zarr.tree(their_group, level=0))
     assert gpuzarr.tree(opened, level=0).text == their_tree != ""
     assert gpuzarr.tree(opened).text == opened.tree(None, None).text == repr(their_group.tree())
-    with pytest.raises(NotImplementedError):
-        opened.tree(True)
-    with pytest.raises(NotImplementedError):
-        their_group.tree(True)
+    for expand in (True, False, 0):  # zarr-python's first argument, refused unless None
+        with pytest.raises(NotImplementedError):
+            opened.tree(expand)
+        with pytest.raises(NotImplementedError):
+            their_group.tree(expand)
+    with pytest.raises(gpuzarr.errors.MetadataError, match="zarr_format"):
+        gpuzarr.Group.open(str(tmp_path / "g.zarr"), zarr_format=4)
     with pytest.raises(TypeError):
         gpuzarr.tree(their_group)  # type: ignore[arg-type]

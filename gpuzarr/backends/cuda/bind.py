@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ...codecs.base import as_uint8
 from ...codecs.crc32c import crc32c
-from ...errors import ChunkNotFoundError, CorruptChunkError
+from ...errors import ChunkNotFoundError, CorruptChunkError, GpuZarrError
 from ...parallel import run_coding_tasks
 from ...store.sharding import COALESCE_GAP_BYTES
 from . import launch_checks
@@ -407,6 +407,8 @@ def _check_direct_frame(task: ChunkTask, span: FileSpan) -> npt.NDArray[np.uint8
             raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
         else:
             return None
+    except GpuZarrError:
+        raise
     except OSError as exc:  # a read the file system refused (an I/O error)
         raise span_read_failure(span, task.key, task.where, exc) from exc
     finally:

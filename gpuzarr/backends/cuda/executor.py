@@ -276,10 +276,18 @@ def _read_files(plan: GpuReadPlan, bound: BoundBatch, device: Device, staging: A
     try:
         got_bytes = device.read_files(bound.file_reads, staging, work)
     except OSError as exc:
-        # The read of the file the system refused (a device names the path where it can).
-        read = next((r for r in bound.file_reads if r.span.path == exc.filename), bound.file_reads[0])
-        task = plan.tasks[read.task]
-        raise span_read_failure(read.span, task.key, task.where, exc) from exc
+        # The read of the file the system refused: devices name its path in the error.
+        read = next((r for r in bound.file_reads if r.span.path == exc.filename), None)
+        failure: Exception
+        if read is None:  # not known: the store, and no chunk, is named
+            first = bound.file_reads[0].span
+            failure = os_failure(first.store_url or first.path, None, "read a chunk file", exc)
+        else:
+            task = plan.tasks[read.task]
+            failure = span_read_failure(read.span, task.key, task.where, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
     _check_files_unchanged(plan, bound)  # a replaced file also explains a short read
     for read, n in zip(bound.file_reads, got_bytes, strict=True):
         if n == read.span.nbytes:

@@ -106,7 +106,8 @@ def span_read_failure(span: FileSpan, key: str, where: str, exc: OSError) -> Exc
     """What a file system's refusal to open or read ``span``'s file (for chunk ``key``; ``where``
     names an inner chunk) is: :class:`FileChanged` where the file is gone (removed, or renamed
     over, since the host located it), else the store's typed error, as the host path raises it
-    (``StorePermissionError`` for permission denied, ``StoreError`` otherwise, naming the key)."""
+    (``StorePermissionError`` for permission denied, ``StoreError`` otherwise, naming the key).
+    A gpuzarr error comes back as it is: the caller raises it again, not ``from`` itself."""
     if isinstance(exc, GpuZarrError):
         return exc
     if isinstance(exc, FileNotFoundError):

@@ -169,7 +169,11 @@ class CpuEmulatedDevice:
             n = read.span.nbytes
             if read.offset < 0 or read.offset + n > buffer.size:
                 raise ValueError(f"file read of {n} bytes at {read.offset} leaves the {buffer.size}-byte buffer")
-            data = read_file_span(read.span)
+            try:
+                data = read_file_span(read.span)
+            except OSError as exc:
+                exc.filename = exc.filename or read.span.path  # which read failed (an EIO names none)
+                raise
             buffer[read.offset : read.offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
             done.append(len(data))
         return done

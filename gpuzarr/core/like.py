@@ -1,0 +1,107 @@
+"""What an array made "like" another takes from it: shape, dtype, chunks, codecs and fill
+value (zarr-python's ``_like_args``, plus the format), for :mod:`gpuzarr.creation`'s
+``*_like`` functions, ``array`` and ``from_array``, and the ``*_like`` methods of groups."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .from_data import as_data, data_chunks
+
+
+def check_full_like(a: Any) -> None:
+    """Raise TypeError where ``a`` has no fill value to lend ``full_like``.
+
+    Only a Zarr array has one, and zarr-python's ``full`` needs one.
+    """
+    if zarr_document(a) is None:
+        raise TypeError("full_like: missing the fill_value argument")
+
+
+def like_fill(a: Any, keep_fill_value: bool, fill_value: Any) -> dict[str, Any]:
+    """:func:`like_args` of ``a``, and the fill value.
+
+    ``a``'s own (``keep_fill_value``, for a Zarr array), else ``fill_value`` where not None.
+    """
+    like = like_args(a)
+    if keep_fill_value and zarr_document(a) is not None:
+        like["fill_value"] = a.fill_value
+    elif fill_value is not None:
+        like["fill_value"] = fill_value
+    return like
+
+
+#: what each ``*_like`` takes from its source besides the layout: (its fill value, else this one)
+LIKE_FILLS: dict[str, tuple[bool, Any]] = {
+    "empty": (True, None),
+    "zeros": (False, 0),
+    "ones": (False, 1),
+    "full": (True, None),
+}
+
+
+def like_arguments(kind: str, a: Any, zarr_format: int) -> dict[str, Any]:
+    """The arguments of :func:`gpuzarr.create` for a ``kind`` array like ``a``.
+
+    ``kind`` is "empty", "zeros", "ones" or "full"; the array goes into a hierarchy of
+    ``zarr_format``.
+
+    A Zarr array of the other format lends its shape, dtype, regular chunks and fill value only:
+    its codecs are of its format, and a hierarchy holds one format.
+    """
+    keep_fill_value, fill_value = LIKE_FILLS[kind]
+    like = like_fill(a, keep_fill_value, fill_value)
+    if like.get("zarr_format", zarr_format) == zarr_format:
+        return like
+    kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
+    kept["dtype"] = as_data(a).dtype
+    chunks = like.get("chunks")
+    if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
+        kept["chunks"] = tuple(chunks)
+    return kept
+
+
+def zarr_document(a: Any) -> dict[str, Any] | None:
+    """The metadata document of a gpuzarr or zarr-python array (``metadata.to_dict()``), else None."""
+    to_dict = getattr(getattr(a, "metadata", None), "to_dict", None)
+    if not callable(to_dict):
+        return None
+    doc = to_dict()
+    if not isinstance(doc, dict) or doc.get("zarr_format") not in (2, 3):
+        return None
+    # zarr-python gives tuples; JSON's lists are what create() takes.
+    as_json: dict[str, Any] = json.loads(json.dumps(doc, default=str))
+    return as_json
+
+
+def like_args(a: Any) -> dict[str, Any]:
+    """What an array like ``a`` inherits (zarr-python's ``_like_args``, plus the format)."""
+    a = as_data(a)
+    new: dict[str, Any] = {"shape": tuple(a.shape), "dtype": a.dtype}
+    doc = zarr_document(a)
+    if doc is None:
+        chunks = data_chunks(a)
+        if chunks is not None:
+            new["chunks"] = chunks
+        return new
+    # zarr-python does not carry the format, so its zeros_like of a v2 array fails on the v2
+    # compressor; carrying it makes the new array a true sibling.
+    new["zarr_format"] = doc["zarr_format"]
+    if doc["zarr_format"] == 2:
+        if isinstance(doc["dtype"], str):
+            new["dtype"] = doc["dtype"]  # keeps the byte order (">i4"), which ``a.dtype`` may not
+        new.update(
+            chunks=tuple(doc["chunks"]), order=doc["order"], compressor=doc["compressor"], filters=doc["filters"]
+        )
+        return new
+    # The whole chain with the stored (outer) grid: a sharded array's shards carry over, where
+    # zarr-python's inner chunks alone would make every shard one chunk.
+    grid = doc["chunk_grid"]
+    configuration = grid.get("configuration", {})
+    if grid.get("name") == "regular":
+        new["chunks"] = tuple(configuration["chunk_shape"])
+    elif "chunk_shapes" in configuration:
+        new["chunks"] = configuration["chunk_shapes"]
+    new["codecs"] = doc["codecs"]
+    return new
