@@ -370,16 +370,17 @@ class LocalStore(Store):
 
     # -- listing ---------------------------------------------------------------------------------
 
-    def _walk(self, directory: str, *, partial_writes: bool = False) -> Iterator[str]:
+    def _walk(
+        self, directory: str, *, partial_writes: bool = False, refused: list[str] | None = None
+    ) -> Iterator[str]:
         """The keys below ``directory`` ("" or a prefix ending in '/'), in no order; with
         ``partial_writes``, the temporary files of writes instead.
 
         Links leaving the root are skipped (unless followed); a directory that is one of its
         own ancestors (a link loop) is not entered again, so a walk always ends. As
-        ``os.walk`` and zarr-python's listings do, what cannot be listed is skipped: a
-        directory gone meanwhile, a link that loops, and one the file system will not list (a
-        ``lost+found`` in a volume's root must not make every listing fail). Erasing does not
-        list: it raises where it cannot reach what it is to remove.
+        ``os.walk`` does, what cannot be listed is skipped: a directory gone meanwhile, a link
+        that loops, and one the file system will not list, which goes to ``refused`` where
+        given. Erasing does not list: it raises where it cannot reach what it is to remove.
         """
         top = os.path.join(self._real_root, directory)
         if directory and self._link_leaves(top):
@@ -393,7 +394,9 @@ class LocalStore(Store):
             rel, path, ancestors = stack.pop()
             try:
                 entries = os.scandir(path)
-            except OSError:  # gone, not a directory, or not ours to read: as os.walk does
+            except OSError as exc:  # gone, not a directory, or not ours to read: as os.walk does
+                if refused is not None and isinstance(exc, PermissionError):
+                    refused.append(rel)
                 continue
             with entries:
                 for entry in entries:
@@ -440,13 +443,23 @@ class LocalStore(Store):
         ]
         keys = sorted(prefix + e.name for e in entries if _entry_is(e, "file"))
         # erase() leaves empty directories behind: a child prefix is listed only when it holds a
-        # key, as in every other store.
+        # key, as in every other store, or may (see _may_hold_keys).
         dirs = sorted(
-            prefix + e.name + "/"
-            for e in entries
-            if _entry_is(e, "dir") and next(self._walk(prefix + e.name + "/"), None) is not None
+            prefix + e.name + "/" for e in entries if _entry_is(e, "dir") and self._may_hold_keys(prefix + e.name + "/")
         )
         return keys, dirs
+
+    def _may_hold_keys(self, directory: str) -> bool:
+        """Whether ``directory`` holds a key, or a folder in it that the file system will not
+        list, which may hold some: listed, what it names is then read and the refusal raised
+        (``StorePermissionError``), as zarr-python raises it, rather than a group's listing,
+        and the consolidated metadata written from it, leaving a node out without a word.
+        Except ``lost+found``, the folder of a volume's root that only its owner lists: a
+        store at a volume's root must stay listable."""
+        refused: list[str] = []
+        if next(self._walk(directory, refused=refused), None) is not None:
+            return True
+        return any(rel.rstrip("/").rsplit("/", 1)[-1] != "lost+found" for rel in refused)
 
     # -- writing ---------------------------------------------------------------------------------
 

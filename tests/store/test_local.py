@@ -575,6 +575,38 @@ def test_a_directory_no_one_may_list_does_not_break_listings(tmp_path: Path) -> 
         shutil.rmtree(base)
 
 
+def test_a_node_no_one_may_read_is_an_error_not_left_out_as_in_zarr_python(tmp_path: Path) -> None:
+    """A subgroup the file system will not list: a group's listing, and the consolidated
+    metadata written from it, raise rather than leave it out (which readers of the consolidated
+    metadata, who may read it, would then never see). zarr-python 3.1.6 raises PermissionError
+    there too (not run here: as another user, its lazy imports of root's files fail)."""
+    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
+    try:
+        base.chmod(0o777)
+        root = gpuzarr.group(base / "g.zarr")
+        root.create_group("a").create_array("x", shape=(2,), dtype="i1")
+        root.create_array("b", shape=(2,), dtype="i1")
+        for path in [base / "g.zarr", *(base / "g.zarr").rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        private = base / "g.zarr" / "a"
+        private.chmod(0o700)
+        store = LocalStore(base / "g.zarr")
+        # What runs as another user must be imported first: Python's own files are root's.
+        gpuzarr.consolidate_metadata(gpuzarr.group(base / "warm.zarr").store)
+        with without_permission(private):
+            assert store.list_dir("")[1] == ["a/", "b/"]  # it may hold nodes: listed
+            with pytest.raises(StorePermissionError) as caught:
+                list(gpuzarr.open_group(base / "g.zarr", mode="r"))
+            assert caught.value.key == "a/zarr.json"
+            with pytest.raises(StorePermissionError):
+                gpuzarr.consolidate_metadata(base / "g.zarr")
+            assert sorted(k for k in store.list_prefix("")) == ["b/zarr.json", "zarr.json"]  # keys: as before
+        assert "consolidated_metadata" not in (base / "g.zarr" / "zarr.json").read_text()
+        assert [name for name, _ in gpuzarr.open_group(base / "g.zarr", mode="r").members()] == ["a", "b"]
+    finally:
+        shutil.rmtree(base)
+
+
 @pytest.mark.parametrize("planted", ["dangling", "to a file"])
 def test_a_link_planted_at_a_lock_files_name_is_refused_not_followed(tmp_path: Path, planted: str) -> None:
     store = LocalStore(tmp_path / "s")
