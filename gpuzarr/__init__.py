@@ -23,6 +23,7 @@ from .api import (
     open_group,
     tree,
 )
+from .convert import convert
 from .core.array import Array
 from .core.group import Group
 from .creation import (
@@ -77,6 +78,7 @@ __all__ = [
     "array",
     "config",
     "consolidate_metadata",
+    "convert",
     "create",
     "create_array",
     "create_group",

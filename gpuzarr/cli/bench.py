@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..convert.destination import for_rank
+from ..convert.nodes import open_path
 from ..core.array import Array
 from ..errors import DeviceError, InvalidArgumentError
 from ..metadata.limits import format_bytes
-from .nodes import open_path
-from .options import add_storage_options, for_rank, non_negative_int, positive_int, shape
+from .options import add_storage_options, non_negative_int, positive_int, shape
 
 if TYPE_CHECKING:
     import argparse

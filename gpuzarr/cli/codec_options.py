@@ -22,9 +22,10 @@ import argparse
 import json
 from typing import Any
 
+from ..convert.destination import BLOSC_SHUFFLES
+
 DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
 BLOSC_DEFAULT = ("lz4", 5, "shuffle")
-BLOSC_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
 
 

@@ -14,14 +14,14 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..consolidated import MEMBER, load_view
+from ..convert.nodes import node_name
 from ..core.group import Group
 from ..errors import MetadataError
 from ..hierarchy import read_node, require_node
-from .nodes import node_name
 
 if TYPE_CHECKING:
+    from ..convert.nodes import Node
     from ..hierarchy import NodeInfo
-    from .nodes import Node
 
 
 def consolidated_problems(root: Node) -> list[tuple[str, str]]:

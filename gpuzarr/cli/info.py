@@ -13,8 +13,8 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..convert.nodes import children, node_name, open_path, walk
 from ..core.array import Array
-from .nodes import children, node_name, open_path, walk
 from .options import add_storage_options
 
 if TYPE_CHECKING:

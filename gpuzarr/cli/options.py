@@ -107,20 +107,3 @@ def shape(text: str) -> tuple[int, ...]:
     if any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
-
-
-def for_rank(values: tuple[int, ...], ndim: int, option: str, where: str) -> tuple[int, ...]:
-    """A shape option for an array of ``ndim`` axes: one number widened to every axis.
-
-    Raises InvalidArgumentError naming the option and the array when the ranks differ.
-    """
-    from ..errors import InvalidArgumentError
-
-    if len(values) == 1:
-        return values * ndim
-    if len(values) != ndim:
-        raise InvalidArgumentError(
-            f"{option} {','.join(map(str, values))}: {where} has {ndim} dimensions, got {len(values)} "
-            "sizes (one size applies to every axis)"
-        )
-    return values

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..convert.nodes import open_path
 from ..core.array import Array
 from ..core.tree import render_tree
-from .nodes import open_path
 from .options import add_storage_options, non_negative_int
 
 if TYPE_CHECKING:

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..convert.nodes import node_name, open_path, walk
+from ..convert.progress import Progress, run_parallel
+from ..convert.regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
 from ..core.array import Array
 from ..core.info import stored_chunk_coords
 from ..errors import CorruptChunkError
 from ..store.sharding import EMPTY, read_shard_index
 from .consolidated_check import consolidated_problems
-from .nodes import node_name, open_path, walk
 from .options import add_jobs_option, add_progress_option, add_storage_options
-from .progress import Progress, run_parallel
-from .regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
 
 if TYPE_CHECKING:
     import argparse

@@ -87,6 +87,15 @@ def _object_json(value: Any, field: str) -> dict[str, Any] | str | None:
     return None
 
 
+def codec_json(value: Any, field: str) -> dict[str, Any]:
+    """One codec argument (a zarr-python or numcodecs codec object, or JSON of either format) as
+    its JSON, unchecked: where it goes, its format's chain checks it."""
+    found = _object_json(value, field)
+    if not isinstance(found, dict) or not ("id" in found or "name" in found):
+        raise _not_a_codec(value, field)
+    return found
+
+
 def _not_a_codec(value: Any, field: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"{field}: expected a codec (a zarr-python or numcodecs codec object, or its JSON), got {value!r}"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.cli import regions
+from gpuzarr.convert import regions
 
 from .conftest import mask_data, raw_data, run_module
 
@@ -189,10 +189,10 @@ class WriterRecordingStore(gpuzarr.MemoryStore):
 def test_parallel_regions_are_written_by_several_threads_each_owning_its_shards(
     hierarchy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpuzarr.cli.copy import copy_array
-    from gpuzarr.cli.destination import FormatOptions
-    from gpuzarr.cli.destination_nodes import Tally, prepare_nodes
-    from gpuzarr.cli.progress import Progress
+    from gpuzarr.convert.destination import FormatOptions
+    from gpuzarr.convert.destination_nodes import Tally, prepare_nodes
+    from gpuzarr.convert.engine import copy_array
+    from gpuzarr.convert.progress import Progress
 
     # Small regions: many of them, one shard each, written by four threads.
     monkeypatch.setattr(regions, "TARGET_BYTES", 16 * 16 * 16 * 2)

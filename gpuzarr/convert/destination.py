@@ -33,13 +33,30 @@ from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
 from ..metadata.named_dtypes import NAMES
 from ..metadata.v2 import ArrayMetadataV2
-from .codec_options import BLOSC_SHUFFLES
-from .options import for_rank
 from .xarray_conventions import DIMENSIONS_ATTRIBUTE, FILL_VALUE_ATTRIBUTE, decode_fill_attribute, encode_fill_attribute
 
 if TYPE_CHECKING:
     from ..core.array import Array
     from ..metadata.v3 import ArrayMetadata
+
+#: Blosc's shuffle names (Zarr v3) and numbers (numcodecs)
+BLOSC_SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+def for_rank(values: tuple[int, ...], ndim: int, option: str, where: str) -> tuple[int, ...]:
+    """A shape option for an array of ``ndim`` axes: one number widened to every axis.
+
+    Raises InvalidArgumentError naming the option and the array when the ranks differ.
+    """
+    if len(values) == 1:
+        return values * ndim
+    if len(values) != ndim:
+        raise InvalidArgumentError(
+            f"{option} {','.join(map(str, values))}: {where} has {ndim} dimensions, got {len(values)} "
+            "sizes (one size applies to every axis)"
+        )
+    return values
+
 
 class _Keep:
     """``--shards`` not given: the source's shards stay (not a string: argparse would parse a

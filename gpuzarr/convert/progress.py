@@ -34,7 +34,7 @@ def run_parallel(
         for item in items:
             on_result(item, func(item))
         return
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gpuzarr-cli") as pool:
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gpuzarr-copy") as pool:
         futures = {pool.submit(func, item): item for item in items}
         try:
             for future in as_completed(futures):

@@ -1,5 +1,6 @@
-"""``gpuzarr convert`` across formats keeps what xarray reads: dimension names and ``_FillValue``
-translated between Zarr v2 and v3 as xarray's own ``to_zarr`` writes them."""
+"""``gpuzarr.convert`` (and so ``gpuzarr convert``) across formats keeps what xarray reads:
+dimension names and ``_FillValue`` translated between Zarr v2 and v3 as xarray's own
+``to_zarr`` writes them."""
 
 from __future__ import annotations
 
@@ -10,14 +11,11 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.cli.xarray_conventions import decode_fill_attribute, encode_fill_attribute
+from gpuzarr.convert.xarray_conventions import decode_fill_attribute, encode_fill_attribute
 from gpuzarr.errors import MetadataError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
-
-    Cli = Callable[..., tuple[int, str, str]]
 
 xr = pytest.importorskip("xarray")
 pd = pytest.importorskip("pandas")
@@ -54,11 +52,10 @@ def _dataset() -> Any:
 
 
 @pytest.mark.parametrize(("source_format", "target_format"), [(2, 3), (3, 2)])
-def test_convert_keeps_what_xarray_reads(tmp_path: Path, cli: Cli, source_format: int, target_format: int) -> None:
+def test_convert_keeps_what_xarray_reads(tmp_path: Path, source_format: int, target_format: int) -> None:
     source = xarray_cases.write(_dataset(), tmp_path / "src.zarr", source_format, consolidated=True)
     target = tmp_path / "dst.zarr"
-    status, _, err = cli("convert", source, target, "--zarr-format", str(target_format))
-    assert status == 0, err
+    gpuzarr.convert(source, target, zarr_format=target_format)
     expected = xarray_cases.open_zarr_engine(source).load()
     found = xarray_cases.open_zarr_engine(target).load()
     xr.testing.assert_identical(found, expected)
@@ -66,17 +63,17 @@ def test_convert_keeps_what_xarray_reads(tmp_path: Path, cli: Cli, source_format
     assert np.isnan(found["zeros"].values).sum() == 0  # chunks SRC did not store read as 0, not -1
 
 
-def test_fill_value_moves_between_attribute_and_metadata(tmp_path: Path, cli: Cli) -> None:
+def test_fill_value_moves_between_attribute_and_metadata(tmp_path: Path) -> None:
     source = xarray_cases.write(_dataset(), tmp_path / "src.zarr", 3, consolidated=False)
     attributes = json.loads((source / "floats" / "zarr.json").read_text())["attributes"]
     assert attributes["_FillValue"] == encode_fill_attribute(-1, np.dtype("f4"))  # xarray's encoding
-    assert cli("convert", source, tmp_path / "v2.zarr", "--zarr-format", "2")[0] == 0
+    gpuzarr.convert(source, tmp_path / "v2.zarr", zarr_format=2)
     v2 = gpuzarr.open_array(tmp_path / "v2.zarr" / "floats")
     assert v2.fill_value == -1 and "_FillValue" not in v2.attrs
     assert v2.attrs["_ARRAY_DIMENSIONS"] == ["x"]
     assert gpuzarr.open_array(tmp_path / "v2.zarr" / "scalar").attrs["_ARRAY_DIMENSIONS"] == []
     assert gpuzarr.open_array(tmp_path / "v2.zarr" / "name").fill_value is None  # no _FillValue: null
-    assert cli("convert", tmp_path / "v2.zarr", tmp_path / "v3.zarr", "--zarr-format", "3")[0] == 0
+    gpuzarr.convert(tmp_path / "v2.zarr", tmp_path / "v3.zarr", zarr_format=3)
     v3 = gpuzarr.open_array(tmp_path / "v3.zarr" / "floats")
     assert v3.fill_value == -1 and v3.attrs["_FillValue"] == attributes["_FillValue"]
     assert v3.dimension_names == ("x",) and "_ARRAY_DIMENSIONS" not in v3.attrs

@@ -1,4 +1,4 @@
-"""Opening the node a command-line PATH names, and walking the hierarchy below a group."""
+"""Opening the node a PATH (or store URL) names, and walking the hierarchy below a group."""
 
 from __future__ import annotations
 

@@ -1,0 +1,153 @@
+"""``gpuzarr.convert``: copies of arrays and hierarchies from Python, their encoding kept (stored
+bytes moved as they are) or changed (Zarr version, chunks, shards, compression), each read back
+by zarr-python, resumed where an earlier copy stopped, and refused where they cannot be made."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numcodecs
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.convert import KEEP, ConvertReport
+from gpuzarr.errors import ContainsNodeError, InvalidArgumentError
+from tests.cli.conftest import RAW_SHAPE, make_hierarchy, mask_data, raw_data
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+zarr = pytest.importorskip("zarr")
+
+
+def _stored(path: Path) -> dict[str, bytes]:
+    """Every file below ``path`` by its relative name (a store's keys and their bytes)."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_copy_without_options_moves_the_stored_bytes_and_resumes(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    report = gpuzarr.convert(source, tmp_path / "copy.zarr")
+    assert isinstance(report, ConvertReport)
+    assert (report.arrays, report.groups, report.skipped) == (2, 2, 0)
+    # the sharded array's inner chunks, and the mask's chunks stored (its last row of chunks is
+    # all fill value: not stored, not visited)
+    assert report.written == 5 * 4 * 3 + 6
+    assert report.nbytes == int(np.prod(RAW_SHAPE)) * 2 + 30 * 30 * 4
+    assert _stored(tmp_path / "copy.zarr") == _stored(source)  # byte for byte, metadata included
+    again = gpuzarr.convert(source, tmp_path / "copy.zarr")
+    assert (again.written, again.skipped) == (0, report.written)  # all there already: skipped
+
+
+def test_a_v3_hierarchy_converted_to_v2_reads_the_same_in_zarr_python(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    report = gpuzarr.convert(
+        source, tmp_path / "v2.zarr", zarr_format=2, chunks=10, compressors=numcodecs.Zstd(level=5)
+    )
+    assert report.arrays == 2 and report.written > 0
+    theirs = zarr.open_group(str(tmp_path / "v2.zarr"), mode="r", zarr_format=2)
+    raw, mask = theirs["raw"], theirs["labels/mask"]
+    np.testing.assert_array_equal(raw[...], raw_data())
+    np.testing.assert_array_equal(mask[...], mask_data())  # NaNs where nothing was written
+    assert (raw.chunks, raw.metadata.compressor.get_config()["level"]) == ((10, 10, 10), 5)
+    assert raw.attrs["_ARRAY_DIMENSIONS"] == ["z", "y", "x"]  # xarray's names, kept across formats
+    assert dict(theirs.attrs) == {"title": "cli test"}
+
+
+def test_a_v2_array_converted_to_sharded_v3(tmp_path: Path) -> None:
+    data = np.random.default_rng(3).integers(0, 1000, (64, 48), dtype=np.int32)
+    zarr.create_array(str(tmp_path / "v2.zarr"), data=data, chunks=(16, 16), zarr_format=2)
+    report = gpuzarr.convert(
+        str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr"), zarr_format=3, chunks=(8, 8), shards=(32, 16),
+        compressors=[zarr.codecs.ZstdCodec(level=2), {"name": "crc32c"}],
+    )  # fmt: skip
+    assert report.written == 8 * 6
+    theirs = zarr.open_array(str(tmp_path / "v3.zarr"), mode="r")
+    np.testing.assert_array_equal(theirs[...], data)
+    assert (theirs.chunks, theirs.shards) == ((8, 8), (32, 16))
+    assert [type(c).__name__ for c in theirs.compressors] == ["ZstdCodec", "Crc32cCodec"]
+
+
+def test_sharding_and_compression_removed(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    gpuzarr.convert(f"{source}/raw", tmp_path / "plain.zarr", shards=None, compressors=None)
+    theirs = zarr.open_array(str(tmp_path / "plain.zarr"), mode="r")
+    np.testing.assert_array_equal(theirs[...], raw_data())
+    assert (theirs.shards, theirs.chunks, list(theirs.compressors)) == (None, (8, 8, 8), [])
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_an_open_array_or_group_is_a_source(tmp_path: Path, device: str) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    group = gpuzarr.open_group(source, mode="r", device=device)
+    gpuzarr.convert(group["raw"], tmp_path / "raw.zarr", chunks=(20, 15, 10), shards=None)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "raw.zarr"), mode="r")[...], raw_data())
+    memory = gpuzarr.MemoryStore()
+    report = gpuzarr.convert(group, memory, zarr_format=2, compressors=numcodecs.Blosc())
+    assert report.groups == 2
+    np.testing.assert_array_equal(gpuzarr.open(memory, path="labels/mask")[...], mask_data())
+
+
+def test_a_resumed_conversion_writes_only_what_is_missing_or_different(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    first = gpuzarr.convert(source / "raw", tmp_path / "c.zarr", chunks=(10, 10, 10), shards=None)
+    assert first.written == 4 * 3 * 2
+    (tmp_path / "c.zarr" / "c" / "0" / "0" / "0").unlink()  # an interrupted run never wrote it
+    (tmp_path / "c.zarr" / "c" / "1" / "1" / "1").write_bytes(b"torn")  # nor finished this one
+    again = gpuzarr.convert(source / "raw", tmp_path / "c.zarr", chunks=(10, 10, 10), shards=None)
+    assert (again.written, again.skipped) == (2, first.written - 2)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "c.zarr"), mode="r")[...], raw_data())
+
+
+def test_other_metadata_at_the_destination_needs_overwrite(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    gpuzarr.convert(source / "raw", tmp_path / "c.zarr")
+    with pytest.raises(ContainsNodeError):
+        gpuzarr.convert(source / "raw", tmp_path / "c.zarr", chunks=4)
+    report = gpuzarr.convert(source / "raw", tmp_path / "c.zarr", chunks=4, overwrite=True)
+    assert report.skipped == 0
+    assert zarr.open_array(str(tmp_path / "c.zarr"), mode="r").chunks == (4, 4, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"zarr_format": 4}, "zarr_format"),
+        ({"chunks": (0, 4, 4)}, "chunks"),
+        ({"chunks": (True,)}, "chunks"),
+        ({"shards": "big"}, "shards"),
+        ({"jobs": 0}, "jobs"),
+        ({"compressors": "zstd"}, "compressors"),
+        ({"chunks": (4, 4)}, "3 dimensions"),
+    ],
+)
+def test_options_that_cannot_be_met_are_refused_before_anything_is_written(
+    tmp_path: Path, kwargs: dict[str, Any], match: str
+) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    with pytest.raises(InvalidArgumentError, match=match):
+        gpuzarr.convert(source / "raw", tmp_path / "c.zarr", **kwargs)
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_a_v3_codec_with_no_v2_form_asks_for_compressors(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    with pytest.raises(InvalidArgumentError, match="crc32c"):
+        gpuzarr.convert(source, tmp_path / "v2.zarr", zarr_format=2)  # the mask's crc32c
+    gpuzarr.convert(source, tmp_path / "v2.zarr", zarr_format=2, compressors=numcodecs.GZip(level=1))
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "v2.zarr/labels/mask"), mode="r")[...], mask_data())
+
+
+def test_overlapping_places_are_refused(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    for destination in (source, source / "copy", tmp_path):
+        with pytest.raises(InvalidArgumentError, match="overlap"):
+            gpuzarr.convert(source, destination)
+
+
+def test_keep_is_the_default_of_shards_and_compressors() -> None:
+    import inspect
+
+    parameters = inspect.signature(gpuzarr.convert).parameters
+    assert parameters["shards"].default is KEEP and parameters["compressors"].default is KEEP
