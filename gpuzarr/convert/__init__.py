@@ -6,6 +6,7 @@ run stopped. The command line's ``gpuzarr copy`` and ``gpuzarr convert`` run the
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,8 +17,9 @@ from ..errors import InvalidArgumentError
 from ..metadata.codec_args import codec_json
 from ..store import make_store
 from .destination import KEEP, FormatOptions
-from .engine import copy_nodes, refuse_overlap
+from .engine import copy_nodes
 from .nodes import open_path
+from .places import refuse_overlapping_nodes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -31,7 +33,9 @@ class ConvertReport:
 
     arrays: int  #: arrays copied
     groups: int  #: groups copied
-    written: int  #: chunks (inner chunks when sharded) written
+    #: chunks (inner chunks when sharded) written; where the data is encoded again, those equal
+    #: to the fill value, which the writer leaves out, count too
+    written: int
     skipped: int  #: chunks the destination already held, equal (a resumed copy)
     nbytes: int  #: decoded bytes of the arrays copied
     seconds: float  #: how long it took
@@ -100,13 +104,15 @@ def convert(
         raise InvalidArgumentError(f"zarr_format: expected None, 2 or 3, got {zarr_format!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InvalidArgumentError(f"jobs: expected an integer >= 1, got {jobs!r}")
+    if not isinstance(overwrite, bool):
+        raise InvalidArgumentError(f"overwrite: expected True or False, got {overwrite!r}")
     options = FormatOptions(zarr_format, _shape(chunks, "chunks"), _shards(shards), _compressors(compressors))
-    if isinstance(source, (str, os.PathLike)) and isinstance(destination, (str, os.PathLike)):
-        refuse_overlap(os.fspath(source), os.fspath(destination))
     dst_options = storage_options if destination_storage_options is None else destination_storage_options
     with _opened(source, storage_options) as node:
         store, base = make_store(destination, storage_options=dst_options)
+        base = base.strip("/")  # a kvstore's "path" ends in "/"
         try:
+            refuse_overlapping_nodes((node.store, node.path), (store, base))
             tally, shown = copy_nodes(
                 node, store, base, options, overwrite=overwrite, jobs=jobs, progress=progress, description="convert"
             )
@@ -134,12 +140,16 @@ def _opened(source: Any, storage_options: dict[str, Any] | None) -> Iterator[Arr
 
 
 def _shape(value: Any, field: str) -> tuple[int, ...] | None:
+    """``value`` (one integer for every axis, or one per axis; NumPy's integers too) as a
+    tuple of integers >= 1; None stays None."""
     if value is None:
         return None
-    values = (value,) if isinstance(value, int) and not isinstance(value, bool) else tuple(value)
-    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-        raise InvalidArgumentError(f"{field}: expected positive integers, got {value!r}")
-    return values
+    items = [value] if isinstance(value, numbers.Integral) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise InvalidArgumentError(f"{field}: expected an integer or a sequence of integers, got {value!r}")
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1 for v in items):
+        raise InvalidArgumentError(f"{field}: expected integers >= 1, got {value!r}")
+    return tuple(int(v) for v in items)
 
 
 def _shards(value: Any) -> Any:

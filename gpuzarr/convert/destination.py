@@ -92,15 +92,15 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
     if options.keeps_encoding_of(source):
         return source.metadata
     zarr_format = options.zarr_format or source.zarr_format
-    chunks: Any = source.chunks if options.chunks is None else for_rank(options.chunks, source.ndim, "--chunks", where)
+    chunks: Any = source.chunks if options.chunks is None else for_rank(options.chunks, source.ndim, "chunks", where)
     if options.shards is KEEP:
         shards = source.shards if zarr_format == 3 else None
     elif options.shards is None:
         shards = None
     elif zarr_format == 2:
-        raise InvalidArgumentError(f"--shards: {where}: Zarr v2 arrays cannot be sharded")
+        raise InvalidArgumentError(f"shards: {where}: Zarr v2 arrays cannot be sharded")
     else:
-        shards = for_rank(options.shards, source.ndim, "--shards", where)
+        shards = for_rank(options.shards, source.ndim, "shards", where)
     arguments = {"fill_value": source.fill_value}
     if zarr_format == 3:
         arguments.update(_v3_arguments(source))
@@ -232,5 +232,5 @@ def _v2_codec(codec: dict[str, Any], where: str) -> dict[str, Any]:
 def _no_v2_equivalent(where: str, codec: dict[str, Any], why: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"{where}: the codec {codec.get('name')!r} cannot be written in Zarr v2 ({why}); "
-        "choose v2 codecs with --compressor (e.g. --compressor zstd:3)"
+        "choose v2 codecs with compressors (the command line's --compressor, e.g. zstd:3)"
     )

@@ -91,7 +91,7 @@ def _refuse_to_erase_other_data(store: Store, base: str) -> None:
     if keys:
         shown = ", ".join(repr(k) for k in keys[:2]) + (", ..." if len(keys) > 2 else "")
         raise ContainsNodeError(
-            f"DST holds data that is not a Zarr array or group ({shown}); --overwrite replaces only a "
+            f"DST holds data that is not a Zarr array or group ({shown}); overwrite (--overwrite) replaces only a "
             "Zarr node: remove that data yourself, or copy to another place"
         )
 
@@ -105,7 +105,7 @@ def _prepare_group(store: Store, path: str, source: Group, zarr_format: int, ove
     if found.node_type != "group" or found.zarr_format != zarr_format:
         raise ContainsNodeError(
             f"DST {name}: a Zarr v{found.zarr_format} {found.node_type} is there, the copy is a Zarr "
-            f"v{zarr_format} group (pass --overwrite to replace DST)"
+            f"v{zarr_format} group (pass overwrite=True, or --overwrite, to replace DST)"
         )
     if found.attributes != attributes:
         existing = open_node(store, path, device="cpu")
@@ -124,13 +124,15 @@ def _prepare_array(
         return create_array_node(store, path, metadata, overwrite=overwrite, device="cpu")
     existing = open_node(store, path, device="cpu")
     if not isinstance(existing, Array):
-        raise ContainsNodeError(f"DST {name}: a group is there, the copy is an array (pass --overwrite to replace DST)")
+        raise ContainsNodeError(
+            f"DST {name}: a group is there, the copy is an array (pass overwrite=True, or --overwrite, to replace DST)"
+        )
     have, want = _encoding(existing.metadata), _encoding(metadata)
     if have != want:
         fields = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
         raise ContainsNodeError(
             f"DST {name}: an array with other metadata is there ({', '.join(fields)} differ); "
-            "pass --overwrite to replace DST"
+            "pass overwrite=True, or --overwrite, to replace DST"
         )
     if dict(existing.attrs) != metadata.attributes:
         existing.attrs.put(metadata.attributes)

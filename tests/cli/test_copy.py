@@ -229,7 +229,7 @@ def test_existing_destination_with_other_metadata(hierarchy: Path, tmp_path: Pat
     status, _, err = cli("convert", hierarchy, out, "--chunks", "4")
     assert status == 1
     assert "DST /labels/mask: an array with other metadata is there (chunk_grid" in err
-    assert err.rstrip().endswith("differ); pass --overwrite to replace DST")
+    assert err.rstrip().endswith("differ); pass overwrite=True, or --overwrite, to replace DST")
     assert _stored(out) == before
     status, _, _ = cli("convert", hierarchy, out, "--chunks", "4", "--overwrite")
     assert status == 0

@@ -139,11 +139,48 @@ def test_a_v3_codec_with_no_v2_form_asks_for_compressors(tmp_path: Path) -> None
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "v2.zarr/labels/mask"), mode="r")[...], mask_data())
 
 
-def test_overlapping_places_are_refused(tmp_path: Path) -> None:
+def test_overlapping_places_are_refused_however_they_are_named(tmp_path: Path) -> None:
     source = make_hierarchy(tmp_path / "h.zarr")
-    for destination in (source, source / "copy", tmp_path):
+    before = _stored(source)
+    as_kvstore = {"driver": "file", "path": str(source)}
+    for destination in (source, source / "copy", tmp_path, f"file://{source}/", as_kvstore):
         with pytest.raises(InvalidArgumentError, match="overlap"):
-            gpuzarr.convert(source, destination)
+            gpuzarr.convert(source, destination, overwrite=True)
+    raw = gpuzarr.open_array(source / "raw", mode="r")
+    for destination in (source / "raw", gpuzarr.LocalStore(source), {"driver": "file", "path": str(source / "raw/x")}):
+        with pytest.raises(InvalidArgumentError, match="overlap"):
+            gpuzarr.convert(raw, destination, overwrite=True)  # an open node: its store is where it lies
+    with pytest.raises(InvalidArgumentError, match="overlap"):
+        gpuzarr.convert(gpuzarr.LocalStore(tmp_path), source / "labels", overwrite=True)
+    assert _stored(source) == before  # nothing erased or written
+    memory = gpuzarr.MemoryStore()
+    gpuzarr.convert(source, memory)
+    with pytest.raises(InvalidArgumentError, match="overlap"):
+        gpuzarr.convert(memory, memory, overwrite=True)
+    np.testing.assert_array_equal(gpuzarr.open(memory, path="raw")[...], raw_data())
+
+
+def test_a_kvstore_destination_with_a_path(tmp_path: Path) -> None:
+    # A kvstore's path ends in "/": the node below the store's root, as for gpuzarr.open.
+    source = make_hierarchy(tmp_path / "h.zarr")
+    zipped = {"driver": "zip", "path": "inner/", "base": {"driver": "file", "path": str(tmp_path / "k.zip")}}
+    memory = {"driver": "memory", "path": "inner/"}
+    for destination in (zipped, memory):
+        report = gpuzarr.convert(source / "raw", destination)
+        assert report.arrays == 1
+    archive = zarr.storage.ZipStore(tmp_path / "k.zip", mode="r")
+    np.testing.assert_array_equal(zarr.open_array(archive, path="inner", mode="r")[...], raw_data())
+
+
+def test_numpy_integers_are_shapes_and_other_scalars_are_refused(tmp_path: Path) -> None:
+    source = make_hierarchy(tmp_path / "h.zarr")
+    report = gpuzarr.convert(source / "raw", tmp_path / "a.zarr", chunks=np.int64(10), shards=None)
+    assert report.arrays == 1 and zarr.open_array(str(tmp_path / "a.zarr"), mode="r").chunks == (10, 10, 10)
+    gpuzarr.convert(source / "raw", tmp_path / "b.zarr", chunks=(np.int32(20), 15, 10), shards=None)
+    assert zarr.open_array(str(tmp_path / "b.zarr"), mode="r").chunks == (20, 15, 10)
+    for bad in ({"chunks": 4.0}, {"shards": 4.0}, {"overwrite": "yes"}):
+        with pytest.raises(InvalidArgumentError):
+            gpuzarr.convert(source / "raw", tmp_path / "c.zarr", **bad)
 
 
 def test_keep_is_the_default_of_shards_and_compressors() -> None:

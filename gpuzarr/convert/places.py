@@ -1,0 +1,54 @@
+"""Where a node of a store lies, so that a copy can refuse a destination that overlaps its
+source whatever names them: paths, URLs, Store objects, kvstore dicts or open nodes."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidArgumentError
+from ..store.caching import CachingStore
+from ..store.local import LocalStore
+from ..store.memory import MemoryStore
+from ..store.read_only import ReadOnlyStore
+from ..store.zip import ZipStore
+
+if TYPE_CHECKING:
+    from ..store.base import Store
+
+
+def node_place(store: Store, path: str) -> tuple[str, tuple[str, ...]]:
+    """(what holds the data, the parts of the node's place in it).
+
+    A local directory is the file system (its real path, so that two roots one inside the
+    other, or a link to either, meet), a zip archive its real path, a memory store its dict
+    (``memory://name`` stores share one), a store of an object service or fsspec its URL; any
+    other store is itself. Views (read only, cached) are the store they show.
+    """
+    while isinstance(store, (ReadOnlyStore, CachingStore)):
+        store = store.inner
+    inner = tuple(part for part in path.split("/") if part)
+    if isinstance(store, LocalStore):
+        where = os.path.realpath(store.root)
+        return "file", tuple(part for part in where.split(os.sep) if part) + inner
+    if isinstance(store, ZipStore):
+        return f"zip:{os.path.realpath(store.path)}", inner
+    if isinstance(store, MemoryStore):
+        return f"memory:{id(store.data)}", inner
+    url = getattr(store, "url", None)
+    if isinstance(url, str):
+        return f"url:{url.rstrip('/')}", inner
+    return f"store:{id(store)}", inner
+
+
+def refuse_overlapping_nodes(source: tuple[Store, str], destination: tuple[Store, str]) -> None:
+    """Raise InvalidArgumentError where the destination node is the source node, or one lies
+    inside the other: a copy would read what it writes, and ``overwrite`` would erase the
+    source before reading it."""
+    (held_a, a), (held_b, b) = node_place(*source), node_place(*destination)
+    shorter = min(len(a), len(b))
+    if held_a == held_b and a[:shorter] == b[:shorter]:
+        raise InvalidArgumentError(
+            f"the destination ({destination[0]!r}, {destination[1] or '/'!r}) and the source "
+            f"({source[0]!r}, {source[1] or '/'!r}) overlap: copy to another place"
+        )
