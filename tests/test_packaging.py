@@ -44,10 +44,8 @@ def test_the_kernels_ship_as_package_data() -> None:
 
 
 def test_the_wheel_holds_every_module_the_kernels_and_the_typed_marker(tmp_path: Path) -> None:
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)]
+    built = subprocess.run([*command, str(REPO)], capture_output=True, text=True, timeout=300)
     if built.returncode != 0 and "No module named" in built.stderr:
         pytest.skip(f"cannot build here: {built.stderr.strip().splitlines()[-1]}")
     assert built.returncode == 0, built.stderr
