@@ -30,7 +30,7 @@ def _dataset() -> Any:
     packed = np.linspace(0, 1, 12)
     packed[3] = np.nan
     when = pd.date_range("2001-01-01", periods=12, freq="h").values.copy()
-    when[4] = np.datetime64("NaT")
+    when[4] = np.datetime64("NaT", "ns")
     ds = xr.Dataset(
         {
             "ints": ("x", np.arange(12, dtype="i4") - 3),

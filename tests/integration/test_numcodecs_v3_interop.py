@@ -165,6 +165,14 @@ def _chain(path: Path) -> list[dict[str, Any]]:
     return [plain(c) for c in json.loads((path / "zarr.json").read_text())["codecs"]]
 
 
+def _without_shuffle_size(chain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"name": c["name"]} if c["name"] == "numcodecs.shuffle" and set(c.get("configuration", {})) <= {"elementsize"}
+        else c
+        for c in chain
+    ]
+
+
 def _without_gzip_mtime(data: bytes) -> bytes:
     """A gzip member's header carries the time it was written (bytes 4-7): two writers a second
     apart differ there and nowhere else."""
@@ -203,7 +211,14 @@ def test_zarr_python_reads_gpuzarr(case: Case, tmp_path: Path) -> None:
     # The same chain as zarr-python writes for these codecs, and the same chunks.
     reference = tmp_path / "zp.zarr"
     _write_zarr_python(case, reference)
-    assert _chain(path) == _chain(reference)
+    if zarr.__version__.startswith("3.1."):
+        assert _chain(path) == _chain(reference)
+    else:
+        # Later zarr-python releases give numcodecs.shuffle the array's item size even after
+        # filters that change the type; gpuzarr keeps 3.1's, the size of what it shuffles.
+        assert _without_shuffle_size(_chain(path)) == _without_shuffle_size(_chain(reference))
+        if _chain(path) != _chain(reference):
+            return  # other shuffles, other bytes (each reads back, as checked above)
     if case.shards is None:  # the two writers order a shard's inner chunks differently
         assert _chunks(path) == _chunks(reference)
     else:

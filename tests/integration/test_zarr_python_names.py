@@ -323,9 +323,10 @@ def test_from_array_of_a_zarr_python_array_as_zarr_python(tmp_path: Path, kind: 
     zarr.from_array(str(tmp_path / "theirs.zarr"), data=source)
     ours_doc, theirs_doc = _document(tmp_path / "ours.zarr"), _document(tmp_path / "theirs.zarr")
     # zarr-python's docstring says the source's attributes and fill value are kept; 3.1.6 keeps
-    # neither (it writes {} and 0). gpuzarr keeps them, as documented there.
-    assert (ours_doc.pop("attributes"), ours_doc.pop("fill_value")) == (dict(source.attrs), source.fill_value)
-    assert (theirs_doc.pop("attributes"), theirs_doc.pop("fill_value")) == ({}, 0)
+    # neither (it writes {} and 0), later releases keep both. gpuzarr keeps them.
+    kept = (dict(source.attrs), source.fill_value)
+    assert (ours_doc.pop("attributes"), ours_doc.pop("fill_value")) == kept
+    assert (theirs_doc.pop("attributes"), theirs_doc.pop("fill_value")) in (({}, 0), kept)
     assert ours_doc == theirs_doc
     np.testing.assert_array_equal(ours[...], source[...])
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours.zarr"), mode="r")[...], source[...])
@@ -541,6 +542,8 @@ def test_h5py_and_older_names_make_what_zarr_python_makes(tmp_path: Path) -> Non
     data = RNG.integers(0, 9, (6, 4)).astype("int16")
     ours = gpuzarr.group(str(tmp_path / "ours.zarr"))
     theirs = zarr.open_group(str(tmp_path / "theirs.zarr"), mode="w")
+    if not hasattr(theirs, "create_dataset"):
+        pytest.skip(f"zarr-python {zarr.__version__} no longer has the h5py names to compare with")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zarr-python's: these names are old
         for g in (ours, theirs):
@@ -596,14 +599,16 @@ def test_like_methods_of_a_group_as_zarr_python(tmp_path: Path, zarr_format: int
 
     make_like(ours)
     if zarr_format == 2:
-        # zarr-python 3.1 passes a v2 source's compressor on to a v3 array, and fails
-        with pytest.raises(ValueError, match="compressor"):
-            make_like(theirs)
         for name, fill in (("e", 9), ("z", 0), ("f", 9)):
             mine = zarr.open_array(str(tmp_path / "ours.zarr"), path=name, mode="r")
             assert _described(mine) == {**_described(source), "fill_value": fill}, name
-        return
-    make_like(theirs)
+        try:
+            make_like(theirs)
+        except ValueError as exc:  # zarr-python 3.1 passes a v2 source's compressor on to v3, and fails
+            assert "compressor" in str(exc)
+            return
+    else:
+        make_like(theirs)
     for name in ("e", "z", "o", "f", "f7"):
         mine = zarr.open_array(str(tmp_path / "ours.zarr"), path=name, mode="r")
         assert _described(mine) == _described(theirs[name]), name

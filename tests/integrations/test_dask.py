@@ -11,14 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import dask
-import dask.array as da
 import numpy as np
 import pytest
-from dask.base import tokenize
 
 import gpuzarr
 from gpuzarr.errors import GpuZarrError, InvalidArgumentError, ReadOnlyError, UnalignedChunksError
+
+dask = pytest.importorskip("dask")  # the dask extra
+da = pytest.importorskip("dask.array")
+tokenize = pytest.importorskip("dask.base").tokenize
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -18,9 +18,9 @@ def cf_dataset() -> Any:
     """What notebooks write: coordinates, CF encodings, strings, booleans, every numeric width."""
     rng = np.random.default_rng(7)
     when = pd.date_range("2001-01-01", periods=6, freq="6h").values.copy()
-    when[2] = np.datetime64("NaT")
+    when[2] = np.datetime64("NaT", "ns")
     duration = pd.to_timedelta(np.arange(6), unit="min").values.copy()
-    duration[4] = np.timedelta64("NaT")
+    duration[4] = np.timedelta64("NaT", "ns")
     masked = np.where(np.arange(40).reshape(4, 10) % 7 == 0, np.nan, 1.5)
     packed = np.linspace(0, 1, 60).reshape(6, 10)
     packed[1, 2] = np.nan

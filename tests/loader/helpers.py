@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 import zlib
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pytest
 
 import gpuzarr
 
@@ -15,6 +17,12 @@ if TYPE_CHECKING:
     from gpuzarr.loader import Batch, CropLoader
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
+
+#: tests of PyTorch output (the loader's default): skipped where the test extra's torch is missing
+needs_torch = pytest.mark.skipif(find_spec("torch") is None, reason="torch (the test extra) is not installed")
+
+#: the outputs a test runs with, torch's skipped where it is missing
+OUTPUTS = ["numpy", pytest.param("torch", marks=needs_torch)]
 
 #: name -> gpuzarr.create keyword arguments: the layouts a loader reads
 LAYOUTS: dict[str, dict[str, Any]] = {

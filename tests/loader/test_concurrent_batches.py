@@ -20,7 +20,17 @@ from gpuzarr.loader.prefetch import lane_shares
 from gpuzarr.loader.reading import BatchReader
 from gpuzarr.parallel import cpu_workers
 
-from .helpers import assert_batch_matches, crop_list, loader_threads, make_volume, read_all, to_numpy, values
+from .helpers import (
+    OUTPUTS,
+    assert_batch_matches,
+    crop_list,
+    loader_threads,
+    make_volume,
+    needs_torch,
+    read_all,
+    to_numpy,
+    values,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -70,7 +80,7 @@ class _UnevenReads:
 
 
 @pytest.mark.parametrize("layout", ["v3-sharded-zstd", "v2-blosc-lz4"])
-@pytest.mark.parametrize("output", ["numpy", "torch"])
+@pytest.mark.parametrize("output", OUTPUTS)
 def test_batches_read_at_once_are_handed_over_in_order(
     sources: list[np.ndarray[Any, Any]], layout: str, output: str, four_workers: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,6 +103,7 @@ def test_batches_read_at_once_are_handed_over_in_order(
     assert uneven.workers == set(lane_shares(4, 3))  # each on its share of the CPU workers: 2, 1, 1
 
 
+@needs_torch
 def test_the_default_reads_up_to_four_batches_at_once_on_their_share_of_the_workers(
     sources: list[np.ndarray[Any, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,6 +156,7 @@ def test_a_state_taken_mid_epoch_resumes_exactly_with_batches_read_at_once(
     assert crop_list(list(iterator)) == expected_crops[12:]
 
 
+@needs_torch
 def test_a_failed_batch_is_handed_over_in_its_turn_and_nothing_after_it(
     sources: list[np.ndarray[Any, Any]], tmp_path: Path, four_workers: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,6 +248,7 @@ def test_lanes_started_before_one_that_cannot_start_are_stopped(
     assert len(read_all(loader)[0]) == 40  # the next pass starts its lanes
 
 
+@needs_torch
 def test_close_from_another_thread_ends_a_consumer_waiting_for_a_batch(
     sources: list[np.ndarray[Any, Any]], four_workers: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

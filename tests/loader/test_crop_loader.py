@@ -17,7 +17,18 @@ import gpuzarr
 from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 
-from .helpers import LAYOUTS, assert_batch_matches, crop_list, loader_threads, make_volume, read_all, to_numpy, values
+from .helpers import (
+    LAYOUTS,
+    OUTPUTS,
+    assert_batch_matches,
+    crop_list,
+    loader_threads,
+    make_volume,
+    needs_torch,
+    read_all,
+    to_numpy,
+    values,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,7 +48,7 @@ def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-@pytest.mark.parametrize("output", ["numpy", "torch"])
+@pytest.mark.parametrize("output", OUTPUTS)
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_every_batch_equals_numpy_slicing(
     sources: list[np.ndarray[Any, Any]], layout: str, output: str, prefetch: int
@@ -235,7 +246,7 @@ def test_a_pickled_loader_stands_where_the_original_stands(
         assert_batch_matches(b, sources, CROP)
 
 
-@pytest.mark.parametrize("output", ["numpy", "torch"])
+@pytest.mark.parametrize("output", OUTPUTS)
 def test_a_loop_that_drops_its_batches_reuses_a_small_pool(sources: list[np.ndarray[Any, Any]], output: str) -> None:
     # One batch read at a time (test_concurrent_batches.py has the bound with more).
     loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=64, output=output, prefetch=2, concurrent_batches=1)
@@ -247,7 +258,7 @@ def test_a_loop_that_drops_its_batches_reuses_a_small_pool(sources: list[np.ndar
     assert 2 <= len(addresses) <= 2 + 3  # prefetch + 3
 
 
-@pytest.mark.parametrize("output", ["numpy", "torch"])
+@pytest.mark.parametrize("output", OUTPUTS)
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_kept_batches_and_views_of_them_are_never_overwritten(
     sources: list[np.ndarray[Any, Any]], output: str, prefetch: int
@@ -281,6 +292,7 @@ def test_reuse_buffers_false_gives_every_batch_its_own_buffer(sources: list[np.n
     assert (repeats > 0) == reuse
 
 
+@needs_torch
 @pytest.mark.parametrize("lanes", [1, 3])
 def test_a_new_epoch_or_iteration_stops_the_threads_reading_ahead(
     sources: list[np.ndarray[Any, Any]], lanes: int

@@ -18,7 +18,7 @@ from gpuzarr.errors import CorruptChunkError, DeviceError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 from gpuzarr.loader.chunked import ChunkAssembler
 
-from .helpers import assert_batch_matches, loader_threads, make_volume, read_all, values
+from .helpers import assert_batch_matches, loader_threads, make_volume, needs_torch, read_all, values
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -186,6 +186,7 @@ def test_a_gpu_loader_refuses_to_run_in_a_forked_child(
     assert len(next(iter(loader))) == 3
 
 
+@needs_torch
 def test_a_gpu_loader_cannot_be_a_dataset_for_workers(
     emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
 ) -> None:

@@ -17,7 +17,7 @@ import gpuzarr
 from gpuzarr.errors import DeviceError
 from gpuzarr.loader import CropLoader
 
-from .helpers import assert_batch_matches, crop_list, make_volume, values
+from .helpers import assert_batch_matches, crop_list, make_volume, needs_torch, values
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,6 +66,7 @@ def volumes(tmp_path: Path) -> tuple[list[gpuzarr.Array], list[np.ndarray[Any, A
     return arrays, sources
 
 
+@needs_torch
 @pytest.mark.slow
 def test_spawn_workers_share_the_batches_in_the_loaders_order(
     volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]],
@@ -87,6 +88,7 @@ def test_spawn_workers_share_the_batches_in_the_loaders_order(
         assert_batch_matches(batch, sources, CROP)
 
 
+@needs_torch
 def test_the_dataset_in_this_process_reads_every_batch(
     volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]],
 ) -> None:
@@ -111,6 +113,7 @@ class _IterateInWorker:
         return (len(batch) for batch in self.loader)
 
 
+@needs_torch
 def test_a_gpu_loader_in_a_forked_dataloader_worker_says_what_to_do(
     emulated_gpu: EmulatedGpu, volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]]
 ) -> None:

@@ -296,7 +296,7 @@ def test_text_and_bytes_fill_from_python() -> None:
 
 def test_fill_comparison_of_times_treats_nat_as_equal() -> None:
     nat = DataType.from_json(time_type("datetime64", "s")).default_fill_value()
-    chunk = np.full((3, 4), np.datetime64("NaT"), dtype="M8[s]")
+    chunk = np.full((3, 4), np.datetime64("NaT", "s"), dtype="M8[s]")
     assert fill_value_bytes_equal(chunk, nat)
     chunk[2, 3] = np.datetime64(0, "s")
     assert not fill_value_bytes_equal(chunk, nat)
@@ -406,7 +406,7 @@ def test_v2_object_array_errors(changes: dict[str, Any], match: str) -> None:
         ("|S4", b64(b"ab"), b"ab", b64(b"ab\x00\x00")),  # written whole, which TensorStore needs
         ("|S4", b64(b"abcd"), b"abcd", b64(b"abcd")),
         ("<U2", "hé", "hé", "hé"),
-        ("<M8[s]", NAT, np.datetime64("NaT"), NAT),
+        ("<M8[s]", NAT, np.datetime64("NaT", "s"), NAT),
         ("<m8[ns]", 42, np.timedelta64(42, "ns"), 42),
     ],
 )

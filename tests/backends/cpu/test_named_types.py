@@ -91,7 +91,7 @@ def test_chunks_equal_to_the_fill_value_are_not_stored(
 
 def test_times_read_modify_write(store: gpuzarr.Store, sharded: bool) -> None:
     a = make(store, "M8[ms]", sharded)
-    model = np.full((10, 9), np.datetime64("NaT"), dtype="M8[ms]")
+    model = np.full((10, 9), np.datetime64("NaT", "ms"), dtype="M8[ms]")
     stamps = np.arange("2024-01-01", "2024-01-13", dtype="M8[D]").astype("M8[ms]").reshape(3, 4)
     a[5:8, 4:8] = stamps
     model[5:8, 4:8] = stamps
