@@ -38,7 +38,7 @@ from .options import add_jobs_option, add_progress_option, add_storage_options
 if TYPE_CHECKING:
     import argparse
 
-    from ..errors import MetadataError
+    from ..errors import GpuZarrError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Checked before any work: "--device gpu" without a usable GPU fails with the reason.
     device = resolve_device(args.device)
-    unreadable: list[tuple[str, MetadataError]] = []
+    unreadable: list[tuple[str, GpuZarrError]] = []
     with open_path(args.path, args.storage_options, device=args.device) as root:
         arrays = [
             (node_name(relative), node)

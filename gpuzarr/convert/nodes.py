@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import api
 from ..core.array import Array
 from ..core.group import Group, validate_node_name
-from ..errors import MetadataError
+from ..errors import GpuZarrError, MetadataError, StorePermissionError
 from ..hierarchy import node_prefix
 
 if TYPE_CHECKING:
@@ -28,13 +28,14 @@ def open_path(path: str, storage_options: dict[str, Any] | None, device: str = "
         node.store.close()
 
 
-def walk(node: Node, on_error: Callable[[str, MetadataError], None] | None = None) -> Iterator[tuple[str, Node]]:
+def walk(node: Node, on_error: Callable[[str, GpuZarrError], None] | None = None) -> Iterator[tuple[str, Node]]:
     """(path relative to ``node``, node) of ``node`` ("") and every node below it, each group
     before its children, names sorted.
 
-    ``on_error`` receives a child whose metadata cannot be read (its path and the error) and the
-    walk goes on without it; without ``on_error`` the error is raised. ``Group.members`` stops at
-    the first such child, which is why this walker lists a group's children itself.
+    ``on_error`` receives a child whose metadata cannot be read (its path and the error: bad
+    metadata, or a folder the file system will not let this process read) and the walk goes on
+    without it; without ``on_error`` the error is raised. ``Group.members`` stops at the first
+    such child, which is why this walker lists a group's children itself.
     """
     # An explicit stack, not recursion: hierarchies may be deeper than the recursion limit.
     stack: list[tuple[str, Node]] = [("", node)]
@@ -52,7 +53,7 @@ def children(group: Group) -> list[tuple[str, Node]]:
 
 
 def _children(
-    group: Group, relative: str, on_error: Callable[[str, MetadataError], None] | None
+    group: Group, relative: str, on_error: Callable[[str, GpuZarrError], None] | None
 ) -> Iterator[tuple[str, Node]]:
     for name in _child_names(group):
         path = f"{relative}/{name}" if relative else name
@@ -60,7 +61,7 @@ def _children(
             child = group[name]
         except KeyError:
             continue  # a directory holding no node
-        except MetadataError as exc:
+        except (MetadataError, StorePermissionError) as exc:
             if on_error is None:
                 raise
             on_error(path, exc)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,12 +14,12 @@ import pytest
 
 import gpuzarr
 from gpuzarr.store.sharding import ShardIndex
+from tests.permissions import without_permission
 
 from .conftest import run_module
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from tests.servers import HttpServer
 
@@ -222,3 +224,25 @@ def test_a_region_failure_no_object_repeats_is_reported(tmp_path: Path) -> None:
     key, reason = report.corrupt[0]
     assert key == "c/2" and "crc32c checksum mismatch" in reason
     assert reason.endswith("(reading a region failed; reading its objects again one by one did not)")
+
+
+def test_a_node_this_process_may_not_read_is_reported_and_the_rest_verified(cli: Cli) -> None:
+    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
+    try:
+        base.chmod(0o777)
+        root = gpuzarr.open_group(base / "h.zarr", mode="w")
+        root.create_group("private").create_array("x", shape=(4,), dtype="i1")
+        root.create_array("public", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
+        for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        (base / "h.zarr" / "private").chmod(0o700)
+        assert cli("verify", base / "h.zarr", "--json")[0] == 0  # imports what it needs, as root
+        with without_permission(base / "h.zarr" / "private"):
+            status, out, _ = cli("verify", base / "h.zarr", "--json")
+        doc = json.loads(out)
+        assert status == 1 and doc["ok"] is False
+        assert [a["name"] for a in doc["arrays"]] == ["/public"]  # verified all the same
+        (unreadable,) = doc["unreadable_metadata"]
+        assert unreadable["node"] == "/private" and "Permission denied" in unreadable["reason"]
+    finally:
+        shutil.rmtree(base)
