@@ -11,8 +11,10 @@ consolidated metadata records but whose own documents are missing or differ
 (:mod:`.consolidated_check`).
 
 Missing chunks (absent keys, empty shard index entries) read as the fill value, which is normal
-Zarr; they are counted, not reported (``--list-missing`` lists their keys). The exit status is 1
-when anything is corrupt.
+Zarr; they are counted, not reported (``--list-missing`` lists their keys). What the store
+refuses to this process (a chunk it may not read, a folder of chunks it may not list, a node's
+folder) is listed as unreadable, not taken for missing, and the rest is verified. The exit
+status is 1 when anything is corrupt or unreadable.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..convert.nodes import node_name, open_path, walk
+from ..convert.places import innermost
 from ..convert.progress import Progress, run_parallel
 from ..convert.regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
 from ..core.array import Array
 from ..core.info import stored_chunk_coords
-from ..errors import CorruptChunkError
+from ..errors import CorruptChunkError, StoreError, StorePermissionError
+from ..hierarchy import node_prefix
+from ..store.local import LocalStore
 from ..store.sharding import EMPTY, read_shard_index
 from .consolidated_check import consolidated_problems
 from .options import add_jobs_option, add_progress_option, add_storage_options
@@ -39,6 +44,9 @@ if TYPE_CHECKING:
     import argparse
 
     from ..errors import GpuZarrError
+
+#: what a store raises where it refuses a read (permission, an I/O error): not corruption
+REFUSALS = (StoreError, StorePermissionError)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -75,6 +83,8 @@ class ArrayReport:
     missing: int = 0
     #: (store key, what is wrong), in key order
     corrupt: list[tuple[str, str]] = field(default_factory=list)
+    #: (store key or folder, why), in order: what the store refused, so it was not checked
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
     #: the missing chunks' keys (a shard's key and the inner chunk), in key order; None when
     #: not asked for (``--list-missing``)
     missing_keys: list[str] | None = None
@@ -86,6 +96,7 @@ class ArrayReport:
             "stored": self.chunks - self.missing,
             "missing": self.missing,
             "corrupt": [{"key": key, "reason": reason} for key, reason in self.corrupt],
+            "unreadable": [{"key": key, "reason": reason} for key, reason in self.unreadable],
         }
         if self.missing_keys is not None:
             doc["missing_keys"] = self.missing_keys
@@ -96,6 +107,7 @@ class ArrayReport:
 class RegionResult:
     missing: int = 0
     corrupt: dict[tuple[str, str], None] = field(default_factory=dict)  # an ordered set
+    unreadable: dict[tuple[str, str], None] = field(default_factory=dict)
     missing_keys: list[str] = field(default_factory=list)
 
 
@@ -111,13 +123,13 @@ def run(args: argparse.Namespace) -> int:
             for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
             if isinstance(node, Array)
         ]
-        metadata = [(name, str(exc)) for name, exc in unreadable] + consolidated_problems(root)
+        metadata = [(name, _refused_or_corrupt(exc)) for name, exc in unreadable] + consolidated_problems(root)
         with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
             reports = [
                 verify_array(name, array, args.jobs, progress, gpu=device != "cpu", list_missing=args.list_missing)
                 for name, array in arrays
             ]
-    problems = len(metadata) + sum(len(r.corrupt) for r in reports)
+    problems = len(metadata) + sum(len(r.corrupt) + len(r.unreadable) for r in reports)
     if args.json:
         doc = {
             "ok": problems == 0,
@@ -131,12 +143,26 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+#: how a node whose metadata this process may not read is marked in the report's reason
+REFUSED = "unreadable: "
+
+
+def _refused_or_corrupt(exc: GpuZarrError) -> str:
+    """The report's reason for a node ``walk`` could not open: refused, or corrupt."""
+    return f"{REFUSED}{exc}" if isinstance(exc, StorePermissionError) else str(exc)
+
+
 def _print_report(reports: list[ArrayReport], metadata: list[tuple[str, str]], progress: Progress, device: str) -> None:
     for name, reason in metadata:
-        print(f"CORRUPT metadata of {name}: {reason}")
+        if reason.startswith(REFUSED):
+            print(f"UNREADABLE metadata of {name}: {reason.removeprefix(REFUSED)}")
+        else:
+            print(f"CORRUPT metadata of {name}: {reason}")
     for report in reports:
         for key, reason in report.corrupt:
             print(f"CORRUPT {key}: {reason}")
+        for key, reason in report.unreadable:
+            print(f"UNREADABLE {key}: {reason}")
     for report in reports:
         for key in report.missing_keys or ():
             print(f"MISSING {key}")
@@ -144,9 +170,13 @@ def _print_report(reports: list[ArrayReport], metadata: list[tuple[str, str]], p
         print(
             f"{r.name}: {r.chunks} chunks, {r.chunks - r.missing} stored, {r.missing} missing "
             f"(read as the fill value), {len(r.corrupt)} corrupt"
+            + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
         )
-    bad = len(metadata) + sum(len(r.corrupt) for r in reports)
-    verdict = "OK" if not bad else f"{bad} corrupt key(s) or document(s)"
+    refused_metadata = sum(reason.startswith(REFUSED) for _, reason in metadata)
+    corrupt = len(metadata) - refused_metadata + sum(len(r.corrupt) for r in reports)
+    refused = refused_metadata + sum(len(r.unreadable) for r in reports)
+    found = [f"{n} {what}" for n, what in ((corrupt, "corrupt"), (refused, "unreadable")) if n]
+    verdict = f"{' and '.join(found)} key(s) or document(s)" if found else "OK"
     checked = sum(r.chunks - r.missing for r in reports)
     seconds = progress.elapsed
     print(f"verify: {verdict}; {len(reports)} array(s), {checked} chunk(s) checked on {device} in {seconds:.2f} s")
@@ -170,8 +200,17 @@ def verify_array(
         skipped = [r for r in plan.regions if id(r) not in visited]
         report.missing += sum(stored_chunks(array, c) for r in skipped for c in r.objects())
         progress.update(sum(r.size for r in skipped) * array.dtype.itemsize, 0)
+    # Folders of chunks the store would not list: their chunks were not seen, not missing.
+    store = innermost(array.store)
+    if isinstance(store, LocalStore) and stored is not None:
+        prefix = node_prefix(array.path)
+        report.unreadable += [
+            (folder, "this process may not list the folder: its chunks were not checked")
+            for folder in store.unlisted_folders(prefix)
+        ]
     checker = _RegionChecker(array, plan, stored, gpu, list_missing)
     found: dict[tuple[str, str], None] = {}
+    refused: dict[tuple[str, str], None] = {}
     missing_keys: list[str] = []
     if list_missing and stored is not None:
         missing_keys += (array.layout.key(c) for r in skipped for c in r.objects())
@@ -179,11 +218,13 @@ def verify_array(
     def done(region: Region, result: RegionResult) -> None:
         report.missing += result.missing
         found.update(result.corrupt)
+        refused.update(result.unreadable)
         missing_keys.extend(result.missing_keys)
         progress.update(region.size * array.dtype.itemsize, sum(stored_chunks(array, c) for c in region.objects()))
 
     run_parallel(checker.check, regions, jobs, done)
     report.corrupt = sorted(found)
+    report.unreadable += sorted(refused)
     if list_missing:
         report.missing_keys = sorted(missing_keys)
     return report
@@ -223,16 +264,19 @@ class _RegionChecker:
                 present.append(coords)
         try:
             self._read(region.selection)
-        except CorruptChunkError as exc:
-            before = len(result.corrupt)
+        except (CorruptChunkError, *REFUSALS) as exc:
+            before = len(result.corrupt) + len(result.unreadable)
             for coords in present:
                 self._pinpoint(coords, result)
-            explained = len(result.corrupt) > before or any(key == exc.key for key, _ in result.corrupt)
-            if not explained:
+            found = [*result.corrupt, *result.unreadable]
+            explained = len(found) > before or any(key == exc.key for key, _ in found)
+            if isinstance(exc, REFUSALS) and not explained:
+                result.unreadable[str(exc.key), exc.reason] = None
+            elif not explained:
                 # Each object read well alone (a store that returned other bytes the second
                 # time?): the region's own error is what there is to report.
                 reason = f"{exc.reason} (reading a region failed; reading its objects again one by one did not)"
-                result.corrupt[exc.key, reason] = None
+                result.corrupt[str(exc.key), reason] = None
         return result
 
     def _missing(self, coords: tuple[int, ...], result: RegionResult) -> None:
@@ -249,6 +293,9 @@ class _RegionChecker:
         except CorruptChunkError as exc:
             result.corrupt[exc.key, exc.reason] = None
             return False
+        except REFUSALS as exc:
+            result.unreadable[key, exc.reason] = None
+            return False
         if index is None:  # erased since it was listed
             self._missing(coords, result)
             return False
@@ -263,6 +310,9 @@ class _RegionChecker:
         box = object_box(self.plan.dims, coords)
         try:
             self._read(slices(box))
+        except REFUSALS as exc:  # the whole object: its inner chunks come from the same file
+            result.unreadable[self.array.layout.key(coords), exc.reason] = None
+            return
         except CorruptChunkError as exc:
             if self.array.layout.sharding is None:
                 result.corrupt[exc.key, exc.reason] = None

@@ -55,7 +55,14 @@ def children(group: Group) -> list[tuple[str, Node]]:
 def _children(
     group: Group, relative: str, on_error: Callable[[str, GpuZarrError], None] | None
 ) -> Iterator[tuple[str, Node]]:
-    for name in _child_names(group):
+    try:
+        names = _child_names(group)
+    except StorePermissionError as exc:  # the group's own folder may not be listed
+        if on_error is None:
+            raise
+        on_error(relative, exc)
+        return
+    for name in names:
         path = f"{relative}/{name}" if relative else name
         try:
             child = group[name]

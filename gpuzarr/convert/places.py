@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from ..store.base import Store
 
 
+def innermost(store: Store) -> Store:
+    """The store a view (read only, cached) shows; any other store itself."""
+    while isinstance(store, (ReadOnlyStore, CachingStore)):
+        store = store.inner
+    return store
+
+
 def node_place(store: Store, path: str) -> tuple[str, tuple[str, ...]]:
     """(what holds the data, the parts of the node's place in it).
 
@@ -25,8 +32,7 @@ def node_place(store: Store, path: str) -> tuple[str, tuple[str, ...]]:
     (``memory://name`` stores share one), a store of an object service or fsspec its URL; any
     other store is itself. Views (read only, cached) are the store they show.
     """
-    while isinstance(store, (ReadOnlyStore, CachingStore)):
-        store = store.inner
+    store = innermost(store)
     inner = tuple(part for part in path.split("/") if part)
     if isinstance(store, LocalStore):
         where = os.path.realpath(store.root)

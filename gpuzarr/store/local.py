@@ -113,6 +113,10 @@ _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 _ABSENT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
+#: the folder of a volume's root that only its owner may list: never a store's concern
+LOST_AND_FOUND = "lost+found"
+
+
 def _is_hidden(name: str) -> bool:
     """Whether a file name is a partial write or a lock file, never a key."""
     return TEMP_MARKER in name or name.startswith(LOCK_MARKER)
@@ -423,6 +427,17 @@ class LocalStore(Store):
         base_dir = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
         return iter(sorted(key for key in self._walk(base_dir) if key.startswith(prefix)))
 
+    def unlisted_folders(self, prefix: str) -> list[str]:
+        """The folders below ``prefix`` (a prefix ending in '/', or "") that the file system will
+        not let this process list, sorted, ``lost+found`` left out: where :meth:`list_prefix`
+        (which skips them, as ``os.walk`` does) may have missed keys. A check such as
+        ``gpuzarr verify`` asks, so as not to take what it could not see for missing."""
+        validate_prefix(prefix)
+        refused: list[str] = []
+        for _ in self._walk(prefix, refused=refused):
+            pass
+        return sorted(rel for rel in refused if rel.rstrip("/").rsplit("/", 1)[-1] != LOST_AND_FOUND)
+
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         validate_prefix(prefix)
         if prefix and not prefix.endswith("/"):
@@ -459,7 +474,7 @@ class LocalStore(Store):
         refused: list[str] = []
         if next(self._walk(directory, refused=refused), None) is not None:
             return True
-        return any(rel.rstrip("/").rsplit("/", 1)[-1] != "lost+found" for rel in refused)
+        return any(rel.rstrip("/").rsplit("/", 1)[-1] != LOST_AND_FOUND for rel in refused)
 
     # -- writing ---------------------------------------------------------------------------------
 

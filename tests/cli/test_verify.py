@@ -226,23 +226,44 @@ def test_a_region_failure_no_object_repeats_is_reported(tmp_path: Path) -> None:
     assert reason.endswith("(reading a region failed; reading its objects again one by one did not)")
 
 
-def test_a_node_this_process_may_not_read_is_reported_and_the_rest_verified(cli: Cli) -> None:
+#: what this process is refused, as (the path below the hierarchy, its mode), and what verify
+#: reports: (the node whose metadata is unreadable, or None; the unreadable key of /private/x)
+REFUSALS = {
+    "a subgroup's folder": (("private", 0o700), ("/private", None)),
+    "a subgroup's folder, searchable, not listable": (("private", 0o711), ("/private", None)),
+    "an array's folder of chunks": (("private/x/c", 0o700), (None, "private/x/c/")),
+    "an array's folder, searchable, not listable": (("private/x", 0o711), (None, "private/x/")),
+    "a chunk": (("private/x/c/1", 0o600), (None, "private/x/c/1")),
+}
+
+
+@pytest.mark.parametrize("refused", list(REFUSALS))
+def test_what_this_process_may_not_read_is_reported_and_the_rest_verified(cli: Cli, refused: str) -> None:
+    (where, mode), (node, key) = REFUSALS[refused]
     base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
     try:
         base.chmod(0o777)
         root = gpuzarr.open_group(base / "h.zarr", mode="w")
-        root.create_group("private").create_array("x", shape=(4,), dtype="i1")
+        root.create_group("private").create_array("x", shape=(4,), dtype="i1", chunks=(2,))[...] = 1
         root.create_array("public", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
         for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o666)
-        (base / "h.zarr" / "private").chmod(0o700)
         assert cli("verify", base / "h.zarr", "--json")[0] == 0  # imports what it needs, as root
-        with without_permission(base / "h.zarr" / "private"):
+        (base / "h.zarr" / where).chmod(mode)
+        with without_permission(base / "h.zarr" / where):
             status, out, _ = cli("verify", base / "h.zarr", "--json")
+            text = cli("verify", base / "h.zarr")[1]
         doc = json.loads(out)
-        assert status == 1 and doc["ok"] is False
-        assert [a["name"] for a in doc["arrays"]] == ["/public"]  # verified all the same
-        (unreadable,) = doc["unreadable_metadata"]
-        assert unreadable["node"] == "/private" and "Permission denied" in unreadable["reason"]
+        assert status == 1 and doc["ok"] is False  # never "OK" for what it could not see
+        arrays = {a["name"]: a for a in doc["arrays"]}
+        assert arrays["/public"]["unreadable"] == [] and arrays["/public"]["stored"] == 2  # verified all the same
+        if node is not None:
+            (unreadable,) = doc["unreadable_metadata"]
+            assert unreadable["node"] == node and "Permission denied" in unreadable["reason"]
+            assert f"UNREADABLE metadata of {node}:" in text
+        else:
+            assert [u["key"] for u in arrays["/private/x"]["unreadable"]] == [key]
+            assert f"UNREADABLE {key}:" in text
+        assert "unreadable key(s) or document(s)" in text.splitlines()[-1]
     finally:
         shutil.rmtree(base)
