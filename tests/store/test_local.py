@@ -571,6 +571,7 @@ def test_a_directory_no_one_may_list_does_not_break_listings(tmp_path: Path) -> 
         private.mkdir(mode=0o700)
         with without_permission(private):
             assert [name for name, _ in gpuzarr.open_group(base / "g.zarr", mode="r").members()] == ["x"]
+            assert LocalStore(base / "g.zarr").unlisted_folders("") == []  # lost+found: not the store's
     finally:
         shutil.rmtree(base)
 
@@ -595,6 +596,7 @@ def test_a_node_no_one_may_read_is_an_error_not_left_out_as_in_zarr_python(tmp_p
         gpuzarr.consolidate_metadata(gpuzarr.group(base / "warm.zarr").store)
         with without_permission(private):
             assert store.list_dir("")[1] == ["a/", "b/"]  # it may hold nodes: listed
+            assert store.unlisted_folders("") == ["a/"] and store.unlisted_folders("b/") == []
             with pytest.raises(StorePermissionError) as caught:
                 list(gpuzarr.open_group(base / "g.zarr", mode="r"))
             assert caught.value.key == "a/zarr.json"
