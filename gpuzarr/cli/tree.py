@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..convert.nodes import open_path
+from ..convert.nodes import open_path, walk
 from ..core.array import Array
-from ..core.tree import render_tree
+from ..core.tree import TreeRepr, render_tree
 from .options import add_storage_options, non_negative_int
 
 if TYPE_CHECKING:
     import argparse
+
+    from ..core.group import Group
+    from ..errors import GpuZarrError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,6 +44,30 @@ def run(args: argparse.Namespace) -> int:
             name = "/" + node.path.rsplit("/", 1)[-1] if node.path else "/"
             drawn = render_tree(f"{name} {node.shape} {node.dtype}", [], plain=args.plain)
         else:
-            drawn = node.tree(level=args.level, max_nodes=args.max_nodes, plain=args.plain)
+            drawn = _draw_group(node, args.level, args.max_nodes, args.plain)
     print(drawn.text, end="")
     return 0
+
+
+def _draw_group(group: Group, level: int | None, max_nodes: int, plain: bool) -> TreeRepr:
+    """``Group.tree()``'s drawing, but a child that cannot be read (bad metadata, a folder this
+    process may not read) is drawn with the reason, and the rest of the hierarchy after it."""
+    members: list[tuple[str, Any]] = []
+
+    def unreadable(path: str, exc: GpuZarrError) -> None:
+        if path:  # the group itself could not be listed: its children are unknown
+            members.append((path, f"unreadable: {_reason(exc)}"))
+
+    nodes = walk(group, on_error=unreadable, max_depth=None if level is None else level + 1)
+    for relative, node in nodes:
+        if relative:
+            members.append((relative, node))
+        if len(members) > max_nodes:
+            break
+    truncated = len(members) > max_nodes
+    return render_tree(group.name, members[:max_nodes], truncated_at=max_nodes if truncated else None, plain=plain)
+
+
+def _reason(exc: GpuZarrError) -> str:
+    """What went wrong, without the store's URL and the key that the tree already shows."""
+    return getattr(exc, "reason", None) or str(exc)

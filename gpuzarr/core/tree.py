@@ -57,7 +57,7 @@ def render_tree(
         The first line: the group's name ("/" for a root).
     members
         Every node to draw, as ``Group.members`` gives them; a node whose parent is missing is
-        not drawn.
+        not drawn. A string in place of a node is drawn as a note (why it could not be read).
     truncated_at
         When not None, a first line says the listing stopped at that many nodes.
     plain
@@ -87,7 +87,13 @@ def render_tree(
         name = key.rpartition("/")[2]
         last = not remaining
         connector = "└── " if last else "├── "
-        detail = "" if not hasattr(node, "shape") else f" {node.shape} {node.dtype}"
+        # An array shows its shape and type; a note (a string) stands for a node that could
+        # not be read, and says why.
+        detail = ""
+        if hasattr(node, "shape"):
+            detail = f" {node.shape} {node.dtype}"
+        elif isinstance(node, str):
+            detail = f" ({node})"
         text.append(f"{prefix}{connector}{bold_open}{name}{bold_close}{detail}")
         html.append(f"{prefix}{connector}{html_open}{escape(name)}{html_close}{escape(detail)}")
         if key in children:
