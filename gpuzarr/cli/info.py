@@ -20,8 +20,10 @@ from .options import add_storage_options
 if TYPE_CHECKING:
     import argparse
 
+    from ..convert.nodes import Node
     from ..core.group import Group
     from ..core.info import ArrayInfo
+    from ..errors import GpuZarrError
 
 UNLISTED = "the store cannot list its keys: stored bytes and chunks are unknown"
 
@@ -104,8 +106,21 @@ def _member_line(name: str, node: Array | Group, width: int) -> str:
     return f"  {name:<{width}}  group"
 
 
+def _readable_children(group: Group) -> tuple[list[tuple[str, Node]], list[tuple[str, str]]]:
+    """The group's children, and (name, why) of those that could not be read (metadata, or a
+    folder this process may not read): described, not a reason to describe nothing."""
+    unreadable: list[tuple[str, str]] = []
+
+    def note(path: str, exc: GpuZarrError) -> None:
+        if not path:  # the group's own folder could not be listed
+            raise exc
+        unreadable.append((path, getattr(exc, "reason", None) or str(exc)))
+
+    return children(group, on_error=note), unreadable
+
+
 def group_text(group: Group, recursive: bool) -> str:
-    members = children(group)
+    members, unreadable = _readable_children(group)
     arrays = sum(isinstance(node, Array) for _, node in members)
     lines = [
         _line("Name", group.name),
@@ -118,24 +133,29 @@ def group_text(group: Group, recursive: bool) -> str:
         _line("No. arrays", arrays),
         _line("No. groups", len(members) - arrays),
     ]
-    if members:
+    if unreadable:
+        lines.append(_line("No. unreadable", len(unreadable)))
+    if members or unreadable:
         lines.append("Members:")
-        width = max(len(name) for name, _ in members)
+        width = max(len(name) for name in [*(n for n, _ in members), *(n for n, _ in unreadable)])
         lines += [_member_line(name, node, width) for name, node in members]
+        lines += [f"  {name:<{width}}  unreadable: {why}" for name, why in unreadable]
     if recursive:
-        for relative, node in walk(group):
+        for relative, node in walk(group, on_error=lambda path, exc: None):
             if isinstance(node, Array):
                 lines += ["", f"== {node_name(relative)}", array_text(node)]
     return "\n".join(lines)
 
 
 def group_json(group: Group, recursive: bool) -> dict[str, Any]:
-    members = [
+    readable, unreadable = _readable_children(group)
+    members: list[dict[str, Any]] = [
         {"name": name, "node_type": "array", "shape": list(node.shape), "dtype": str(node.dtype)}
         if isinstance(node, Array)
         else {"name": name, "node_type": "group"}
-        for name, node in children(group)
+        for name, node in readable
     ]
+    members += [{"name": name, "node_type": None, "unreadable": why} for name, why in unreadable]
     doc: dict[str, Any] = {
         "node_type": "group",
         "name": group.name,
@@ -147,6 +167,8 @@ def group_json(group: Group, recursive: bool) -> dict[str, Any]:
     }
     if recursive:
         doc["arrays"] = {
-            node_name(relative): array_json(node) for relative, node in walk(group) if isinstance(node, Array)
+            node_name(relative): array_json(node)
+            for relative, node in walk(group, on_error=lambda path, exc: None)
+            if isinstance(node, Array)
         }
     return doc

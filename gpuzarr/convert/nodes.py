@@ -51,9 +51,9 @@ def walk(
             stack.extend(reversed(children))
 
 
-def children(group: Group) -> list[tuple[str, Node]]:
-    """(name, node) of the group's children, names sorted."""
-    return list(_children(group, "", None))
+def children(group: Group, on_error: Callable[[str, GpuZarrError], None] | None = None) -> list[tuple[str, Node]]:
+    """(name, node) of the group's children, names sorted; ``on_error`` as :func:`walk` takes it."""
+    return list(_children(group, "", on_error))
 
 
 def _children(

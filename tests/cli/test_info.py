@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 import gpuzarr
 from gpuzarr.store import ZipStore
+from tests.permissions import without_permission
 
 from .conftest import run_module
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from tests.servers import HttpServer
 
@@ -103,3 +105,31 @@ def test_a_store_that_cannot_list(
     fields = _fields(out)
     assert fields["Shape"] == "(40, 30, 20)" and "No. bytes stored" not in fields
     assert fields["Note"] == "the store cannot list its keys: stored bytes and chunks are unknown"
+
+
+def test_a_child_that_cannot_be_read_is_listed_with_why(cli: Callable[..., tuple[int, str, str]]) -> None:
+    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
+    try:
+        base.chmod(0o777)
+        root = gpuzarr.open_group(base / "h.zarr", mode="w")
+        root.create_group("private").create_array("x", shape=(4,), dtype="i1")
+        root.create_array("public", shape=(4,), dtype="i1")
+        for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        (base / "h.zarr" / "private").chmod(0o700)
+        assert cli("info", base / "h.zarr", "--json", "--recursive")[0] == 0  # imports, as root
+        assert cli("info", base / "h.zarr", "--recursive")[0] == 0
+        with without_permission(base / "h.zarr" / "private"):
+            status, out, _ = cli("info", base / "h.zarr", "--recursive")
+            doc = json.loads(cli("info", base / "h.zarr", "--json", "--recursive")[1])
+        assert status == 0
+        fields = _fields(out)
+        assert (fields["No. members"], fields["No. arrays"], fields["No. unreadable"]) == ("1", "1", "1")
+        (line,) = [line for line in out.splitlines() if line.split()[:2] == ["private", "unreadable:"]]
+        assert "Permission denied" in line
+        assert "== /public" in out
+        (private,) = [m for m in doc["members"] if m["name"] == "private"]
+        assert private["node_type"] is None and "Permission denied" in private["unreadable"]
+        assert list(doc["arrays"]) == ["/public"]
+    finally:
+        shutil.rmtree(base)
