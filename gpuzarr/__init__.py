@@ -39,6 +39,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .debug_info import print_debug_info
 from .save_load import load, save, save_array, save_group
 from .store import LocalStore, MemoryStore, Store
 
@@ -96,6 +97,7 @@ __all__ = [
     "open_array",
     "open_consolidated",
     "open_group",
+    "print_debug_info",
     "open_like",
     "save",
     "save_array",

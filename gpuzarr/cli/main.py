@@ -15,14 +15,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import GpuZarrError
-from . import bench, copy, demo, info, tree, verify
+from . import bench, copy, debug_info, demo, info, tree, verify
 from .options import add_common_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 #: The subcommand modules, in the order ``--help`` lists them.
-COMMANDS = (info, tree, copy, verify, bench, demo)
+COMMANDS = (info, tree, copy, verify, bench, demo, debug_info)
 
 EPILOG = "Run 'gpuzarr COMMAND --help' for the options of a command; docs/cli.md has examples."
 

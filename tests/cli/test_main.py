@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-NAMES = ("info", "tree", "copy", "convert", "verify", "bench", "demo")
+NAMES = ("info", "tree", "copy", "convert", "verify", "bench", "demo", "debug-info")
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,7 +45,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
             parser.parse_args([name, "--help"])
         assert exit_info.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: gpuzarr {name}")
-    assert len(COMMANDS) == 6  # copy registers two names
+    assert len(COMMANDS) == 7  # copy registers two names
 
 
 def test_a_gpuzarr_error_is_one_line_and_status_1(tmp_path: Path, cli: Callable[..., tuple[int, str, str]]) -> None:
