@@ -9,6 +9,7 @@ probe imports CuPy, as a GPU read would.
 
 from __future__ import annotations
 
+import os
 import platform
 from importlib import metadata
 from typing import Any
@@ -32,21 +33,28 @@ SETTINGS = (
 
 
 def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
+    """Each package's installed version; None where it is not installed. A package whose
+    metadata cannot be read says so: a report must come out whatever is installed."""
     found: dict[str, str | None] = {}
     for name in names:
         try:
-            found[name] = metadata.version(name)
+            version = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
+        except Exception as exc:  # metadata that is not UTF-8, ...
+            found[name] = f"unknown (its metadata cannot be read: {type(exc).__name__})"
+        else:
+            found[name] = version if version else "unknown (its metadata has no version)"
     return found
 
 
 def debug_info() -> dict[str, Any]:
     """The report as a dict: ``gpuzarr``, ``python``, ``platform``, the package versions
-    (``required``, ``gpu``, ``optional``; None where not installed), ``gpu`` (None where the GPU
-    path can run, else why not) and the ``settings``."""
+    (``required``, ``gpu_packages``, ``optional``; None where not installed), ``gpu`` (None where
+    the GPU path can run, else why not), ``GPUZARR_DEVICE`` (what "auto" means, when set) and
+    the ``settings``."""
     from . import __version__  # set once the package's __init__ has run
-    from .backends.select import gpu_unavailable_reason
+    from .backends.select import ENVIRONMENT_VARIABLE, gpu_unavailable_reason
 
     try:
         reason = gpu_unavailable_reason()
@@ -60,6 +68,7 @@ def debug_info() -> dict[str, Any]:
         "gpu_packages": _versions(GPU),
         "optional": _versions(OPTIONAL),
         "gpu": reason,
+        "GPUZARR_DEVICE": os.environ.get(ENVIRONMENT_VARIABLE),
         "settings": {name: config.get(name) for name in SETTINGS},
     }
 
@@ -74,6 +83,8 @@ def format_debug_info(info: dict[str, Any]) -> str:
     lines = [f"gpuzarr: {info['gpuzarr']}", f"python: {info['python']}", f"platform: {info['platform']}"]
     gpu = info["gpu"]
     lines.append("GPU path: can run" if gpu is None else f"GPU path: cannot run ({gpu})")
+    if info.get("GPUZARR_DEVICE") is not None:
+        lines.append(f"GPUZARR_DEVICE: {info['GPUZARR_DEVICE']}")
     for title, key in (("Required", "required"), ("GPU", "gpu_packages"), ("Optional", "optional")):
         versions: dict[str, str | None] = info[key]
         lines += ["", f"{title}:"]

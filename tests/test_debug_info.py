@@ -20,6 +20,8 @@ from gpuzarr.backends import select
 from .cli.conftest import child_env
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pytest
 
 
@@ -66,3 +68,23 @@ def test_print_debug_info_and_the_command_print_the_same(capsys: pytest.CaptureF
     probe = "import sys, gpuzarr; gpuzarr.debug_info.debug_info(); print(sorted({'zarr', 'torch'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=child_env(), check=False)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_package_whose_metadata_cannot_be_read_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "brokenpkg-1.0.dist-info"
+    broken.mkdir()
+    (broken / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: brokenpkg\nVersion: \xff\xfe\n")
+    unversioned = tmp_path / "noversion-1.0.dist-info"
+    unversioned.mkdir()
+    (unversioned / "METADATA").write_text("Metadata-Version: 2.1\nName: noversion\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = module._versions(("brokenpkg", "noversion", "surely-not-installed-pkg"))
+    assert found["brokenpkg"] == "unknown (its metadata cannot be read: UnicodeDecodeError)"
+    assert found["noversion"] == "unknown (its metadata has no version)"
+    assert found["surely-not-installed-pkg"] is None
+
+
+def test_the_device_environment_variable_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUZARR_DEVICE", "cpu")
+    info = module.debug_info()
+    assert info["GPUZARR_DEVICE"] == "cpu" and "GPUZARR_DEVICE: cpu" in module.format_debug_info(info)

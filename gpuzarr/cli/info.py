@@ -138,13 +138,28 @@ def group_text(group: Group, recursive: bool) -> str:
     if members or unreadable:
         lines.append("Members:")
         width = max(len(name) for name in [*(n for n, _ in members), *(n for n, _ in unreadable)])
-        lines += [_member_line(name, node, width) for name, node in members]
-        lines += [f"  {name:<{width}}  unreadable: {why}" for name, why in unreadable]
+        described = [(name, _member_line(name, node, width)) for name, node in members]
+        described += [(name, f"  {name:<{width}}  unreadable: {why}") for name, why in unreadable]
+        lines += [line for _, line in sorted(described)]
     if recursive:
-        for relative, node in walk(group, on_error=lambda path, exc: None):
-            if isinstance(node, Array):
-                lines += ["", f"== {node_name(relative)}", array_text(node)]
+        below, refused = _arrays_below(group)
+        for relative, node in below:
+            lines += ["", f"== {node_name(relative)}", array_text(node)]
+        lines += ["", *(f"== {name}: unreadable: {why}" for name, why in refused.items())] if refused else []
     return "\n".join(lines)
+
+
+def _arrays_below(group: Group) -> tuple[list[tuple[str, Array]], dict[str, str]]:
+    """Every array below ``group``, and (node name, why) of every node below it that could
+    not be read, children included: what ``--recursive`` could not describe, said."""
+    refused: dict[str, str] = {}
+
+    def note(path: str, exc: GpuZarrError) -> None:
+        if path:
+            refused[node_name(path)] = getattr(exc, "reason", None) or str(exc)
+
+    arrays = [(relative, node) for relative, node in walk(group, on_error=note) if isinstance(node, Array)]
+    return arrays, refused
 
 
 def group_json(group: Group, recursive: bool) -> dict[str, Any]:
@@ -156,6 +171,7 @@ def group_json(group: Group, recursive: bool) -> dict[str, Any]:
         for name, node in readable
     ]
     members += [{"name": name, "node_type": None, "unreadable": why} for name, why in unreadable]
+    members.sort(key=lambda member: str(member["name"]))
     doc: dict[str, Any] = {
         "node_type": "group",
         "name": group.name,
@@ -166,9 +182,7 @@ def group_json(group: Group, recursive: bool) -> dict[str, Any]:
         "members": members,
     }
     if recursive:
-        doc["arrays"] = {
-            node_name(relative): array_json(node)
-            for relative, node in walk(group, on_error=lambda path, exc: None)
-            if isinstance(node, Array)
-        }
+        below, refused = _arrays_below(group)
+        doc["arrays"] = {node_name(relative): array_json(node) for relative, node in below}
+        doc["unreadable"] = refused
     return doc

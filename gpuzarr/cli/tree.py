@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..convert.nodes import open_path, walk
+from ..convert.nodes import children, open_path
 from ..core.array import Array
+from ..core.group import Group
 from ..core.tree import TreeRepr, render_tree
+from ..errors import StorePermissionError
 from .options import add_storage_options, non_negative_int
 
 if TYPE_CHECKING:
     import argparse
 
-    from ..core.group import Group
     from ..errors import GpuZarrError
 
 
@@ -50,22 +51,40 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _draw_group(group: Group, level: int | None, max_nodes: int, plain: bool) -> TreeRepr:
-    """``Group.tree()``'s drawing, but a child that cannot be read (bad metadata, a folder this
-    process may not read) is drawn with the reason, and the rest of the hierarchy after it."""
+    """``Group.tree()``'s drawing (nodes in the same order, the same truncation), but a child
+    that cannot be read (bad metadata, a folder this process may not read) is drawn with the
+    reason, and the rest of the hierarchy after it. The group's own listing refused raises."""
+    max_depth = None if level is None else level + 1
     members: list[tuple[str, Any]] = []
-
-    def unreadable(path: str, exc: GpuZarrError) -> None:
-        if path:  # the group itself could not be listed: its children are unknown
-            members.append((path, f"unreadable: {_reason(exc)}"))
-
-    nodes = walk(group, on_error=unreadable, max_depth=None if level is None else level + 1)
-    for relative, node in nodes:
-        if relative:
-            members.append((relative, node))
-        if len(members) > max_nodes:
-            break
+    stack = [iter(_listed(group, "", root=True))]
+    while stack and len(members) <= max_nodes:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        path, node = item
+        members.append(item)
+        if isinstance(node, Group) and (max_depth is None or path.count("/") + 1 < max_depth):
+            try:
+                stack.append(iter(_listed(node, path)))
+            except StorePermissionError as exc:  # its metadata reads, its folder does not list
+                members[-1] = (path, f"unreadable: {_reason(exc)}")
     truncated = len(members) > max_nodes
     return render_tree(group.name, members[:max_nodes], truncated_at=max_nodes if truncated else None, plain=plain)
+
+
+def _listed(group: Group, path: str, *, root: bool = False) -> list[tuple[str, Any]]:
+    """(path, child or a note saying why it could not be read) of ``group``'s children, sorted
+    by name. Raises StorePermissionError where the group's own folder may not be listed."""
+    notes: list[tuple[str, Any]] = []
+
+    def unreadable(name: str, exc: GpuZarrError) -> None:
+        if not name:  # the group's own listing
+            raise exc
+        notes.append((name, f"unreadable: {_reason(exc)}"))
+
+    found = [*children(group, on_error=unreadable), *notes]
+    return [(f"{path}/{name}" if path else name, node) for name, node in sorted(found, key=lambda item: item[0])]
 
 
 def _reason(exc: GpuZarrError) -> str:

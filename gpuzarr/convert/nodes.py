@@ -28,12 +28,9 @@ def open_path(path: str, storage_options: dict[str, Any] | None, device: str = "
         node.store.close()
 
 
-def walk(
-    node: Node, on_error: Callable[[str, GpuZarrError], None] | None = None, max_depth: int | None = None
-) -> Iterator[tuple[str, Node]]:
+def walk(node: Node, on_error: Callable[[str, GpuZarrError], None] | None = None) -> Iterator[tuple[str, Node]]:
     """(path relative to ``node``, node) of ``node`` ("") and every node below it, each group
-    before its children, names sorted; with ``max_depth``, none deeper than that many levels
-    (1: the children only), and no group deeper is listed.
+    before its children, names sorted.
 
     ``on_error`` receives a child whose metadata cannot be read (its path and the error: bad
     metadata, or a folder the file system will not let this process read) and the walk goes on
@@ -45,8 +42,7 @@ def walk(
     while stack:
         relative, current = stack.pop()
         yield relative, current
-        depth = relative.count("/") + 1 if relative else 0
-        if isinstance(current, Group) and (max_depth is None or depth < max_depth):
+        if isinstance(current, Group):
             children = list(_children(current, relative, on_error))
             stack.extend(reversed(children))
 

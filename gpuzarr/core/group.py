@@ -196,7 +196,8 @@ class Group:
             yield from self._consolidated.children(self.path)
             return
         _keys, dirs = self.store.list_dir(node_prefix(self.path))
-        for d in dirs:
+        # By name: the listing sorts "name/", which puts "a-b/" and "a.c/" before "a/".
+        for d in sorted(dirs, key=lambda d: d.rstrip("/")):
             name = d.rstrip("/").rsplit("/", 1)[-1]
             if read_node(self.store, d.rstrip("/")) is not None:
                 yield name

@@ -130,6 +130,9 @@ def test_a_child_that_cannot_be_read_is_listed_with_why(cli: Callable[..., tuple
         assert "== /public" in out
         (private,) = [m for m in doc["members"] if m["name"] == "private"]
         assert private["node_type"] is None and "Permission denied" in private["unreadable"]
+        assert [m["name"] for m in doc["members"]] == ["private", "public"]  # by name
         assert list(doc["arrays"]) == ["/public"]
+        assert list(doc["unreadable"]) == ["/private"]  # what --recursive could not describe, said
+        assert "== /private: unreadable: " in out
     finally:
         shutil.rmtree(base)

@@ -74,3 +74,66 @@ def test_a_child_that_cannot_be_read_is_drawn_with_why_and_the_rest_after_it(
         assert lines[3] == "└── public (4,) int8"
     finally:
         shutil.rmtree(base)
+
+
+def _searchable_hierarchy(base: Path) -> Path:
+    """/a/x/y, /b, /m (a group), /zz: every file readable and every folder listable by anyone."""
+    base.chmod(0o777)
+    root = gpuzarr.open_group(base / "h.zarr", mode="w")
+    root.create_group("a").create_group("x").create_array("y", shape=(2,), dtype="i1")
+    root.create_array("b", shape=(2,), dtype="i1")
+    root.create_group("m").create_array("inner", shape=(2,), dtype="i1")
+    root.create_array("zz", shape=(2,), dtype="i1")
+    for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    return base / "h.zarr"
+
+
+@pytest.mark.parametrize(("max_nodes", "expected"), [("2", ["a", "x"]), ("4", ["a", "x", "y", "b"]), ("9", None)])
+def test_a_group_whose_folder_will_not_list_is_one_entry_in_its_place(
+    cli: Callable[..., tuple[int, str, str]], max_nodes: str, expected: list[str] | None
+) -> None:
+    base = Path(tempfile.mkdtemp())
+    try:
+        hierarchy = _searchable_hierarchy(base)
+        assert cli("tree", hierarchy, "--plain")[0] == 0  # imports what it needs, as root
+        (hierarchy / "m").chmod(0o711)  # its zarr.json reads; the folder does not list
+        with without_permission(hierarchy / "m"):
+            status, out, _ = cli("tree", hierarchy, "--plain", "--max-nodes", max_nodes)
+        assert status == 0
+        drawn = [line for line in out.splitlines() if not line.startswith(("Truncated", "/"))]
+        names = [line.lstrip("│├└─ ").split()[0] for line in drawn]
+        if expected is not None:
+            assert names == expected  # the order Group.tree() draws, notes in their place
+        else:
+            assert names == ["a", "x", "y", "b", "m", "zz"]
+            (m,) = [line for line in drawn if line.lstrip("│├└─ ").startswith("m ")]
+            assert "(unreadable: list: Permission denied)" in m
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_group_whose_own_folder_will_not_list_is_an_error(cli: Callable[..., tuple[int, str, str]]) -> None:
+    base = Path(tempfile.mkdtemp())
+    try:
+        hierarchy = _searchable_hierarchy(base)
+        assert cli("tree", hierarchy, "--plain")[0] == 0
+        hierarchy.chmod(0o711)
+        with without_permission(hierarchy):
+            status, _, err = cli("tree", hierarchy, "--plain")
+        assert status == 1 and "Permission denied" in err
+    finally:
+        shutil.rmtree(base)
+
+
+def test_children_are_listed_by_name_as_group_tree_draws_them(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = gpuzarr.open_group(tmp_path / "h.zarr", mode="w")
+    for name in ("a.c", "a", "a-b", "A"):
+        root.create_group(name)
+    assert list(root) == ["A", "a", "a-b", "a.c"]  # by name: the listing sorts "a/" after "a-b/"
+    for limit in ("1", "2", "3", "9"):
+        assert cli("tree", tmp_path / "h.zarr", "--plain", "--max-nodes", limit)[1] == root.tree(
+            max_nodes=int(limit), plain=True
+        ).text
