@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import warnings
 from importlib import metadata
 from typing import Any
 
@@ -38,7 +39,9 @@ def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for name in names:
         try:
-            version = metadata.version(name)
+            with warnings.catch_warnings():  # Python 3.12 warns of a missing version before None
+                warnings.simplefilter("ignore", DeprecationWarning)
+                version = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
         except Exception as exc:  # metadata that is not UTF-8, ...
