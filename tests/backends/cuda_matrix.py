@@ -14,6 +14,8 @@ from gpuzarr.backends.cuda.executor import execute
 from gpuzarr.backends.cuda.gpu_plan import BATCH_BYTES, build_gpu_read_plan
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuzarr.backends.cuda.device import Device
     from gpuzarr.layout import ArrayLayout
     from gpuzarr.plan.selection import SelectionPlan
@@ -164,6 +166,18 @@ def make_array(name: str, store: Any = None) -> gpuzarr.Array:
         array[0:32, :] = region[0:32, :]
         array[32:, 0:24] = region[32:, 0:24]
     return array
+
+
+def make_local_array(tmp_path: Path, name: str = "v3-zstd-f4") -> gpuzarr.Array:
+    """:func:`make_array` ``name`` in a local directory store (``tmp_path / "a.zarr"``)."""
+    return make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
+
+
+def open_on_gpu(array: gpuzarr.Array, **kwargs: Any) -> gpuzarr.Array:
+    """``array`` opened again with device="gpu" (``kwargs`` to :func:`gpuzarr.open`)."""
+    opened = gpuzarr.open(array.store, device="gpu", **kwargs)
+    assert isinstance(opened, gpuzarr.Array)
+    return opened
 
 
 def cpu_result(array: gpuzarr.Array, selection: Any) -> np.ndarray[Any, Any]:

@@ -18,7 +18,15 @@ from gpuzarr import config
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError, DeviceError
 
-from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, make_array
+from .cuda_matrix import (
+    ARRAYS,
+    SELECTIONS,
+    assert_bitwise_equal,
+    cpu_result,
+    make_array,
+    make_local_array,
+    open_on_gpu,
+)
 
 if TYPE_CHECKING:
     from .emulated_gpu import EmulatedGpu
@@ -70,15 +78,9 @@ def local_array(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     return make_array(request.param, gpuzarr.LocalStore(root))
 
 
-def _on_gpu(array: gpuzarr.Array, **kwargs: Any) -> gpuzarr.Array:
-    opened = gpuzarr.open(array.store, device="gpu", **kwargs)
-    assert isinstance(opened, gpuzarr.Array)
-    return opened
-
-
 @pytest.mark.parametrize("selection", sorted(SELECTIONS))
 def test_gpu_array_reads_match_cpu(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array, selection: str) -> None:
-    gpu = _on_gpu(local_array)
+    gpu = open_on_gpu(local_array)
     sel = SELECTIONS[selection]
     got = gpu.read(sel)
     assert_bitwise_equal(np.asarray(got), cpu_result(local_array, sel))
@@ -88,7 +90,7 @@ def test_gpu_array_reads_match_cpu(emulated_gpu: EmulatedGpu, local_array: gpuza
 
 def test_direct_file_reads_for_zstd_and_raw(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array) -> None:
     name = Path(str(local_array.store.root)).name
-    _on_gpu(local_array)[...]
+    open_on_gpu(local_array)[...]
     assert ("read_files" in emulated_gpu.names()) == (name in DIRECT), emulated_gpu.calls()
 
 
@@ -105,7 +107,7 @@ def test_direct_route_switch(
     for name in ("v3-zstd-f4", "v3-raw-u1"):
         array = make_array(name, gpuzarr.LocalStore(tmp_path / f"{name}.zarr"))
         with config.set(gpu_direct_reads=setting):
-            got = _on_gpu(array)[...]
+            got = open_on_gpu(array)[...]
         assert_bitwise_equal(np.asarray(got), cpu_result(array, Ellipsis))
     assert ("read_files" in emulated_gpu.names()) == direct, emulated_gpu.calls()
 
@@ -127,7 +129,7 @@ DIRECT = {
 
 def test_memory_store_reads_through_the_host(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-zstd-f4")
-    assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    assert_bitwise_equal(open_on_gpu(array)[...], cpu_result(array, Ellipsis))
     assert "read_files" not in emulated_gpu.names()
     assert ("zstd", 9) in emulated_gpu.calls()  # 45 x 61 in 16 x 24 chunks: 3 x 3 streams, one call
 
@@ -135,7 +137,7 @@ def test_memory_store_reads_through_the_host(emulated_gpu: EmulatedGpu) -> None:
 @pytest.mark.parametrize("budget", [1, 5000])
 def test_many_batches_prepared_ahead(emulated_gpu: EmulatedGpu, local_array: gpuzarr.Array, budget: int) -> None:
     with config.set(gpu_batch_bytes=budget):
-        got = _on_gpu(local_array)[...]
+        got = open_on_gpu(local_array)[...]
     assert_bitwise_equal(got, cpu_result(local_array, Ellipsis))
     assert emulated_gpu.names().count("assemble_chunks") > 1
 
@@ -145,7 +147,7 @@ def test_many_batches_prepared_ahead(emulated_gpu: EmulatedGpu, local_array: gpu
 
 def test_read_batch_is_one_assemble_launch(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-sharded-zstd-crc32c")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     boxes = [(slice(3, 20), slice(7, 30)), (slice(20, 37), slice(30, 53)), (slice(0, 17), slice(0, 23))]
     got = gpu.read_batch(boxes)
     expected = np.stack([cpu_result(array, b) for b in boxes])
@@ -158,7 +160,7 @@ def test_read_batch_is_one_assemble_launch(emulated_gpu: EmulatedGpu) -> None:
 
 def test_read_batch_of_rows_and_of_points(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-gzip-i2")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     rows = [(3, slice(5, 50)), (40, slice(5, 50))]
     assert_bitwise_equal(gpu.read_batch(rows), np.stack([cpu_result(array, r) for r in rows]))
     points = [(1, 2), (44, 60)]  # no axis to carry the batch index: read on the CPU, copied once
@@ -167,7 +169,7 @@ def test_read_batch_of_rows_and_of_points(emulated_gpu: EmulatedGpu) -> None:
 
 def test_out_is_filled_in_place(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-blosc-lz4-shuffle-u2")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     sel = (slice(2, 40), slice(3, 50))
     expected = cpu_result(array, sel)
     out = np.zeros(expected.shape, expected.dtype)
@@ -186,7 +188,7 @@ def test_out_is_filled_in_place(emulated_gpu: EmulatedGpu) -> None:
 
 def test_device_array_converts_to_numpy(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-raw-u1")
-    assert_bitwise_equal(np.asarray(_on_gpu(array)), cpu_result(array, Ellipsis))
+    assert_bitwise_equal(np.asarray(open_on_gpu(array)), cpu_result(array, Ellipsis))
 
 
 # -- fallbacks and strict ----------------------------------------------------------------------------
@@ -196,7 +198,7 @@ def test_selections_that_are_not_boxes_are_gathered_on_the_device(
     emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture
 ) -> None:
     array = make_array("v3-sharded-blosc-transpose")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     cpu = gpuzarr.open(array.store, device="cpu")
     rows = np.array([40, 3, 9, 3])
     mask = np.zeros(61, dtype=bool)
@@ -211,7 +213,7 @@ def test_selections_that_are_not_boxes_are_gathered_on_the_device(
         assert_bitwise_equal(gpu[40:2:-7, ::-3], cpu[40:2:-7, ::-3])
     assert not caplog.records, [r.getMessage() for r in caplog.records]
     assert emulated_gpu.names().count("gather") == 7
-    strict = _on_gpu(array)
+    strict = open_on_gpu(array)
     strict.strict = True
     assert_bitwise_equal(strict.vindex[rows, rows], cpu.vindex[rows, rows])
 
@@ -220,7 +222,7 @@ def test_sparse_points_fall_back_to_the_cpu_once(emulated_gpu: EmulatedGpu, capl
     store = gpuzarr.MemoryStore()
     array = gpuzarr.create(store, shape=(20000, 20000), dtype="u1", chunks=(1000, 1000), fill_value=3)
     array[0:2, 0:2] = np.array([[1, 2], [4, 5]], dtype="u1")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     points = (np.array([0, 19999, 1]), np.array([1, 19999, 0]))
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
         assert gpu.vindex[points].tolist() == [2, 3, 4]
@@ -228,12 +230,12 @@ def test_sparse_points_fall_back_to_the_cpu_once(emulated_gpu: EmulatedGpu, capl
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1 and "bounding box" in messages[0], messages
     assert "from_host" in emulated_gpu.names()
-    strict = _on_gpu(array)
+    strict = open_on_gpu(array)
     strict.strict = True
     with pytest.raises(DeviceError, match="strict"):
         strict.vindex[points]
     with config.set(strict=True), pytest.raises(DeviceError, match="strict"):
-        _on_gpu(array).vindex[points]
+        open_on_gpu(array).vindex[points]
 
 
 @pytest.mark.parametrize(
@@ -290,9 +292,9 @@ def test_codecs_without_a_gpu_decoder(
 ) -> None:
     array = make_array(name)
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+        assert_bitwise_equal(open_on_gpu(array)[...], cpu_result(array, Ellipsis))
     assert any("runs on the CPU" in r.getMessage() for r in caplog.records)
-    strict = _on_gpu(array)
+    strict = open_on_gpu(array)
     strict.strict = True
     with pytest.raises(DeviceError, match="strict"):
         strict[...]
@@ -301,35 +303,31 @@ def test_codecs_without_a_gpu_decoder(
 # -- bad input -----------------------------------------------------------------------------------------
 
 
-def _local(tmp_path: Path, name: str) -> gpuzarr.Array:
-    return make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
-
-
 def _chunk_files(array: gpuzarr.Array) -> list[str]:
     root = Path(str(array.store.root))
     return sorted(str(p) for p in root.rglob("*") if p.is_file() and not p.name.startswith(("zarr.json", ".z")))
 
 
 def test_truncated_raw_chunk_names_its_key(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
-    array = _local(tmp_path, "v3-raw-u1")
+    array = make_local_array(tmp_path, "v3-raw-u1")
     victim = _chunk_files(array)[0]
     os.truncate(victim, 10)
     with pytest.raises(CorruptChunkError, match=r"c/0/0.*10 bytes"):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
 
 
 def test_corrupt_zstd_chunk_read_from_the_file(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
-    array = _local(tmp_path, "v3-zstd-f4")
+    array = make_local_array(tmp_path, "v3-zstd-f4")
     victim = _chunk_files(array)[1]
     data = bytearray(Path(victim).read_bytes())
     data[len(data) // 2 :] = b"\x00" * (len(data) - len(data) // 2)
     Path(victim).write_bytes(bytes(data))
     key = Path(victim).relative_to(tmp_path / "a.zarr").as_posix()
     with pytest.raises(CorruptChunkError, match=key):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     Path(victim).write_bytes(b"\x28\xb5")
     with pytest.raises(CorruptChunkError, match=key):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
 
 
 def test_shard_whose_index_points_past_its_end(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
@@ -349,7 +347,7 @@ def test_shard_whose_index_points_past_its_end(emulated_gpu: EmulatedGpu, tmp_pa
     data[-4:] = int(crc32c(np.frombuffer(bytes(data[-(16 * 4 + 4) : -4]), np.uint8))).to_bytes(4, "little")
     shard.write_bytes(bytes(data))
     with pytest.raises(CorruptChunkError, match="c/0/0"):
-        _on_gpu(array)[0:16, 0:24]
+        open_on_gpu(array)[0:16, 0:24]
 
 
 def test_missing_chunks_raise_when_asked(emulated_gpu: EmulatedGpu) -> None:
@@ -389,9 +387,9 @@ def test_streams_the_device_fails_are_decoded_on_the_cpu(
     emulated_gpu.device_class = _FlakyDevice
     array = make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+        assert_bitwise_equal(open_on_gpu(array)[...], cpu_result(array, Ellipsis))
     assert any("could not decode" in r.getMessage() for r in caplog.records)
-    strict = _on_gpu(array)
+    strict = open_on_gpu(array)
     strict.strict = True
     with pytest.raises(DeviceError, match="strict"):
         strict[...]
@@ -433,15 +431,15 @@ def test_corrupt_lz4_blocks_are_caught_although_the_decoder_reports_none(
     store = gpuzarr.LocalStore(tmp_path / "a.zarr")
     array = gpuzarr.create(store, shape=(64, 96), dtype=dtype, chunks=(32, 48), **kwargs)
     array[...] = (np.arange(64 * 96) // 5 % 300).astype(dtype).reshape(64, 96)  # every block compresses
-    assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+    assert_bitwise_equal(open_on_gpu(array)[...], cpu_result(array, Ellipsis))
     assert "lz4_check" in emulated_gpu.names()
     key = array._layout.key((1, 1))
     _spoil_first_lz4_block(tmp_path / "a.zarr" / key, blosc=name.startswith("v3-blosc"))
     with pytest.raises(CorruptChunkError, match=key.replace(".", r"\.")):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     # The walk is what catches it: without it the read succeeds with whatever nvCOMP wrote.
     monkeypatch.setattr(executor, "_queue_lz4_checks", lambda *args: [])
-    _on_gpu(array)[...]
+    open_on_gpu(array)[...]
 
 
 def _raw_block_frame(payload: bytes) -> bytes:
@@ -453,25 +451,25 @@ def _raw_block_frame(payload: bytes) -> bytes:
 def test_zstd_frames_without_a_content_size_decode_on_the_cpu(
     emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    array = _local(tmp_path, "v3-zstd-f4")
+    array = make_local_array(tmp_path, "v3-zstd-f4")
     chunk = tmp_path / "a.zarr" / "c" / "0" / "0"
     expected = cpu_result(array, Ellipsis)
     chunk.write_bytes(_raw_block_frame(np.ascontiguousarray(expected[:16, :24]).tobytes()))
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     assert any("declares no content size" in r.getMessage() for r in caplog.records)
     chunk.write_bytes(_raw_block_frame(np.ascontiguousarray(expected[:16, :20]).tobytes()))
     with pytest.raises(CorruptChunkError, match="c/0/0"):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
 
 
 def test_strict_still_calls_corrupt_chunks_corrupt(emulated_gpu: EmulatedGpu, tmp_path: Path) -> None:
-    array = _local(tmp_path, "v3-zstd-f4")
+    array = make_local_array(tmp_path, "v3-zstd-f4")
     victim = tmp_path / "a.zarr" / "c" / "1" / "1"
     data = bytearray(victim.read_bytes())
     data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
     victim.write_bytes(bytes(data))
-    strict = _on_gpu(array)
+    strict = open_on_gpu(array)
     strict.strict = True
     with pytest.raises(CorruptChunkError, match="c/1/1"):
         strict[...]
@@ -483,7 +481,7 @@ def test_arrays_beyond_the_kernel_read_on_the_cpu(emulated_gpu: EmulatedGpu, cap
     array = gpuzarr.create(store, shape=shape, dtype="<u2", chunks=shape, device="cpu")
     array[...] = np.arange(512, dtype="<u2").reshape(shape)
     with caplog.at_level(logging.WARNING, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[1], np.arange(256, 512, dtype="<u2").reshape(shape[1:]))
+        assert_bitwise_equal(open_on_gpu(array)[1], np.arange(256, 512, dtype="<u2").reshape(shape[1:]))
     assert "gather" not in emulated_gpu.names()
     assert any("9-d arrays" in r.getMessage() for r in caplog.records)
 
@@ -492,8 +490,8 @@ def test_concurrent_readers_share_an_array(emulated_gpu: EmulatedGpu, tmp_path: 
     """Data-loader workers read one array from several threads at once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    array = _local(tmp_path, "v3-sharded-zstd-crc32c")
-    gpu = _on_gpu(array)
+    array = make_local_array(tmp_path, "v3-sharded-zstd-crc32c")
+    gpu = open_on_gpu(array)
     boxes = [(slice(i % 20, i % 20 + 17), slice(i % 30, i % 30 + 23)) for i in range(40)]
     expected = [cpu_result(array, b) for b in boxes]
     # A small batch budget gives several batches per read, so the prefetch threads run too.
@@ -510,7 +508,7 @@ def test_random_crops_keep_staging_memory_bounded(emulated_gpu: EmulatedGpu) -> 
     """500 reads of random crops (every one a different staging size) reuse at most two staging
     blocks per device, grown a few times, never one new block per read."""
     array = make_array("v3-zstd-f4")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     rng = np.random.default_rng(7)
     budget = 3000  # several batches per read: batch k+1 is bound while batch k runs
     sizes = set()
@@ -537,7 +535,7 @@ def test_staging_copies_are_asynchronous_and_blocks_wait_for_them(emulated_gpu: 
     from gpuzarr.backends.cuda.numpy_device import EmulatedEvent
 
     array = make_array("v3-zstd-f4")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     pool = emulated_gpu.staging.pool(0)
     acquire, release = pool.acquire, pool.release
     pending_at_release: list[bool] = []
@@ -573,7 +571,7 @@ def test_uploads_and_file_reads_run_on_the_prefetch_thread(emulated_gpu: Emulate
     array = make_array("v3-zstd-f4", gpuzarr.LocalStore(tmp_path / "a.zarr"))
     expected = cpu_result(array, Ellipsis)
     with config.set(gpu_batch_bytes=3000):
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     threads = [(call, name) for device in emulated_gpu.devices for call, name in device.threads]
     assert {call for call, _ in threads} == {"read_files"}  # zstd frames: read by the device itself
     assert len(threads) > 2 and all(name.startswith("gpuzarr-prefetch") for _, name in threads)
@@ -581,7 +579,7 @@ def test_uploads_and_file_reads_run_on_the_prefetch_thread(emulated_gpu: Emulate
     assert 2 <= buffers.nblocks <= 4 and buffers.nin_use == 0
     # The host route (no direct reads): uploads on the helper thread, waited for on the device.
     with config.set(gpu_batch_bytes=3000, gpu_direct_reads=False):
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     device = emulated_gpu.devices[-1]
     assert {call for call, _ in device.threads} == {"upload"}
     assert all(name.startswith("gpuzarr-prefetch") for _, name in device.threads)
@@ -594,7 +592,7 @@ def test_a_read_that_fails_gives_its_device_buffers_back(emulated_gpu: EmulatedG
     key = array._layout.key((2, 1))
     array.store.set(key, b"\x28\xb5\x2f\xfd" + b"\0" * 5)  # a zstd magic number, then nothing
     with config.set(gpu_batch_bytes=3000), pytest.raises(CorruptChunkError) as caught:
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     assert caught.value.key == key
     assert emulated_gpu.buffers.pool(0).nin_use == 0
     assert emulated_gpu.staging.pool(0).nin_use == 0
@@ -602,7 +600,7 @@ def test_a_read_that_fails_gives_its_device_buffers_back(emulated_gpu: EmulatedG
 
 def test_random_crops_keep_device_buffers_bounded(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-zstd-f4")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     rng = np.random.default_rng(11)
     with config.set(gpu_batch_bytes=3000):
         for i in range(200):
@@ -635,7 +633,7 @@ def test_concurrent_readers_fall_back_to_unpooled_staging(emulated_gpu: Emulated
     from concurrent.futures import ThreadPoolExecutor
 
     array = make_array("v3-zstd-f4")
-    gpu = _on_gpu(array)
+    gpu = open_on_gpu(array)
     boxes = [(slice(i % 20, i % 20 + 17 + i % 5), slice(i % 30, i % 30 + 23)) for i in range(40)]
     with config.set(gpu_batch_bytes=4096), ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda b: gpu[b], boxes))
@@ -666,7 +664,7 @@ def test_inner_chunks_of_a_shard_are_read_at_once(emulated_gpu: EmulatedGpu, tmp
     ]
     for selection, shards in cases:
         emulated_gpu.devices.clear()
-        got = _on_gpu(array)[selection]
+        got = open_on_gpu(array)[selection]
         assert_bitwise_equal(np.asarray(got), cpu_result(array, selection))
         reads = [n for name, n in emulated_gpu.calls() if name == "read_files"]
         assert sum(reads) == shards, emulated_gpu.calls()
@@ -693,7 +691,7 @@ def test_short_read_of_a_coalesced_shard_names_the_inner_chunk(emulated_gpu: Emu
     array[...] = np.arange(32 * 48, dtype="u2").reshape(32, 48)
     emulated_gpu.device_class = ShortReads
     with pytest.raises(CorruptChunkError, match=r"c/0/0.*inner chunk.*ended after"):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
 
 
 @pytest.mark.parametrize("name", ["v3-raw-u1", "v3-zstd-f4"])
@@ -702,7 +700,7 @@ def test_direct_reads_refuse_a_chunk_linked_out_of_the_store(
 ) -> None:
     from gpuzarr.errors import SymlinkEscapeError
 
-    array = _local(tmp_path, name)
+    array = make_local_array(tmp_path, name)
     victim = Path(_chunk_files(array)[0])
     outside = tmp_path / "outside"
     outside.write_bytes(victim.read_bytes())
@@ -710,5 +708,5 @@ def test_direct_reads_refuse_a_chunk_linked_out_of_the_store(
     victim.symlink_to(outside)
     key = victim.relative_to(tmp_path / "a.zarr").as_posix()
     with config.set(gpu_direct_reads=True), pytest.raises(SymlinkEscapeError, match=key):
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     assert "read_files" not in emulated_gpu.names()

@@ -12,29 +12,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from numcodecs import Zstd
 
-import gpuzarr
 from gpuzarr.backends.cuda.device import is_device_failure
 from gpuzarr.backends.cuda.executor import FILE_READ_ATTEMPTS
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import CorruptChunkError, DeviceError
 from tests.file_times import wait_for_a_new_change_time
 
-from .cuda_matrix import assert_bitwise_equal, cpu_result, make_array
+from .cuda_matrix import assert_bitwise_equal, cpu_result, make_array, make_local_array, open_on_gpu
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from .emulated_gpu import EmulatedGpu
-
-
-def _local(tmp_path: Path, name: str = "v3-zstd-f4") -> gpuzarr.Array:
-    return make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
-
-
-def _on_gpu(array: gpuzarr.Array) -> gpuzarr.Array:
-    opened = gpuzarr.open(array.store, device="gpu")
-    assert isinstance(opened, gpuzarr.Array)
-    return opened
 
 
 def _victim(tmp_path: Path) -> Path:
@@ -51,7 +40,7 @@ def test_a_file_replaced_after_the_host_walked_it_never_reaches_the_decoder(
     """The host walks each frame the device will read; a file replaced between that walk and
     the device's read (new inode or modification time) is an error naming the chunk, raised
     before any stream of the batch is decoded, not bytes nobody checked handed to nvCOMP."""
-    array = _local(tmp_path)
+    array = make_local_array(tmp_path)
     victim = _victim(tmp_path)
     other = Zstd(level=1).encode(b"\0" * 1536)  # a valid frame of another chunk's size
 
@@ -65,7 +54,7 @@ def test_a_file_replaced_after_the_host_walked_it_never_reaches_the_decoder(
     emulated_gpu.device_class = ReplacedUnderTheRead
     emulated_gpu.devices.clear()
     with pytest.raises(CorruptChunkError, match="changed while it was being read") as caught:
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     assert caught.value.key == "c/1/1"
     assert _zstd_streams(emulated_gpu) == 0
 
@@ -92,7 +81,7 @@ def test_a_file_changed_in_place_after_the_host_walked_it(
 ) -> None:
     """Same inode, size and modification time: what else changed decides whether the batch is
     read again, and a file that changes at every read is refused before any of it is decoded."""
-    array = _local(tmp_path)
+    array = make_local_array(tmp_path)
     expected = cpu_result(array, Ellipsis)
     victim = _victim(tmp_path)
     content = victim.read_bytes()
@@ -126,18 +115,18 @@ def test_a_file_changed_in_place_after_the_host_walked_it(
     if when == "every":
         refused = f"changed while it was being read.*each of {reads} reads"
         with pytest.raises(CorruptChunkError, match=refused) as caught:
-            _on_gpu(array)[...]
+            open_on_gpu(array)[...]
         assert caught.value.key == "c/1/1"
         assert _zstd_streams(emulated_gpu) == 0
     else:
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     assert len(calls) == reads
 
 
 def test_direct_reads_of_several_frames_go_to_the_cpu(
     emulated_gpu: EmulatedGpu, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    array = _local(tmp_path)
+    array = make_local_array(tmp_path)
     expected = cpu_result(array, Ellipsis)
     victim = _victim(tmp_path)
     decoded = bytes(Zstd().decode(victim.read_bytes()))
@@ -145,13 +134,13 @@ def test_direct_reads_of_several_frames_go_to_the_cpu(
     victim.write_bytes(bytes(Zstd().encode(decoded[:half])) + bytes(Zstd().encode(decoded[half:])))
     assert_bitwise_equal(cpu_result(array, Ellipsis), expected)  # the CPU path accepts it
     with caplog.at_level(logging.INFO, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     assert "follow the first frame" in caplog.text
 
 
 @pytest.mark.parametrize("where", ["file", "memory"])
 def test_malformed_frames_name_their_key(emulated_gpu: EmulatedGpu, tmp_path: Path, where: str) -> None:
-    array = _local(tmp_path) if where == "file" else make_array("v3-zstd-f4")
+    array = make_local_array(tmp_path) if where == "file" else make_array("v3-zstd-f4")
     key = "c/1/1"
     frame = bytearray(bytes(array.store.get(key)))  # type: ignore[arg-type]
     single = bool(frame[4] & 0x20)
@@ -159,7 +148,7 @@ def test_malformed_frames_name_their_key(emulated_gpu: EmulatedGpu, tmp_path: Pa
     frame[first] |= 0x06  # reserved block type
     array.store.set(key, bytes(frame))
     with pytest.raises(CorruptChunkError, match="reserved block type") as info:
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     assert info.value.key == key
     assert _zstd_streams(emulated_gpu) == 0  # rejected before any batch
 
@@ -189,7 +178,7 @@ def test_device_failures_pass_through_without_retries(
     assert is_device_failure(error)
     emulated_gpu.device_class = type("Failing", (_Failing,), {"error": error})
     with pytest.raises(type(error), match=str(error)):
-        _on_gpu(_local(tmp_path))[...]
+        open_on_gpu(make_local_array(tmp_path))[...]
     assert not [name for name in emulated_gpu.names() if name.endswith(" alone")]
 
 
@@ -197,10 +186,10 @@ def test_bad_data_errors_are_retried_one_by_one_and_logged_once(
     emulated_gpu: EmulatedGpu, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert not is_device_failure(_Failing.error)
-    array = _local(tmp_path, "v3-blosc-zstd-bitshuffle-f8")
+    array = make_local_array(tmp_path, "v3-blosc-zstd-bitshuffle-f8")
     emulated_gpu.device_class = _Failing
     with caplog.at_level(logging.DEBUG, logger="gpuzarr"):
-        assert_bitwise_equal(_on_gpu(array)[...], cpu_result(array, Ellipsis))
+        assert_bitwise_equal(open_on_gpu(array)[...], cpu_result(array, Ellipsis))
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "batched" in r.getMessage()]
     assert len(warnings) == 1, caplog.text
     assert emulated_gpu.names().count("zstd alone") == _zstd_streams(emulated_gpu)
@@ -211,7 +200,7 @@ def test_a_broken_context_is_a_device_error(emulated_gpu: EmulatedGpu, tmp_path:
         "Broken", (_Failing,), {"broken": RuntimeError("cudaErrorIllegalAddress: an illegal memory access")}
     )
     with pytest.raises(DeviceError, match=r"CUDA context failed.*cudaErrorIllegalAddress"):
-        _on_gpu(_local(tmp_path))[...]
+        open_on_gpu(make_local_array(tmp_path))[...]
     assert not [name for name in emulated_gpu.names() if name.endswith(" alone")]
 
 

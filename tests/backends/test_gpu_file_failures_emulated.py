@@ -20,7 +20,7 @@ from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.errors import StoreError, StorePermissionError
 from tests.permissions import NOBODY, without_permission
 
-from .cuda_matrix import assert_bitwise_equal, make_array
+from .cuda_matrix import assert_bitwise_equal, make_local_array, open_on_gpu
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -32,16 +32,6 @@ if TYPE_CHECKING:
 #: uncompressed one (only the device opens the file)
 ROUTES = ["v3-zstd-f4", "v3-raw-u1"]
 VICTIM = "c/1/1"
-
-
-def _local(tmp_path: Path, name: str) -> gpuzarr.Array:
-    return make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
-
-
-def _on_gpu(array: gpuzarr.Array) -> gpuzarr.Array:
-    opened = gpuzarr.open(array.store, device="gpu")
-    assert isinstance(opened, gpuzarr.Array)
-    return opened
 
 
 def _victim(tmp_path: Path) -> Path:
@@ -61,7 +51,7 @@ def _without_the_victim(array: gpuzarr.Array, tmp_path: Path) -> np.ndarray[Any,
 def test_a_file_removed_before_the_device_reads_it_is_read_again_as_missing(
     emulated_gpu: EmulatedGpu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    array = _local(tmp_path, name)
+    array = make_local_array(tmp_path, name)
     expected = _without_the_victim(array, tmp_path)
     fetches: list[int] = []
     fetch_batch = executor.fetch_batch
@@ -76,14 +66,14 @@ def test_a_file_removed_before_the_device_reads_it_is_read_again_as_missing(
 
     monkeypatch.setattr(executor, "fetch_batch", removed_after_the_host_located_it)
     with gpuzarr.config.set(gpu_direct_reads=True):
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     assert len(fetches) == 2  # the batch, read again
 
 
 def test_a_file_removed_under_the_device_read_is_read_again_as_missing(
     emulated_gpu: EmulatedGpu, tmp_path: Path
 ) -> None:
-    array = _local(tmp_path, "v3-raw-u1")
+    array = make_local_array(tmp_path, "v3-raw-u1")
     expected = _without_the_victim(array, tmp_path)
     reads: list[int] = []
 
@@ -97,7 +87,7 @@ def test_a_file_removed_under_the_device_read_is_read_again_as_missing(
     emulated_gpu.device_class = RemovedUnderTheRead
     emulated_gpu.devices.clear()
     with gpuzarr.config.set(gpu_direct_reads=True):
-        assert_bitwise_equal(_on_gpu(array)[...], expected)
+        assert_bitwise_equal(open_on_gpu(array)[...], expected)
     assert len(reads) == 2
 
 
@@ -127,8 +117,8 @@ def test_a_file_the_system_will_not_open_is_the_stores_permission_error(
     device's open, or the host's walk of the frame the device will read."""
     if os.geteuid() != 0:
         pytest.skip("needs root to look at a file as another user")
-    array = _local(tmp_path, name)
-    gpu_array, cpu_array = _on_gpu(array), gpuzarr.open(array.store, device="cpu")
+    array = make_local_array(tmp_path, name)
+    gpu_array, cpu_array = open_on_gpu(array), gpuzarr.open(array.store, device="cpu")
     for path in (tmp_path / "a.zarr").rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     victim = _victim(tmp_path)
@@ -180,7 +170,7 @@ def test_a_read_error_naming_no_file_is_reported_for_the_chunk_that_failed(
     """An I/O error from a read (EIO) names no file, unlike a refused open: the device says
     which read failed, and the error names that chunk, not the batch's first. (The disk's
     error is made here: no file system here fails a read on demand.)"""
-    array = _local(tmp_path, "v3-raw-u1")
+    array = make_local_array(tmp_path, "v3-raw-u1")
     read_file_span = numpy_device.read_file_span
 
     def failing(span: FileSpan) -> bytes:
@@ -190,7 +180,7 @@ def test_a_read_error_naming_no_file_is_reported_for_the_chunk_that_failed(
 
     monkeypatch.setattr(numpy_device, "read_file_span", failing)
     with gpuzarr.config.set(gpu_direct_reads=True), pytest.raises(StoreError) as caught:
-        _on_gpu(array)[...]
+        open_on_gpu(array)[...]
     assert (caught.value.key, caught.value.errno) == (VICTIM, errno.EIO)
     assert str(_victim(tmp_path)) in str(caught.value)
     assert caught.value.__cause__ is not caught.value

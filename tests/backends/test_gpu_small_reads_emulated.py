@@ -15,6 +15,8 @@ from gpuzarr import config
 from gpuzarr.backends.cuda import reader as reader_module
 from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
 
+from .cuda_matrix import open_on_gpu
+
 if TYPE_CHECKING:
     from .emulated_gpu import EmulatedGpu
 
@@ -36,12 +38,6 @@ def array() -> gpuzarr.Array:
     return a
 
 
-def _on_gpu(array: gpuzarr.Array) -> gpuzarr.Array:
-    opened = gpuzarr.open(array.store, device="gpu")
-    assert isinstance(opened, gpuzarr.Array)
-    return opened
-
-
 def _decoded_on_device(gpu: EmulatedGpu) -> bool:
     return "assemble_chunks" in gpu.names()
 
@@ -50,7 +46,7 @@ def test_a_read_of_few_chunks_is_read_on_the_cpu_and_copied_once(
     emulated_gpu: EmulatedGpu, array: gpuzarr.Array
 ) -> None:
     with config.set(gpu_small_read_chunks=4):
-        got = _on_gpu(array)[3:13, 5:14]  # 2 x 2 chunks
+        got = open_on_gpu(array)[3:13, 5:14]  # 2 x 2 chunks
     np.testing.assert_array_equal(got, DATA[3:13, 5:14])
     assert not _decoded_on_device(emulated_gpu)
     # Read into a pinned staging block, uploaded once on the copy stream, which the read's
@@ -64,7 +60,7 @@ def test_a_read_of_few_chunks_is_read_on_the_cpu_and_copied_once(
 
 def test_a_read_of_more_chunks_takes_the_device_path(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
     with config.set(gpu_small_read_chunks=4):
-        got = _on_gpu(array)[3:21, 5:14]  # 3 x 2 chunks
+        got = open_on_gpu(array)[3:21, 5:14]  # 3 x 2 chunks
     np.testing.assert_array_equal(got, DATA[3:21, 5:14])
     assert _decoded_on_device(emulated_gpu)
     assert "from_host" not in emulated_gpu.names()
@@ -73,9 +69,9 @@ def test_a_read_of_more_chunks_takes_the_device_path(emulated_gpu: EmulatedGpu, 
 def test_the_default_is_twice_the_cpu_concurrency(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
     with config.set(gpu_small_read_chunks=None, concurrency=2):
         assert reader_module.small_read_chunks() == 4
-        np.testing.assert_array_equal(_on_gpu(array)[0:16, 0:16], DATA[0:16, 0:16])  # 4 chunks
+        np.testing.assert_array_equal(open_on_gpu(array)[0:16, 0:16], DATA[0:16, 0:16])  # 4 chunks
         assert not _decoded_on_device(emulated_gpu)
-        np.testing.assert_array_equal(_on_gpu(array)[0:16, 0:24], DATA[0:16, 0:24])  # 6 chunks
+        np.testing.assert_array_equal(open_on_gpu(array)[0:16, 0:24], DATA[0:16, 0:24])  # 6 chunks
         assert _decoded_on_device(emulated_gpu)
 
 
@@ -84,7 +80,7 @@ def test_off_or_strict_every_read_takes_the_device_path(
     emulated_gpu: EmulatedGpu, array: gpuzarr.Array, setting: dict[str, object]
 ) -> None:
     with config.set(**setting):  # type: ignore[arg-type]
-        got = _on_gpu(array)[3:5, 5:7]  # one chunk
+        got = open_on_gpu(array)[3:5, 5:7]  # one chunk
     np.testing.assert_array_equal(got, DATA[3:5, 5:7])
     assert _decoded_on_device(emulated_gpu)
 
@@ -94,9 +90,9 @@ def test_a_read_of_many_bytes_takes_the_device_path(
 ) -> None:
     monkeypatch.setattr(reader_module, "SMALL_READ_MAX_BYTES", 8 * 8 * 2 * 3)  # three chunks' bytes
     with config.set(gpu_small_read_chunks=64):
-        np.testing.assert_array_equal(_on_gpu(array)[0:8, 0:24], DATA[0:8, 0:24])
+        np.testing.assert_array_equal(open_on_gpu(array)[0:8, 0:24], DATA[0:8, 0:24])
         assert not _decoded_on_device(emulated_gpu)
-        np.testing.assert_array_equal(_on_gpu(array)[0:8, 0:32], DATA[0:8, 0:32])
+        np.testing.assert_array_equal(open_on_gpu(array)[0:8, 0:32], DATA[0:8, 0:32])
         assert _decoded_on_device(emulated_gpu)
 
 
@@ -107,9 +103,9 @@ def test_a_batch_whose_result_is_large_takes_the_device_path(
     monkeypatch.setattr(reader_module, "SMALL_READ_MAX_BYTES", 300)
     boxes = [(slice(1, 7), slice(2, 8))] * 6  # 6 x 72 bytes from one 128-byte chunk
     with config.set(gpu_small_read_chunks=64):
-        np.testing.assert_array_equal(_on_gpu(array).read_batch(boxes[:3]), np.stack([DATA[1:7, 2:8]] * 3))
+        np.testing.assert_array_equal(open_on_gpu(array).read_batch(boxes[:3]), np.stack([DATA[1:7, 2:8]] * 3))
         assert not _decoded_on_device(emulated_gpu)
-        np.testing.assert_array_equal(_on_gpu(array).read_batch(boxes), np.stack([DATA[1:7, 2:8]] * 6))
+        np.testing.assert_array_equal(open_on_gpu(array).read_batch(boxes), np.stack([DATA[1:7, 2:8]] * 6))
         assert _decoded_on_device(emulated_gpu)
 
 
@@ -118,7 +114,7 @@ def test_missing_chunks_are_filled_or_refused_alike(emulated_gpu: EmulatedGpu, a
     expected = DATA[6:14, 6:14].copy()
     expected[2:, 2:] = array.metadata.fill_value
     with config.set(gpu_small_read_chunks=8):
-        np.testing.assert_array_equal(_on_gpu(array)[6:14, 6:14], expected)
+        np.testing.assert_array_equal(open_on_gpu(array)[6:14, 6:14], expected)
         strict_missing = gpuzarr.Array(
             array.store, array.path, array.metadata, device="gpu", fill_missing_data_reads=False
         )
@@ -129,7 +125,7 @@ def test_missing_chunks_are_filled_or_refused_alike(emulated_gpu: EmulatedGpu, a
 
 
 def test_out_and_read_batch_are_filled_alike(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
-    gpu_array = _on_gpu(array)
+    gpu_array = open_on_gpu(array)
     with config.set(gpu_small_read_chunks=8):
         out = np.zeros((10, 9), "<u2")
         assert gpu_array.read((slice(3, 13), slice(5, 14)), out=out) is out
@@ -142,4 +138,4 @@ def test_out_and_read_batch_are_filled_alike(emulated_gpu: EmulatedGpu, array: g
 def test_a_corrupt_chunk_names_its_key(emulated_gpu: EmulatedGpu, array: gpuzarr.Array) -> None:
     array.store.set("c/1/1", b"\x28\xb5\x2f\xfd" + bytes(20))
     with config.set(gpu_small_read_chunks=8), pytest.raises(CorruptChunkError, match="c/1/1"):
-        _on_gpu(array)[8:16, 8:16]
+        open_on_gpu(array)[8:16, 8:16]
