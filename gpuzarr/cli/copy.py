@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..convert.destination import KEEP, FormatOptions
-from ..convert.engine import copy_nodes, refuse_overlap
+from ..convert.engine import copy_nodes
 from ..convert.nodes import open_path
+from ..convert.places import refuse_overlapping_nodes
 from ..metadata.limits import format_bytes
 from ..store import make_store
 from .codec_options import compressor_chain, shards_option
@@ -62,11 +63,11 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = FormatOptions(args.zarr_format, args.chunks, args.shards, args.compressor)
-    refuse_overlap(args.source, args.destination)
     dst_options = args.storage_options if args.dst_storage_options is None else args.dst_storage_options
     with open_path(args.source, args.storage_options) as source:
         store, base = make_store(args.destination, storage_options=dst_options)
         try:
+            refuse_overlapping_nodes((source.store, source.path), (store, base.strip("/")))
             tally, progress = copy_nodes(
                 source, store, base, options, overwrite=args.overwrite, jobs=args.jobs, progress=args.progress,
                 description=args.command,

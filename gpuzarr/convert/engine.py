@@ -30,15 +30,13 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.group import Group
 from ..core.info import stored_chunk_coords
-from ..errors import CorruptChunkError, InvalidArgumentError
-from ..store.url import parse_store_url
+from ..errors import CorruptChunkError
 from .destination_nodes import ArrayCopy, Tally, prepare_nodes
 from .progress import Progress, run_parallel
 from .regions import Region, RegionPlan, chunks_in, object_box, slices, stored_boxes, stored_chunks
@@ -75,23 +73,6 @@ def copy_nodes(
 
         consolidate_metadata(store, base)  # as the source had it: one document opens the whole hierarchy
     return tally, shown
-
-
-def refuse_overlap(source: str, destination: str) -> None:
-    """The source and the destination must not be one another or inside one another: a copy
-    would read what it writes, and ``overwrite`` would erase the source."""
-
-    def where(text: str) -> tuple[str, str]:
-        url = parse_store_url(text)
-        if url is None or url.kind in ("file", "zip"):
-            return os.path.realpath(text if url is None else url.location), os.sep
-        return text.rstrip("/"), "/"
-
-    (src, sep), (dst, _) = where(source), where(destination)
-    if src == dst or dst.startswith(src.rstrip(sep) + sep) or src.startswith(dst.rstrip(sep) + sep):
-        raise InvalidArgumentError(
-            f"the destination {destination!r} and the source {source!r} overlap: copy to another place"
-        )
 
 
 # -- data -------------------------------------------------------------------------------------------

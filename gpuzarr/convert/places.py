@@ -25,26 +25,32 @@ def innermost(store: Store) -> Store:
 
 
 def node_place(store: Store, path: str) -> tuple[str, tuple[str, ...]]:
-    """(what holds the data, the parts of the node's place in it).
+    """(what holds the data, the parts of the node's place in it): two nodes overlap where the
+    first is the same and one's parts begin the other's.
 
-    A local directory is the file system (its real path, so that two roots one inside the
-    other, or a link to either, meet), a zip archive its real path, a memory store its dict
-    (``memory://name`` stores share one), a store of an object service or fsspec its URL; any
-    other store is itself. Views (read only, cached) are the store they show.
+    A local directory and a zip archive are places in the file system (real paths, so that two
+    roots one inside the other, or a link to either, meet; an archive's members below its
+    file), a memory store is its dict (``memory://name`` stores share one), a store of an object
+    service or fsspec is its URL's service and path; any other store is itself. Views (read
+    only, cached) are the store they show.
     """
     store = innermost(store)
-    inner = tuple(part for part in path.split("/") if part)
+    inner = _parts(path, "/")
     if isinstance(store, LocalStore):
-        where = os.path.realpath(store.root)
-        return "file", tuple(part for part in where.split(os.sep) if part) + inner
+        return "file", _parts(os.path.realpath(store.root), os.sep) + inner
     if isinstance(store, ZipStore):
-        return f"zip:{os.path.realpath(store.path)}", inner
+        return "file", (*_parts(os.path.realpath(store.path), os.sep), "", *inner)  # "": no folder has it
     if isinstance(store, MemoryStore):
         return f"memory:{id(store.data)}", inner
     url = getattr(store, "url", None)
-    if isinstance(url, str):
-        return f"url:{url.rstrip('/')}", inner
+    if isinstance(url, str) and "://" in url:
+        scheme, _, rest = url.partition("://")
+        return f"url:{scheme}", _parts(rest, "/") + inner
     return f"store:{id(store)}", inner
+
+
+def _parts(path: str, separator: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split(separator) if part)
 
 
 def refuse_overlapping_nodes(source: tuple[Store, str], destination: tuple[Store, str]) -> None:

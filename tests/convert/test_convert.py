@@ -143,7 +143,7 @@ def test_overlapping_places_are_refused_however_they_are_named(tmp_path: Path) -
     source = make_hierarchy(tmp_path / "h.zarr")
     before = _stored(source)
     as_kvstore = {"driver": "file", "path": str(source)}
-    for destination in (source, source / "copy", tmp_path, f"file://{source}/", as_kvstore):
+    for destination in (source, source / "copy", tmp_path, f"file://{source}/", as_kvstore, source / "in.zip"):
         with pytest.raises(InvalidArgumentError, match="overlap"):
             gpuzarr.convert(source, destination, overwrite=True)
     raw = gpuzarr.open_array(source / "raw", mode="r")
