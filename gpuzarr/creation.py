@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import create, create_array, open_array
 from .core.from_data import as_data, data_chunks
-from .core.like import check_full_like, like_args, like_fill, zarr_document
+from .core.like import like_args, like_arguments, zarr_document
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -306,7 +306,7 @@ def empty_like(a: Any, **kwargs: Any) -> Array:
     -------
     Array
     """
-    return _like(a, kwargs, keep_fill_value=True, fill_value=None)
+    return _like("empty", a, kwargs)
 
 
 def zeros_like(a: Any, **kwargs: Any) -> Array:
@@ -323,7 +323,7 @@ def zeros_like(a: Any, **kwargs: Any) -> Array:
     -------
     Array
     """
-    return _like(a, kwargs, keep_fill_value=False, fill_value=0)
+    return _like("zeros", a, kwargs)
 
 
 def ones_like(a: Any, **kwargs: Any) -> Array:
@@ -340,7 +340,7 @@ def ones_like(a: Any, **kwargs: Any) -> Array:
     -------
     Array
     """
-    return _like(a, kwargs, keep_fill_value=False, fill_value=1)
+    return _like("ones", a, kwargs)
 
 
 def full_like(a: Any, **kwargs: Any) -> Array:
@@ -364,9 +364,7 @@ def full_like(a: Any, **kwargs: Any) -> Array:
     TypeError
         ``a`` is not a Zarr array and no ``fill_value`` is given.
     """
-    if "fill_value" not in kwargs:
-        check_full_like(a)
-    return _like(a, kwargs, keep_fill_value=True, fill_value=None)
+    return _like("full", a, kwargs)
 
 
 def open_like(a: Any, path: str, **kwargs: Any) -> Array:
@@ -386,16 +384,10 @@ def open_like(a: Any, path: str, **kwargs: Any) -> Array:
     -------
     Array
     """
-    like = like_args(a)
-    if zarr_document(a) is not None:
-        like["fill_value"] = a.fill_value
-    merged = {**like, **kwargs}
+    merged = like_arguments("empty", a, kwargs)
     return open_array(merged.pop("store", None), path=path, **merged)
 
 
-def _like(a: Any, kwargs: dict[str, Any], *, keep_fill_value: bool, fill_value: Any) -> Array:
-    like = like_fill(a, keep_fill_value, fill_value)
-    if "chunk_shape" in kwargs:  # zarr-python's other name for chunks, given: it decides
-        like.pop("chunks", None)
-    merged = {**like, **kwargs}
+def _like(kind: str, a: Any, kwargs: dict[str, Any]) -> Array:
+    merged = like_arguments(kind, a, kwargs)
     return create(merged.pop("store", None), **merged)

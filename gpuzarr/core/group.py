@@ -45,7 +45,7 @@ from .array import Array
 from .from_data import as_data, shape_and_dtype
 from .from_data import write_data as write_data_into
 from .info import GroupInfo
-from .like import check_full_like, like_arguments
+from .like import like_arguments
 from .tree import TreeRepr, render_tree
 
 if TYPE_CHECKING:
@@ -377,12 +377,8 @@ class Group:
         return self._like("full", name, data, kwargs)
 
     def _like(self, kind: str, name: str, data: Any, kwargs: dict[str, Any]) -> Array:
-        if kind == "full" and "fill_value" not in kwargs:
-            check_full_like(data)
-        arguments = like_arguments(kind, data, kwargs.get("zarr_format", self._zarr_format))
-        if "chunk_shape" in kwargs:  # zarr-python's other name for chunks, given: it decides
-            arguments.pop("chunks", None)
-        return self.create_array(name, **{**arguments, **kwargs})
+        hierarchy_format = kwargs.get("zarr_format", self._zarr_format)
+        return self.create_array(name, **like_arguments(kind, data, kwargs, hierarchy_format))
 
     def create(self, name: str, **kwargs: Any) -> Array:
         """:meth:`create_array` by zarr-python's other name for it."""

@@ -10,7 +10,7 @@ from typing import Any
 from .from_data import as_data, data_chunks
 
 
-def check_full_like(a: Any) -> None:
+def _check_full_like(a: Any) -> None:
     """Raise TypeError where ``a`` has no fill value to lend ``full_like``.
 
     Only a Zarr array has one, and zarr-python's ``full`` needs one.
@@ -19,21 +19,8 @@ def check_full_like(a: Any) -> None:
         raise TypeError("full_like: missing the fill_value argument")
 
 
-def like_fill(a: Any, keep_fill_value: bool, fill_value: Any) -> dict[str, Any]:
-    """:func:`like_args` of ``a``, and the fill value.
-
-    ``a``'s own (``keep_fill_value``, for a Zarr array), else ``fill_value`` where not None.
-    """
-    like = like_args(a)
-    if keep_fill_value and zarr_document(a) is not None:
-        like["fill_value"] = a.fill_value
-    elif fill_value is not None:
-        like["fill_value"] = fill_value
-    return like
-
-
 #: what each ``*_like`` takes from its source besides the layout: (its fill value, else this one)
-LIKE_FILLS: dict[str, tuple[bool, Any]] = {
+_LIKE_FILLS: dict[str, tuple[bool, Any]] = {
     "empty": (True, None),
     "zeros": (False, 0),
     "ones": (False, 1),
@@ -41,25 +28,36 @@ LIKE_FILLS: dict[str, tuple[bool, Any]] = {
 }
 
 
-def like_arguments(kind: str, a: Any, zarr_format: int) -> dict[str, Any]:
-    """The arguments of :func:`gpuzarr.create` for a ``kind`` array like ``a``.
+def like_arguments(kind: str, a: Any, overrides: dict[str, Any], zarr_format: int | None = None) -> dict[str, Any]:
+    """The arguments of :func:`gpuzarr.create` for a ``kind`` array like ``a``, ``overrides``
+    (the caller's keyword arguments) applied.
 
-    ``kind`` is "empty", "zeros", "ones" or "full"; the array goes into a hierarchy of
-    ``zarr_format``.
+    ``kind`` is "empty", "zeros", "ones" or "full" (which needs a fill value: ``a``'s, for a
+    Zarr array, or one in ``overrides``; TypeError otherwise). ``chunk_shape`` in ``overrides``
+    (zarr-python's other name for ``chunks``) replaces ``a``'s chunks.
 
-    A Zarr array of the other format lends its shape, dtype, regular chunks and fill value only:
-    its codecs are of its format, and a hierarchy holds one format.
+    With ``zarr_format`` (a hierarchy's), a Zarr array of the other format lends its shape,
+    dtype, regular chunks and fill value only: its codecs are of its format, and a hierarchy
+    holds one format.
     """
-    keep_fill_value, fill_value = LIKE_FILLS[kind]
-    like = like_fill(a, keep_fill_value, fill_value)
-    if like.get("zarr_format", zarr_format) == zarr_format:
-        return like
-    kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
-    kept["dtype"] = as_data(a).dtype
-    chunks = like.get("chunks")
-    if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
-        kept["chunks"] = tuple(chunks)
-    return kept
+    if kind == "full" and "fill_value" not in overrides:
+        _check_full_like(a)
+    keep_fill_value, fill_value = _LIKE_FILLS[kind]
+    like = like_args(a)
+    if keep_fill_value and zarr_document(a) is not None:
+        like["fill_value"] = a.fill_value
+    elif fill_value is not None:
+        like["fill_value"] = fill_value
+    if zarr_format is not None and like.get("zarr_format", zarr_format) != zarr_format:
+        kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
+        kept["dtype"] = as_data(a).dtype
+        chunks = like.get("chunks")
+        if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
+            kept["chunks"] = tuple(chunks)
+        like = kept
+    if "chunk_shape" in overrides:
+        like.pop("chunks", None)
+    return {**like, **overrides}
 
 
 def zarr_document(a: Any) -> dict[str, Any] | None:
