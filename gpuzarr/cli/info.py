@@ -13,14 +13,13 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..convert.nodes import children, node_name, open_path, walk
+from ..convert.nodes import failure_reason, node_name, open_path, readable_children, walk
 from ..core.array import Array
 from .options import add_storage_options
 
 if TYPE_CHECKING:
     import argparse
 
-    from ..convert.nodes import Node
     from ..core.group import Group
     from ..core.info import ArrayInfo
     from ..errors import GpuZarrError
@@ -106,21 +105,8 @@ def _member_line(name: str, node: Array | Group, width: int) -> str:
     return f"  {name:<{width}}  group"
 
 
-def _readable_children(group: Group) -> tuple[list[tuple[str, Node]], list[tuple[str, str]]]:
-    """The group's children, and (name, why) of those that could not be read (metadata, or a
-    folder this process may not read): described, not a reason to describe nothing."""
-    unreadable: list[tuple[str, str]] = []
-
-    def note(path: str, exc: GpuZarrError) -> None:
-        if not path:  # the group's own folder could not be listed
-            raise exc
-        unreadable.append((path, getattr(exc, "reason", None) or str(exc)))
-
-    return children(group, on_error=note), unreadable
-
-
 def group_text(group: Group, recursive: bool) -> str:
-    members, unreadable = _readable_children(group)
+    members, unreadable = readable_children(group)
     arrays = sum(isinstance(node, Array) for _, node in members)
     lines = [
         _line("Name", group.name),
@@ -156,14 +142,14 @@ def _arrays_below(group: Group) -> tuple[list[tuple[str, Array]], dict[str, str]
 
     def note(path: str, exc: GpuZarrError) -> None:
         if path:
-            refused[node_name(path)] = getattr(exc, "reason", None) or str(exc)
+            refused[node_name(path)] = failure_reason(exc)
 
     arrays = [(relative, node) for relative, node in walk(group, on_error=note) if isinstance(node, Array)]
     return arrays, refused
 
 
 def group_json(group: Group, recursive: bool) -> dict[str, Any]:
-    readable, unreadable = _readable_children(group)
+    readable, unreadable = readable_children(group)
     members: list[dict[str, Any]] = [
         {"name": name, "node_type": "array", "shape": list(node.shape), "dtype": str(node.dtype)}
         if isinstance(node, Array)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..convert.nodes import children, open_path
+from ..convert.nodes import failure_reason, open_path, readable_children
 from ..core.array import Array
 from ..core.group import Group
 from ..core.tree import TreeRepr, render_tree
@@ -14,7 +14,6 @@ from .options import add_storage_options, non_negative_int
 if TYPE_CHECKING:
     import argparse
 
-    from ..errors import GpuZarrError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -56,7 +55,7 @@ def _draw_group(group: Group, level: int | None, max_nodes: int, plain: bool) ->
     reason, and the rest of the hierarchy after it. The group's own listing refused raises."""
     max_depth = None if level is None else level + 1
     members: list[tuple[str, Any]] = []
-    stack = [iter(_listed(group, "", root=True))]
+    stack = [iter(_listed(group, ""))]
     while stack and len(members) <= max_nodes:
         item = next(stack[-1], None)
         if item is None:
@@ -68,25 +67,14 @@ def _draw_group(group: Group, level: int | None, max_nodes: int, plain: bool) ->
             try:
                 stack.append(iter(_listed(node, path)))
             except StorePermissionError as exc:  # its metadata reads, its folder does not list
-                members[-1] = (path, f"unreadable: {_reason(exc)}")
+                members[-1] = (path, f"unreadable: {failure_reason(exc)}")
     truncated = len(members) > max_nodes
     return render_tree(group.name, members[:max_nodes], truncated_at=max_nodes if truncated else None, plain=plain)
 
 
-def _listed(group: Group, path: str, *, root: bool = False) -> list[tuple[str, Any]]:
+def _listed(group: Group, path: str) -> list[tuple[str, Any]]:
     """(path, child or a note saying why it could not be read) of ``group``'s children, sorted
     by name. Raises StorePermissionError where the group's own folder may not be listed."""
-    notes: list[tuple[str, Any]] = []
-
-    def unreadable(name: str, exc: GpuZarrError) -> None:
-        if not name:  # the group's own listing
-            raise exc
-        notes.append((name, f"unreadable: {_reason(exc)}"))
-
-    found = [*children(group, on_error=unreadable), *notes]
+    readable, unreadable = readable_children(group)
+    found: list[tuple[str, Any]] = [*readable, *((name, f"unreadable: {why}") for name, why in unreadable)]
     return [(f"{path}/{name}" if path else name, node) for name, node in sorted(found, key=lambda item: item[0])]
-
-
-def _reason(exc: GpuZarrError) -> str:
-    """What went wrong, without the store's URL and the key that the tree already shows."""
-    return getattr(exc, "reason", None) or str(exc)

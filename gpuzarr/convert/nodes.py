@@ -52,6 +52,26 @@ def children(group: Group, on_error: Callable[[str, GpuZarrError], None] | None 
     return list(_children(group, "", on_error))
 
 
+def readable_children(group: Group) -> tuple[list[tuple[str, Node]], list[tuple[str, str]]]:
+    """(name, node) of the group's children that could be read, and (name, why) of those that
+    could not (bad metadata, a folder this process may not read), names sorted in each. A refusal
+    to list the group's own folder is raised: nothing of it can be shown."""
+    unreadable: list[tuple[str, str]] = []
+
+    def note(name: str, exc: GpuZarrError) -> None:
+        if not name:
+            raise exc
+        unreadable.append((name, failure_reason(exc)))
+
+    return children(group, on_error=note), unreadable
+
+
+def failure_reason(exc: GpuZarrError) -> str:
+    """What went wrong with a node: a store error's reason (its URL and key are shown beside
+    it anyway), or the whole message."""
+    return getattr(exc, "reason", None) or str(exc)
+
+
 def _children(
     group: Group, relative: str, on_error: Callable[[str, GpuZarrError], None] | None
 ) -> Iterator[tuple[str, Node]]:
