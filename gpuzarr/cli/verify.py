@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
             for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
             if isinstance(node, Array)
         ]
-        metadata = [(name, _refused_or_corrupt(exc)) for name, exc in unreadable] + consolidated_problems(root)
+        metadata = [(name, str(exc), isinstance(exc, StorePermissionError)) for name, exc in unreadable]
+        metadata += [(name, reason, False) for name, reason in consolidated_problems(root)]
         with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
             reports = [
                 verify_array(name, array, args.jobs, progress, gpu=device != "cpu", list_missing=args.list_missing)
@@ -135,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
             "ok": problems == 0,
             "device": device,
             "arrays": [r.as_json() for r in reports],
-            "unreadable_metadata": [{"node": name, "reason": reason} for name, reason in metadata],
+            "unreadable_metadata": [
+                {"node": name, "reason": f"unreadable: {reason}" if refused else reason}
+                for name, reason, refused in metadata
+            ],
         }
         print(json.dumps(doc, indent=2))
     else:
@@ -143,21 +147,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-#: how a node whose metadata this process may not read is marked in the report's reason
-REFUSED = "unreadable: "
-
-
-def _refused_or_corrupt(exc: GpuZarrError) -> str:
-    """The report's reason for a node ``walk`` could not open: refused, or corrupt."""
-    return f"{REFUSED}{exc}" if isinstance(exc, StorePermissionError) else str(exc)
-
-
-def _print_report(reports: list[ArrayReport], metadata: list[tuple[str, str]], progress: Progress, device: str) -> None:
-    for name, reason in metadata:
-        if reason.startswith(REFUSED):
-            print(f"UNREADABLE metadata of {name}: {reason.removeprefix(REFUSED)}")
-        else:
-            print(f"CORRUPT metadata of {name}: {reason}")
+def _print_report(
+    reports: list[ArrayReport], metadata: list[tuple[str, str, bool]], progress: Progress, device: str
+) -> None:
+    """``metadata``: (node, what is wrong, whether this process was refused it) of every node
+    whose metadata could not be read or checked."""
+    for name, reason, refused in metadata:
+        print(f"{'UNREADABLE' if refused else 'CORRUPT'} metadata of {name}: {reason}")
     for report in reports:
         for key, reason in report.corrupt:
             print(f"CORRUPT {key}: {reason}")
@@ -172,10 +168,10 @@ def _print_report(reports: list[ArrayReport], metadata: list[tuple[str, str]], p
             f"(read as the fill value), {len(r.corrupt)} corrupt"
             + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
         )
-    refused_metadata = sum(reason.startswith(REFUSED) for _, reason in metadata)
+    refused_metadata = sum(was_refused for _, _, was_refused in metadata)
     corrupt = len(metadata) - refused_metadata + sum(len(r.corrupt) for r in reports)
-    refused = refused_metadata + sum(len(r.unreadable) for r in reports)
-    found = [f"{n} {what}" for n, what in ((corrupt, "corrupt"), (refused, "unreadable")) if n]
+    unreadable = refused_metadata + sum(len(r.unreadable) for r in reports)
+    found = [f"{n} {what}" for n, what in ((corrupt, "corrupt"), (unreadable, "unreadable")) if n]
     verdict = f"{' and '.join(found)} key(s) or document(s)" if found else "OK"
     checked = sum(r.chunks - r.missing for r in reports)
     seconds = progress.elapsed
