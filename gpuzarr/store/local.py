@@ -113,8 +113,9 @@ _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 _ABSENT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
-#: the folder of a volume's root that only its owner may list: never a store's concern
-LOST_AND_FOUND = "lost+found"
+#: the folder of a volume's root that only its owner may list (as a walk names it, from the root):
+#: never a store's concern
+_LOST_AND_FOUND = "/lost+found/"
 
 
 def _is_hidden(name: str) -> bool:
@@ -384,7 +385,9 @@ class LocalStore(Store):
         own ancestors (a link loop) is not entered again, so a walk always ends. As
         ``os.walk`` does, what cannot be listed is skipped: a directory gone meanwhile, a link
         that loops, and one the file system will not list, which goes to ``refused`` where
-        given. Erasing does not list: it raises where it cannot reach what it is to remove.
+        given (except a ``lost+found``, the folder of a volume's root that only its owner lists:
+        never the store's). Erasing does not list: it raises where it cannot reach what it is to
+        remove.
         """
         top = os.path.join(self._real_root, directory)
         if directory and self._link_leaves(top):
@@ -399,7 +402,7 @@ class LocalStore(Store):
             try:
                 entries = os.scandir(path)
             except OSError as exc:  # gone, not a directory, or not ours to read: as os.walk does
-                if refused is not None and isinstance(exc, PermissionError):
+                if refused is not None and isinstance(exc, PermissionError) and not f"/{rel}".endswith(_LOST_AND_FOUND):
                     refused.append(rel)
                 continue
             with entries:
@@ -436,7 +439,7 @@ class LocalStore(Store):
         refused: list[str] = []
         for _ in self._walk(prefix, refused=refused):
             pass
-        return sorted(rel for rel in refused if rel.rstrip("/").rsplit("/", 1)[-1] != LOST_AND_FOUND)
+        return sorted(refused)
 
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         validate_prefix(prefix)
@@ -472,9 +475,7 @@ class LocalStore(Store):
         Except ``lost+found``, the folder of a volume's root that only its owner lists: a
         store at a volume's root must stay listable."""
         refused: list[str] = []
-        if next(self._walk(directory, refused=refused), None) is not None:
-            return True
-        return any(rel.rstrip("/").rsplit("/", 1)[-1] != LOST_AND_FOUND for rel in refused)
+        return next(self._walk(directory, refused=refused), None) is not None or bool(refused)
 
     # -- writing ---------------------------------------------------------------------------------
 
