@@ -23,7 +23,6 @@ from .api import (
     open_group,
     tree,
 )
-from .convert import convert
 from .core.array import Array
 from .core.group import Group
 from .creation import (
@@ -39,12 +38,13 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .debug_info import print_debug_info
 from .save_load import load, save, save_array, save_group
 from .store import LocalStore, MemoryStore, Store
 
 if TYPE_CHECKING:
     # For type checkers only (the "as" marks a re-export): at run time __getattr__ imports them.
+    from .copying import convert as convert
+    from .debug_info import print_debug_info as print_debug_info
     from .integrations.dask import from_dask as from_dask
     from .integrations.dask import store_dask as store_dask
     from .integrations.dask import to_dask as to_dask
@@ -57,16 +57,25 @@ __version__ = "0.1.0"
 _DASK_NAMES = ("from_dask", "store_dask", "to_dask")
 
 
+#: Public names imported on first use: their modules cost ``import gpuzarr`` time (the copy
+#: engine, ``importlib.metadata``) that most programs never need back.
+_LAZY_NAMES = {"convert": "copying", "print_debug_info": "debug_info"}
+
+
 def __getattr__(name: str) -> Any:
     if name in _DASK_NAMES:
         from .integrations import dask as dask_integration
 
         return getattr(dask_integration, name)
+    if name in _LAZY_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
     raise AttributeError(f"module 'gpuzarr' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_DASK_NAMES])
+    return sorted([*globals(), *_DASK_NAMES, *_LAZY_NAMES])
 
 
 __all__ = [

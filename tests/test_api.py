@@ -372,3 +372,17 @@ def test_group_members_cannot_name_a_parent(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="node name"):
             g[name]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.zarr"]
+
+
+def test_convert_and_print_debug_info_load_on_first_use() -> None:
+    # Their modules (the copy engine, importlib.metadata) cost import time few programs need.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, gpuzarr; before = {'gpuzarr.copying', 'gpuzarr.debug_info'} & set(sys.modules); "
+        "gpuzarr.convert, gpuzarr.print_debug_info; from gpuzarr import *; "
+        "print(sorted(before), callable(convert), callable(print_debug_info))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "[] True True", done.stderr

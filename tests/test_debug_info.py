@@ -65,7 +65,7 @@ def test_print_debug_info_and_the_command_print_the_same(capsys: pytest.CaptureF
     doc = json.loads(done.stdout)
     assert doc["required"] == module.debug_info()["required"]
     # Versions come from metadata: the report imports no GPU library, nor zarr-python.
-    probe = "import sys, gpuzarr; gpuzarr.debug_info.debug_info(); print(sorted({'zarr', 'torch'} & set(sys.modules)))"
+    probe = "import sys, gpuzarr.debug_info as d; d.debug_info(); print(sorted({'zarr', 'torch'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=child_env(), check=False)
     assert done.stdout.strip() == "[]", done.stderr
 

@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.creation": 95,  # zeros, ones, array, *_like: wrappers of api.create and open_array
     "gpuzarr.save_load": 95,  # save, load: wrappers of api.create_array, create_group and open
     "gpuzarr.debug_info": 100,  # a report over everything: versions, the GPU probe, the settings
-    "gpuzarr.convert": 95,  # copies between stores, encoding kept or changed (the CLI's copy)
+    "gpuzarr.copying": 95,  # copies between stores, encoding kept or changed (the CLI's copy)
     "gpuzarr.loader": 95,  # crop batches for training: above the facade (uses Array.read_batch)
     "gpuzarr.integrations": 95,  # Dask and xarray on top of the public API
     "gpuzarr.api": 90,

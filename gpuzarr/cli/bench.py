@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..convert.destination import for_rank
-from ..convert.nodes import open_path
+from ..copying.destination import for_rank
+from ..copying.nodes import open_path
 from ..core.array import Array
 from ..errors import DeviceError, InvalidArgumentError
 from ..metadata.limits import format_bytes

@@ -22,7 +22,7 @@ import argparse
 import json
 from typing import Any
 
-from ..convert.destination import BLOSC_SHUFFLES
+from ..copying.destination import BLOSC_SHUFFLES
 
 DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
 BLOSC_DEFAULT = ("lz4", 5, "shuffle")

@@ -14,13 +14,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..consolidated import MEMBER, load_view
-from ..convert.nodes import node_name
+from ..copying.nodes import node_name
 from ..core.group import Group
 from ..errors import MetadataError
 from ..hierarchy import read_node, require_node
 
 if TYPE_CHECKING:
-    from ..convert.nodes import Node
+    from ..copying.nodes import Node
     from ..hierarchy import NodeInfo
 
 

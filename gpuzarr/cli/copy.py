@@ -1,15 +1,15 @@
 """``gpuzarr copy SRC DST`` and ``gpuzarr convert SRC DST``: one implementation, two names, over
-the engine of :func:`gpuzarr.convert` (:mod:`gpuzarr.convert.engine`, whose docstring says how
+the engine of :func:`gpuzarr.convert` (:mod:`gpuzarr.copying.engine`, whose docstring says how
 data moves and how a rerun resumes)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..convert.destination import KEEP, FormatOptions
-from ..convert.engine import copy_nodes
-from ..convert.nodes import open_path
-from ..convert.places import refuse_overlapping_nodes
+from ..copying.destination import KEEP, FormatOptions
+from ..copying.engine import copy_nodes
+from ..copying.nodes import open_path
+from ..copying.places import refuse_overlapping_nodes
 from ..metadata.limits import format_bytes
 from ..store import make_store
 from .codec_options import compressor_chain, shards_option

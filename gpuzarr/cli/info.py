@@ -13,7 +13,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..convert.nodes import failure_reason, node_name, open_path, readable_children, walk
+from ..copying.nodes import failure_reason, node_name, open_path, readable_children, walk
 from ..core.array import Array
 from .options import add_storage_options
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..convert.nodes import failure_reason, open_path, readable_children
+from ..copying.nodes import failure_reason, open_path, readable_children
 from ..core.array import Array
 from ..core.group import Group
 from ..core.tree import TreeRepr, render_tree

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..convert.nodes import node_name, open_path, walk
-from ..convert.places import innermost
-from ..convert.progress import Progress, run_parallel
-from ..convert.regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
+from ..copying.nodes import node_name, open_path, walk
+from ..copying.places import innermost
+from ..copying.progress import Progress, run_parallel
+from ..copying.regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
 from ..core.array import Array
 from ..core.info import stored_chunk_coords
 from ..errors import CorruptChunkError, StoreError, StorePermissionError

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.convert import regions
+from gpuzarr.copying import regions
 
 from .conftest import mask_data, raw_data, run_module
 
@@ -189,10 +189,10 @@ class WriterRecordingStore(gpuzarr.MemoryStore):
 def test_parallel_regions_are_written_by_several_threads_each_owning_its_shards(
     hierarchy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpuzarr.convert.destination import FormatOptions
-    from gpuzarr.convert.destination_nodes import Tally, prepare_nodes
-    from gpuzarr.convert.engine import copy_array
-    from gpuzarr.convert.progress import Progress
+    from gpuzarr.copying.destination import FormatOptions
+    from gpuzarr.copying.destination_nodes import Tally, prepare_nodes
+    from gpuzarr.copying.engine import copy_array
+    from gpuzarr.copying.progress import Progress
 
     # Small regions: many of them, one shard each, written by four threads.
     monkeypatch.setattr(regions, "TARGET_BYTES", 16 * 16 * 16 * 2)

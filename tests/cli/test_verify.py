@@ -211,7 +211,7 @@ class FlakyStore(gpuzarr.MemoryStore):
 
 def test_a_region_failure_no_object_repeats_is_reported(tmp_path: Path) -> None:
     from gpuzarr.cli.verify import verify_array
-    from gpuzarr.convert.progress import Progress
+    from gpuzarr.copying.progress import Progress
 
     data: dict[str, bytes] = {}
     written = gpuzarr.create(gpuzarr.MemoryStore(data), shape=(8,), dtype="int32", chunks=(2,),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.convert.regions import RegionPlan, chunks_in, object_box, stored_boxes
+from gpuzarr.copying.regions import RegionPlan, chunks_in, object_box, stored_boxes
 
 
 def _covered(plan: RegionPlan, shape: tuple[int, ...]) -> np.ndarray:  # type: ignore[type-arg]

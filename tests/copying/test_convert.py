@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.convert import KEEP, ConvertReport
+from gpuzarr.copying import KEEP, ConvertReport
 from gpuzarr.errors import ContainsNodeError, InvalidArgumentError
 from tests.cli.conftest import RAW_SHAPE, make_hierarchy, mask_data, raw_data
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..store.base import Store
     from .destination import FormatOptions
 
-log = logging.getLogger("gpuzarr.convert")
+log = logging.getLogger("gpuzarr.copying")
 
 
 def copy_nodes(

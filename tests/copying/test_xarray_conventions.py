@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.convert.xarray_conventions import decode_fill_attribute, encode_fill_attribute
+from gpuzarr.copying.xarray_conventions import decode_fill_attribute, encode_fill_attribute
 from gpuzarr.errors import MetadataError
 
 if TYPE_CHECKING:
