@@ -71,6 +71,7 @@ def fetch_batch(
     run = io_runner(store.io_concurrency)
     if plan.sharded:
         return _fetch_sharded(layout, store, tasks, {} if indexes is None else indexes, local, run)
+    store_url = None if local is None else str(local.root)  # what a span's errors name
 
     def whole(task: ChunkTask) -> Buffer | FileSpan | None:
         if local is not None and reads_directly(task.route):
@@ -79,7 +80,7 @@ def fetch_batch(
             found = None if path is None else _file_version(local, task.key, path)
             if path is None or found is None:
                 return None
-            return FileSpan(path, 0, found[0], found[1], str(local.root))
+            return FileSpan(path, 0, found[0], found[1], store_url)
         return store.get(task.key)
 
     return run(whole, tasks)
@@ -110,6 +111,7 @@ def _fetch_sharded(
         wanted[task.key].append(task.inner)
         if local is None or not reads_directly(task.route):
             direct_keys.discard(task.key)
+    store_url = None if local is None else str(local.root)  # what a span's errors name
 
     def read_chunks(
         store: Store, key: str, index: ShardIndex, positions: Sequence[int], shard_layout: ShardLayout
@@ -123,7 +125,7 @@ def _fetch_sharded(
             # The file at the path is no longer the version whose index was read (``store`` is
             # the snapshot that read it): its inner chunks come from the snapshot, on the host.
             return read_inner_chunks(store, key, index, positions, shard_layout)
-        return [_inner_span(key, path, found, index, i, str(local.root)) for i in positions]
+        return [_inner_span(key, path, found, index, i, store_url) for i in positions]
 
     fetched = fetch_inner_chunks(
         store,
@@ -145,7 +147,7 @@ def _file_version(store: LocalStore, key: str, path: str) -> tuple[int, FileVers
 
 
 def _inner_span(
-    key: str, path: str, found: tuple[int, FileVersion], index: ShardIndex, inner: int, store_url: str
+    key: str, path: str, found: tuple[int, FileVersion], index: ShardIndex, inner: int, store_url: str | None
 ) -> FileSpan | None:
     """Where inner chunk ``inner`` lies in the shard file (None: empty in the index)."""
     if index.is_empty(inner):
