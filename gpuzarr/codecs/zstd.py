@@ -262,6 +262,12 @@ def decode_zstd_stream_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
     return True
 
 
+def prefix_may_pay(stop: int, total: int) -> bool:
+    """Whether decoding the first ``stop`` bytes of a ``total``-byte chunk alone may pay
+    (:func:`decode_zstd_prefix` says why these bounds)."""
+    return stop * 8 <= total * 5 and total - stop >= ZSTD_BLOCK_MAX
+
+
 def decode_zstd_prefix(data: Buffer, out: np.ndarray[Any, Any], total: int) -> bool:
     """Decode the first ``out.nbytes`` bytes of a one-frame chunk of ``total`` bytes into
     ``out`` and stop there (``zstandard``'s streaming reader): a crop that needs only the top
@@ -276,7 +282,7 @@ def decode_zstd_prefix(data: Buffer, out: np.ndarray[Any, Any], total: int) -> b
     and no dictionary. False otherwise, and for any frame the reader refuses or that ends early:
     the caller decodes everything instead, which raises what is wrong with it.
     """
-    if out.nbytes * 8 > total * 5 or total - out.nbytes < ZSTD_BLOCK_MAX:
+    if not prefix_may_pay(out.nbytes, total):
         return False
     raw = as_uint8(data)
     if raw.size < 6 or int(raw[4]) & 0x07 or frame_content_size(raw) != total:  # checksum flag, dictionary ID
@@ -334,6 +340,11 @@ class ZstdCodec(BytesToBytesCodec):
         return decode_zstd(self._impl, data, out, max_nbytes)
 
     decodes_part = True
+
+    def part_may_pay(self, start: int, stop: int, total: int) -> bool:
+        # Said before the chunk is decoded, so that a part that cannot pay (a crop ending in
+        # the chunk's last block) costs no call into the prefix decoder.
+        return prefix_may_pay(stop, total)
 
     def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
         # A frame decodes from its start only: the part is the prefix up to ``stop``.
