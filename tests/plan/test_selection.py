@@ -231,7 +231,8 @@ def _slice_boxes(shape: tuple[int, ...], length: tuple[int, ...]) -> st.SearchSt
 def test_box_batch_plan_equals_the_boxes_planned_one_by_one(data: st.DataObject) -> None:
     # plan_box_batch is read_batch's planner: box i's projections, in order, with i in front
     # of every output selection; its split cache must never hand one box another's chunks.
-    shape, chunks = data.draw(shapes_and_chunks())
+    # Up to 4-d: 3-d boxes take loops of their own, the others the general product.
+    shape, chunks = data.draw(shapes_and_chunks(max_ndim=4))
     assume(shape)
     length = tuple(data.draw(st.integers(0, n)) for n in shape)
     sels = data.draw(st.lists(_slice_boxes(shape, length), min_size=1, max_size=6))
@@ -283,6 +284,30 @@ def test_box_batch_plan_leaves_other_chunk_grids_to_the_one_by_one_planner() -> 
 
     grid = VariableDimensionGrid(9, np.array([0, 2, 5, 9], dtype=np.int64))
     assert plan_box_batch([(slice(1, 5),)], (grid,)) is None
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_box_batch_plan_of_boxes_across_chunks_on_every_axis(ndim: int) -> None:
+    # Each box crosses a chunk boundary on every axis (2**ndim chunks) and starts in a
+    # different chunk on each; some reach the last, short chunk (12..13), and boxes share
+    # where they start within their chunks (the split cache's key).
+    shape, chunks, starts = (13,) * ndim, (4,) * ndim, (2, 5, 8, 6, 1)
+    sels = [tuple(slice(starts[(i + d) % 5], starts[(i + d) % 5] + 5) for d in range(ndim)) for i in range(6)]
+    dims = dims_of(shape, chunks)
+    batch = plan_box_batch(sels, dims)
+    assert batch is not None
+    expected = []
+    for i, sel in enumerate(sels):
+        one = plan_box(sel, dims)
+        assert one is not None
+        expected += [
+            ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), p.is_complete)
+            for p in one.projections
+        ]
+    assert len(batch.projections) == 6 * 2**ndim
+    assert batch.projections == expected
+    a = values_of(shape)
+    np.testing.assert_array_equal(_stacked(batch, a, chunks), np.stack([a[s] for s in sels]))
 
 
 def test_box_batch_plan_of_the_last_chunk_knows_it_is_short() -> None:
