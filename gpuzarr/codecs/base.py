@@ -183,8 +183,8 @@ class BytesToBytesCodec(Codec):
         """Whether :meth:`decode_part` (and :meth:`read_part`) may pay for a part of a chunk.
 
         For bytes ``[start, stop)`` of a ``total``-byte chunk: False where the codec knows it
-        would not (Blosc blocks that hold most of the chunk), so the caller decodes the whole
-        at once.
+        would not (Blosc blocks that hold most of the chunk, a zstd prefix that skips no whole
+        block), so the caller decodes the whole at once.
         """
         return self.decodes_part
 

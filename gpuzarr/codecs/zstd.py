@@ -343,8 +343,9 @@ class ZstdCodec(BytesToBytesCodec):
 
     def part_may_pay(self, start: int, stop: int, total: int) -> bool:
         # Said before the chunk is decoded, so that a part that cannot pay (a crop ending in
-        # the chunk's last block) costs no call into the prefix decoder.
-        return prefix_may_pay(stop, total)
+        # the chunk's last block) costs no call into the prefix decoder; nor does a chunk whose
+        # frames carry a checksum of their content, which only a full decode checks.
+        return not self.checksum and prefix_may_pay(stop, total)
 
     def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
         # A frame decodes from its start only: the part is the prefix up to ``stop``.

@@ -278,8 +278,9 @@ def plan_box_batch(selections: Sequence[Any], dims: tuple[Any, ...]) -> Selectio
     (shared between boxes that start at the same place in a chunk), and the projections are
     the product of those splits. The planning runs before any chunk is read, on one thread, so
     its time adds to the whole read's: 256 crops of 64^3 over 64^3 chunks (2,048 projections)
-    took 4.1 ms with ``itertools.product`` over each field's values, and 2.0 ms with the loops
-    of a 3-d box written out (2 cores; the batch itself takes about 62 ms)."""
+    took 2.8-4.1 ms with ``itertools.product`` over each field's values, and 1.9-2.0 ms with the
+    loops of a 3-d box written out (2 cores; reading that batch from the v2 Blosc benchmark
+    volume takes 60-75 ms)."""
     if not dims or any(type(dim) is not DimensionGrid for dim in dims):
         return None
     ndim = len(dims)

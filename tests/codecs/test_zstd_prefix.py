@@ -118,15 +118,38 @@ def test_a_crop_of_a_chunks_top_rows_decodes_only_them(
     assert prefixes == [(((15 * 64 + 49) * 64 + 64) * 2, True)]
 
 
+#: a 320 KiB chunk: under 8/3 of a block, so the rule that a whole block must be skipped, not the
+#: 5/8 limit, decides between 192 KiB and 200 KiB
+SMALL_TOTAL = 320 * 1024
+
+
 @pytest.mark.parametrize(
-    ("stop", "pays"),
-    [(TOTAL // 4, True), (TOTAL * 5 // 8, True), (TOTAL * 5 // 8 + 1, False), (TOTAL - ZSTD_BLOCK_MAX + 1, False)],
+    ("stop", "total", "pays"),
+    [
+        (TOTAL // 4, TOTAL, True),
+        (TOTAL * 5 // 8, TOTAL, True),
+        (TOTAL * 5 // 8 + 1, TOTAL, False),
+        (SMALL_TOTAL - ZSTD_BLOCK_MAX, SMALL_TOTAL, True),
+        (SMALL_TOTAL - ZSTD_BLOCK_MAX + 1, SMALL_TOTAL, False),
+        (SMALL_TOTAL * 5 // 8, SMALL_TOTAL, False),
+    ],
 )
-def test_the_codec_says_before_decoding_where_a_prefix_may_pay(stop: int, pays: bool) -> None:
+def test_the_codec_says_before_decoding_where_a_prefix_may_pay(stop: int, total: int, pays: bool) -> None:
     codec = zstd_module.ZstdCodec(level=1)
-    assert codec.part_may_pay(0, stop, TOTAL) is pays
+    assert codec.part_may_pay(0, stop, total) is pays
     # the decoder agrees: where the codec says no, it decodes nothing partly
-    assert decode_zstd_prefix(frame(), np.empty(stop, np.uint8), TOTAL) is pays
+    data = DATA.tobytes()[:total]
+    encoded = bytes(numcodecs.Zstd(level=1).encode(data))
+    out = np.empty(stop, np.uint8)
+    assert decode_zstd_prefix(encoded, out, total) is pays
+    if pays:
+        assert out.tobytes() == data[:stop]
+
+
+def test_the_codec_with_checksums_never_asks_for_a_prefix() -> None:
+    # Its frames carry a checksum of their content, which only a full decode checks.
+    assert not zstd_module.ZstdCodec(level=1, checksum=True).part_may_pay(0, TOTAL // 4, TOTAL)
+    assert zstd_module.ZstdCodec(level=1).part_may_pay(0, TOTAL // 4, TOTAL)
 
 
 def test_a_batch_decodes_what_all_its_crops_need(prefixes: list[tuple[int, bool]]) -> None:
@@ -142,8 +165,7 @@ def test_a_frame_with_a_checksum_is_decoded_whole_and_checked(prefixes: list[tup
     a = zstd_array(checksum=True)
     x = np.concatenate([DATA, DATA[::-1]])
     np.testing.assert_array_equal(a[60:70, :8, :8], x[60:70, :8, :8])
-    assert prefixes
-    assert not any(done for _, done in prefixes)
+    assert not any(done for _, done in prefixes)  # the codec does not even ask for one
     raw = bytearray(bytes(a.store.get("c/1/0/0")))
     raw[-1] ^= 0xFF  # the checksum
     a.store.set("c/1/0/0", bytes(raw))

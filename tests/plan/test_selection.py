@@ -288,11 +288,15 @@ def test_box_batch_plan_leaves_other_chunk_grids_to_the_one_by_one_planner() -> 
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4])
 def test_box_batch_plan_of_boxes_across_chunks_on_every_axis(ndim: int) -> None:
-    # Each box crosses a chunk boundary on every axis (2**ndim chunks) and starts in a
-    # different chunk on each; some reach the last, short chunk (12..13), and boxes share
-    # where they start within their chunks (the split cache's key).
+    # 13 elements in chunks of 4: the last chunk (12..13) is short. Every box has 5 elements
+    # a side and crosses a chunk boundary on every axis (2**ndim chunks each).
+    # - box 0 starts at 4: chunk 1 whole, chunk 2 in part (its split is cached);
+    # - box 1 starts at 8, the same place within its chunk and the same length (the cache's
+    #   key), but reaches the short last chunk: chunks 2 and 3 are both whole;
+    # - the others start at different places on each axis.
     shape, chunks, starts = (13,) * ndim, (4,) * ndim, (2, 5, 8, 6, 1)
-    sels = [tuple(slice(starts[(i + d) % 5], starts[(i + d) % 5] + 5) for d in range(ndim)) for i in range(6)]
+    sels = [(slice(4, 9),) * ndim, (slice(8, 13),) * ndim]
+    sels += [tuple(slice(starts[(i + d) % 5], starts[(i + d) % 5] + 5) for d in range(ndim)) for i in range(4)]
     dims = dims_of(shape, chunks)
     batch = plan_box_batch(sels, dims)
     assert batch is not None
@@ -304,8 +308,13 @@ def test_box_batch_plan_of_boxes_across_chunks_on_every_axis(ndim: int) -> None:
             ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), p.is_complete)
             for p in one.projections
         ]
-    assert len(batch.projections) == 6 * 2**ndim
+    n = 2**ndim
+    assert len(batch.projections) == len(sels) * n
     assert batch.projections == expected
+    box0, box1 = batch.projections[:n], batch.projections[n : 2 * n]
+    assert [p.is_complete for p in box0] == [True] + [False] * (n - 1)  # only chunk (1, ..., 1) is whole
+    assert all(p.is_complete for p in box1)
+    assert [p.chunk_coords for p in box1][-1] == (3,) * ndim
     a = values_of(shape)
     np.testing.assert_array_equal(_stacked(batch, a, chunks), np.stack([a[s] for s in sels]))
 
