@@ -239,18 +239,27 @@ def test_box_batch_plan_equals_the_boxes_planned_one_by_one(data: st.DataObject)
     dims = dims_of(shape, chunks)
     batch = plan_box_batch(sels, dims)
     assert batch is not None
-    expected = []
-    for i, sel in enumerate(sels):
-        one = plan_box(sel, dims)
-        assert one is not None and one.shape == length
-        expected += [
-            ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), p.is_complete)
-            for p in one.projections
-        ]
+    expected = _planned_one_by_one(sels, dims, length)
     assert batch.shape == batch.buffer_shape == (len(sels), *length)
     assert batch.projections == expected
     a = values_of(shape)
     np.testing.assert_array_equal(_stacked(batch, a, chunks), np.stack([a[s] for s in sels]))
+
+
+def _planned_one_by_one(
+    sels: list[Any], dims: tuple[Any, ...], shape: tuple[int, ...] | None = None
+) -> list[ChunkProjection]:
+    """What ``plan_box_batch(sels, dims)`` must equal: each box planned by :func:`plan_box` (of
+    ``shape`` where given), box i's index in front of its output selections."""
+    expected = []
+    for i, sel in enumerate(sels):
+        one = plan_box(sel, dims)
+        assert one is not None and (shape is None or one.shape == shape)
+        expected += [
+            ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), p.is_complete)
+            for p in one.projections
+        ]
+    return expected
 
 
 def _stacked(plan: SelectionPlan, a: np.ndarray[Any, Any], chunks: tuple[int, ...]) -> np.ndarray[Any, Any]:
@@ -300,14 +309,7 @@ def test_box_batch_plan_of_boxes_across_chunks_on_every_axis(ndim: int) -> None:
     dims = dims_of(shape, chunks)
     batch = plan_box_batch(sels, dims)
     assert batch is not None
-    expected = []
-    for i, sel in enumerate(sels):
-        one = plan_box(sel, dims)
-        assert one is not None
-        expected += [
-            ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), p.is_complete)
-            for p in one.projections
-        ]
+    expected = _planned_one_by_one(sels, dims)
     n = 2**ndim
     assert len(batch.projections) == len(sels) * n
     assert batch.projections == expected
