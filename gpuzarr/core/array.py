@@ -22,7 +22,6 @@ from ..errors import (
     BoundsCheckError,
     InvalidArgumentError,
     MetadataError,
-    NodeNotFoundError,
     ReadOnlyError,
 )
 from ..hierarchy import write_documents
@@ -59,17 +58,9 @@ class Array:
 
         ArrayNotFoundError where a group or nothing is there.
         """
-        from ..store import make_store
-        from .group import open_node
+        from .group import open_node_of_kind
 
-        opened, path = make_store(store)
-        try:
-            node = open_node(opened, path, device=device)
-        except NodeNotFoundError as exc:
-            raise ArrayNotFoundError(str(exc)) from None
-        if not isinstance(node, Array):
-            raise ArrayNotFoundError(f"{path or '/'!r} is a group, not an array")
-        return node
+        return open_node_of_kind(store, Array, ArrayNotFoundError, device)[0]
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -88,13 +88,7 @@ class Group:
         """
         if zarr_format not in (None, 2, 3):
             raise MetadataError(f"zarr_format: expected None, 2 or 3, got {zarr_format!r}")
-        opened, path = make_store(store)
-        try:
-            node = open_node(opened, path, device=device)
-        except NodeNotFoundError as exc:
-            raise GroupNotFoundError(str(exc)) from None
-        if not isinstance(node, Group):
-            raise GroupNotFoundError(f"{path or '/'!r} is an array, not a group")
+        node, path = open_node_of_kind(store, Group, GroupNotFoundError, device)
         if zarr_format is not None and node.zarr_format != zarr_format:
             raise GroupNotFoundError(f"{path or '/'!r} is a Zarr v{node.zarr_format} group, not v{zarr_format}")
         return node
@@ -565,6 +559,29 @@ def new_array(
     if data is not None and write_data:
         write_data_into(array, data)
     return array
+
+
+#: Array or Group, the kind of node asked for
+NodeT = TypeVar("NodeT", "Array", "Group")
+
+
+def open_node_of_kind(
+    store: Any, kind: type[NodeT], not_found: type[NodeNotFoundError], device: str
+) -> tuple[NodeT, str]:
+    """The node at ``store`` and its path, where it is a ``kind`` (Array or Group).
+
+    What ``Array.open`` and ``Group.open`` open (``store``: a path, URL, Store or kvstore
+    dict). ``not_found`` is raised where nothing, or the other kind of node, is there.
+    """
+    opened, path = make_store(store)
+    try:
+        node = open_node(opened, path, device=device)
+    except NodeNotFoundError as exc:
+        raise not_found(str(exc)) from None
+    if not isinstance(node, kind):
+        other, wanted = ("a group", "an array") if isinstance(node, Group) else ("an array", "a group")
+        raise not_found(f"{path or '/'!r} is {other}, not {wanted}")
+    return node, path
 
 
 def open_node(store: Store, path: str, device: str = "auto", use_consolidated: bool | None = None) -> Array | Group:
