@@ -3,6 +3,13 @@ small-read rule and, again, all on the device path) and a batch of crops on a sm
 volume, with the device synchronised around every timed call.
 
     python -m benchmarks.gpu_profile [--dir /tmp/gpuzarr-profile] [--codec zstd] [--top 25]
+    python -m benchmarks.gpu_profile --loader [--data-dir DIR] [--size-mib 64] [--crops 256]
+
+``--loader`` profiles the loader workload instead (the datasets of ``benchmarks.loader_sweep``):
+every chunk of the volume in one ``read_batch`` (what decoding ahead asks for), then one pass of
+a GPU ``CropLoader`` with decoding ahead on and off. On Python 3.12 and later cProfile sees the
+loader's background threads too (it runs on ``sys.monitoring``), so the profile of a pass covers
+the reads it overlaps.
 
 Prints wall times per call and the top functions by total and cumulative time. Needs a usable
 GPU: it asks for ``device="gpu"`` (``GPUZARR_DEVICE`` has no effect here).
@@ -75,6 +82,58 @@ def _profile(label: str, call: Any, top: int, repeats: int = 3) -> None:
         print("\n".join(line[:160] for line in lines[start : start + top + 1]))
 
 
+def _chunk_boxes(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[slice, ...]]:
+    """Every chunk of a regular grid as a box (edge chunks clipped)."""
+    grid = [range(0, n, c) for n, c in zip(shape, chunks, strict=True)]
+    return [
+        tuple(slice(o, min(o + c, n)) for o, c, n in zip(origin, chunks, shape, strict=True))
+        for origin in np.stack(np.meshgrid(*grid, indexing="ij"), axis=-1).reshape(-1, len(shape)).tolist()
+    ]
+
+
+def _profile_loader(data_dir: Path, size_mib: float, n_crops: int, top: int, output: str = "cupy") -> None:
+    """The loader workload's datasets: all chunks in one read_batch, then loader passes."""
+    import sys
+
+    import gpuzarr
+    from gpuzarr.loader import CropLoader
+
+    from .datasets import DATASETS, DataDir, chunks_for
+    from .loader_workload import LOADER_BATCH, LOADER_DATASETS
+
+    data = DataDir(data_dir, size_mib, log=lambda message: print(message, file=sys.stderr))
+    for spec in (s for s in DATASETS if s.name in LOADER_DATASETS):
+        path = data.dataset(spec)
+        truth = data.truth(spec.kind)
+        array = gpuzarr.open(str(path), device="gpu")
+        chunks = tuple(int(c) for c in array.chunks)
+        every = _chunk_boxes(array.shape, chunks)
+        # One read_batch per chunk shape (edge chunks are smaller), as decoding ahead does.
+        by_shape: dict[tuple[int, ...], list[tuple[slice, ...]]] = {}
+        for box in every:
+            by_shape.setdefault(tuple(b.stop - b.start for b in box), []).append(box)
+        groups = list(by_shape.values())
+        _profile(
+            f"{spec.name}: all {len(every)} chunks, one read_batch per chunk shape ({len(groups)})",
+            lambda a=array, g=groups: [a.read_batch(boxes) for boxes in g],
+            top,
+        )
+        sels = random_boxes(truth.shape, (64,) * truth.ndim, chunks_for(spec), n_crops, seed=3)
+        crops = [(0, tuple(s.start for s in sel)) for sel in sels]
+        for label, options in (("ahead default", {}), ("ahead off", {"decode_ahead_bytes": 0})):
+            loader = CropLoader(
+                array, (64,) * truth.ndim, LOADER_BATCH, sampler=crops, shuffle=False, device="gpu",
+                output=output, prefetch=2, **options,
+            )  # fmt: skip
+
+            def one_pass(loader: Any = loader) -> None:
+                for _batch in loader:
+                    pass
+
+            _profile(f"{spec.name}: loader pass of {n_crops} crops 64^3, {label}", one_pass, top)
+            loader.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/gpuzarr-profile"))
@@ -82,8 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--side", type=int, default=256)
     parser.add_argument("--crops", type=int, default=32)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--loader", action="store_true", help="profile the loader workload instead")
+    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
+    parser.add_argument("--size-mib", type=float, default=64)
     args = parser.parse_args(argv)
     import gpuzarr
+
+    if args.loader:
+        _profile_loader(args.data_dir, args.size_mib, args.crops, args.top)
+        return 0
 
     args.dir.mkdir(parents=True, exist_ok=True)
     array = _volume(args.dir, args.codec, args.side)

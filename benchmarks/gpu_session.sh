@@ -13,6 +13,9 @@
 #   bash benchmarks/gpu_session.sh probe    # environment report and probes alone
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests, one file at a time
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
+#   bash benchmarks/gpu_session.sh profile  # where the GPU loader's time goes: cProfile of loader
+#                                           # passes and whole-volume reads, an Nsight Systems
+#                                           # summary where nsys exists, the full-read ceilings
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
 #   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
 #                                           # beside the CPU peers), without and with chunk caches
@@ -177,6 +180,33 @@ cpu_scaling() {
   sweep_loader loader-sweep-cpu "$budget" --device cpu
 }
 
+profile() {
+  # The loader's datasets in one place for every step (generated once).
+  local data=/tmp/gpuzarr-data
+  timeout "$(capped 200)" python3 -m benchmarks.gpu_profile --loader --crops 256 --top 30 \
+    --data-dir "$data" >"$out/profile-loader.txt" 2>&1
+  echo "loader profile exit $?"; grep "^===" "$out/profile-loader.txt"
+  if command -v nsys >/dev/null; then
+    # CUDA API and kernel times of the GPU loader sweep (no timings of ours are trusted here:
+    # nsys slows the host side).
+    timeout "$(capped 150)" nsys profile --trace=cuda,osrt --stats=true --force-overwrite true \
+      -o "$out/loader-sweep" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 --passes 2 \
+      --data-dir "$data" >"$out/nsys-loader-sweep.txt" 2>&1
+    echo "nsys exit $?"; rm -f "$out"/loader-sweep.nsys-rep "$out"/loader-sweep.sqlite
+  else
+    echo "nsys not found"
+  fi
+  timeout "$(capped 120)" python3 -m benchmarks.gpu_profile --codec zstd --top 30 >"$out/profile-zstd.txt" 2>&1
+  echo "zstd profile exit $?"; grep "^===" "$out/profile-zstd.txt"
+  timeout "$(left)" python3 -m benchmarks.run --device gpu --repeats 3 --size-mib 64 --data-dir "$data" \
+    --only full-read crops-batch sharded-zstd v2-blosc-lz4 gpuzarr-gpu gpuzarr-gpu-direct gpuzarr-cpu \
+    tensorstore tensorstore+cupy --out "$out/bench" >"$out/bench.log" 2>&1
+  echo "benchmark exit $?"
+  grep -E "^\| (full-read|crops-batch|dataset) " "$out/bench/results.md" 2>/dev/null | head -12
+  grep -A8 "Raw ceilings" "$out/bench/results.md" 2>/dev/null
+  echo "stage took ${SECONDS} s of ${budget}"
+}
+
 sanitize() {
   # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
   # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
@@ -199,9 +229,10 @@ case "$stage" in
   probe) probe ;;
   tests) tests ;;
   bench) bench ;;
+  profile) profile ;;
   sanitize) sanitize ;;
   loader) loader ;;
   cpu) cpu_scaling ;;
   all) tests; bench; loader; cpu_scaling ;;
-  *) echo "unknown stage $stage (lease | first | probe | tests | bench | sanitize | loader | cpu | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (lease | first | probe | tests | bench | profile | sanitize | loader | cpu | all)"; exit 2 ;;
 esac
