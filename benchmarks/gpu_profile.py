@@ -7,9 +7,10 @@ volume, with the device synchronised around every timed call.
 
 ``--loader`` profiles the loader workload instead (the datasets of ``benchmarks.loader_sweep``):
 every chunk of the volume in one ``read_batch`` (what decoding ahead asks for), then one pass of
-a GPU ``CropLoader`` with decoding ahead on and off. On Python 3.12 and later cProfile sees the
-loader's background threads too (it runs on ``sys.monitoring``), so the profile of a pass covers
-the reads it overlaps.
+a GPU ``CropLoader`` with decoding ahead on and off, and with a device cache that holds the whole
+volume (after the warm-up pass, no decoding: the cost of putting crops together). On Python 3.12
+and later cProfile sees the loader's background threads too (it runs on ``sys.monitoring``), so
+the profile of a pass covers the reads it overlaps.
 
 Prints wall times per call and the top functions by total and cumulative time. Needs a usable
 GPU: it asks for ``device="gpu"`` (``GPUZARR_DEVICE`` has no effect here).
@@ -120,7 +121,12 @@ def _profile_loader(data_dir: Path, size_mib: float, n_crops: int, top: int, out
         )
         sels = random_boxes(truth.shape, (64,) * truth.ndim, chunks_for(spec), n_crops, seed=3)
         crops = [(0, tuple(s.start for s in sel)) for sel in sels]
-        for label, options in (("ahead default", {}), ("ahead off", {"decode_ahead_bytes": 0})):
+        rows: list[tuple[str, dict[str, Any]]] = [
+            ("ahead default", {}),
+            ("ahead off", {"decode_ahead_bytes": 0}),
+            ("device cache of the whole volume", {"device_cache_bytes": 2 * truth.nbytes}),
+        ]
+        for label, options in rows:
             loader = CropLoader(
                 array, (64,) * truth.ndim, LOADER_BATCH, sampler=crops, shuffle=False, device="gpu",
                 output=output, prefetch=2, **options,
