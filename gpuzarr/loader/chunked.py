@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..core.array import Array
     from .cache import ChunkCache, ChunkKey
     from .ordering import HostOrdering
+    from .pieces import CropPieces
     from .sampling import Crops
     from .volumes import Volumes
 
@@ -85,13 +86,18 @@ class ChunkAssembler:
         #: the decoded chunks of the batches decoded ahead (views of the arrays they were read
         #: into), until the next :meth:`decode_ahead`
         self._ahead: dict[ChunkKey, Any] = {}
+        #: the pieces of the runs of crops that :meth:`decode_ahead` looked at, by field, volume
+        #: and the origins' bytes, for :meth:`read` to take instead of working them out again
+        self._pieces: dict[tuple[str, int, bytes], CropPieces] = {}
 
     def read(self, field: str, volume: int, origins: np.ndarray[Any, Any], out: Any) -> None:
         """Fill ``out`` (``(len(origins), *crop_shape)`` on the loader's device) with the crops
         of ``volumes.arrays[field][volume]`` at ``origins``."""
         array = self.volumes.arrays[field][volume]
         chunk = self.chunks[field][volume]
-        pieces = crop_pieces(origins, self.crop_shape, chunk, array.shape)
+        pieces = self._pieces.pop((field, volume, origins.tobytes()), None)
+        if pieces is None:
+            pieces = crop_pieces(origins, self.crop_shape, chunk, array.shape)
         needed = pieces.chunk_keys()
         with self.ordering.producing():
             found = self._look_up(field, volume, needed)
@@ -100,12 +106,15 @@ class ChunkAssembler:
             self.ordering.assemble(out, [found[c] for c in needed], pieces)
 
     def chunks_of(self, crops: Crops) -> dict[tuple[str, int], set[tuple[int, ...]]]:
-        """The chunks ``crops`` cross, by (field, volume)."""
+        """The chunks ``crops`` cross, by (field, volume); the pieces worked out on the way are
+        kept for :meth:`read` until the next :meth:`decode_ahead`."""
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         for field in self.volumes.fields:
             for volume, start, stop in volume_runs(crops.volumes):
                 shape = self.volumes.arrays[field][volume].shape
-                pieces = crop_pieces(crops.origins[start:stop], self.crop_shape, self.chunks[field][volume], shape)
+                origins = crops.origins[start:stop]
+                pieces = crop_pieces(origins, self.crop_shape, self.chunks[field][volume], shape)
+                self._pieces[(field, volume, origins.tobytes())] = pieces
                 wanted.setdefault((field, volume), set()).update(pieces.chunk_keys())
         return wanted
 
@@ -118,7 +127,7 @@ class ChunkAssembler:
         Returns how many batches were decoded ahead. The chunks decoded ahead before are
         dropped.
         """
-        self._ahead = {}
+        self._ahead, self._pieces = {}, {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         nbytes, taken = 0, 0
         for crops in batches:
@@ -143,8 +152,8 @@ class ChunkAssembler:
         return taken
 
     def drop_ahead(self) -> None:
-        """Forget the chunks decoded ahead."""
-        self._ahead = {}
+        """Forget the chunks decoded ahead (and the pieces of their crops)."""
+        self._ahead, self._pieces = {}, {}
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)

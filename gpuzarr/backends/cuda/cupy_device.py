@@ -580,10 +580,13 @@ class CudaDevice:
     def assemble_boxes(self, out: Any, sources: Sequence[Any], launch: AssembleLaunch) -> None:
         if not out.flags.c_contiguous:
             raise ValueError("assemble: the output must be C-contiguous")
-        if any(not s.flags.c_contiguous for s in sources):
+        # A batch's pieces repeat its chunks: each distinct source is looked at once.
+        distinct = {id(s): s for s in sources}
+        if any(not s.flags.c_contiguous for s in distinct.values()):
             raise ValueError("assemble: every source must be C-contiguous")
+        nbytes = {key: int(s.nbytes) for key, s in distinct.items()}
         # The geometry is checked by kernels.launch_assemble, with the alignment.
-        check_box_sources(launch, [int(s.nbytes) for s in sources])
+        check_box_sources(launch, [nbytes[id(s)] for s in sources])
         _launch(out, list(sources), launch)
 
 
