@@ -12,6 +12,9 @@ warmed up by one pass whose every crop is checked against the ground truth, then
 * ``ahead off``: ``decode_ahead_bytes=0``, each batch reads exactly its crops (one batched
   decode per batch);
 * ``ahead default``: the chunks of the next batches decoded together, up to the GPU batch budget;
+* ``ahead default, host reads``: the same with ``gpu_direct_reads=False``: zstd chunks read on
+  the host and copied in the batch's staging buffer rather than read by kvikio (Blosc chunks
+  take that route either way, so their two rows show how much rows differ by chance);
 * ``ahead 1 GiB, batch 4 GiB``: more batches per decode, with ``gpu_batch_bytes`` raised so that
   the executor does not split them again;
 * ``device cache``: a device cache holding the whole volume (after the warm-up, no decoding).
@@ -71,6 +74,7 @@ def settings(device: str, volume_nbytes: int) -> list[tuple[str, dict[str, Any],
     return [
         ("ahead off", {"decode_ahead_bytes": 0}, {}),
         ("ahead default", {}, {}),
+        ("ahead default, host reads", {}, {"gpu_direct_reads": False}),
         ("ahead 1 GiB, batch 4 GiB", {"decode_ahead_bytes": GIB}, {"gpu_batch_bytes": 4 * GIB}),
         ("device cache", {"device_cache_bytes": 2 * volume_nbytes}, {}),
     ]

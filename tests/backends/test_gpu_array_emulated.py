@@ -96,13 +96,13 @@ def test_direct_file_reads_for_zstd_and_raw(emulated_gpu: EmulatedGpu, local_arr
 
 @pytest.mark.parametrize(
     ("setting", "gds", "direct"),
-    [("auto", True, True), ("auto", False, False), (True, False, True), (False, True, False)],
+    [("auto", True, True), ("auto", False, True), (True, False, True), (False, True, False), (False, False, False)],
 )
 def test_direct_route_switch(
     emulated_gpu: EmulatedGpu, tmp_path: Path, setting: object, gds: bool, direct: bool
 ) -> None:
-    """``gpu_direct_reads``: "auto" reads files on the device only with GPUDirect Storage; True and
-    False force one route. Both routes give the CPU's result."""
+    """``gpu_direct_reads``: "auto" (as True) reads files on the device with or without
+    GPUDirect Storage; False reads them on the host. Both routes give the CPU's result."""
     emulated_gpu.gds = gds
     for name in ("v3-zstd-f4", "v3-raw-u1"):
         array = make_array(name, gpuzarr.LocalStore(tmp_path / f"{name}.zarr"))
