@@ -13,6 +13,8 @@
 #   bash benchmarks/gpu_session.sh probe    # environment report and probes alone
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests, one file at a time
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
+#   bash benchmarks/gpu_session.sh quick    # about two minutes: the kernel, loader and array GPU
+#                                           # tests, the GPU loader sweep and the loader profile
 #   bash benchmarks/gpu_session.sh profile  # where the GPU loader's time goes: cProfile of loader
 #                                           # passes and whole-volume reads, an Nsight Systems
 #                                           # summary where nsys exists, the full-read ceilings
@@ -180,6 +182,18 @@ cpu_scaling() {
   sweep_loader loader-sweep-cpu "$budget" --device cpu
 }
 
+quick() {
+  pytest_file kernels-gpu 90 tests/gpu/test_kernels_gpu.py
+  pytest_file loader-gpu 90 tests/gpu/test_loader_gpu.py
+  pytest_file gpu-array 120 tests/gpu/test_gpu_array.py
+  failures 20
+  sweep_loader loader-sweep 120 --passes 5
+  timeout "$(capped 120)" python3 -m benchmarks.gpu_profile --loader --crops 256 --top 40 \
+    >"$out/profile-loader.txt" 2>&1
+  echo "loader profile exit $?"; grep "^===" "$out/profile-loader.txt"
+  echo "stage took ${SECONDS} s of ${budget}"
+}
+
 profile() {
   # The loader's datasets in one place for every step (generated once).
   local data=/tmp/gpuzarr-data
@@ -229,10 +243,11 @@ case "$stage" in
   probe) probe ;;
   tests) tests ;;
   bench) bench ;;
+  quick) quick ;;
   profile) profile ;;
   sanitize) sanitize ;;
   loader) loader ;;
   cpu) cpu_scaling ;;
   all) tests; bench; loader; cpu_scaling ;;
-  *) echo "unknown stage $stage (lease | first | probe | tests | bench | profile | sanitize | loader | cpu | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | profile | sanitize | loader | cpu | all)"; exit 2 ;;
 esac
