@@ -106,6 +106,9 @@ class CudaOrdering(HostOrdering):
         assert isinstance(reader, CudaReader)
         self._reader = reader
         self._device_on = device_on
+        #: device objects ordered on the consumer's streams, by stream handle: two are needed
+        #: per batch (its hand-over and its buffers' return), on the same stream in a training loop
+        self._consumers: dict[int, Any] = {}
         self.index = device_index(device) or 0
         self.stream = side_stream(reader)
         self._side = device_on(reader, self.stream)
@@ -166,9 +169,22 @@ class CudaOrdering(HostOrdering):
         if not self._real or output == "numpy":
             event.synchronize()  # the batch goes to the host, or the device is emulated
             return
-        consumer = self._device_on(self._reader, self.consumer_stream(output))
+        consumer = self._consumer(self.consumer_stream(output))
         with consumer.activate():
             consumer.wait_for(event)
+
+    def _consumer(self, stream: Any) -> Any:
+        """The device object ordered on the consumer's ``stream``, made once per stream handle
+        (PyTorch gives a new object for the same stream at every ``current_stream()``)."""
+        handle = _stream_handle(stream)
+        if handle is None:
+            return self._device_on(self._reader, stream)
+        consumer = self._consumers.get(handle)
+        if consumer is None:
+            if len(self._consumers) >= MAX_CONSUMER_STREAMS:
+                self._consumers.clear()
+            consumer = self._consumers[handle] = self._device_on(self._reader, stream)
+        return consumer
 
     def memory_owner(self, buffer: Any) -> Any:
         if isinstance(buffer, np.ndarray):
@@ -195,7 +211,7 @@ class CudaOrdering(HostOrdering):
         batch it no longer holds."""
         if stream is None:
             return None
-        consumer = self._device_on(self._reader, stream)
+        consumer = self._consumer(stream)
         with consumer.activate():
             return consumer.record()
 
@@ -207,6 +223,21 @@ class CudaOrdering(HostOrdering):
     def settle(self, event: Any) -> None:
         if event is not None:
             event.synchronize()
+
+
+#: consumer streams whose device objects are kept (a loop uses one; more is a consumer switching
+#: streams, whose old ones are let go)
+MAX_CONSUMER_STREAMS = 4
+
+
+def _stream_handle(stream: Any) -> int | None:
+    """The ``cudaStream_t`` of a CuPy (``ptr``) or PyTorch (``cuda_stream``) stream; None for
+    anything else (not cached)."""
+    for attribute in ("cuda_stream", "ptr"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def ordering_for(device: str) -> HostOrdering:
