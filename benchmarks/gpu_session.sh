@@ -13,6 +13,10 @@
 #   bash benchmarks/gpu_session.sh probe    # environment report and probes alone
 #   bash benchmarks/gpu_session.sh tests    # environment report, kernel and GPU tests, one file at a time
 #   bash benchmarks/gpu_session.sh bench    # GPU benchmark on the smaller datasets, with ceilings
+#   bash benchmarks/gpu_session.sh loader-overheads  # about four minutes: the loader's GPU tests,
+#                                           # the loader benchmark, the GPU sweep, and passes of
+#                                           # 2048 crops (per-batch cost apart from per-pass cost)
+#                                           # with Python's default thread switch interval and 0.5 ms
 #   bash benchmarks/gpu_session.sh quick    # about two minutes: the kernel, loader and array GPU
 #                                           # tests, the GPU loader sweep and the loader profile
 #   bash benchmarks/gpu_session.sh profile  # where the GPU loader's time goes: cProfile of loader
@@ -121,7 +125,9 @@ loader_bench() {
 # --device cpu among the arguments), for at most $2 seconds: sweep_loader NAME SECONDS [ARGS...]
 sweep_loader() {
   local name=$1 limit=$2; shift 2
-  timeout "$(capped "$limit")" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 "$@" \
+  limit=$(capped "$limit")
+  if (( limit < 5 )); then echo "$name: skipped, stage budget spent"; return; fi
+  timeout "$limit" python3 -m benchmarks.loader_sweep --size-mib 64 --crops 256 "$@" \
     >"$out/$name.md" 2>"$out/$name.log"
   echo "$name exit $?"
   cat "$out/$name.md"
@@ -180,6 +186,17 @@ cpu_scaling() {
   cat "$out/cpu-scaling.md"
   # The CPU loader on threads and with 2, 4, ... worker processes, on this host's cores.
   sweep_loader loader-sweep-cpu "$budget" --device cpu
+}
+
+loader_overheads() {
+  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
+  loader_bench 150
+  grep -E "^\| loader-" "$out/loader/results.md" 2>/dev/null | head -12
+  sweep_loader loader-sweep 60 --passes 5
+  sweep_loader loader-sweep-2048 45 --passes 3 --crops 2048 --rows "ahead default" "device cache"
+  sweep_loader loader-sweep-2048-switch 45 --passes 3 --crops 2048 --rows "ahead default" "device cache" \
+    --switch-interval 0.0005
+  echo "stage took ${SECONDS} s of ${budget}"
 }
 
 quick() {
@@ -244,10 +261,11 @@ case "$stage" in
   tests) tests ;;
   bench) bench ;;
   quick) quick ;;
+  loader-overheads) loader_overheads ;;
   profile) profile ;;
   sanitize) sanitize ;;
   loader) loader ;;
   cpu) cpu_scaling ;;
   all) tests; bench; loader; cpu_scaling ;;
-  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | profile | sanitize | loader | cpu | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | sanitize | loader | cpu | all)"; exit 2 ;;
 esac

@@ -2,7 +2,8 @@
 device chunk cache do to 64^3 crops/s on the loader's datasets.
 
     python -m benchmarks.loader_sweep [--data-dir benchmarks/data] [--size-mib 64] [--crops 256]
-                                      [--passes 5] [--device gpu|cpu]
+                                      [--passes 5] [--device gpu|cpu] [--rows NAME ...]
+                                      [--switch-interval SECONDS]
 
 Each row is one CropLoader (batches of 32, ``prefetch=2``, CuPy output on a GPU, NumPy on the
 CPU) over the same ``--crops`` random unaligned crops (those of the ``loader`` workload),
@@ -24,8 +25,10 @@ read at once, its default, and one batch at a time) and with one, on threads, th
 ``workers`` processes (2, 4, ... up to the CPUs; each reads with
 ``concurrency // workers`` threads): what worker processes gain over threads that share one
 interpreter lock, on this host's cores. A loader with workers is kept over its passes, as a
-training loop keeps it, so its workers start once, in the warm-up pass. Prints a Markdown table;
-no timing is asserted anywhere.
+training loop keeps it, so its workers start once, in the warm-up pass. ``--rows`` keeps the rows
+named; ``--switch-interval`` sets how long a thread may keep the interpreter lock while another
+waits (Python's default is 5 ms), to see what the hand-overs between the loader's threads cost.
+Prints a Markdown table; no timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -129,7 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crops", type=int, default=256)
     p.add_argument("--passes", type=int, default=5)
     p.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
+    p.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (by name)")
+    p.add_argument(
+        "--switch-interval",
+        type=float,
+        metavar="SECONDS",
+        help="sys.setswitchinterval for the run (how soon a thread waiting for the interpreter lock gets it)",
+    )
     args = p.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
 
     import gpuzarr
 
@@ -159,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         sels = random_boxes(truth.shape, (CROP,) * truth.ndim, chunks_for(spec), args.crops, seed=3)
         array = gpuzarr.open(str(path), device=args.device)
         for name, options, config in settings(args.device, truth.nbytes):
+            if args.rows and name not in args.rows:
+                continue
             try:
                 with gpuzarr.config.set(**config):
                     seconds, rate = measure(array, truth, sels, args.device, options, args.passes, sync)

@@ -3,7 +3,10 @@ rows through the emulated device (no timing is looked at)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
+
+import pytest
 
 from benchmarks import loader_sweep
 
@@ -11,8 +14,6 @@ from ..backends.emulated_gpu import emulated_gpu  # noqa: F401 - a fixture
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import pytest
 
     from ..backends.emulated_gpu import EmulatedGpu
 
@@ -46,3 +47,20 @@ def test_gpu_rows_on_the_emulated_device(
     names = ["ahead off", "ahead default", "ahead default, host reads", "ahead 1 GiB, batch 4 GiB", "device cache"]
     assert [(r[0], r[1]) for r in rows] == [(d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in names]
     assert all(not r[2].startswith("error") for r in rows), rows
+
+
+def test_rows_and_switch_interval_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], emulated_gpu: EmulatedGpu  # noqa: F811
+) -> None:
+    before = sys.getswitchinterval()
+    try:
+        assert loader_sweep.main(["--device", "gpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
+                                  "--passes", "1", "--rows", "device cache", "ahead off",
+                                  "--switch-interval", "0.0005"]) == 0  # fmt: skip
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+    finally:
+        sys.setswitchinterval(before)
+    rows = _rows(capsys.readouterr().out)[1:]
+    assert [(r[0], r[1]) for r in rows] == [
+        (d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in ("ahead off", "device cache")
+    ]
