@@ -1,9 +1,13 @@
 // assemble.cu: scatter the decoded chunks of one batch into an N-d output array, one launch.
 //
-// Kernel   assemble_chunks
+// Kernels  assemble_chunks: one thread per element, its place found with one division per axis;
+//          assemble_rows: one warp per row of the innermost axis, its place found with one division
+//          per outer axis for the whole row, the lanes 32 elements apart along it (for rows of
+//          16 elements or more: a loader's crops, full reads). Same arguments, same result.
 // Launch   block (B, 1, 1), B a multiple of 32 (256 is a good default);
 //          grid (X, Y, 1): Y = min(nchunks, 65535), blockIdx.y picks the chunk; both grid axes are
-//          grid-stride loops, so any X >= 1 and Y >= 1 cover every element of every chunk.
+//          grid-stride loops (over elements, or over rows in warps), so any X >= 1 and Y >= 1
+//          cover every element of every chunk.
 // Arguments (all per-axis tables hold 8 entries per row; only the first `ndim` are read)
 //   out          unsigned char*               output base pointer
 //   out_strides  const long long[8]           output strides, in elements
@@ -148,6 +152,79 @@ __device__ void assemble_typed(unsigned char* out, const long long* out_strides,
     }
 }
 
+template <typename T>
+__device__ void assemble_rows_typed(unsigned char* out, const long long* out_strides,
+                                    const unsigned char* const* sources, const long long* src_strides,
+                                    const long long* src_offsets, const long long* src_steps,
+                                    const long long* dst_offsets, const long long* extents,
+                                    const unsigned char* fill_value, int nchunks, int ndim,
+                                    int swap_width) {
+    // Per-chunk geometry, computed once per block as in assemble_typed, plus the row count (the
+    // product of every extent but the innermost one) and the innermost axis's extent and steps.
+    __shared__ long long s_extent[8];
+    __shared__ long long s_src_step[8];
+    __shared__ long long s_out_stride[8];
+    __shared__ long long s_src_base, s_out_base, s_rows, s_inner, s_inner_src, s_inner_out;
+
+    T* out_items = reinterpret_cast<T*>(out);
+    const int lane = threadIdx.x & 31;
+    const long long first_warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+
+    for (int c = blockIdx.y; c < nchunks; c += gridDim.y) {
+        if (threadIdx.x == 0) {
+            const long long row = (long long)c * 8;
+            long long src_base = 0, out_base = 0, rows = 1;
+            for (int d = 0; d < ndim; ++d) {
+                s_extent[d] = extents[row + d];
+                s_src_step[d] = src_strides[row + d] * src_steps[row + d];
+                s_out_stride[d] = out_strides[d];
+                src_base += src_offsets[row + d] * src_strides[row + d];
+                out_base += dst_offsets[row + d] * out_strides[d];
+                if (d < ndim - 1) rows *= extents[row + d];
+            }
+            // A 0-d chunk is one row of one element.
+            s_inner = ndim > 0 ? s_extent[ndim - 1] : 1;
+            s_inner_src = ndim > 0 ? s_src_step[ndim - 1] : 0;
+            s_inner_out = ndim > 0 ? s_out_stride[ndim - 1] : 0;
+            s_src_base = src_base;
+            s_out_base = out_base;
+            s_rows = s_inner > 0 ? rows : 0;
+        }
+        __syncthreads();
+
+        const T* src = reinterpret_cast<const T*>(sources[c]);
+        const long long rows = s_rows, inner = s_inner;
+        const long long inner_src = s_inner_src, inner_out = s_inner_out;
+        const T fill = src == nullptr ? load_bytes<T>(fill_value) : T();
+        for (long long r = first_warp; r < rows; r += warps) {
+            // Row r's first element: r in C order over the outer axes (0 .. ndim-2). Every lane
+            // of the warp works it out alike.
+            long long rem = r, s = s_src_base, o = s_out_base;
+            for (int d = ndim - 2; d > 0; --d) {
+                const long long q = rem / s_extent[d];
+                const long long k = rem - q * s_extent[d];
+                s += k * s_src_step[d];
+                o += k * s_out_stride[d];
+                rem = q;
+            }
+            if (ndim > 1) {
+                s += rem * s_src_step[0];
+                o += rem * s_out_stride[0];
+            }
+            if (src == nullptr) {
+                for (long long k = lane; k < inner; k += 32) out_items[o + k * inner_out] = fill;
+            } else {
+                for (long long k = lane; k < inner; k += 32) {
+                    out_items[o + k * inner_out] = swap_groups(src[s + k * inner_src], swap_width);
+                }
+            }
+        }
+        // The shared geometry is rewritten for the next chunk only after every thread is done.
+        __syncthreads();
+    }
+}
+
 extern "C" __global__ void assemble_chunks(unsigned char* out, const long long* out_strides,
                                            const unsigned char* const* sources,
                                            const long long* src_strides, const long long* src_offsets,
@@ -178,6 +255,43 @@ extern "C" __global__ void assemble_chunks(unsigned char* out, const long long* 
         case 16:
             assemble_typed<item16>(out, out_strides, sources, src_strides, src_offsets, src_steps,
                                    dst_offsets, extents, fill_value, nchunks, ndim, swap_width);
+            break;
+        default:
+            break;  // rejected on the host
+    }
+}
+
+extern "C" __global__ void assemble_rows(unsigned char* out, const long long* out_strides,
+                                         const unsigned char* const* sources,
+                                         const long long* src_strides, const long long* src_offsets,
+                                         const long long* src_steps, const long long* dst_offsets,
+                                         const long long* extents, const unsigned char* fill_value,
+                                         int nchunks, int ndim, int itemsize, int swap_width) {
+    switch (itemsize) {
+        case 1:
+            assemble_rows_typed<unsigned char>(out, out_strides, sources, src_strides, src_offsets,
+                                               src_steps, dst_offsets, extents, fill_value,
+                                               nchunks, ndim, swap_width);
+            break;
+        case 2:
+            assemble_rows_typed<unsigned short>(out, out_strides, sources, src_strides,
+                                                src_offsets, src_steps, dst_offsets, extents,
+                                                fill_value, nchunks, ndim, swap_width);
+            break;
+        case 4:
+            assemble_rows_typed<unsigned int>(out, out_strides, sources, src_strides, src_offsets,
+                                              src_steps, dst_offsets, extents, fill_value, nchunks,
+                                              ndim, swap_width);
+            break;
+        case 8:
+            assemble_rows_typed<unsigned long long>(out, out_strides, sources, src_strides,
+                                                    src_offsets, src_steps, dst_offsets, extents,
+                                                    fill_value, nchunks, ndim, swap_width);
+            break;
+        case 16:
+            assemble_rows_typed<item16>(out, out_strides, sources, src_strides, src_offsets,
+                                        src_steps, dst_offsets, extents, fill_value, nchunks, ndim,
+                                        swap_width);
             break;
         default:
             break;  // rejected on the host

@@ -31,10 +31,10 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(7)
 
 
-def _random_chunk_geometry(rng: np.random.Generator, ndim: int, nchunks: int) -> dict[str, Any]:
-    """Chunks of random shape, random axis permutations, steps and offsets, tiled along axis 0 of
-    the output so that their destination regions are disjoint."""
-    chunk_shapes = rng.integers(1, 6, size=(nchunks, ndim))
+def _random_chunk_geometry(rng: np.random.Generator, ndim: int, nchunks: int, most: int = 6) -> dict[str, Any]:
+    """Chunks of random shape (below ``most`` per axis), random axis permutations, steps and
+    offsets, tiled along axis 0 of the output so that their destination regions are disjoint."""
+    chunk_shapes = rng.integers(1, most, size=(nchunks, ndim))
     steps = rng.integers(1, 3, size=(nchunks, ndim))
     offsets = np.zeros((nchunks, ndim), np.int64)
     extents = np.zeros((nchunks, ndim), np.int64)
@@ -55,15 +55,20 @@ def _random_chunk_geometry(rng: np.random.Generator, ndim: int, nchunks: int) ->
     }
 
 
-@pytest.mark.parametrize("ndim", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("variant", ["items", "rows"])
+@pytest.mark.parametrize(("ndim", "most"), [(1, 6), (2, 6), (3, 6), (5, 6), (8, 6), (1, 100), (2, 80), (3, 40)])
 @pytest.mark.parametrize(
     ("dtype", "big_endian"),
     [("u1", False), ("<u2", True), ("<f4", False), ("<f8", True), ("<c8", True), ("<c16", True)],
 )
-def test_assemble_chunks(cp: Any, rng: np.random.Generator, ndim: int, dtype: str, big_endian: bool) -> None:
+def test_assemble_chunks(
+    cp: Any, rng: np.random.Generator, ndim: int, most: int, dtype: str, big_endian: bool, variant: str
+) -> None:
+    """Both assemble kernels (one thread per element; one warp per row) on the same geometries,
+    short rows and rows longer than a warp."""
     native = np.dtype(dtype)
     itemsize = native.itemsize
-    geometry = _random_chunk_geometry(rng, ndim, nchunks=int(rng.integers(1, 40)))
+    geometry = _random_chunk_geometry(rng, ndim, nchunks=int(rng.integers(1, 40)), most=most)
     host_sources: list[np.ndarray | None] = []
     strides = []
     for c, shape in enumerate(geometry["chunk_shapes"]):
@@ -89,6 +94,7 @@ def test_assemble_chunks(cp: Any, rng: np.random.Generator, ndim: int, dtype: st
         geometry["extents"],
         fill.tobytes(),
         swap_width=swap_width,
+        variant=variant,
     )
 
     expected = np.full(out.nbytes, POISON, np.uint8)
@@ -110,7 +116,8 @@ def test_assemble_chunks(cp: Any, rng: np.random.Generator, ndim: int, dtype: st
     np.testing.assert_array_equal(cp.asnumpy(out).reshape(-1).view(np.uint8), expected)
 
 
-def test_assemble_into_a_strided_output(cp: Any, rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("variant", ["items", "rows"])
+def test_assemble_into_a_strided_output(cp: Any, rng: np.random.Generator, variant: str) -> None:
     # A transposed (Fortran-ordered) output view of a larger array.
     base = cp.full((9, 12), 0, dtype=cp.float32)
     base.view(cp.uint8)[...] = POISON
@@ -125,6 +132,7 @@ def test_assemble_into_a_strided_output(cp: Any, rng: np.random.Generator) -> No
         [[0, 0]],
         [[8, 6]],
         b"\0" * 4,
+        variant=variant,
     )
     np.testing.assert_array_equal(cp.asnumpy(out), chunk)
     untouched = np.ones((9, 12), bool)
@@ -268,4 +276,30 @@ def test_box_copies_from_separate_arrays(cp: Any, rng: np.random.Generator, ndim
     device = CudaDevice(0)
     with device.activate():
         device.assemble_boxes(out, [cp.asarray(h) for h in host], launch)
+    np.testing.assert_array_equal(cp.asnumpy(out), expected)
+
+
+def test_box_copies_of_a_loader_batch(cp: Any, rng: np.random.Generator) -> None:
+    """A loader's batch: 32 random 64^3 crops of a 320^3 uint16 volume put together from its
+    64^3 chunks in one launch (the row kernel), equal to NumPy slicing."""
+    from gpuzarr.backends.cuda.cupy_device import CudaDevice
+    from gpuzarr.backends.cuda.launches import box_copies_launch
+    from gpuzarr.loader.pieces import crop_pieces
+
+    volume = rng.integers(0, 1 << 16, size=(320, 320, 320), dtype=np.uint16)
+    origins = rng.integers(0, 320 - 64 + 1, size=(32, 3))
+    pieces = crop_pieces(origins, (64, 64, 64), (64, 64, 64), volume.shape)
+    chunks = [
+        cp.asarray(volume[tuple(slice(int(k) * 64, int(k) * 64 + 64) for k in coords)]) for coords in pieces.chunks
+    ]
+    launch = box_copies_launch(
+        (32, 64, 64, 64), 2, pieces.chunk_shapes[pieces.chunk], pieces.src_start, pieces.crop, pieces.dst_start,
+        pieces.extent,
+    )  # fmt: skip
+    assert kernels.assemble_kernel_and_grid(launch.extents, launch.ndim)[0] == "assemble_rows"
+    out = cp.full((32, 64, 64, 64), 0xABAB, dtype=cp.uint16)
+    device = CudaDevice(0)
+    with device.activate():
+        device.assemble_boxes(out, [chunks[c] for c in pieces.chunk.tolist()], launch)
+    expected = np.stack([volume[tuple(slice(int(o), int(o) + 64) for o in origin)] for origin in origins])
     np.testing.assert_array_equal(cp.asnumpy(out), expected)

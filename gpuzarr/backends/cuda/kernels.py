@@ -32,7 +32,7 @@ MAX_GRID_X = 65535
 
 #: kernel family -> (source file in kernels/, extern "C" kernel names)
 KERNEL_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "assemble": ("assemble.cu", ("assemble_chunks",)),
+    "assemble": ("assemble.cu", ("assemble_chunks", "assemble_rows")),
     "shuffle": ("shuffle.cu", ("byte_unshuffle", "bit_unshuffle")),
     "crc32c": ("crc32c.cu", ("crc32c_batch", "crc32_batch")),
     "adler32": ("adler32.cu", ("adler32_batch",)),
@@ -156,6 +156,42 @@ def _check_alignment(kernel: str, arrays: Sequence[Any | None], itemsize: int) -
             raise ValueError(f"{kernel}: buffer {i} is not aligned to {alignment} bytes")
 
 
+#: the mean innermost extent from which ``assemble_rows`` (a warp per row, one division per
+#: outer axis per row) is chosen over ``assemble_chunks`` (one division per axis per element)
+ROWS_FROM_INNER = 16
+WARP_THREADS = 32
+#: ``assemble_rows``' grid covers at least 1/ROWS_LOOP_LIMIT of the largest chunk's rows at once,
+#: so that no chunk's rows loop more than that many times over the grid's warps
+ROWS_LOOP_LIMIT = 8
+ASSEMBLE_VARIANTS = ("items", "rows")
+
+
+def assemble_kernel_and_grid(
+    extents: npt.NDArray[np.int64], ndim: int, block: int = BLOCK_THREADS, variant: str | None = None
+) -> tuple[str, tuple[int, int, int]]:
+    """The assemble kernel for a launch of ``extents`` (the (nchunks, 8) table) and its grid.
+
+    ``variant`` None picks ``assemble_rows`` when the copied rows (the innermost axis) hold
+    ``ROWS_FROM_INNER`` elements or more on average, else ``assemble_chunks``; "items" and
+    "rows" force one (the GPU tests run both on every geometry).
+    """
+    if variant is not None and variant not in ASSEMBLE_VARIANTS:
+        raise ValueError(f"assemble: variant must be one of {ASSEMBLE_VARIANTS} or None, got {variant!r}")
+    nchunks = len(extents)
+    if variant is None:
+        inner = float(extents[:, ndim - 1].mean()) if ndim > 0 and nchunks else 0.0
+        variant = "rows" if inner >= ROWS_FROM_INNER else "items"
+    if variant == "rows":
+        rows = extents[:, : max(ndim - 1, 0)].prod(axis=1) if nchunks else np.zeros(1, np.int64)
+        # Enough warps for the mean chunk's rows in one sweep (a loader's batch mixes pieces of
+        # very different sizes: sizing by the largest would launch mostly idle blocks), and at
+        # least a ROWS_LOOP_LIMIT-th of the largest chunk's rows.
+        warps = max(-(-int(rows.sum()) // max(nchunks, 1)), -(-int(rows.max()) // ROWS_LOOP_LIMIT), 1)
+        return "assemble_rows", _grid(warps * WARP_THREADS, nchunks, block)
+    largest = int(extents[:, :ndim].prod(axis=1).max()) if nchunks else 1
+    return "assemble_chunks", _grid(largest, nchunks, block)
+
+
 def launch_assemble(
     out: Any,
     sources: Sequence[Any | None],
@@ -169,8 +205,11 @@ def launch_assemble(
     out_strides: Sequence[int] | None = None,
     swap_width: int = 0,
     block: int = BLOCK_THREADS,
+    variant: str | None = None,
 ) -> None:
-    """Scatter decoded chunks into the CuPy array ``out`` with one ``assemble_chunks`` launch.
+    """Scatter decoded chunks into the CuPy array ``out`` with one launch of an assemble kernel
+    (``assemble_rows`` or ``assemble_chunks``, see :func:`assemble_kernel_and_grid`; ``variant``
+    forces one).
 
     ``sources`` are CuPy arrays (decoded chunk bytes, any dtype, C-contiguous) or ``None`` for a
     missing chunk; the per-chunk tables are (nchunks, ndim) integer array-likes in elements of
@@ -208,9 +247,9 @@ def launch_assemble(
     out_table, strides, offsets, steps, dst, ext, pointers, fill = upload_together(
         cupy, [*tables, _host_pointers(sources), np.frombuffer(fill_value, dtype=np.uint8)]
     )
-    largest = int(tables[5][:, :ndim].prod(axis=1).max())
-    get_kernel("assemble_chunks")(
-        _grid(largest, len(sources), block),
+    kernel, grid = assemble_kernel_and_grid(tables[5], ndim, block, variant)
+    get_kernel(kernel)(
+        grid,
         (block,),
         (
             out,
