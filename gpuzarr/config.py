@@ -17,8 +17,8 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
   installed, straight with GPUDirect Storage, through its own host bounce buffers on its I/O
   threads in its compatibility mode. False: they are read on the host by the prefetch thread
   and travel in the batch's pinned staging copy. Measured without GDS on H100 and H200 hosts,
-  kvikio's route was 3-15 % faster on sharded zstd, 27-49 % on uncompressed chunks and level on
-  unsharded zstd (benchmarks/results/2026-11-28-h200-loader-and-direct-reads.md).
+  kvikio's route was about 8 % faster on sharded zstd (0.97-1.22 in nine comparisons), 27-49 % on
+  uncompressed chunks and level on unsharded zstd (benchmarks/results/2026-11-28-h200-loader-and-direct-reads.md).
 * ``file_handles``: how many kvikio file handles stay open between reads. None (the default)
   means :func:`default_file_handles`, sized from the open-file limit (``ulimit -n``): each handle
   holds two file descriptors, and half of the limit is left to everything else.

@@ -412,8 +412,8 @@ def uses_direct_reads(device: Device) -> bool:
     whenever kvikio can, with GPUDirect Storage or in its compatibility mode. Measured without
     GDS (H100 and H200 hosts, benchmarks/results/2026-11-28-h200-loader-and-direct-reads.md):
     kvikio's threads reading spans into device memory beat the prefetch thread's host read and
-    staging copy by 3-15 % on sharded zstd and 27-49 % on uncompressed chunks, and were level on
-    unsharded zstd."""
+    staging copy by about 8 % on sharded zstd (0.97-1.22 in nine comparisons) and 27-49 % on
+    uncompressed chunks, and were level on unsharded zstd."""
     if not device.reads_files:
         return False
     wanted = config.get("gpu_direct_reads")
