@@ -440,3 +440,72 @@ def test_uploads_run_on_a_non_blocking_copy_stream_and_the_compute_stream_waits_
     assert calls == [("Stream", True), *upload, *upload]  # one copy stream per device object
     with pytest.raises(ValueError, match="leaves"):
         device.upload(np.zeros(32, dtype=np.uint8), _RecordingBuffer(calls))
+
+
+class FakeKvikio(types.ModuleType):
+    """kvikio's CuFile in compatibility mode: reads that succeed, fail when started, or fail
+    when awaited (as kvikio raises the system's errors, a RuntimeError)."""
+
+    def __init__(self, failing: dict[str, str]) -> None:
+        super().__init__("kvikio")
+        self.defaults = types.ModuleType("kvikio.defaults")
+        self.defaults.set = lambda name, value: None  # type: ignore[attr-defined]
+        self.defaults.is_compat_mode_preferred = lambda: True  # type: ignore[attr-defined]
+        self.awaited: list[str] = []
+        awaited = self.awaited
+
+        class Future:
+            def __init__(self, path: str, n: int) -> None:
+                self.path, self.n = path, n
+
+            def get(self) -> int:
+                awaited.append(self.path)
+                if failing.get(self.path) == "get":
+                    raise RuntimeError("kvikio: pread failed (Input/output error)")
+                return self.n
+
+        class CuFile:
+            def __init__(self, path: str, mode: str) -> None:
+                self.path = path
+
+            def pread(self, buffer: Any, n: int, offset: int) -> Future:
+                if failing.get(self.path) == "start":
+                    raise RuntimeError("kvikio: cannot start the read")
+                return Future(self.path, n)
+
+        self.CuFile = CuFile
+
+
+@pytest.mark.parametrize("when", ["get", "start"])
+def test_kvikio_read_failures_are_os_errors_naming_the_file(
+    fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch, tmp_path: Any, when: str
+) -> None:
+    from gpuzarr.backends.cuda.launches import FileRead, FileSpan
+
+    paths = [str(tmp_path / name) for name in ("a", "b", "c")]
+    kvikio = FakeKvikio({paths[1]: when})
+    monkeypatch.setitem(sys.modules, "kvikio", kvikio)
+    monkeypatch.setitem(sys.modules, "kvikio.defaults", kvikio.defaults)
+    monkeypatch.setattr(cupy_device, "_FILE_HANDLES", cupy_device.FileHandleCache())
+    reads = [FileRead(i, FileSpan(path, 0, 8, None, None), "staging", 8 * i) for i, path in enumerate(paths)]
+    device = cupy_device.CudaDevice(0)
+    with pytest.raises(OSError, match="kvikio could not read it") as info:
+        device.read_files(reads, np.zeros(64, np.uint8), np.zeros(8, np.uint8))
+    assert info.value.filename == paths[1]
+    assert isinstance(info.value.__cause__, RuntimeError)
+    # Every read that started was awaited, the failed one too, before the error went up.
+    assert kvikio.awaited == (paths if when == "get" else paths[:1])
+
+
+def test_kvikio_reads_that_succeed_give_their_byte_counts(
+    fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from gpuzarr.backends.cuda.launches import FileRead, FileSpan
+
+    kvikio = FakeKvikio({})
+    monkeypatch.setitem(sys.modules, "kvikio", kvikio)
+    monkeypatch.setitem(sys.modules, "kvikio.defaults", kvikio.defaults)
+    monkeypatch.setattr(cupy_device, "_FILE_HANDLES", cupy_device.FileHandleCache())
+    reads = [FileRead(0, FileSpan(str(tmp_path / "a"), 0, 8, None, None), "staging", 0),
+             FileRead(1, FileSpan(str(tmp_path / "b"), 0, 0, None, None), "work", 0)]  # fmt: skip
+    assert cupy_device.CudaDevice(0).read_files(reads, np.zeros(8, np.uint8), np.zeros(8, np.uint8)) == [8, 0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import threading
@@ -23,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import config
+from ...errors import GpuZarrError
 from . import kernels
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources, check_box_sources
@@ -104,6 +106,17 @@ class FileHandleCache:
                 raise refused from exc
             self._handles.put(key, handle)
         return handle
+
+
+def _read_failure(read: FileRead, exc: Exception) -> Exception:
+    """kvikio's failure to read ``read``'s file as an OSError naming the file (kvikio raises a
+    RuntimeError for the system's errors), which the executor turns into the store's error
+    naming the chunk. OSErrors and gpuzarr's own errors are left as they are."""
+    if isinstance(exc, OSError | GpuZarrError):
+        return exc
+    failure = OSError(errno.EIO, f"kvikio could not read it ({type(exc).__name__}: {exc})", read.span.path)
+    failure.__cause__ = exc
+    return failure
 
 
 def _open_refusal(path: str) -> OSError | None:
@@ -410,14 +423,20 @@ class CudaDevice:
                     futures.append(None)
                     continue
                 handles.append(_FILE_HANDLES.handle(kvikio, read.span))
-                futures.append(handles[-1].pread(buffer[read.offset : read.offset + n], n, read.span.offset))
+                try:
+                    futures.append(handles[-1].pread(buffer[read.offset : read.offset + n], n, read.span.offset))
+                except Exception as exc:
+                    raise _read_failure(read, exc) from exc
         except BaseException as exc:
             error = exc
         # Every read started must finish before its buffers can go back to the memory pool.
         done: list[int] = []
-        for future in futures:
+        for read, future in zip(reads, futures):
             try:
                 done.append(0 if future is None else int(future.get()))
+            except Exception as exc:
+                error = error or _read_failure(read, exc)
+                done.append(-1)
             except BaseException as exc:
                 error = error or exc
                 done.append(-1)
