@@ -9,6 +9,7 @@ import sys
 import threading
 import types
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -460,12 +461,19 @@ class FakeKvikio(types.ModuleType):
 
             def get(self) -> int:
                 awaited.append(self.path)
-                if failing.get(self.path) == "get":
+                how = failing.get(self.path)
+                if how == "get":
                     raise RuntimeError("kvikio: pread failed (Input/output error)")
+                if how == "device":
+                    raise RuntimeError("CUDA error at: ... an illegal memory access was encountered")
+                if how == "bug":
+                    raise TypeError("pread() got an unexpected argument")
                 return self.n
 
         class CuFile:
             def __init__(self, path: str, mode: str) -> None:
+                if failing.get(path) == "open":  # a refusal that the system's own open does not repeat
+                    raise RuntimeError("kvikio: cannot open the file")
                 self.path = path
 
             def pread(self, buffer: Any, n: int, offset: int) -> Future:
@@ -476,13 +484,15 @@ class FakeKvikio(types.ModuleType):
         self.CuFile = CuFile
 
 
-@pytest.mark.parametrize("when", ["get", "start"])
+@pytest.mark.parametrize("when", ["get", "start", "open"])
 def test_kvikio_read_failures_are_os_errors_naming_the_file(
     fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch, tmp_path: Any, when: str
 ) -> None:
     from gpuzarr.backends.cuda.launches import FileRead, FileSpan
 
     paths = [str(tmp_path / name) for name in ("a", "b", "c")]
+    for path in paths:  # files the system opens: what fails is kvikio's own open or read
+        Path(path).write_bytes(b"\0" * 8)
     kvikio = FakeKvikio({paths[1]: when})
     monkeypatch.setitem(sys.modules, "kvikio", kvikio)
     monkeypatch.setitem(sys.modules, "kvikio.defaults", kvikio.defaults)
@@ -495,6 +505,23 @@ def test_kvikio_read_failures_are_os_errors_naming_the_file(
     assert isinstance(info.value.__cause__, RuntimeError)
     # Every read that started was awaited, the failed one too, before the error went up.
     assert kvikio.awaited == (paths if when == "get" else paths[:1])
+
+
+@pytest.mark.parametrize(("how", "raised"), [("device", RuntimeError), ("bug", TypeError)])
+def test_device_failures_and_bugs_in_kvikio_reads_are_not_taken_for_store_errors(
+    fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch, tmp_path: Any, how: str, raised: type
+) -> None:
+    from gpuzarr.backends.cuda.launches import FileRead, FileSpan
+
+    path = str(tmp_path / "a")
+    kvikio = FakeKvikio({path: how})
+    monkeypatch.setitem(sys.modules, "kvikio", kvikio)
+    monkeypatch.setitem(sys.modules, "kvikio.defaults", kvikio.defaults)
+    monkeypatch.setattr(cupy_device, "_FILE_HANDLES", cupy_device.FileHandleCache())
+    reads = [FileRead(0, FileSpan(path, 0, 8, None, None), "staging", 0)]
+    with pytest.raises(raised) as info:
+        cupy_device.CudaDevice(0).read_files(reads, np.zeros(8, np.uint8), np.zeros(8, np.uint8))
+    assert not isinstance(info.value, OSError)
 
 
 def test_kvikio_reads_that_succeed_give_their_byte_counts(

@@ -167,7 +167,7 @@ def test_kvikio_compat_mode_reads(tmp_path: Path) -> None:
     make_array("v3-zstd-f4", gpuzarr.LocalStore(tmp_path / "a.zarr"))
     code = (
         "import numpy as np, gpuzarr\n"
-        "gpuzarr.config.set(gpu_direct_reads=True)\n"  # "auto" would take the host route here
+        "gpuzarr.config.set(gpu_direct_reads=True)\n"  # as "auto" does now; stated, so the test stays one of kvikio
         f"p = {str(tmp_path / 'a.zarr')!r}\n"
         "g = gpuzarr.open(p, device='gpu')[...].get()\n"
         "c = gpuzarr.open(p, device='cpu')[...]\n"

@@ -16,6 +16,8 @@ import pytest
 from gpuzarr.backends.cuda import kernel_reference as ref
 from gpuzarr.backends.cuda import kernels, launch_checks
 
+from ..kernels.assemble_geometry import random_chunk_geometry
+
 pytestmark = pytest.mark.gpu
 
 POISON = 0xAB
@@ -31,30 +33,6 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(7)
 
 
-def _random_chunk_geometry(rng: np.random.Generator, ndim: int, nchunks: int, most: int = 6) -> dict[str, Any]:
-    """Chunks of random shape (below ``most`` per axis), random axis permutations, steps and
-    offsets, tiled along axis 0 of the output so that their destination regions are disjoint."""
-    chunk_shapes = rng.integers(1, most, size=(nchunks, ndim))
-    steps = rng.integers(1, 3, size=(nchunks, ndim))
-    offsets = np.zeros((nchunks, ndim), np.int64)
-    extents = np.zeros((nchunks, ndim), np.int64)
-    for c in range(nchunks):
-        for d in range(ndim):
-            offsets[c, d] = rng.integers(0, chunk_shapes[c, d])
-            extents[c, d] = rng.integers(0, (chunk_shapes[c, d] - 1 - offsets[c, d]) // steps[c, d] + 2)
-    out_shape = [int(extents[:, 0].sum())] + [int(extents[:, d].max()) for d in range(1, ndim)]
-    dst = np.zeros((nchunks, ndim), np.int64)
-    dst[:, 0] = np.concatenate([[0], np.cumsum(extents[:, 0])[:-1]])
-    return {
-        "chunk_shapes": chunk_shapes,
-        "steps": steps,
-        "offsets": offsets,
-        "extents": extents,
-        "dst": dst,
-        "out_shape": out_shape,
-    }
-
-
 @pytest.mark.parametrize("variant", ["items", "rows"])
 @pytest.mark.parametrize(("ndim", "most"), [(1, 6), (2, 6), (3, 6), (5, 6), (8, 6), (1, 100), (2, 80), (3, 40)])
 @pytest.mark.parametrize(
@@ -68,7 +46,7 @@ def test_assemble_chunks(
     short rows and rows longer than a warp."""
     native = np.dtype(dtype)
     itemsize = native.itemsize
-    geometry = _random_chunk_geometry(rng, ndim, nchunks=int(rng.integers(1, 40)), most=most)
+    geometry = random_chunk_geometry(rng, ndim, nchunks=int(rng.integers(1, 40)), most=most)
     host_sources: list[np.ndarray | None] = []
     strides = []
     for c, shape in enumerate(geometry["chunk_shapes"]):

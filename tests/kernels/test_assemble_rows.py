@@ -14,6 +14,8 @@ from gpuzarr.backends.cuda import kernel_reference as ref
 from gpuzarr.backends.cuda import kernels
 from gpuzarr.backends.cuda.launch_checks import check_assemble
 
+from .assemble_geometry import random_chunk_geometry
+
 POISON = 0xAB
 
 
@@ -75,28 +77,14 @@ def walk_rows(
 
 
 def _geometry(rng: np.random.Generator, ndim: int, nchunks: int, most: int) -> dict[str, Any]:
-    """Chunks of random shape, axis order, steps and offsets, tiled along axis 0 of the output
-    (disjoint destinations), as the GPU tests of ``assemble_chunks`` make them."""
-    chunk_shapes = rng.integers(1, most, size=(nchunks, ndim))
-    steps = rng.integers(1, 3, size=(nchunks, ndim))
-    offsets = np.zeros((nchunks, ndim), np.int64)
-    extents = np.zeros((nchunks, ndim), np.int64)
-    for c in range(nchunks):
-        for d in range(ndim):
-            offsets[c, d] = rng.integers(0, chunk_shapes[c, d])
-            extents[c, d] = rng.integers(0, (chunk_shapes[c, d] - 1 - offsets[c, d]) // steps[c, d] + 2)
-    out_shape = [int(extents[:, 0].sum())] + [int(extents[:, d].max()) for d in range(1, ndim)] if ndim else []
-    dst = np.zeros((nchunks, ndim), np.int64)
-    if ndim:
-        dst[:, 0] = np.concatenate([[0], np.cumsum(extents[:, 0])[:-1]])
+    """:func:`random_chunk_geometry` plus each chunk's element strides in a random axis order."""
+    g = random_chunk_geometry(rng, ndim, nchunks, most)
     strides = []
-    for shape in chunk_shapes:
+    for shape in g["chunk_shapes"]:
         order = rng.permutation(ndim)
-        stored_shape = [int(shape[a]) for a in order]
-        stored = np.cumprod([1, *stored_shape[::-1]])[:-1][::-1] if ndim else []
+        stored = np.cumprod([1, *[int(shape[a]) for a in order][::-1]])[:-1][::-1]
         strides.append([int(stored[list(order).index(d)]) for d in range(ndim)])
-    return {"shapes": chunk_shapes, "steps": steps, "offsets": offsets, "extents": extents, "dst": dst,
-            "out_shape": out_shape, "strides": np.array(strides, np.int64).reshape(nchunks, ndim)}  # fmt: skip
+    return {**g, "shapes": g["chunk_shapes"], "strides": np.array(strides, np.int64).reshape(nchunks, ndim)}
 
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4, 5])
@@ -172,3 +160,19 @@ def test_the_row_grid_follows_the_mean_chunk_and_bounds_the_largest() -> None:
     many = _extents([[1, 64]] * 70_000)
     _, (_, y, _) = kernels.assemble_kernel_and_grid(many, 2, block)
     assert y == kernels.MAX_GRID_Y
+
+
+@pytest.mark.parametrize("block", [0, 16, 48, 100, 2048])
+def test_blocks_that_are_not_whole_warps_are_refused(block: int) -> None:
+    # assemble_rows takes 32 consecutive threads for a warp: a block of 48 would leave elements
+    # unwritten, so neither kernel takes one.
+    with pytest.raises(ValueError, match="multiple of 32"):
+        kernels.assemble_kernel_and_grid(_extents([[1, 64, 64, 64]]), 4, block)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        kernels.assemble_kernel_and_grid(_extents([[64, 3]]), 2, block, variant="items")
+
+
+@pytest.mark.parametrize("block", [32, 64, 1024])
+def test_whole_warp_blocks_are_taken(block: int) -> None:
+    name, (x, y, z) = kernels.assemble_kernel_and_grid(_extents([[1, 64, 64, 64]]), 4, block)
+    assert name == "assemble_rows" and x >= 1 and (y, z) == (1, 1)

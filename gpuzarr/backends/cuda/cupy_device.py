@@ -26,7 +26,7 @@ import numpy.typing as npt
 from ... import config
 from ...errors import GpuZarrError
 from . import kernels
-from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each
+from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, is_device_failure
 from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources, check_box_sources
 
 if TYPE_CHECKING:
@@ -109,10 +109,12 @@ class FileHandleCache:
 
 
 def _read_failure(read: FileRead, exc: Exception) -> Exception:
-    """kvikio's failure to read ``read``'s file as an OSError naming the file (kvikio raises a
-    RuntimeError for the system's errors), which the executor turns into the store's error
-    naming the chunk. OSErrors and gpuzarr's own errors are left as they are."""
-    if isinstance(exc, OSError | GpuZarrError):
+    """kvikio's failure to open or read ``read``'s file as an OSError naming the file (kvikio
+    raises a RuntimeError for the system's errors), which the executor turns into the store's
+    error naming the chunk. Anything else is left as it is: OSErrors and gpuzarr's own errors,
+    failures of the device (a CUDA error, out of memory: :func:`.device.is_device_failure`),
+    which must not pass for a store's, and errors of other types (a bug)."""
+    if not isinstance(exc, RuntimeError) or isinstance(exc, GpuZarrError) or is_device_failure(exc):
         return exc
     failure = OSError(errno.EIO, f"kvikio could not read it ({type(exc).__name__}: {exc})", read.span.path)
     failure.__cause__ = exc
@@ -422,11 +424,14 @@ class CudaDevice:
                 if n == 0:
                     futures.append(None)
                     continue
-                handles.append(_FILE_HANDLES.handle(kvikio, read.span))
                 try:
+                    handles.append(_FILE_HANDLES.handle(kvikio, read.span))
                     futures.append(handles[-1].pread(buffer[read.offset : read.offset + n], n, read.span.offset))
                 except Exception as exc:
-                    raise _read_failure(read, exc) from exc
+                    failure = _read_failure(read, exc)
+                    if failure is exc:
+                        raise
+                    raise failure from exc
         except BaseException as exc:
             error = exc
         # Every read started must finish before its buffers can go back to the memory pool.

@@ -98,27 +98,9 @@ def assemble_chunks(
         dst[...] = _swap_groups(src, swap_width)
 
 
-def assemble_rows(
-    out: UInt8Array,
-    out_strides: Int64Array,
-    sources: Sequence[UInt8Array | None],
-    src_strides: Int64Array,
-    src_offsets: Int64Array,
-    src_steps: Int64Array,
-    dst_offsets: Int64Array,
-    extents: Int64Array,
-    fill_value: UInt8Array,
-    nchunks: int,
-    ndim: int,
-    itemsize: int,
-    swap_width: int,
-) -> None:
-    """Model of ``assemble_rows`` (kernels/assemble.cu): the copies of ``assemble_chunks``, which
-    the device walks a row of the innermost axis per warp rather than an element per thread."""
-    assemble_chunks(
-        out, out_strides, sources, src_strides, src_offsets, src_steps, dst_offsets, extents,
-        fill_value, nchunks, ndim, itemsize, swap_width,
-    )  # fmt: skip
+#: Model of ``assemble_rows`` (kernels/assemble.cu): the copies of ``assemble_chunks``, which the
+#: device walks a row of the innermost axis per warp rather than an element per thread.
+assemble_rows = assemble_chunks
 
 
 def byte_unshuffle(

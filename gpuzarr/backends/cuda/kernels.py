@@ -160,6 +160,7 @@ def _check_alignment(kernel: str, arrays: Sequence[Any | None], itemsize: int) -
 #: outer axis per row) is chosen over ``assemble_chunks`` (one division per axis per element)
 ROWS_FROM_INNER = 16
 WARP_THREADS = 32
+MAX_BLOCK_THREADS = 1024
 #: ``assemble_rows``' grid covers at least 1/ROWS_LOOP_LIMIT of the largest chunk's rows at once,
 #: so that no chunk's rows loop more than that many times over the grid's warps
 ROWS_LOOP_LIMIT = 8
@@ -177,6 +178,10 @@ def assemble_kernel_and_grid(
     """
     if variant is not None and variant not in ASSEMBLE_VARIANTS:
         raise ValueError(f"assemble: variant must be one of {ASSEMBLE_VARIANTS} or None, got {variant!r}")
+    # assemble_rows takes 32 consecutive threads of a block for a warp: other block sizes would
+    # leave elements unwritten (and assemble_chunks gains nothing from them).
+    if block % WARP_THREADS or not WARP_THREADS <= block <= MAX_BLOCK_THREADS:
+        raise ValueError(f"assemble: block must be a multiple of {WARP_THREADS} up to {MAX_BLOCK_THREADS}, got {block}")
     nchunks = len(extents)
     if variant is None:
         inner = float(extents[:, ndim - 1].mean()) if ndim > 0 and nchunks else 0.0
@@ -241,13 +246,13 @@ def launch_assemble(
         itemsize,
         swap_width,
     )
+    kernel, grid = assemble_kernel_and_grid(tables[5], ndim, block, variant)
     if not sources or out.size == 0:
         return
     _check_alignment("assemble", [out, *sources], itemsize)
     out_table, strides, offsets, steps, dst, ext, pointers, fill = upload_together(
         cupy, [*tables, _host_pointers(sources), np.frombuffer(fill_value, dtype=np.uint8)]
     )
-    kernel, grid = assemble_kernel_and_grid(tables[5], ndim, block, variant)
     get_kernel(kernel)(
         grid,
         (block,),
