@@ -333,8 +333,12 @@ class CpuEmulatedDevice:
 def _assemble(
     out: np.ndarray[Any, Any], sources: list[npt.NDArray[np.uint8] | None], launch: AssembleLaunch
 ) -> None:
-    """The NumPy model of ``assemble_chunks`` on ``launch``'s tables, one source's bytes per row."""
-    kernel_reference.assemble_chunks(
+    """The NumPy model of the assemble kernel a GPU would launch (``assemble_rows`` or
+    ``assemble_chunks``, chosen, with its grid, as :func:`.kernels.launch_assemble` chooses) on
+    ``launch``'s tables, one source's bytes per row."""
+    name, _grid = kernels.assemble_kernel_and_grid(launch.extents, launch.ndim)
+    model = kernel_reference.assemble_rows if name == "assemble_rows" else kernel_reference.assemble_chunks
+    model(
         out.reshape(-1).view(np.uint8),
         launch.out_strides,
         sources,
