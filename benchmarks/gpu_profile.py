@@ -85,10 +85,12 @@ def _profile(label: str, call: Any, top: int, repeats: int = 3) -> None:
 
 def _chunk_boxes(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[slice, ...]]:
     """Every chunk of a regular grid as a box (edge chunks clipped)."""
-    grid = [range(0, n, c) for n, c in zip(shape, chunks, strict=True)]
+    from gpuzarr.metadata.chunk_grid import all_chunk_coords
+
+    grid = tuple(-(-n // c) for n, c in zip(shape, chunks, strict=True))
     return [
-        tuple(slice(o, min(o + c, n)) for o, c, n in zip(origin, chunks, shape, strict=True))
-        for origin in np.stack(np.meshgrid(*grid, indexing="ij"), axis=-1).reshape(-1, len(shape)).tolist()
+        tuple(slice(k * c, min((k + 1) * c, n)) for k, c, n in zip(coords, chunks, shape, strict=True))
+        for coords in all_chunk_coords(grid).tolist()
     ]
 
 
