@@ -1,9 +1,13 @@
 """Fuzz gpuzarr's readers with mutated stores.
 
-Run ``python -m benchmarks.fuzz --seconds 60 [--seed S] [--jobs J] [--out DIR] [--local]``, or
-replay one case with ``python -m benchmarks.fuzz --replay SEED_NAME:CASE [--local]``. With
-``--local`` each case is written to files and read through a LocalStore on two threads (the
-readers of local chunks: fetched ahead, Blosc frames read in part), not from memory on one.
+Run ``python -m benchmarks.fuzz --seconds 60 [--seed S] [--jobs J] [--out DIR] [--local | --emulated-gpu]``,
+or replay one case with ``python -m benchmarks.fuzz --replay SEED_NAME:CASE [--local | --emulated-gpu]``.
+With ``--local`` each case is written to files and read through a LocalStore on two threads (the
+readers of local chunks: fetched ahead, Blosc frames read in part), not from memory on one. With
+``--emulated-gpu`` each case is read from files twice: by the CPU engine and by the GPU read path
+on the emulated device (:mod:`gpuzarr.backends.cuda.numpy_device`: the host side of a GPU read as
+it runs on a GPU, splitting streams, walking zstd frames in the files, checking every launch, and
+NumPy models of nvCOMP and the kernels).
 
 Seeds are small arrays written by gpuzarr and, when it is installed, zarr-python (v2 and v3;
 bytes, gzip, zstd, blosc, crc32c, sharding with a crc32c index, transpose, vlen-utf8, numcodecs
@@ -26,6 +30,10 @@ a crash of the worker (each case runs in a worker subprocess), more than ``--cas
 a failure too). Workers read with ``max_chunk_bytes`` at 64 MiB, so that metadata asking for
 more is refused before the memory limit is near.
 
+With ``--emulated-gpu`` the two readers must also agree: the same bytes where both read, and a
+GpuZarrError from both or from neither (the CPU engine is the reference the GPU path falls back
+to, so a chunk one of them refuses the other must refuse too).
+
 A failure writes the mutated store and the traceback under ``--out`` (``fuzz-failures``) and
 prints a one-line reproducer.
 """
@@ -33,6 +41,7 @@ prints a one-line reproducer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -46,11 +55,14 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmarks import bombs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 SHAPE = (6, 4)
 CHUNKS = (3, 2)
@@ -413,58 +425,200 @@ def _bounded(shape: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(slice(0, min(n, 16)) for n in shape)
 
 
+def _write_files(files: dict[str, bytes], local_dir: Path) -> None:
+    """The store's files under ``local_dir``, emptied first."""
+    shutil.rmtree(local_dir, ignore_errors=True)
+    for key, value in files.items():
+        path = local_dir / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(value)
+    local_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _read_arrays(store: Any, device: str) -> dict[str, np.ndarray[Any, Any]]:
+    """Open ``store`` on ``device`` and read (the first 16 of each axis of) every array in it; on
+    a GPU, every array a GPU can hold (not variable-length strings, which it refuses by design)."""
+    import gpuzarr
+
+    node = gpuzarr.open(store, mode="r", device="cpu")
+    if device != "cpu":
+        if isinstance(node, gpuzarr.Array) and not _on_gpu(node):
+            return {}
+        node = gpuzarr.open(store, mode="r", device=device)
+    arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
+    return {
+        name: np.asarray(member[_bounded(member.shape)])
+        for name, member in arrays
+        if isinstance(member, gpuzarr.Array) and (device == "cpu" or _on_gpu(member))
+    }
+
+
+def _on_gpu(array: Any) -> bool:
+    """Whether a GPU holds ``array``'s data type (not Python objects: variable-length strings)."""
+    return not (array.dtype.hasobject or array.dtype.kind in "OTSU")
+
+
+class ReadersDisagree(AssertionError):
+    """The CPU engine and the GPU path read a store differently."""
+
+
 def run_case(
-    files: dict[str, bytes], expected: dict[str, np.ndarray[Any, Any]] | None, local_dir: Path | None = None
+    files: dict[str, bytes],
+    expected: dict[str, np.ndarray[Any, Any]] | None,
+    local_dir: Path | None = None,
+    *,
+    gpu: bool = False,
+    written: dict[str, np.ndarray[Any, Any]] | None = None,
 ) -> None:
     """Open and read every array of the store; raise what gpuzarr raised. With ``local_dir``
-    the store's files are written there (emptied first) and read through a LocalStore."""
+    the store's files are written there (emptied first) and read through a LocalStore.
+
+    With ``gpu`` (and ``local_dir``), read on the CPU and then on the GPU (``cuda:0``: the
+    emulated device of :func:`emulated_gpu`), and raise AssertionError where the two
+    disagree: different bytes, or one of them refusing the store. One disagreement is allowed:
+    the GPU path may read what the CPU engine refuses, where it cannot see what is wrong, if it
+    then gives the seed's data (``written``). nvCOMP does not say where a deflate stream ended,
+    so bytes spliced in between the end of a gzip or zlib stream and its trailer go unseen on a
+    GPU; the CRC-32 or Adler-32 of the trailer, checked on the device, still vouches for the
+    data.
+    """
     import gpuzarr
 
     if local_dir is None:
         store: Any = gpuzarr.MemoryStore(dict(files))
     else:
-        shutil.rmtree(local_dir, ignore_errors=True)
-        for key, value in files.items():
-            path = local_dir / key
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(value)
-        local_dir.mkdir(parents=True, exist_ok=True)
+        _write_files(files, local_dir)
         store = gpuzarr.LocalStore(local_dir)
-    node = gpuzarr.open(store, mode="r")
-    arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
-    for name, member in arrays:
-        if not isinstance(member, gpuzarr.Array):
-            continue
-        got = member[_bounded(member.shape)]
+    if not gpu:
+        _check_expected(_read_arrays(store, "cpu"), expected)
+        return
+    refused = gpuzarr.errors.GpuZarrError
+    cpu = _outcome(lambda: _read_arrays(store, "cpu"))
+    device = _outcome(lambda: _read_arrays(store, "cuda:0"))
+    if isinstance(cpu, refused) and isinstance(device, refused):
+        raise device
+    if isinstance(device, refused):
+        raise ReadersDisagree(f"the CPU engine read the store, the GPU path refused it: {_describe(device)}")
+    assert isinstance(device, dict)
+    if isinstance(cpu, refused):
+        if written is None or any(
+            name not in written or got.shape != written[name].shape or not np.array_equal(got, written[name])
+            for name, got in device.items()
+        ):
+            raise ReadersDisagree(f"the CPU engine refused the store ({_describe(cpu)}), the GPU path read {device!r}")
+        return
+    assert isinstance(cpu, dict)
+    for name, got in device.items():
+        if not _same(cpu[name], got):
+            raise ReadersDisagree(f"{name or '/'}: the CPU engine read {cpu[name]!r}, the GPU path {got!r}")
+    _check_expected(device, expected)
+
+
+def _outcome(read: Any) -> dict[str, np.ndarray[Any, Any]] | Exception:
+    """What ``read()`` returned, or the GpuZarrError it raised (any other exception propagates)."""
+    import gpuzarr
+
+    try:
+        result: dict[str, np.ndarray[Any, Any]] = read()
+    except gpuzarr.errors.GpuZarrError as exc:
+        return exc
+    return result
+
+
+def _describe(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
+    """Bit-identical (NaN payloads and signed zeros included), or equal objects (strings)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.hasobject:
+        return bool(np.array_equal(a, b))
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def _check_expected(got: dict[str, np.ndarray[Any, Any]], expected: dict[str, np.ndarray[Any, Any]] | None) -> None:
+    for name, value in got.items():
         if expected is not None and name in expected:
             want = expected[name]
-            if got.shape != want.shape or not np.array_equal(got, want):
-                raise AssertionError(f"{name or '/'}: read {got!r}, the seed holds {want!r}")
+            if value.shape != want.shape or not np.array_equal(value, want):
+                raise AssertionError(f"{name or '/'}: read {value!r}, the seed holds {want!r}")
 
 
-def _worker(seed_dir: Path, memory_mib: int, local: bool) -> None:
+@contextlib.contextmanager
+def emulated_gpu() -> Iterator[None]:
+    """Within the block, ``cuda:0`` is the emulated device (NumPy buffers, CPU decoders of
+    nvCOMP's formats, the NumPy kernel models), as the tests' ``emulated_gpu`` fixture arranges,
+    and every GPU read takes the device path however few chunks it has."""
+    import gpuzarr
+    from gpuzarr import backends
+    from gpuzarr.backends import select
+    from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+
+    reader_for = backends.reader_for
+
+    def emulated_reader(device: str, **_: Any) -> Any:
+        return reader_for(device, device_factory=lambda index, stream: CpuEmulatedDevice(index, stream))
+
+    replaced: list[tuple[Any, str, Any]] = [
+        (select, "gpu_unavailable_reason", lambda: None),
+        (select, "device_count", lambda: 1),
+        (select, "_current_device", lambda: 0),
+        (backends, "reader_for", emulated_reader),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in replaced]
+    for module, name, value in replaced:
+        setattr(module, name, value)
+    try:
+        with gpuzarr.config.set(gpu_small_read_chunks=0):
+            yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+#: what a worker or a replay keeps entered for the rest of the process (the emulated device)
+_process_contexts = contextlib.ExitStack()
+
+
+def written_data(seed_name: str) -> dict[str, np.ndarray[Any, Any]]:
+    """What the seed's writer wrote, by array path."""
+    seed = next(s for s in SEEDS if s.name == seed_name)
+    data = _data(seed.dtype)
+    return {"": data} if "group" not in seed_name else {"x": data, "sub/y": data}
+
+
+def _configure(local: bool, gpu: bool) -> Path | None:
+    """Set this process up for the cases; the directory each case's files go to (None: read
+    from memory)."""
+    import gpuzarr
+
+    # From files, two threads: the local readers (chunks fetched on one thread and decoded on
+    # another, Blosc frames read in part) see every mutation too.
+    local = local or gpu
+    gpuzarr.config.set(concurrency=2 if local else 1, max_chunk_bytes=64 * 2**20)
+    if gpu:
+        _process_contexts.enter_context(emulated_gpu())
+    return Path(tempfile.mkdtemp(prefix="gpuzarr-fuzz-case-")) / "store" if local else None
+
+
+def _worker(seed_dir: Path, memory_mib: int, local: bool, gpu: bool = False) -> None:
     import resource
 
     limit = memory_mib * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import gpuzarr
 
-    # From files, two threads: the local readers (chunks fetched on one thread and decoded on
-    # another, Blosc frames read in part) see every mutation too.
-    gpuzarr.config.set(concurrency=2 if local else 1, max_chunk_bytes=64 * 2**20)
-    local_dir = Path(tempfile.mkdtemp(prefix="gpuzarr-fuzz-case-")) / "store" if local else None
+    local_dir = _configure(local, gpu)
     seeds = build_seeds(seed_dir)
-    expected: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
-    for name in seeds:
-        seed = next(s for s in SEEDS if s.name == name)
-        data = _data(seed.dtype)
-        expected[name] = {"": data} if "group" not in name else {"x": data, "sub/y": data}
+    expected = {name: written_data(name) for name in seeds}
     for line in sys.stdin:
         seed_name, case = line.split()
         files, what, data_kept = mutate(seed_name, seeds[seed_name], int(case))
         check = expected[seed_name] if data_kept and next(s for s in SEEDS if s.name == seed_name).checksummed else None
         try:
-            run_case(files, check, local_dir)
+            run_case(files, check, local_dir, gpu=gpu, written=expected[seed_name])
             result = {"ok": True, "error": None}
         except gpuzarr.errors.GpuZarrError as exc:
             result = {"ok": True, "error": type(exc).__name__}
@@ -486,16 +640,20 @@ class Failure:
     what: str
     traceback: str
 
+    #: the reader option the case ran with ("", "--local" or "--emulated-gpu")
+    option: str = ""
+
     @property
     def reproducer(self) -> str:
-        return f"python -m benchmarks.fuzz --replay {self.seed_name}:{self.case}"
+        option = f" {self.option}" if self.option else ""
+        return f"python -m benchmarks.fuzz --replay {self.seed_name}:{self.case}{option}"
 
 
 class Worker:
     """A worker subprocess, restarted after a crash or a case that ran out of time."""
 
-    def __init__(self, seed_dir: Path, memory_mib: int, local: bool = False) -> None:
-        self.seed_dir, self.memory_mib, self.local = seed_dir, memory_mib, local
+    def __init__(self, seed_dir: Path, memory_mib: int, local: bool = False, gpu: bool = False) -> None:
+        self.seed_dir, self.memory_mib, self.option = seed_dir, memory_mib, _option(local, gpu)
         self.proc: subprocess.Popen[str] | None = None
         self.warm = False
         # stderr goes to a file: a pipe nobody reads could fill and stall the worker
@@ -503,7 +661,7 @@ class Worker:
 
     def _start(self) -> subprocess.Popen[str]:
         cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seed-dir", str(self.seed_dir),
-               "--memory-mib", str(self.memory_mib), *(["--local"] if self.local else [])]  # fmt: skip
+               "--memory-mib", str(self.memory_mib), *([self.option] if self.option else [])]  # fmt: skip
         env = {**os.environ, "GPUZARR_DEVICE": "cpu"}
         root = Path(__file__).resolve().parents[1]
         self.stderr.seek(0)
@@ -551,6 +709,11 @@ class Worker:
         self.stderr.close()
 
 
+def _option(local: bool, gpu: bool) -> str:
+    """The command line's reader option for these settings."""
+    return "--emulated-gpu" if gpu else "--local" if local else ""
+
+
 def save_failure(out: Path, failure: Failure, files: dict[str, bytes]) -> Path:
     where = out / f"{failure.seed_name}-{failure.case}"
     shutil.rmtree(where, ignore_errors=True)
@@ -575,6 +738,7 @@ def fuzz(
     seed_names: list[str] | None = None,
     quiet: bool = False,
     local: bool = False,
+    gpu: bool = False,
 ) -> tuple[int, list[Failure], dict[str, int]]:
     """Run cases until ``seconds`` pass or ``cases`` ran; (cases run, failures, how many cases
     ended how: "read", or the name of the exception raised)."""
@@ -598,7 +762,7 @@ def fuzz(
         return names[n % len(names)], number
 
     def loop() -> None:
-        worker = Worker(seed_dir, memory_mib, local)
+        worker = Worker(seed_dir, memory_mib, local, gpu)
         try:
             while (item := next_case()) is not None:
                 seed_name, case = item
@@ -609,7 +773,9 @@ def fuzz(
                 if result["ok"]:
                     continue
                 files, what, _ = mutate(seed_name, seeds[seed_name], case)
-                failure = Failure(seed_name, case, result["error"], result.get("what", what), result["traceback"])
+                failure = Failure(
+                    seed_name, case, result["error"], result.get("what", what), result["traceback"], worker.option
+                )
                 with lock:
                     failures.append(failure)
                 if out is not None:
@@ -627,7 +793,7 @@ def fuzz(
     return counter[0], failures, outcomes
 
 
-def replay(spec: str, seed_dir: Path | None, local: bool = False) -> int:
+def replay(spec: str, seed_dir: Path | None, local: bool = False, gpu: bool = False) -> int:
     """Run one case in this process and show what happens."""
     import gpuzarr
 
@@ -636,10 +802,9 @@ def replay(spec: str, seed_dir: Path | None, local: bool = False) -> int:
     seed_dir.mkdir(parents=True, exist_ok=True)
     files, what, _ = mutate(seed_name, build_seeds(seed_dir)[seed_name], int(case))
     print(f"{seed_name}:{case}: {what}")
-    gpuzarr.config.set(max_chunk_bytes=64 * 2**20, concurrency=2 if local else 1)
-    local_dir = Path(tempfile.mkdtemp(prefix="gpuzarr-fuzz-case-")) / "store" if local else None
+    local_dir = _configure(local, gpu)
     try:
-        run_case(files, None, local_dir)
+        run_case(files, None, local_dir, gpu=gpu, written=written_data(seed_name))
     except gpuzarr.errors.GpuZarrError as exc:
         print(f"ok: {type(exc).__name__}: {exc}")
         return 0
@@ -661,20 +826,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case-seconds", type=float, default=10.0)
     parser.add_argument("--memory-mib", type=int, default=2048)
     parser.add_argument("--replay", metavar="SEED_NAME:CASE", help="run one case in this process")
-    parser.add_argument(
+    reader = parser.add_mutually_exclusive_group()
+    reader.add_argument(
         "--local", action="store_true", help="read each case from files (LocalStore, 2 threads), not from memory"
+    )
+    reader.add_argument(
+        "--emulated-gpu",
+        action="store_true",
+        help="read each case from files on the CPU and through the GPU path on the emulated device; they must agree",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        _worker(args.seed_dir, args.memory_mib, args.local)
+        _worker(args.seed_dir, args.memory_mib, args.local, args.emulated_gpu)
         return 0
     if args.replay:
-        return replay(args.replay, args.seed_dir, args.local)
+        return replay(args.replay, args.seed_dir, args.local, args.emulated_gpu)
     started = time.monotonic()
     n, failures, outcomes = fuzz(
         seconds=args.seconds, cases=args.cases, seed=args.seed, jobs=args.jobs, out=args.out,
         seed_dir=args.seed_dir, case_seconds=args.case_seconds, memory_mib=args.memory_mib, local=args.local,
+        gpu=args.emulated_gpu,
     )  # fmt: skip
     kinds: dict[str, int] = {}
     for f in failures:

@@ -45,9 +45,12 @@ BLOSC_MIN_BUFFERSIZE = 128
 BLOSC_FLAG_SHUFFLE = 0x1
 BLOSC_FLAG_MEMCPYED = 0x2
 BLOSC_FLAG_BITSHUFFLE = 0x4
+#: Blosc2's delta filter, which c-blosc 1.x does not decode (it refuses frames that ask for it)
+BLOSC_FLAG_DELTA = 0x8
 BLOSC_FLAG_DONT_SPLIT = 0x10
-#: The frame format c-blosc 1.x writes (and numcodecs' Blosc): the only one decoded in part.
-_BLOSC_PART_VERSION = 2
+#: The frame format c-blosc 1.x writes, and the only one it (numcodecs' Blosc) decodes: frames of
+#: other format versions are refused, stored ones too.
+BLOSC_FORMAT_VERSION = 2
 #: A part is decoded only where it skips at least this share of a chunk's bytes: building the
 #: part's frame costs about 15 µs of Python and a copy of its compressed blocks.
 _BLOSC_PART_MIN_SKIPPED = 1 / 4
@@ -320,7 +323,7 @@ def _plan_part(
     header = _HEADER.unpack_from(head)
     version, _, flags, typesize, nbytes, blocksize, cbytes = header
     if (
-        version != _BLOSC_PART_VERSION
+        version != BLOSC_FORMAT_VERSION
         or flags & BLOSC_FLAG_MEMCPYED
         or nbytes != total
         or cbytes != n

@@ -60,6 +60,7 @@ def inflate(
     data: Buffer,
     max_nbytes: int | None,
     members: bool,
+    check_member: Callable[[Buffer], None] | None = None,
 ) -> bytes:
     """Decompress ``data`` with decompressors made by ``start``, stopping past ``max_nbytes``.
 
@@ -77,6 +78,9 @@ def inflate(
         Whether further members may follow the first one (gzip, bz2 and xz allow concatenated
         streams); when False, bytes after the end of the stream are ignored, as ``zlib.decompress``
         ignores them.
+    check_member
+        Called with the bytes from the start of each member on, before it is decompressed: what
+        a format requires that the decompressor does not check itself (it raises ValueError).
 
     Raises
     ------
@@ -88,6 +92,8 @@ def inflate(
     total = 0
     rest: Buffer = data
     while True:
+        if check_member is not None:
+            check_member(rest)
         d = start()
         # One byte more than allowed tells a bomb from a stream that fills the bound exactly.
         part = d.decompress(rest) if max_nbytes is None else d.decompress(rest, max_nbytes - total + 1)

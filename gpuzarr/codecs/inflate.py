@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .bounded import inflate
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import ModuleType
 
     from ..store.base import Buffer
@@ -63,10 +64,34 @@ def _module() -> Any:
     return zlib if isal_zlib is None else isal_zlib
 
 
-def _decode(name: str, wbits: int, data: Buffer, max_nbytes: int | None, members: bool) -> bytes:
+#: the FLG bits of a gzip member header that RFC 1952 reserves: a decompressor "must give an
+#: error indication if any reserved bit is non-zero"
+GZIP_RESERVED_FLAGS = 0xE0
+
+
+def check_gzip_flags(member: Buffer) -> None:
+    """Refuse a gzip member (the bytes from its start on) whose header sets a reserved FLG bit.
+
+    zlib refuses such a member; ISA-L inflates it. Checked here so that a chunk reads the same
+    (as corrupt) whichever library inflates it, and the same as on the GPU path, which parses
+    the header itself."""
+    view = memoryview(member).cast("B")
+    # Not a gzip member at all (another magic number): the inflater says so.
+    if len(view) > 3 and view[0] == 0x1F and view[1] == 0x8B and view[3] & GZIP_RESERVED_FLAGS:
+        raise ValueError(f"gzip: reserved flag bits set ({view[3]:#04x})")
+
+
+def _decode(
+    name: str,
+    wbits: int,
+    data: Buffer,
+    max_nbytes: int | None,
+    members: bool,
+    check_member: Callable[[Buffer], None] | None = None,
+) -> bytes:
     module = _module()
     try:
-        return inflate(name, lambda: module.decompressobj(wbits), data, max_nbytes, members)
+        return inflate(name, lambda: module.decompressobj(wbits), data, max_nbytes, members, check_member)
     except module.error as exc:
         # zlib.error and isal_zlib.error are no ValueError: give decoders' callers one kind.
         raise ValueError(f"{name}: corrupt stream ({exc})") from exc
@@ -78,7 +103,7 @@ def decode_gzip(data: Buffer, max_nbytes: int | None) -> bytes:
     Raises ValueError when a member is corrupt (a CRC-32 or size trailer included), truncated
     or followed by bytes that are no member, or when the output would exceed ``max_nbytes``.
     """
-    return _decode("gzip", GZIP_WBITS, data, max_nbytes, members=True)
+    return _decode("gzip", GZIP_WBITS, data, max_nbytes, members=True, check_member=check_gzip_flags)
 
 
 def decode_zlib(data: Buffer, max_nbytes: int | None) -> bytes:

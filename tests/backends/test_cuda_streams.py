@@ -26,6 +26,7 @@ from gpuzarr.backends.cuda.streams import (
     split_zlib,
     split_zstd,
 )
+from gpuzarr.codecs.blosc import BLOSC_FLAG_DELTA
 
 
 def _data(typesize: int, nbytes: int = 50_000) -> bytes:
@@ -101,6 +102,33 @@ def test_blosc_memcpyed_frame() -> None:
     split = split_blosc(frame, len(data))
     assert [s.algorithm for s in split.streams] == ["copy"] and split.shuffle == "none"
     assert _rebuild(split, frame) == data
+
+
+@pytest.mark.parametrize("clevel", [0, 5], ids=["stored", "compressed"])
+def test_blosc_frames_asking_for_the_delta_filter_go_to_the_cpu(clevel: int) -> None:
+    """Flag 0x08 is Blosc2's delta filter: c-blosc 1.x, the CPU codec's decoder, refuses such
+    frames (stored ones too), so a batch must not decode them as if the flag were not there."""
+    data = _data(4)
+    frame = bytearray(Blosc(cname="lz4", clevel=clevel, shuffle=Blosc.SHUFFLE, typesize=4).encode(data))
+    frame[2] |= BLOSC_FLAG_DELTA
+    with pytest.raises(UnsupportedStreamError, match="delta filter"):
+        split_blosc(bytes(frame), len(data))
+    with pytest.raises(RuntimeError, match="error during blosc decompression"):
+        Blosc().decode(bytes(frame))
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_blosc_frames_of_other_format_versions_go_to_the_cpu(version: int) -> None:
+    """c-blosc 1.x decodes format version 2 only (numcodecs refuses the others, stored frames
+    too): a batch leaves the frame to the CPU, which refuses it, rather than read it alone."""
+    data = _data(4)
+    for clevel in (0, 5):
+        frame = bytearray(Blosc(cname="lz4", clevel=clevel, shuffle=Blosc.SHUFFLE, typesize=4).encode(data))
+        frame[0] = version
+        with pytest.raises(UnsupportedStreamError, match=f"format version {version}"):
+            split_blosc(bytes(frame), len(data))
+        with pytest.raises(RuntimeError, match="error during blosc decompression"):
+            Blosc().decode(bytes(frame))
 
 
 def test_blosc_malformed() -> None:

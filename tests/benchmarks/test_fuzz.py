@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import fuzz
@@ -45,6 +46,47 @@ def test_mutated_stores_read_from_files_on_two_threads_read_or_raise_a_gpuzarr_e
     report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer} --local\n{f.traceback[-1500:]}" for f in failures[:5])
     assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
     assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+
+
+def test_mutated_stores_read_the_same_on_the_emulated_gpu_as_on_the_cpu(seed_dir: Path, tmp_path: Path) -> None:
+    """``--emulated-gpu``: each case read by the CPU engine and by the GPU path on the emulated
+    device must read the same bytes, or both be refused (the one exception, a GPU read of the
+    seed's data where it cannot see what the CPU refused, is in ``fuzz.run_case``)."""
+    n, failures, outcomes = fuzz.fuzz(
+        cases=CI_CASES // 2, seed=2, jobs=2, out=tmp_path, seed_dir=seed_dir, quiet=True, gpu=True
+    )
+    assert n == CI_CASES // 2
+    report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer}\n{f.traceback[-1500:]}" for f in failures[:5])
+    assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
+    assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+
+
+def test_the_readers_must_agree_on_the_emulated_gpu(seed_dir: Path, tmp_path: Path) -> None:
+    """The oracle itself: a store the GPU path reads differently from the CPU engine fails the
+    case (here a GPU path made to flip one byte of every read)."""
+    files = fuzz.build_seeds(seed_dir)["v3-zstd"]
+    store = tmp_path / "store"
+    with fuzz.emulated_gpu():
+        fuzz.run_case(files, None, store, gpu=True, written=fuzz.written_data("v3-zstd"))
+
+    from gpuzarr.core.array import Array
+
+    read = Array.__getitem__
+
+    def flipped(self: Array, selection: object) -> object:
+        got = read(self, selection)
+        if self.device != "cpu":
+            got = np.array(got)
+            got.reshape(-1)[0] ^= 1
+        return got
+
+    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
+        patch.setattr(Array, "__getitem__", flipped)
+        with pytest.raises(fuzz.ReadersDisagree, match="the CPU engine read"):
+            fuzz.run_case(files, None, store, gpu=True, written=fuzz.written_data("v3-zstd"))
+    from gpuzarr.backends import select
+
+    assert select.gpu_unavailable_reason() is not None  # the emulation ended with the block
 
 
 def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:

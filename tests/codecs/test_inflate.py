@@ -146,6 +146,8 @@ GZIP_CORRUPTIONS = {
     "magic bytes": (lambda s: flip(s, 0), "gzip: corrupt stream"),
     "truncated": (lambda s: s[:-3], r"gzip: stream ends before its end-of-stream marker \(truncated\)"),
     "trailing garbage": (lambda s: s + b"garbage!", "gzip: "),
+    # RFC 1952: reserved FLG bits must be zero. zlib refuses them and ISA-L does not look.
+    "reserved flag bit": (lambda s: s[:3] + bytes([s[3] | 0x40]) + s[4:], r"gzip: reserved flag bits set \(0x40\)"),
 }
 
 
@@ -154,6 +156,13 @@ def test_corrupt_gzip_is_refused(library: str, case: str) -> None:
     corrupt, message = GZIP_CORRUPTIONS[case]
     with pytest.raises(ValueError, match=message):
         decode_gzip(corrupt(gzip_member(RAW)), len(RAW))
+
+
+def test_a_second_member_with_a_reserved_flag_bit_is_refused(library: str) -> None:
+    member = gzip_member(RAW[:100])
+    second = member[:3] + bytes([member[3] | 0x80]) + member[4:]
+    with pytest.raises(ValueError, match=r"gzip: reserved flag bits set \(0x80\)"):
+        decode_gzip(member + second, 200)
 
 
 ZLIB_CORRUPTIONS = {

@@ -38,11 +38,14 @@ import numpy.typing as npt
 from ...codecs.base import as_uint8
 from ...codecs.blosc import (
     BLOSC_FLAG_BITSHUFFLE,
+    BLOSC_FLAG_DELTA,
     BLOSC_FLAG_SHUFFLE,
+    BLOSC_FORMAT_VERSION,
     BLOSC_HEADER_NBYTES,
     BloscHeader,
     parse_blosc_header,
 )
+from ...codecs.inflate import GZIP_RESERVED_FLAGS
 from ...codecs.zstd import ZSTD_BLOCK_MAX as ZSTD_BLOCK_MAX  # re-exported: the limit the walk enforces
 from ...codecs.zstd import ZSTD_MAGIC, walk_zstd_blocks
 
@@ -110,7 +113,8 @@ class SplitChunk:
     shuffle: Shuffle = "none"
     typesize: int = 1
     blocks: tuple[BloscBlock, ...] = ()
-    #: bit_unshuffle's ``partial_rule`` (0: c-blosc1 frame format <= 2, 1: later formats)
+    #: bit_unshuffle's ``partial_rule`` (0: c-blosc 1.x frame format 2, the only one split; 1: later
+    #: formats, which c-blosc 1.x refuses and so go to the CPU)
     partial_rule: int = 0
     checksum: Checksum | None = None
 
@@ -253,7 +257,7 @@ def gzip_payload(data: Buffer) -> tuple[int, int, int, int]:
     if raw[2] != 8:
         raise ValueError(f"gzip: compression method {int(raw[2])}, expected 8 (deflate)")
     flags = int(raw[3])
-    if flags & 0xE0:
+    if flags & GZIP_RESERVED_FLAGS:
         raise ValueError(f"gzip: reserved flag bits set ({flags:#04x})")
     pos = 10
     limit = n - 8  # the trailer
@@ -363,11 +367,17 @@ def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
     raw = _u8(data)
     n = int(raw.size)
     header = parse_blosc_header(raw)
-    if not 1 <= header.version <= 4:
-        raise UnsupportedStreamError(f"blosc: frame format version {header.version} is not a Blosc1 frame")
+    if header.version != BLOSC_FORMAT_VERSION:
+        # c-blosc 1.x (the CPU codec's decoder, the reference) decodes format version 2 only:
+        # the CPU decides, and refuses the frame.
+        raise UnsupportedStreamError(f"blosc: frame format version {header.version}, not c-blosc 1.x's")
     nbytes, typesize = header.nbytes, header.typesize
     if nbytes != decoded_nbytes:
         raise ValueError(f"blosc: header says {nbytes} decoded bytes, expected {decoded_nbytes}")
+    if header.flags & BLOSC_FLAG_DELTA:
+        # Blosc2's delta filter: c-blosc 1.x (the CPU codec's decoder, the reference) refuses
+        # such frames, stored ones too, and so must a batch.
+        raise UnsupportedStreamError(f"blosc: the header asks for the delta filter (flags {header.flags:#04x})")
     if header.memcpyed:
         if n != BLOSC_HEADER_NBYTES + nbytes:
             raise ValueError(
@@ -396,7 +406,6 @@ def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
         shuffle=shuffle,
         typesize=typesize,
         blocks=tuple(blocks) if shuffle != "none" else (),
-        partial_rule=0 if header.version <= 2 else 1,
     )
 
 
