@@ -72,10 +72,13 @@ EMPTY = 2**64 - 1
 # -- seeds ------------------------------------------------------------------------------------
 
 
-def _data(dtype: str) -> np.ndarray[Any, Any]:
+def _data(dtype: str, shape: tuple[int, ...] = SHAPE) -> np.ndarray[Any, Any]:
     if dtype == "str":
         return np.array([f"s{i}" * (i % 3) for i in range(24)], dtype=object).reshape(SHAPE)
-    return np.arange(24, dtype=dtype).reshape(SHAPE)
+    if shape == SHAPE:
+        return np.arange(24, dtype=dtype).reshape(SHAPE)
+    # A ramp that compressors shrink, with no run long enough for a Blosc block to be stored.
+    return (np.arange(int(np.prod(shape))) % 1021).astype(dtype).reshape(shape)
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,14 @@ class Seed:
     kwargs: dict[str, Any]
     writer: str = "gpuzarr"
     checksummed: bool = False
+    shape: tuple[int, ...] = SHAPE
+    chunks: tuple[int, ...] = CHUNKS
 
 
 CRC = {"name": "crc32c"}
+#: Blosc-LZ4 at level 1: c-blosc cuts a 128 KiB chunk into two 64 KiB blocks of one stream per
+#: byte of the type (it keeps smaller chunks in one block, whatever blocksize asks)
+BLOSC_LZ4_BLOCKS = {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 1, "shuffle": "shuffle"}}
 SEEDS = (
     Seed("v3-bytes", "<i4", {"compressors": None}),
     Seed("v3-crc32c", "<i4", {"compressors": [CRC]}, checksummed=True),
@@ -112,12 +120,41 @@ SEEDS = (
     Seed("zarr-v3-blosc", "<u1", {}, writer="zarr"),
     Seed("zarr-v2-blosc", "<i4", {"zarr_format": 2}, writer="zarr"),
     Seed("zarr-v3-vlen-utf8", "str", {}, writer="zarr"),
+    # Chunks of several blocks: Blosc frames split into one stream per block and byte (LZ4 at
+    # level 1 cuts 128 KiB into 64 KiB blocks), bit-shuffled Blosc-zstd blocks and a leftover
+    # block, sharded Blosc (4 inner chunks a shard, as the shard mutations assume), and a zstd
+    # frame of two blocks.
+    Seed("v3-blosc-blocks", "<i4", {"compressors": [BLOSC_LZ4_BLOCKS]}, shape=(128, 512), chunks=(128, 256)),
+    Seed(
+        "v2-blosc-zstd-bitshuffle-blocks",
+        "<u2",
+        {
+            "zarr_format": 2,
+            "compressor": {"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2, "blocksize": 2048},
+        },
+        shape=(64, 96),
+        chunks=(32, 48),
+    ),
+    Seed(
+        "v3-shard-blosc-blocks",
+        "<f4",
+        {"shards": (256, 512), "compressors": [BLOSC_LZ4_BLOCKS]},
+        shape=(256, 512),
+        chunks=(128, 256),
+    ),
+    Seed(
+        "v3-zstd-blocks",
+        "<i8",
+        {"compressors": [{"name": "zstd", "configuration": {"level": 1}}]},
+        shape=(128, 160),
+        chunks=(128, 160),
+    ),
 )
 
 
 def write_seed(seed: Seed, root: Path) -> bool:
     """Write ``seed`` under ``root``; False when its writer is not installed."""
-    data = _data(seed.dtype)
+    data = _data(seed.dtype, seed.shape)
     dtype = str if seed.dtype == "str" else seed.dtype
     if seed.writer == "zarr":
         try:
@@ -145,7 +182,7 @@ def write_seed(seed: Seed, root: Path) -> bool:
         ]
     elif "order" in seed.kwargs:
         kwargs["order"] = seed.kwargs["order"]
-    gpuzarr.create(store=str(root), shape=SHAPE, chunks=CHUNKS, dtype=dtype, **kwargs)[...] = data
+    gpuzarr.create(store=str(root), shape=seed.shape, chunks=seed.chunks, dtype=dtype, **kwargs)[...] = data
     return True
 
 
@@ -422,7 +459,11 @@ def mutate(seed_name: str, files: dict[str, bytes], case: int) -> tuple[dict[str
 
 
 def _bounded(shape: tuple[int, ...]) -> tuple[slice, ...]:
-    return tuple(slice(0, min(n, 16)) for n in shape)
+    """What a case reads of an array: every seed whole (a part of a chunk would let the CPU's
+    partial decoders skip what the GPU decodes), at most 256 along each of two axes (16 along
+    each of more) of a shape a mutation made huge."""
+    cap = 256 if len(shape) <= 2 else 16
+    return tuple(slice(0, min(n, cap)) for n in shape)
 
 
 def _write_files(files: dict[str, bytes], local_dir: Path) -> None:
@@ -585,7 +626,7 @@ _process_contexts = contextlib.ExitStack()
 def written_data(seed_name: str) -> dict[str, np.ndarray[Any, Any]]:
     """What the seed's writer wrote, by array path."""
     seed = next(s for s in SEEDS if s.name == seed_name)
-    data = _data(seed.dtype)
+    data = _data(seed.dtype, seed.shape)
     return {"": data} if "group" not in seed_name else {"x": data, "sub/y": data}
 
 

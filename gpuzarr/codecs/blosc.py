@@ -51,6 +51,9 @@ BLOSC_FLAG_DONT_SPLIT = 0x10
 #: The frame format c-blosc 1.x writes, and the only one it (numcodecs' Blosc) decodes: frames of
 #: other format versions are refused, stored ones too.
 BLOSC_FORMAT_VERSION = 2
+#: The compressor format version (the header's second byte) of every compressor c-blosc 1.x
+#: decodes; it refuses compressed frames with another (stored ones it copies whatever it says)
+BLOSC_COMPRESSOR_FORMAT_VERSION = 1
 #: A part is decoded only where it skips at least this share of a chunk's bytes: building the
 #: part's frame costs about 15 µs of Python and a copy of its compressed blocks.
 _BLOSC_PART_MIN_SKIPPED = 1 / 4

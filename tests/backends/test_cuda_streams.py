@@ -131,6 +131,21 @@ def test_blosc_frames_of_other_format_versions_go_to_the_cpu(version: int) -> No
             Blosc().decode(bytes(frame))
 
 
+def test_blosc_frames_of_another_compressor_format_version_go_to_the_cpu() -> None:
+    """c-blosc 1.x decodes a compressed frame only where its second byte (the compressor's format
+    version) is 1, and copies a stored frame whatever that byte says."""
+    data = _data(4)
+    frame = bytearray(Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE, typesize=4).encode(data))
+    frame[1] = 0x41
+    with pytest.raises(UnsupportedStreamError, match="compressor format version 65"):
+        split_blosc(bytes(frame), len(data))
+    with pytest.raises(RuntimeError, match="error during blosc decompression"):
+        Blosc().decode(bytes(frame))
+    stored = bytearray(Blosc(cname="lz4", clevel=0, typesize=4).encode(data))
+    stored[1] = 0x41
+    assert _rebuild(split_blosc(bytes(stored), len(data)), bytes(stored)) == data == Blosc().decode(bytes(stored))
+
+
 def test_blosc_malformed() -> None:
     data = _data(4)
     frame = bytes(Blosc(cname="zstd", shuffle=Blosc.SHUFFLE, blocksize=4096, typesize=4).encode(data))

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from ...codecs.base import as_uint8
 from ...codecs.blosc import (
+    BLOSC_COMPRESSOR_FORMAT_VERSION,
     BLOSC_FLAG_BITSHUFFLE,
     BLOSC_FLAG_DELTA,
     BLOSC_FLAG_SHUFFLE,
@@ -387,6 +388,10 @@ def split_blosc(data: Buffer, decoded_nbytes: int) -> SplitChunk:
         return SplitChunk(stored, nbytes, typesize=typesize)
     if nbytes == 0:
         return SplitChunk((), 0, typesize=typesize)
+    if header.version_lz != BLOSC_COMPRESSOR_FORMAT_VERSION:
+        raise UnsupportedStreamError(
+            f"blosc: compressor format version {header.version_lz}, not c-blosc 1.x's (the CPU decides)"
+        )
     compcode = header.flags >> 5
     if compcode not in _BLOSC_COMPRESSORS:
         raise ValueError(f"blosc: unknown compressor code {compcode}")
