@@ -42,6 +42,7 @@ from .launches import (
 )
 from .routes import reads_directly
 from .streams import Algorithm, SplitChunk, UnsupportedStreamError, check_zstd_frame, split_chunk
+from .walked_frames import WALKED_FRAMES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -391,7 +392,13 @@ def _check_direct_frame(task: ChunkTask, span: FileSpan) -> npt.NDArray[np.uint8
     its headers (``streams.check_zstd_frame``). None: the frame may join a batch; the chunk's
     bytes, read on the host, when the CPU has to decide (several frames, no content size, ...).
     Raises CorruptChunkError naming the key for a malformed frame, and what
-    :func:`~.launches.span_read_failure` makes of a file the system will not open or read."""
+    :func:`~.launches.span_read_failure` makes of a file the system will not open or read.
+
+    A frame that passed before, in a file of the same version, is not walked again
+    (:mod:`.walked_frames`)."""
+    key = WALKED_FRAMES.key(span, task.decoded_nbytes)
+    if WALKED_FRAMES.passed(key):
+        return None
     try:
         fd = os.open(span.path, os.O_RDONLY)
     except OSError as exc:
@@ -406,6 +413,7 @@ def _check_direct_frame(task: ChunkTask, span: FileSpan) -> npt.NDArray[np.uint8
         except ValueError as exc:
             raise CorruptChunkError(task.key, f"{task.where}{exc}") from exc
         else:
+            WALKED_FRAMES.add(key)
             return None
     except GpuZarrError:
         raise
