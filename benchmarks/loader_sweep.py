@@ -16,6 +16,9 @@ warmed up by one pass whose every crop is checked against the ground truth, then
 * ``ahead default, host reads``: the same with ``gpu_direct_reads=False``: zstd chunks read on
   the host and copied in the batch's staging buffer rather than read by kvikio (Blosc chunks
   take that route either way, so their two rows show how much rows differ by chance);
+* ``ahead default, frames walked every pass``: the same, with the zstd frames the device reads
+  from files walked again on every pass (the kept walks, ``backends/cuda/walked_frames.py``,
+  forgotten before each pass): what keeping them saves;
 * ``ahead 1 GiB, batch 4 GiB``: more batches per decode, with ``gpu_batch_bytes`` raised so that
   the executor does not split them again;
 * ``device cache``: a device cache holding the whole volume (after the warm-up, no decoding).
@@ -28,7 +31,8 @@ interpreter lock, on this host's cores. A loader with workers is kept over its p
 training loop keeps it, so its workers start once, in the warm-up pass. ``--rows`` keeps the rows
 named; ``--switch-interval`` sets how long a thread may keep the interpreter lock while another
 waits (Python's default is 5 ms), to see what the hand-overs between the loader's threads cost.
-Prints a Markdown table; no timing is asserted anywhere.
+Prints a Markdown table (the median time per pass, the median time from the start of a pass to
+its first batch, and crops/s); no timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -65,21 +69,32 @@ def worker_counts(cpus: int | None = None) -> list[int]:
     return counts
 
 
-def settings(device: str, volume_nbytes: int) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(row name, CropLoader options, gpuzarr.config settings) of every row."""
+#: (row name, CropLoader options, gpuzarr.config settings, what runs before each timed pass)
+Row = tuple[str, dict[str, Any], dict[str, Any], "Callable[[], None] | None"]
+
+
+def _forget_walked_frames() -> None:
+    from gpuzarr.backends.cuda.walked_frames import WALKED_FRAMES
+
+    WALKED_FRAMES.clear()
+
+
+def settings(device: str, volume_nbytes: int) -> list[Row]:
+    """Every row of ``device``'s table."""
     if device == "cpu":
         return [
-            ("no cache", {}, {}),
-            ("no cache, one batch at a time", {"concurrent_batches": 1}, {}),
-            ("host cache", {"cache_bytes": 2 * volume_nbytes}, {}),
-            *((f"workers {n}", {"workers": n}, {}) for n in worker_counts()),
+            ("no cache", {}, {}, None),
+            ("no cache, one batch at a time", {"concurrent_batches": 1}, {}, None),
+            ("host cache", {"cache_bytes": 2 * volume_nbytes}, {}, None),
+            *((f"workers {n}", {"workers": n}, {}, None) for n in worker_counts()),
         ]
     return [
-        ("ahead off", {"decode_ahead_bytes": 0}, {}),
-        ("ahead default", {}, {}),
-        ("ahead default, host reads", {}, {"gpu_direct_reads": False}),
-        ("ahead 1 GiB, batch 4 GiB", {"decode_ahead_bytes": GIB}, {"gpu_batch_bytes": 4 * GIB}),
-        ("device cache", {"device_cache_bytes": 2 * volume_nbytes}, {}),
+        ("ahead off", {"decode_ahead_bytes": 0}, {}, None),
+        ("ahead default", {}, {}, None),
+        ("ahead default, host reads", {}, {"gpu_direct_reads": False}, None),
+        ("ahead default, frames walked every pass", {}, {}, _forget_walked_frames),
+        ("ahead 1 GiB, batch 4 GiB", {"decode_ahead_bytes": GIB}, {"gpu_batch_bytes": 4 * GIB}, None),
+        ("device cache", {"device_cache_bytes": 2 * volume_nbytes}, {}, None),
     ]
 
 
@@ -96,8 +111,11 @@ def measure(
     options: dict[str, Any],
     passes: int,
     sync: Callable[[], None],
-) -> tuple[float, float]:
-    """(median seconds per pass, crops/s) of one loader, after a checked warm-up pass."""
+    before_pass: Callable[[], None] | None = None,
+) -> tuple[float, float, float]:
+    """(median seconds per pass, crops/s, median seconds from a pass's start to its first batch)
+    of one loader, after a checked warm-up pass; ``before_pass`` runs before each timed pass,
+    outside the time."""
     from gpuzarr.loader import CropLoader
 
     crops = [(0, tuple(s.start for s in sel)) for sel in sels]
@@ -113,16 +131,21 @@ def measure(
             if not np.array_equal(got[i], truth[sel]):
                 raise AssertionError(f"crop {start + i} at {sel} differs from the ground truth")
         start += len(got)
-    times = []
+    times, firsts = [], []
     for _ in range(passes):
+        if before_pass is not None:
+            before_pass()
+        first = None
         t0 = time.perf_counter()
         for _batch in loader:
-            pass
+            if first is None:
+                first = time.perf_counter() - t0
         sync()
         times.append(time.perf_counter() - t0)
+        firsts.append(times[-1] if first is None else first)
     loader.close()
     median = statistics.median(times)
-    return median, len(sels) / median
+    return median, len(sels) / median, statistics.median(firsts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,23 +186,25 @@ def main(argv: list[str] | None = None) -> int:
                 cupy.cuda.Device().synchronize()
 
     data = DataDir(args.data_dir, args.size_mib, log=lambda message: print(message, file=sys.stderr))
-    print(f"| dataset | {args.device} loader | s per pass | 64^3 crops/s |")
-    print("|---|---|---|---|")
+    print(f"| dataset | {args.device} loader | s per pass | first batch ms | 64^3 crops/s |")
+    print("|---|---|---|---|---|")
     for spec in (s for s in DATASETS if s.name in LOADER_DATASETS):
         path = data.dataset(spec)
         truth = data.truth(spec.kind)
         sels = random_boxes(truth.shape, (CROP,) * truth.ndim, chunks_for(spec), args.crops, seed=3)
         array = gpuzarr.open(str(path), device=args.device)
-        for name, options, config in settings(args.device, truth.nbytes):
+        for name, options, config, before_pass in settings(args.device, truth.nbytes):
             if args.rows and name not in args.rows:
                 continue
             try:
                 with gpuzarr.config.set(**config):
-                    seconds, rate = measure(array, truth, sels, args.device, options, args.passes, sync)
+                    seconds, rate, first = measure(
+                        array, truth, sels, args.device, options, args.passes, sync, before_pass
+                    )
             except Exception as exc:  # reported, not raised: the other rows still run
-                print(f"| {spec.name} | {name} | error: {type(exc).__name__}: {exc} | |")
+                print(f"| {spec.name} | {name} | error: {type(exc).__name__}: {exc} | | |")
                 continue
-            print(f"| {spec.name} | {name} | {seconds:.4f} | {rate:,.0f} |", flush=True)
+            print(f"| {spec.name} | {name} | {seconds:.4f} | {first * 1e3:.2f} | {rate:,.0f} |", flush=True)
     return 0
 
 

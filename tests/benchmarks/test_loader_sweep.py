@@ -44,7 +44,14 @@ def test_gpu_rows_on_the_emulated_device(
     assert loader_sweep.main(["--device", "gpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
                               "--passes", "1"]) == 0  # fmt: skip
     rows = _rows(capsys.readouterr().out)[1:]
-    names = ["ahead off", "ahead default", "ahead default, host reads", "ahead 1 GiB, batch 4 GiB", "device cache"]
+    names = [
+        "ahead off",
+        "ahead default",
+        "ahead default, host reads",
+        "ahead default, frames walked every pass",
+        "ahead 1 GiB, batch 4 GiB",
+        "device cache",
+    ]
     assert [(r[0], r[1]) for r in rows] == [(d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in names]
     assert all(not r[2].startswith("error") for r in rows), rows
 
