@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -493,11 +494,49 @@ def _read_arrays(store: Any, device: str) -> dict[str, np.ndarray[Any, Any]]:
             return {}
         node = gpuzarr.open(store, mode="r", device=device)
     arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
-    return {
-        name: np.asarray(member[_bounded(member.shape)])
-        for name, member in arrays
-        if isinstance(member, gpuzarr.Array) and (device == "cpu" or _on_gpu(member))
-    }
+    got = {}
+    for name, member in arrays:
+        if not isinstance(member, gpuzarr.Array) or not (device == "cpu" or _on_gpu(member)):
+            continue
+        bounds = _bounded(member.shape)
+        whole = got[name] = np.asarray(member[bounds])
+        boxes = _chunk_boxes(member)
+        if not boxes:
+            continue
+        batch = got[f"{name}{BATCH_SUFFIX}"] = np.asarray(member.read_batch(boxes))
+        if all(b.stop <= bound.stop for box in boxes for b, bound in zip(box, bounds, strict=True)):
+            want = np.stack([whole[box] for box in boxes])
+            if not _same(want, batch):
+                where = f"{name or '/'} on {device}"
+                raise ReadersDisagree(f"{where}: read_batch of whole chunks differs from a read of the same chunks")
+    return got
+
+
+#: what names a case's read_batch of an array among what it read
+BATCH_SUFFIX = " read_batch"
+
+
+#: the most boxes a case's read_batch takes
+BATCH_BOXES = 16
+
+
+def _chunk_boxes(array: Any) -> list[tuple[slice, ...]]:
+    """Boxes of whole chunks of a regular grid (the first repeated, so that a chunk two boxes
+    share is decoded once), at most :data:`BATCH_BOXES`: a batch of crops that every reader
+    decodes whole, so that the CPU engine and the GPU path see the same bytes."""
+    chunks, shape = array.chunks, array.shape
+    if not all(isinstance(c, int) and c > 0 for c in chunks) or not shape:
+        return []
+    # At most BATCH_BOXES chunks along each axis: the shape may be a mutation's 2**63.
+    counts = [min(n // c, BATCH_BOXES) for n, c in zip(shape, chunks, strict=True)]
+    if 0 in counts:
+        return []
+    boxes: list[tuple[slice, ...]] = []
+    for index in itertools.product(*(range(n) for n in counts)):
+        boxes.append(tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, chunks, strict=True)))
+        if len(boxes) >= BATCH_BOXES - 1:
+            break
+    return [boxes[0], *boxes]
 
 
 def _on_gpu(array: Any) -> bool:
@@ -552,6 +591,7 @@ def run_case(
         if written is None or any(
             name not in written or got.shape != written[name].shape or not np.array_equal(got, written[name])
             for name, got in device.items()
+            if not name.endswith(BATCH_SUFFIX)  # each agrees with its array's whole read (_read_arrays)
         ):
             raise ReadersDisagree(f"the CPU engine refused the store ({_describe(cpu)}), the GPU path read {device!r}")
         return

@@ -82,11 +82,34 @@ def test_the_readers_must_agree_on_the_emulated_gpu(seed_dir: Path, tmp_path: Pa
 
     with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
         patch.setattr(Array, "__getitem__", flipped)
-        with pytest.raises(fuzz.ReadersDisagree, match="the CPU engine read"):
+        # Caught by the comparison with the CPU engine, or first by the GPU's own read_batch.
+        with pytest.raises(fuzz.ReadersDisagree, match=r"the CPU engine read|read_batch of whole chunks differs"):
             fuzz.run_case(files, None, store, gpu=True, written=fuzz.written_data("v3-zstd"))
     from gpuzarr.backends import select
 
     assert select.gpu_unavailable_reason() is not None  # the emulation ended with the block
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "emulated-gpu"])
+def test_a_batch_of_whole_chunks_must_match_a_read_of_them(seed_dir: Path, tmp_path: Path, gpu: bool) -> None:
+    """Each reader's read_batch of whole chunks is compared with its own read of the array (here
+    a read_batch made to flip one byte fails the case, on either reader)."""
+    files = fuzz.build_seeds(seed_dir)["v3-blosc"]
+
+    from gpuzarr.core.array import Array
+
+    read_batch = Array.read_batch
+
+    def flipped(self: Array, selections: object, **kwargs: object) -> object:
+        got = np.array(read_batch(self, selections, **kwargs))  # type: ignore[arg-type]
+        if (self.device != "cpu") == gpu:
+            got.reshape(-1).view(np.uint8)[5] ^= 1
+        return got
+
+    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
+        patch.setattr(Array, "read_batch", flipped)
+        with pytest.raises(fuzz.ReadersDisagree, match="read_batch of whole chunks differs"):
+            fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data("v3-blosc"))
 
 
 def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:
