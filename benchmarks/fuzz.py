@@ -504,16 +504,39 @@ def _read_arrays(store: Any, device: str) -> dict[str, np.ndarray[Any, Any]]:
         if not boxes:
             continue
         batch = got[f"{name}{BATCH_SUFFIX}"] = np.asarray(member.read_batch(boxes))
+        crops = got[f"{name}{LOADER_SUFFIX}"] = _load_crops(member, boxes, device)
         if all(b.stop <= bound.stop for box in boxes for b, bound in zip(box, bounds, strict=True)):
             want = np.stack([whole[box] for box in boxes])
+            where = f"{name or '/'} on {device}"
             if not _same(want, batch):
-                where = f"{name or '/'} on {device}"
                 raise ReadersDisagree(f"{where}: read_batch of whole chunks differs from a read of the same chunks")
+            if not _same(want, crops):
+                raise ReadersDisagree(f"{where}: the CropLoader's crops of whole chunks differ from a read of them")
     return got
 
 
-#: what names a case's read_batch of an array among what it read
+#: what names a case's read_batch of an array, and its loader's crops, among what it read
 BATCH_SUFFIX = " read_batch"
+LOADER_SUFFIX = " CropLoader"
+
+
+def _load_crops(array: Any, boxes: list[tuple[slice, ...]], device: str) -> np.ndarray[Any, Any]:
+    """The crops at ``boxes`` (whole chunks, the first twice) through a CropLoader with a chunk
+    cache, batches of 4 read on the calling thread: on the CPU through its host cache, on a GPU
+    through its device cache, so that both read every chunk whole."""
+    from gpuzarr.loader import CropLoader
+
+    shape = tuple(b.stop - b.start for b in boxes[0])
+    cache = {"cache_bytes": 1 << 24} if device == "cpu" else {"device_cache_bytes": 1 << 24}
+    loader = CropLoader(
+        array, shape, 4, sampler=[(0, tuple(b.start for b in box)) for box in boxes], shuffle=False,
+        device=device, output="numpy", prefetch=0, **cache,
+    )  # fmt: skip
+    try:
+        return np.concatenate([np.asarray(batch.data) for batch in loader])
+    finally:
+        loader.close()
+
 
 
 #: the most boxes a case's read_batch takes
@@ -591,7 +614,7 @@ def run_case(
         if written is None or any(
             name not in written or got.shape != written[name].shape or not np.array_equal(got, written[name])
             for name, got in device.items()
-            if not name.endswith(BATCH_SUFFIX)  # each agrees with its array's whole read (_read_arrays)
+            if not name.endswith((BATCH_SUFFIX, LOADER_SUFFIX))  # each agrees with its array's whole read
         ):
             raise ReadersDisagree(f"the CPU engine refused the store ({_describe(cpu)}), the GPU path read {device!r}")
         return

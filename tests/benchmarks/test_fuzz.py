@@ -112,6 +112,27 @@ def test_a_batch_of_whole_chunks_must_match_a_read_of_them(seed_dir: Path, tmp_p
             fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data("v3-blosc"))
 
 
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "emulated-gpu"])
+def test_a_loaders_crops_of_whole_chunks_must_match_a_read_of_them(seed_dir: Path, tmp_path: Path, gpu: bool) -> None:
+    """Each reader's CropLoader (with its chunk cache) over whole chunks is compared with its
+    own read of the array (here crops assembled with one byte flipped fail the case)."""
+    files = fuzz.build_seeds(seed_dir)["v3-zstd"]
+
+    from gpuzarr.loader.chunked import ChunkAssembler
+
+    read = ChunkAssembler.read
+
+    def flipped(self: ChunkAssembler, field: str, volume: int, origins: object, out: object) -> None:
+        read(self, field, volume, origins, out)  # type: ignore[arg-type]
+        if self.ordering.on_device == gpu:
+            np.asarray(out).reshape(-1).view(np.uint8)[3] ^= 1
+
+    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
+        patch.setattr(ChunkAssembler, "read", flipped)
+        with pytest.raises(fuzz.ReadersDisagree, match="the CropLoader's crops of whole chunks differ"):
+            fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data("v3-zstd"))
+
+
 def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:
     seeds = fuzz.build_seeds(seed_dir)
     assert {"v3-shard", "v2-lzma", "v3-group-consolidated"} <= set(seeds)
