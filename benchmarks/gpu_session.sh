@@ -165,8 +165,9 @@ lease() {
   # - every GPU test file first: the two assemble kernels, the reads that use them, the loader;
   # - the loader benchmark beside the CPU peers (issue 13's 64^3 crops/s targets);
   # - the GPU loader at 2048 crops a pass (per-batch costs without a pass's fixed cost): decoding
-  #   ahead with and without the kept walks of zstd frames (2026-11-28, second session: not yet
-  #   measured on a GPU), and the device cache; each row says how long its first batch took;
+  #   ahead on one lane and on two (decode_ahead_lanes=2), with and without the kept walks of
+  #   zstd frames (the last two from 2026-11-28's second session, not yet measured on a GPU), and
+  #   the device cache; each row says how long its first batch took;
   # - full reads and batched crops beside TensorStore. The row kernel and kvikio reads by default
   #   (2026-11-28) have not been measured on full reads yet.
   # Each step stops at its cap or at the stage's budget.
@@ -178,7 +179,7 @@ lease() {
   loader_bench 180
   grep -E "^\| loader-" "$out/loader/results.md" 2>/dev/null | head -12
   sweep_loader loader-sweep-2048 60 --passes 3 --crops 2048 \
-    --rows "ahead default" "ahead default, frames walked every pass" "device cache"
+    --rows "ahead default" "ahead default, 2 lanes" "ahead default, frames walked every pass" "device cache"
   timeout "$(capped 150)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 64 --size-mib 128 \
     --only full-read crops-batch zstd sharded-zstd blosc-lz4 raw gpuzarr-gpu gpuzarr-gpu-host tensorstore \
     tensorstore+cupy --out "$out/bench" >"$out/bench.log" 2>&1

@@ -16,7 +16,9 @@ warmed up by one pass whose every crop is checked against the ground truth, then
 * ``ahead default, host reads``: the same with ``gpu_direct_reads=False``: zstd chunks read on
   the host and copied in the batch's staging buffer rather than read by kvikio (Blosc chunks
   take that route either way, so their two rows show how much rows differ by chance);
-* ``ahead default, frames walked every pass``: the same, with the zstd frames the device reads
+* ``ahead default, 2 lanes``: ``decode_ahead_lanes=2``, the next window's chunks decoded on a
+  second thread while the current window's batches are put together;
+* ``ahead default, frames walked every pass``: as ``ahead default``, with the zstd frames the device reads
   from files walked again on every pass (the kept walks, ``backends/cuda/walked_frames.py``,
   forgotten before each pass): what keeping them saves;
 * ``ahead 1 GiB, batch 4 GiB``: more batches per decode, with ``gpu_batch_bytes`` raised so that
@@ -92,6 +94,7 @@ def settings(device: str, volume_nbytes: int) -> list[Row]:
         ("ahead off", {"decode_ahead_bytes": 0}, {}, None),
         ("ahead default", {}, {}, None),
         ("ahead default, host reads", {}, {"gpu_direct_reads": False}, None),
+        ("ahead default, 2 lanes", {"decode_ahead_lanes": 2}, {}, None),
         ("ahead default, frames walked every pass", {}, {}, _forget_walked_frames),
         ("ahead 1 GiB, batch 4 GiB", {"decode_ahead_bytes": GIB}, {"gpu_batch_bytes": 4 * GIB}, None),
         ("device cache", {"device_cache_bytes": 2 * volume_nbytes}, {}, None),

@@ -14,6 +14,7 @@ on the CPU goes into the host cache as it is.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
@@ -65,6 +66,16 @@ def check_cacheable(
     }
 
 
+@dataclass
+class DecodedWindow:
+    """The chunks of the first ``taken`` of some batches, decoded together
+    (:meth:`ChunkAssembler.decode_window`), and the pieces of their crops."""
+
+    taken: int
+    chunks: dict[ChunkKey, Any]
+    pieces: dict[tuple[str, int, bytes], CropPieces]
+
+
 class ChunkAssembler:
     """Reads crops of one loader through its chunk caches (either may be None), and through the
     chunks of the batches it was told to decode ahead (:meth:`decode_ahead`)."""
@@ -105,17 +116,19 @@ class ChunkAssembler:
             found.update(self._read_chunks(field, volume, array, chunk, missing))
             self.ordering.assemble(out, [found[c] for c in needed], pieces)
 
-    def chunks_of(self, crops: Crops) -> dict[tuple[str, int], set[tuple[int, ...]]]:
-        """The chunks ``crops`` cross, by (field, volume); the pieces worked out on the way are
-        kept for :meth:`read` until the next :meth:`decode_ahead`."""
+    def chunks_of(
+        self, crops: Crops, pieces: dict[tuple[str, int, bytes], CropPieces]
+    ) -> dict[tuple[str, int], set[tuple[int, ...]]]:
+        """The chunks ``crops`` cross, by (field, volume); the pieces worked out on the way go
+        to ``pieces``, by field, volume and the origins' bytes."""
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         for field in self.volumes.fields:
             for volume, start, stop in volume_runs(crops.volumes):
                 shape = self.volumes.arrays[field][volume].shape
                 origins = crops.origins[start:stop]
-                pieces = crop_pieces(origins, self.crop_shape, self.chunks[field][volume], shape)
-                self._pieces[(field, volume, origins.tobytes())] = pieces
-                wanted.setdefault((field, volume), set()).update(pieces.chunk_keys())
+                found = crop_pieces(origins, self.crop_shape, self.chunks[field][volume], shape)
+                pieces[(field, volume, origins.tobytes())] = found
+                wanted.setdefault((field, volume), set()).update(found.chunk_keys())
         return wanted
 
     def decode_ahead(self, batches: Sequence[Crops], budget: int) -> int:
@@ -125,15 +138,23 @@ class ChunkAssembler:
         On a GPU each chunk-shape group is one ``read_batch``: one batched decode for the chunks
         of many batches, whose time is that of its longest stream rather than the sum of them.
         Returns how many batches were decoded ahead. The chunks decoded ahead before are
-        dropped.
+        dropped first.
         """
-        self._ahead, self._pieces = {}, {}
+        self.drop_ahead()
+        return self.use_window(self.decode_window(batches, budget))
+
+    def decode_window(self, batches: Sequence[Crops], budget: int) -> DecodedWindow:
+        """What :meth:`decode_ahead` reads, without handing it to :meth:`read` yet: a window
+        that :meth:`use_window` hands over later. It reads the caches (and puts what it reads
+        in them) but changes nothing :meth:`read` uses, so it may run on another thread while
+        :meth:`read` puts together the batches of the window before."""
+        pieces: dict[tuple[str, int, bytes], CropPieces] = {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         nbytes, taken = 0, 0
         for crops in batches:
             new = {
                 key: {c for c in chunks - wanted.get(key, set()) if not self._cached(key, c)}
-                for key, chunks in self.chunks_of(crops).items()
+                for key, chunks in self.chunks_of(crops, pieces).items()
             }
             more = sum(len(coords) * self._chunk_nbytes(*key) for key, coords in new.items())
             if taken and nbytes + more > budget:
@@ -144,12 +165,19 @@ class ChunkAssembler:
         for cache in (self.device_cache, self.host_cache):
             if cache is not None:
                 cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
+        chunks: dict[ChunkKey, Any] = {}
         with self.ordering.producing():
-            for (field, volume), chunks in wanted.items():
+            for (field, volume), coords in wanted.items():
                 array = self.volumes.arrays[field][volume]
-                read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(chunks))
-                self._ahead.update({(field, volume, coords): value for coords, value in read.items()})
-        return taken
+                read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(coords))
+                chunks.update({(field, volume, c): value for c, value in read.items()})
+        return DecodedWindow(taken, chunks, pieces)
+
+    def use_window(self, window: DecodedWindow) -> int:
+        """Let :meth:`read` take crops from ``window`` (the chunks decoded ahead before are
+        dropped); how many batches it holds."""
+        self._ahead, self._pieces = window.chunks, window.pieces
+        return window.taken
 
     def drop_ahead(self) -> None:
         """Forget the chunks decoded ahead (and the pieces of their crops)."""

@@ -121,6 +121,19 @@ def _count(value: Any, name: str, minimum: int) -> int:
     return int(value)
 
 
+def _decode_ahead_lanes(lanes: int, device: str, prefetch: int, ahead_bytes: int | None) -> int:
+    """``decode_ahead_lanes``, checked: 1, or 2 where a GPU loader decodes ahead."""
+    if isinstance(lanes, bool) or lanes not in (1, 2):
+        raise InvalidArgumentError(f"decode_ahead_lanes: expected 1 or 2, got {lanes!r}")
+    if lanes == 2 and (device == "cpu" or prefetch == 0 or ahead_bytes == 0):
+        raise InvalidArgumentError(
+            "decode_ahead_lanes: a second lane decodes ahead on a background thread, which GPU loaders with "
+            f"prefetch >= 1 and decode_ahead_bytes other than 0 do (this loader: device {device!r}, prefetch "
+            f"{prefetch}, decode_ahead_bytes {ahead_bytes}); pass 1"
+        )
+    return lanes
+
+
 def _check_concurrent_batches(device: str, prefetch: int, workers: int) -> None:
     """Refuse ``concurrent_batches`` > 1 where batches are not read on this process's threads."""
     if device != "cpu":
@@ -208,6 +221,13 @@ class CropLoader:
         Default (None): the GPU batch budget (``gpuzarr.config`` ``gpu_batch_bytes``) where
         every volume has a regular chunk grid, else off; 0: off (each batch reads exactly its
         crops). The CPU decodes each batch's crops on its threads and takes only 0.
+    decode_ahead_lanes
+        GPU loaders decoding ahead: 1 (the default): the chunks of the next batches are
+        decoded once the batches decoded before are put together and queued; 2: a second
+        thread decodes them meanwhile, so that the next decode overlaps putting batches
+        together and the consumer's work on them. Each of the two windows then gets half of
+        ``decode_ahead_bytes``. Not yet measured on a GPU: the two threads share one
+        interpreter lock, and only what they spend waiting for the device or files overlaps.
     reuse_buffers
         True (the default): batches are read into a pool of reused buffers, with no copy on
         the way to the consumer. A buffer is reused only once nothing refers to its batch any
@@ -278,6 +298,7 @@ class CropLoader:
         cache_bytes: int = 0,
         device_cache_bytes: int = 0,
         decode_ahead_bytes: int | None = None,
+        decode_ahead_lanes: int = 1,
         reuse_buffers: bool = True,
         workers: int = 0,
         concurrent_batches: int | None = None,
@@ -312,6 +333,9 @@ class CropLoader:
             if decode_ahead_bytes:
                 check_cacheable(self.volumes, "decode_ahead_bytes")
         self._decode_ahead_bytes = decode_ahead_bytes
+        self._decode_ahead_lanes = _decode_ahead_lanes(
+            decode_ahead_lanes, self.device, self.prefetch, decode_ahead_bytes
+        )
         self.workers = _count(workers, "workers", 0)
         if self.workers and self.device != "cpu":
             raise InvalidArgumentError(
@@ -345,6 +369,7 @@ class CropLoader:
             "cache_bytes": cache,
             "device_cache_bytes": device_cache,
             "decode_ahead_bytes": decode_ahead_bytes,
+            "decode_ahead_lanes": self._decode_ahead_lanes,
             "reuse_buffers": self.reuse_buffers,
             "workers": self.workers,
             "concurrent_batches": concurrent_batches,
@@ -629,7 +654,10 @@ class CropLoader:
             pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
             if self.prefetch > 0:
                 cpus = int(config.get("concurrency"))
-                producer = Producer(reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes, lanes, cpus)
+                producer = Producer(
+                    reader, ordering, pool, batches, indices, self.prefetch, ahead_bytes, lanes, cpus,
+                    ahead_lanes=self._decode_ahead_lanes,
+                )  # fmt: skip
         new_pass = _Pass(self, reader, ordering, pool, batches, indices, producer)
         self._pass = weakref.ref(new_pass)
         self._producer = producer

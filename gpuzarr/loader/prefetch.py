@@ -35,6 +35,7 @@ import itertools
 import queue
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,9 @@ from ..parallel import worker_share
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from concurrent.futures import Future
 
+    from .chunked import DecodedWindow
     from .ordering import HostOrdering
     from .reading import BatchReader
     from .sampling import Crops
@@ -265,6 +268,10 @@ class Producer(Background):
     ahead); with more than one, each reads with its share of the ``workers`` CPU workers (they
     differ by one at most), and a batch read is queued only after every batch before it. A
     failed batch is handed over in its turn as its error, and no batch after it is.
+
+    ``ahead_lanes`` 2 (decoding ahead only): a second thread decodes the chunks of the next
+    window of batches while the producer puts together the batches of the current one, each
+    window within half of ``ahead_bytes`` (so that two windows held at once keep to it).
     """
 
     def __init__(
@@ -278,11 +285,21 @@ class Producer(Background):
         ahead_bytes: int = 0,
         lanes: int = 1,
         workers: int | None = None,
+        ahead_lanes: int = 1,
     ) -> None:
         if lanes > 1 and ahead_bytes:
             raise ValueError("a producer decoding ahead reads with one lane")
+        if ahead_lanes not in (1, 2):
+            raise ValueError(f"ahead_lanes must be 1 or 2, got {ahead_lanes}")
         self._reader = reader
-        self._ahead_bytes = ahead_bytes
+        #: the budget of one window decoded ahead (two are held at once with a second lane)
+        self._ahead_bytes = max(ahead_bytes // ahead_lanes, 1) if ahead_bytes else 0
+        #: the thread that decodes the next window (None: the producer decodes each in turn)
+        self._ahead_lane = (
+            ThreadPoolExecutor(1, thread_name_prefix="gpuzarr-loader-decode")
+            if ahead_bytes and ahead_lanes > 1
+            else None
+        )
         self._ordering = ordering
         self._pool = pool
         self._batches = batches
@@ -299,6 +316,8 @@ class Producer(Background):
     def _run(self) -> None:
         workers = None if self._shares is None else next(self._shares)  # atomic, as for the positions
         decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead (one lane)
+        #: the window the second lane is decoding: (its first position, its future)
+        pending: tuple[int, Future[DecodedWindow | None]] | None = None
         while not self._stop.is_set():
             position = next(self._positions)
             if position >= len(self._indices):
@@ -308,8 +327,15 @@ class Producer(Background):
             index = self._indices[position]
             try:
                 if self._ahead_bytes and position >= decoded_until:
-                    upcoming = [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
-                    decoded_until = position + self._reader.decode_ahead(upcoming, self._ahead_bytes)
+                    if pending is not None and pending[0] == position:
+                        decoded_until = position + self._reader.use_window(pending[1].result())
+                    else:
+                        decoded_until = position + self._reader.decode_ahead(self._window(position), self._ahead_bytes)
+                    pending = None
+                    if self._ahead_lane is not None and decoded_until < len(self._indices):
+                        window = self._window(decoded_until)
+                        future = self._ahead_lane.submit(self._reader.decode_window, window, self._ahead_bytes)
+                        pending = (decoded_until, future)
                 slot = self._pool.acquire()
                 with worker_share(workers) if workers else contextlib.nullcontext():
                     ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
@@ -324,6 +350,16 @@ class Producer(Background):
             self._pass_turn()
             if not queued:
                 return
+
+    def _window(self, position: int) -> list[Crops]:
+        """The batches that a window decoded ahead from ``position`` may hold."""
+        return [self._batches[i] for i in self._indices[position : position + MAX_AHEAD_BATCHES]]
+
+    def stop(self, wait: bool = True) -> None:
+        super().stop(wait)
+        if self._ahead_lane is not None:
+            # The window being decoded is dropped once read: nothing else waits for it.
+            self._ahead_lane.shutdown(wait=wait, cancel_futures=True)
 
     def _wait_for_turn(self, position: int) -> bool:
         """Wait until ``position`` is the next to hand over; False once the pass is stopped."""

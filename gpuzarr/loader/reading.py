@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptChunkError, GpuZarrError
+from .chunked import DecodedWindow
 from .sampling import crop_name, volume_runs
 
 if TYPE_CHECKING:
@@ -58,11 +59,26 @@ class BatchReader:
         read for each of them), and its error names its crops."""
         if self.assembler is None:
             return 0
+        self.assembler.drop_ahead()  # before decoding: its memory goes first
+        return self.use_window(self.decode_window(batches, budget))
+
+    def decode_window(self, batches: Sequence[Crops], budget: int) -> DecodedWindow | None:
+        """:meth:`decode_ahead`'s reads, for :meth:`use_window` to hand over later (see
+        ``ChunkAssembler.decode_window``: it may run on another thread meanwhile); None where
+        this reader has no assembler. A failure gives a window of no chunks for all of
+        ``batches``, which are then read one by one, as :meth:`decode_ahead` says."""
+        if self.assembler is None:
+            return None
         try:
-            return self.assembler.decode_ahead(batches, budget)
+            return self.assembler.decode_window(batches, budget)
         except GpuZarrError:
-            self.assembler.drop_ahead()
-            return len(batches)
+            return DecodedWindow(len(batches), {}, {})
+
+    def use_window(self, window: DecodedWindow | None) -> int:
+        """Take crops from ``window`` from now on; how many batches it holds (0: none)."""
+        if self.assembler is None or window is None:
+            return 0
+        return self.assembler.use_window(window)
 
     def read(self, crops: Crops, out: dict[str, Any]) -> None:
         """Read ``crops`` (grouped by volume) into ``out[field][i]`` for crop i."""

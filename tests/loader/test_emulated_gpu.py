@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -261,7 +262,7 @@ def test_decoding_ahead_keeps_to_its_budget(emulated_gpu: EmulatedGpu, cpu_volum
     union: set[tuple[int, ...]] = set()
     crossed = []
     for b in batches:
-        union |= assembler.chunks_of(b)[("", 0)]
+        union |= assembler.chunks_of(b, {})[("", 0)]
         crossed.append(len(union))
     assert assembler.decode_ahead(batches, 1) == 1  # always at least one batch
     for budget_chunks in sorted(set(crossed)):
@@ -299,6 +300,90 @@ def test_decode_ahead_bytes_is_checked(
         CropLoader(rectilinear, CROP, 2, device="gpu", decode_ahead_bytes=1 << 20)
     plain = CropLoader(rectilinear, CROP, 2, crops_per_epoch=4, device="gpu", output="numpy")
     assert sum(len(b) for b in plain) == 4  # off by default there
+
+
+def test_a_second_lane_decodes_the_next_window_while_batches_are_put_together(
+    emulated_gpu: EmulatedGpu,
+    cpu_volumes: list[gpuzarr.Array],
+    sources: list[np.ndarray[Any, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``decode_ahead_lanes=2``: the same batches as one lane, each window within half the
+    budget, every window after the first decoded on the second lane's thread (started before
+    the batches of the window before it are put together)."""
+    from gpuzarr.loader.chunked import ChunkAssembler as Assembler
+
+    events: list[tuple[str, str, int]] = []
+    decode_window, read = Assembler.decode_window, Assembler.read
+    second_started = threading.Event()
+    overlapped: list[bool] = []
+
+    def logged_decode(self: Assembler, batches: Any, budget: int) -> Any:
+        events.append(("decode", threading.current_thread().name, budget))
+        if sum(e[0] == "decode" for e in events) == 2:
+            second_started.set()
+        return decode_window(self, batches, budget)
+
+    def logged_read(self: Assembler, field: str, volume: int, origins: Any, out: Any) -> None:
+        events.append(("read", threading.current_thread().name, 0))
+        if not overlapped:
+            # The first window's first batch: with a second lane, the next window's decode has
+            # started (on its thread); one lane would start it only after this window's batches.
+            overlapped.append(second_started.wait(timeout=5))
+        read(self, field, volume, origins, out)
+
+    monkeypatch.setattr(Assembler, "decode_window", logged_decode)
+    monkeypatch.setattr(Assembler, "read", logged_read)
+    chunk_bytes = 8**3 * 2
+
+    def run(lanes: int) -> tuple[list[Any], list[Any]]:
+        loader = CropLoader(
+            cpu_volumes, CROP, 3, crops_per_epoch=36, seed=5, device="gpu", output="numpy",
+            decode_ahead_bytes=24 * chunk_bytes, decode_ahead_lanes=lanes,
+        )  # fmt: skip
+        return read_all(loader)
+
+    second_started.set()  # one lane: nothing to wait for
+    one = run(1)
+    events.clear()
+    overlapped.clear()
+    second_started.clear()
+    two = run(2)
+    assert overlapped == [True]
+    assert one[0] == two[0] and all(np.array_equal(a, b) for a, b in zip(one[1], two[1], strict=True))
+    stacked = np.concatenate(two[1])
+    for (volume, origin), crop in zip(two[0], stacked, strict=True):
+        box = tuple(slice(o, o + c) for o, c in zip(origin, CROP, strict=True))
+        assert np.array_equal(crop, sources[volume][box])
+    decodes = [e for e in events if e[0] == "decode"]
+    assert len(decodes) >= 3  # several windows
+    assert {budget for _, _, budget in decodes} == {12 * chunk_bytes}  # half the budget each
+    assert decodes[0][1].startswith("gpuzarr-loader") and not decodes[0][1].startswith("gpuzarr-loader-decode")
+    assert all(thread.startswith("gpuzarr-loader-decode") for _, thread, _ in decodes[1:])
+
+
+def test_decode_ahead_lanes_is_checked(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
+    for lanes in (0, 3, True, "2"):
+        with pytest.raises(InvalidArgumentError, match="decode_ahead_lanes: expected 1 or 2"):
+            CropLoader(cpu_volumes, CROP, 2, device="gpu", decode_ahead_lanes=lanes)
+    for options in ({"device": "cpu"}, {"device": "gpu", "prefetch": 0}, {"device": "gpu", "decode_ahead_bytes": 0}):
+        with pytest.raises(InvalidArgumentError, match="decode_ahead_lanes: a second lane decodes ahead"):
+            CropLoader(cpu_volumes, CROP, 2, decode_ahead_lanes=2, **options)
+
+
+def test_stopping_a_pass_stops_the_second_lane(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]]
+) -> None:
+    loader = CropLoader(
+        cpu_volumes, CROP, 2, crops_per_epoch=40, device="gpu", output="numpy",
+        decode_ahead_bytes=8 * 8**3 * 2, decode_ahead_lanes=2,
+    )  # fmt: skip
+    for i, batch in enumerate(loader):
+        assert_batch_matches(batch, sources, CROP)
+        if i == 2:
+            break
+    loader.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpuzarr-loader-decode") and t.is_alive()]
 
 
 def test_a_gpu_loader_reads_one_batch_at_a_time(
