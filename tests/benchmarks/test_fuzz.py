@@ -25,13 +25,18 @@ def seed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz-seeds")
 
 
-def test_every_mutated_store_reads_or_raises_a_gpuzarr_error(seed_dir: Path, tmp_path: Path) -> None:
-    n, failures, outcomes = fuzz.fuzz(cases=CI_CASES, seed=0, jobs=2, out=tmp_path, seed_dir=seed_dir, quiet=True)
-    assert n == CI_CASES
+def _run_clean(cases: int, seed: int, seed_dir: Path, out: Path, **reader: bool) -> None:
+    """``cases`` cases of series ``seed`` with the reader options ``reader``: none may fail."""
+    n, failures, outcomes = fuzz.fuzz(cases=cases, seed=seed, jobs=2, out=out, seed_dir=seed_dir, quiet=True, **reader)
+    assert n == cases
     report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer}\n{f.traceback[-1500:]}" for f in failures[:5])
     assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
     # the mutations reach past the metadata: some cases read, some chunks are refused as corrupt
     assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+
+
+def test_every_mutated_store_reads_or_raises_a_gpuzarr_error(seed_dir: Path, tmp_path: Path) -> None:
+    _run_clean(CI_CASES, 0, seed_dir, tmp_path)
 
 
 def test_mutated_stores_read_from_files_on_two_threads_read_or_raise_a_gpuzarr_error(
@@ -39,26 +44,14 @@ def test_mutated_stores_read_from_files_on_two_threads_read_or_raise_a_gpuzarr_e
 ) -> None:
     """The same oracle through a LocalStore with two threads (``--local``): the readers of
     local chunks (fetched on one thread and decoded on another, Blosc frames read in part)."""
-    n, failures, outcomes = fuzz.fuzz(
-        cases=CI_CASES // 4, seed=1, jobs=2, out=tmp_path, seed_dir=seed_dir, quiet=True, local=True
-    )
-    assert n == CI_CASES // 4
-    report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer} --local\n{f.traceback[-1500:]}" for f in failures[:5])
-    assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
-    assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+    _run_clean(CI_CASES // 4, 1, seed_dir, tmp_path, local=True)
 
 
 def test_mutated_stores_read_the_same_on_the_emulated_gpu_as_on_the_cpu(seed_dir: Path, tmp_path: Path) -> None:
     """``--emulated-gpu``: each case read by the CPU engine and by the GPU path on the emulated
     device must read the same bytes, or both be refused (the one exception, a GPU read of the
     seed's data where it cannot see what the CPU refused, is in ``fuzz.run_case``)."""
-    n, failures, outcomes = fuzz.fuzz(
-        cases=CI_CASES // 2, seed=2, jobs=2, out=tmp_path, seed_dir=seed_dir, quiet=True, gpu=True
-    )
-    assert n == CI_CASES // 2
-    report = "\n".join(f"{f.kind}: {f.what} -- {f.reproducer}\n{f.traceback[-1500:]}" for f in failures[:5])
-    assert not failures, f"{len(failures)} failing cases, e.g.\n{report}"
-    assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
+    _run_clean(CI_CASES // 2, 2, seed_dir, tmp_path, gpu=True)
 
 
 def test_the_readers_must_agree_on_the_emulated_gpu(seed_dir: Path, tmp_path: Path) -> None:
