@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -623,6 +624,74 @@ def run_case(
         if not _same(cpu[name], got):
             raise ReadersDisagree(f"{name or '/'}: the CPU engine read {cpu[name]!r}, the GPU path {got!r}")
     _check_expected(device, expected)
+    _compare_selections(store, written)
+
+
+def _selections(shape: tuple[int, ...]) -> list[tuple[str, Any]]:
+    """Selections of the GPU path's other routes, for an array of ``shape``: a box across
+    chunks, every other element, points gathered on the device, and (on a small array) every
+    axis reversed."""
+    if not shape or 0 in shape:
+        return []
+    picks = [("middle box", _middle(shape)), ("every other element", tuple(slice(0, min(n, 512), 2) for n in shape))]
+    points = tuple(np.array(sorted({0, n // 2, n - 1}), dtype=np.int64) for n in shape)
+    if all(n <= 2**31 for n in shape):
+        picks.append(("oindex points", points))
+    if all(n <= 512 for n in shape):
+        picks.append(("reversed", tuple(slice(None, None, -1) for _ in shape)))
+    return picks
+
+
+def _read_selection(array: Any, what: str, selection: Any) -> dict[str, np.ndarray[Any, Any]]:
+    """``array`` (a gpuzarr Array, or NumPy's for the seed's data) at ``selection``, by name."""
+    if what == "oindex points":
+        got = array.oindex[selection] if hasattr(array, "oindex") else array[np.ix_(*selection)]
+    else:
+        got = array[selection]
+    return {"": np.asarray(got)}
+
+
+def _compare_selections(store: Any, written: dict[str, np.ndarray[Any, Any]] | None) -> None:
+    """Each of :func:`_selections` of every array the GPU can hold, read by both readers.
+    Where both read, the same bytes. The GPU path decodes every chunk a selection touches
+    whole, where the CPU engine may decode part of it: it may refuse what the CPU engine reads,
+    and may read what the CPU engine refuses only as the whole reads allow (the seed's data)."""
+    import gpuzarr
+
+    refused = gpuzarr.errors.GpuZarrError
+    # Both readers find their arrays the same way (a group's through its consolidated metadata,
+    # which may say other than the array's own document).
+    cpu_node = gpuzarr.open(store, mode="r", device="cpu")
+    if isinstance(cpu_node, gpuzarr.Array) and not _on_gpu(cpu_node):
+        return
+    nodes = [cpu_node, gpuzarr.open(store, mode="r", device="cuda:0")]
+    found = [
+        dict([("", node)] if isinstance(node, gpuzarr.Array) else node.members(max_depth=None)) for node in nodes
+    ]
+    for name, cpu_array in found[0].items():
+        gpu_array = found[1].get(name)
+        if not isinstance(cpu_array, gpuzarr.Array) or not _on_gpu(cpu_array):
+            continue
+        assert isinstance(gpu_array, gpuzarr.Array) and gpu_array.shape == cpu_array.shape
+        for what, selection in _selections(cpu_array.shape):
+            cpu = _outcome(functools.partial(_read_selection, cpu_array, what, selection))
+            device = _outcome(functools.partial(_read_selection, gpu_array, what, selection))
+            if isinstance(device, refused):
+                continue
+            assert isinstance(device, dict)
+            where = f"{name or '/'} {what}"
+            if isinstance(cpu, refused):
+                seed = None if written is None or name not in written else written[name]
+                if seed is None or seed.shape != cpu_array.shape:
+                    want = None
+                else:
+                    want = _read_selection(seed, what, selection)[""]
+                if want is None or not np.array_equal(want, device[""]):
+                    raise ReadersDisagree(f"{where}: the CPU engine refused it ({_describe(cpu)}), the GPU read it")
+                continue
+            assert isinstance(cpu, dict)
+            if not _same(cpu[""], device[""]):
+                raise ReadersDisagree(f"{where}: the CPU engine read {cpu['']!r}, the GPU path {device['']!r}")
 
 
 def _outcome(read: Any) -> dict[str, np.ndarray[Any, Any]] | Exception:

@@ -126,6 +126,29 @@ def test_a_loaders_crops_of_whole_chunks_must_match_a_read_of_them(seed_dir: Pat
             fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data("v3-zstd"))
 
 
+def test_the_gpus_strided_reads_must_match_the_cpus(seed_dir: Path, tmp_path: Path) -> None:
+    """The selections of the GPU path's other routes are compared too (here a GPU path whose
+    strided reads flip one byte)."""
+    files = fuzz.build_seeds(seed_dir)["v3-gzip"]
+
+    from gpuzarr.core.array import Array
+
+    read = Array.__getitem__
+
+    def flipped(self: Array, selection: object) -> object:
+        got = read(self, selection)
+        strided = isinstance(selection, tuple) and any(isinstance(s, slice) and s.step == 2 for s in selection)
+        if self.device != "cpu" and strided:
+            got = np.array(got)
+            got.reshape(-1).view(np.uint8)[0] ^= 1
+        return got
+
+    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
+        patch.setattr(Array, "__getitem__", flipped)
+        with pytest.raises(fuzz.ReadersDisagree, match="every other element: the CPU engine read"):
+            fuzz.run_case(files, None, tmp_path / "store", gpu=True, written=fuzz.written_data("v3-gzip"))
+
+
 def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:
     seeds = fuzz.build_seeds(seed_dir)
     assert {"v3-shard", "v2-lzma", "v3-group-consolidated"} <= set(seeds)
