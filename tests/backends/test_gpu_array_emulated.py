@@ -238,6 +238,28 @@ def test_sparse_points_fall_back_to_the_cpu_once(emulated_gpu: EmulatedGpu, capl
         open_on_gpu(array).vindex[points]
 
 
+def test_rows_far_apart_in_small_chunks_are_not_read_as_a_box_of_every_chunk_between(
+    emulated_gpu: EmulatedGpu, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A box of a few MiB can still hold a million chunks: rows far apart of an array of small
+    chunks are read by the CPU engine (the chunks they touch), not gathered from the box
+    (every chunk between them, missing ones filled)."""
+    store = gpuzarr.MemoryStore()
+    array = gpuzarr.create(store, shape=(60000, 4), dtype="<i4", chunks=(3, 2), fill_value=7, device="cpu")
+    array[0:3, :] = np.arange(12, dtype="<i4").reshape(3, 4)
+    array[59997:, :] = -np.arange(12, dtype="<i4").reshape(3, 4)
+    gpu = open_on_gpu(array)
+    rows = np.array([0, 30000, 59999])
+    with caplog.at_level(logging.WARNING, logger="gpuzarr"):
+        assert_bitwise_equal(gpu.oindex[rows, :], gpuzarr.open(store, device="cpu").oindex[rows, :])
+    assert "gather" not in emulated_gpu.names()
+    assert any("bounding box is much larger" in r.getMessage() for r in caplog.records)
+    # Rows close together (a box of few chunks) are still gathered on the device.
+    near = np.array([4, 0, 11])
+    assert_bitwise_equal(gpu.oindex[near, 1:3], gpuzarr.open(store, device="cpu").oindex[near, 1:3])
+    assert "gather" in emulated_gpu.names()
+
+
 @pytest.mark.parametrize(
     "dtype", [np.dtype([("a", "<i4"), ("b", "<f8", (2,))]), np.dtype(ml_dtypes.bfloat16), np.dtype("V3")]
 )
