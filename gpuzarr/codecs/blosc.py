@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "zlib", "snappy")
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 BLOSC_HEADER_NBYTES = 16
+#: the largest block size c-blosc's compressor takes (a C int)
+BLOSC_MAX_BLOCKSIZE = 2**31 - 1
 BLOSC_MAX_SPLITS = 16
 BLOSC_MIN_BUFFERSIZE = 128
 BLOSC_FLAG_SHUFFLE = 0x1
@@ -161,8 +163,11 @@ class BloscCodec(BytesToBytesCodec):
         ):
             raise MetadataError(f"configuration.typesize: expected an integer 1-255, got {typesize!r}")
         blocksize = config.get("blocksize", 0)
-        if isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize < 0:
-            raise MetadataError(f"configuration.blocksize: expected an integer >= 0, got {blocksize!r}")
+        # c-blosc takes the block size as a C int (numcodecs' compress fails on larger ones).
+        if isinstance(blocksize, bool) or not isinstance(blocksize, int) or not 0 <= blocksize <= BLOSC_MAX_BLOCKSIZE:
+            raise MetadataError(
+                f"configuration.blocksize: expected an integer 0-{BLOSC_MAX_BLOCKSIZE}, got {blocksize!r}"
+            )
         return cls(cname, clevel, shuffle, typesize, blocksize)
 
     def configuration(self) -> dict[str, Any]:

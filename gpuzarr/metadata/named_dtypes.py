@@ -230,6 +230,12 @@ def fill_from_json(name: str, dtype: np.dtype[Any], value: Any, field: str) -> n
 
 
 def _text(name: str, dtype: np.dtype[Any], value: str, field: str) -> np.generic:
+    # JSON's escapes can spell a lone surrogate ("\ud800"): no Unicode text, and NumPy's string
+    # types refuse it when a chunk is compared with the fill value.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MetadataError(f"{field}: {value!r} is not Unicode text ({exc.reason})") from exc
     if name == STRING:
         return _generic(value)
     length = dtype.itemsize // 4

@@ -149,6 +149,26 @@ def test_the_gpus_strided_reads_must_match_the_cpus(seed_dir: Path, tmp_path: Pa
             fuzz.run_case(files, None, tmp_path / "store", gpu=True, written=fuzz.written_data("v3-gzip"))
 
 
+def test_a_write_must_read_back_what_it_wrote(seed_dir: Path) -> None:
+    """From memory, each case also writes into a copy of the store and reads it back (here a
+    write made to store other values fails the case)."""
+    files = fuzz.build_seeds(seed_dir)["v3-zstd"]
+    fuzz.run_case(files, None)
+
+    from gpuzarr.core.array import Array
+
+    write = Array.__setitem__
+
+    def off_by_one(self: Array, selection: object, value: object) -> None:
+        write(self, selection, np.asarray(value) + 1)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Array, "__setitem__", off_by_one)
+        with pytest.raises(AssertionError, match="read back"):
+            fuzz.run_case(files, None)
+    assert files == fuzz.build_seeds(seed_dir)["v3-zstd"]  # the writes went to a copy of the store
+
+
 def test_seeds_cover_both_writers_and_formats(seed_dir: Path) -> None:
     seeds = fuzz.build_seeds(seed_dir)
     assert {"v3-shard", "v2-lzma", "v3-group-consolidated"} <= set(seeds)

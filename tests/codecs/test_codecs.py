@@ -290,6 +290,7 @@ def test_blosc_decodes_numcodecs() -> None:
         {"typesize": 256},
         {"blocksize": -1},
         {"blocksize": True},
+        {"blocksize": 2**31},  # c-blosc takes a C int: numcodecs' encode raised OverflowError
         {"cname": "lz4", "other": 1},
     ],
 )

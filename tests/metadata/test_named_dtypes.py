@@ -171,6 +171,14 @@ def test_string_fill_rejects_non_text(value: Any) -> None:
         fill("string", value)
 
 
+@pytest.mark.parametrize("doc", ["string", length_type("fixed_length_utf32", 12)])
+def test_text_fill_rejects_lone_surrogates(doc: Any) -> None:
+    """JSON can escape half a surrogate pair ("\\ud800"): no Unicode text (a write of a string
+    array with it as fill value raised a TypeError in NumPy's comparison)."""
+    with pytest.raises(MetadataError, match=r"fill_value: .* is not Unicode text"):
+        fill(doc, "a\ud800")
+
+
 def test_fixed_utf32_fill() -> None:
     doc = length_type("fixed_length_utf32", 12)
     assert fill(doc, "ab") == np.str_("ab") and fill(doc, "abc").dtype == np.dtype("U3")
