@@ -498,10 +498,9 @@ def _read_arrays(store: Any, device: str) -> dict[str, np.ndarray[Any, Any]]:
         if isinstance(node, gpuzarr.Array) and not _on_gpu(node):
             return {}
         node = gpuzarr.open(store, mode="r", device=device)
-    arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
     got = {}
-    for name, member in arrays:
-        if not isinstance(member, gpuzarr.Array) or not (device == "cpu" or _on_gpu(member)):
+    for name, member in _arrays_in(node):
+        if not (device == "cpu" or _on_gpu(member)):
             continue
         bounds = _bounded(member.shape)
         whole = got[name] = np.asarray(member[bounds])
@@ -565,6 +564,14 @@ def _chunk_boxes(array: Any) -> list[tuple[slice, ...]]:
         if len(boxes) >= BATCH_BOXES - 1:
             break
     return [boxes[0], *boxes]
+
+
+def _arrays_in(node: Any) -> list[tuple[str, Any]]:
+    """(path, Array) of every array of an opened node: itself, or a group's members at any depth."""
+    import gpuzarr
+
+    members = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
+    return [(name, member) for name, member in members if isinstance(member, gpuzarr.Array)]
 
 
 def _on_gpu(array: Any) -> bool:
@@ -679,12 +686,10 @@ def _compare_selections(store: Any, written: dict[str, np.ndarray[Any, Any]] | N
     if isinstance(cpu_node, gpuzarr.Array) and not _on_gpu(cpu_node):
         return
     nodes = [cpu_node, gpuzarr.open(store, mode="r", device="cuda:0")]
-    found = [
-        dict([("", node)] if isinstance(node, gpuzarr.Array) else node.members(max_depth=None)) for node in nodes
-    ]
+    found = [dict(_arrays_in(node)) for node in nodes]
     for name, cpu_array in found[0].items():
         gpu_array = found[1].get(name)
-        if not isinstance(cpu_array, gpuzarr.Array) or not _on_gpu(cpu_array):
+        if not _on_gpu(cpu_array):
             continue
         assert isinstance(gpu_array, gpuzarr.Array) and gpu_array.shape == cpu_array.shape
         for what, selection in _selections(cpu_array.shape):
@@ -751,11 +756,7 @@ def _write_and_read_back(files: dict[str, bytes]) -> None:
     import gpuzarr
 
     store = gpuzarr.MemoryStore(dict(files))
-    node = gpuzarr.open(store, mode="r+", device="cpu")
-    arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
-    for name, member in arrays:
-        if not isinstance(member, gpuzarr.Array):
-            continue
+    for name, member in _arrays_in(gpuzarr.open(store, mode="r+", device="cpu")):
         box = _bounded(member.shape)
         data = _values(member.dtype, tuple(s.stop - s.start for s in box))
         if data.size > 1 << 20:
@@ -772,11 +773,7 @@ def _check_middles(store: Any, expected: dict[str, np.ndarray[Any, Any]] | None)
     expected, it must be that part of it."""
     import gpuzarr
 
-    node = gpuzarr.open(store, mode="r", device="cpu")
-    arrays = [("", node)] if isinstance(node, gpuzarr.Array) else list(node.members(max_depth=None))
-    for name, member in arrays:
-        if not isinstance(member, gpuzarr.Array):
-            continue
+    for name, member in _arrays_in(gpuzarr.open(store, mode="r", device="cpu")):
         box = _middle(member.shape)
         got = np.asarray(member[box])
         if expected is not None and name in expected:
