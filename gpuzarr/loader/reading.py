@@ -59,8 +59,11 @@ class BatchReader:
         read for each of them), and its error names its crops."""
         if self.assembler is None:
             return 0
-        self.assembler.drop_ahead()  # before decoding: its memory goes first
-        return self.use_window(self.decode_window(batches, budget))
+        try:
+            return self.assembler.decode_ahead(batches, budget)
+        except GpuZarrError:
+            self.assembler.drop_ahead()
+            return len(batches)
 
     def decode_window(self, batches: Sequence[Crops], budget: int) -> DecodedWindow | None:
         """:meth:`decode_ahead`'s reads, for :meth:`use_window` to hand over later (see
