@@ -22,6 +22,10 @@
 #   bash benchmarks/gpu_session.sh profile  # where the GPU loader's time goes: cProfile of loader
 #                                           # passes and whole-volume reads, an Nsight Systems
 #                                           # summary where nsys exists, the full-read ceilings
+#   bash benchmarks/gpu_session.sh batches  # about four minutes: whole reads and 64 crops at GPU
+#                                           # batch budgets of 256 MiB, 1 GiB and 4 GiB
+#                                           # (benchmarks/batch_sweep.py), and the GPU loader with
+#                                           # the default budget and with 1 GiB ahead
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
 #   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
 #                                           # beside the CPU peers), without and with chunk caches
@@ -253,6 +257,19 @@ profile() {
   echo "stage took ${SECONDS} s of ${budget}"
 }
 
+batches() {
+  # nvCOMP's zstd decode takes about as long as its slowest frame whatever the batch holds, and
+  # the executor waits for each batch's decode: how many batches a read is cut into, by budget.
+  timeout "$(capped 200)" python3 -m benchmarks.batch_sweep --size-mib 128 --repeats 5 \
+    >"$out/batch-sweep.md" 2>"$out/batch-sweep.log"
+  echo "batch sweep exit $?"
+  cat "$out/batch-sweep.md"
+  sweep_loader loader-sweep-256 60 --passes 5 --rows "ahead default" "ahead 1 GiB, batch 4 GiB" "device cache"
+  sweep_loader loader-sweep-2048 60 --passes 3 --crops 2048 --rows "ahead default" "ahead 1 GiB, batch 4 GiB" \
+    "device cache"
+  echo "stage took ${SECONDS} s of ${budget}"
+}
+
 sanitize() {
   # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
   # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
@@ -281,9 +298,10 @@ case "$stage" in
   quick) quick ;;
   loader-overheads) loader_overheads ;;
   profile) profile ;;
+  batches) batches ;;
   sanitize) sanitize ;;
   loader) loader ;;
   cpu) cpu_scaling ;;
   all) tests; bench; loader; cpu_scaling ;;
-  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | sanitize | loader | cpu | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | batches | sanitize | loader | cpu | all)"; exit 2 ;;
 esac
