@@ -2,7 +2,8 @@
 small-read rule and, again, all on the device path) and a batch of crops on a small generated
 volume, with the device synchronised around every timed call.
 
-    python -m benchmarks.gpu_profile [--dir /tmp/gpuzarr-profile] [--codec zstd] [--top 25]
+    python -m benchmarks.gpu_profile [--dir /tmp/gpuzarr-profile] [--codec zstd] [--side 256] [--top 25]
+                                     [--host-reads]
     python -m benchmarks.gpu_profile --loader [--data-dir DIR] [--size-mib 64] [--crops 256]
 
 ``--loader`` profiles the loader workload instead (the datasets of ``benchmarks.loader_sweep``):
@@ -12,6 +13,10 @@ volume (after the warm-up pass, no decoding: the cost of putting crops together)
 and later cProfile sees the loader's background threads too (it runs on ``sys.monitoring``), so
 the profile of a pass covers the reads it overlaps.
 
+``--host-reads`` sets ``gpuzarr.config`` ``gpu_direct_reads=False`` for the whole run: chunks are
+read on the host and uploaded from pinned staging instead of read by kvikio, for the two routes'
+profiles side by side.
+
 Prints wall times per call and the top functions by total and cumulative time. Needs a usable
 GPU: it asks for ``device="gpu"`` (``GPUZARR_DEVICE`` has no effect here).
 """
@@ -19,6 +24,7 @@ GPU: it asks for ``device="gpu"`` (``GPUZARR_DEVICE`` has no effect here).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import pstats
@@ -150,26 +156,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crops", type=int, default=32)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--loader", action="store_true", help="profile the loader workload instead")
+    parser.add_argument("--host-reads", action="store_true", help="gpu_direct_reads=False: no kvikio reads")
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
     parser.add_argument("--size-mib", type=float, default=64)
     args = parser.parse_args(argv)
     import gpuzarr
 
-    if args.loader:
-        _profile_loader(args.data_dir, args.size_mib, args.crops, args.top)
-        return 0
-
-    args.dir.mkdir(parents=True, exist_ok=True)
-    array = _volume(args.dir, args.codec, args.side)
-    boxes = random_boxes(array.shape, (64, 64, 64), (64, 64, 64), args.crops, seed=1)
-    _profile(f"{args.codec} full read {args.side}^3", lambda: array[...], args.top)
-    _profile(f"{args.codec} {args.crops} crops 64^3 one by one", lambda: [array[b] for b in boxes], args.top)
-    with gpuzarr.config.set(gpu_small_read_chunks=0):  # every crop through the device path
-        _profile(
-            f"{args.codec} {args.crops} crops 64^3 one by one, device path", lambda: [array[b] for b in boxes], args.top
-        )
-    _profile(f"{args.codec} {args.crops} crops 64^3 read_batch", lambda: array.read_batch(boxes), args.top)
+    with gpuzarr.config.set(gpu_direct_reads=False) if args.host_reads else contextlib.nullcontext():
+        if args.loader:
+            _profile_loader(args.data_dir, args.size_mib, args.crops, args.top)
+        else:
+            _profile_reads(args.dir, args.codec, args.side, args.crops, args.top)
     return 0
+
+
+def _profile_reads(root: Path, codec: str, side: int, n_crops: int, top: int) -> None:
+    import gpuzarr
+
+    root.mkdir(parents=True, exist_ok=True)
+    array = _volume(root, codec, side)
+    boxes = random_boxes(array.shape, (64, 64, 64), (64, 64, 64), n_crops, seed=1)
+    _profile(f"{codec} full read {side}^3", lambda: array[...], top)
+    _profile(f"{codec} {n_crops} crops 64^3 one by one", lambda: [array[b] for b in boxes], top)
+    with gpuzarr.config.set(gpu_small_read_chunks=0):  # every crop through the device path
+        _profile(f"{codec} {n_crops} crops 64^3 one by one, device path", lambda: [array[b] for b in boxes], top)
+    _profile(f"{codec} {n_crops} crops 64^3 read_batch", lambda: array.read_batch(boxes), top)
 
 
 if __name__ == "__main__":

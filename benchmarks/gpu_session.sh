@@ -26,6 +26,12 @@
 #                                           # batch budgets of 256 MiB, 1 GiB and 4 GiB
 #                                           # (benchmarks/batch_sweep.py), and the GPU loader with
 #                                           # the default budget and with 1 GiB ahead
+#   bash benchmarks/gpu_session.sh verify   # about four minutes, after a change to the read path:
+#                                           # the kernel, read, array and loader GPU tests, full
+#                                           # reads and batched crops beside TensorStore, the
+#                                           # loader beside TensorStore, and where a whole zstd
+#                                           # read of 343 chunk files goes with kvikio reads and
+#                                           # with host reads (benchmarks/gpu_profile.py)
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
 #   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
 #                                           # beside the CPU peers), without and with chunk caches
@@ -270,6 +276,30 @@ batches() {
   echo "stage took ${SECONDS} s of ${budget}"
 }
 
+verify() {
+  pytest_file kernels-gpu 60 tests/gpu/test_kernels_gpu.py
+  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
+  pytest_file gpu-read 60 tests/gpu/test_gpu_read.py
+  pytest_file gpu-array 90 tests/gpu/test_gpu_array.py
+  failures 40
+  timeout "$(capped 120)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 64 --size-mib 128 \
+    --only full-read crops-batch zstd sharded-zstd blosc-lz4 raw gpuzarr-gpu gpuzarr-gpu-host tensorstore \
+    tensorstore+cupy --out "$out/bench" >"$out/bench.log" 2>&1
+  echo "benchmark exit $?"
+  grep -E "^\| (full-read|crops-batch) " "$out/bench/results.md" 2>/dev/null | head -8
+  timeout "$(capped 90)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 256 --size-mib 64 \
+    --only loader sharded-zstd v2-blosc-lz4 gpuzarr-gpu tensorstore --out "$out/loader" >"$out/loader.log" 2>&1
+  echo "loader benchmark exit $?"
+  grep -E "^\| loader-" "$out/loader/results.md" 2>/dev/null | head -8
+  for route in direct host; do
+    timeout "$(capped 45)" python3 -m benchmarks.gpu_profile --codec zstd --side 416 --crops 8 --top 30 \
+      $([[ $route == host ]] && echo --host-reads) >"$out/profile-zstd-$route.txt" 2>&1
+    echo "profile ($route reads) exit $?"
+    grep "^===" "$out/profile-zstd-$route.txt"
+  done
+  echo "stage took ${SECONDS} s of ${budget}"
+}
+
 sanitize() {
   # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
   # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
@@ -299,9 +329,10 @@ case "$stage" in
   loader-overheads) loader_overheads ;;
   profile) profile ;;
   batches) batches ;;
+  verify) verify ;;
   sanitize) sanitize ;;
   loader) loader ;;
   cpu) cpu_scaling ;;
   all) tests; bench; loader; cpu_scaling ;;
-  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | batches | sanitize | loader | cpu | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | batches | verify | sanitize | loader | cpu | all)"; exit 2 ;;
 esac

@@ -59,7 +59,11 @@ _DASK_NAMES = ("from_dask", "store_dask", "to_dask")
 
 #: Public names imported on first use: their modules cost ``import gpuzarr`` time (the copy
 #: engine, ``importlib.metadata``) that most programs never need back.
-_LAZY_NAMES = {"convert": "copying", "print_debug_info": "debug_info"}
+_LAZY_NAMES = {
+    "convert": "copying",
+    "print_debug_info": "debug_info",
+    "release_gpu_buffers": "backends.cuda.cupy_device",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -108,6 +112,7 @@ __all__ = [
     "open_group",
     "print_debug_info",
     "open_like",
+    "release_gpu_buffers",
     "save",
     "save_array",
     "save_group",

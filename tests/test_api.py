@@ -386,3 +386,16 @@ def test_convert_and_print_debug_info_load_on_first_use() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.stdout.strip() == "[] True True", done.stderr
+
+
+def test_release_gpu_buffers_loads_no_gpu_library() -> None:
+    # Callable on a machine without CuPy: it only empties gpuzarr's own pools.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, gpuzarr; gpuzarr.release_gpu_buffers(); "
+        "print(sorted({'cupy', 'kvikio', 'nvidia.nvcomp'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "[]", done.stderr

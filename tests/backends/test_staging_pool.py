@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpuzarr.backends.cuda.device import StagingPool, StagingPools
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def _pool(max_blocks: int = 2) -> tuple[StagingPool, list[int]]:
@@ -129,3 +133,31 @@ def test_a_block_is_dropped_only_after_its_copy_has_finished() -> None:
     pool.release(buffer, _Event(log, "cleared"))
     pool.clear()
     assert log == ["grown", "cleared"]
+
+
+def test_clearing_every_pool_drops_free_blocks_and_keeps_those_in_use() -> None:
+    pools = StagingPools(lambda n: np.zeros(n, dtype=np.uint8))
+    first, second = pools.pool(0), pools.pool(1)
+    first.release(first.acquire(100))
+    held = second.acquire(200)
+    second.release(second.acquire(300))
+    pools.clear()
+    assert first.nblocks == 0 and second.nblocks == 1 and second.nin_use == 1
+    second.release(held)
+    assert second.nblocks == 1  # back in the pool, free until the next clear
+
+
+def test_release_gpu_buffers_empties_the_read_paths_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuzarr
+    from gpuzarr.backends.cuda import cupy_device
+
+    # Host blocks stand in for pinned and device memory, which need a GPU.
+    staging = StagingPools(lambda n: np.zeros(n, dtype=np.uint8))
+    buffers = StagingPools(lambda n: np.zeros(n, dtype=np.uint8), max_blocks=4)
+    monkeypatch.setattr(cupy_device, "PINNED_STAGING", staging)
+    monkeypatch.setattr(cupy_device, "DEVICE_BUFFERS", buffers)
+    for pools in (staging, buffers):
+        pools.pool(0).release(pools.pool(0).acquire(1 << 20))
+    assert staging.pool(0).nbytes and buffers.pool(0).nbytes
+    gpuzarr.release_gpu_buffers()
+    assert staging.pool(0).nbytes == buffers.pool(0).nbytes == 0

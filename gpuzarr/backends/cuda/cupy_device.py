@@ -193,6 +193,18 @@ def _device_block(nbytes: int) -> Any:
 DEVICE_BUFFERS = StagingPools(_device_block, max_blocks=4, fallback=_device_block, address=lambda b: int(b.data.ptr))
 
 
+def release_gpu_buffers() -> None:
+    """Give back the idle buffers that GPU reads keep between reads: the pinned host staging
+    blocks, and the device staging and work blocks (up to four per device, each up to the batch
+    budget, ``gpuzarr.config`` ``gpu_batch_bytes``).
+
+    Blocks in use are given back when their read returns them. Device blocks return to CuPy's
+    memory pool, where nvCOMP's scratch also lives; ``cupy.get_default_memory_pool().free_all_blocks()``
+    then hands the pool's idle memory back to the driver (for PyTorch, say)."""
+    PINNED_STAGING.clear()
+    DEVICE_BUFFERS.clear()
+
+
 def _kvikio() -> Any:
     """kvikio, configured with ``gpuzarr.config`` ``io_threads``; None when it is not installed.
 
@@ -730,4 +742,4 @@ def _outlive_interpreter(allocate: Callable[[int, Any], Any]) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(allocate))
 
 
-__all__ = ["CodecCache", "CudaDevice", "FileHandleCache", "as_cupy_stream"]
+__all__ = ["CodecCache", "CudaDevice", "FileHandleCache", "as_cupy_stream", "release_gpu_buffers"]

@@ -397,6 +397,13 @@ class StagingPools:
                 )
             return pool
 
+    def clear(self) -> None:
+        """Drop the free blocks of every device's pool (see :meth:`StagingPool.clear`)."""
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.clear()
+
 
 def _host_empty(nbytes: int) -> npt.NDArray[np.uint8]:
     return np.empty(nbytes, dtype=np.uint8)

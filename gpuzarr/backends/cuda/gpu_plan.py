@@ -39,8 +39,12 @@ if TYPE_CHECKING:
 
 ALIGNMENT = 8
 #: Default device-memory budget of one batch (encoded and decoded bytes, un-shuffle and nvCOMP
-#: scratch: see :func:`task_cost`).
-BATCH_BYTES = 256 * 1024 * 1024
+#: scratch: see :func:`task_cost`). nvCOMP's batched zstd decode takes about as long as its
+#: slowest frame whatever the batch holds, and the executor waits for each batch's decode, so
+#: every batch a read is cut into adds that latency once. On an H200 (benchmarks/results/
+#: 2026-11-28-h200-lease3.md, benchmarks.batch_sweep), a 128 MiB sharded zstd volume of 64^3
+#: chunks read in 71 ms as 4 batches at 256 MiB and in 37-40 ms as one at 1 or 4 GiB.
+BATCH_BYTES = 1024 * 1024 * 1024
 ITEMSIZES = (1, 2, 4, 8, 16)
 
 Int64Array = npt.NDArray[np.int64]
