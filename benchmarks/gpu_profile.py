@@ -3,7 +3,7 @@ small-read rule and, again, all on the device path) and a batch of crops on a sm
 volume, with the device synchronised around every timed call.
 
     python -m benchmarks.gpu_profile [--dir /tmp/gpuzarr-profile] [--codec zstd] [--side 256] [--top 25]
-                                     [--host-reads]
+                                     [--host-reads] [--phases]
     python -m benchmarks.gpu_profile --loader [--data-dir DIR] [--size-mib 64] [--crops 256]
 
 ``--loader`` profiles the loader workload instead (the datasets of ``benchmarks.loader_sweep``):
@@ -12,6 +12,10 @@ a GPU ``CropLoader`` with decoding ahead on and off, and with a device cache tha
 volume (after the warm-up pass, no decoding: the cost of putting crops together). On Python 3.12
 and later cProfile sees the loader's background threads too (it runs on ``sys.monitoring``), so
 the profile of a pass covers the reads it overlaps.
+
+``--phases`` prints, instead of profiles, where the wall time of one whole read and of one batch of
+crops goes (``gpuzarr.backends.cuda.phases``: fetch, bind, the device's file reads, the wait for
+the device, the assemble launch, ... with their threads' overlap), after a warm-up call.
 
 ``--host-reads`` sets ``gpuzarr.config`` ``gpu_direct_reads=False`` for the whole run: chunks are
 read on the host and uploaded from pinned staging instead of read by kvikio, for the two routes'
@@ -89,6 +93,29 @@ def _profile(label: str, call: Any, top: int, repeats: int = 3) -> None:
         print("\n".join(line[:160] for line in lines[start : start + top + 1]))
 
 
+def _phases(label: str, call: Any) -> None:
+    """Where the wall time of one call of ``call`` goes, after a warm-up call."""
+    from gpuzarr.backends.cuda import phases
+
+    call()
+    _sync()
+    with phases.recording() as log:
+        start = time.perf_counter()
+        call()
+        _sync()
+        wall = time.perf_counter() - start
+    print(f"\n=== {label}: {wall * 1e3:.1f} ms")
+    print(phases.format_summary(log.summary(), wall))
+
+
+def _phases_of_reads(root: Path, codec: str, side: int, n_crops: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    array = _volume(root, codec, side)
+    boxes = random_boxes(array.shape, (64, 64, 64), (64, 64, 64), n_crops, seed=1)
+    _phases(f"{codec} full read {side}^3, phases", lambda: array[...])
+    _phases(f"{codec} {n_crops} crops 64^3 read_batch, phases", lambda: array.read_batch(boxes))
+
+
 def _chunk_boxes(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[slice, ...]]:
     """Every chunk of a regular grid as a box (edge chunks clipped)."""
     from gpuzarr.metadata.chunk_grid import all_chunk_coords
@@ -157,13 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--loader", action="store_true", help="profile the loader workload instead")
     parser.add_argument("--host-reads", action="store_true", help="gpu_direct_reads=False: no kvikio reads")
+    parser.add_argument("--phases", action="store_true", help="where a read's wall time goes, not profiles")
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / "data")
     parser.add_argument("--size-mib", type=float, default=64)
     args = parser.parse_args(argv)
     import gpuzarr
 
     with gpuzarr.config.set(gpu_direct_reads=False) if args.host_reads else contextlib.nullcontext():
-        if args.loader:
+        if args.phases:
+            _phases_of_reads(args.dir, args.codec, args.side, args.crops)
+        elif args.loader:
             _profile_loader(args.data_dir, args.size_mib, args.crops, args.top)
         else:
             _profile_reads(args.dir, args.codec, args.side, args.crops, args.top)

@@ -32,6 +32,11 @@
 #                                           # loader beside TensorStore, and where a whole zstd
 #                                           # read of 343 chunk files goes with kvikio reads and
 #                                           # with host reads (benchmarks/gpu_profile.py)
+#   bash benchmarks/gpu_session.sh diagnose # about four minutes: the kernel, read, array and loader
+#                                           # GPU tests, how long one nvCOMP batch takes by stream
+#                                           # size and count (benchmarks/nvcomp_latency.py), and
+#                                           # where the wall time of whole reads and of loader
+#                                           # passes goes (gpu_profile / loader_sweep --phases)
 #   bash benchmarks/gpu_session.sh sanitize # compute-sanitizer memcheck over the corrupt-input tests
 #   bash benchmarks/gpu_session.sh loader   # the loader workload (CropLoader on the GPU and the CPU
 #                                           # beside the CPU peers), without and with chunk caches
@@ -300,6 +305,27 @@ verify() {
   echo "stage took ${SECONDS} s of ${budget}"
 }
 
+diagnose() {
+  pytest_file kernels-gpu 60 tests/gpu/test_kernels_gpu.py
+  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
+  pytest_file gpu-read 60 tests/gpu/test_gpu_read.py
+  pytest_file gpu-array 90 tests/gpu/test_gpu_array.py
+  failures 40
+  timeout "$(capped 70)" python3 -m benchmarks.nvcomp_latency --sizes-kib 64 512 2048 --counts 1 8 64 512 \
+    >"$out/nvcomp-latency.md" 2>"$out/nvcomp-latency.log"
+  echo "nvcomp latency exit $?"; cat "$out/nvcomp-latency.md"
+  timeout "$(capped 25)" python3 -m benchmarks.nvcomp_latency --cupy-allocator --algorithms zstd --sizes-kib 512 \
+    >"$out/nvcomp-latency-cupy-allocator.md" 2>&1
+  echo "nvcomp latency (CuPy's allocator) exit $?"; cat "$out/nvcomp-latency-cupy-allocator.md"
+  for route in direct host; do
+    timeout "$(capped 30)" python3 -m benchmarks.gpu_profile --phases --codec zstd --side 416 --crops 64 \
+      $([[ $route == host ]] && echo --host-reads) >"$out/phases-zstd-$route.md" 2>&1
+    echo "phases ($route reads) exit $?"; cat "$out/phases-zstd-$route.md"
+  done
+  sweep_loader loader-sweep-phases 40 --passes 3 --rows "ahead default" "device cache" --phases
+  echo "stage took ${SECONDS} s of ${budget}"
+}
+
 sanitize() {
   # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
   # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
@@ -330,9 +356,10 @@ case "$stage" in
   profile) profile ;;
   batches) batches ;;
   verify) verify ;;
+  diagnose) diagnose ;;
   sanitize) sanitize ;;
   loader) loader ;;
   cpu) cpu_scaling ;;
   all) tests; bench; loader; cpu_scaling ;;
-  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | batches | verify | sanitize | loader | cpu | all)"; exit 2 ;;
+  *) echo "unknown stage $stage (lease | first | probe | tests | bench | quick | loader-overheads | profile | batches | verify | diagnose | sanitize | loader | cpu | all)"; exit 2 ;;
 esac

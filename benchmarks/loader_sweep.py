@@ -3,7 +3,7 @@ device chunk cache do to 64^3 crops/s on the loader's datasets.
 
     python -m benchmarks.loader_sweep [--data-dir benchmarks/data] [--size-mib 64] [--crops 256]
                                       [--passes 5] [--device gpu|cpu] [--rows NAME ...]
-                                      [--switch-interval SECONDS]
+                                      [--switch-interval SECONDS] [--phases]
 
 Each row is one CropLoader (batches of 32, ``prefetch=2``, CuPy output on a GPU, NumPy on the
 CPU) over the same ``--crops`` random unaligned crops (those of the ``loader`` workload),
@@ -33,6 +33,9 @@ interpreter lock, on this host's cores. A loader with workers is kept over its p
 training loop keeps it, so its workers start once, in the warm-up pass. ``--rows`` keeps the rows
 named; ``--switch-interval`` sets how long a thread may keep the interpreter lock while another
 waits (Python's default is 5 ms), to see what the hand-overs between the loader's threads cost.
+``--phases`` adds, after the table, where the wall time of one more pass of each row went
+(``gpuzarr.backends.cuda.phases``: the loader's pieces, look-ups and assembles, the consumer's
+waits, and the steps of the reads that decode chunks).
 Prints a Markdown table (the median time per pass, the median time from the start of a pass to
 its first batch, and crops/s); no timing is asserted anywhere.
 """
@@ -115,10 +118,12 @@ def measure(
     passes: int,
     sync: Callable[[], None],
     before_pass: Callable[[], None] | None = None,
+    phases: list[str] | None = None,
 ) -> tuple[float, float, float]:
     """(median seconds per pass, crops/s, median seconds from a pass's start to its first batch)
     of one loader, after a checked warm-up pass; ``before_pass`` runs before each timed pass,
-    outside the time."""
+    outside the time. With ``phases`` (a list), one more pass is recorded and the table of where
+    its time went is appended."""
     from gpuzarr.loader import CropLoader
 
     crops = [(0, tuple(s.start for s in sel)) for sel in sels]
@@ -146,9 +151,26 @@ def measure(
         sync()
         times.append(time.perf_counter() - t0)
         firsts.append(times[-1] if first is None else first)
+    if phases is not None:
+        phases.append(_recorded_pass(loader, sync, before_pass))
     loader.close()
     median = statistics.median(times)
     return median, len(sels) / median, statistics.median(firsts)
+
+
+def _recorded_pass(loader: Any, sync: Callable[[], None], before_pass: Callable[[], None] | None) -> str:
+    """Where the wall time of one pass of ``loader`` went, as a Markdown table."""
+    from gpuzarr.backends.cuda import phases
+
+    if before_pass is not None:
+        before_pass()
+    with phases.recording() as log:
+        start = time.perf_counter()
+        for _batch in loader:
+            pass
+        sync()
+        wall = time.perf_counter() - start
+    return phases.format_summary(log.summary(), wall)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="sys.setswitchinterval for the run (how soon a thread waiting for the interpreter lock gets it)",
     )
+    p.add_argument("--phases", action="store_true", help="after the table, where one more pass of each row went")
     args = p.parse_args(argv)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
@@ -189,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 cupy.cuda.Device().synchronize()
 
     data = DataDir(args.data_dir, args.size_mib, log=lambda message: print(message, file=sys.stderr))
+    tables: list[str] = []
     print(f"| dataset | {args.device} loader | s per pass | first batch ms | 64^3 crops/s |")
     print("|---|---|---|---|---|")
     for spec in (s for s in DATASETS if s.name in LOADER_DATASETS):
@@ -201,13 +225,18 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 with gpuzarr.config.set(**config):
+                    recorded: list[str] | None = [] if args.phases else None
                     seconds, rate, first = measure(
-                        array, truth, sels, args.device, options, args.passes, sync, before_pass
+                        array, truth, sels, args.device, options, args.passes, sync, before_pass, recorded
                     )
             except Exception as exc:  # reported, not raised: the other rows still run
                 print(f"| {spec.name} | {name} | error: {type(exc).__name__}: {exc} | | |")
                 continue
             print(f"| {spec.name} | {name} | {seconds:.4f} | {first * 1e3:.2f} | {rate:,.0f} |", flush=True)
+            if recorded:
+                tables.append(f"\n### {spec.name}, {name}: one pass\n\n{recorded[0]}")
+    for table in tables:
+        print(table)
     return 0
 
 

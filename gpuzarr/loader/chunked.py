@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..backends.cuda.phases import phase
 from ..errors import InvalidArgumentError
 from .pieces import crop_pieces
 from .sampling import volume_runs
@@ -108,13 +109,16 @@ class ChunkAssembler:
         chunk = self.chunks[field][volume]
         pieces = self._pieces.pop((field, volume, origins.tobytes()), None)
         if pieces is None:
-            pieces = crop_pieces(origins, self.crop_shape, chunk, array.shape)
+            with phase("loader-pieces"):
+                pieces = crop_pieces(origins, self.crop_shape, chunk, array.shape)
         needed = pieces.chunk_keys()
         with self.ordering.producing():
-            found = self._look_up(field, volume, needed)
+            with phase("loader-look-up"):
+                found = self._look_up(field, volume, needed)
             missing = [c for c in needed if c not in found]
             found.update(self._read_chunks(field, volume, array, chunk, missing))
-            self.ordering.assemble(out, [found[c] for c in needed], pieces)
+            with phase("loader-assemble"):
+                self.ordering.assemble(out, [found[c] for c in needed], pieces)
 
     def chunks_of(
         self, crops: Crops, pieces: dict[tuple[str, int, bytes], CropPieces]
@@ -150,6 +154,29 @@ class ChunkAssembler:
         :meth:`read` puts together the batches of the window before."""
         pieces: dict[tuple[str, int, bytes], CropPieces] = {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
+        with phase("loader-window-plan"):
+            taken = self._plan_window(batches, budget, pieces, wanted)
+        for cache in (self.device_cache, self.host_cache):
+            if cache is not None:
+                cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
+        chunks: dict[ChunkKey, Any] = {}
+        with self.ordering.producing():
+            for (field, volume), coords in wanted.items():
+                array = self.volumes.arrays[field][volume]
+                read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(coords))
+                chunks.update({(field, volume, c): value for c, value in read.items()})
+        return DecodedWindow(taken, chunks, pieces)
+
+    def _plan_window(
+        self,
+        batches: Sequence[Crops],
+        budget: int,
+        pieces: dict[tuple[str, int, bytes], CropPieces],
+        wanted: dict[tuple[str, int], set[tuple[int, ...]]],
+    ) -> int:
+        """How many of ``batches`` a window holds: as many as their chunks not cached fit
+        ``budget`` bytes, at least one. Their chunks go to ``wanted`` and the pieces of their
+        crops to ``pieces``."""
         nbytes, taken = 0, 0
         for crops in batches:
             new = {
@@ -162,16 +189,7 @@ class ChunkAssembler:
             for key, coords in new.items():
                 wanted.setdefault(key, set()).update(coords)
             nbytes, taken = nbytes + more, taken + 1
-        for cache in (self.device_cache, self.host_cache):
-            if cache is not None:
-                cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
-        chunks: dict[ChunkKey, Any] = {}
-        with self.ordering.producing():
-            for (field, volume), coords in wanted.items():
-                array = self.volumes.arrays[field][volume]
-                read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(coords))
-                chunks.update({(field, volume, c): value for c, value in read.items()})
-        return DecodedWindow(taken, chunks, pieces)
+        return taken
 
     def use_window(self, window: DecodedWindow) -> int:
         """Let :meth:`read` take crops from ``window`` (the chunks decoded ahead before are

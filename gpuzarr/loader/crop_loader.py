@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
+from ..backends.cuda.phases import phase
 from ..errors import DeviceError, InvalidArgumentError
 from .cache import CacheStats, ChunkCache
 from .chunked import ChunkAssembler, all_regular, check_cacheable
@@ -782,7 +783,8 @@ class _Pass:
         if os.getpid() != self._pid:
             raise DeviceError("an iteration of a CropLoader cannot continue in a forked process; start a new one there")
         try:
-            ready = self._next_ready()
+            with phase("loader-next"):
+                ready = self._next_ready()
         except BaseException:
             self.close()
             raise
@@ -791,8 +793,9 @@ class _Pass:
             self.close()
             loader._finished(self)
             raise StopIteration
-        self._ordering.hand_over(ready.event, self._output)
-        data = {name: convert(view, self._output, self._ordering) for name, view in ready.views.items()}
+        with phase("loader-hand-over"):
+            self._ordering.hand_over(ready.event, self._output)
+            data = {name: convert(view, self._output, self._ordering) for name, view in ready.views.items()}
         if self._output == "numpy" and self._ordering.on_device:
             self._pool.give_back(ready.slot)  # the batch was copied to the host
         else:

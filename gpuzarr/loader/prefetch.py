@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..backends.cuda.phases import phase
 from ..parallel import worker_share
 
 if TYPE_CHECKING:
@@ -336,7 +337,8 @@ class Producer(Background):
                         window = self._window(decoded_until)
                         future = self._ahead_lane.submit(self._reader.decode_window, window, self._ahead_bytes)
                         pending = (decoded_until, future)
-                slot = self._pool.acquire()
+                with phase("loader-slot"):
+                    slot = self._pool.acquire()
                 with worker_share(workers) if workers else contextlib.nullcontext():
                     ready = read_one(self._reader, self._ordering, index, self._batches[index], slot)
             except BaseException as exc:  # handed to the consumer, which raises it

@@ -72,3 +72,22 @@ def test_rows_and_switch_interval_options(
     assert [(r[0], r[1]) for r in rows] == [
         (d, n) for d in ("sharded-zstd", "v2-blosc-lz4") for n in ("ahead off", "device cache")
     ]
+
+
+def test_phases_of_one_more_pass_follow_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], emulated_gpu: EmulatedGpu  # noqa: F811
+) -> None:
+    assert loader_sweep.main(["--device", "gpu", "--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "40",
+                              "--passes", "1", "--rows", "device cache", "ahead off", "--phases"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    tables = out.split("\n### ")[1:]
+    assert [t.splitlines()[0] for t in tables] == [
+        f"{d}, {n}: one pass" for d in ("sharded-zstd", "v2-blosc-lz4") for n in ("ahead off", "device cache")
+    ]
+    names = [{r[0] for r in _rows(table)[1:]} for table in tables]
+    assert all({"loader-next", "loader-slot", "loader-hand-over", "(wall)"} <= n for n in names), tables
+    # Without decoding ahead or a cache, each batch is one read_batch: the read's own steps.
+    # With a device cache holding the volume, crops are put together from cached chunks only.
+    for ahead_off, cached in (names[0:2], names[2:4]):
+        assert {"plan", "fetch", "device-wait"} <= ahead_off and "loader-assemble" not in ahead_off
+        assert "loader-assemble" in cached and "fetch" not in cached

@@ -32,6 +32,7 @@ this package, ``gpuzarr.layout``, ``parallel``, ``plan``, ``codecs``, ``store``,
 * ``launch_checks``: the pure host-side validation of every launch (``check_*``).
 * ``kernel_reference``: a NumPy model of every kernel, with the same arguments, used by CI.
 
-Beside the read path: ``runtime`` (the device probe and the few CuPy calls the rest of gpuzarr
+Beside the read path: ``phases`` (where a read's wall time goes, timed on the host while a
+caller records), ``runtime`` (the device probe and the few CuPy calls the rest of gpuzarr
 needs) and ``host`` (device arrays given to writes, copied to the host).
 """

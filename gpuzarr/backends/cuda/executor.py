@@ -36,6 +36,7 @@ from .device import Device, DeviceEvent, read_file_span, uses_direct_reads
 from .fetch import fetch_batch, file_version
 from .gpu_plan import ALIGNMENT, GpuReadPlan
 from .launches import BoundBatch, ChecksumCheck, FileChanged, FileSpan, StreamGroup, span_read_failure
+from .phases import phase
 
 if TYPE_CHECKING:
     from collections.abc import Callable, MutableMapping
@@ -140,7 +141,8 @@ def execute(
     try:
         for batch in range(nbatches):
             assert pending is not None  # submitted for every batch before its turn
-            prepared = pending.result()
+            with phase("batch-wait"):
+                prepared = pending.result()
             pending = prefetch.submit(prepare_batch, batch + 1) if batch + 1 < nbatches else None
             run(prepared)
     finally:
@@ -189,19 +191,24 @@ def _prepare_once(
     direct: bool,
     budget: int | None,
 ) -> PreparedBatch:
-    encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
-    bound = bind_batch(layout, plan, batch, encoded, lambda nbytes: device.staging.acquire(nbytes, budget))
+    with phase("fetch"):
+        encoded = fetch_batch(layout, store, plan, batch, indexes, direct=direct)
+    with phase("bind"):
+        bound = bind_batch(layout, plan, batch, encoded, lambda nbytes: device.staging.acquire(nbytes, budget))
     buffers = device.buffers
     staging = work = None
     copied: DeviceEvent | None = None
     try:
-        staging = buffers.acquire(max(bound.staging_nbytes, ALIGNMENT), budget)
-        work = buffers.acquire(max(bound.work_nbytes, ALIGNMENT), budget)
+        with phase("buffers"):
+            staging = buffers.acquire(max(bound.staging_nbytes, ALIGNMENT), budget)
+            work = buffers.acquire(max(bound.work_nbytes, ALIGNMENT), budget)
         if bound.staging.size:
-            copied = device.upload(bound.staging, staging)
+            with phase("upload"):
+                copied = device.upload(bound.staging, staging)
         prepared = PreparedBatch(bound, staging, work, copied)
         if bound.file_reads:
-            _read_files(plan, bound, device, staging, work)
+            with phase("file-reads"):
+                _read_files(plan, bound, device, staging, work)
     except BaseException:
         # The upload may still be running: every buffer goes back with its event.
         device.staging.release(bound.staging, copied)
@@ -241,33 +248,38 @@ def run_batch(
     if prepared.copied is not None:
         device.wait_for(prepared.copied)
     failed: dict[int, str] = {}  # task -> what the device said
-    pending = _decompress(bound, device, staging, work, failed)
-    walks = _queue_lz4_checks(pending, device, staging)
-    sums = _queue_checksums(bound, device, work, failed)
+    with phase("queue-decode"):
+        pending = _decompress(bound, device, staging, work, failed)
+        walks = _queue_lz4_checks(pending, device, staging)
+        sums = _queue_checksums(bound, device, work, failed)
     if pending or sums:
         # The one host wait of a batch: every decode and checksum is queued, and what follows
         # (un-shuffles, the CPU's chunks, the assemble) depends on which streams failed.
-        device.synchronize()
+        with phase("device-wait"):
+            device.synchronize()
     for group, verdicts in walks:
         _note_malformed_lz4(group, verdicts(), failed)
     for group, sizes in pending:
         _note_wrong_sizes(group, sizes(), failed)
     for checks, values in sums:
         _note_checksum_mismatches(checks, values(), failed)
-    for launch in bound.unshuffles:
-        device.launch_unshuffle(
-            launch.kernel,
-            work,
-            launch.src_offsets,
-            launch.dst_offsets,
-            launch.nbytes,
-            launch.typesizes,
-            launch.partial_rule,
-        )
+    with phase("unshuffle"):
+        for launch in bound.unshuffles:
+            device.launch_unshuffle(
+                launch.kernel,
+                work,
+                launch.src_offsets,
+                launch.dst_offsets,
+                launch.nbytes,
+                launch.typesizes,
+                launch.partial_rule,
+            )
     if failed:
-        _decode_failed_on_cpu(plan, bound, device, work, failed, layout, on_fallback)
+        with phase("cpu-fallback"):
+            _decode_failed_on_cpu(plan, bound, device, work, failed, layout, on_fallback)
     if bound.assemble.nchunks:
-        device.launch_assemble(out, work, bound.assemble)
+        with phase("assemble"):
+            device.launch_assemble(out, work, bound.assemble)
 
 
 def _read_files(plan: GpuReadPlan, bound: BoundBatch, device: Device, staging: Any, work: Any) -> None:

@@ -36,6 +36,7 @@ from .cupy_device import CudaDevice
 from .executor import execute
 from .gather import gather_plan
 from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, GpuReadPlan, build_gpu_read_plan
+from .phases import phase
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -142,13 +143,16 @@ class CudaReader:
                 return out if out is not None else device.empty(plan.shape, dtype)
             budget = batch_budget(device)
             try:
-                gpu_plan = build_gpu_read_plan(layout, plan, budget)
+                with phase("plan"):
+                    gpu_plan = build_gpu_read_plan(layout, plan, budget)
             except GpuPlanError as exc:
                 return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
             direct = out is not None and device.is_contiguous(out)
-            target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
+            with phase("output"):
+                target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
             if not strict and is_small_read(gpu_plan):
-                _read_small(device, layout, store, plan, target, budget)
+                with phase("small-read"):
+                    _read_small(device, layout, store, plan, target, budget)
                 return out if direct else _deliver(device, target, plan, out)
             _execute(device, layout, store, gpu_plan, target, strict, budget)
             return out if direct else _deliver(device, target, plan, out)
