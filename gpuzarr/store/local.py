@@ -196,10 +196,21 @@ class LocalStore(Store):
         """Where the regular file holding ``key`` really is, links resolved; None when there is
         none. For readers that open files by name (kvikio). Raises SymlinkEscapeError when the
         file lies outside the root and links are not followed."""
-        with self._open(key) as opened:
-            if opened is None:
-                return None
-            return self._opened_path(opened[0], os.path.join(self._real_root, key))
+        located = self.locate(key)
+        return None if located is None else located[0]
+
+    def locate(self, key: str) -> tuple[str, int, FileVersion] | None:
+        """(real path, size, version) of the regular file holding ``key``, from one open of it
+        (see :meth:`real_path`); None when there is none. What a reader that opens files by
+        name needs, and the version to tell later whether the file it read is still this one."""
+        opened = self._open_stat(key)
+        if opened is None:
+            return None
+        fd, info = opened
+        try:
+            return self._opened_path(fd, os.path.join(self._real_root, key)), info.st_size, stat_version(info)
+        finally:
+            os.close(fd)
 
     # -- the link policy -------------------------------------------------------------------------
 
@@ -263,6 +274,12 @@ class LocalStore(Store):
         """(file descriptor, size) of the file holding ``key`` (the caller closes it), or None
         when there is none. Hot loops (a chunk read) call this rather than :meth:`_open`, whose
         context manager costs a few microseconds per key."""
+        opened = self._open_stat(key)
+        return None if opened is None else (opened[0], opened[1].st_size)
+
+    def _open_stat(self, key: str) -> tuple[int, os.stat_result] | None:
+        """(file descriptor, ``fstat``) of the regular file holding ``key`` (the caller closes
+        it), or None when there is none."""
         path = self._inside_prefix + validate_key(key)
         fd = None
         if not self.follow_symlinks:
@@ -299,7 +316,7 @@ class LocalStore(Store):
             os.close(fd)
             raise
         if stat.S_ISREG(info.st_mode):
-            return fd, info.st_size
+            return fd, info
         # os.open succeeds on a directory; a directory is not a key.
         os.close(fd)
         return None

@@ -4,13 +4,14 @@ it may not look at."""
 from __future__ import annotations
 
 import errno
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.backends.cuda.fetch import _file_version, fetch_batch, file_version
+from gpuzarr.backends.cuda.fetch import fetch_batch, file_version
 from gpuzarr.backends.cuda.gpu_plan import build_gpu_read_plan
 from gpuzarr.backends.cuda.launches import FileSpan
 from gpuzarr.errors import StorePermissionError
@@ -49,15 +50,18 @@ def test_direct_spans_of_a_replaced_shard_follow_its_new_index(tmp_path: Any) ->
 
 
 def test_a_file_the_host_may_not_look_at_is_an_error_naming_the_key(tmp_path: Any) -> None:
-    """The ``stat`` that versions a file the device will read: a missing file is None (read as
-    missing, as the host path reads it); a refused one raises the store's error, never None."""
+    """Finding a file the device will read (``LocalStore.locate``: its real path, size and
+    version from one open): a missing file is None (read as missing, as the host path reads
+    it); a refused one raises the store's error, never None."""
     store = gpuzarr.LocalStore(tmp_path / "data.zarr")
     store.set("c/0/0", b"chunk")
-    path = store.real_path("c/0/0")
-    assert path is not None
+    assert store.locate("c/0/absent") is None
     assert file_version(str(tmp_path / "data.zarr" / "c" / "absent")) is None
     with without_permission(tmp_path / "data.zarr" / "c" / "0"), pytest.raises(StorePermissionError) as caught:
-        _file_version(store, "c/0/0", path)
+        store.locate("c/0/0")
     assert (caught.value.key, caught.value.errno) == ("c/0/0", errno.EACCES)
-    found = _file_version(store, "c/0/0", path)
-    assert found is not None and found[0] == len(b"chunk")
+    located = store.locate("c/0/0")
+    assert located is not None
+    path, size, version = located
+    assert path == store.real_path("c/0/0") == os.path.realpath(tmp_path / "data.zarr" / "c" / "0" / "0")
+    assert (size, version) == file_version(path) and size == len(b"chunk")
