@@ -75,6 +75,49 @@ def test_the_default_is_twice_the_cpu_concurrency(emulated_gpu: EmulatedGpu, arr
         assert _decoded_on_device(emulated_gpu)
 
 
+def _array_of(codec: dict[str, object]) -> gpuzarr.Array:
+    """64 chunks of 8 x 8 compressed with ``codec``."""
+    a = gpuzarr.create(
+        gpuzarr.MemoryStore(),
+        shape=DATA.shape,
+        dtype="<u2",
+        chunks=(8, 8),
+        codecs=[{"name": "bytes", "configuration": {"endian": "little"}}, codec],
+    )
+    a[...] = DATA
+    return a
+
+
+BLOSC = {"name": "blosc", "configuration": {"cname": "zlib", "clevel": 1, "shuffle": "shuffle", "typesize": 2}}
+
+
+@pytest.mark.parametrize(
+    ("codec", "rounds"),
+    [
+        ({"name": "gzip", "configuration": {"level": 1}}, 16),
+        ({"name": "numcodecs.zlib", "configuration": {"level": 1}}, 16),
+        (BLOSC, 16),
+        ({"name": "blosc", "configuration": {**BLOSC["configuration"], "cname": "lz4"}}, 2),  # type: ignore[dict-item]
+        ({"name": "zstd"}, 2),
+    ],
+)
+def test_reads_that_nvcomp_would_inflate_go_to_the_cpu_up_to_sixteen_rounds(
+    emulated_gpu: EmulatedGpu, codec: dict[str, object], rounds: int
+) -> None:
+    # nvCOMP inflates each deflate stream at about 14 MB/s (37 ms for 512 KiB on an H200), where
+    # a core takes 1-2 ms: the CPU pool's 16 rounds take less than one batch on the device.
+    gpu_array = open_on_gpu(_array_of(codec))
+    with config.set(gpu_small_read_chunks=None, concurrency=2):
+        limit = 2 * rounds  # chunks: ``concurrency`` per round
+        # One box inside each of the first chunks: a read of exactly that many chunks.
+        boxes = [(slice(8 * (i // 8) + 1, 8 * (i // 8) + 5), slice(8 * (i % 8), 8 * (i % 8) + 4)) for i in range(64)]
+        expected = np.stack([DATA[box] for box in boxes])
+        np.testing.assert_array_equal(gpu_array.read_batch(boxes[:limit]), expected[:limit])
+        assert not _decoded_on_device(emulated_gpu)
+        np.testing.assert_array_equal(gpu_array.read_batch(boxes[: limit + 1]), expected[: limit + 1])
+        assert _decoded_on_device(emulated_gpu)
+
+
 @pytest.mark.parametrize("setting", [{"gpu_small_read_chunks": 0}, {"gpu_small_read_chunks": 64, "strict": True}])
 def test_off_or_strict_every_read_takes_the_device_path(
     emulated_gpu: EmulatedGpu, array: gpuzarr.Array, setting: dict[str, object]

@@ -37,6 +37,7 @@ from .executor import execute
 from .gather import gather_plan
 from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, GpuReadPlan, build_gpu_read_plan
 from .phases import phase
+from .routes import SMALL_READ_ROUNDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,11 +67,19 @@ def log_fallback(reason: str) -> None:
 SMALL_READ_MAX_BYTES = 64 << 20
 
 
-def small_read_chunks() -> int:
+def small_read_chunks(gpu_plan: GpuReadPlan | None = None) -> int:
     """Reads of at most this many chunks go to the CPU engine: ``gpuzarr.config``
-    ``gpu_small_read_chunks``, or :func:`gpuzarr.config.default_small_read_chunks`."""
+    ``gpu_small_read_chunks``, or by default :func:`gpuzarr.config.default_small_read_chunks`
+    (two rounds of the CPU pool), and 16 rounds for a read whose every chunk nvCOMP would
+    inflate (``routes.DEFLATE_SMALL_READ_ROUNDS``: gzip, zlib, Blosc-zlib)."""
     configured = config.get("gpu_small_read_chunks")
-    return config.default_small_read_chunks() if configured is None else int(configured)
+    if configured is not None:
+        return int(configured)
+    default = config.default_small_read_chunks()
+    if gpu_plan is None or not gpu_plan.tasks:
+        return default
+    rounds = min(task.route.small_read_rounds for task in gpu_plan.tasks)
+    return default * rounds // SMALL_READ_ROUNDS
 
 
 def is_small_read(gpu_plan: GpuReadPlan) -> bool:
@@ -78,7 +87,7 @@ def is_small_read(gpu_plan: GpuReadPlan) -> bool:
     chunks, whose decoded bytes and the result's each come to at most
     :data:`SMALL_READ_MAX_BYTES` (a batch of crops of one chunk can be far larger than it)."""
     tasks = gpu_plan.tasks
-    if len(tasks) > small_read_chunks() or gpu_plan.out_nbytes > SMALL_READ_MAX_BYTES:
+    if len(tasks) > small_read_chunks(gpu_plan) or gpu_plan.out_nbytes > SMALL_READ_MAX_BYTES:
         return False
     return sum(task.decoded_nbytes for task in tasks) <= SMALL_READ_MAX_BYTES
 

@@ -46,6 +46,21 @@ class DecodeRoute:
     shuffled: bool = False
     #: device scratch nvCOMP's decoder needs per decoded byte (zstd: about 3)
     scratch: float = 0.0
+    #: rounds of the CPU pool that decode as fast as one nvCOMP batch of these chunks: a GPU
+    #: read of at most this many times ``concurrency`` chunks goes to the CPU engine (see
+    #: ``reader.small_read_chunks``)
+    small_read_rounds: int = 2
+
+
+#: rounds of the CPU pool of a small read (``gpuzarr.config.default_small_read_chunks``): nvCOMP
+#: took about 10 ms for any small zstd batch on an H100, the CPU engine 3 ms for a 64^3 crop
+SMALL_READ_ROUNDS = 2
+#: the same for deflate streams (gzip, zlib, Blosc-zlib). nvCOMP decodes each stream in order at
+#: about 14 MB/s: 37 ms for one 512 KiB stream and 40 ms for 512 of them on an H200
+#: (benchmarks/results/2026-11-28-h200-lease3.md), where one CPU core inflates such a stream
+#: in 1-2 ms (ISA-L, zlib). A pool of n threads inflates 16 n of them in less than one batch
+#: takes on the device.
+DEFLATE_SMALL_READ_ROUNDS = 16
 
 
 def c_strides(shape: Sequence[int]) -> list[int]:
@@ -108,6 +123,15 @@ def _blosc_scratch(codec: BytesToBytesCodec) -> float:
     return ZSTD_SCRATCH_PER_BYTE if codec.cname == "zstd" else 0.0
 
 
+def _deflate_rounds(codec: BytesToBytesCodec) -> int:
+    return DEFLATE_SMALL_READ_ROUNDS
+
+
+def _blosc_rounds(codec: BytesToBytesCodec) -> int:
+    assert isinstance(codec, BloscCodec)
+    return DEFLATE_SMALL_READ_ROUNDS if codec.cname == "zlib" else SMALL_READ_ROUNDS
+
+
 @dataclass(frozen=True)
 class CodecRoute:
     """What the GPU path needs to know of one bytes->bytes codec it decodes."""
@@ -118,15 +142,17 @@ class CodecRoute:
     shuffled: Callable[[BytesToBytesCodec], bool] = _never_shuffled
     #: nvCOMP's decoder scratch per decoded byte
     scratch: Callable[[BytesToBytesCodec], float] = _no_scratch
+    #: :attr:`DecodeRoute.small_read_rounds` of its chunks
+    small_read_rounds: Callable[[BytesToBytesCodec], int] = lambda codec: SMALL_READ_ROUNDS
 
 
 #: Zarr codec name -> its GPU route. The keys are the keys of ``streams.SPLITTERS`` (the stream
 #: splitter of each codec): a codec with a GPU decoder is one entry in each table.
 ROUTES: dict[str, CodecRoute] = {
     "zstd": CodecRoute(scratch=_zstd_scratch),
-    "gzip": CodecRoute(),
-    "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch),
-    "numcodecs.zlib": CodecRoute(),
+    "gzip": CodecRoute(small_read_rounds=_deflate_rounds),
+    "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds),
+    "numcodecs.zlib": CodecRoute(small_read_rounds=_deflate_rounds),
     "numcodecs.lz4": CodecRoute(),
 }
 
@@ -171,7 +197,15 @@ def decode_route(pipeline: CodecPipeline) -> DecodeRoute:
     reason = route.undecodable(compressor)
     if reason is not None:
         return _cpu(reason, shape)
-    return DecodeRoute(name, has_crc, None, tuple(strides), route.shuffled(compressor), route.scratch(compressor))
+    return DecodeRoute(
+        name,
+        has_crc,
+        None,
+        tuple(strides),
+        route.shuffled(compressor),
+        route.scratch(compressor),
+        route.small_read_rounds(compressor),
+    )
 
 
 def swap_width(pipeline: CodecPipeline, dtype: np.dtype[Any]) -> int:
@@ -194,7 +228,9 @@ def reads_directly(route: DecodeRoute) -> bool:
 
 
 __all__ = [
+    "DEFLATE_SMALL_READ_ROUNDS",
     "DIRECT_ROUTES",
+    "SMALL_READ_ROUNDS",
     "ROUTES",
     "ZSTD_SCRATCH_PER_BYTE",
     "CodecRoute",
