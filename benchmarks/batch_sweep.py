@@ -19,15 +19,16 @@ timing is asserted anywhere.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gpuzarr.cli.bench import median_seconds
+
 from .datasets import DATASETS, DataDir, chunks_for
+from .measure import gpu_sync
 from .workloads import crop_shape, random_boxes
 
 if TYPE_CHECKING:
@@ -52,18 +53,9 @@ def plan_of(array: Any, selection: Any, budget: int, crops: list[tuple[slice, ..
 
     dims = array.layout.dimensions()
     plan = plan_box_batch(crops, dims) if crops is not None else plan_selection(selection, dims)
+    if plan is None:
+        raise ValueError("the crops are not boxes of one shape")
     return build_gpu_read_plan(array.layout, plan, budget)
-
-
-def timed(call: Callable[[], Any], sync: Callable[[], None], repeats: int) -> float:
-    """Median seconds of ``repeats`` calls of ``call``, each followed by ``sync``."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def check(array: Any, truth: np.ndarray[Any, Any], crops: list[tuple[slice, ...]]) -> None:
@@ -88,10 +80,10 @@ def row(
     ``budget``): batches, planning, whole read and crops, after a checked warm-up."""
     read_plan = plan_of(array, ..., budget)
     crops_plan = plan_of(array, None, budget, crops)
-    plan_seconds = timed(lambda: plan_of(array, ..., budget), lambda: None, repeats)
+    plan_seconds = median_seconds(lambda: plan_of(array, ..., budget), lambda: None, repeats)
     check(array, truth, crops)
-    read_seconds = timed(lambda: array[...], sync, repeats)
-    crop_seconds = timed(lambda: array.read_batch(crops), sync, repeats)
+    read_seconds = median_seconds(lambda: array[...], sync, repeats)
+    crop_seconds = median_seconds(lambda: array.read_batch(crops), sync, repeats)
     return (
         f"{len(read_plan.batches)} | {len(crops_plan.batches)} | {plan_seconds * 1e3:.2f} | {read_seconds * 1e3:.1f} "
         f"| {truth.nbytes / read_seconds / 1e9:.3f} | {crop_seconds * 1e3:.1f} | {len(crops) / crop_seconds:,.0f}"
@@ -109,20 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     import gpuzarr
-    from gpuzarr.backends.select import gpu_unavailable_reason
 
-    reason = gpu_unavailable_reason()
-    if reason is not None:
-        print(f"skipped: no usable GPU ({reason})")
+    sync = gpu_sync()
+    if sync is None:
         return 0
-    try:
-        import cupy
-    except ImportError:  # the emulated device of the tests: every call has finished already
-        cupy = None
-
-    def sync() -> None:
-        if cupy is not None:
-            cupy.cuda.Device().synchronize()
 
     data = DataDir(args.data_dir, args.size_mib, log=lambda message: print(message, file=sys.stderr))
     print(

@@ -174,6 +174,16 @@ loader() {
   sweep_loader loader-sweep "$budget"
 }
 
+# The kernel, loader, read and array GPU test files, each within its cap: what every stage that
+# changes or measures the read path runs first.
+gpu_tests() {
+  pytest_file kernels-gpu 60 tests/gpu/test_kernels_gpu.py
+  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
+  pytest_file gpu-read 60 tests/gpu/test_gpu_read.py
+  pytest_file gpu-array 90 tests/gpu/test_gpu_array.py
+  failures 40
+}
+
 lease() {
   # A 15-minute lease leaves one call of about nine minutes once the machine has started (run it
   # with GPUZARR_STAGE_SECONDS=500 and the call's timeout at 560). The order:
@@ -186,11 +196,7 @@ lease() {
   # - full reads and batched crops beside TensorStore. The row kernel and kvikio reads by default
   #   (2026-11-28) have not been measured on full reads yet.
   # Each step stops at its cap or at the stage's budget.
-  pytest_file kernels-gpu 60 tests/gpu/test_kernels_gpu.py
-  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
-  pytest_file gpu-read 60 tests/gpu/test_gpu_read.py
-  pytest_file gpu-array 90 tests/gpu/test_gpu_array.py
-  failures 40
+  gpu_tests
   loader_bench 180
   grep -E "^\| loader-" "$out/loader/results.md" 2>/dev/null | head -12
   sweep_loader loader-sweep-2048 60 --passes 3 --crops 2048 \
@@ -282,11 +288,7 @@ batches() {
 }
 
 verify() {
-  pytest_file kernels-gpu 60 tests/gpu/test_kernels_gpu.py
-  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
-  pytest_file gpu-read 60 tests/gpu/test_gpu_read.py
-  pytest_file gpu-array 90 tests/gpu/test_gpu_array.py
-  failures 40
+  gpu_tests
   timeout "$(capped 120)" python3 -m benchmarks.run --device gpu --repeats 3 --crops 64 --size-mib 128 \
     --only full-read crops-batch zstd sharded-zstd blosc-lz4 raw gpuzarr-gpu gpuzarr-gpu-host tensorstore \
     tensorstore+cupy --out "$out/bench" >"$out/bench.log" 2>&1
@@ -306,11 +308,7 @@ verify() {
 }
 
 diagnose() {
-  pytest_file kernels-gpu 60 tests/gpu/test_kernels_gpu.py
-  pytest_file loader-gpu 60 tests/gpu/test_loader_gpu.py
-  pytest_file gpu-read 60 tests/gpu/test_gpu_read.py
-  pytest_file gpu-array 90 tests/gpu/test_gpu_array.py
-  failures 40
+  gpu_tests
   timeout "$(capped 70)" python3 -m benchmarks.nvcomp_latency --sizes-kib 64 512 2048 --counts 1 8 64 512 \
     >"$out/nvcomp-latency.md" 2>"$out/nvcomp-latency.log"
   echo "nvcomp latency exit $?"; cat "$out/nvcomp-latency.md"

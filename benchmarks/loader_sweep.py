@@ -54,6 +54,7 @@ import numpy as np
 
 from .datasets import DATASETS, DataDir, chunks_for
 from .loader_workload import LOADER_BATCH, LOADER_DATASETS
+from .measure import gpu_sync
 from .workloads import random_boxes
 
 if TYPE_CHECKING:
@@ -194,22 +195,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import gpuzarr
 
-    sync: Callable[[], None] = lambda: None  # noqa: E731 - replaced on a GPU
+    sync: Callable[[], None] = lambda: None  # noqa: E731 - the CPU's reads have finished
     if args.device == "gpu":
-        from gpuzarr.backends.select import gpu_unavailable_reason
-
-        reason = gpu_unavailable_reason()
-        if reason is not None:
-            print(f"skipped: no usable GPU ({reason})")
+        waits = gpu_sync()
+        if waits is None:
             return 0
-        try:
-            import cupy
-        except ImportError:  # the emulated device of the tests: every call has finished already
-            cupy = None
-        if cupy is not None:
-
-            def sync() -> None:
-                cupy.cuda.Device().synchronize()
+        sync = waits
 
     data = DataDir(args.data_dir, args.size_mib, log=lambda message: print(message, file=sys.stderr))
     tables: list[str] = []

@@ -6,7 +6,10 @@ import os
 import resource
 import statistics
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -99,3 +102,24 @@ def summarise(times: list[float], nbytes: int, items: int) -> dict[str, Any]:
 
 def log(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
+
+
+def gpu_sync() -> Callable[[], None] | None:
+    """What waits for the GPU's queued work (CuPy's device synchronisation; nothing on the
+    emulated device of the tests, where every call has finished already), or None, with the
+    reason printed, where no GPU read can run here."""
+    from gpuzarr.backends.select import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        print(f"skipped: no usable GPU ({reason})")
+        return None
+    try:
+        import cupy
+    except ImportError:
+        return lambda: None
+
+    def sync() -> None:
+        cupy.cuda.Device().synchronize()
+
+    return sync
