@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 STATE_VERSION = 1
 #: the most batches a CPU loader on threads reads at once by default (see ``concurrent_batches``)
 DEFAULT_CONCURRENT_BATCHES = 4
+#: the most decoded bytes a GPU loader decodes ahead by default (see ``decode_ahead_bytes``): the
+#: GPU batch budget's cap until 2026-11-28, where the default was measured. The budget's cap is now
+#: 1 GiB; a window four times larger would keep four times the chunks on the device and make the
+#: first batch of each window wait for all of them, which no run has measured yet.
+DEFAULT_AHEAD_BYTES = 256 * 1024 * 1024
 
 _forked = False
 
@@ -219,9 +224,9 @@ class CropLoader:
         decoded together, up to this many bytes of decoded chunks, and each batch is then put
         together from them on the device. A batched GPU decode takes about as long as its
         longest stream whatever their number, so this multiplies what one decode delivers.
-        Default (None): the GPU batch budget (``gpuzarr.config`` ``gpu_batch_bytes``) where
-        every volume has a regular chunk grid, else off; 0: off (each batch reads exactly its
-        crops). The CPU decodes each batch's crops on its threads and takes only 0.
+        Default (None): the GPU batch budget (``gpuzarr.config`` ``gpu_batch_bytes``), at most
+        256 MiB, where every volume has a regular chunk grid, else off; 0: off (each batch reads
+        exactly its crops). The CPU decodes each batch's crops on its threads and takes only 0.
     decode_ahead_lanes
         GPU loaders decoding ahead: 1 (the default): the chunks of the next batches are
         decoded once the batches decoded before are put together and queued; 2: a second
@@ -586,7 +591,7 @@ class CropLoader:
             return 0
         if self._decode_ahead_bytes is not None:
             return self._decode_ahead_bytes
-        return ordering.batch_budget() if all_regular(self.volumes) else 0
+        return min(ordering.batch_budget(), DEFAULT_AHEAD_BYTES) if all_regular(self.volumes) else 0
 
     def _lanes(self, ordering: HostOrdering, ahead_bytes: int) -> int:
         """How many batches a pass on threads reads at once (see ``concurrent_batches``)."""

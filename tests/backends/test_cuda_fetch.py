@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import gpuzarr
 from gpuzarr.backends.cuda.fetch import fetch_batch, file_version
 from gpuzarr.backends.cuda.gpu_plan import build_gpu_read_plan
 from gpuzarr.backends.cuda.launches import FileSpan
+from gpuzarr.backends.cuda.routes import DecodeRoute
 from gpuzarr.errors import StorePermissionError
 from gpuzarr.plan.selection import plan_selection
 from tests.permissions import without_permission
@@ -65,3 +67,28 @@ def test_a_file_the_host_may_not_look_at_is_an_error_naming_the_key(tmp_path: An
     path, size, version = located
     assert path == store.real_path("c/0/0") == os.path.realpath(tmp_path / "data.zarr" / "c" / "0" / "0")
     assert (size, version) == file_version(path) and size == len(b"chunk")
+
+
+def test_a_batch_mixing_direct_and_host_chunks_keeps_the_task_order(tmp_path: Any) -> None:
+    # Files the device reads itself are found on the calling thread, the others read on the I/O
+    # threads: each result must still land in its task's place, missing chunks as None.
+    store = gpuzarr.LocalStore(tmp_path / "data.zarr")
+    a = gpuzarr.create(store, shape=(8, 8), chunks=(2, 2), dtype="int32", codecs=ZSTD)
+    a[...] = np.arange(64, dtype="int32").reshape(8, 8)
+    store.erase("c/1/1")
+    layout = a._layout
+    plan = build_gpu_read_plan(layout, plan_selection(Ellipsis, layout.dimensions()))
+    on_host = DecodeRoute("cpu", reason="read on the host for this test")
+    tasks = tuple(replace(t, route=on_host) if i % 3 == 0 else t for i, t in enumerate(plan.tasks))
+    mixed = replace(plan, tasks=tasks)
+    fetched = fetch_batch(layout, store, mixed, 0, direct=True)
+    assert len(fetched) == len(mixed.batches[0]) == 16
+    for i, got in zip(mixed.batches[0], fetched, strict=True):
+        task = mixed.tasks[i]
+        if task.key == "c/1/1":
+            assert got is None
+        elif i % 3 == 0:
+            assert not isinstance(got, FileSpan) and bytes(got) == store.get(task.key)  # type: ignore[arg-type]
+        else:
+            assert isinstance(got, FileSpan) and got.path == store.real_path(task.key)
+            assert (got.offset, got.nbytes) == (0, len(store.get(task.key)))  # type: ignore[arg-type]

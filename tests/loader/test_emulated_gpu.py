@@ -396,3 +396,23 @@ def test_a_gpu_loader_reads_one_batch_at_a_time(
     assert_batch_matches(next(iterator), sources, CROP)
     assert len(loader_threads()) == 1  # the default too
     del iterator
+
+
+def test_decoding_ahead_defaults_to_the_batch_budget_up_to_256_mib(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
+) -> None:
+    # The default window was measured with the batch budget's old cap (256 MiB); a larger
+    # budget (its cap is now 1 GiB) does not grow it.
+    from gpuzarr.loader.crop_loader import DEFAULT_AHEAD_BYTES
+
+    assert DEFAULT_AHEAD_BYTES == 256 << 20
+    loader = CropLoader(cpu_volumes, CROP, 2, device="gpu", output="numpy")
+    ordering = loader._ordering_now()
+    for budget, ahead in ((1 << 30, 256 << 20), (64 << 20, 64 << 20)):
+        with gpuzarr.config.set(gpu_batch_bytes=budget):
+            assert loader._ahead_bytes(ordering) == ahead
+    with gpuzarr.config.set(gpu_batch_bytes=1 << 30):
+        explicit = CropLoader(cpu_volumes, CROP, 2, device="gpu", output="numpy", decode_ahead_bytes=512 << 20)
+        assert explicit._ahead_bytes(explicit._ordering_now()) == 512 << 20
+    loader.close()
+    explicit.close()

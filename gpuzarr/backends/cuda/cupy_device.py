@@ -198,7 +198,8 @@ def release_gpu_buffers() -> None:
     blocks, and the device staging and work blocks (up to four per device, each up to the batch
     budget, ``gpuzarr.config`` ``gpu_batch_bytes``).
 
-    Blocks in use are given back when their read returns them. Device blocks return to CuPy's
+    Blocks in use stay with their reads, and return to the pools when those end (call again
+    then to give them back too). Device blocks return to CuPy's
     memory pool, where nvCOMP's scratch also lives; ``cupy.get_default_memory_pool().free_all_blocks()``
     then hands the pool's idle memory back to the driver (for PyTorch, say)."""
     PINNED_STAGING.clear()

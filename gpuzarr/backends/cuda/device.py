@@ -361,8 +361,8 @@ class StagingPool:
                     self._pending[address] = ready
 
     def clear(self) -> None:
-        """Drop the free blocks, once their copies have finished (blocks in use are dropped when
-        they come back)."""
+        """Drop the free blocks, once their copies have finished. Blocks in use stay: they come
+        back to the free list when released, for a later clear."""
         with self._lock:
             dropped, self._free = self._free, []
             waits = [e for b in dropped for e in self._take_pending(b)]
