@@ -178,11 +178,18 @@ class ChunkAssembler:
         ``budget`` bytes, at least one. Their chunks go to ``wanted`` and the pieces of their
         crops to ``pieces``."""
         nbytes, taken = 0, 0
+        # Chunks found in a cache while planning this window, not looked up again for the next
+        # batches that cross them: with a device cache holding the volume, a window of 8
+        # batches of 32 64^3 crops looked up about 790 chunks, 125 of them distinct.
+        cached: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         for crops in batches:
-            new = {
-                key: {c for c in chunks - wanted.get(key, set()) if not self._cached(key, c)}
-                for key, chunks in self.chunks_of(crops, pieces).items()
-            }
+            new: dict[tuple[str, int], set[tuple[int, ...]]] = {}
+            for key, chunks in self.chunks_of(crops, pieces).items():
+                seen = cached.setdefault(key, set())
+                fresh = chunks - wanted.get(key, set()) - seen
+                hits = {c for c in fresh if self._cached(key, c)}
+                seen |= hits
+                new[key] = fresh - hits
             more = sum(len(coords) * self._chunk_nbytes(*key) for key, coords in new.items())
             if taken and nbytes + more > budget:
                 break
@@ -203,7 +210,8 @@ class ChunkAssembler:
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)
-        return any(cache is not None and full in cache for cache in (self.device_cache, self.host_cache))
+        device, host = self.device_cache, self.host_cache
+        return (device is not None and full in device) or (host is not None and full in host)
 
     def _chunk_nbytes(self, field: str, volume: int) -> int:
         return math.prod(self.chunks[field][volume]) * self.volumes.arrays[field][volume].dtype.itemsize
