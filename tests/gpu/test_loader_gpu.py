@@ -41,14 +41,26 @@ def _torch_cuda() -> Any:
     return torch
 
 
-@pytest.mark.parametrize("cache", [0, 64 << 20])
+@pytest.mark.parametrize(
+    ("cache", "options"),
+    [
+        (0, {}),
+        (64 << 20, {}),
+        # the second decode lane, with windows of about one batch (chunks of 8^3, 1 KiB) so that
+        # a pass holds several of them
+        (0, {"decode_ahead_lanes": 2, "decode_ahead_bytes": 512 << 10}),
+        (64 << 20, {"decode_ahead_lanes": 2, "decode_ahead_bytes": 512 << 10}),
+    ],
+)
 def test_cupy_batches_equal_numpy_slicing(
-    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], cache: int
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], cache: int, options: dict[str, int]
 ) -> None:
     import cupy
 
     arrays, sources = volumes
-    loader = CropLoader(arrays, CROP, 8, crops_per_epoch=64, device="gpu", output="cupy", device_cache_bytes=cache)
+    loader = CropLoader(
+        arrays, CROP, 8, crops_per_epoch=64, device="gpu", output="cupy", device_cache_bytes=cache, **options
+    )
     for batch in loader:
         assert isinstance(batch.data, cupy.ndarray)
         cupy.cuda.get_current_stream().synchronize()
