@@ -53,7 +53,7 @@ def _torch_cuda() -> Any:
     ],
 )
 def test_cupy_batches_equal_numpy_slicing(
-    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], cache: int, options: dict[str, int]
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], cache: int, options: dict[str, Any]
 ) -> None:
     import cupy
 
