@@ -35,6 +35,24 @@ def _run_clean(cases: int, seed: int, seed_dir: Path, out: Path, **reader: bool)
     assert outcomes.get("read", 0) > 0 and outcomes.get("CorruptChunkError", 0) > 0
 
 
+def _must_disagree(
+    files: dict[str, bytes],
+    tmp_path: Path,
+    seed: str,
+    owner: type,
+    name: str,
+    wrong: object,
+    match: str,
+    gpu: bool = True,
+) -> None:
+    """Seed ``seed``'s case (its ``files``), read with ``owner.name`` replaced by ``wrong`` (a
+    reader made to go wrong) on the emulated device, must fail the oracle with ``match``."""
+    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
+        patch.setattr(owner, name, wrong)
+        with pytest.raises(fuzz.ReadersDisagree, match=match):
+            fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data(seed))
+
+
 def test_every_mutated_store_reads_or_raises_a_gpuzarr_error(seed_dir: Path, tmp_path: Path) -> None:
     _run_clean(CI_CASES, 0, seed_dir, tmp_path)
 
@@ -73,11 +91,9 @@ def test_the_readers_must_agree_on_the_emulated_gpu(seed_dir: Path, tmp_path: Pa
             got.reshape(-1)[0] ^= 1
         return got
 
-    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
-        patch.setattr(Array, "__getitem__", flipped)
-        # Caught by the comparison with the CPU engine, or first by the GPU's own read_batch.
-        with pytest.raises(fuzz.ReadersDisagree, match=r"the CPU engine read|read_batch of whole chunks differs"):
-            fuzz.run_case(files, None, store, gpu=True, written=fuzz.written_data("v3-zstd"))
+    # Caught by the comparison with the CPU engine, or first by the GPU's own read_batch.
+    match = r"the CPU engine read|read_batch of whole chunks differs"
+    _must_disagree(files, tmp_path, "v3-zstd", Array, "__getitem__", flipped, match)
     from gpuzarr.backends import select
 
     assert select.gpu_unavailable_reason() is not None  # the emulation ended with the block
@@ -99,10 +115,7 @@ def test_a_batch_of_whole_chunks_must_match_a_read_of_them(seed_dir: Path, tmp_p
             got.reshape(-1).view(np.uint8)[5] ^= 1
         return got
 
-    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
-        patch.setattr(Array, "read_batch", flipped)
-        with pytest.raises(fuzz.ReadersDisagree, match="read_batch of whole chunks differs"):
-            fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data("v3-blosc"))
+    _must_disagree(files, tmp_path, "v3-blosc", Array, "read_batch", flipped, "read_batch of whole chunks differs", gpu)
 
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "emulated-gpu"])
@@ -120,10 +133,8 @@ def test_a_loaders_crops_of_whole_chunks_must_match_a_read_of_them(seed_dir: Pat
         if self.ordering.on_device == gpu:
             np.asarray(out).reshape(-1).view(np.uint8)[3] ^= 1
 
-    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
-        patch.setattr(ChunkAssembler, "read", flipped)
-        with pytest.raises(fuzz.ReadersDisagree, match="the CropLoader's crops of whole chunks differ"):
-            fuzz.run_case(files, None, tmp_path / "store", gpu=gpu, written=fuzz.written_data("v3-zstd"))
+    match = "the CropLoader's crops of whole chunks differ"
+    _must_disagree(files, tmp_path, "v3-zstd", ChunkAssembler, "read", flipped, match, gpu)
 
 
 def test_the_gpus_strided_reads_must_match_the_cpus(seed_dir: Path, tmp_path: Path) -> None:
@@ -143,10 +154,8 @@ def test_the_gpus_strided_reads_must_match_the_cpus(seed_dir: Path, tmp_path: Pa
             got.reshape(-1).view(np.uint8)[0] ^= 1
         return got
 
-    with pytest.MonkeyPatch.context() as patch, fuzz.emulated_gpu():
-        patch.setattr(Array, "__getitem__", flipped)
-        with pytest.raises(fuzz.ReadersDisagree, match="every other element: the CPU engine read"):
-            fuzz.run_case(files, None, tmp_path / "store", gpu=True, written=fuzz.written_data("v3-gzip"))
+    match = "every other element: the CPU engine read"
+    _must_disagree(files, tmp_path, "v3-gzip", Array, "__getitem__", flipped, match)
 
 
 def test_a_write_must_read_back_what_it_wrote(seed_dir: Path) -> None:
