@@ -110,7 +110,7 @@ class CudaOrdering(HostOrdering):
         #: per batch (its hand-over and its buffers' return), on the same stream in a training loop
         self._consumers: dict[int, Any] = {}
         self.index = device_index(device) or 0
-        self.stream = side_stream(reader)
+        self.stream = side_stream(reader, self)
         self._side = device_on(reader, self.stream)
 
     @property

@@ -230,6 +230,115 @@ def test_codecs_of_a_callers_stream_live_as_long_as_the_read(fakes: tuple[FakeCu
     assert [c["cuda_stream"] for c in nvcomp.codecs] == [0x7000, 0x7000, cupy_device._CUDA_STREAM_LEGACY]
 
 
+class _DroppedLog:
+    """Objects that note their own destruction, in order."""
+
+    def __init__(self) -> None:
+        self.dropped: list[str] = []
+
+    def stream(self, ptr: int) -> Any:
+        log = self.dropped
+
+        class Stream(_Stream):
+            def __del__(self) -> None:
+                log.append(f"stream {self.ptr:#x}")
+
+        return Stream(ptr)
+
+    def codec_class(self) -> type:
+        log = self.dropped
+
+        class Codec:
+            def __init__(self, **kwargs: Any) -> None:
+                self.stream = kwargs["cuda_stream"]
+
+            def __del__(self) -> None:
+                log.append(f"codec {self.stream:#x}")
+
+        return Codec
+
+
+def test_codecs_of_a_kept_stream_serve_every_read_until_its_owner_goes(
+    fakes: tuple[FakeCupy, FakeNvcomp],
+) -> None:
+    cupy, nvcomp = fakes
+    log = _DroppedLog()
+    nvcomp.Codec = log.codec_class()  # type: ignore[attr-defined]
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    stream = log.stream(0x7100)
+    cupy_device.keep_stream_codecs(stream, owner)
+    del stream  # the cache holds it now
+    cupy.current = _Stream(0x7100)  # the stream is current during each read
+    first = cupy_device.CudaDevice(0, 0x7100)._codec("zstd")
+    assert cupy_device.CudaDevice(0, 0x7100)._codec("zstd") is first  # another read: kept
+    other: list[Any] = []
+    thread = threading.Thread(target=lambda: other.append(cupy_device.CudaDevice(0, 0x7100)._codec("zstd")))
+    thread.start()
+    thread.join()
+    assert other[0] is not first  # still one codec per thread
+    other.clear()
+    del first
+    assert log.dropped == []
+    del owner
+    gc.collect()
+    # Every codec of the stream before the stream itself.
+    assert log.dropped == ["codec 0x7100", "codec 0x7100", "stream 0x7100"]
+    # The handle is an ordinary caller's stream again: its codecs live as long as a read.
+    device = cupy_device.CudaDevice(0, 0x7100)
+    assert device._codec("zstd") is device._codec("zstd")
+    assert cupy_device.CudaDevice(0, 0x7100)._codec("zstd") is not device._codec("zstd")
+
+
+def test_releasing_a_stream_leaves_other_streams_codecs(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    del fakes  # the fake modules are in place; the cache is a fresh one
+    cache = cupy_device._CODECS
+    kept, other = _Stream(0x7200), _Stream(0x7300)
+    for stream in (kept, other):
+        cache.keep_stream(stream)
+    codecs = {s.ptr: cache.codec("lz4", 0, s.ptr, 1) for s in (kept, other)}
+    legacy = cache.codec("lz4", 0, cupy_device._CUDA_STREAM_LEGACY, 1)
+    cache.release_stream(0x7200)
+    cache.release_stream(0x7200)  # twice: nothing more
+    assert not cache.keeps(0x7200)
+    assert cache.keeps(0x7300)
+    assert cache.keeps(cupy_device._CUDA_STREAM_LEGACY)
+    assert cache.codec("lz4", 0, 0x7300, 1) is codecs[0x7300]
+    assert cache.codec("lz4", 0, cupy_device._CUDA_STREAM_LEGACY, 1) is legacy
+    assert cache.codec("lz4", 0, 0x7200, 1) is not codecs[0x7200]
+
+
+def test_the_loaders_side_stream_keeps_its_codecs_while_the_loader_lives(
+    fakes: tuple[FakeCupy, FakeNvcomp],
+) -> None:
+    from gpuzarr.backends.cuda import handoff
+
+    cupy, _ = fakes
+    made: list[dict[str, Any]] = []
+
+    class Stream(_Stream):
+        def __init__(self, **kwargs: Any) -> None:
+            made.append(kwargs)
+            super().__init__(0x7400)
+
+    cupy.cuda.Stream = Stream
+    reader = types.SimpleNamespace(device_factory=cupy_device.CudaDevice, index=0)
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    stream = handoff.side_stream(reader, owner)  # type: ignore[arg-type]
+    assert made == [{"non_blocking": True}]
+    assert cupy_device._CODECS.keeps(stream.ptr)
+    del owner
+    gc.collect()
+    assert not cupy_device._CODECS.keeps(stream.ptr)
+
+
 def test_pinned_staging_blocks_are_their_own_allocations(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
     cupy, _ = fakes
     block = cupy_device._pinned_block(64)

@@ -99,3 +99,42 @@ def test_kept_torch_batches_are_never_overwritten(
     for batch in kept:
         host = type(batch)(batch.data.cpu().numpy(), batch.origins, batch.volume_index, batch.index)
         assert_batch_matches(host, sources, CROP)
+
+
+def test_the_loaders_stream_makes_each_codec_once(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The side stream's nvCOMP codecs serve every read of the loader, one per algorithm and
+    thread, and go with the loader."""
+    import gc
+    import threading
+
+    from gpuzarr.backends.cuda import cupy_device
+    from gpuzarr.loader.ordering import CudaOrdering
+
+    made: list[tuple[str, int, int]] = []
+    new_codec = cupy_device._new_codec
+
+    def counted(algorithm: str, device: int, stream: int) -> Any:
+        made.append((algorithm, stream, threading.get_ident()))
+        return new_codec(algorithm, device, stream)
+
+    monkeypatch.setattr(cupy_device, "_new_codec", counted)
+    arrays, sources = volumes
+    # windows of about one batch, so that the pass is many reads on the loader's stream
+    loader = CropLoader(arrays, CROP, 8, crops_per_epoch=64, device="gpu", output="numpy", decode_ahead_bytes=512 << 10)
+    for _ in range(2):
+        for batch in loader:
+            assert_batch_matches(batch, sources, CROP)
+    ordering = loader._ordering
+    assert isinstance(ordering, CudaOrdering)
+    handle = int(ordering.stream.ptr)
+    del ordering
+    ours = [m for m in made if m[1] == handle]
+    assert ours, "no codec was made for the loader's stream"
+    assert len(ours) == len(set(ours)), f"codecs made again for the loader's stream: {ours}"
+    assert cupy_device._CODECS.keeps(handle)
+    loader.close()
+    del loader
+    gc.collect()
+    assert not cupy_device._CODECS.keeps(handle)

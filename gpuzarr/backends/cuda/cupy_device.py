@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -67,6 +68,12 @@ class _LruCache(Generic[K, V]):
             self._entries[key] = value
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
+
+    def discard(self, drop: Callable[[K], bool]) -> list[V]:
+        """Take out the entries whose keys ``drop`` picks, and give their values back."""
+        with self._lock:
+            keys = [key for key in self._entries if drop(key)]
+            return [self._entries.pop(key) for key in keys]
 
 
 class FileHandleCache:
@@ -133,11 +140,39 @@ def _open_refusal(path: str) -> OSError | None:
 class CodecCache:
     """nvCOMP codecs by (algorithm, device, stream handle, thread), kept across reads: a Codec
     sets up its own scratch state, and reads are many and short. The thread is in the key
-    because nothing says a Codec may be used by two threads at once; the stream should be one
-    that outlives the cache (the legacy default stream), see ``CudaDevice._codec``."""
+    because nothing says a Codec may be used by two threads at once. The stream must outlive
+    its codecs: the legacy default stream does, and so does a stream registered with
+    :meth:`keep_stream`, which the cache holds until :meth:`release_stream` (see
+    ``CudaDevice._codec``)."""
 
     def __init__(self, capacity: int = 32) -> None:
         self._codecs: _LruCache[tuple[str, int, int, int], Any] = _LruCache(capacity)
+        #: streams whose codecs are kept, by handle; holding the stream object keeps its handle
+        #: from naming another stream while codecs made for it are cached
+        self._streams: dict[int, Any] = {}
+        self._streams_lock = threading.Lock()
+
+    def keep_stream(self, stream: Any) -> int:
+        """Keep the codecs of ``stream`` (a CuPy stream) across reads from now on, and hold the
+        stream until :meth:`release_stream` of the handle this returns."""
+        handle = int(stream.ptr)
+        with self._streams_lock:
+            self._streams[handle] = stream
+        return handle
+
+    def keeps(self, handle: int) -> bool:
+        """Whether the codecs of the stream ``handle`` are kept across reads."""
+        return handle == _CUDA_STREAM_LEGACY or handle in self._streams
+
+    def release_stream(self, handle: int) -> None:
+        """Drop the codecs of the stream ``handle``, then the stream: a codec goes before the
+        stream it was made for."""
+        with self._streams_lock:
+            if handle not in self._streams:
+                return
+            codecs = self._codecs.discard(lambda key: key[2] == handle)
+            codecs.clear()  # the last references: each codec is destroyed here
+            del self._streams[handle]
 
     def codec(self, algorithm: str, device: int, stream: int, thread: int) -> Any:
         """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream``, for the
@@ -163,6 +198,17 @@ def _new_codec(algorithm: str, device: int, stream: int) -> Any:
 
 _FILE_HANDLES = FileHandleCache()
 _CODECS = CodecCache()
+
+
+def keep_stream_codecs(stream: Any, owner: object) -> None:
+    """Keep the nvCOMP codecs of ``stream`` (a CuPy stream gpuzarr made) across reads for as long
+    as ``owner`` lives, and the stream with them.
+
+    Codecs of any other stream than the legacy one live as long as a read, because a caller's
+    stream may be destroyed after it; a side stream that serves many reads (the data loader's)
+    would then make new codecs, with new scratch, for every one."""
+    cache = _CODECS
+    weakref.finalize(owner, cache.release_stream, cache.keep_stream(stream))
 
 
 def _pinned_block(nbytes: int) -> npt.NDArray[np.uint8]:
@@ -477,11 +523,12 @@ class CudaDevice:
         """nvCOMP's codec for ``algorithm`` on this device, the current stream and this thread.
 
         Codecs hold scratch state and nvCOMP releases the GIL, so a codec serves one thread.
-        Only codecs of the legacy default stream are kept across reads: any other stream is the
-        caller's and may be destroyed after the read, so its codecs live as long as the read."""
+        Codecs of the legacy default stream and of streams registered with
+        :func:`keep_stream_codecs` are kept across reads: any other stream is the caller's and
+        may be destroyed after the read, so its codecs live as long as the read."""
         handle = self._stream_handle()
         thread = threading.get_ident()
-        if handle == _CUDA_STREAM_LEGACY:
+        if _CODECS.keeps(handle):
             return _CODECS.codec(algorithm, self.index, handle, thread)
         key = (algorithm, thread)
         codec = self._read_codecs.get(key)

@@ -7,22 +7,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import kernels
-from .cupy_device import CudaDevice
+from .cupy_device import CudaDevice, keep_stream_codecs
 
 if TYPE_CHECKING:
     from .device import Device
     from .reader import CudaReader
 
 
-def side_stream(reader: CudaReader) -> Any:
+def side_stream(reader: CudaReader, owner: object) -> Any:
     """A new non-blocking CUDA stream on the reader's device, for reads that overlap the work on
     the consumer's stream; None where the reader's devices are not CuPy devices (the emulated
-    device of the tests runs everything in host order and takes no stream)."""
+    device of the tests runs everything in host order and takes no stream).
+
+    The stream's nvCOMP codecs are kept from read to read for as long as ``owner`` lives (the
+    stream too): made anew for each read, they cost a loader's every window their set-up."""
     if reader.device_factory is not CudaDevice:
         return None
     cupy = kernels.import_cupy()
     with cupy.cuda.Device(reader.index):
-        return cupy.cuda.Stream(non_blocking=True)
+        stream = cupy.cuda.Stream(non_blocking=True)
+    keep_stream_codecs(stream, owner)
+    return stream
 
 
 def device_on(reader: CudaReader, stream: Any) -> Device:
