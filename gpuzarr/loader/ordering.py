@@ -139,19 +139,20 @@ class CudaOrdering(HostOrdering):
 
     def assemble(self, out: Any, sources: list[Any], pieces: CropPieces) -> None:
         """Every piece of a batch in one launch of the assemble kernel, on the side stream."""
-        from ..backends.cuda.launches import box_copies_launch
+        from ..backends.cuda.box_copies import box_copies
 
-        launch = box_copies_launch(
+        copies = box_copies(
             tuple(out.shape),
             out.dtype.itemsize,
-            pieces.chunk_shapes[pieces.chunk],
-            pieces.src_start,
+            pieces.chunk_shapes,
+            pieces.chunk,
             pieces.crop,
+            pieces.src_start,
             pieces.dst_start,
             pieces.extent,
         )
         with self._side.activate():
-            self._side.assemble_boxes(out, [sources[c] for c in pieces.chunk.tolist()], launch)
+            self._side.assemble_boxes(out, sources, copies)
 
     def batch_budget(self) -> int:
         from ..backends.cuda.reader import batch_budget

@@ -233,8 +233,8 @@ def test_lz4_check_matches_the_model(cp: Any, rng: np.random.Generator) -> None:
 @pytest.mark.parametrize("ndim", [1, 3, 4])
 def test_box_copies_from_separate_arrays(cp: Any, rng: np.random.Generator, ndim: int) -> None:
     """``CudaDevice.assemble_boxes``: the loader's cached batches, one launch from many arrays."""
+    from gpuzarr.backends.cuda.box_copies import box_copies
     from gpuzarr.backends.cuda.cupy_device import CudaDevice
-    from gpuzarr.backends.cuda.launches import box_copies_launch
 
     rows, nboxes = 16, 12
     row_shape = tuple(int(n) for n in rng.integers(3, 9, size=ndim))
@@ -250,18 +250,54 @@ def test_box_copies_from_separate_arrays(cp: Any, rng: np.random.Generator, ndim
         dst = tuple(slice(d, d + e) for d, e in zip(dst_start[i], extent[i], strict=True))
         expected[(int(row[i]), *dst)] = source[src]
     out = cp.full(expected.shape, -1, dtype=cp.int32)
-    launch = box_copies_launch(expected.shape, 4, shapes, src_start, row, dst_start, extent)
+    copies = box_copies(expected.shape, 4, shapes, np.arange(nboxes), row, src_start, dst_start, extent)
     device = CudaDevice(0)
     with device.activate():
-        device.assemble_boxes(out, [cp.asarray(h) for h in host], launch)
+        device.assemble_boxes(out, [cp.asarray(h) for h in host], copies)
     np.testing.assert_array_equal(cp.asnumpy(out), expected)
+
+
+@pytest.mark.parametrize("variant", ["items", "rows"])
+def test_box_copies_with_either_kernel(cp: Any, rng: np.random.Generator, variant: str) -> None:
+    """``kernels.launch_box_copies`` with each assemble kernel forced: sources shared by several
+    boxes, the tables and pointers uploaded in one block."""
+    from gpuzarr.backends.cuda.box_copies import box_copies, source_facts
+
+    rows, nboxes, nsources = 12, 20, 6
+    row_shape = (5, 7, 33)
+    shapes = rng.integers(1, 40, size=(nsources, 3))
+    source = rng.integers(0, nsources, size=nboxes)
+    extent = np.minimum(rng.integers(1, 40, size=(nboxes, 3)), np.minimum(shapes[source], row_shape))
+    src_start = rng.integers(0, shapes[source] - extent + 1)
+    dst_start = rng.integers(0, np.asarray(row_shape) - extent + 1)
+    row = rng.integers(0, rows, size=nboxes)
+    host = [rng.integers(0, 1 << 15, size=tuple(s), dtype=np.uint16) for s in shapes.tolist()]
+    expected = np.zeros((rows, *row_shape), dtype=np.uint16)
+    for i, k in enumerate(source.tolist()):  # boxes may overlap: the last one written wins on the host
+        src = tuple(slice(a, a + e) for a, e in zip(src_start[i], extent[i], strict=True))
+        dst = tuple(slice(a, a + e) for a, e in zip(dst_start[i], extent[i], strict=True))
+        expected[(int(row[i]), *dst)] = host[k][src]
+    # Only boxes that do not overlap are compared: which of two overlapping boxes lands last on
+    # the device is not defined.
+    covered = np.zeros(expected.shape, dtype=np.int32)
+    for i in range(nboxes):
+        dst = tuple(slice(a, a + e) for a, e in zip(dst_start[i], extent[i], strict=True))
+        covered[(int(row[i]), *dst)] += 1
+    copies = box_copies((rows, *row_shape), 2, shapes, source, row, src_start, dst_start, extent)
+    sources = [cp.asarray(h) for h in host]
+    copies.set_pointers(source_facts(sources)[0])
+    out = cp.zeros(expected.shape, dtype=cp.uint16)
+    kernels.launch_box_copies(out, copies, variant=variant)
+    once = covered == 1
+    np.testing.assert_array_equal(cp.asnumpy(out)[once], expected[once])
+    assert (cp.asnumpy(out)[covered == 0] == 0).all()
 
 
 def test_box_copies_of_a_loader_batch(cp: Any, rng: np.random.Generator) -> None:
     """A loader's batch: 32 random 64^3 crops of a 320^3 uint16 volume put together from its
     64^3 chunks in one launch (the row kernel), equal to NumPy slicing."""
+    from gpuzarr.backends.cuda.box_copies import box_copies
     from gpuzarr.backends.cuda.cupy_device import CudaDevice
-    from gpuzarr.backends.cuda.launches import box_copies_launch
     from gpuzarr.loader.pieces import crop_pieces
 
     volume = rng.integers(0, 1 << 16, size=(320, 320, 320), dtype=np.uint16)
@@ -270,14 +306,14 @@ def test_box_copies_of_a_loader_batch(cp: Any, rng: np.random.Generator) -> None
     chunks = [
         cp.asarray(volume[tuple(slice(int(k) * 64, int(k) * 64 + 64) for k in coords)]) for coords in pieces.chunks
     ]
-    launch = box_copies_launch(
-        (32, 64, 64, 64), 2, pieces.chunk_shapes[pieces.chunk], pieces.src_start, pieces.crop, pieces.dst_start,
+    copies = box_copies(
+        (32, 64, 64, 64), 2, pieces.chunk_shapes, pieces.chunk, pieces.crop, pieces.src_start, pieces.dst_start,
         pieces.extent,
     )  # fmt: skip
-    assert kernels.assemble_kernel_and_grid(launch.extents, launch.ndim)[0] == "assemble_rows"
+    assert kernels.assemble_kernel_and_grid(copies.table("extents"), copies.ndim)[0] == "assemble_rows"
     out = cp.full((32, 64, 64, 64), 0xABAB, dtype=cp.uint16)
     device = CudaDevice(0)
     with device.activate():
-        device.assemble_boxes(out, [chunks[c] for c in pieces.chunk.tolist()], launch)
+        device.assemble_boxes(out, chunks, copies)
     expected = np.stack([volume[tuple(slice(int(o), int(o) + 64) for o in origin)] for origin in origins])
     np.testing.assert_array_equal(cp.asnumpy(out), expected)

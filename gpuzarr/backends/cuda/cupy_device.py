@@ -27,13 +27,15 @@ import numpy.typing as npt
 from ... import config
 from ...errors import GpuZarrError
 from . import kernels
+from .box_copies import source_facts
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, is_device_failure
-from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources, check_box_sources
+from .launches import AssembleLaunch, FileRead, FileSpan, check_assemble_sources
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ...store.local import FileVersion
+    from .box_copies import BoxCopies
     from .device import PendingSizes
 
 logger = logging.getLogger("gpuzarr")
@@ -661,17 +663,15 @@ class CudaDevice:
         offsets, nbytes = launch.source_offsets.tolist(), launch.source_nbytes.tolist()
         _launch(out, [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)], launch)
 
-    def assemble_boxes(self, out: Any, sources: Sequence[Any], launch: AssembleLaunch) -> None:
-        if not out.flags.c_contiguous:
-            raise ValueError("assemble: the output must be C-contiguous")
-        # A batch's pieces repeat its chunks: each distinct source is looked at once.
-        distinct = {id(s): s for s in sources}
-        if any(not s.flags.c_contiguous for s in distinct.values()):
-            raise ValueError("assemble: every source must be C-contiguous")
-        nbytes = {key: int(s.nbytes) for key, s in distinct.items()}
-        # The geometry is checked by kernels.launch_assemble, with the alignment.
-        check_box_sources(launch, [nbytes[id(s)] for s in sources])
-        _launch(out, list(sources), launch)
+    def assemble_boxes(self, out: Any, sources: Sequence[Any], copies: BoxCopies) -> None:
+        copies.check_output(out)
+        pointers, nbytes = source_facts(sources)
+        copies.check_sources(nbytes)
+        alignment = min(copies.itemsize, 8)
+        if int(out.data.ptr) % alignment or any(p % alignment for p in pointers):
+            raise ValueError(f"assemble: the output and every source must be aligned to {alignment} bytes")
+        copies.set_pointers(pointers)
+        kernels.launch_box_copies(out, copies)
 
 
 def _launch(out: Any, sources: list[Any], launch: AssembleLaunch) -> None:

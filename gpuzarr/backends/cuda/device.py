@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import contextlib
     from collections.abc import Callable, Sequence
 
+    from .box_copies import BoxCopies
     from .launches import AssembleLaunch, FileRead, FileSpan
 
     #: each stream's decoded size (-1: failed), to be called once the device has run the batch
@@ -152,9 +153,9 @@ class Device(Protocol):
     def launch_assemble(self, out: Any, work: Any, launch: AssembleLaunch) -> None:
         """``assemble_chunks`` from the decoded chunks in ``work`` into ``out``."""
 
-    def assemble_boxes(self, out: Any, sources: Sequence[Any], launch: AssembleLaunch) -> None:
-        """``assemble_chunks`` from separate device arrays, one per box of ``launch`` (a
-        :func:`.launches.box_copies_launch`): one launch for all of them."""
+    def assemble_boxes(self, out: Any, sources: Sequence[Any], copies: BoxCopies) -> None:
+        """The box copies ``copies`` (:func:`.box_copies.box_copies`) from the separate device
+        arrays ``sources`` (one per source the boxes name) into ``out``: one launch for all."""
 
 
 #: words of an error message that mark a failure of the device rather than of the data: nvCOMP

@@ -20,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .launch_checks import check_assemble, check_blocks, check_crc32c, check_lz4, span_room
+from .box_copies import TABLES
+from .launch_checks import MAX_NDIM, check_assemble, check_blocks, check_crc32c, check_lz4, span_room
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import ModuleType
+
+    from .box_copies import BoxCopies
 
 BLOCK_THREADS = 256
 MAX_GRID_Y = 65535
@@ -270,6 +273,37 @@ def launch_assemble(
             np.int32(ndim),
             np.int32(itemsize),
             np.int32(swap_width),
+        ),
+    )
+
+
+def launch_box_copies(out: Any, copies: BoxCopies, *, block: int = BLOCK_THREADS, variant: str | None = None) -> None:
+    """The checked box copies ``copies`` (:func:`.box_copies.box_copies`, its pointers set) into
+    the CuPy array ``out``: one upload of its block and one launch of an assemble kernel (chosen
+    as :func:`launch_assemble` chooses; ``variant`` forces one)."""
+    cupy = import_cupy()
+    n, ndim = copies.nboxes, copies.ndim
+    kernel, grid = assemble_kernel_and_grid(copies.table("extents"), ndim, block, variant)
+    if n == 0 or out.size == 0:
+        return
+    device = cupy.asarray(copies.block)
+    tables_start = MAX_NDIM
+    rows = n * MAX_NDIM
+    tables = [device[tables_start + i * rows : tables_start + (i + 1) * rows] for i in range(len(TABLES))]
+    pointers_start = tables_start + len(TABLES) * rows
+    get_kernel(kernel)(
+        grid,
+        (block,),
+        (
+            out,
+            device[:MAX_NDIM],
+            device[pointers_start : pointers_start + n],
+            *tables,
+            device[pointers_start + n :],
+            np.int32(n),
+            np.int32(ndim),
+            np.int32(copies.itemsize),
+            np.int32(0),
         ),
     )
 

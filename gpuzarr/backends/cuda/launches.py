@@ -13,7 +13,7 @@ import numpy.typing as npt
 from ...errors import GpuZarrError
 from ...store.base import os_failure
 from .gpu_plan import ALIGNMENT, Int64Array
-from .launch_checks import MAX_NDIM, check_assemble
+from .launch_checks import check_assemble
 
 if TYPE_CHECKING:
     from ...store.local import FileVersion
@@ -201,80 +201,10 @@ def _check_geometry(launch: AssembleLaunch, out_nbytes: int, source_nbytes: list
     )
 
 
-def box_copies_launch(
-    out_shape: tuple[int, ...],
-    itemsize: int,
-    source_shapes: npt.ArrayLike,
-    src_start: npt.ArrayLike,
-    out_row: npt.ArrayLike,
-    dst_start: npt.ArrayLike,
-    extent: npt.ArrayLike,
-) -> AssembleLaunch:
-    """The ``assemble_chunks`` arguments of box copies between separate arrays: box ``i`` of
-    shape ``extent[i]`` from ``src_start[i]`` of source ``i`` (a C-contiguous array of shape
-    ``source_shapes[i]``) to ``dst_start[i]`` of row ``out_row[i]`` of a C-contiguous output of
-    ``out_shape`` (rows first). The sources are passed beside the launch (one device array per
-    box, repeats allowed), so ``source_offsets`` are all 0.
-
-    What the loader's chunk caches need: a batch of crops put together from cached chunks in
-    one launch, not one copy per piece.
-    """
-    shapes = np.asarray(source_shapes, dtype=np.int64)
-    n = len(shapes)
-    nd = len(out_shape) - 1
-    shapes = shapes.reshape(n, nd)
-    ndim = nd + 1
-    if ndim > MAX_NDIM:
-        raise ValueError(f"assemble: at most {MAX_NDIM} dimensions, got {ndim}")
-
-    def table(first: npt.ArrayLike, rest: npt.ArrayLike, pad: int) -> Int64Array:
-        out = np.full((n, MAX_NDIM), pad, dtype=np.int64)
-        out[:, 0] = np.broadcast_to(np.asarray(first, dtype=np.int64), (n,))
-        out[:, 1:ndim] = np.asarray(rest, dtype=np.int64).reshape(n, nd)
-        return out
-
-    # C-order element strides of each source; its row axis has extent 1, so stride 0.
-    src_strides = np.ones((n, nd), dtype=np.int64)
-    for axis in range(nd - 2, -1, -1):
-        src_strides[:, axis] = src_strides[:, axis + 1] * shapes[:, axis + 1]
-    out_strides = np.zeros(MAX_NDIM, dtype=np.int64)
-    out_strides[:ndim] = np.cumprod((*out_shape[1:], 1)[::-1])[::-1]
-    return AssembleLaunch(
-        out_strides=out_strides,
-        source_offsets=np.zeros(n, dtype=np.int64),
-        source_nbytes=shapes.prod(axis=1) * itemsize,
-        src_strides=table(0, src_strides, 0),
-        src_offsets=table(0, src_start, 0),
-        src_steps=table(1, np.ones((n, nd), dtype=np.int64), 1),
-        dst_offsets=table(out_row, dst_start, 0),
-        extents=table(1, extent, 1),
-        fill_value=np.zeros(itemsize, dtype=np.uint8),
-        nchunks=n,
-        ndim=ndim,
-        itemsize=itemsize,
-        swap_width=0,
-    )
-
-
-def check_box_copies(launch: AssembleLaunch, out_nbytes: int, source_nbytes: list[int]) -> None:
-    """Validate a :func:`box_copies_launch` against its output and the bytes each of its
-    sources holds (no box reads or writes outside its buffer)."""
-    check_box_sources(launch, source_nbytes)
+def check_box_geometry(launch: AssembleLaunch, out_nbytes: int, source_nbytes: list[int]) -> None:
+    """:func:`.launch_checks.check_assemble` of box copies between separate arrays
+    (:meth:`.box_copies.BoxCopies.launch`), given the bytes of each box's source."""
     _check_geometry(launch, out_nbytes, list(source_nbytes))
-
-
-def check_box_sources(launch: AssembleLaunch, source_nbytes: list[int]) -> None:
-    """That there is one source per box, each of the size of the shape the launch reads it
-    with (the geometry is :func:`check_box_copies`'s other half, which the CUDA launcher runs
-    itself)."""
-    if len(source_nbytes) != launch.nchunks:
-        raise ValueError(f"assemble: {len(source_nbytes)} sources for {launch.nchunks} boxes")
-    bad = np.flatnonzero(launch.source_nbytes != np.asarray(source_nbytes, dtype=np.int64))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(
-            f"assemble: source {i} holds {source_nbytes[i]} bytes, its shape needs {int(launch.source_nbytes[i])}"
-        )
 
 
 __all__ = [
@@ -286,9 +216,7 @@ __all__ = [
     "HostDecoded",
     "StreamGroup",
     "UnshuffleLaunch",
-    "box_copies_launch",
     "check_assemble_launch",
     "check_assemble_sources",
-    "check_box_copies",
-    "check_box_sources",
+    "check_box_geometry",
 ]

@@ -19,11 +19,12 @@ import numpy.typing as npt
 
 from . import kernel_reference, kernels, launch_checks
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, read_file_span
-from .launches import AssembleLaunch, FileRead, check_assemble_launch, check_box_copies
+from .launches import AssembleLaunch, FileRead, check_assemble_launch, check_box_geometry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from .box_copies import BoxCopies
     from .device import PendingSizes
 
 POISON = 0xAB
@@ -319,15 +320,19 @@ class CpuEmulatedDevice:
         _assemble(out, sources, launch)
 
     def assemble_boxes(
-        self, out: np.ndarray[Any, Any], sources: Sequence[np.ndarray[Any, Any]], launch: AssembleLaunch
+        self, out: np.ndarray[Any, Any], sources: Sequence[np.ndarray[Any, Any]], copies: BoxCopies
     ) -> None:
-        self.calls.append(("assemble_chunks", launch.nchunks))
-        if not out.flags.c_contiguous:
-            raise ValueError("assemble: the output must be C-contiguous")
+        self.calls.append(("assemble_chunks", copies.nboxes))
+        copies.check_output(out)
         if any(not s.flags.c_contiguous for s in sources):
             raise ValueError("assemble: every source must be C-contiguous")
-        check_box_copies(launch, out.nbytes, [int(s.nbytes) for s in sources])
-        _assemble(out, [s.reshape(-1).view(np.uint8) for s in sources], launch)
+        copies.check_sources([int(s.nbytes) for s in sources])
+        launch = copies.launch()
+        # The general check of the kernel's geometry as well: in the test-suite it proves that
+        # the boxes' own checks leave nothing a launch could reach outside its buffers.
+        boxes = [sources[k].reshape(-1).view(np.uint8) for k in copies.source.tolist()]
+        check_box_geometry(launch, out.nbytes, [b.size for b in boxes])
+        _assemble(out, boxes, launch)
 
 
 def _assemble(
