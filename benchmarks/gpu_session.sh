@@ -328,14 +328,17 @@ sanitize() {
   # The corrupt-input tests on the real device under memcheck: every bad stream must end as a
   # CorruptChunkError with no out-of-bounds access by nvCOMP or our kernels. Kernel-only tests
   # and the loader stay out (memcheck slows every launch about 10-100x), except the two assemble
-  # kernels' tests: assemble_rows had not run under memcheck before 2026-11-28.
+  # kernels' tests (assemble_rows had not run under memcheck before 2026-11-28) and the loader's
+  # box copies, whose tables go up in one block of their own layout.
   if ! command -v compute-sanitizer >/dev/null; then
     echo "compute-sanitizer not found"; return 1
   fi
   timeout "$(capped 560)" compute-sanitizer --tool memcheck --error-exitcode 99 --log-file "$out/memcheck.log" \
     python3 -m pytest -q -rfE -p no:cacheprovider -W default::DeprecationWarning \
-    tests/gpu/test_gpu_array.py -k "corrupt or bomb or checksum or test_assemble" \
+    tests/gpu/test_gpu_array.py -k "corrupt or bomb or checksum or test_assemble or box_copies" \
     tests/gpu/test_kernels_gpu.py::test_assemble_chunks tests/gpu/test_kernels_gpu.py::test_assemble_into_a_strided_output \
+    tests/gpu/test_kernels_gpu.py::test_box_copies_with_either_kernel \
+    tests/gpu/test_kernels_gpu.py::test_box_copies_from_separate_arrays \
     >"$out/pytest-memcheck.log" 2>&1
   echo "memcheck exit $? (99: memcheck found errors; see memcheck.log)"
   tail -20 "$out/pytest-memcheck.log"
