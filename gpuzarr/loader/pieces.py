@@ -9,6 +9,7 @@ CPU threads, rather than one Python call per piece.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,16 @@ class CropPieces:
         return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
 
 
+@functools.lru_cache(maxsize=64)
+def _steps(most: tuple[int, ...]) -> IntArray:
+    """Every offset on the chunk grid below ``most`` (``(prod(most), ndim)``, C order), read-only:
+    a loader asks for the same few (2^ndim for crops no larger than a chunk) batch after batch."""
+    steps = np.stack(np.meshgrid(*(np.arange(m) for m in most), indexing="ij"), axis=-1)
+    steps = steps.reshape(-1, len(most)).astype(np.int64)
+    steps.flags.writeable = False
+    return steps
+
+
 def crop_pieces(
     origins: npt.ArrayLike, crop_shape: tuple[int, ...], chunk_shape: tuple[int, ...], array_shape: tuple[int, ...]
 ) -> CropPieces:
@@ -70,8 +81,7 @@ def crop_pieces(
     # Every combination of up to the most chunks any crop crosses per axis, kept where the crop
     # crosses that many.
     most = counts.max(axis=0) if len(origin) else np.zeros(len(crop_shape), dtype=np.int64)
-    steps = np.stack(np.meshgrid(*(np.arange(m) for m in most.tolist()), indexing="ij"), axis=-1)
-    steps = steps.reshape(-1, len(crop_shape)).astype(np.int64)
+    steps = _steps(tuple(most.tolist()))
     keep = (steps[None, :, :] < counts[:, None, :]).all(axis=-1)
     crop_index, step_index = np.nonzero(keep)
     coords = first[crop_index] + steps[step_index]
