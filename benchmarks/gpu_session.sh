@@ -320,7 +320,8 @@ diagnose() {
       $([[ $route == host ]] && echo --host-reads) >"$out/phases-zstd-$route.md" 2>&1
     echo "phases ($route reads) exit $?"; cat "$out/phases-zstd-$route.md"
   done
-  sweep_loader loader-sweep-phases 40 --passes 3 --rows "ahead default" "device cache" --phases
+  sweep_loader loader-sweep-phases 40 --passes 3 --rows "ahead default" "ahead default, CPU decode" "device cache" \
+    --phases
   echo "stage took ${SECONDS} s of ${budget}"
 }
 

@@ -48,6 +48,7 @@ def test_gpu_rows_on_the_emulated_device(
         "ahead off",
         "ahead default",
         "ahead default, host reads",
+        "ahead default, CPU decode",
         "ahead default, 2 lanes",
         "ahead default, frames walked every pass",
         "ahead 1 GiB, batch 4 GiB",
