@@ -45,7 +45,6 @@ CREATE_OPTIONS = frozenset(
         "attributes",
         "chunk_key_encoding",
         "dimension_separator",
-        "overwrite",
         "config",
         "chunk_shape",
     }
@@ -83,7 +82,8 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     read/write, created if missing (only when ``shape`` is given); "w" create, replacing what
     exists; "w-" create, failing if something exists. Keyword arguments other than these are
     passed to :func:`create` when an array is created; "w" and "w-" without ``shape`` create a
-    group, as zarr-python does. ``mode`` defaults to "a".
+    group, as zarr-python does. ``mode`` defaults to "a". ``overwrite`` may be given where it
+    agrees with ``mode`` (True with "w", False with the others); InvalidArgumentError otherwise.
 
     A TensorStore spec (a dict whose ``driver`` is "zarr3", "zarr2" or "zarr") is opened by
     :func:`gpuzarr.tensorstore.open.open_spec`: its open/create/delete_existing flags decide,
@@ -102,6 +102,13 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     mode = "a" if mode is None else mode
     flags = parse_mode(mode)
     field = create_kwargs.pop("field", None)
+    # The mode says whether what exists is replaced; ``overwrite`` may repeat it, not contradict it.
+    overwrite = create_kwargs.pop("overwrite", None)
+    if overwrite is not None and bool(overwrite) != flags.delete_existing:
+        raise InvalidArgumentError(
+            f"open: overwrite={overwrite!r} contradicts mode {mode!r} "
+            "(mode 'w' replaces what exists, the others never do)"
+        )
     unknown = set(create_kwargs) - CREATE_OPTIONS
     if unknown:
         raise TypeError(f"open: unexpected keyword arguments {sorted(unknown)}")

@@ -4,6 +4,7 @@ handling, devices, and what ``import gpuzarr`` loads."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +212,33 @@ def test_mode_w_minus_fails_if_it_exists(tmp_path: Path) -> None:
     with pytest.raises(ContainsNodeError):
         gpuzarr.open(path, mode="w-", shape=(3,), dtype="int8", chunks=(3,))
     np.testing.assert_array_equal(gpuzarr.open(path, mode="r")[...], [1, 1, 1])
+
+
+def test_overwrite_may_repeat_the_mode_but_not_contradict_it(tmp_path: Path) -> None:
+    from gpuzarr.errors import InvalidArgumentError
+
+    path = str(tmp_path / "a.zarr")
+    _new(path)[...] = 9
+    a = gpuzarr.open(path, mode="w", shape=(3,), dtype="float64", chunks=(2,), overwrite=True)
+    np.testing.assert_array_equal(a[...], np.zeros(3))
+    assert gpuzarr.open_array(path, mode="w", shape=(2,), dtype="i1", overwrite=True).shape == (2,)
+    assert isinstance(gpuzarr.open(str(tmp_path / "g.zarr"), mode="w", overwrite=True), gpuzarr.Group)
+    assert gpuzarr.open(path, mode="a", overwrite=False).shape == (2,)
+    for mode, overwrite in (("w", False), ("w-", True), ("a", True), ("r+", True)):
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"overwrite={overwrite} contradicts mode '{mode}'")):
+            gpuzarr.open(path, mode=mode, shape=(5,), dtype="i1", overwrite=overwrite)  # type: ignore[arg-type]
+    assert gpuzarr.open(path, mode="r").shape == (2,)  # untouched
+
+
+def test_what_open_passes_on_to_create_are_options_create_takes_and_open_does_not_set() -> None:
+    import inspect
+
+    from gpuzarr.api import CREATE_OPTIONS
+
+    taken = set(inspect.signature(gpuzarr.create).parameters)
+    assert taken >= CREATE_OPTIONS, CREATE_OPTIONS - taken
+    # open() passes these itself: given again through **create_kwargs they would collide.
+    assert not CREATE_OPTIONS & {"store", "path", "overwrite", "device", "storage_options"}
 
 
 def test_unknown_mode(tmp_path: Path) -> None:
