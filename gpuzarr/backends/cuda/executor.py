@@ -249,7 +249,7 @@ def run_batch(
         device.wait_for(prepared.copied)
     failed: dict[int, str] = {}  # task -> what the device said
     with phase("queue-decode"):
-        pending = _decompress(bound, device, staging, work, failed)
+        pending = _decompress(bound, device, staging, work)
         walks = _queue_lz4_checks(pending, device, staging)
         sums = _queue_checksums(bound, device, work, failed)
     if pending or sums:
@@ -334,16 +334,14 @@ def _note_checksum_mismatches(checks: list[ChecksumCheck], values: list[int], fa
             failed.setdefault(check.task, what)
 
 
-def _decompress(
-    bound: BoundBatch, device: Device, staging: Any, work: Any, failed: dict[int, str]
-) -> list[tuple[StreamGroup, PendingSizes]]:
+def _decompress(bound: BoundBatch, device: Device, staging: Any, work: Any) -> list[tuple[StreamGroup, PendingSizes]]:
     """Queue one batched decode per nvCOMP algorithm (a copy for stored streams); returns each
-    group with the callable that gives its streams' sizes once the device has synchronised."""
+    group with the callable that gives its streams' sizes once the device has synchronised.
+
+    Frames the host finds malformed never get here: binding the batch raised CorruptChunkError
+    for them (nvCOMP's behaviour on corrupt input is undefined)."""
     pending: list[tuple[StreamGroup, PendingSizes]] = []
-    for algorithm, whole_group in bound.groups.items():
-        # Frames the host already knows are bad never reach nvCOMP (undefined behaviour on
-        # corrupt input); the CPU decodes their chunks below.
-        group = _without_failed(whole_group, failed)
+    for algorithm, group in bound.groups.items():
         if not group.owners:
             continue
         if algorithm == "copy":
@@ -394,21 +392,6 @@ def _note_wrong_sizes(group: StreamGroup, sizes: npt.NDArray[np.int64], failed: 
         what = "failed" if got[s] < 0 else f"gave {int(got[s])} bytes"
         message = f"{group.algorithm} stream {s} of the batch {what}, expected {int(expected[s])}"
         failed.setdefault(group.owners[s], message)
-
-
-def _without_failed(group: StreamGroup, failed: dict[int, str]) -> StreamGroup:
-    """``group`` without the streams of tasks in ``failed``."""
-    if not failed or not any(t in failed for t in group.owners):
-        return group
-    keep = [i for i, t in enumerate(group.owners) if t not in failed]
-    return StreamGroup(
-        group.algorithm,
-        [group.src_offsets[i] for i in keep],
-        [group.src_nbytes[i] for i in keep],
-        [group.dst_offsets[i] for i in keep],
-        [group.dst_nbytes[i] for i in keep],
-        [group.owners[i] for i in keep],
-    )
 
 
 def _check_files_unchanged(plan: GpuReadPlan, bound: BoundBatch) -> None:
