@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from gpuzarr.backends.cuda import cupy_device
+from gpuzarr.errors import DeviceError
 
 
 class _Stream:
@@ -455,6 +456,42 @@ def test_an_nvcomp_without_configs_decodes_as_before_and_says_so_once(
         assert _decode_with(fakes, codec, "deflate") == [64, 32]
     assert [c for c in codec.calls if c[0] == "decode"] == [("decode", None)] * 2
     assert len([r for r in caplog.records if "decompression" in r.getMessage()]) == 1
+
+
+class _Buffer:
+    """A device buffer with a made-up address."""
+
+    def __init__(self, ptr: int) -> None:
+        self.data = types.SimpleNamespace(ptr=ptr)
+
+
+def test_streams_out_of_the_decoders_alignment_are_refused_before_nvcomp_sees_them(
+    fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cupy_device, "_REQUIRED_ALIGNMENT", {})
+    _, nvcomp = fakes
+    nvcomp.as_arrays = lambda buffer, offsets, sizes, cuda_stream: list(zip(offsets, sizes, strict=True))  # type: ignore[attr-defined]
+
+    class Aligned4(_ConfigCodec):
+        asked = 0
+
+        def get_required_decompression_alignment(self) -> int:
+            Aligned4.asked += 1
+            return 4
+
+    codec = Aligned4()
+    device = cupy_device.CudaDevice(0)
+    device._codec = lambda algorithm: codec  # type: ignore[method-assign]
+    base = _Buffer(0x10000)
+    assert device.decompress_batch("deflate", base, [0, 12], [12, 5], base, [0, 64], [64, 32])().tolist() == [64, 32]
+    with pytest.raises(DeviceError, match="deflate decoder requires 4-byte alignment, and stream 1 of the batch"):
+        device.decompress_batch("deflate", base, [0, 10], [10, 5], base, [0, 64], [64, 32])
+    with pytest.raises(DeviceError, match="output 0 of the batch starts at 65538"):
+        device.decompress_batch("deflate", base, [0, 12], [12, 5], _Buffer(0x10002), [0, 64], [64, 32])
+    assert [c[0] for c in codec.calls].count("decode") == 1  # nvCOMP never saw the refused batches
+    assert Aligned4.asked == 1  # asked once per algorithm
+    # A decoder that asks for 1 byte (zstd and LZ4), or cannot say: any offset goes.
+    assert _decode_with(fakes, _ConfigCodec(), "zstd") == [64, 32]
 
 
 def test_a_failed_batch_decodes_each_stream_into_its_own_place_of_the_output(

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import config
-from ...errors import GpuZarrError
+from ...errors import DeviceError, GpuZarrError
 from . import kernels
 from .box_copies import source_facts
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, is_device_failure
@@ -550,6 +550,7 @@ class CudaDevice:
     ) -> PendingSizes:
         nvcomp = _nvcomp()
         codec = self._codec(algorithm)
+        _check_alignment_for(codec, algorithm, src, src_offsets, dst, dst_offsets)
         handle = self._stream_handle()
         try:
             srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=handle)
@@ -690,6 +691,43 @@ def _launch(out: Any, sources: list[Any], launch: AssembleLaunch) -> None:
         out_strides=launch.out_strides[:nd].tolist(),
         swap_width=launch.swap_width,
     )
+
+
+#: the input and output alignment each algorithm's decoder asks for, learnt from its first codec
+_REQUIRED_ALIGNMENT: dict[str, int] = {}
+
+
+def _required_alignment(codec: Any, algorithm: str) -> int:
+    """The alignment nvCOMP's ``algorithm`` decoder requires of its streams
+    (``get_required_decompression_alignment``; 1 where this nvCOMP cannot say)."""
+    known = _REQUIRED_ALIGNMENT.get(algorithm)
+    if known is None:
+        ask = getattr(codec, "get_required_decompression_alignment", None)
+        known = _REQUIRED_ALIGNMENT[algorithm] = max(int(ask()), 1) if callable(ask) else 1
+    return known
+
+
+def _check_alignment_for(
+    codec: Any, algorithm: str, src: Any, src_offsets: Sequence[int], dst: Any, dst_offsets: Sequence[int]
+) -> None:
+    """DeviceError where a stream or its output is not aligned as nvCOMP's decoder requires.
+
+    The plan aligns streams and outputs to 8 bytes, except the zstd frames of one shard file the
+    device reads at once, which keep their file layout on the strength of nvCOMP's documented
+    1-byte zstd alignment (1, 4 and 1 byte for zstd, deflate and LZ4 on an H100 with nvCOMP 6.0):
+    a decoder that asked for more would read them out of its contract."""
+    alignment = _required_alignment(codec, algorithm)
+    if alignment == 1:
+        return
+    for what, buffer, offsets in (("stream", src, src_offsets), ("output", dst, dst_offsets)):
+        starts = int(buffer.data.ptr) + np.asarray(offsets, dtype=np.int64)
+        bad = np.flatnonzero(starts % alignment)
+        if bad.size:
+            raise DeviceError(
+                f"nvCOMP's {algorithm} decoder requires {alignment}-byte alignment, and {what} {int(bad[0])} of the "
+                f"batch starts at {int(starts[bad[0]])}; read with gpuzarr.config.set(gpu_direct_reads=False), "
+                "or on the CPU"
+            )
 
 
 #: algorithms whose codec took no ``decompression_config`` (an nvCOMP older than 6)
