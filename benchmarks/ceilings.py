@@ -255,13 +255,17 @@ def decode_inputs(path: Path) -> DecodeInputs:
 def nvcomp_decode(path: Path, array_nbytes: int, repeats: int) -> dict[str, Any]:
     """One ``nvcomp.Codec.decode`` over all the array's streams, already on the device, with the
     call gpuzarr makes: the batch and its outputs carved out of one buffer each
-    (``nvcomp.as_arrays(buffer, offsets, sizes)``), ``decode(srcs, out=outs)``."""
+    (``nvcomp.as_arrays(buffer, offsets, sizes)``), ``decode(srcs, out=outs)`` given the
+    decompression config built from the known decoded sizes
+    (``cupy_device.decompression_config`` and ``decode_carved``, which the library calls)."""
     inputs = decode_inputs(path)
     try:
         from nvidia import nvcomp
     except ImportError as exc:
         raise SkipCeiling(f"nvidia-nvcomp not importable ({exc})") from exc
     import cupy
+
+    from gpuzarr.backends.cuda.cupy_device import decode_carved, decompression_config
 
     sizes = [s.size for s in inputs.streams]
     offsets = np.cumsum([0] + [-(-n // STREAM_ALIGNMENT) * STREAM_ALIGNMENT for n in sizes])
@@ -275,10 +279,11 @@ def nvcomp_decode(path: Path, array_nbytes: int, repeats: int) -> dict[str, Any]
     srcs = nvcomp.as_arrays(device, [int(o) for o in offsets[:-1]], sizes)
     outs = nvcomp.as_arrays(decoded, [int(o) for o in out_offsets[:-1]], out_sizes)
     codec = nvcomp.Codec(algorithm=inputs.algorithm, bitstream_kind=nvcomp.BitstreamKind.RAW)
+    config = decompression_config(codec, inputs.algorithm, out_sizes)
     cupy.cuda.runtime.deviceSynchronize()
 
     def once() -> int:
-        result = codec.decode(srcs, out=outs)
+        result = decode_carved(codec, inputs.algorithm, srcs, outs, config)
         # nvCOMP runs on its own stream: synchronise the device, not CuPy's current stream.
         cupy.cuda.runtime.deviceSynchronize()
         return sum(int(n) for n in result.buffer_sizes)

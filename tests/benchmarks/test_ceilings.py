@@ -78,7 +78,8 @@ def test_gpu_ceilings_skip_without_gpu(data: DataDir, monkeypatch: pytest.Monkey
 
 def test_nvcomp_ceiling_makes_the_librarys_call(data: DataDir, monkeypatch: pytest.MonkeyPatch) -> None:
     """nvCOMP 6's ``decode`` takes a BatchArray, not a list: the ceiling carves the batch and its
-    outputs out of one buffer each with ``as_arrays``, as gpuzarr does (fake modules here)."""
+    outputs out of one buffer each with ``as_arrays`` and passes the decompression config of the
+    known sizes, as gpuzarr does (fake modules here)."""
     import sys
     import types
 
@@ -94,9 +95,15 @@ def test_nvcomp_ceiling_makes_the_librarys_call(data: DataDir, monkeypatch: pyte
         def __init__(self, **kwargs: Any) -> None:
             calls.append(("Codec", kwargs["algorithm"]))
 
-        def decode(self, srcs: Any, out: Any = None) -> Any:
+        def compression_config(self, sizes: list[int]) -> tuple[str, int]:
+            return ("compression", sum(sizes))
+
+        def decompression_config(self, config: tuple[str, int]) -> tuple[str, int]:
+            return ("decompression", config[1])
+
+        def decode(self, srcs: Any, out: Any = None, decompression_config: Any = None) -> Any:
             assert isinstance(srcs, Batch) and isinstance(out, Batch)
-            calls.append(("decode", len(srcs.offsets)))
+            calls.append(("decode", len(srcs.offsets), decompression_config))
             return out
 
     nvcomp = types.ModuleType("nvidia.nvcomp")
@@ -117,4 +124,5 @@ def test_nvcomp_ceiling_makes_the_librarys_call(data: DataDir, monkeypatch: pyte
     rec = nvcomp_decode(path, truth.nbytes, repeats=2)
     assert rec["nbytes"] == inputs.decoded_nbytes == sum(inputs.stream_decoded)
     assert calls[0] == ("Codec", "Zstd")
-    assert calls[1:] and set(calls[1:]) == {("decode", len(inputs.streams))}  # warm-up and timed runs
+    # Warm-up and timed runs, each given the config of the known decoded sizes, as the library's.
+    assert calls[1:] and set(calls[1:]) == {("decode", len(inputs.streams), ("decompression", inputs.decoded_nbytes))}

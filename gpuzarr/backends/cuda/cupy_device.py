@@ -562,7 +562,7 @@ class CudaDevice:
         config = _decompression_config(codec, algorithm, dst_nbytes)
 
         def batched() -> Callable[[], list[int]]:
-            result = _decode_with_config(codec, algorithm, srcs, outs, config)
+            result = decode_carved(codec, algorithm, srcs, outs, config)
             # ``buffer_sizes`` waits for the decode: read once the executor has synchronised.
             return lambda: [int(n) for n in result.buffer_sizes]
 
@@ -754,12 +754,19 @@ def _decode_into(codec: Any, algorithm: str, src: Any, out: Any) -> int:
     """Decode one stream of a failed batch into its own place of the batch's output (a batch of
     one): the output stays the chunk's size, whatever the stream would decode to, so finding the
     bad stream of a batch allocates nothing sized by the data. Waits for the decode."""
-    result = _decode_with_config(codec, algorithm, [src], [out], None)
+    result = decode_carved(codec, algorithm, [src], [out], None)
     return int(result.buffer_sizes[0])
 
 
-def _decode_with_config(codec: Any, algorithm: str, srcs: Any, outs: Any, config: Any) -> Any:
-    """``codec.decode(srcs, out=outs)``, given ``config`` as ``decompression_config`` when there
+def decompression_config(codec: Any, algorithm: str, dst_nbytes: Sequence[int]) -> Any:
+    """The decompression config gpuzarr gives ``codec`` for streams that decode to
+    ``dst_nbytes`` (see :func:`_decompression_config`; None: none can be built)."""
+    return _decompression_config(codec, algorithm, dst_nbytes)
+
+
+def decode_carved(codec: Any, algorithm: str, srcs: Any, outs: Any, config: Any) -> Any:
+    """nvCOMP's batched decode as gpuzarr calls it: ``codec.decode(srcs, out=outs)`` into
+    outputs carved out of one buffer, given ``config`` as ``decompression_config`` when there
     is one; a ``decode`` that does not take that keyword is called without it (logged once)."""
     if config is not None:
         try:
