@@ -101,6 +101,99 @@ def test_read_batch_out_and_stream() -> None:
     _check_strided_out(gpu, boxes[0], expected[0])
 
 
+def _callers_streams() -> list[tuple[str, Callable[[], Any]]]:
+    """Ways a caller names a stream: (name, a factory of (stream argument, object to synchronise))."""
+    import cupy
+
+    def as_int() -> tuple[int, Any]:
+        stream = cupy.cuda.Stream(non_blocking=True)
+        return int(stream.ptr), stream
+
+    def as_torch() -> tuple[Any, Any]:
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("PyTorch has no CUDA device here (a CPU build)")
+        stream = torch.cuda.Stream()
+        return stream, stream
+
+    return [("a cudaStream_t int", as_int), ("a torch stream", as_torch)]
+
+
+@pytest.mark.parametrize("form", ["a cudaStream_t int", "a torch stream"])
+def test_reads_on_a_stream_named_by_handle_or_torch(form: str) -> None:
+    """``stream=`` as a raw handle and as a PyTorch stream: the read lands in ``out`` in that
+    stream's order, equal to the CPU engine (a sharded zstd array: the decode's codecs are made
+    for the caller's stream, per read)."""
+    import cupy
+
+    array = make_array("v3-sharded-zstd-crc32c")
+    gpu = _on_gpu(array)
+    box = (slice(3, 41), slice(5, 60))
+    expected = cpu_result(array, box)
+    stream, sync = dict(_callers_streams())[form]()
+    out = cupy.full(expected.shape, 0xAB, dtype=expected.dtype)
+    assert gpu.read(box, out=out, stream=stream) is out
+    sync.synchronize()
+    assert_bitwise_equal(_host(out), expected)
+
+
+_SPIN_THEN_FILL = r"""
+extern "C" __global__ void spin_then_fill(unsigned char* out, long long n, long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = 0xEE;
+}
+"""
+
+
+@pytest.mark.parametrize("small_read_chunks", [0, 64], ids=["device path", "small read on the CPU engine"])
+def test_a_read_comes_after_the_work_already_queued_on_the_callers_stream(small_read_chunks: int) -> None:
+    """Work queued on a non-blocking stream of the caller's (a kernel that spins about 0.1 s,
+    then fills ``out``) runs before the read that names that stream writes ``out``: the read's
+    bytes are what is left. A read that ran on another stream, or waited on none, would finish
+    first and be overwritten (the small-read route once copied on a stream of its own)."""
+    import cupy
+
+    array = make_array("v3-blosc-lz4-shuffle-u2")
+    gpu = _on_gpu(array)
+    box = (slice(0, 40), slice(0, 50))
+    expected = cpu_result(array, box)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    out = cupy.zeros(expected.shape, dtype=expected.dtype)
+    spin = cupy.RawKernel(_SPIN_THEN_FILL, "spin_then_fill")
+    clock_khz = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["clockRate"]
+    with stream:
+        spin((8,), (128,), (out, np.int64(out.nbytes), np.int64(clock_khz * 100)))  # about 100 ms
+    with gpuzarr.config.set(gpu_small_read_chunks=small_read_chunks):
+        gpu.read(box, out=out, stream=stream)
+    stream.synchronize()
+    assert_bitwise_equal(_host(out), expected)
+
+
+def test_streams_destroyed_between_reads_leave_the_next_reads_right() -> None:
+    """Reads on a new stream each time, each stream dropped after its read (the codecs made for
+    a caller's stream go with the read, and none is kept for the stream's handle)."""
+    import gc
+
+    import cupy
+
+    from gpuzarr.backends.cuda import cupy_device
+
+    array = make_array("v3-sharded-zstd-crc32c")
+    gpu = _on_gpu(array)
+    expected = cpu_result(array, Ellipsis)
+    for _ in range(4):
+        stream = cupy.cuda.Stream(non_blocking=True)
+        out = cupy.zeros(expected.shape, dtype=expected.dtype)
+        gpu.read(Ellipsis, out=out, stream=stream)
+        stream.synchronize()
+        assert not cupy_device._CODECS.keeps(int(stream.ptr))
+        del stream
+        gc.collect()
+        assert_bitwise_equal(_host(out), expected)
+
+
 def test_small_reads_on_the_cpu_engine_match_cpu(local_array: gpuzarr.Array) -> None:
     """The small-read rule (read on the CPU engine, copied once) in every form of ``out``."""
     box = (slice(3, 20), slice(7, 30))

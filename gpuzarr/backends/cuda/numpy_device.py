@@ -191,6 +191,10 @@ class CpuEmulatedDevice:
     ) -> EmulatedEvent:
         if offset < 0 or offset + host.size > dst.size:
             raise ValueError(f"copy of {host.size} bytes to offset {offset} leaves the {dst.size}-byte buffer")
+        self.calls.append(("copy_host_to_device", host.size))
+        return self._copy(host, dst, offset)
+
+    def _copy(self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], offset: int) -> EmulatedEvent:
         dst[offset : offset + host.size] = host
         self.copies.append(EmulatedEvent(host))
         return self.copies[-1]
@@ -198,7 +202,9 @@ class CpuEmulatedDevice:
     def upload(self, host: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8]) -> EmulatedEvent:
         self.calls.append(("upload", host.size))
         self.threads.append(("upload", threading.current_thread().name))
-        return self.copy_host_to_device(host, dst)
+        if host.size > dst.size:
+            raise ValueError(f"upload of {host.size} bytes leaves the {dst.size}-byte buffer")
+        return self._copy(host, dst, 0)
 
     def wait_for(self, event: Any) -> None:
         self.calls.append(("wait_for", 0))

@@ -97,16 +97,17 @@ def _read_small(
 ) -> None:
     """Read ``plan``'s selection with the CPU engine into ``target`` (a C-contiguous device array
     of ``plan.buffer_shape``): straight into a pinned block of the device's staging pool, then
-    one upload on the device's copy stream, which the read's stream waits for (as a batch's
-    staging upload). The block goes back to the pool with the upload's event."""
+    one copy on the read's own stream. ``target`` may be the caller's ``out``, which work
+    already queued on that stream may still read or write: the copy comes after that work, as
+    the device path's assemble does (a copy stream of its own would overwrite ``out`` under
+    it). The block goes back to the pool with the copy's event."""
     block = device.staging.acquire(target.nbytes, budget)
-    uploaded = None
+    copied = None
     try:
         read_plan(layout, store, plan, block.view(np.dtype(layout.metadata.dtype)).reshape(plan.buffer_shape))
-        uploaded = device.upload(block, target.reshape(-1).view(np.uint8))
-        device.wait_for(uploaded)
+        copied = device.copy_host_to_device(block, target.reshape(-1).view(np.uint8))
     finally:
-        device.staging.release(block, uploaded)
+        device.staging.release(block, copied)
 
 
 def batch_budget(device: Device) -> int:
