@@ -65,6 +65,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .errors import InvalidArgumentError, UnknownSettingError
+
 _lock = threading.Lock()
 _settings: dict[str, Any] = {
     "concurrency": None,
@@ -140,7 +142,7 @@ def default_file_handles() -> int:
 def get(name: str) -> Any:
     """The value of setting ``name`` (``concurrency`` None reads as the CPUs this process may use)."""
     if name not in _settings:
-        raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
+        raise UnknownSettingError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
     value = _settings[name]
     if name == "concurrency" and value is None:
         return _default_concurrency()
@@ -165,28 +167,30 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
 
     The change lasts until the next ``set``, or, used as a context manager, until the block
     ends: ``with gpuzarr.config.set(strict=True): ...`` (as kvikio's ``defaults.set``).
-    Every value is checked before any is changed.
+    Every value is checked before any is changed: InvalidArgumentError for a value out of
+    range, UnknownSettingError (an InvalidArgumentError and a KeyError) for a name that is not a
+    setting.
     """
     for name, value in settings.items():
         if name not in _settings:
-            raise KeyError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
+            raise UnknownSettingError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
         positive = name in (
             "concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes", "remote_concurrency"
         )
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be a positive integer or None, got {value!r}")
         if name in ("max_chunk_bytes", "remote_concurrency") and value is None:
-            raise ValueError(f"{name} must be a positive integer, got None")
+            raise InvalidArgumentError(f"{name} must be a positive integer, got None")
         if name == "gpu_small_read_chunks" and value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0
         ):
-            raise ValueError(f"gpu_small_read_chunks must be a non-negative integer or None, got {value!r}")
+            raise InvalidArgumentError(f"gpu_small_read_chunks must be a non-negative integer or None, got {value!r}")
         if name == "host_output_pool_bytes" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise ValueError(f"host_output_pool_bytes must be a non-negative integer, got {value!r}")
+            raise InvalidArgumentError(f"host_output_pool_bytes must be a non-negative integer, got {value!r}")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
-            raise ValueError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
+            raise InvalidArgumentError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
         if name == "strict" and not isinstance(value, bool):
-            raise ValueError(f"strict must be True or False, got {value!r}")
+            raise InvalidArgumentError(f"strict must be True or False, got {value!r}")
     old = {name: _settings[name] for name in settings}
     _settings.update(settings)
     return _Restore(old)

@@ -77,6 +77,11 @@ class InvalidArgumentError(GpuZarrError, ValueError):
     selections, a value that does not broadcast, an ``out`` buffer of the wrong shape."""
 
 
+class UnknownSettingError(InvalidArgumentError, KeyError):
+    """A ``gpuzarr.config`` setting that does not exist (also a KeyError, as a missing name of
+    a mapping is)."""
+
+
 class UnalignedChunksError(InvalidArgumentError):
     """Two blocks of a parallel write (Dask blocks) would write to one stored chunk, or one
     shard: writers that may run on several hosts could lose each other's data. The message names

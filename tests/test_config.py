@@ -45,8 +45,12 @@ def test_restored_even_when_the_block_raises() -> None:
     ],
 )
 def test_bad_settings_change_nothing(settings: dict[str, object], message: str) -> None:
-    with pytest.raises((ValueError, KeyError), match=message):
+    from gpuzarr.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=message) as raised:
         config.set(io_threads=7, **settings)
+    # Still the builtin errors they were: a ValueError, and a KeyError for an unknown name.
+    assert isinstance(raised.value, KeyError if message == "unknown" else ValueError)
     assert config.get("io_threads") is None
 
 
