@@ -55,7 +55,7 @@ class ByteRange:
 
     def __post_init__(self) -> None:
         if self.length is not None and (self.length < 0 or self.offset < 0):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"byte range: expected offset >= 0 and length >= 0 (or a suffix with no length), "
                 f"got offset {self.offset}, length {self.length}"
             )
@@ -64,7 +64,7 @@ class ByteRange:
     def suffix(cls, nbytes: int) -> ByteRange:
         """The last ``nbytes`` bytes of a value."""
         if nbytes < 0:
-            raise ValueError(f"byte range: a suffix needs nbytes >= 0, got {nbytes}")
+            raise InvalidArgumentError(f"byte range: a suffix needs nbytes >= 0, got {nbytes}")
         # offset -0 would be 0, which reads everything: the empty suffix is an empty range.
         return cls(-nbytes, None) if nbytes else cls(0, 0)
 
