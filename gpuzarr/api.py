@@ -10,7 +10,7 @@ to :mod:`gpuzarr.core.group` and :func:`gpuzarr.hierarchy.write_node`, and Tenso
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .consolidated import consolidate
 from .core.array import Array
@@ -21,6 +21,7 @@ from .store import MemoryStore, Store, StoreLike, make_store
 from .store.base import validate_path
 
 if TYPE_CHECKING:
+    from .core.field_array import FieldArray
     from .core.tree import TreeRepr
 
 Mode = Literal["r", "r+", "a", "w", "w-"]
@@ -67,6 +68,7 @@ def _creates_array(kwargs: dict[str, Any]) -> bool:
     return "shape" in kwargs or "data" in kwargs
 
 
+@overload
 def open(  # noqa: A001 - the public name, as in zarr-python
     store: StoreLike = None,
     *,
@@ -74,8 +76,34 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     mode: Mode | None = None,
     device: str = "auto",
     storage_options: dict[str, Any] | None = None,
+    field: None = None,
     **create_kwargs: Any,
-) -> Array | Group:
+) -> Array | Group: ...
+
+
+@overload
+def open(  # noqa: A001
+    store: StoreLike = None,
+    *,
+    path: str = "",
+    mode: Mode | None = None,
+    device: str = "auto",
+    storage_options: dict[str, Any] | None = None,
+    field: str,
+    **create_kwargs: Any,
+) -> FieldArray: ...
+
+
+def open(  # noqa: A001
+    store: StoreLike = None,
+    *,
+    path: str = "",
+    mode: Mode | None = None,
+    device: str = "auto",
+    storage_options: dict[str, Any] | None = None,
+    field: str | None = None,
+    **create_kwargs: Any,
+) -> Array | Group | FieldArray:
     """Open the array or group at ``store`` (a path, URL, Store or kvstore dict).
 
     ``mode`` has zarr-python's meanings: "r" read only; "r+" read/write, must exist; "a"
@@ -96,12 +124,13 @@ def open(  # noqa: A001 - the public name, as in zarr-python
     if isinstance(store, dict) and store.get("driver") in ("zarr3", "zarr2", "zarr"):
         from .tensorstore.open import open_spec
 
+        if field is not None:  # a spec member there
+            create_kwargs["field"] = field
         return open_spec(  # type: ignore[no-any-return]
             store, mode=mode, device=device, path=path or None, storage_options=storage_options, **create_kwargs
         )
     mode = "a" if mode is None else mode
     flags = parse_mode(mode)
-    field = create_kwargs.pop("field", None)
     # The mode says whether what exists is replaced; ``overwrite`` may repeat it, not contradict it.
     overwrite = create_kwargs.pop("overwrite", None)
     if overwrite is not None and bool(overwrite) != flags.delete_existing:
@@ -129,7 +158,7 @@ def open(  # noqa: A001 - the public name, as in zarr-python
         raise MetadataError(f"field: {field!r} given, but {full or '/'!r} is a group")
     from .core.field_array import select_field
 
-    return select_field(node, field)  # type: ignore[return-value]
+    return select_field(node, field)
 
 
 def open_array(

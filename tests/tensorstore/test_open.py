@@ -463,6 +463,8 @@ def test_structured_field_both_ways(tmp_path: Path) -> None:
     tx[...] = xdata
     fx = gpuzarr.open({**base, "field": "x"})
     assert isinstance(fx, FieldArray)
+    # The field as open()'s keyword: a member of the spec, as TensorStore's open takes it.
+    assert gpuzarr.open(base, field="x").shape == fx.shape
     assert (fx.shape, fx.dtype, fx.ndim, fx.chunks) == ((4, 6, 2, 3), np.dtype("uint16"), 4, (2, 3, 2, 3))
     np.testing.assert_array_equal(fx[...], xdata)
     np.testing.assert_array_equal(fx[1:3, ..., 1], xdata[1:3, ..., 1])
