@@ -104,7 +104,10 @@ class GroupLoader(Mapping[str, Any]):
         if name not in self._names:
             raise KeyError(name)
         if name not in self._loaded:
-            self._loaded[name] = self._group[name][...]
+            array = self._group[name]
+            if not isinstance(array, Array):  # a group now, since the array keys were listed
+                raise KeyError(name)
+            self._loaded[name] = array[...]
         return self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:

@@ -157,7 +157,7 @@ class Group:
         parts = [validate_node_name(p) for p in name.strip("/").split("/")]
         return "/".join([self.path, *parts]) if self.path else "/".join(parts)
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Array | Group:
         path = self._child_path(name)
         if self._consolidated is not None:
             info = self._consolidated.lookup(path)

@@ -77,11 +77,12 @@ def _open_group(
         node = root
         if path:
             try:
-                node = root[path]
+                member = root[path]
             except KeyError:
                 raise GroupNotFoundError(f"group {path!r}: not found in {filename_or_obj!r}") from None
-            if not isinstance(node, Group):
+            if not isinstance(member, Group):
                 raise GroupNotFoundError(f"group {path!r}: is an array in {filename_or_obj!r}, not a group")
+            node = member
     if zarr_format is not None and node.zarr_format != zarr_format:
         raise GroupNotFoundError(
             f"zarr_format={zarr_format}: the group {path or '/'!r} in {filename_or_obj!r} is Zarr v{node.zarr_format}"
