@@ -17,7 +17,7 @@ import pytest
 from numcodecs import Blosc, Shuffle
 
 from gpuzarr.backends.cuda import kernel_reference as ref
-from gpuzarr.backends.cuda.launch_checks import check_assemble, check_blocks, check_crc32c
+from gpuzarr.backends.cuda.launch_checks import check_assemble, check_blocks, check_span_lengths
 
 from .blosc_frames import shuffled_blocks
 
@@ -175,7 +175,7 @@ def test_crc32c_of_a_prefix() -> None:
     ref.crc32c_batch([data], np.array([996]), crcs, 1)
     assert int(crcs[0]) == google_crc32c.value(data[:996].tobytes())
     with pytest.raises(ValueError, match="buffer 0 is 1000 bytes long, size says 1001"):
-        check_crc32c([1000], [1001])
+        check_span_lengths([1000], [1001])
 
 
 # --- assemble ---------------------------------------------------------------------------------

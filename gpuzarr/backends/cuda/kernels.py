@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .box_copies import TABLES
-from .launch_checks import MAX_NDIM, check_assemble, check_blocks, check_crc32c, check_lz4, span_room
+from .launch_checks import MAX_NDIM, check_assemble, check_blocks, check_lz4, check_span_lengths, span_room
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -408,7 +408,7 @@ def launch_checksums(kind: str, buffers: Sequence[Any], sizes: Any, *, block: in
     returns a CuPy ``uint32`` array."""
     _check_checksum_launch(kind, block)
     cupy = import_cupy()
-    lengths = check_crc32c([b.nbytes for b in buffers], sizes, kind)
+    lengths = check_span_lengths([b.nbytes for b in buffers], sizes, kind)
     return _run_checksums(cupy, kind, lambda: _pointers(cupy, buffers), lengths, block)
 
 
@@ -419,7 +419,7 @@ def launch_checksum_spans(
     returns a CuPy ``uint32`` array (not yet on the host: read it after a synchronisation)."""
     _check_checksum_launch(kind, block)
     cupy = import_cupy()
-    lengths = check_crc32c(span_room(int(buffer.nbytes), offsets, kind), nbytes, kind)
+    lengths = check_span_lengths(span_room(int(buffer.nbytes), offsets, kind), nbytes, kind)
     return _run_checksums(cupy, kind, lambda: _span_pointers(cupy, buffer, offsets), lengths, block)
 
 

@@ -125,9 +125,10 @@ def check_blocks(
     return sizes, types
 
 
-def check_crc32c(buffer_nbytes: Sequence[int] | Any, sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
-    """Validate a checksum launch (``crc32c_batch``, ``crc32_batch``, ``adler32_batch``):
-    ``buffer_nbytes`` is what each buffer holds."""
+def check_span_lengths(buffer_nbytes: Sequence[int] | Any, sizes: Any, name: str = "crc32c") -> npt.NDArray[np.int64]:
+    """Validate the spans a kernel reads one of per buffer (``crc32c_batch``, ``crc32_batch``,
+    ``adler32_batch``, and the blocks of ``lz4_check_batch``): each of ``sizes`` within what its
+    buffer holds (``buffer_nbytes``); ``name`` names the launch in the error."""
     lengths = np.asarray(sizes, dtype=np.int64).reshape(-1)
     held = np.asarray(buffer_nbytes, dtype=np.int64).reshape(-1)
     if lengths.size != held.size:
@@ -142,9 +143,9 @@ def check_crc32c(buffer_nbytes: Sequence[int] | Any, sizes: Any, name: str = "cr
 def check_lz4(
     buffer_nbytes: Sequence[int] | Any, sizes: Any, decoded_sizes: Any
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Validate an ``lz4_check_batch`` launch: the blocks' sizes as :func:`check_crc32c` checks a
-    checksum's, and one decoded size (>= 0) per block; returns both as int64 arrays."""
-    lengths = check_crc32c(buffer_nbytes, sizes, "lz4_check")
+    """Validate an ``lz4_check_batch`` launch: the blocks' sizes (:func:`check_span_lengths`)
+    and one decoded size (>= 0) per block; returns both as int64 arrays."""
+    lengths = check_span_lengths(buffer_nbytes, sizes, "lz4_check")
     decoded = np.asarray(decoded_sizes, dtype=np.int64).reshape(-1)
     if decoded.size != lengths.size:
         raise ValueError(f"lz4_check: got {lengths.size} blocks and {decoded.size} decoded sizes")
@@ -164,4 +165,4 @@ def span_room(buffer_nbytes: int, offsets: Sequence[int] | Any, name: str) -> np
     return buffer_nbytes - start
 
 
-__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_crc32c", "check_lz4", "span_room"]
+__all__ = ["MAX_NDIM", "check_assemble", "check_blocks", "check_lz4", "check_span_lengths", "span_room"]

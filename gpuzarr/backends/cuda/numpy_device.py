@@ -271,7 +271,7 @@ class CpuEmulatedDevice:
     ) -> Callable[[], list[int]]:
         self.calls.append((kind, len(offsets)))
         views = [buffer[o : o + n] for o, n in zip(offsets, nbytes, strict=True)]
-        sizes = launch_checks.check_crc32c([v.size for v in views], nbytes, kind)
+        sizes = launch_checks.check_span_lengths([v.size for v in views], nbytes, kind)
         sums = np.zeros(sizes.size, dtype=np.uint32)
         model = kernel_reference.crc32_batch if kind == "crc32" else kernel_reference.adler32_batch
         model(views, sizes, sums, sizes.size, block_threads=kernels.BLOCK_THREADS)
