@@ -45,21 +45,33 @@ DATASET = "sharded-zstd"
 
 @contextlib.contextmanager
 def launches_checked_only() -> Iterator[None]:
-    """Within the block, the emulated device's box-copy launches check their arguments as
-    ``CudaDevice.assemble_boxes`` does, and copy nothing."""
+    """Within the block, the emulated device's box-copy launches do the host work of
+    ``CudaDevice.assemble_boxes`` (checks, each box's source pointer, the kernel and its grid)
+    short of CuPy's upload and launch, and copy nothing; and its new buffers are not filled."""
+    from gpuzarr.backends.cuda import kernels
     from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 
     def checks_only(self: CpuEmulatedDevice, out: Any, sources: Any, copies: Any) -> None:
         self.calls.append(("assemble_chunks", copies.nboxes))
         copies.check_output(out)
+        if any(not s.flags.c_contiguous for s in sources):
+            raise ValueError("assemble: every source must be C-contiguous")
         copies.check_sources([int(s.nbytes) for s in sources])
+        copies.set_pointers([int(s.__array_interface__["data"][0]) for s in sources])
+        kernels.assemble_kernel_and_grid(copies.table("extents"), copies.ndim)
 
-    saved = CpuEmulatedDevice.assemble_boxes
+    def empty_from_a_pool(self: CpuEmulatedDevice, shape: tuple[int, ...], dtype: Any) -> Any:
+        # The emulated device fills new buffers with a poison byte (16 MiB for a batch); CuPy
+        # hands them out of its memory pool, untouched.
+        return np.empty(shape, dtype)
+
+    saved = CpuEmulatedDevice.assemble_boxes, CpuEmulatedDevice.empty
     CpuEmulatedDevice.assemble_boxes = checks_only  # type: ignore[method-assign]
+    CpuEmulatedDevice.empty = empty_from_a_pool  # type: ignore[method-assign]
     try:
         yield
     finally:
-        CpuEmulatedDevice.assemble_boxes = saved  # type: ignore[method-assign]
+        CpuEmulatedDevice.assemble_boxes, CpuEmulatedDevice.empty = saved  # type: ignore[method-assign]
 
 
 def measure(
