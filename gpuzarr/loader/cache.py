@@ -65,6 +65,22 @@ class ChunkCache:
             self._hits += 1
             return value
 
+    def get_many(self, keys: list[ChunkKey]) -> list[Any]:
+        """:meth:`get` of each of ``keys`` under one hold of the lock (a batch looks up a hundred
+        chunks or so): the chunks found (now the most recently used, in ``keys``' order) and
+        None where there is none."""
+        entries = self._entries
+        with self._lock:
+            found = [entries.get(key) for key in keys]
+            hits = 0
+            for key, value in zip(keys, found, strict=True):
+                if value is not None:
+                    entries.move_to_end(key)
+                    hits += 1
+            self._hits += hits
+            self._misses += len(keys) - hits
+        return found
+
     def count_misses(self, count: int) -> None:
         """Count ``count`` look-ups that found nothing made elsewhere (chunks a loader read
         ahead of their batch after finding them in no cache)."""

@@ -217,22 +217,31 @@ class ChunkAssembler:
         return math.prod(self.chunks[field][volume]) * self.volumes.arrays[field][volume].dtype.itemsize
 
     def _look_up(self, field: str, volume: int, needed: list[tuple[int, ...]]) -> dict[tuple[int, ...], Any]:
+        """The chunks of ``needed`` decoded ahead or in a cache: the device cache, then the host
+        cache (whose chunks a GPU loader copies to the device, and into the device cache)."""
         found: dict[tuple[int, ...], Any] = {}
+        rest: list[tuple[int, ...]] = []
         for coords in needed:
-            key: ChunkKey = (field, volume, coords)
-            value = self._ahead.get(key)
+            value = self._ahead.get((field, volume, coords))
             if value is not None:
                 found[coords] = value
+            else:
+                rest.append(coords)
+        for cache in (self.device_cache, self.host_cache):
+            if cache is None or not rest:
                 continue
-            value = self.device_cache.get(key) if self.device_cache is not None else None
-            if value is None and self.host_cache is not None:
-                host = self.host_cache.get(key)
-                if host is not None:
-                    value = self.ordering.from_host(host) if self.ordering.on_device else host
+            keys: list[ChunkKey] = [(field, volume, coords) for coords in rest]
+            missing = []
+            for key, value in zip(keys, cache.get_many(keys), strict=True):
+                if value is None:
+                    missing.append(key[2])
+                    continue
+                if cache is self.host_cache and self.ordering.on_device:
+                    value = self.ordering.from_host(value)
                     if self.device_cache is not None:
                         self.device_cache.put(key, value)
-            if value is not None:
-                found[coords] = value
+                found[key[2]] = value
+            rest = missing
         return found
 
     def _read_chunks(

@@ -50,3 +50,18 @@ def test_replacing_a_key_counts_its_bytes_once() -> None:
 def test_a_bad_budget_is_an_argument_error(budget: object) -> None:
     with pytest.raises(InvalidArgumentError, match="byte budget"):
         ChunkCache(budget)  # type: ignore[arg-type]
+
+
+def test_get_many_looks_up_in_order_counts_and_refreshes_like_get() -> None:
+    cache = ChunkCache(3 * 8)
+    for i in range(3):
+        cache.put(("f", 0, (i,)), np.full(1, i, dtype=np.int64))
+    found = cache.get_many([("f", 0, (2,)), ("f", 0, (5,)), ("f", 0, (0,))])
+    assert [None if v is None else int(v[0]) for v in found] == [2, None, 0]
+    stats = cache.stats()
+    assert (stats.hits, stats.misses) == (2, 1)
+    # (1,) is now the least recently used: the next chunk evicts it, not (0,) or (2,).
+    cache.put(("f", 0, (3,)), np.full(1, 3, dtype=np.int64))
+    assert cache.get_many([("f", 0, (1,))]) == [None]
+    assert ("f", 0, (0,)) in cache and ("f", 0, (2,)) in cache
+    assert cache.get_many([]) == []
