@@ -228,6 +228,9 @@ def volume_runs(volumes: Int64Array) -> list[tuple[int, int, int]]:
     """``(volume, start, stop)`` of each run of equal volumes in a grouped batch."""
     if volumes.size == 0:
         return []
+    first = int(volumes[0])
+    if first == int(volumes[-1]) and (volumes == first).all():  # one volume: most batches
+        return [(first, 0, int(volumes.size))]
     cuts = np.flatnonzero(np.diff(volumes)) + 1
     starts = np.concatenate([[0], cuts])
     stops = np.concatenate([cuts, [volumes.size]])

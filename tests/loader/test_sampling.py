@@ -113,6 +113,9 @@ def test_batch_bounds_and_volume_runs() -> None:
     assert grouped.volumes.tolist() == [0, 0, 1, 2, 2]
     assert grouped.origins[:, 0].tolist() == [1, 4, 3, 0, 2]  # stable within a volume
     assert volume_runs(grouped.volumes) == [(0, 0, 2), (1, 2, 3), (2, 3, 5)]
+    assert volume_runs(np.full(32, 3)) == [(3, 0, 32)]  # one volume: one run
+    assert volume_runs(np.array([1, 0, 1])) == [(1, 0, 1), (0, 1, 2), (1, 2, 3)]  # same ends, not one run
+    assert volume_runs(np.array([], dtype=np.int64)) == []
 
 
 def test_listed_crops_are_checked_naming_the_crop() -> None:
