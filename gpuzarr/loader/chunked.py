@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.cuda.phases import phase
 from ..errors import InvalidArgumentError
-from .pieces import crop_pieces
+from .pieces import crop_pieces, crop_pieces_of_runs
 from .sampling import volume_runs
 
 if TYPE_CHECKING:
@@ -125,14 +125,25 @@ class ChunkAssembler:
     ) -> dict[tuple[str, int], set[tuple[int, ...]]]:
         """The chunks ``crops`` cross, by (field, volume); the pieces worked out on the way go
         to ``pieces``, by field, volume and the origins' bytes."""
-        wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
-        for field in self.volumes.fields:
+        return self.chunks_of_batches([crops], pieces)[0]
+
+    def chunks_of_batches(
+        self, batches: Sequence[Crops], pieces: dict[tuple[str, int, bytes], CropPieces]
+    ) -> list[dict[tuple[str, int], set[tuple[int, ...]]]]:
+        """:meth:`chunks_of` of each of ``batches``, the pieces of all their crops of one
+        volume worked out together (``crop_pieces_of_runs``)."""
+        runs: dict[tuple[str, int], list[tuple[int, np.ndarray[Any, Any]]]] = {}
+        for i, crops in enumerate(batches):
             for volume, start, stop in volume_runs(crops.volumes):
-                shape = self.volumes.arrays[field][volume].shape
-                origins = crops.origins[start:stop]
-                found = crop_pieces(origins, self.crop_shape, self.chunks[field][volume], shape)
-                pieces[(field, volume, origins.tobytes())] = found
-                wanted.setdefault((field, volume), set()).update(found.chunk_keys())
+                for field in self.volumes.fields:
+                    runs.setdefault((field, volume), []).append((i, crops.origins[start:stop]))
+        wanted: list[dict[tuple[str, int], set[tuple[int, ...]]]] = [{} for _ in batches]
+        for (field, volume), items in runs.items():
+            shape = self.volumes.arrays[field][volume].shape
+            found = crop_pieces_of_runs([o for _, o in items], self.crop_shape, self.chunks[field][volume], shape)
+            for (i, origins), run_pieces in zip(items, found, strict=True):
+                pieces[(field, volume, origins.tobytes())] = run_pieces
+                wanted[i].setdefault((field, volume), set()).update(run_pieces.chunk_keys())
         return wanted
 
     def decode_ahead(self, batches: Sequence[Crops], budget: int) -> int:
@@ -182,9 +193,9 @@ class ChunkAssembler:
         # batches that cross them: with a device cache holding the volume, a window of 8
         # batches of 32 64^3 crops looked up about 790 chunks, 125 of them distinct.
         cached: dict[tuple[str, int], set[tuple[int, ...]]] = {}
-        for crops in batches:
+        for crossed in self.chunks_of_batches(batches, pieces):
             new: dict[tuple[str, int], set[tuple[int, ...]]] = {}
-            for key, chunks in self.chunks_of(crops, pieces).items():
+            for key, chunks in crossed.items():
                 seen = cached.setdefault(key, set())
                 fresh = chunks - wanted.get(key, set()) - seen
                 hits = {c for c in fresh if self._cached(key, c)}

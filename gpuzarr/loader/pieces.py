@@ -10,11 +10,15 @@ CPU threads, rather than one Python call per piece.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 IntArray = npt.NDArray[np.int64]
 
@@ -72,7 +76,27 @@ def crop_pieces(
     """The pieces of the crops of ``crop_shape`` at ``origins`` (``(N, ndim)``) of an array of
     ``array_shape`` with a regular grid of ``chunk_shape``. Every crop must lie inside the
     array (the loader checks its origins first)."""
-    origin = np.asarray(origins, dtype=np.int64).reshape(-1, len(crop_shape))
+    return crop_pieces_of_runs([origins], crop_shape, chunk_shape, array_shape)[0]
+
+
+def crop_pieces_of_runs(
+    runs: Sequence[npt.ArrayLike],
+    crop_shape: tuple[int, ...],
+    chunk_shape: tuple[int, ...],
+    array_shape: tuple[int, ...],
+) -> list[CropPieces]:
+    """:func:`crop_pieces` of each of ``runs`` (origins of crops of one array, ``(N_i, ndim)``
+    each), worked out together: a window of a loader plans 8 to 16 batches, and most of the
+    time of one batch's pieces is NumPy's per-call overhead, not its arithmetic."""
+    ndim = len(crop_shape)
+    cells = math.prod(-(-n // c) for n, c in zip(array_shape, chunk_shape, strict=True))
+    if len(runs) > 1 and cells * len(runs) >= 2**62:  # run numbers above the flat index would overflow
+        return [crop_pieces_of_runs([o], crop_shape, chunk_shape, array_shape)[0] for o in runs]
+    parts = [np.asarray(o, dtype=np.int64).reshape(-1, ndim) for o in runs]
+    origin = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    sizes = [len(part) for part in parts]
+    run_of_crop = np.repeat(np.arange(len(parts), dtype=np.int64), sizes)
+    first_crop = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     crop = np.asarray(crop_shape, dtype=np.int64)
     chunk = np.asarray(chunk_shape, dtype=np.int64)
     shape = np.asarray(array_shape, dtype=np.int64)
@@ -80,7 +104,7 @@ def crop_pieces(
     counts = (origin + crop - 1) // chunk - first + 1  # (N, ndim) chunks crossed along each axis
     # Every combination of up to the most chunks any crop crosses per axis, kept where the crop
     # crosses that many.
-    most = counts.max(axis=0) if len(origin) else np.zeros(len(crop_shape), dtype=np.int64)
+    most = counts.max(axis=0) if len(origin) else np.zeros(ndim, dtype=np.int64)
     steps = _steps(tuple(most.tolist()))
     keep = (steps[None, :, :] < counts[:, None, :]).all(axis=-1)
     crop_index, step_index = np.nonzero(keep)
@@ -88,21 +112,37 @@ def crop_pieces(
     piece_origin = origin[crop_index]
     low = np.maximum(piece_origin, coords * chunk)
     high = np.minimum(piece_origin + crop, (coords + 1) * chunk)
-    # Unique chunks by their flat index on the grid: sorted as their coordinates are, and much
-    # quicker than ``np.unique(axis=0)``.
+    # Unique chunks of each run by their flat index on the grid, the run's number above it:
+    # sorted by run, then as their coordinates are, and much quicker than ``np.unique(axis=0)``.
     grid = tuple((-(-shape // chunk)).tolist())
-    flat, which = np.unique(np.ravel_multi_index(tuple(coords.T), grid), return_inverse=True)
-    chunks = np.stack(np.unravel_index(flat, grid), axis=-1).astype(np.int64).reshape(-1, len(crop_shape))
-    chunk_shapes = np.minimum(chunk, shape - chunks * chunk)
-    return CropPieces(
-        chunks=chunks,
-        chunk_shapes=chunk_shapes,
-        crop=crop_index.astype(np.int64),
-        chunk=np.asarray(which, dtype=np.int64).reshape(-1),
-        src_start=low - coords * chunk,
-        dst_start=low - piece_origin,
-        extent=high - low,
+    piece_run = run_of_crop[crop_index]
+    flat, which = np.unique(
+        piece_run * cells + np.ravel_multi_index(tuple(coords.T), grid), return_inverse=True
     )
+    which = np.asarray(which, dtype=np.int64).reshape(-1)
+    chunks = np.stack(np.unravel_index(flat % cells, grid), axis=-1).astype(np.int64).reshape(-1, ndim)
+    chunk_shapes = np.minimum(chunk, shape - chunks * chunk)
+    src_start = low - coords * chunk
+    dst_start = low - piece_origin
+    extent = high - low
+    # Each run's pieces and chunks are contiguous (crops in order; chunks sorted by run).
+    piece_bounds = np.searchsorted(piece_run, np.arange(len(parts) + 1)).tolist()
+    chunk_bounds = np.searchsorted(flat // cells, np.arange(len(parts) + 1)).tolist()
+    out = []
+    for r in range(len(parts)):
+        p0, p1, k0, k1 = piece_bounds[r], piece_bounds[r + 1], chunk_bounds[r], chunk_bounds[r + 1]
+        out.append(
+            CropPieces(
+                chunks=chunks[k0:k1],
+                chunk_shapes=chunk_shapes[k0:k1],
+                crop=crop_index[p0:p1] - first_crop[r],
+                chunk=which[p0:p1] - k0,
+                src_start=src_start[p0:p1],
+                dst_start=dst_start[p0:p1],
+                extent=extent[p0:p1],
+            )
+        )
+    return out
 
 
 def copy_pieces(out: Any, sources: list[Any], pieces: CropPieces, rows: tuple[int, int]) -> None:

@@ -81,3 +81,33 @@ def test_crop_rows_bound_each_crops_pieces() -> None:
 def test_no_origins_give_no_pieces() -> None:
     pieces = crop_pieces(np.zeros((0, 3), dtype=np.int64), (4, 4, 4), (8, 8, 8), (16, 16, 16))
     assert pieces.crop.size == 0 and pieces.chunks.shape == (0, 3) and pieces.crop_rows() == []
+
+
+@pytest.mark.parametrize(("shape", "chunk", "crop"), CASES)
+def test_the_pieces_of_several_runs_at_once_are_those_of_each_alone(
+    shape: tuple[int, ...], chunk: tuple[int, ...], crop: tuple[int, ...]
+) -> None:
+    """A window's batches worked out together (``crop_pieces_of_runs``): each run's pieces, its
+    chunks and their rows, exactly as its own ``crop_pieces``; runs of no crop included."""
+    from gpuzarr.loader.pieces import crop_pieces_of_runs
+
+    rng = np.random.default_rng(10 + len(shape))
+    runs = [_origins(rng, shape, crop, n) for n in (7, 0, 12, 1, 9)]
+    together = crop_pieces_of_runs(runs, crop, chunk, shape)
+    assert len(together) == len(runs)
+    for origins, got in zip(runs, together, strict=True):
+        alone = crop_pieces(origins, crop, chunk, shape)
+        for name in ("chunks", "chunk_shapes", "crop", "chunk", "src_start", "dst_start", "extent"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(alone, name), err_msg=name)
+            assert getattr(got, name).dtype == np.int64, name
+        volume = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+        sources = [_box(volume, [k * c for k, c in zip(key, chunk, strict=True)], chunk) for key in got.chunk_keys()]
+        out = np.full((len(origins), *crop), -1, dtype=np.int32)
+        for rows in got.crop_rows():
+            copy_pieces(out, sources, got, rows)
+        for i, origin in enumerate(origins):
+            np.testing.assert_array_equal(out[i], _box(volume, origin, crop))
+
+
+def _box(volume: np.ndarray[Any, Any], start: Any, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    return volume[tuple(slice(int(a), int(a) + n) for a, n in zip(start, shape, strict=True))]
