@@ -13,6 +13,7 @@ on the CPU goes into the host cache as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,9 @@ class DecodedWindow:
     taken: int
     chunks: dict[ChunkKey, Any]
     pieces: dict[tuple[str, int, bytes], CropPieces]
+    #: each run's copies planned by the ordering (:meth:`.ordering.HostOrdering.plan_copies`), by
+    #: the same keys as ``pieces``
+    copies: dict[tuple[str, int, bytes], Any] = dataclasses.field(default_factory=dict)
 
 
 class ChunkAssembler:
@@ -101,13 +105,17 @@ class ChunkAssembler:
         #: the pieces of the runs of crops that :meth:`decode_ahead` looked at, by field, volume
         #: and the origins' bytes, for :meth:`read` to take instead of working them out again
         self._pieces: dict[tuple[str, int, bytes], CropPieces] = {}
+        #: the copies of those runs the ordering planned with them (the GPU's box copies)
+        self._copies: dict[tuple[str, int, bytes], Any] = {}
 
     def read(self, field: str, volume: int, origins: np.ndarray[Any, Any], out: Any) -> None:
         """Fill ``out`` (``(len(origins), *crop_shape)`` on the loader's device) with the crops
         of ``volumes.arrays[field][volume]`` at ``origins``."""
         array = self.volumes.arrays[field][volume]
         chunk = self.chunks[field][volume]
-        pieces = self._pieces.pop((field, volume, origins.tobytes()), None)
+        key = (field, volume, origins.tobytes())
+        pieces = self._pieces.pop(key, None)
+        copies = self._copies.pop(key, None)
         if pieces is None:
             with phase("loader-pieces"):
                 pieces = crop_pieces(origins, self.crop_shape, chunk, array.shape)
@@ -118,7 +126,7 @@ class ChunkAssembler:
             missing = [c for c in needed if c not in found]
             found.update(self._read_chunks(field, volume, array, chunk, missing))
             with phase("loader-assemble"):
-                self.ordering.assemble(out, [found[c] for c in needed], pieces)
+                self.ordering.assemble(out, [found[c] for c in needed], pieces, copies)
 
     def chunks_of(
         self, crops: Crops, pieces: dict[tuple[str, int, bytes], CropPieces]
@@ -128,10 +136,14 @@ class ChunkAssembler:
         return self.chunks_of_batches([crops], pieces)[0]
 
     def chunks_of_batches(
-        self, batches: Sequence[Crops], pieces: dict[tuple[str, int, bytes], CropPieces]
+        self,
+        batches: Sequence[Crops],
+        pieces: dict[tuple[str, int, bytes], CropPieces],
+        copies: dict[tuple[str, int, bytes], Any] | None = None,
     ) -> list[dict[tuple[str, int], set[tuple[int, ...]]]]:
         """:meth:`chunks_of` of each of ``batches``, the pieces of all their crops of one
-        volume worked out together (``crop_pieces_of_runs``)."""
+        volume worked out together (``crop_pieces_of_runs``); with ``copies``, the copies the
+        ordering plans for those pieces go there, planned together too."""
         runs: dict[tuple[str, int], list[tuple[int, np.ndarray[Any, Any]]]] = {}
         for i, crops in enumerate(batches):
             for volume, start, stop in volume_runs(crops.volumes):
@@ -144,6 +156,13 @@ class ChunkAssembler:
             for (i, origins), run_pieces in zip(items, found, strict=True):
                 pieces[(field, volume, origins.tobytes())] = run_pieces
                 wanted[i].setdefault((field, volume), set()).update(run_pieces.chunk_keys())
+            if copies is not None:
+                dtype = self.volumes.dtypes[field]
+                sized = [(len(origins), run_pieces) for (_, origins), run_pieces in zip(items, found, strict=True)]
+                planned = self.ordering.plan_copies(self.crop_shape, dtype, sized)
+                if planned is not None:
+                    for (_, origins), run_copies in zip(items, planned, strict=True):
+                        copies[(field, volume, origins.tobytes())] = run_copies
         return wanted
 
     def decode_ahead(self, batches: Sequence[Crops], budget: int) -> int:
@@ -164,9 +183,10 @@ class ChunkAssembler:
         in them) but changes nothing :meth:`read` uses, so it may run on another thread while
         :meth:`read` puts together the batches of the window before."""
         pieces: dict[tuple[str, int, bytes], CropPieces] = {}
+        copies: dict[tuple[str, int, bytes], Any] = {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
         with phase("loader-window-plan"):
-            taken = self._plan_window(batches, budget, pieces, wanted)
+            taken = self._plan_window(batches, budget, pieces, wanted, copies)
         for cache in (self.device_cache, self.host_cache):
             if cache is not None:
                 cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
@@ -176,7 +196,7 @@ class ChunkAssembler:
                 array = self.volumes.arrays[field][volume]
                 read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(coords))
                 chunks.update({(field, volume, c): value for c, value in read.items()})
-        return DecodedWindow(taken, chunks, pieces)
+        return DecodedWindow(taken, chunks, pieces, copies)
 
     def _plan_window(
         self,
@@ -184,6 +204,7 @@ class ChunkAssembler:
         budget: int,
         pieces: dict[tuple[str, int, bytes], CropPieces],
         wanted: dict[tuple[str, int], set[tuple[int, ...]]],
+        copies: dict[tuple[str, int, bytes], Any] | None = None,
     ) -> int:
         """How many of ``batches`` a window holds: as many as their chunks not cached fit
         ``budget`` bytes, at least one. Their chunks go to ``wanted`` and the pieces of their
@@ -193,7 +214,7 @@ class ChunkAssembler:
         # batches that cross them: with a device cache holding the volume, a window of 8
         # batches of 32 64^3 crops looked up about 790 chunks, 125 of them distinct.
         cached: dict[tuple[str, int], set[tuple[int, ...]]] = {}
-        for crossed in self.chunks_of_batches(batches, pieces):
+        for crossed in self.chunks_of_batches(batches, pieces, copies):
             new: dict[tuple[str, int], set[tuple[int, ...]]] = {}
             for key, chunks in crossed.items():
                 seen = cached.setdefault(key, set())
@@ -212,12 +233,12 @@ class ChunkAssembler:
     def use_window(self, window: DecodedWindow) -> int:
         """Let :meth:`read` take crops from ``window`` (the chunks decoded ahead before are
         dropped); how many batches it holds."""
-        self._ahead, self._pieces = window.chunks, window.pieces
+        self._ahead, self._pieces, self._copies = window.chunks, window.pieces, window.copies
         return window.taken
 
     def drop_ahead(self) -> None:
         """Forget the chunks decoded ahead (and the pieces of their crops)."""
-        self._ahead, self._pieces = {}, {}
+        self._ahead, self._pieces, self._copies = {}, {}, {}
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)

@@ -51,10 +51,17 @@ class HostOrdering:
     def to_host(self, value: Any) -> np.ndarray[Any, Any]:
         return np.asarray(value)
 
-    def assemble(self, out: Any, sources: list[Any], pieces: CropPieces) -> None:
+    def plan_copies(
+        self, crop_shape: tuple[int, ...], dtype: np.dtype[Any], runs: list[tuple[int, CropPieces]]
+    ) -> list[Any] | None:
+        """What :meth:`assemble` will need for each of ``runs`` ((crops, their pieces)) worked
+        out ahead, all together; None where it needs nothing (the CPU copies piece by piece)."""
+        return None
+
+    def assemble(self, out: Any, sources: list[Any], pieces: CropPieces, copies: Any = None) -> None:
         """Copy every piece of a batch into ``out`` from ``sources`` (the decoded chunks, by row
         of ``pieces.chunks``): each crop's pieces on one of the CPU threads, NumPy copies that
-        let go of the GIL while they copy."""
+        let go of the GIL while they copy. ``copies``: what :meth:`plan_copies` gave (none here)."""
         run_tasks(lambda rows: copy_pieces(out, sources, pieces, rows), pieces.crop_rows())
 
     def batch_budget(self) -> int:
@@ -137,20 +144,20 @@ class CudaOrdering(HostOrdering):
             return value.copy()
         return np.asarray(value.get())  # a CuPy array; .get() waits for its stream
 
-    def assemble(self, out: Any, sources: list[Any], pieces: CropPieces) -> None:
-        """Every piece of a batch in one launch of the assemble kernel, on the side stream."""
-        from ..backends.cuda.box_copies import box_copies
+    def plan_copies(
+        self, crop_shape: tuple[int, ...], dtype: np.dtype[Any], runs: list[tuple[int, CropPieces]]
+    ) -> list[Any]:
+        """The box copies of each run, checked and packed together (``box_copies_of_runs``)."""
+        from ..backends.cuda.box_copies import BoxRun, box_copies_of_runs
 
-        copies = box_copies(
-            tuple(out.shape),
-            out.dtype.itemsize,
-            pieces.chunk_shapes,
-            pieces.chunk,
-            pieces.crop,
-            pieces.src_start,
-            pieces.dst_start,
-            pieces.extent,
-        )
+        boxes = [BoxRun(n, p.chunk_shapes, p.chunk, p.crop, p.src_start, p.dst_start, p.extent) for n, p in runs]
+        return list(box_copies_of_runs(tuple(crop_shape), np.dtype(dtype).itemsize, boxes))
+
+    def assemble(self, out: Any, sources: list[Any], pieces: CropPieces, copies: Any = None) -> None:
+        """Every piece of a batch in one launch of the assemble kernel, on the side stream, by
+        the box copies :meth:`plan_copies` planned (``copies``) or planned here."""
+        if copies is None:
+            copies = self.plan_copies(tuple(out.shape[1:]), out.dtype, [(int(out.shape[0]), pieces)])[0]
         with self._side.activate():
             self._side.assemble_boxes(out, sources, copies)
 

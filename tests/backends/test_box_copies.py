@@ -259,3 +259,34 @@ def test_no_boxes_launch_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert copies.nboxes == 0
     kernels.launch_box_copies(_DeviceArray(np.zeros((2, 4), np.uint16), 0x100), copies)
     assert launched == []
+
+
+def test_runs_checked_together_give_each_run_its_own_launch() -> None:
+    """``box_copies_of_runs``: each run's block equal to its own ``box_copies``; an error names
+    the run and the box by the run's numbering."""
+    from gpuzarr.backends.cuda.box_copies import BoxRun, box_copies_of_runs
+
+    rng = np.random.default_rng(21)
+    row_shape = (5, 6, 7)
+    runs = []
+    for rows in (4, 1, 6, 3):
+        nsources = int(rng.integers(1, 5))
+        shapes = rng.integers(1, 9, size=(nsources, 3))
+        n = int(rng.integers(0, 7))  # a run may have no box
+        source = rng.integers(0, nsources, size=n)
+        extent = np.minimum(rng.integers(1, 7, size=(n, 3)), np.minimum(shapes[source], row_shape))
+        runs.append(BoxRun(
+            rows, shapes, source, rng.integers(0, rows, size=n), rng.integers(0, shapes[source] - extent + 1),
+            rng.integers(0, np.asarray(row_shape) - extent + 1), extent,
+        ))  # fmt: skip
+    together = box_copies_of_runs(row_shape, 2, runs)
+    assert [c.out_shape for c in together] == [(r.rows, *row_shape) for r in runs]
+    for run, got in zip(runs, together, strict=True):
+        alone = box_copies((run.rows, *row_shape), 2, *run[1:])
+        np.testing.assert_array_equal(got.block, alone.block)
+        np.testing.assert_array_equal(got.source, alone.source)
+        np.testing.assert_array_equal(got.source_nbytes, alone.source_nbytes)
+    bad = runs[2]._replace(out_row=np.full(len(np.asarray(runs[2].source)), 6))
+    with pytest.raises(ValueError, match="run 2: box 0 writes outside the output: row 6 of 6"):
+        box_copies_of_runs(row_shape, 2, [*runs[:2], bad, runs[3]])
+    assert box_copies_of_runs(row_shape, 2, []) == []

@@ -14,7 +14,7 @@ source, not once per box.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -148,71 +148,147 @@ def box_copies(
     source index or row out of range, a negative start or extent, or an unsupported itemsize or
     rank: nothing a launch of the result does can leave its buffers.
     """
+    run = BoxRun(out_shape[0] if out_shape else 0, source_shapes, source, out_row, src_start, dst_start, extent)
+    return box_copies_of_runs(tuple(out_shape[1:]), itemsize, [run], len(out_shape))[0]
+
+
+class BoxRun(NamedTuple):
+    """The boxes of one launch for :func:`box_copies_of_runs`: into an output of ``rows`` rows,
+    from sources of ``source_shapes``; the rest as :func:`box_copies` takes them."""
+
+    rows: int
+    source_shapes: npt.ArrayLike
+    source: npt.ArrayLike
+    out_row: npt.ArrayLike
+    src_start: npt.ArrayLike
+    dst_start: npt.ArrayLike
+    extent: npt.ArrayLike
+
+
+def box_copies_of_runs(
+    row_shape: tuple[int, ...], itemsize: int, runs: Sequence[BoxRun], out_ndim: int | None = None
+) -> list[BoxCopies]:
+    """:func:`box_copies` of each of ``runs``, launches into outputs of rows of ``row_shape``,
+    checked together: a loader plans the batches of a window at once, and the checks of one
+    batch are mostly NumPy's per-call overhead. Errors name the run when there are several."""
     if itemsize not in _ITEMSIZES:
         raise ValueError(f"assemble: itemsize must be one of {_ITEMSIZES}, got {itemsize}")
-    ndim = len(out_shape)
+    if not runs:
+        return []
+    ndim = len(row_shape) + 1 if out_ndim is None else out_ndim
     if not 2 <= ndim <= MAX_NDIM:
         raise ValueError(f"assemble: box copies need 2 to {MAX_NDIM} output dimensions, got {ndim}")
     nd = ndim - 1
-    rows, row_shape = out_shape[0], np.asarray(out_shape[1:], dtype=np.int64)
-    if rows < 0 or (row_shape < 0).any():
-        raise ValueError(f"assemble: output shape {out_shape} is negative")
-    index = np.asarray(source, dtype=np.intp).reshape(-1)
-    n = len(index)
-    shapes = np.asarray(source_shapes, dtype=np.int64)
-    if shapes.ndim != 2 or shapes.shape[1] != nd:
-        raise ValueError(f"assemble: source_shapes must have shape (nsources, {nd}), got {shapes.shape}")
+    row_extent = np.asarray(row_shape, dtype=np.int64)
+    if (row_extent < 0).any() or any(r.rows < 0 for r in runs):
+        raise ValueError("assemble: an output shape is negative")
+    shapes_of, index_of, row_of, src_of, dst_of, ext_of = [], [], [], [], [], []
+    for r, run in enumerate(runs):
+        where = f"run {r}: " if len(runs) > 1 else ""
+        index = np.asarray(run.source, dtype=np.intp).reshape(-1)
+        n = len(index)
+        shapes = np.asarray(run.source_shapes, dtype=np.int64)
+        if shapes.ndim != 2 or shapes.shape[1] != nd:
+            raise ValueError(f"assemble: {where}source_shapes must have shape (nsources, {nd}), got {shapes.shape}")
+        row = np.asarray(run.out_row, dtype=np.int64).reshape(-1)
+        if row.shape != (n,):
+            raise ValueError(f"assemble: {where}out_row must have {n} entries, got {row.size}")
+        shapes_of.append(shapes)
+        index_of.append(index)
+        row_of.append(row)
+        src_of.append(_boxes_table(f"{where}src_start", run.src_start, n, nd))
+        dst_of.append(_boxes_table(f"{where}dst_start", run.dst_start, n, nd))
+        ext_of.append(_boxes_table(f"{where}extent", run.extent, n, nd))
+    counts = [len(i) for i in index_of]
+    nsources = [len(s) for s in shapes_of]
+    box_run = np.repeat(np.arange(len(runs)), counts)
+    box_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    source_start = np.concatenate([[0], np.cumsum(nsources)]).astype(np.int64)
+    shapes = np.concatenate(shapes_of) if len(runs) != 1 else shapes_of[0]
     if (shapes < 0).any():
         raise ValueError("assemble: a source shape is negative")
-    row = np.asarray(out_row, dtype=np.int64).reshape(-1)
-    src = _boxes_table("src_start", src_start, n, nd)
-    dst = _boxes_table("dst_start", dst_start, n, nd)
-    ext = _boxes_table("extent", extent, n, nd)
-    if row.shape != (n,):
-        raise ValueError(f"assemble: out_row must have {n} entries, got {row.size}")
-    if n:
-        if index.min() < 0 or index.max() >= len(shapes):
-            raise ValueError(f"assemble: a box names a source outside the {len(shapes)} given")
-        if row.min() < 0 or row.max() >= rows:
-            i = int(np.argmax((row < 0) | (row >= rows)))
-            raise ValueError(f"assemble: box {i} writes outside the output: row {int(row[i])} of {rows}")
-        for name, table in (("src_start", src), ("dst_start", dst), ("extent", ext)):
-            if table.min() < 0:
-                raise ValueError(f"assemble: {name} must not be negative")
-        # A box with an empty extent copies nothing, wherever it starts (as check_assemble).
-        live = ext.min(axis=1) > 0
-        writes_out = live & ((dst + ext) > row_shape).any(axis=1)
-        if writes_out.any():
-            i = int(np.argmax(writes_out))
-            raise ValueError(
-                f"assemble: box {i} ({ext[i].tolist()} to {dst[i].tolist()} of row {int(row[i])}) writes "
-                f"outside the output of shape {tuple(out_shape)}"
-            )
-        reads_out = live & ((src + ext) > shapes[index]).any(axis=1)
-        if reads_out.any():
-            i, k = int(np.argmax(reads_out)), int(index[int(np.argmax(reads_out))])
-            raise ValueError(
-                f"assemble: box {i} ({ext[i].tolist()} from {src[i].tolist()}) reads outside its source {k} "
-                f"of shape {tuple(shapes[k].tolist())}"
-            )
+    index = np.concatenate(index_of) if len(runs) != 1 else index_of[0]
+    row = np.concatenate(row_of) if len(runs) != 1 else row_of[0]
+    src = np.concatenate(src_of) if len(runs) != 1 else src_of[0]
+    dst = np.concatenate(dst_of) if len(runs) != 1 else dst_of[0]
+    ext = np.concatenate(ext_of) if len(runs) != 1 else ext_of[0]
+    if len(index):
+        _check_boxes(runs, row_shape, np.asarray(nsources)[box_run], np.asarray([r.rows for r in runs])[box_run],
+                     box_run, box_start, index, row, src, dst, ext, shapes, index + source_start[box_run])  # fmt: skip
     # C-order element strides of each source (once per source); the row axis has stride 0.
     strides = np.ones_like(shapes)
     for axis in range(nd - 2, -1, -1):
         strides[:, axis] = strides[:, axis + 1] * shapes[:, axis + 1]
-    words = MAX_NDIM + len(TABLES) * n * MAX_NDIM + n + FILL_NBYTES // 8
-    block = np.zeros(words, dtype=np.int64)
-    block[:ndim] = np.cumprod((*out_shape[1:], 1)[::-1])[::-1]
-    copies = BoxCopies(tuple(out_shape), itemsize, index, shapes.prod(axis=1) * itemsize, block)
-    copies.table("src_strides")[:, 1:ndim] = strides[index]
-    copies.table("src_offsets")[:, 1:ndim] = src
-    copies.table("src_steps")[:] = 1
-    dst_table = copies.table("dst_offsets")
-    dst_table[:, 0] = row
-    dst_table[:, 1:ndim] = dst
-    ext_table = copies.table("extents")
-    ext_table[:] = 1
-    ext_table[:, 1:ndim] = ext
-    return copies
+    box_strides = strides[index + source_start[box_run]] if len(index) else np.zeros((0, nd), np.int64)
+    out_strides = np.cumprod((*row_shape, 1)[::-1])[::-1]
+    nbytes = shapes.prod(axis=1) * itemsize
+    result = []
+    for r, run in enumerate(runs):
+        b0, b1, k0, k1 = int(box_start[r]), int(box_start[r + 1]), int(source_start[r]), int(source_start[r + 1])
+        n = b1 - b0
+        block = np.zeros(MAX_NDIM + len(TABLES) * n * MAX_NDIM + n + FILL_NBYTES // 8, dtype=np.int64)
+        block[:ndim] = out_strides
+        copies = BoxCopies((run.rows, *row_shape), itemsize, index_of[r], nbytes[k0:k1], block)
+        tables = block[MAX_NDIM : MAX_NDIM + len(TABLES) * n * MAX_NDIM].reshape(len(TABLES), n, MAX_NDIM)
+        tables[TABLES.index("src_strides"), :, 1:ndim] = box_strides[b0:b1]
+        tables[TABLES.index("src_offsets"), :, 1:ndim] = src[b0:b1]
+        tables[TABLES.index("src_steps")] = 1
+        tables[TABLES.index("dst_offsets"), :, 0] = row[b0:b1]
+        tables[TABLES.index("dst_offsets"), :, 1:ndim] = dst[b0:b1]
+        tables[TABLES.index("extents")] = 1
+        tables[TABLES.index("extents"), :, 1:ndim] = ext[b0:b1]
+        result.append(copies)
+    return result
+
+
+def _check_boxes(
+    runs: Sequence[BoxRun],
+    row_shape: tuple[int, ...],
+    nsources: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.int64],
+    box_run: npt.NDArray[np.int64],
+    box_start: npt.NDArray[np.int64],
+    index: npt.NDArray[np.intp],
+    row: npt.NDArray[np.int64],
+    src: npt.NDArray[np.int64],
+    dst: npt.NDArray[np.int64],
+    ext: npt.NDArray[np.int64],
+    shapes: npt.NDArray[np.int64],
+    global_index: npt.NDArray[np.int64],
+) -> None:
+    """ValueError naming the first box (by its run's numbering) that names a source or row out
+    of range, has a negative start or extent, or writes or reads outside its row or source."""
+
+    def name(i: int) -> str:
+        r = int(box_run[i])
+        return f"{f'run {r}: ' if len(runs) > 1 else ''}box {i - int(box_start[r])}"
+
+    if index.min() < 0 or (index >= nsources).any():
+        i = int(np.argmax((index < 0) | (index >= nsources)))
+        raise ValueError(f"assemble: {name(i)} names a source outside the {int(nsources[i])} given")
+    if row.min() < 0 or (row >= rows).any():
+        i = int(np.argmax((row < 0) | (row >= rows)))
+        raise ValueError(f"assemble: {name(i)} writes outside the output: row {int(row[i])} of {int(rows[i])}")
+    for what, table in (("src_start", src), ("dst_start", dst), ("extent", ext)):
+        if table.min() < 0:
+            raise ValueError(f"assemble: {what} must not be negative")
+    # A box with an empty extent copies nothing, wherever it starts (as check_assemble).
+    live = ext.min(axis=1) > 0
+    writes_out = live & ((dst + ext) > np.asarray(row_shape, dtype=np.int64)).any(axis=1)
+    if writes_out.any():
+        i = int(np.argmax(writes_out))
+        raise ValueError(
+            f"assemble: {name(i)} ({ext[i].tolist()} to {dst[i].tolist()} of row {int(row[i])}) writes "
+            f"outside the output of shape {(int(rows[i]), *row_shape)}"
+        )
+    box_shapes = shapes[global_index]
+    reads_out = live & ((src + ext) > box_shapes).any(axis=1)
+    if reads_out.any():
+        i = int(np.argmax(reads_out))
+        raise ValueError(
+            f"assemble: {name(i)} ({ext[i].tolist()} from {src[i].tolist()}) reads outside its source "
+            f"{int(index[i])} of shape {tuple(box_shapes[i].tolist())}"
+        )
 
 
 def source_facts(sources: Sequence[Any]) -> tuple[list[int], list[int]]:
@@ -227,4 +303,4 @@ def source_facts(sources: Sequence[Any]) -> tuple[list[int], list[int]]:
     return pointers, nbytes
 
 
-__all__ = ["FILL_NBYTES", "TABLES", "BoxCopies", "box_copies", "source_facts"]
+__all__ = ["FILL_NBYTES", "TABLES", "BoxCopies", "BoxRun", "box_copies", "box_copies_of_runs", "source_facts"]
