@@ -61,6 +61,28 @@ def test_every_batch_equals_numpy_slicing_on_the_gpu_path(
     assert emulated_gpu.names().count("assemble_chunks") >= batches
 
 
+@pytest.mark.parametrize("device_cache", [0, 64 << 20])
+def test_windows_planned_in_groups_of_batches_equal_numpy_slicing(
+    emulated_gpu: EmulatedGpu,
+    cpu_volumes: list[gpuzarr.Array],
+    sources: list[np.ndarray[Any, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    device_cache: int,
+) -> None:
+    """Windows of up to 16 batches of two volumes, their pieces and box copies worked out 3
+    batches at a time: each batch as NumPy slicing, over two passes (the second one from the
+    device cache when there is one)."""
+    from gpuzarr.loader import chunked
+
+    monkeypatch.setattr(chunked, "PLANNED_TOGETHER", 3)
+    loader = CropLoader(
+        cpu_volumes, CROP, 4, crops_per_epoch=80, device="gpu", output="numpy", device_cache_bytes=device_cache
+    )
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        assert sum(assert_batch_matches(b, sources, CROP) is None for b in loader) == 20
+
+
 def test_gpu_batches_equal_the_cpu_loaders_batches(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
     def make(device: str) -> CropLoader:
         return CropLoader(cpu_volumes, CROP, 4, crops_per_epoch=20, seed=9, device=device, output="numpy")
