@@ -183,6 +183,20 @@ def test_a_box_past_its_source_or_the_output_is_refused() -> None:
     assert box_copies((1, 4, 4), 2, shapes, one, [0], [(9, 0)], [(0, 9)], [(0, 2)]).nboxes == 1
 
 
+def test_starts_extents_and_shapes_that_would_wrap_int64_are_refused() -> None:
+    """start + extent, and a shape's byte size, wrap in int64: no such box may pass for a small
+    one (a wrapped sum is negative, a wrapped size small)."""
+    huge = 2**63 - 1
+    with pytest.raises(ValueError, match="writes outside the output"):
+        box_copies((2, 4, 4), 1, [(4, 4)], [0], [0], [(0, 0)], [(huge, 0)], [(1, 4)])
+    with pytest.raises(ValueError, match="reads outside its source"):
+        box_copies((2, 4, 4), 1, [(4, 4)], [0], [0], [(huge, 0)], [(0, 0)], [(1, 4)])
+    with pytest.raises(ValueError, match="too large"):  # its byte size would wrap to 4
+        box_copies((2, 4, 4), 1, [(2**62 + 1, 4)], [0], [0], [(1, 0)], [(0, 0)], [(1, 4)])
+    with pytest.raises(ValueError, match="too large"):
+        box_copies((2**40, 2**20, 4), 8, [(4, 4)], [0], [0], [(0, 0)], [(0, 0)], [(1, 4)])
+
+
 def test_sources_or_an_output_that_do_not_match_the_boxes_are_refused() -> None:
     copies = box_copies((1, 4, 4), 2, [(4, 4)], [0], [0], [(0, 0)], [(0, 0)], [(2, 2)])
     out = np.zeros((1, 4, 4), dtype=np.uint16)

@@ -23,6 +23,9 @@ class _Stream:
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
 
+    def synchronize(self) -> None:
+        pass
+
     def __enter__(self) -> _Stream:
         return self
 
@@ -241,6 +244,9 @@ class _DroppedLog:
         log = self.dropped
 
         class Stream(_Stream):
+            def synchronize(self) -> None:
+                log.append(f"synchronize {self.ptr:#x}")
+
             def __del__(self) -> None:
                 log.append(f"stream {self.ptr:#x}")
 
@@ -286,8 +292,11 @@ def test_codecs_of_a_kept_stream_serve_every_read_until_its_owner_goes(
     assert log.dropped == []
     del owner
     gc.collect()
-    # Every codec of the stream before the stream itself.
-    assert log.dropped == ["codec 0x7100", "codec 0x7100", "stream 0x7100"]
+    # The owner's finalizer only notes the stream (it may run wherever the collector does);
+    # the cache's next call waits for the stream's work, drops every codec, then the stream.
+    assert log.dropped == []
+    assert not cupy_device._CODECS.keeps(0x7100)
+    assert log.dropped == ["synchronize 0x7100", "codec 0x7100", "codec 0x7100", "stream 0x7100"]
     # The handle is an ordinary caller's stream again: its codecs live as long as a read.
     device = cupy_device.CudaDevice(0, 0x7100)
     assert device._codec("zstd") is device._codec("zstd")
@@ -300,16 +309,33 @@ def test_releasing_a_stream_leaves_other_streams_codecs(fakes: tuple[FakeCupy, F
     kept, other = _Stream(0x7200), _Stream(0x7300)
     for stream in (kept, other):
         cache.keep_stream(stream)
-    codecs = {s.ptr: cache.codec("lz4", 0, s.ptr, 1) for s in (kept, other)}
-    legacy = cache.codec("lz4", 0, cupy_device._CUDA_STREAM_LEGACY, 1)
+    codecs = {s.ptr: cache.kept_codec("lz4", 0, s.ptr, 1) for s in (kept, other)}
+    legacy = cache.kept_codec("lz4", 0, cupy_device._CUDA_STREAM_LEGACY, 1)
+    assert None not in codecs.values() and legacy is not None
+    assert cache.kept_codec("lz4", 0, 0x7500, 1) is None  # a caller's stream: not kept
     cache.release_stream(0x7200)
     cache.release_stream(0x7200)  # twice: nothing more
     assert not cache.keeps(0x7200)
     assert cache.keeps(0x7300)
     assert cache.keeps(cupy_device._CUDA_STREAM_LEGACY)
-    assert cache.codec("lz4", 0, 0x7300, 1) is codecs[0x7300]
-    assert cache.codec("lz4", 0, cupy_device._CUDA_STREAM_LEGACY, 1) is legacy
-    assert cache.codec("lz4", 0, 0x7200, 1) is not codecs[0x7200]
+    assert cache.kept_codec("lz4", 0, 0x7300, 1) is codecs[0x7300]
+    assert cache.kept_codec("lz4", 0, cupy_device._CUDA_STREAM_LEGACY, 1) is legacy
+    assert cache.kept_codec("lz4", 0, 0x7200, 1) is None
+
+
+def test_a_release_while_the_cache_is_locked_waits_for_nothing(fakes: tuple[FakeCupy, FakeNvcomp]) -> None:
+    """A finalizer the garbage collector starts on a thread inside the cache's lock only notes
+    the stream: taking the lock there would deadlock that thread."""
+    del fakes
+    cache = cupy_device._CODECS
+    cache.keep_stream(_Stream(0x7600))
+    assert cache.kept_codec("zstd", 0, 0x7600, 1) is not None
+    with cache._lock:
+        done = threading.Event()
+        threading.Thread(target=lambda: (cache.release_stream(0x7600), done.set())).start()
+        assert done.wait(5)
+        cache.release_stream(0x7600)  # on the thread that holds the lock, too
+    assert not cache.keeps(0x7600)
 
 
 def test_the_loaders_side_stream_keeps_its_codecs_while_the_loader_lives(

@@ -307,6 +307,9 @@ def _geometry(**changes: Any) -> dict[str, Any]:
         ({"extents": [[3, 3, 1]]}, r"extents: expected shape \(1, 2\)"),
         ({"itemsize": 3}, "itemsize must be"),
         ({"swap_width": 8}, "does not divide"),
+        # int64 spans that wrap to in-bounds values: 2**62 * 4 is 0 in int64
+        ({"out_strides": [4, 1], "dst_offsets": [[2**62, 2]]}, "chunk 0's output offsets.*past 64-bit"),
+        ({"src_offsets": [[2**62, 1]]}, "chunk 0's source offsets.*past 64-bit"),
     ],
 )
 def test_check_assemble_rejects(changes: dict[str, Any], message: str) -> None:

@@ -33,6 +33,8 @@ TABLES = ("src_strides", "src_offsets", "src_steps", "dst_offsets", "extents")
 #: a source; the kernel takes a pointer all the same)
 FILL_NBYTES = 16
 _ITEMSIZES = (1, 2, 4, 8, 16)
+#: the most bytes a source or output may hold: element offsets and sizes stay far from wrapping
+_MAX_NBYTES = 2.0**62
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,10 @@ def box_copies(
     ``out_row[i]`` of a C-contiguous output of ``out_shape`` (rows first), checked and packed.
 
     Raises ValueError for a box that would read outside its source or write outside its row, a
-    source index or row out of range, a negative start or extent, or an unsupported itemsize or
-    rank: nothing a launch of the result does can leave its buffers.
+    source index or row out of range, a negative start or extent, a source or output too large
+    for int64 offsets, or an unsupported itemsize or rank: nothing a launch of the result does
+    can leave its buffers. Boxes that overlap in the output are written in no set order (a
+    loader's pieces never do: they partition their crops).
     """
     run = BoxRun(out_shape[0] if out_shape else 0, source_shapes, source, out_row, src_start, dst_start, extent)
     return box_copies_of_runs(tuple(out_shape[1:]), itemsize, [run], len(out_shape))[0]
@@ -207,6 +211,14 @@ def box_copies_of_runs(
     shapes = np.concatenate(shapes_of) if len(runs) != 1 else shapes_of[0]
     if (shapes < 0).any():
         raise ValueError("assemble: a source shape is negative")
+    # Sizes and strides are int64 products: none may wrap (a wrapped size lets a small buffer
+    # pass for a large shape). Counted in floats, which do not wrap.
+    biggest = max(
+        float(np.prod(row_extent, dtype=np.float64)) * max((r.rows for r in runs), default=0),
+        float(shapes.astype(np.float64).prod(axis=1).max(initial=0.0)),
+    )
+    if biggest * itemsize >= _MAX_NBYTES:
+        raise ValueError(f"assemble: a source or output of {biggest:.3g} elements is too large")
     index = np.concatenate(index_of) if len(runs) != 1 else index_of[0]
     row = np.concatenate(row_of) if len(runs) != 1 else row_of[0]
     src = np.concatenate(src_of) if len(runs) != 1 else src_of[0]
@@ -274,7 +286,8 @@ def _check_boxes(
             raise ValueError(f"assemble: {what} must not be negative")
     # A box with an empty extent copies nothing, wherever it starts (as check_assemble).
     live = ext.min(axis=1) > 0
-    writes_out = live & ((dst + ext) > np.asarray(row_shape, dtype=np.int64)).any(axis=1)
+    # Compared without sums, which could wrap: start + extent <= size is extent <= size - start.
+    writes_out = live & (ext > np.asarray(row_shape, dtype=np.int64) - dst).any(axis=1)
     if writes_out.any():
         i = int(np.argmax(writes_out))
         raise ValueError(
@@ -282,7 +295,7 @@ def _check_boxes(
             f"outside the output of shape {(int(rows[i]), *row_shape)}"
         )
     box_shapes = shapes[global_index]
-    reads_out = live & ((src + ext) > box_shapes).any(axis=1)
+    reads_out = live & (ext > box_shapes - src).any(axis=1)
     if reads_out.any():
         i = int(np.argmax(reads_out))
         raise ValueError(

@@ -18,7 +18,7 @@ import os
 import threading
 import warnings
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
@@ -144,47 +144,74 @@ class CodecCache:
     sets up its own scratch state, and reads are many and short. The thread is in the key
     because nothing says a Codec may be used by two threads at once. The stream must outlive
     its codecs: the legacy default stream does, and so does a stream registered with
-    :meth:`keep_stream`, which the cache holds until :meth:`release_stream` (see
-    ``CudaDevice._codec``)."""
+    :meth:`keep_stream`, which the cache holds until it is released (see ``CudaDevice._codec``).
+
+    :meth:`release_stream` may run in a finalizer, which the garbage collector can start on a
+    thread that holds this cache's lock: it only notes the handle. The next call of the cache
+    (or :meth:`drain`) then waits for the stream's queued work, drops its codecs and then the
+    stream, outside the lock."""
 
     def __init__(self, capacity: int = 32) -> None:
         self._codecs: _LruCache[tuple[str, int, int, int], Any] = _LruCache(capacity)
         #: streams whose codecs are kept, by handle; holding the stream object keeps its handle
         #: from naming another stream while codecs made for it are cached
         self._streams: dict[int, Any] = {}
-        self._streams_lock = threading.Lock()
+        self._lock = threading.Lock()
+        #: handles released and not yet drained (``deque.append`` takes no lock of ours)
+        self._released: deque[int] = deque()
 
     def keep_stream(self, stream: Any) -> int:
         """Keep the codecs of ``stream`` (a CuPy stream) across reads from now on, and hold the
-        stream until :meth:`release_stream` of the handle this returns."""
+        stream until the handle this returns is released."""
+        self.drain()
         handle = int(stream.ptr)
-        with self._streams_lock:
+        with self._lock:
             self._streams[handle] = stream
         return handle
 
+    def release_stream(self, handle: int) -> None:
+        """Let the stream ``handle`` and its codecs go (at the next call of the cache)."""
+        self._released.append(handle)
+
+    def drain(self) -> None:
+        """Drop the codecs, then the streams, of the handles released so far: after the work
+        queued on such a stream, which may still use its codecs' scratch."""
+        while self._released:
+            try:
+                handle = self._released.popleft()
+            except IndexError:  # another thread drained it
+                return
+            with self._lock:
+                stream = self._streams.pop(handle, None)
+                codecs = self._take_codecs(handle)
+            if stream is not None:
+                stream.synchronize()
+            codecs.clear()  # the last references: each codec is destroyed here, then the stream
+            del stream
+
+    def _take_codecs(self, handle: int) -> list[Any]:
+        return self._codecs.discard(lambda key: key[2] == handle)
+
     def keeps(self, handle: int) -> bool:
         """Whether the codecs of the stream ``handle`` are kept across reads."""
+        self.drain()
         return handle == _CUDA_STREAM_LEGACY or handle in self._streams
 
-    def release_stream(self, handle: int) -> None:
-        """Drop the codecs of the stream ``handle``, then the stream: a codec goes before the
-        stream it was made for."""
-        with self._streams_lock:
-            if handle not in self._streams:
-                return
-            codecs = self._codecs.discard(lambda key: key[2] == handle)
-            codecs.clear()  # the last references: each codec is destroyed here
-            del self._streams[handle]
-
-    def codec(self, algorithm: str, device: int, stream: int, thread: int) -> Any:
-        """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream``, for the
-        thread ``thread``."""
-        key = (algorithm, device, stream, thread)
-        codec = self._codecs.get(key)
-        if codec is None:
-            codec = _new_codec(algorithm, device, stream)
-            self._codecs.put(key, codec)
-        return codec
+    def kept_codec(self, algorithm: str, device: int, stream: int, thread: int) -> Any | None:
+        """nvCOMP's RAW-bitstream codec for ``algorithm`` on ``device`` and ``stream`` for the
+        thread ``thread``, kept across reads (made on first use); None where the codecs of
+        ``stream`` are not kept. Whether they are and the codec itself are decided under one
+        hold of the lock, so that a stream released meanwhile gets no codec cached for it."""
+        self.drain()
+        with self._lock:
+            if stream != _CUDA_STREAM_LEGACY and stream not in self._streams:
+                return None
+            key = (algorithm, device, stream, thread)
+            codec = self._codecs.get(key)
+            if codec is None:
+                codec = _new_codec(algorithm, device, stream)
+                self._codecs.put(key, codec)
+            return codec
 
 
 def _new_codec(algorithm: str, device: int, stream: int) -> Any:
@@ -244,7 +271,8 @@ DEVICE_BUFFERS = StagingPools(_device_block, max_blocks=4, fallback=_device_bloc
 def release_gpu_buffers() -> None:
     """Give back the idle buffers that GPU reads keep between reads: the pinned host staging
     blocks, and the device staging and work blocks (up to four per device, each up to the batch
-    budget, ``gpuzarr.config`` ``gpu_batch_bytes``).
+    budget, ``gpuzarr.config`` ``gpu_batch_bytes``); and the nvCOMP codecs (with their scratch)
+    of data loaders that are gone, if no read has let them go since.
 
     Blocks in use stay with their reads, and return to the pools when those end (call again
     then to give them back too). Device blocks return to CuPy's
@@ -252,6 +280,7 @@ def release_gpu_buffers() -> None:
     then hands the pool's idle memory back to the driver (for PyTorch, say)."""
     PINNED_STAGING.clear()
     DEVICE_BUFFERS.clear()
+    _CODECS.drain()
 
 
 def _kvikio() -> Any:
@@ -530,8 +559,9 @@ class CudaDevice:
         may be destroyed after the read, so its codecs live as long as the read."""
         handle = self._stream_handle()
         thread = threading.get_ident()
-        if _CODECS.keeps(handle):
-            return _CODECS.codec(algorithm, self.index, handle, thread)
+        kept = _CODECS.kept_codec(algorithm, self.index, handle, thread)
+        if kept is not None:
+            return kept
         key = (algorithm, thread)
         codec = self._read_codecs.get(key)
         if codec is None:

@@ -282,6 +282,7 @@ def launch_box_copies(out: Any, copies: BoxCopies, *, block: int = BLOCK_THREADS
     the CuPy array ``out``: one upload of its block and one launch of an assemble kernel (chosen
     as :func:`launch_assemble` chooses; ``variant`` forces one)."""
     cupy = import_cupy()
+    copies.check_output(out)  # the boxes were checked against this shape only
     n, ndim = copies.nboxes, copies.ndim
     kernel, grid = assemble_kernel_and_grid(copies.table("extents"), ndim, block, variant)
     if n == 0 or out.size == 0:

@@ -32,6 +32,28 @@ def _table(name: str, values: Any, rows: int, ndim: int, pad: int) -> Int64Table
     return table
 
 
+#: the largest element index the int64 spans below may reach before they could wrap
+_MAX_INDEX = 2.0**62
+
+
+def _check_no_wrap(
+    out_table: Int64Table, strides: Int64Table, offsets: Int64Table, steps: Int64Table, dst: Int64Table, ext: Int64Table
+) -> None:
+    """ValueError where a span's int64 sums of products could wrap (a wrapped span can look in
+    bounds): the sums of the products' magnitudes, counted in floats, bound every partial sum."""
+    reach = (ext - 1).astype(np.float64)
+    out_f = out_table.astype(np.float64)
+    src_f = strides.astype(np.float64)
+    sums = (
+        np.abs(dst * out_f).sum(axis=1) + np.abs(reach * out_f).sum(axis=1),
+        np.abs(offsets * src_f).sum(axis=1) + np.abs(reach * src_f * steps).sum(axis=1),
+    )
+    for what, total in zip(("output", "source"), sums, strict=True):
+        if total.size and total.max() >= _MAX_INDEX:
+            c = int(np.argmax(total))
+            raise ValueError(f"assemble: chunk {c}'s {what} offsets, strides and extents reach past 64-bit indices")
+
+
 def _span(base: npt.NDArray[np.int64], extents: Int64Table, strides: Int64Table) -> tuple[Any, Any]:
     """Lowest and highest element index touched by each row's strided region."""
     reach = (extents - 1) * strides
@@ -77,6 +99,7 @@ def check_assemble(
             raise ValueError(f"assemble: {name} must not be negative, got {table[:, :ndim].tolist()}")
     if (steps < 1).any():
         raise ValueError(f"assemble: src_steps must be >= 1, got {steps[:, :ndim].tolist()}")
+    _check_no_wrap(out_table, strides, offsets, steps, dst, ext)
     live = ext.prod(axis=1) > 0
     out_low, out_high = _span((dst * out_table).sum(axis=1), ext, np.broadcast_to(out_table, ext.shape))
     bad = live & ((out_low < 0) | ((out_high + 1) * itemsize > out_nbytes))
