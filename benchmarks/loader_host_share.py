@@ -57,7 +57,9 @@ def launches_checked_only() -> Iterator[None]:
         if any(not s.flags.c_contiguous for s in sources):
             raise ValueError("assemble: every source must be C-contiguous")
         copies.check_sources([int(s.nbytes) for s in sources])
-        copies.set_pointers([int(s.__array_interface__["data"][0]) for s in sources])
+        # Each source's address stands in by id(): CuPy's ``data.ptr`` is two attribute reads,
+        # NumPy's ``__array_interface__`` builds a dict for each array.
+        copies.set_pointers([id(s) for s in sources])
         kernels.assemble_kernel_and_grid(copies.table("extents"), copies.ndim)
 
     def empty_from_a_pool(self: CpuEmulatedDevice, shape: tuple[int, ...], dtype: Any) -> Any:

@@ -271,7 +271,9 @@ class ChunkAssembler:
         cache (whose chunks a GPU loader copies to the device, and into the device cache)."""
         found: dict[tuple[int, ...], Any] = {}
         rest: list[tuple[int, ...]] = []
-        for coords in needed:
+        if not self._ahead:  # a window of cached chunks read nothing ahead
+            rest = needed
+        for coords in needed if self._ahead else ():
             value = self._ahead.get((field, volume, coords))
             if value is not None:
                 found[coords] = value
