@@ -134,7 +134,7 @@ def bare_decoder(
 
     from gpuzarr.plan.selection import plan_selection
 
-    layout = array._layout
+    layout = array.layout
     pipeline = layout.chunk_pipeline
     (codec,) = pipeline.bytes_to_bytes  # the loader's datasets: bytes + one compressor
     chunk_shape = pipeline.spec.shape

@@ -33,7 +33,7 @@ def test_direct_spans_of_a_replaced_shard_follow_its_new_index(tmp_path: Any) ->
     store = gpuzarr.LocalStore(tmp_path / "data.zarr")
     a = gpuzarr.create(store, shape=(8, 8), chunks=(2, 2), shards=(8, 8), dtype="int32", codecs=ZSTD)
     a[...] = np.zeros((8, 8), "int32")
-    layout = a._layout
+    layout = a.layout
     plan = build_gpu_read_plan(layout, plan_selection(Ellipsis, layout.dimensions()))
     indexes: dict[str, ShardIndex | None] = {}
     fetch_batch(layout, store, plan, 0, indexes, direct=True)
@@ -76,7 +76,7 @@ def test_a_batch_mixing_direct_and_host_chunks_keeps_the_task_order(tmp_path: An
     a = gpuzarr.create(store, shape=(8, 8), chunks=(2, 2), dtype="int32", codecs=ZSTD)
     a[...] = np.arange(64, dtype="int32").reshape(8, 8)
     store.erase("c/1/1")
-    layout = a._layout
+    layout = a.layout
     plan = build_gpu_read_plan(layout, plan_selection(Ellipsis, layout.dimensions()))
     on_host = DecodeRoute("cpu", reason="read on the host for this test")
     tasks = tuple(replace(t, route=on_host) if i % 3 == 0 else t for i, t in enumerate(plan.tasks))

@@ -28,7 +28,7 @@ from .cuda_matrix import ARRAYS, SELECTIONS, assert_bitwise_equal, cpu_result, m
 
 
 def emulated_read(array: gpuzarr.Array, selection: Any, budget: int = 1 << 28) -> tuple[Any, CpuEmulatedDevice]:
-    layout = array._layout
+    layout = array.layout
     plan = plan_selection(selection, layout.dimensions())
     device = CpuEmulatedDevice()
     out = read_gpu_plan(layout, array.store, plan, device, budget=budget)
@@ -48,7 +48,7 @@ def test_matches_cpu_engine(array: gpuzarr.Array, selection: str) -> None:
 
 
 def test_small_budget_gives_many_batches(array: gpuzarr.Array) -> None:
-    plan = build_gpu_read_plan(array._layout, plan_selection(Ellipsis, array._layout.dimensions()), budget=1)
+    plan = build_gpu_read_plan(array.layout, plan_selection(Ellipsis, array.layout.dimensions()), budget=1)
     assert len(plan.batches) == len(plan.tasks)
     got, _ = emulated_read(array, Ellipsis, budget=1)
     assert_bitwise_equal(got, cpu_result(array, Ellipsis))
@@ -72,7 +72,7 @@ EXPECTED_ROUTES = {
 
 @pytest.mark.parametrize(("name", "route"), sorted(EXPECTED_ROUTES.items()))
 def test_routes(name: str, route: str) -> None:
-    layout = make_array(name)._layout
+    layout = make_array(name).layout
     got = decode_route(layout.chunk_pipeline)
     assert got.name == route
     assert (got.reason is not None) == (route == "cpu")
@@ -115,7 +115,7 @@ def test_one_host_wait_per_batch_after_every_decode_and_checksum_is_queued() -> 
 
 def test_staging_and_work_offsets_are_aligned() -> None:
     array = make_array("v3-blosc-lz4-shuffle-u2")
-    layout = array._layout
+    layout = array.layout
     plan = build_gpu_read_plan(layout, plan_selection(Ellipsis, layout.dimensions()))
     encoded = [array.store.get(plan.tasks[t].key) for t in plan.batches[0]]
     bound = bind_batch(layout, plan, 0, encoded)
@@ -132,7 +132,7 @@ def test_assemble_arguments_layout() -> None:
     """The assemble tables follow kernels/assemble.cu: 8 columns, a dropped axis has out stride 0,
     a transpose shows as permuted source strides, big-endian data as swap_width."""
     array = make_array("v3-transpose-zstd")
-    layout = array._layout
+    layout = array.layout
     plan = build_gpu_read_plan(layout, plan_selection((slice(None), 30), layout.dimensions()))
     assert plan.out_strides.tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
     route = plan.tasks[0].route
@@ -140,7 +140,7 @@ def test_assemble_arguments_layout() -> None:
     assert route.source_strides == (1, 16)
     assert plan.src_offsets.shape[1] == 8 and plan.extents[:, 1].tolist() == [1] * len(plan.tasks)
     be = make_array("v3-zstd-bigendian-c8")
-    be_plan = build_gpu_read_plan(be._layout, plan_selection(Ellipsis, be._layout.dimensions()))
+    be_plan = build_gpu_read_plan(be.layout, plan_selection(Ellipsis, be.layout.dimensions()))
     assert be_plan.swap_width == 4 and be_plan.dtype.itemsize == 8
 
 
@@ -150,7 +150,7 @@ def test_assemble_arguments_layout() -> None:
 def test_unsupported_selections_raise(selection: Any) -> None:
     array = make_array("v3-zstd-f4")
     with pytest.raises(GpuPlanError):
-        build_gpu_read_plan(array._layout, plan_selection(selection, array._layout.dimensions()))
+        build_gpu_read_plan(array.layout, plan_selection(selection, array.layout.dimensions()))
 
 
 def test_missing_chunks_raise_when_not_filled() -> None:
@@ -202,7 +202,7 @@ MALFORMED = [
 @pytest.mark.parametrize(("name", "how"), MALFORMED)
 def test_malformed_chunk_raises_naming_key(name: str, how: str) -> None:
     array = make_array(name)
-    key = array._layout.key((1, 1))
+    key = array.layout.key((1, 1))
     _corrupt(array, key, how)
     with pytest.raises(CorruptChunkError) as info:
         emulated_read(array, Ellipsis)
@@ -223,7 +223,7 @@ def test_malformed_chunk_raises_naming_key(name: str, how: str) -> None:
 def test_wrong_checksum_trailer_is_caught_on_the_device(name: str, position: int, kind: str) -> None:
     """The stream still inflates to the right size; only the device checksum kernel can tell."""
     array = make_array(name)
-    key = array._layout.key((1, 1))
+    key = array.layout.key((1, 1))
     raw = bytearray(bytes(array.store.get(key)))  # type: ignore[arg-type]
     raw[position] ^= 0x01
     array.store.set(key, bytes(raw))
@@ -244,7 +244,7 @@ def test_every_zlib_stream_of_a_blosc_frame_is_checked() -> None:
 
 def test_malformed_inner_chunk_names_shard_key() -> None:
     array = make_array("v3-sharded-zstd-crc32c")
-    layout = array._layout
+    layout = array.layout
     key = layout.key((0, 0))
     raw = bytearray(bytes(array.store.get(key)))  # type: ignore[arg-type]
     raw[20] ^= 0xFF  # inside the first inner chunk: its crc32c no longer matches

@@ -455,7 +455,7 @@ def test_corrupt_lz4_blocks_are_caught_although_the_decoder_reports_none(
     array[...] = (np.arange(64 * 96) // 5 % 300).astype(dtype).reshape(64, 96)  # every block compresses
     assert_bitwise_equal(open_on_gpu(array)[...], cpu_result(array, Ellipsis))
     assert "lz4_check" in emulated_gpu.names()
-    key = array._layout.key((1, 1))
+    key = array.layout.key((1, 1))
     _spoil_first_lz4_block(tmp_path / "a.zarr" / key, blosc=name.startswith("v3-blosc"))
     with pytest.raises(CorruptChunkError, match=key.replace(".", r"\.")):
         open_on_gpu(array)[...]
@@ -611,7 +611,7 @@ def test_uploads_and_file_reads_run_on_the_prefetch_thread(emulated_gpu: Emulate
 
 def test_a_read_that_fails_gives_its_device_buffers_back(emulated_gpu: EmulatedGpu) -> None:
     array = make_array("v3-zstd-f4")
-    key = array._layout.key((2, 1))
+    key = array.layout.key((2, 1))
     array.store.set(key, b"\x28\xb5\x2f\xfd" + b"\0" * 5)  # a zstd magic number, then nothing
     with config.set(gpu_batch_bytes=3000), pytest.raises(CorruptChunkError) as caught:
         open_on_gpu(array)[...]

@@ -101,13 +101,13 @@ NUMCODECS_BLOSC = [
 
 @pytest.mark.parametrize("codecs", [BLOSC, NUMCODECS_BLOSC], ids=["blosc", "numcodecs.blosc"])
 def test_a_pipeline_turns_off_the_threads_of_its_codecs(blosc_threads: None, codecs: list[dict[str, Any]]) -> None:
-    blosc = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=codecs)._layout.chunk_pipeline
+    blosc = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=codecs).layout.chunk_pipeline
     context = blosc.beside_pool()
     assert context is not None
     with context:
         assert not blosc_threads_here()
     assert blosc_threads_here()
-    zstd = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=ZSTD)._layout.chunk_pipeline
+    zstd = gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="uint16", codecs=ZSTD).layout.chunk_pipeline
     assert isinstance(zstd, CodecPipeline)
     assert zstd.beside_pool() is not None
     numcodecs.blosc.use_threads = True

@@ -343,7 +343,7 @@ def test_large_chunks(tmp_path: Path, codecs: list[dict[str, Any]]) -> None:
 @pytest.mark.parametrize("name", ["v2-lz4-f8", "v2-zlib-bigendian-i4", "v3-gzip-i2", "v3-blosc-lz4-shuffle-u2"])
 def test_corrupt_streams_of_every_decoder(tmp_path: Path, name: str) -> None:
     array = make_array(name, gpuzarr.LocalStore(tmp_path / "a.zarr"))
-    key = array._layout.key((1, 1))
+    key = array.layout.key((1, 1))
     raw = bytes(array.store.get(key))  # type: ignore[arg-type]
     array.store.set(key, raw[: len(raw) // 2])
     _expect_corrupt(tmp_path / "a.zarr", key)

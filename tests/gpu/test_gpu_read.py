@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 
 
 def gpu_read(array: gpuzarr.Array, selection: Any, budget: int = 1 << 28) -> np.ndarray[Any, Any]:
-    layout = array._layout
+    layout = array.layout
     plan = plan_selection(selection, layout.dimensions())
     out = read_gpu_plan(layout, array.store, plan, CudaDevice(), budget=budget)
     return np.asarray(out.get()).reshape(plan.shape)

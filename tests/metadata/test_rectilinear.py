@@ -63,7 +63,7 @@ def test_zep3_example_grid(store: gpuzarr.Store) -> None:
     assert a.shards is None
     # Runs of equal sizes are written as [size, count].
     assert zarr_json(store)["chunk_grid"] == grid_json([[[5, 3], [15, 2], 20, 35], 10])
-    dims = a._layout.dimensions()
+    dims = a.layout.dimensions()
     np.testing.assert_array_equal(dims[0].boundaries, BOUNDS_AXIS0)
     assert [dims[0].nchunks, dims[1].nchunks] == [7, 10]
     # "An array index of (17, 17) would be found in key c3/1, index (2, 2)."
@@ -246,7 +246,7 @@ def test_sharding_in_rectilinear_grid(store: gpuzarr.Store) -> None:
     x[31:34, 5:25] = -7
     np.testing.assert_array_equal(gpuzarr.open(store, mode="r", device="cpu")[...], x)
     # Each shard holds (its extent / 5) x 4 inner chunks.
-    layout = a._layout
+    layout = a.layout
     assert layout.shard_of((6, 0)) == ((2, 0), 0)
     assert layout.shard_of((11, 3)) == ((2, 0), 23)
     assert layout.shard_of((12, 1)) == ((3, 0), 1)
@@ -410,7 +410,7 @@ def test_random_grids_selections_and_writes_match_numpy(case: tuple[Any, ...], f
     for kind, sel in reads:
         np.testing.assert_array_equal(_read(reopened, kind, sel), model[_model_sel(kind, sel)])
     # Exactly the chunks (shards) that hold something other than the fill value are stored.
-    dims = reopened._layout.metadata.chunk_grid.dimensions(shape)
+    dims = reopened.layout.metadata.chunk_grid.dimensions(shape)
     expected_keys = set()
     for coords in np.ndindex(*(d.nchunks for d in dims)):
         box = tuple(

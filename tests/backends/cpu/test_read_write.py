@@ -33,7 +33,7 @@ def chunk_keys(store: gpuzarr.Store) -> set[str]:
 
 
 def shard_index(a: gpuzarr.Array, key: str) -> Any:
-    layout = a._layout.sharding.layout  # type: ignore[union-attr]
+    layout = a.layout.sharding.layout  # type: ignore[union-attr]
     return layout.index_from_shard(a.store.get(key), key)
 
 
