@@ -194,9 +194,10 @@ def write_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> 
 
 
 def write_node(
-    store: Store, path: str, documents: Mapping[str, bytes], *, overwrite: bool, zarr_format: int
+    store: Store, path: str, documents: Mapping[str, bytes], *, overwrite: bool, zarr_format: int, parents: bool = True
 ) -> None:
-    """Write a new node's metadata ``documents`` at ``path``, creating missing parent groups.
+    """Write a new node's metadata ``documents`` at ``path``, creating missing parent groups
+    (unless ``parents`` is False: a TensorStore spec creates none, as TensorStore does).
 
     Parameters
     ----------
@@ -222,7 +223,7 @@ def write_node(
     write_documents(store, path, documents)
     # Written explicitly: v2 has no implicit groups, and zarr-python warns about directories
     # without metadata. Written after the child, so a child that fails leaves nothing behind.
-    for ancestor in missing:
+    for ancestor in missing if parents else ():
         _prepare_new_node(store, ancestor, False)
         write_documents(store, ancestor, group_documents({}, zarr_format))
 

@@ -27,7 +27,7 @@ from ..consolidated import record_metadata_write
 from ..core.array import Array
 from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
-from ..hierarchy import array_metadata, node_exists, node_prefix, read_node, write_documents
+from ..hierarchy import array_metadata, node_exists, read_node, write_node
 from ..store import LocalStore, MemoryStore, make_store, zip_store
 from ..store.base import Store
 from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
@@ -137,9 +137,10 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     metadata = build_metadata(spec)
     array = Array(store, path, metadata, device=device, **options)  # resolves codecs before any write
     result = _select_field(array, spec)
-    if spec.delete_existing or node_exists(store, path):
-        store.erase_prefix(node_prefix(path))
-    write_documents(store, path, metadata.documents())
+    # The rules of every new node (an array among the ancestors is refused; what was there goes
+    # with its data), without the parent groups TensorStore does not write either.
+    documents = metadata.documents()
+    write_node(store, path, documents, overwrite=spec.delete_existing, zarr_format=spec.zarr_format, parents=False)
     record_metadata_write(store, path, new_node=True)
     return result
 

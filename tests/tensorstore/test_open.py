@@ -286,6 +286,22 @@ def test_open_create_delete_existing(tmp_path: Path) -> None:
         gpuzarr.open({**base, "create": True, "delete_existing": True})
 
 
+def test_a_spec_creates_no_array_inside_an_array_and_no_parent_groups(tmp_path: Path) -> None:
+    """The rules of every new node: no array among the ancestors within the store (a store
+    object and a path: a file kvstore is rooted at the array itself); and, as TensorStore, no
+    parent groups written for a nested path."""
+    store = gpuzarr.LocalStore(tmp_path / "h.zarr")
+    gpuzarr.create_group(store)
+    gpuzarr.create(store, path="arr", shape=(4,), dtype="u1")
+    meta = {"metadata": {"shape": [4], "data_type": "uint8"}, "create": True}
+    with pytest.raises(ContainsNodeError, match="'arr' is an array: it cannot contain 'arr/inner'"):
+        gpuzarr.open({"driver": "zarr3", "kvstore": store, **meta}, path="arr/inner")
+    assert not (tmp_path / "h.zarr" / "arr" / "inner").exists()
+    nested = gpuzarr.open({"driver": "zarr3", "kvstore": store, **meta}, path="g/sub/x")
+    assert nested.shape == (4,)
+    assert not (tmp_path / "h.zarr" / "g" / "zarr.json").exists()  # no parent group, as TensorStore writes none
+
+
 def test_constraint_mismatch_on_open_names_the_field(tmp_path: Path) -> None:
     spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a")}
     gpuzarr.open({**spec, "create": True, "metadata": {"shape": [10, 20], "data_type": "uint16"}})
