@@ -78,6 +78,8 @@ ARRAYS: dict[str, tuple[dict[str, Any], str, str]] = {
         "<u2",
         "partial",
     ),
+    # uncompressed inner chunks the device reads from their shard files, side by side at once
+    "v3-sharded-raw-u2": ({"shards": (32, 48), "codecs": [LE], "fill_value": 0}, "<u2", "partial"),
     "v3-sharded-blosc-transpose": (
         {
             "shards": (32, 48),

@@ -26,7 +26,7 @@ from ...errors import ChunkNotFoundError, CorruptChunkError, GpuZarrError
 from ...parallel import run_coding_tasks
 from ...store.sharding import COALESCE_GAP_BYTES
 from . import launch_checks
-from .gpu_plan import ChunkTask, GpuReadPlan, align
+from .gpu_plan import ALIGNMENT, ChunkTask, GpuReadPlan, align
 from .launch_checks import MAX_NDIM
 from .launches import (
     AssembleLaunch,
@@ -249,27 +249,47 @@ class _BatchBuilder:
 
     def add_file_spans(self, direct: Sequence[tuple[int, FileSpan]]) -> None:
         """The chunks the device reads from files: uncompressed chunks straight to their place in
-        the work buffer, one read each; zstd frames after the host-filled prefix of the staging
-        buffer, where frames of one file that lie close together (inner chunks of a shard, gaps
-        of at most ``store.sharding.COALESCE_GAP_BYTES``) keep their file layout and are read at
-        once (see :func:`_coalesce`). nvCOMP's zstd decoder asks for 1-byte input alignment, so
-        the frames inside such a read need not start at multiples of 8."""
+        the work buffer; zstd frames after the host-filled prefix of the staging buffer, where
+        frames of one file that lie close together (inner chunks of a shard, gaps of at most
+        ``store.sharding.COALESCE_GAP_BYTES``) keep their file layout and are read at once (see
+        :func:`_coalesce`). nvCOMP's zstd decoder asks for 1-byte input alignment, so the frames
+        inside such a read need not start at multiples of 8. Uncompressed chunks that follow
+        each other in a file with no gap, each a multiple of 8 bytes, get places that follow
+        each other in the work buffer too and are read at once (:func:`_back_to_back`)."""
         frames: list[tuple[int, FileSpan]] = []
+        raw: list[tuple[int, FileSpan]] = []
         for t, span in direct:
             task = self.plan.tasks[t]
             if task.route.name != "raw":
                 frames.append((t, span))
                 continue
-            self.encoded_of[t] = span
-            offset = self._decoded_slot(t)
             if span.nbytes != task.decoded_nbytes:
                 raise CorruptChunkError(
                     task.key,
                     f"{task.where}uncompressed chunk has {span.nbytes} bytes, expected {task.decoded_nbytes}",
                 )
-            self.file_reads.append(FileRead(t, span, "work", offset))
+            raw.append((t, span))
+        for run in _coalesce(raw):
+            for back_to_back in _back_to_back(run):
+                self._add_raw_run(back_to_back)
         for run in _coalesce(frames):
             self._add_frame_run(run)
+
+    def _add_raw_run(self, run: list[tuple[int, FileSpan]]) -> None:
+        """Uncompressed chunks back to back in one file, as one read into their places in the
+        work buffer (which follow each other: each chunk is a multiple of the alignment)."""
+        parts: list[FileRead] = []
+        for t, span in run:
+            self.encoded_of[t] = span
+            parts.append(FileRead(t, span, "work", self._decoded_slot(t)))
+        first, last = run[0][1], run[-1][1]
+        if len(parts) == 1:
+            self.file_reads.append(parts[0])
+            return
+        merged = FileSpan(
+            first.path, first.offset, last.offset + last.nbytes - first.offset, first.version, first.store_url
+        )
+        self.file_reads.append(FileRead(run[0][0], merged, "work", parts[0].offset, tuple(parts)))
 
     def _add_frame_run(self, run: list[tuple[int, FileSpan]]) -> None:
         """zstd frames of one file, in file order without overlaps, as one read into staging."""
@@ -326,6 +346,21 @@ class _BatchBuilder:
             staging_nbytes,
             {t: (blob, self.source_of[t][0]) for t, blob in self.encoded_of.items()},
         )
+
+
+def _back_to_back(run: list[tuple[int, FileSpan]]) -> list[list[tuple[int, FileSpan]]]:
+    """A run of :func:`_coalesce` cut where a span does not start where the one before ends, or
+    the one before is not a multiple of ``ALIGNMENT`` bytes (its place in the work buffer would
+    be followed by padding, which a single read would fill with the next chunk's bytes)."""
+    pieces: list[list[tuple[int, FileSpan]]] = []
+    for t, span in run:
+        if pieces:
+            before = pieces[-1][-1][1]
+            if span.offset == before.offset + before.nbytes and before.nbytes % ALIGNMENT == 0:
+                pieces[-1].append((t, span))
+                continue
+        pieces.append([(t, span)])
+    return pieces
 
 
 def _coalesce(spans: Sequence[tuple[int, FileSpan]]) -> list[list[tuple[int, FileSpan]]]:
