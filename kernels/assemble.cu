@@ -30,8 +30,9 @@
 // and writes out[sum_d (dst_offsets[d] + r[d]) * out_strides[d]].
 // Alignment: `out` and every source pointer are aligned to min(itemsize, 8) bytes; `fill_value`
 // needs no alignment. Nothing is checked on the device: the host proves that every address
-// touched lies inside its buffer and that the destination regions of the chunks are disjoint
-// before launching.
+// touched lies inside its buffer before launching. Destination regions are disjoint by
+// construction (a read's chunks partition its selection, a loader's pieces their crops); that
+// is not checked: overlapping ones would be written in no set order, within the buffers.
 
 struct alignas(8) item16 {
     unsigned long long lo, hi;
