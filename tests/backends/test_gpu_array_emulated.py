@@ -667,21 +667,22 @@ def test_concurrent_readers_fall_back_to_unpooled_staging(emulated_gpu: Emulated
     assert staging.allocations >= 1
 
 
+def _sharded_u2(tmp_path: Path, shape: tuple[int, int], compressed: bool) -> gpuzarr.Array:
+    """A local sharded uint16 array of ``shape`` (inner chunks 16 x 24, shards 32 x 48), its
+    inner chunks zstd or uncompressed, holding 0, 1, 2, ..."""
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, *([{"name": "zstd"}] if compressed else [])]
+    store = gpuzarr.LocalStore(tmp_path / "s.zarr")
+    array = gpuzarr.create(store, shape=shape, dtype="u2", chunks=(16, 24), shards=(32, 48), codecs=codecs)
+    array[...] = np.arange(shape[0] * shape[1], dtype="u2").reshape(shape)
+    return array
+
+
 @pytest.mark.parametrize("compressed", [True, False], ids=["zstd", "uncompressed"])
 def test_inner_chunks_of_a_shard_are_read_at_once(emulated_gpu: EmulatedGpu, tmp_path: Path, compressed: bool) -> None:
     """The zstd or uncompressed inner chunks of one shard file lie side by side: the device
     reads each shard's wanted chunks in one read (4 shards, 4 inner chunks each), with the CPU's
     result."""
-    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, *([{"name": "zstd"}] if compressed else [])]
-    array = gpuzarr.create(
-        gpuzarr.LocalStore(tmp_path / "s.zarr"),
-        shape=(64, 96),
-        dtype="u2",
-        chunks=(16, 24),
-        shards=(32, 48),
-        codecs=codecs,
-    )
-    array[...] = np.arange(64 * 96, dtype="u2").reshape(64, 96)
+    array = _sharded_u2(tmp_path, (64, 96), compressed)
     cases: list[tuple[Any, int]] = [
         (Ellipsis, 4),
         ((slice(0, 32), slice(0, 48)), 1),
@@ -724,16 +725,7 @@ def test_short_read_of_a_coalesced_shard_names_the_inner_chunk(
             done = super().read_files(reads, staging, work)
             return [n - 1 for n in done]
 
-    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, *([{"name": "zstd"}] if compressed else [])]
-    array = gpuzarr.create(
-        gpuzarr.LocalStore(tmp_path / "s.zarr"),
-        shape=(32, 48),
-        dtype="u2",
-        chunks=(16, 24),
-        shards=(32, 48),
-        codecs=codecs,
-    )
-    array[...] = np.arange(32 * 48, dtype="u2").reshape(32, 48)
+    array = _sharded_u2(tmp_path, (32, 48), compressed)
     emulated_gpu.device_class = ShortReads
     with pytest.raises(CorruptChunkError, match=r"c/0/0.*inner chunk.*ended after"):
         open_on_gpu(array)[...]
