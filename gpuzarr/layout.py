@@ -17,8 +17,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .codecs.base import ChunkSpec
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import ShardingCodec
@@ -29,6 +27,8 @@ from .metadata.rectilinear import VariableDimensionGrid
 from .store.shard_indexes import ShardIndexCache
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .metadata.v2 import ArrayMetadataV2
     from .metadata.v3 import ArrayMetadata
 
@@ -206,6 +206,10 @@ class ArrayLayout:
             shard.append(s)
             within.append((start - int(dim.chunk_start(s))) // n)
             per.append(dim.chunk_extent(s) // n)
-        if not per:
-            return (), 0
-        return tuple(shard), int(np.ravel_multi_index(tuple(within), tuple(per)))
+        # C order, in Python ints (np.ravel_multi_index costs more than the rest of this call)
+        position = 0
+        for w, p in zip(within, per, strict=True):
+            if not 0 <= w < p:
+                raise ValueError(f"inner chunk {coords} lies outside its shard {tuple(shard)}")
+            position = position * p + w
+        return tuple(shard), position
