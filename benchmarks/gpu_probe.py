@@ -140,6 +140,16 @@ def _step_nvcomp_semantics() -> None:
             cupy.cuda.runtime.deviceSynchronize()
             same = bytes(buffer[256 : 256 + len(raw)].get()) == raw
             print(f"{name}: carved decode ok={same} buffer_sizes={sizes} (expected {len(raw)})")
+            # With the decompression config gpuzarr passes, built from a size 100 bytes larger
+            # than the stream's: do buffer_sizes still report what was decoded, or echo the
+            # config? (The executor trusts them to catch streams of the wrong size.)
+            from gpuzarr.backends.cuda.cupy_device import decode_carved, decompression_config
+
+            config = decompression_config(codec, algorithm, [len(raw) + 100])
+            result = decode_carved(codec, algorithm, srcs, outs, config)
+            cupy.cuda.runtime.deviceSynchronize()
+            sized = [int(n) for n in result.buffer_sizes]
+            print(f"{name}: with a config of {len(raw) + 100} bytes, buffer_sizes={sized} (decoded {len(raw)})")
         except Exception as exc:
             print(f"{name}: {type(exc).__name__}: {exc}")
     # Corrupt streams: does the decoder raise, and does the context survive?
