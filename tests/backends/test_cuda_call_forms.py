@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from gpuzarr.backends.cuda import cupy_device
-from gpuzarr.errors import DeviceError
 
 
 class _Stream:
@@ -491,10 +490,13 @@ class _Buffer:
         self.data = types.SimpleNamespace(ptr=ptr)
 
 
-def test_streams_out_of_the_decoders_alignment_are_refused_before_nvcomp_sees_them(
+def test_streams_out_of_the_decoders_alignment_fail_without_nvcomp_seeing_them(
     fakes: tuple[FakeCupy, FakeNvcomp], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Streams (or outputs) outside the alignment nvCOMP's decoder asks for come out failed
+    (-1), which sends their chunks to the CPU; the others are decoded as one batch."""
     monkeypatch.setattr(cupy_device, "_REQUIRED_ALIGNMENT", {})
+    monkeypatch.setattr(cupy_device, "_NO_DECOMPRESSION_CONFIG", set())
     _, nvcomp = fakes
     nvcomp.as_arrays = lambda buffer, offsets, sizes, cuda_stream: list(zip(offsets, sizes, strict=True))  # type: ignore[attr-defined]
 
@@ -510,11 +512,13 @@ def test_streams_out_of_the_decoders_alignment_are_refused_before_nvcomp_sees_th
     device._codec = lambda algorithm: codec  # type: ignore[method-assign]
     base = _Buffer(0x10000)
     assert device.decompress_batch("deflate", base, [0, 12], [12, 5], base, [0, 64], [64, 32])().tolist() == [64, 32]
-    with pytest.raises(DeviceError, match="deflate decoder requires 4-byte alignment, and stream 1 of the batch"):
-        device.decompress_batch("deflate", base, [0, 10], [10, 5], base, [0, 64], [64, 32])
-    with pytest.raises(DeviceError, match="output 0 of the batch starts at 65538"):
-        device.decompress_batch("deflate", base, [0, 12], [12, 5], _Buffer(0x10002), [0, 64], [64, 32])
-    assert [c[0] for c in codec.calls].count("decode") == 1  # nvCOMP never saw the refused batches
+    # stream 1's input and, in the second batch, stream 0's output are 2 bytes off
+    sizes = device.decompress_batch("deflate", base, [0, 10, 20], [10, 5, 4], base, [0, 64, 96], [64, 32, 16])
+    assert sizes().tolist() == [64, -1, 16]
+    decoded = [c[1] for c in codec.calls if c[0] == "decode"]
+    assert decoded[-1] == ("decompression", [64, 16])  # nvCOMP saw streams 0 and 2 only
+    assert device.decompress_batch("deflate", base, [0], [12], _Buffer(0x10002), [0], [64])().tolist() == [-1]
+    assert len([c for c in codec.calls if c[0] == "decode"]) == 2  # no batch of nothing was decoded
     assert Aligned4.asked == 1  # asked once per algorithm
     # A decoder that asks for 1 byte (zstd and LZ4), or cannot say: any offset goes.
     assert _decode_with(fakes, _ConfigCodec(), "zstd") == [64, 32]

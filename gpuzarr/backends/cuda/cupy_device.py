@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import config
-from ...errors import DeviceError, GpuZarrError
+from ...errors import GpuZarrError
 from . import kernels
 from .box_copies import source_facts
 from .device import BatchDecodeLog, ChecksumKind, StagingPools, decode_batch_or_each, is_device_failure
@@ -580,7 +580,11 @@ class CudaDevice:
     ) -> PendingSizes:
         nvcomp = _nvcomp()
         codec = self._codec(algorithm)
-        _check_alignment_for(codec, algorithm, src, src_offsets, dst, dst_offsets)
+        misaligned = _misaligned_streams(codec, algorithm, src, src_offsets, dst, dst_offsets)
+        if misaligned.size:
+            return self._decode_aligned_only(
+                algorithm, misaligned, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes
+            )
         handle = self._stream_handle()
         try:
             srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=handle)
@@ -604,6 +608,46 @@ class CudaDevice:
             self._context_error,
             self._batch_log,
         )
+
+    def _decode_aligned_only(
+        self,
+        algorithm: str,
+        misaligned: npt.NDArray[np.intp],
+        src: Any,
+        src_offsets: Sequence[int],
+        src_nbytes: Sequence[int],
+        dst: Any,
+        dst_offsets: Sequence[int],
+        dst_nbytes: Sequence[int],
+    ) -> PendingSizes:
+        """The batch without the streams outside nvCOMP's alignment, which come out failed (-1):
+        the executor decodes their chunks on the CPU (logged as a fallback; an error under
+        ``strict``) rather than hand nvCOMP what its contract excludes."""
+        count = len(src_offsets)
+        keep = np.setdiff1d(np.arange(count), misaligned)
+        _log_once(
+            f"nvCOMP's {algorithm} decoder requires {_required_alignment(self._codec(algorithm), algorithm)}-byte "
+            f"alignment; {misaligned.size} of {count} streams of a batch are not aligned and go to the CPU"
+        )
+
+        def pick(values: Sequence[int]) -> list[int]:
+            return [int(values[i]) for i in keep]
+
+        inner = (
+            self.decompress_batch(
+                algorithm, src, pick(src_offsets), pick(src_nbytes), dst, pick(dst_offsets), pick(dst_nbytes)
+            )
+            if keep.size
+            else None
+        )
+
+        def sizes() -> npt.NDArray[np.int64]:
+            out = np.full(count, -1, dtype=np.int64)
+            if inner is not None:
+                out[keep] = inner()
+            return out
+
+        return sizes
 
     def _context_error(self) -> BaseException | None:
         """The error a device synchronisation raises (a sticky CUDA error left by a decoder that
@@ -737,27 +781,21 @@ def _required_alignment(codec: Any, algorithm: str) -> int:
     return known
 
 
-def _check_alignment_for(
+def _misaligned_streams(
     codec: Any, algorithm: str, src: Any, src_offsets: Sequence[int], dst: Any, dst_offsets: Sequence[int]
-) -> None:
-    """DeviceError where a stream or its output is not aligned as nvCOMP's decoder requires.
+) -> npt.NDArray[np.intp]:
+    """The streams of a batch whose input or output is not aligned as nvCOMP's decoder requires.
 
     The plan aligns streams and outputs to 8 bytes, except the zstd frames of one shard file the
     device reads at once, which keep their file layout on the strength of nvCOMP's documented
-    1-byte zstd alignment (1, 4 and 1 byte for zstd, deflate and LZ4 on an H100 with nvCOMP 6.0):
-    a decoder that asked for more would read them out of its contract."""
+    1-byte zstd alignment (1, 4 and 1 byte for zstd, deflate and LZ4 on an H100 with nvCOMP 6.0),
+    and the split streams of a Blosc block of an odd size set by its writer."""
     alignment = _required_alignment(codec, algorithm)
     if alignment == 1:
-        return
-    for what, buffer, offsets in (("stream", src, src_offsets), ("output", dst, dst_offsets)):
-        starts = int(buffer.data.ptr) + np.asarray(offsets, dtype=np.int64)
-        bad = np.flatnonzero(starts % alignment)
-        if bad.size:
-            raise DeviceError(
-                f"nvCOMP's {algorithm} decoder requires {alignment}-byte alignment, and {what} {int(bad[0])} of the "
-                f"batch starts at {int(starts[bad[0]])}; read with gpuzarr.config.set(gpu_direct_reads=False), "
-                "or on the CPU"
-            )
+        return np.zeros(0, dtype=np.intp)
+    starts = int(src.data.ptr) + np.asarray(src_offsets, dtype=np.int64)
+    ends = int(dst.data.ptr) + np.asarray(dst_offsets, dtype=np.int64)
+    return np.flatnonzero((starts % alignment != 0) | (ends % alignment != 0))
 
 
 #: algorithms whose codec took no ``decompression_config`` (an nvCOMP older than 6)
