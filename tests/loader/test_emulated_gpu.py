@@ -80,7 +80,10 @@ def test_windows_planned_in_groups_of_batches_equal_numpy_slicing(
     )
     for epoch in range(2):
         loader.set_epoch(epoch)
-        assert sum(assert_batch_matches(b, sources, CROP) is None for b in loader) == 20
+        batches = list(loader)
+        for batch in batches:
+            assert_batch_matches(batch, sources, CROP)
+        assert len(batches) == 20
 
 
 def test_gpu_batches_equal_the_cpu_loaders_batches(emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]) -> None:
@@ -438,3 +441,22 @@ def test_decoding_ahead_defaults_to_the_batch_budget_up_to_256_mib(
         assert explicit._ahead_bytes(explicit._ordering_now()) == 512 << 20
     loader.close()
     explicit.close()
+
+
+def test_a_gpu_loader_let_go_takes_its_ordering_with_it(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array]
+) -> None:
+    """Nothing keeps a closed, dropped GPU loader's ordering alive: on a GPU its finalizer is
+    what lets the side stream's nvCOMP codecs go."""
+    import gc
+    import weakref
+
+    loader = CropLoader(cpu_volumes, CROP, 4, crops_per_epoch=24, device="gpu", output="numpy")
+    kept = [batch for _ in range(2) for batch in loader][-1]  # the last batch stays referenced
+    ordering = weakref.ref(loader._ordering)
+    assert ordering() is not None
+    loader.close()
+    del loader
+    gc.collect()
+    assert ordering() is None
+    assert kept.data.shape == (4, *CROP)  # and the batch handed out stays valid
