@@ -35,7 +35,7 @@ from .bind import bind_batch, decode_on_host
 from .device import Device, DeviceEvent, read_file_span, uses_direct_reads
 from .fetch import fetch_batch, file_version
 from .gpu_plan import ALIGNMENT, GpuReadPlan
-from .launches import BoundBatch, ChecksumCheck, FileChanged, FileSpan, StreamGroup, span_read_failure
+from .launches import BoundBatch, ChecksumCheck, FileChanged, FileSpan, StreamGroup, merged_copies, span_read_failure
 from .phases import phase
 
 if TYPE_CHECKING:
@@ -345,7 +345,8 @@ def _decompress(bound: BoundBatch, device: Device, staging: Any, work: Any) -> l
         if not group.owners:
             continue
         if algorithm == "copy":
-            device.copy_spans(staging, group.src_offsets, work, group.dst_offsets, group.src_nbytes)
+            src_offsets, dst_offsets, nbytes = merged_copies(group.src_offsets, group.dst_offsets, group.src_nbytes)
+            device.copy_spans(staging, src_offsets, work, dst_offsets, nbytes)
             continue
         sizes = device.decompress_batch(
             algorithm,

@@ -16,6 +16,8 @@ from .gpu_plan import ALIGNMENT, Int64Array
 from .launch_checks import check_assemble
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ...store.local import FileVersion
     from .streams import Algorithm, Checksum
 
@@ -207,6 +209,32 @@ def check_box_geometry(launch: AssembleLaunch, out_nbytes: int, source_nbytes: l
     _check_geometry(launch, out_nbytes, list(source_nbytes))
 
 
+def merged_copies(
+    src_offsets: Sequence[int], dst_offsets: Sequence[int], nbytes: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Copies of stored streams (staging to work), the ones that follow each other in both
+    buffers merged into one: (source offsets, destination offsets, sizes).
+
+    A copy joins the one before where it starts the same distance after that one's end in both
+    buffers, less than ``ALIGNMENT`` bytes: the gap is the padding that aligns the next span,
+    which belongs to no other span in either buffer, so copying it too changes nothing. A batch
+    of uncompressed chunks read on the host (a memory or object store) is then one copy, not
+    one a chunk."""
+    out_src: list[int] = []
+    out_dst: list[int] = []
+    out_n: list[int] = []
+    for so, do, n in zip(src_offsets, dst_offsets, nbytes, strict=True):
+        if out_n:
+            gap = so - (out_src[-1] + out_n[-1])
+            if 0 <= gap < ALIGNMENT and do - (out_dst[-1] + out_n[-1]) == gap:
+                out_n[-1] += gap + n
+                continue
+        out_src.append(so)
+        out_dst.append(do)
+        out_n.append(n)
+    return out_src, out_dst, out_n
+
+
 __all__ = [
     "AssembleLaunch",
     "BoundBatch",
@@ -219,4 +247,5 @@ __all__ = [
     "check_assemble_launch",
     "check_assemble_sources",
     "check_box_geometry",
+    "merged_copies",
 ]
