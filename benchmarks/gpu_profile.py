@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import cProfile
 import io
+import itertools
 import pstats
 import time
 from pathlib import Path
@@ -117,13 +118,11 @@ def _phases_of_reads(root: Path, codec: str, side: int, n_crops: int) -> None:
 
 
 def _chunk_boxes(shape: tuple[int, ...], chunks: tuple[int, ...]) -> list[tuple[slice, ...]]:
-    """Every chunk of a regular grid as a box (edge chunks clipped)."""
-    from gpuzarr.metadata.chunk_grid import all_chunk_coords
-
+    """Every chunk of a regular grid as a box (edge chunks clipped), in C order."""
     grid = tuple(-(-n // c) for n, c in zip(shape, chunks, strict=True))
     return [
         tuple(slice(k * c, min((k + 1) * c, n)) for k, c, n in zip(coords, chunks, shape, strict=True))
-        for coords in all_chunk_coords(grid).tolist()
+        for coords in itertools.product(*(range(g) for g in grid))
     ]
 
 

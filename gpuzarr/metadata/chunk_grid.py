@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import MetadataError
 from .json_util import expect_dict, expect_int_list, split_name_configuration
 
@@ -92,8 +90,3 @@ class RegularChunkGrid:
         return self.chunk_shape
 
 
-def all_chunk_coords(grid_shape: tuple[int, ...]) -> np.ndarray[Any, np.dtype[np.int64]]:
-    """Every chunk coordinate of a grid, one row each, in C order."""
-    if len(grid_shape) == 0:
-        return np.zeros((1, 0), dtype=np.int64)
-    return np.indices(grid_shape, dtype=np.int64).reshape(len(grid_shape), -1).T
