@@ -4,6 +4,7 @@ and batched crops.
     python -m benchmarks.batch_sweep [--data-dir benchmarks/data] [--size-mib 128] [--crops 64]
                                      [--repeats 5] [--budgets-mib 256 1024 4096]
                                      [--datasets zstd sharded-zstd blosc-lz4 raw]
+                                     [--io-threads 1 4 16]
 
 The executor splits a read into batches that each fit the budget (encoded and decoded bytes,
 and nvCOMP's scratch: about 5x the decoded bytes of a zstd chunk), and waits on the host for
@@ -12,13 +13,16 @@ as long as its slowest frame, whatever the number of frames, so each batch adds 
 once. Each row reads one dataset at one budget: the number of executor batches, the host's
 planning time alone (the selection's plan and the GPU plan), the median whole read and the
 median ``read_batch`` of ``--crops`` random 64^3 crops (those of the ``crops-batch`` workload),
-after one warm-up read of each checked against the ground truth. Prints a Markdown table; no
-timing is asserted anywhere.
+after one warm-up read of each checked against the ground truth. ``--io-threads`` repeats
+every row at each of these ``gpuzarr.config`` ``io_threads`` (kvikio's threads for the file
+reads the device does itself; the default is ``min(16, CPUs)``), in the last column. Prints a
+Markdown table; no timing is asserted anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--budgets-mib", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), choices=[s.name for s in DATASETS])
+    p.add_argument("--io-threads", type=int, nargs="+", default=[None], help="kvikio threads (default: gpuzarr's)")
     args = p.parse_args(argv)
 
     import gpuzarr
@@ -109,22 +114,23 @@ def main(argv: list[str] | None = None) -> int:
     data = DataDir(args.data_dir, args.size_mib, log=lambda message: print(message, file=sys.stderr))
     print(
         f"| dataset | budget MiB | batches (read) | batches ({args.crops} crops) | plan ms (read) "
-        f"| whole read ms | GB/s | {args.crops} crops ms | 64^3 crops/s |"
+        f"| whole read ms | GB/s | {args.crops} crops ms | 64^3 crops/s | io threads |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for spec in (s for s in DATASETS if s.name in args.datasets):
         path = data.dataset(spec)
         truth = data.truth(spec.kind)
         crops = random_boxes(truth.shape, crop_shape(spec), chunks_for(spec), args.crops, seed=1)
         array = gpuzarr.open(str(path), device="gpu")
-        for budget_mib in args.budgets_mib:
+        for budget_mib, io_threads in itertools.product(args.budgets_mib, args.io_threads):
+            threads = "default" if io_threads is None else str(io_threads)
             try:
-                with gpuzarr.config.set(gpu_batch_bytes=budget_mib * MIB):
+                with gpuzarr.config.set(gpu_batch_bytes=budget_mib * MIB, io_threads=io_threads):
                     cells = row(array, truth, crops, budget_mib * MIB, sync, args.repeats)
             except Exception as exc:  # reported, not raised: the other rows still run
-                print(f"| {spec.name} | {budget_mib} | error: {type(exc).__name__}: {exc} | | | | | | |")
+                print(f"| {spec.name} | {budget_mib} | error: {type(exc).__name__}: {exc} | | | | | | | {threads} |")
                 continue
-            print(f"| {spec.name} | {budget_mib} | {cells} |", flush=True)
+            print(f"| {spec.name} | {budget_mib} | {cells} | {threads} |", flush=True)
     return 0
 
 

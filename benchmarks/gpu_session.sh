@@ -322,6 +322,11 @@ diagnose() {
   done
   sweep_loader loader-sweep-phases 40 --passes 3 --rows "ahead default" "ahead default, CPU decode" "device cache" \
     --phases
+  # kvikio's threads for the device's own file reads: min(16, CPUs) by default, which one H100
+  # probe of a single cached file contradicted (2026-11-24); whole reads settle it.
+  timeout "$(capped 60)" python3 -m benchmarks.batch_sweep --size-mib 128 --repeats 3 --budgets-mib 1024 \
+    --datasets zstd sharded-zstd raw --io-threads 1 4 16 >"$out/io-threads.md" 2>"$out/io-threads.log"
+  echo "io threads sweep exit $?"; cat "$out/io-threads.md"
   echo "stage took ${SECONDS} s of ${budget}"
 }
 

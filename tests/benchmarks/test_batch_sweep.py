@@ -36,6 +36,30 @@ def test_rows_on_the_emulated_device(
     assert batches["zstd", "1"] > batches["zstd", "16"] >= 1
     assert batches["raw", "1"] > batches["raw", "16"] >= 1
     assert all(float(r[6]) > 0 and float(r[8].replace(",", "")) > 0 for r in rows), rows
+    assert {r[9] for r in rows} == {"default"}
+
+
+def test_rows_at_several_io_thread_counts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    emulated_gpu: EmulatedGpu,  # noqa: F811
+) -> None:
+    import gpuzarr
+
+    seen: list[object] = []
+    read = gpuzarr.Array.__getitem__
+
+    def noting(self: gpuzarr.Array, selection: object) -> object:
+        seen.append(gpuzarr.config.get("io_threads"))
+        return read(self, selection)
+
+    monkeypatch.setattr(gpuzarr.Array, "__getitem__", noting)
+    args = ["--data-dir", str(tmp_path), "--size-mib", "1", "--crops", "2", "--repeats", "1", "--budgets-mib", "16"]
+    assert batch_sweep.main([*args, "--datasets", "raw", "--io-threads", "1", "3"]) == 0
+    rows = _rows(capsys.readouterr().out)[1:]
+    assert [(r[1], r[9]) for r in rows] == [("16", "1"), ("16", "3")]
+    assert set(seen) == {1, 3}
 
 
 def test_a_wrong_read_is_reported_in_its_row(
