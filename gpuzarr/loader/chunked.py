@@ -270,15 +270,15 @@ class ChunkAssembler:
         """The chunks of ``needed`` decoded ahead or in a cache: the device cache, then the host
         cache (whose chunks a GPU loader copies to the device, and into the device cache)."""
         found: dict[tuple[int, ...], Any] = {}
-        rest: list[tuple[int, ...]] = []
-        if not self._ahead:  # a window of cached chunks read nothing ahead
-            rest = needed
-        for coords in needed if self._ahead else ():
-            value = self._ahead.get((field, volume, coords))
-            if value is not None:
-                found[coords] = value
-            else:
-                rest.append(coords)
+        rest = needed  # a window of cached chunks read nothing ahead
+        if self._ahead:
+            rest = []
+            for coords in needed:
+                value = self._ahead.get((field, volume, coords))
+                if value is not None:
+                    found[coords] = value
+                else:
+                    rest.append(coords)
         for cache in (self.device_cache, self.host_cache):
             if cache is None or not rest:
                 continue

@@ -582,9 +582,18 @@ class CudaDevice:
         codec = self._codec(algorithm)
         misaligned = _misaligned_streams(codec, algorithm, src, src_offsets, dst, dst_offsets)
         if misaligned.size:
-            return self._decode_aligned_only(
-                algorithm, misaligned, src, src_offsets, src_nbytes, dst, dst_offsets, dst_nbytes
+            # Those streams come out failed (-1), and the executor decodes their chunks on the
+            # CPU (logged as a fallback; an error under ``strict``): nvCOMP's contract excludes
+            # them. The others are decoded as a batch.
+            count = len(src_offsets)
+            keep = np.setdiff1d(np.arange(count), misaligned)
+            _log_once(
+                f"nvCOMP's {algorithm} decoder requires {_required_alignment(codec, algorithm)}-byte alignment; "
+                f"{misaligned.size} of {count} streams of a batch are not aligned and go to the CPU"
             )
+            so, sn, do, dn = ([int(v[i]) for i in keep] for v in (src_offsets, src_nbytes, dst_offsets, dst_nbytes))
+            kept = self.decompress_batch(algorithm, src, so, sn, dst, do, dn) if keep.size else None
+            return _failed_except(count, keep, kept)
         handle = self._stream_handle()
         try:
             srcs = nvcomp.as_arrays(src, list(src_offsets), list(src_nbytes), cuda_stream=handle)
@@ -608,46 +617,6 @@ class CudaDevice:
             self._context_error,
             self._batch_log,
         )
-
-    def _decode_aligned_only(
-        self,
-        algorithm: str,
-        misaligned: npt.NDArray[np.intp],
-        src: Any,
-        src_offsets: Sequence[int],
-        src_nbytes: Sequence[int],
-        dst: Any,
-        dst_offsets: Sequence[int],
-        dst_nbytes: Sequence[int],
-    ) -> PendingSizes:
-        """The batch without the streams outside nvCOMP's alignment, which come out failed (-1):
-        the executor decodes their chunks on the CPU (logged as a fallback; an error under
-        ``strict``) rather than hand nvCOMP what its contract excludes."""
-        count = len(src_offsets)
-        keep = np.setdiff1d(np.arange(count), misaligned)
-        _log_once(
-            f"nvCOMP's {algorithm} decoder requires {_required_alignment(self._codec(algorithm), algorithm)}-byte "
-            f"alignment; {misaligned.size} of {count} streams of a batch are not aligned and go to the CPU"
-        )
-
-        def pick(values: Sequence[int]) -> list[int]:
-            return [int(values[i]) for i in keep]
-
-        inner = (
-            self.decompress_batch(
-                algorithm, src, pick(src_offsets), pick(src_nbytes), dst, pick(dst_offsets), pick(dst_nbytes)
-            )
-            if keep.size
-            else None
-        )
-
-        def sizes() -> npt.NDArray[np.int64]:
-            out = np.full(count, -1, dtype=np.int64)
-            if inner is not None:
-                out[keep] = inner()
-            return out
-
-        return sizes
 
     def _context_error(self) -> BaseException | None:
         """The error a device synchronisation raises (a sticky CUDA error left by a decoder that
@@ -739,7 +708,7 @@ class CudaDevice:
         _launch(out, [None if o < 0 else work[o : o + n] for o, n in zip(offsets, nbytes, strict=True)], launch)
 
     def assemble_boxes(self, out: Any, sources: Sequence[Any], copies: BoxCopies) -> None:
-        copies.check_output(out)
+        # ``out`` is checked against the boxes by the launcher.
         pointers, nbytes = source_facts(sources)
         copies.check_sources(nbytes)
         alignment = min(copies.itemsize, 8)
@@ -796,6 +765,19 @@ def _misaligned_streams(
     starts = int(src.data.ptr) + np.asarray(src_offsets, dtype=np.int64)
     ends = int(dst.data.ptr) + np.asarray(dst_offsets, dtype=np.int64)
     return np.flatnonzero((starts % alignment != 0) | (ends % alignment != 0))
+
+
+def _failed_except(count: int, keep: npt.NDArray[np.intp], sizes_of_kept: PendingSizes | None) -> PendingSizes:
+    """The sizes of a batch of ``count`` streams of which only ``keep`` were decoded (their
+    sizes: ``sizes_of_kept``, None when there are none); the others failed (-1)."""
+
+    def sizes() -> npt.NDArray[np.int64]:
+        out = np.full(count, -1, dtype=np.int64)
+        if sizes_of_kept is not None:
+            out[keep] = sizes_of_kept()
+        return out
+
+    return sizes
 
 
 #: algorithms whose codec took no ``decompression_config`` (an nvCOMP older than 6)
