@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .datasets import DATASETS, DataDir, chunks_for
+from .loader_sweep import checked_pass, recorded_pass
 from .loader_workload import LOADER_BATCH
 from .workloads import random_boxes
 
@@ -88,13 +89,7 @@ def measure(
         array, (CROP,) * truth.ndim, LOADER_BATCH, sampler=crops, shuffle=False, device="cuda:0", output="cupy",
         prefetch=2, device_cache_bytes=2 * truth.nbytes,
     )  # fmt: skip
-    start = 0
-    for batch in loader:
-        got = np.asarray(batch.data)
-        for i, sel in enumerate(sels[start : start + len(got)]):
-            if not np.array_equal(got[i], truth[sel]):
-                raise AssertionError(f"crop {start + i} at {sel} differs from the ground truth")
-        start += len(got)
+    checked_pass(loader, truth, sels)
     times = []
     with launches_checked_only():
         for _ in range(passes):
@@ -103,18 +98,6 @@ def measure(
                 pass
             times.append(time.perf_counter() - t0)
     return loader, times
-
-
-def recorded_pass(loader: Any) -> str:
-    """Where one more pass (launches that only check) spent its time, as a Markdown table."""
-    from gpuzarr.backends.cuda import phases
-
-    with launches_checked_only(), phases.recording() as log:
-        start = time.perf_counter()
-        for _batch in loader:
-            pass
-        wall = time.perf_counter() - start
-    return phases.format_summary(log.summary(), wall)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     with emulated_gpu():
         array = gpuzarr.open(str(path), device="cuda:0")
         loader, times = measure(array, truth, sels, args.passes)
-        table = recorded_pass(loader) if args.phases else None
+        table = None
+        if args.phases:
+            with launches_checked_only():
+                table = recorded_pass(loader)
         loader.close()
     median = statistics.median(times)
     print(f"{DATASET}, {args.crops} crops of {CROP}^3 in batches of {LOADER_BATCH}, device cache, emulated device")

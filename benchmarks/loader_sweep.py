@@ -137,13 +137,7 @@ def measure(
         array, (CROP,) * truth.ndim, LOADER_BATCH, sampler=crops, shuffle=False, device=device, output=output,
         prefetch=2, **options,
     )  # fmt: skip
-    start = 0
-    for batch in loader:
-        got = _to_numpy(batch.data)
-        for i, sel in enumerate(sels[start : start + len(got)]):
-            if not np.array_equal(got[i], truth[sel]):
-                raise AssertionError(f"crop {start + i} at {sel} differs from the ground truth")
-        start += len(got)
+    checked_pass(loader, truth, sels)
     times, firsts = [], []
     for _ in range(passes):
         if before_pass is not None:
@@ -157,14 +151,29 @@ def measure(
         times.append(time.perf_counter() - t0)
         firsts.append(times[-1] if first is None else first)
     if phases is not None:
-        phases.append(_recorded_pass(loader, sync, before_pass))
+        phases.append(recorded_pass(loader, sync, before_pass))
     loader.close()
     median = statistics.median(times)
     return median, len(sels) / median, statistics.median(firsts)
 
 
-def _recorded_pass(loader: Any, sync: Callable[[], None], before_pass: Callable[[], None] | None) -> str:
-    """Where the wall time of one pass of ``loader`` went, as a Markdown table."""
+def checked_pass(loader: Any, truth: np.ndarray[Any, Any], sels: list[tuple[slice, ...]]) -> None:
+    """One pass of ``loader`` (over the crops ``sels``, in order), every crop checked against
+    ``truth``."""
+    start = 0
+    for batch in loader:
+        got = _to_numpy(batch.data)
+        for i, sel in enumerate(sels[start : start + len(got)]):
+            if not np.array_equal(got[i], truth[sel]):
+                raise AssertionError(f"crop {start + i} at {sel} differs from the ground truth")
+        start += len(got)
+
+
+def recorded_pass(
+    loader: Any, sync: Callable[[], None] = lambda: None, before_pass: Callable[[], None] | None = None
+) -> str:
+    """Where the wall time of one pass of ``loader`` went, as a Markdown table (``sync`` waits
+    for the device after it; ``before_pass`` runs first, outside the time)."""
     from gpuzarr.backends.cuda import phases
 
     if before_pass is not None:
