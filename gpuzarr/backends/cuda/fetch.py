@@ -86,10 +86,12 @@ def fetch_batch(
     # after another; the chunks read on the host (real reads, which let go of the lock) still
     # run on the I/O threads.
     fetched: list[Buffer | FileSpan | None] = [None] * len(tasks)
-    on_host = [i for i, task in enumerate(tasks) if not reads_directly(task.route)]
+    on_host = []
     for i, task in enumerate(tasks):
         if reads_directly(task.route):
             fetched[i] = span(task)
+        else:
+            on_host.append(i)
     if on_host:
         for i, data in zip(on_host, run(lambda i: store.get(tasks[i].key), on_host), strict=True):
             fetched[i] = data
