@@ -83,6 +83,14 @@ class DecodedWindow:
     #: each run's copies planned by the ordering (:meth:`.ordering.HostOrdering.plan_copies`), by
     #: the same keys as ``pieces``
     copies: dict[tuple[str, int, bytes], Any] = dataclasses.field(default_factory=dict)
+    #: the ordering of the lane that read the chunks where it is not the loader's own (a second
+    #: decode lane on a stream of its own), else None
+    lane: HostOrdering | None = None
+    #: the event recorded on the lane's stream after its reads (None: read on the loader's stream)
+    ready: Any = None
+    #: the chunks for the device cache, put there by :meth:`ChunkAssembler.use_window` on the
+    #: loader's stream (a lane's chunks may not be complete on it before then)
+    device_puts: list[tuple[ChunkKey, Any]] = dataclasses.field(default_factory=list)
 
 
 class ChunkAssembler:
@@ -111,6 +119,8 @@ class ChunkAssembler:
         self._pieces: dict[tuple[str, int, bytes], CropPieces] = {}
         #: the copies of those runs the ordering planned with them (the GPU's box copies)
         self._copies: dict[tuple[str, int, bytes], Any] = {}
+        #: the lane whose stream read the chunks decoded ahead (None: the loader's own stream)
+        self._ahead_lane: HostOrdering | None = None
 
     def read(self, field: str, volume: int, origins: np.ndarray[Any, Any], out: Any) -> None:
         """Fill ``out`` (``(len(origins), *crop_shape)`` on the loader's device) with the crops
@@ -181,11 +191,19 @@ class ChunkAssembler:
         self.drop_ahead()
         return self.use_window(self.decode_window(batches, budget))
 
-    def decode_window(self, batches: Sequence[Crops], budget: int) -> DecodedWindow:
+    def decode_window(self, batches: Sequence[Crops], budget: int, lane: HostOrdering | None = None) -> DecodedWindow:
         """What :meth:`decode_ahead` reads, without handing it to :meth:`read` yet: a window
         that :meth:`use_window` hands over later. It reads the caches (and puts what it reads
         in them) but changes nothing :meth:`read` uses, so it may run on another thread while
-        :meth:`read` puts together the batches of the window before."""
+        :meth:`read` puts together the batches of the window before.
+
+        ``lane``: that thread's ordering where it is not the loader's (``decode_lane()``, a
+        stream of its own): the chunks are read on its stream, the window carries an event
+        recorded there after them, and the chunks for the device cache are put there by
+        :meth:`use_window`, after the loader's stream has waited for that event."""
+        own = lane is None or lane is self.ordering
+        ordering = self.ordering if lane is None else lane
+        deferred: list[tuple[ChunkKey, Any]] | None = None if own else []
         pieces: dict[tuple[str, int, bytes], CropPieces] = {}
         copies: dict[tuple[str, int, bytes], Any] = {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
@@ -195,12 +213,15 @@ class ChunkAssembler:
             if cache is not None:
                 cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
         chunks: dict[ChunkKey, Any] = {}
-        with self.ordering.producing():
+        with ordering.producing():
             for (field, volume), coords in wanted.items():
                 array = self.volumes.arrays[field][volume]
-                read = self._read_chunks(field, volume, array, self.chunks[field][volume], sorted(coords))
+                chunk = self.chunks[field][volume]
+                read = self._read_chunks(field, volume, array, chunk, sorted(coords), ordering, deferred)
                 chunks.update({(field, volume, c): value for c, value in read.items()})
-        return DecodedWindow(taken, chunks, pieces, copies)
+            if deferred is None:
+                return DecodedWindow(taken, chunks, pieces, copies)
+            return DecodedWindow(taken, chunks, pieces, copies, ordering, ordering.record(), deferred)
 
     def _plan_window(
         self,
@@ -250,13 +271,33 @@ class ChunkAssembler:
 
     def use_window(self, window: DecodedWindow) -> int:
         """Let :meth:`read` take crops from ``window`` (the chunks decoded ahead before are
-        dropped); how many batches it holds."""
+        dropped); how many batches it holds. A window read on a lane's stream is waited for by
+        the loader's stream first, and its chunks for the device cache are copied there on it."""
+        self._release_ahead()
+        self.ordering.wait_for(window.ready)
+        if window.device_puts and self.device_cache is not None:
+            with self.ordering.producing():
+                for key, value in window.device_puts:
+                    self.device_cache.put(key, value.copy())
         self._ahead, self._pieces, self._copies = window.chunks, window.pieces, window.copies
+        self._ahead_lane = window.lane
         return window.taken
 
     def drop_ahead(self) -> None:
         """Forget the chunks decoded ahead (and the pieces of their crops)."""
+        self._release_ahead()
         self._ahead, self._pieces, self._copies = {}, {}, {}
+
+    def _release_ahead(self) -> None:
+        """Before the chunks decoded ahead on a lane's stream are let go of: that stream waits
+        for what the loader's stream has queued so far, the batches put together from them.
+
+        Their memory goes back to the lane stream's memory pool, where the lane's next reads
+        may take it at once; ordered behind that wait, they write it only once those batches
+        have read it."""
+        lane, self._ahead_lane = self._ahead_lane, None
+        if lane is not None:
+            lane.wait_for(self.ordering.record())
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)
@@ -297,26 +338,40 @@ class ChunkAssembler:
         return found
 
     def _read_chunks(
-        self, field: str, volume: int, array: Array, chunk: tuple[int, ...], missing: list[tuple[int, ...]]
+        self,
+        field: str,
+        volume: int,
+        array: Array,
+        chunk: tuple[int, ...],
+        missing: list[tuple[int, ...]],
+        ordering: HostOrdering | None = None,
+        device_puts: list[tuple[ChunkKey, Any]] | None = None,
     ) -> dict[tuple[int, ...], Any]:
-        """Read the ``missing`` chunks whole (one read_batch per chunk shape) and cache them;
-        the chunks returned are views of the arrays read into."""
+        """Read the ``missing`` chunks whole (one read_batch per chunk shape, on ``ordering``'s
+        stream: by default the loader's) and cache them; the chunks returned are views of the
+        arrays read into. With ``device_puts`` the chunks for the device cache go there instead
+        (see :meth:`decode_window`)."""
+        ordering = self.ordering if ordering is None else ordering
         boxes: dict[tuple[int, ...], list[tuple[tuple[int, ...], tuple[slice, ...]]]] = {}
         for coords in missing:
             box = tuple(slice(k * c, min((k + 1) * c, n)) for k, c, n in zip(coords, chunk, array.shape, strict=True))
             boxes.setdefault(tuple(s.stop - s.start for s in box), []).append((coords, box))
         read: dict[tuple[int, ...], Any] = {}
         for group in boxes.values():
-            stacked = array.read_batch([box for _, box in group], stream=self.ordering.stream)
+            stacked = array.read_batch([box for _, box in group], stream=ordering.stream)
             for i, (coords, _) in enumerate(group):
                 value = stacked[i]
                 key: ChunkKey = (field, volume, coords)
                 # Cached chunks are copies of their own, so that one does not hold its whole
                 # batch alive.
                 if self.device_cache is not None:
-                    self.device_cache.put(key, value.copy())
+                    if device_puts is None:
+                        self.device_cache.put(key, value.copy())
+                    else:
+                        device_puts.append((key, value))
                 if self.host_cache is not None:
-                    self.host_cache.put(key, self.ordering.to_host(value) if self.ordering.on_device else value.copy())
+                    # On a device, a copy to the host on the reads' stream (current here), waited for.
+                    self.host_cache.put(key, ordering.to_host(value) if ordering.on_device else value.copy())
                 read[coords] = value
         return read
 

@@ -232,8 +232,9 @@ class CropLoader:
         decoded once the batches decoded before are put together and queued; 2: a second
         thread decodes them meanwhile, so that the next decode overlaps putting batches
         together and the consumer's work on them. Each of the two windows then gets half of
-        ``decode_ahead_bytes``. Not yet measured on a GPU: the two threads share one
-        interpreter lock, and only what they spend waiting for the device or files overlaps.
+        ``decode_ahead_bytes``. The second lane reads on a CUDA stream of its own, so that its
+        decode overlaps the batches put together meanwhile on the device too. Not yet measured
+        on a GPU in this form; the two threads share one interpreter lock.
     reuse_buffers
         True (the default): batches are read into a pool of reused buffers, with no copy on
         the way to the consumer. A buffer is reused only once nothing refers to its batch any

@@ -90,10 +90,19 @@ class HostOrdering:
         return None
 
     def wait_before_reuse(self, event: Any) -> None:
+        self.wait_for(event)
+
+    def wait_for(self, event: Any) -> None:
+        """Make the work queued from now on (on the loader's stream) wait for ``event``."""
         return None
 
     def settle(self, event: Any) -> None:
         return None
+
+    def decode_lane(self) -> HostOrdering:
+        """The ordering a second thread decodes windows ahead on (see
+        ``ChunkAssembler.decode_window``): this one, where there is no stream to keep apart."""
+        return self
 
 
 class CudaOrdering(HostOrdering):
@@ -119,6 +128,7 @@ class CudaOrdering(HostOrdering):
         self.index = device_index(device) or 0
         self.stream = side_stream(reader, self)
         self._side = device_on(reader, self.stream)
+        self._lane: CudaOrdering | None = None
 
     @property
     def _real(self) -> bool:
@@ -223,10 +233,34 @@ class CudaOrdering(HostOrdering):
         with consumer.activate():
             return consumer.record()
 
-    def wait_before_reuse(self, event: Any) -> None:
+    def wait_for(self, event: Any) -> None:
         if event is not None:
             with self._side.activate():
                 self._side.wait_for(event)
+
+    def decode_lane(self) -> HostOrdering:
+        """The ordering of the loader's second decode lane: the same device and reader on a
+        stream of its own (made once; its nvCOMP codecs are kept as long as this ordering).
+
+        On the loader's side stream, a window's decode queued by the second lane and the batches
+        of the window before, put together meanwhile by the producer, run one after the other
+        on the device: each batch handed over would wait for the next window's decode. On a
+        stream of its own the decode overlaps them; the window then carries an event for the
+        side stream to wait for (``ChunkAssembler.use_window``). Itself where there is no real
+        stream (the emulated device runs every call at once)."""
+        if not self._real:
+            return self
+        if self._lane is None:
+            from ..backends.cuda.handoff import side_stream
+
+            lane = CudaOrdering.__new__(CudaOrdering)
+            lane._reader, lane._device_on, lane._consumers = self._reader, self._device_on, {}
+            lane.index = self.index
+            lane.stream = side_stream(self._reader, self)
+            lane._side = self._device_on(self._reader, lane.stream)
+            lane._lane = None
+            self._lane = lane
+        return self._lane
 
     def settle(self, event: Any) -> None:
         if event is not None:

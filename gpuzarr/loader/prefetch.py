@@ -272,7 +272,8 @@ class Producer(Background):
 
     ``ahead_lanes`` 2 (decoding ahead only): a second thread decodes the chunks of the next
     window of batches while the producer puts together the batches of the current one, each
-    window within half of ``ahead_bytes`` (so that two windows held at once keep to it).
+    window within half of ``ahead_bytes`` (so that two windows held at once keep to it), on the
+    ordering's ``decode_lane()`` (on a GPU, a stream of its own).
     """
 
     def __init__(
@@ -301,6 +302,8 @@ class Producer(Background):
             if ahead_bytes and ahead_lanes > 1
             else None
         )
+        #: the ordering that thread reads on: on a GPU a stream of its own (``decode_lane``)
+        self._lane_ordering = ordering.decode_lane() if self._ahead_lane is not None else None
         self._ordering = ordering
         self._pool = pool
         self._batches = batches
@@ -315,6 +318,20 @@ class Producer(Background):
         super().__init__(prefetch, lanes)
 
     def _run(self) -> None:
+        try:
+            self._produce()
+        finally:
+            # Stopped or failed: the chunks decoded ahead go before the thread does.
+            self._drop_ahead()
+
+    def _drop_ahead(self) -> None:
+        """Let go of the chunks decoded ahead (see ``ChunkAssembler.drop_ahead``: a lane's stream
+        then waits for the batches put together from them) on this thread, after its last read
+        from them and before the consumer can start another pass."""
+        if self._ahead_bytes:
+            self._reader.drop_ahead()
+
+    def _produce(self) -> None:
         workers = None if self._shares is None else next(self._shares)  # atomic, as for the positions
         decoded_until = 0  # position in ``indices`` up to which chunks are decoded ahead (one lane)
         #: the window the second lane is decoding: (its first position, its future)
@@ -323,6 +340,7 @@ class Producer(Background):
             position = next(self._positions)
             if position >= len(self._indices):
                 if position == len(self._indices) and self._wait_for_turn(position):
+                    self._drop_ahead()
                     self._end()
                 return
             index = self._indices[position]
@@ -335,7 +353,9 @@ class Producer(Background):
                     pending = None
                     if self._ahead_lane is not None and decoded_until < len(self._indices):
                         window = self._window(decoded_until)
-                        future = self._ahead_lane.submit(self._reader.decode_window, window, self._ahead_bytes)
+                        future = self._ahead_lane.submit(
+                            self._reader.decode_window, window, self._ahead_bytes, self._lane_ordering
+                        )
                         pending = (decoded_until, future)
                 with phase("loader-slot"):
                     slot = self._pool.acquire()

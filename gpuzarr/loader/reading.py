@@ -65,17 +65,24 @@ class BatchReader:
             self.assembler.drop_ahead()
             return len(batches)
 
-    def decode_window(self, batches: Sequence[Crops], budget: int) -> DecodedWindow | None:
+    def decode_window(
+        self, batches: Sequence[Crops], budget: int, lane: HostOrdering | None = None
+    ) -> DecodedWindow | None:
         """:meth:`decode_ahead`'s reads, for :meth:`use_window` to hand over later (see
-        ``ChunkAssembler.decode_window``: it may run on another thread meanwhile); None where
-        this reader has no assembler. A failure gives a window of no chunks for all of
-        ``batches``, which are then read one by one, as :meth:`decode_ahead` says."""
+        ``ChunkAssembler.decode_window``: it may run on another thread meanwhile, on ``lane``'s
+        stream); None where this reader has no assembler. A failure gives a window of no chunks
+        for all of ``batches``, which are then read one by one, as :meth:`decode_ahead` says."""
         if self.assembler is None:
             return None
         try:
-            return self.assembler.decode_window(batches, budget)
+            return self.assembler.decode_window(batches, budget, lane)
         except GpuZarrError:
             return DecodedWindow(len(batches), {}, {})
+
+    def drop_ahead(self) -> None:
+        """Let go of the chunks decoded ahead (at the end of a pass: see ``ChunkAssembler.drop_ahead``)."""
+        if self.assembler is not None:
+            self.assembler.drop_ahead()
 
     def use_window(self, window: DecodedWindow | None) -> int:
         """Take crops from ``window`` from now on; how many batches it holds (0: none)."""

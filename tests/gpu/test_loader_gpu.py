@@ -138,3 +138,44 @@ def test_the_loaders_stream_makes_each_codec_once(
     del loader, batch  # nothing of the loader's is left referenced here
     gc.collect()
     assert not cupy_device._CODECS.keeps(handle)  # the cache lets the stream go at its next call
+
+
+def test_the_second_lane_decodes_on_a_stream_of_its_own(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``decode_ahead_lanes=2``: the lane's windows are read on a stream other than the loader's,
+    whose codecs are made once and kept; three passes of windows of about one batch (the lane's
+    memory going back to its pool window after window, pass after pass) equal NumPy slicing,
+    with a device cache too small for the volume filled from the lane's windows."""
+    import threading
+
+    from gpuzarr.backends.cuda import cupy_device
+    from gpuzarr.loader.ordering import CudaOrdering
+
+    made: list[tuple[str, int, int]] = []
+    new_codec = cupy_device._new_codec
+
+    def counted(algorithm: str, device: int, stream: int) -> Any:
+        made.append((algorithm, stream, threading.get_ident()))
+        return new_codec(algorithm, device, stream)
+
+    monkeypatch.setattr(cupy_device, "_new_codec", counted)
+    arrays, sources = volumes
+    loader = CropLoader(
+        arrays, CROP, 8, crops_per_epoch=96, device="gpu", output="numpy", decode_ahead_bytes=512 << 10,
+        decode_ahead_lanes=2, device_cache_bytes=128 << 10,
+    )  # fmt: skip
+    for _ in range(3):
+        for batch in loader:
+            assert_batch_matches(batch, sources, CROP)
+    ordering = loader._ordering
+    assert isinstance(ordering, CudaOrdering)
+    lane = ordering.decode_lane()
+    assert isinstance(lane, CudaOrdering) and lane is ordering.decode_lane()
+    handle = int(lane.stream.ptr)
+    assert handle != int(ordering.stream.ptr)
+    on_lane = [m for m in made if m[1] == handle]
+    assert on_lane, "no codec was made for the lane's stream"
+    assert len(on_lane) == len(set(on_lane)), f"codecs made again for the lane's stream: {on_lane}"
+    assert cupy_device._CODECS.keeps(handle)
+    loader.close()

@@ -343,11 +343,11 @@ def test_a_second_lane_decodes_the_next_window_while_batches_are_put_together(
     second_started = threading.Event()
     overlapped: list[bool] = []
 
-    def logged_decode(self: Assembler, batches: Any, budget: int) -> Any:
+    def logged_decode(self: Assembler, batches: Any, budget: int, lane: Any = None) -> Any:
         events.append(("decode", threading.current_thread().name, budget))
         if sum(e[0] == "decode" for e in events) == 2:
             second_started.set()
-        return decode_window(self, batches, budget)
+        return decode_window(self, batches, budget, lane)
 
     def logged_read(self: Assembler, field: str, volume: int, origins: Any, out: Any) -> None:
         events.append(("read", threading.current_thread().name, 0))
@@ -394,6 +394,121 @@ def test_decode_ahead_lanes_is_checked(emulated_gpu: EmulatedGpu, cpu_volumes: l
     for options in ({"device": "cpu"}, {"device": "gpu", "prefetch": 0}, {"device": "gpu", "decode_ahead_bytes": 0}):
         with pytest.raises(InvalidArgumentError, match="decode_ahead_lanes: a second lane decodes ahead"):
             CropLoader(cpu_volumes, CROP, 2, decode_ahead_lanes=2, **options)
+
+
+class _Stream:
+    """A stand-in CUDA stream: the emulated device takes any object for its stream."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Event:
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def synchronize(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("device_cache", [0, 64 << 20])
+def test_a_second_lane_decodes_on_its_own_stream_and_hands_windows_over_with_events(
+    emulated_gpu: EmulatedGpu,
+    cpu_volumes: list[gpuzarr.Array],
+    sources: list[np.ndarray[Any, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    device_cache: int,
+) -> None:
+    """With streams (stand-ins here), the second lane reads each window on a stream of its own;
+    the loader's stream waits for the event the lane recorded after a window's reads before any
+    batch is put together from it, and before a lane's window is let go of, the lane's stream
+    waits for an event recorded on the loader's stream (its memory goes back to the lane's
+    pool). Chunks for the device cache are copied on the producer's thread, not the lane's."""
+    from gpuzarr.backends.cuda import handoff
+    from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
+    from gpuzarr.loader.cache import ChunkCache
+
+    streams: list[_Stream] = []
+    log: list[tuple[str, Any, Any, str]] = []
+    lock = threading.Lock()
+
+    def side_stream(reader: Any, owner: object) -> _Stream:
+        streams.append(_Stream(f"stream-{len(streams)}"))
+        return streams[-1]
+
+    def note(what: str, stream: Any, event: Any = None) -> None:
+        with lock:
+            log.append((what, stream, event, threading.current_thread().name))
+
+    class LoggingDevice(CpuEmulatedDevice):
+        def record(self) -> Any:
+            event = _Event(self.stream)
+            note("record", self.stream, event)
+            return event
+
+        def wait_for(self, event: Any) -> None:
+            super().wait_for(event)
+            note("wait", self.stream, event)
+
+        def decompress_batch(self, *args: Any, **kwargs: Any) -> Any:
+            note("decode", self.stream)
+            return super().decompress_batch(*args, **kwargs)
+
+        def assemble_boxes(self, *args: Any, **kwargs: Any) -> Any:
+            note("assemble", self.stream)
+            return super().assemble_boxes(*args, **kwargs)
+
+    puts: list[str] = []
+    put = ChunkCache.put
+
+    def logged_put(self: ChunkCache, key: Any, value: Any) -> bool:
+        puts.append(threading.current_thread().name)
+        return put(self, key, value)
+
+    monkeypatch.setattr(handoff, "side_stream", side_stream)
+    monkeypatch.setattr(ChunkCache, "put", logged_put)
+    emulated_gpu.device_class = LoggingDevice
+    chunk_bytes = 8**3 * 2
+    loader = CropLoader(
+        cpu_volumes, CROP, 3, crops_per_epoch=36, seed=5, device="gpu", output="numpy",
+        decode_ahead_bytes=24 * chunk_bytes, decode_ahead_lanes=2, device_cache_bytes=device_cache,
+    )  # fmt: skip
+    origins, crops = read_all(loader)
+    stacked = np.concatenate(crops)
+    for (volume, origin), crop in zip(origins, stacked, strict=True):
+        box = tuple(slice(o, o + c) for o, c in zip(origin, CROP, strict=True))
+        assert np.array_equal(crop, sources[volume][box])
+
+    side, lane = streams  # the loader's and, made once, its second lane's
+    lane_thread = [e for e in log if e[3].startswith("gpuzarr-loader-decode")]
+    producer = [e for e in log if e[3] == "gpuzarr-loader"]
+    assert {e[1] for e in lane_thread if e[0] == "decode"} == {lane}
+    assert {e[1] for e in producer if e[0] in ("decode", "assemble")} == {side}  # the first window, every batch
+    recorded = [e[2] for e in lane_thread if e[0] == "record"]  # the windows' events, and the reads' own
+    waited = [e[2] for e in producer if e[0] == "wait" and e[1] is side and e[2].stream is lane]
+    assert len(waited) >= 2  # several windows decoded on the lane
+    positions = [next(i for i, r in enumerate(recorded) if r is w) for w in waited]
+    assert positions == sorted(set(positions))  # events of the lane's reads, each once, in order
+    for event in waited:
+        # Waited for before any batch of the window is put together, and (after the first lane
+        # window) right after the lane's stream was told to wait for the window before's batches.
+        at = producer.index(("wait", side, event, "gpuzarr-loader"))
+        after = [e[0] for e in producer[at + 1 :] if e[0] in ("assemble", "wait")]
+        assert after[:1] == ["assemble"]
+        if event is not waited[0]:
+            record, wait = producer[at - 2], producer[at - 1]
+            assert (record[0], record[1], wait[0], wait[1]) == ("record", side, "wait", lane)
+            assert wait[2] is record[2]
+    # The last lane window let go of at the end of the pass, the same way.
+    last_wait = max(i for i, e in enumerate(producer) if e[0] == "wait" and e[1] is lane)
+    assert last_wait > producer.index(("wait", side, waited[-1], "gpuzarr-loader"))
+    if device_cache:
+        assert puts and set(puts) == {"gpuzarr-loader"}
+    else:
+        assert not puts
 
 
 def test_stopping_a_pass_stops_the_second_lane(
