@@ -190,7 +190,8 @@ lease() {
   # - every GPU test file first: the two assemble kernels, the reads that use them, the loader;
   # - the loader benchmark beside the CPU peers (issue 13's 64^3 crops/s targets);
   # - the GPU loader at 2048 crops a pass (per-batch costs without a pass's fixed cost): decoding
-  #   ahead on one lane and on two (decode_ahead_lanes=2), with and without the kept walks of
+  #   ahead on one lane and on two (decode_ahead_lanes=2, the second lane on a stream of its own
+  #   since 2026-11-28's third session), with and without the kept walks of
   #   zstd frames (the last two from 2026-11-28's second session, not yet measured on a GPU), and
   #   the device cache; each row says how long its first batch took;
   # - full reads and batched crops beside TensorStore. The row kernel and kvikio reads by default
@@ -322,6 +323,9 @@ diagnose() {
   done
   sweep_loader loader-sweep-phases 40 --passes 3 --rows "ahead default" "ahead default, CPU decode" "device cache" \
     --phases
+  # The second decode lane on a stream of its own (2026-11-28, third session): one lane against
+  # two in the steady state of a longer pass, where windows follow each other.
+  sweep_loader loader-sweep-2048-lanes 40 --passes 3 --crops 2048 --rows "ahead default" "ahead default, 2 lanes"
   # kvikio's threads for the device's own file reads: min(16, CPUs) by default, which one H100
   # probe of a single cached file contradicted (2026-11-24); whole reads settle it.
   timeout "$(capped 60)" python3 -m benchmarks.batch_sweep --size-mib 128 --repeats 3 --budgets-mib 1024 \

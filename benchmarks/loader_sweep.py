@@ -17,7 +17,7 @@ warmed up by one pass whose every crop is checked against the ground truth, then
   the host and copied in the batch's staging buffer rather than read by kvikio (Blosc chunks
   take that route either way, so their two rows show how much rows differ by chance);
 * ``ahead default, 2 lanes``: ``decode_ahead_lanes=2``, the next window's chunks decoded on a
-  second thread while the current window's batches are put together;
+  second thread, and a CUDA stream of its own, while the current window's batches are put together;
 * ``ahead default, frames walked every pass``: as ``ahead default``, with the zstd frames the device reads
   from files walked again on every pass (the kept walks, ``backends/cuda/walked_frames.py``,
   forgotten before each pass): what keeping them saves;
