@@ -27,6 +27,7 @@ from ..parallel import run_tasks
 from .pieces import copy_pieces
 
 if TYPE_CHECKING:
+    from ..backends.cuda.reader import CudaReader
     from .pieces import CropPieces
 
 OUTPUTS = ("torch", "cupy", "numpy")
@@ -115,18 +116,23 @@ class CudaOrdering(HostOrdering):
     on_device = True
 
     def __init__(self, device: str) -> None:
-        from ..backends.cuda.handoff import device_on, side_stream
         from ..backends.cuda.reader import CudaReader
 
         reader = backends.reader_for(device)
         assert isinstance(reader, CudaReader)
+        self._start(reader, device_index(device) or 0, self)
+
+    def _start(self, reader: CudaReader, index: int, owner: object) -> None:
+        """Set up on a new side stream of ``reader``'s device, whose codecs ``owner`` keeps."""
+        from ..backends.cuda.handoff import device_on, side_stream
+
         self._reader = reader
         self._device_on = device_on
         #: device objects ordered on the consumer's streams, by stream handle: two are needed
         #: per batch (its hand-over and its buffers' return), on the same stream in a training loop
         self._consumers: dict[int, Any] = {}
-        self.index = device_index(device) or 0
-        self.stream = side_stream(reader, self)
+        self.index = index
+        self.stream = side_stream(reader, owner)
         self._side = device_on(reader, self.stream)
         self._lane: CudaOrdering | None = None
 
@@ -244,21 +250,16 @@ class CudaOrdering(HostOrdering):
 
         On the loader's side stream, a window's decode queued by the second lane and the batches
         of the window before, put together meanwhile by the producer, run one after the other
-        on the device: each batch handed over would wait for the next window's decode. On a
+        on the device: a batch queued after part of the next window's decode waits for that
+        part. On a
         stream of its own the decode overlaps them; the window then carries an event for the
         side stream to wait for (``ChunkAssembler.use_window``). Itself where there is no real
         stream (the emulated device runs every call at once)."""
         if not self._real:
             return self
         if self._lane is None:
-            from ..backends.cuda.handoff import side_stream
-
             lane = CudaOrdering.__new__(CudaOrdering)
-            lane._reader, lane._device_on, lane._consumers = self._reader, self._device_on, {}
-            lane.index = self.index
-            lane.stream = side_stream(self._reader, self)
-            lane._side = self._device_on(self._reader, lane.stream)
-            lane._lane = None
+            lane._start(self._reader, self.index, self)
             self._lane = lane
         return self._lane
 

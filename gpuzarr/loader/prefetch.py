@@ -327,7 +327,7 @@ class Producer(Background):
     def _drop_ahead(self) -> None:
         """Let go of the chunks decoded ahead (see ``ChunkAssembler.drop_ahead``: a lane's stream
         then waits for the batches put together from them) on this thread, after its last read
-        from them and before the consumer can start another pass."""
+        from them. A new pass starts only once this thread has ended (``stop`` joins it)."""
         if self._ahead_bytes:
             self._reader.drop_ahead()
 
@@ -340,7 +340,6 @@ class Producer(Background):
             position = next(self._positions)
             if position >= len(self._indices):
                 if position == len(self._indices) and self._wait_for_turn(position):
-                    self._drop_ahead()
                     self._end()
                 return
             index = self._indices[position]

@@ -144,9 +144,10 @@ def test_the_second_lane_decodes_on_a_stream_of_its_own(
     volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``decode_ahead_lanes=2``: the lane's windows are read on a stream other than the loader's,
-    whose codecs are made once and kept; three passes of windows of about one batch (the lane's
-    memory going back to its pool window after window, pass after pass) equal NumPy slicing,
-    with a device cache too small for the volume filled from the lane's windows."""
+    whose codecs are kept from read to read (each thread's made once; every pass has a lane
+    thread of its own); three passes of windows of about one batch (the lane's memory going back
+    to its pool window after window, pass after pass) equal NumPy slicing, with a device cache
+    too small for the volume filled from the lane's windows."""
     import threading
 
     from gpuzarr.backends.cuda import cupy_device

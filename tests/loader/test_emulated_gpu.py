@@ -462,14 +462,20 @@ def test_a_second_lane_decodes_on_its_own_stream_and_hands_windows_over_with_eve
             return super().assemble_boxes(*args, **kwargs)
 
     puts: list[str] = []
-    put = ChunkCache.put
+    put, decode_window = ChunkCache.put, ChunkAssembler.decode_window
 
     def logged_put(self: ChunkCache, key: Any, value: Any) -> bool:
         puts.append(threading.current_thread().name)
+        note("put", None)
         return put(self, key, value)
+
+    def logged_window(self: ChunkAssembler, batches: Any, budget: int, lane: Any = None) -> Any:
+        note("window", None)
+        return decode_window(self, batches, budget, lane)
 
     monkeypatch.setattr(handoff, "side_stream", side_stream)
     monkeypatch.setattr(ChunkCache, "put", logged_put)
+    monkeypatch.setattr(ChunkAssembler, "decode_window", logged_window)
     emulated_gpu.device_class = LoggingDevice
     chunk_bytes = 8**3 * 2
     loader = CropLoader(
@@ -483,6 +489,20 @@ def test_a_second_lane_decodes_on_its_own_stream_and_hands_windows_over_with_eve
         assert np.array_equal(crop, sources[volume][box])
 
     side, lane = streams  # the loader's and, made once, its second lane's
+    waited = _check_lane_windows(log, side, lane)
+    if device_cache:
+        assert puts and set(puts) == {"gpuzarr-loader"}
+        _check_puts_after_waits([e for e in log if e[3] == "gpuzarr-loader"], side, lane, waited)
+    else:
+        assert not puts
+
+
+Logged = list[tuple[str, Any, Any, str]]
+
+
+def _check_lane_windows(log: Logged, side: _Stream, lane: _Stream) -> list[_Event]:
+    """The stream orderings of a pass with a second lane (see the test above); the lane windows'
+    events the side stream waited for."""
     lane_thread = [e for e in log if e[3].startswith("gpuzarr-loader-decode")]
     producer = [e for e in log if e[3] == "gpuzarr-loader"]
     assert {e[1] for e in lane_thread if e[0] == "decode"} == {lane}
@@ -493,6 +513,11 @@ def test_a_second_lane_decodes_on_its_own_stream_and_hands_windows_over_with_eve
     positions = [next(i for i, r in enumerate(recorded) if r is w) for w in waited]
     assert positions == sorted(set(positions))  # events of the lane's reads, each once, in order
     for event in waited:
+        # Recorded after every read of its window: no decode follows it before the next window.
+        at = next(i for i, e in enumerate(lane_thread) if e[2] is event)
+        rest = [e[0] for e in lane_thread[at + 1 :]]
+        assert "decode" not in (rest[: rest.index("window")] if "window" in rest else rest)
+        assert "decode" in [e[0] for e in lane_thread[:at]]
         # Waited for before any batch of the window is put together, and (after the first lane
         # window) right after the lane's stream was told to wait for the window before's batches.
         at = producer.index(("wait", side, event, "gpuzarr-loader"))
@@ -505,10 +530,17 @@ def test_a_second_lane_decodes_on_its_own_stream_and_hands_windows_over_with_eve
     # The last lane window let go of at the end of the pass, the same way.
     last_wait = max(i for i, e in enumerate(producer) if e[0] == "wait" and e[1] is lane)
     assert last_wait > producer.index(("wait", side, waited[-1], "gpuzarr-loader"))
-    if device_cache:
-        assert puts and set(puts) == {"gpuzarr-loader"}
-    else:
-        assert not puts
+    return waited
+
+
+def _check_puts_after_waits(producer: Logged, side: _Stream, lane: _Stream, waited: list[_Event]) -> None:
+    """A lane window's chunks go into the device cache after the side stream waited for the
+    window (the puts before the first such wait are the first window's, read on the side)."""
+    first = producer.index(("wait", side, waited[0], "gpuzarr-loader"))
+    for i, entry in enumerate(producer):
+        if entry[0] == "put" and i > first:
+            before = [e for e in producer[:i] if e[0] == "assemble" or (e[0] == "wait" and e[1] is side)]
+            assert before[-1][0] == "wait" and before[-1][2].stream is lane
 
 
 def test_stopping_a_pass_stops_the_second_lane(
