@@ -101,16 +101,11 @@ def test_kept_torch_batches_are_never_overwritten(
         assert_batch_matches(host, sources, CROP)
 
 
-def test_the_loaders_stream_makes_each_codec_once(
-    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The side stream's nvCOMP codecs serve every read of the loader, one per algorithm and
-    thread, and go with the loader."""
-    import gc
+def _codecs_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """From now on, every nvCOMP codec made, as (algorithm, stream handle, thread)."""
     import threading
 
     from gpuzarr.backends.cuda import cupy_device
-    from gpuzarr.loader.ordering import CudaOrdering
 
     made: list[tuple[str, int, int]] = []
     new_codec = cupy_device._new_codec
@@ -120,6 +115,20 @@ def test_the_loaders_stream_makes_each_codec_once(
         return new_codec(algorithm, device, stream)
 
     monkeypatch.setattr(cupy_device, "_new_codec", counted)
+    return made
+
+
+def test_the_loaders_stream_makes_each_codec_once(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The side stream's nvCOMP codecs serve every read of the loader, one per algorithm and
+    thread, and go with the loader."""
+    import gc
+
+    from gpuzarr.backends.cuda import cupy_device
+    from gpuzarr.loader.ordering import CudaOrdering
+
+    made = _codecs_made(monkeypatch)
     arrays, sources = volumes
     # windows of about one batch, so that the pass is many reads on the loader's stream
     loader = CropLoader(arrays, CROP, 8, crops_per_epoch=64, device="gpu", output="numpy", decode_ahead_bytes=512 << 10)
@@ -148,19 +157,10 @@ def test_the_second_lane_decodes_on_a_stream_of_its_own(
     thread of its own); three passes of windows of about one batch (the lane's memory going back
     to its pool window after window, pass after pass) equal NumPy slicing, with a device cache
     too small for the volume filled from the lane's windows."""
-    import threading
-
     from gpuzarr.backends.cuda import cupy_device
     from gpuzarr.loader.ordering import CudaOrdering
 
-    made: list[tuple[str, int, int]] = []
-    new_codec = cupy_device._new_codec
-
-    def counted(algorithm: str, device: int, stream: int) -> Any:
-        made.append((algorithm, stream, threading.get_ident()))
-        return new_codec(algorithm, device, stream)
-
-    monkeypatch.setattr(cupy_device, "_new_codec", counted)
+    made = _codecs_made(monkeypatch)
     arrays, sources = volumes
     loader = CropLoader(
         arrays, CROP, 8, crops_per_epoch=96, device="gpu", output="numpy", decode_ahead_bytes=512 << 10,
