@@ -251,10 +251,9 @@ class CudaOrdering(HostOrdering):
         On the loader's side stream, a window's decode queued by the second lane and the batches
         of the window before, put together meanwhile by the producer, run one after the other
         on the device: a batch queued after part of the next window's decode waits for that
-        part. On a
-        stream of its own the decode overlaps them; the window then carries an event for the
-        side stream to wait for (``ChunkAssembler.use_window``). Itself where there is no real
-        stream (the emulated device runs every call at once)."""
+        part. On a stream of its own the decode overlaps them; the window then carries an event
+        for the side stream to wait for (``ChunkAssembler.use_window``). Itself where there is
+        no real stream (the emulated device runs every call at once)."""
         if not self._real:
             return self
         if self._lane is None:
