@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
 
+    from ..metadata.json_types import CodecJSON
     from ..store.base import Buffer, RangeReader
 
     #: Memory of ``n`` bytes to read into (``read_part``): uint8, contiguous.
@@ -78,7 +79,7 @@ class Codec(ABC):
     def configuration(self) -> dict[str, Any] | None:
         """The JSON configuration (None when the codec has none)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CodecJSON:
         """The codec as Zarr v3 JSON: ``{"name": ..., "configuration": {...}}``."""
         config = self.configuration()
         if config is None:

@@ -49,6 +49,7 @@ from .zstd import decode_zstd
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from ..metadata.json_types import CodecJSON
     from ..store.base import Buffer
 
 
@@ -167,7 +168,7 @@ class NumcodecsCodec(BytesToBytesCodec):
             return self
         return replace(self, config=config, _impl=numcodecs_impl(self.codec_id, config))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CodecJSON:
         return {"name": PREFIX + self.codec_id, "configuration": dict(self.config)}
 
     def configuration(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from .base import ArrayToArrayCodec, ArrayToBytesCodec, ChunkSpec, as_uint8
 from .numcodecs_codec import check_codec_id, numcodecs_impl
 
 if TYPE_CHECKING:
+    from ..metadata.json_types import CodecJSON
     from ..store.base import Buffer
 
 #: Filters whose configured ``dtype`` numcodecs views the received elements as: its size must
@@ -92,7 +93,7 @@ class NumcodecsFilter(ArrayToArrayCodec):
     def from_config(cls, config: dict[str, Any]) -> NumcodecsFilter:  # pragma: no cover - via from_id
         raise MetadataError("numcodecs codecs are named 'numcodecs.<id>'")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CodecJSON:
         return {"name": PREFIX + self.codec_id, "configuration": dict(self.config)}
 
     def configuration(self) -> dict[str, Any]:
@@ -156,7 +157,7 @@ class NumcodecsSerializer(ArrayToBytesCodec):
     def from_config(cls, config: dict[str, Any]) -> NumcodecsSerializer:  # pragma: no cover - via from_id
         raise MetadataError("numcodecs codecs are named 'numcodecs.<id>'")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CodecJSON:
         return {"name": PREFIX + self.codec_id, "configuration": dict(self.config)}
 
     def configuration(self) -> dict[str, Any]:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
 
+    from ..metadata.json_types import CodecJSON
     from ..store.base import Buffer, RangeReader
     from .base import BufferFor
 
@@ -94,7 +95,7 @@ class CodecPipeline:
 
     @classmethod
     def from_codecs(
-        cls, codecs: Sequence[Codec | dict[str, Any]], spec: ChunkSpec, field: str = "codecs"
+        cls, codecs: Sequence[Codec | CodecJSON | dict[str, Any]], spec: ChunkSpec, field: str = "codecs"
     ) -> CodecPipeline:
         a2a: list[tuple[ArrayToArrayCodec, ChunkSpec]] = []
         a2b: tuple[ArrayToBytesCodec, ChunkSpec] | None = None
@@ -119,7 +120,7 @@ class CodecPipeline:
     def codecs(self) -> tuple[Codec, ...]:
         return (*(c for c, _ in self.array_to_array), self.array_to_bytes[0], *self.bytes_to_bytes)
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self) -> list[CodecJSON]:
         return [c.to_json() for c in self.codecs]
 
     def encoded_size(self) -> int | None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MetadataError, UnknownCodecError
 
 if TYPE_CHECKING:
+    from ..metadata.json_types import CodecJSON
     from .base import Codec
 
 _REGISTRY: dict[str, type[Codec]] = {}
@@ -24,7 +25,9 @@ def registered_codecs() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def codec_from_json(spec: dict[str, Any], field: str = "codecs", *, after_array_to_bytes: bool = False) -> Codec:
+def codec_from_json(
+    spec: CodecJSON | dict[str, Any], field: str = "codecs", *, after_array_to_bytes: bool = False
+) -> Codec:
     """Build a codec from ``{"name": ..., "configuration": {...}}``.
 
     ``after_array_to_bytes``: the codec follows the chain's array->bytes codec. A numcodecs

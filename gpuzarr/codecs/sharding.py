@@ -38,6 +38,7 @@ from .pipeline import CodecPipeline
 from .registry import register_codec
 
 if TYPE_CHECKING:
+    from ..metadata.json_types import CodecJSON
     from ..store.base import Buffer
 
 
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 class ShardingCodec(ArrayToBytesCodec):
     name = "sharding_indexed"
     chunk_shape: tuple[int, ...]
-    codecs: tuple[dict[str, Any], ...] = ({"name": "bytes", "configuration": {"endian": "little"}},)
-    index_codecs: tuple[dict[str, Any], ...] = DEFAULT_INDEX_CODECS
+    codecs: tuple[CodecJSON, ...] = ({"name": "bytes", "configuration": {"endian": "little"}},)
+    index_codecs: tuple[CodecJSON, ...] = DEFAULT_INDEX_CODECS
     index_location: str = "end"
     # Filled by resolve():
     shard_shape: tuple[int, ...] | None = field(default=None, compare=False)

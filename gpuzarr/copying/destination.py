@@ -36,6 +36,8 @@ from ..metadata.v2 import ArrayMetadataV2
 from .xarray_conventions import DIMENSIONS_ATTRIBUTE, FILL_VALUE_ATTRIBUTE, decode_fill_attribute, encode_fill_attribute
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..core.array import Array
     from ..metadata.v3 import ArrayMetadata
 
@@ -185,7 +187,7 @@ def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] |
     # In v2 xarray's _FillValue is the array's fill_value (xarray writes null without one).
     fill = attributes.pop(FILL_VALUE_ATTRIBUTE, None)
     fill_value = None if fill is None else decode_fill_attribute(fill, source.dtype, where)
-    serializer = info.serializer or {}
+    serializer: Mapping[str, Any] = info.serializer or {}
     if serializer.get("name") not in ("bytes", "vlen-utf8", "vlen-bytes"):
         raise _no_v2_equivalent(where, serializer, "its serializer has none")
     big = (serializer.get("configuration") or {}).get("endian") == "big"
@@ -229,7 +231,7 @@ def _v2_codec(codec: dict[str, Any], where: str) -> dict[str, Any]:
     raise _no_v2_equivalent(where, codec, "Zarr v2 has no such codec")
 
 
-def _no_v2_equivalent(where: str, codec: dict[str, Any], why: str) -> InvalidArgumentError:
+def _no_v2_equivalent(where: str, codec: Mapping[str, Any], why: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"{where}: the codec {codec.get('name')!r} cannot be written in Zarr v2 ({why}); "
         "choose v2 codecs with compressors (the command line's --compressor, e.g. zstd:3)"

@@ -39,6 +39,7 @@ from ..plan.selection import (
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
+    from ..metadata.json_types import CodecJSON
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
 
@@ -259,7 +260,7 @@ class Array:
         return self._metadata.dimension_names
 
     @property
-    def codecs(self) -> list[dict[str, Any]]:
+    def codecs(self) -> list[CodecJSON]:
         """The codec chain as Zarr v3 JSON (for v2, the chain the metadata maps to)."""
         return self._layout.pipeline.to_json()
 
@@ -273,7 +274,7 @@ class Array:
         return codec_parts(self)[0]
 
     @property
-    def serializer(self) -> dict[str, Any] | None:
+    def serializer(self) -> CodecJSON | None:
         """The array -> bytes codec as JSON (None for Zarr v2), as zarr-python gives it."""
         return codec_parts(self)[1]
 

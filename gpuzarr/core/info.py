@@ -18,6 +18,7 @@ from ..metadata.v2 import ArrayMetadataV2
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from ..metadata.json_types import CodecJSON
     from .array import Array
 
 __all__ = [
@@ -93,7 +94,7 @@ class ArrayInfo:
     read_only: bool
     store_type: str
     filters: tuple[Any, ...]
-    serializer: dict[str, Any] | None
+    serializer: CodecJSON | None
     compressors: tuple[Any, ...]
     count_bytes: int
     count_bytes_stored: int | None = None
@@ -179,7 +180,7 @@ class GroupInfo:
         return "\n".join(f"{label:<11} : {value}" for label, value in self._lines())
 
 
-def codec_parts(array: Array) -> tuple[tuple[Any, ...], dict[str, Any] | None, tuple[Any, ...]]:
+def codec_parts(array: Array) -> tuple[tuple[Any, ...], CodecJSON | None, tuple[Any, ...]]:
     """(filters, serializer, compressors) as zarr-python splits them, in JSON."""
     metadata = array.metadata
     if isinstance(metadata, ArrayMetadataV2):
@@ -200,10 +201,11 @@ def array_info(array: Array, *, complete: bool = False) -> ArrayInfo:
     """The summary of ``array``; ``complete`` adds what a listing of the store tells."""
     metadata = array.metadata
     filters, serializer, compressors = codec_parts(array)
-    is_v2 = isinstance(metadata, ArrayMetadataV2)
     info = ArrayInfo(
         zarr_format=array.zarr_format,
-        data_type=metadata.to_json()["dtype"] if is_v2 else metadata.data_type.to_json(),
+        data_type=(
+            metadata.to_json()["dtype"] if isinstance(metadata, ArrayMetadataV2) else metadata.data_type.to_json()
+        ),
         fill_value=array.fill_value,
         shape=array.shape,
         chunk_shape=array.chunks,

@@ -9,7 +9,7 @@ their metadata in :mod:`gpuzarr.tensorstore.create` with the same chain helpers
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from .rectilinear import RectilinearChunkGrid
 from .v2 import ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
 from .v3 import ArrayMetadata
 
+if TYPE_CHECKING:
+    from .json_types import CodecJSON
+
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
 
 
@@ -48,9 +51,9 @@ class CreateDefaults:
         The shard index codecs of a ``sharding_indexed`` codec that gpuzarr adds.
     """
 
-    compressors: tuple[dict[str, Any], ...]
+    compressors: tuple[CodecJSON, ...]
     v2_compressor: dict[str, Any]
-    index_codecs: tuple[dict[str, Any], ...] = DEFAULT_INDEX_CODECS
+    index_codecs: tuple[CodecJSON, ...] = DEFAULT_INDEX_CODECS
 
 
 #: zarr-python's defaults, used by ``gpuzarr.create``: zstd at level 0 (v3 and v2). The v2
@@ -85,7 +88,7 @@ def _codec_chain(
     filters: Any,
     serializer: Any,
     order: str,
-) -> list[dict[str, Any]]:
+) -> list[CodecJSON]:
     """The chain for a v3 array: explicit ``codecs``, or filters + serializer + compressors."""
     chain = v3_chain(
         dtype.numpy_dtype,

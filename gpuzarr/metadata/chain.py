@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .dtypes import DataType
+    from .json_types import CodecJSON
 
 __all__ = [
     "ARRAY_TO_ARRAY_NAMES",
@@ -50,7 +51,7 @@ ARRAY_TO_ARRAY_NAMES = ("transpose", *sorted(PREFIX + i for i in ARRAY_TO_ARRAY_
 BYTES_TO_BYTES_NAMES = ("blosc", "crc32c", "gzip", "zstd", *sorted(PREFIX + i for i in BYTES_TO_BYTES_IDS))
 
 #: The shard index codecs that zarr-python, TensorStore and gpuzarr write by default.
-DEFAULT_INDEX_CODECS: tuple[dict[str, Any], ...] = (
+DEFAULT_INDEX_CODECS: tuple[CodecJSON, ...] = (
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "crc32c"},
 )
@@ -69,7 +70,7 @@ def codec_kind(name: str) -> str | None:
     return None
 
 
-def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:
+def normalize_codec_json(value: Any, field: str) -> CodecJSON:
     """``"gzip"`` or ``{"name": "gzip", "configuration": {...}}`` -> the object form."""
     name, config = split_name_configuration(value, field)
     if isinstance(value, dict) and value.get("must_understand") is False:
@@ -77,21 +78,21 @@ def normalize_codec_json(value: Any, field: str) -> dict[str, Any]:
     return {"name": name, "configuration": dict(config)}
 
 
-def parse_codec_chain(value: Any, field_name: str) -> list[dict[str, Any]]:
+def parse_codec_chain(value: Any, field_name: str) -> list[CodecJSON]:
     """A (possibly partial) codec chain: strings or ``{"name", "configuration"}`` objects."""
     if not isinstance(value, list):
         raise MetadataError(f"{field_name}: expected a list of codecs, got {value!r}")
     return [normalize_codec_json(c, f"{field_name}[{i}]") for i, c in enumerate(value)]
 
 
-def bytes_codec(itemsize: int) -> dict[str, Any]:
+def bytes_codec(itemsize: int) -> CodecJSON:
     """The ``bytes`` codec for elements of ``itemsize`` bytes: little endian when that matters."""
     if itemsize == 1:
         return {"name": "bytes", "configuration": {}}
     return {"name": "bytes", "configuration": {"endian": "little"}}
 
 
-def serializer_codec(data_type: DataType) -> dict[str, Any]:
+def serializer_codec(data_type: DataType) -> CodecJSON:
     """The array->bytes codec zarr-python gives a new array of ``data_type``: ``vlen-utf8`` or
     ``vlen-bytes`` for variable-length types, else ``bytes`` (little endian where that matters)."""
     codec_id = data_type.object_codec_id
@@ -102,7 +103,7 @@ def serializer_codec(data_type: DataType) -> dict[str, Any]:
     return {"name": "bytes", "configuration": {}}
 
 
-def with_array_to_bytes(chain: Sequence[dict[str, Any]], codec: dict[str, Any]) -> list[dict[str, Any]]:
+def with_array_to_bytes(chain: Sequence[CodecJSON], codec: CodecJSON) -> list[CodecJSON]:
     """``chain``, with ``codec`` inserted after the array->array codecs when the chain has no
     array->bytes codec (as zarr-python and TensorStore both do)."""
     out = list(chain)
@@ -113,8 +114,8 @@ def with_array_to_bytes(chain: Sequence[dict[str, Any]], codec: dict[str, Any]) 
 
 
 def with_transpose(
-    chain: Sequence[dict[str, Any]], order: Sequence[int], *, first: bool = False
-) -> list[dict[str, Any]]:
+    chain: Sequence[CodecJSON], order: Sequence[int], *, first: bool = False
+) -> list[CodecJSON]:
     """``chain`` with a ``transpose`` codec for ``order`` (unchanged for the identity order).
 
     The codec goes just before the array->bytes codec, or with ``first`` at the very start of
@@ -123,15 +124,15 @@ def with_transpose(
     out = list(chain)
     if tuple(order) == tuple(range(len(order))):
         return out
-    codec = {"name": "transpose", "configuration": {"order": list(order)}}
+    codec: CodecJSON = {"name": "transpose", "configuration": {"order": list(order)}}
     at = 0 if first else next(i for i, c in enumerate(out) if c["name"] in ARRAY_TO_BYTES_NAMES)
     out.insert(at, codec)
     return out
 
 
 def wrap_in_sharding(
-    chain: Sequence[dict[str, Any]], inner_shape: Sequence[int], index_codecs: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    chain: Sequence[CodecJSON], inner_shape: Sequence[int], index_codecs: Sequence[CodecJSON]
+) -> list[CodecJSON]:
     """A chain of one ``sharding_indexed`` codec whose inner chunks of ``inner_shape`` are
     encoded with ``chain``; the index (at the end of the shard) with ``index_codecs``."""
     return [

@@ -8,10 +8,13 @@ start, how long is it", so regular and (later) rectilinear grids plan the same w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .json_util import expect_dict, expect_int_list, split_name_configuration
+
+if TYPE_CHECKING:
+    from .json_types import NamedConfigJSON
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class RegularChunkGrid:
             )
         return cls(tuple(shape))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> NamedConfigJSON:
         return {"name": "regular", "configuration": {"chunk_shape": list(self.chunk_shape)}}
 
     def dimensions(self, shape: tuple[int, ...]) -> tuple[DimensionGrid, ...]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
 from .json_util import expect_dict, split_name_configuration
+
+if TYPE_CHECKING:
+    from .json_types import NamedConfigJSON
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class ChunkKeyEncoding:
         default_sep = "/" if name == "default" else "."
         return cls(name, config.get("separator", default_sep))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> NamedConfigJSON:
         return {"name": self.name, "configuration": {"separator": self.separator}}
 
     def encode(self, coords: tuple[int, ...]) -> str:

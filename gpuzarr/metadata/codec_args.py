@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
     import numpy as np
 
+    from .json_types import CodecJSON
+
 __all__ = ["merge_compressor", "v2_encoding", "v3_chain"]
 
 _KIND_WORDS = {
@@ -117,7 +119,7 @@ def _blosc_tunables(value: Any, codec: dict[str, Any], itemsize: int) -> dict[st
     return {**codec, "configuration": config}
 
 
-def codec_json_v3(value: Any, field: str, itemsize: int) -> dict[str, Any]:
+def codec_json_v3(value: Any, field: str, itemsize: int) -> CodecJSON:
     """One codec argument -> ``{"name": ..., "configuration": {...}}``."""
     found = _object_json(value, field)
     if found is None:
@@ -146,7 +148,7 @@ def codec_json_v2(value: Any, field: str) -> dict[str, Any]:
     return {"id": codec_id, **normalize_codec_json(found, field)["configuration"]}
 
 
-def _check_kind(codec: dict[str, Any], field: str, expected: str) -> None:
+def _check_kind(codec: CodecJSON, field: str, expected: str) -> None:
     kind = codec_kind(codec["name"])
     if kind is not None and kind != expected:
         raise InvalidArgumentError(
@@ -154,7 +156,7 @@ def _check_kind(codec: dict[str, Any], field: str, expected: str) -> None:
         )
 
 
-def _check_order(chain: Sequence[dict[str, Any]], field: str) -> None:
+def _check_order(chain: Sequence[CodecJSON], field: str) -> None:
     """Codecs of known kinds in the order array->array, array->bytes, bytes->bytes.
 
     The reader accepts numcodecs filters after the array->bytes codec (the Zarr v2 placement),
@@ -173,7 +175,7 @@ def _check_order(chain: Sequence[dict[str, Any]], field: str) -> None:
         highest, highest_name = rank[kind], codec["name"]
 
 
-def _filtered_dtype(filters: Sequence[dict[str, Any]], dtype: np.dtype[Any]) -> np.dtype[Any]:
+def _filtered_dtype(filters: Sequence[CodecJSON], dtype: np.dtype[Any]) -> np.dtype[Any]:
     """The data type the serializer receives after the numcodecs filters."""
     for i, codec in enumerate(filters):
         codec_id = numcodecs_id(codec["name"])
@@ -183,10 +185,10 @@ def _filtered_dtype(filters: Sequence[dict[str, Any]], dtype: np.dtype[Any]) -> 
     return dtype
 
 
-def with_zarr_python_defaults(chain: Sequence[dict[str, Any]], dtype: np.dtype[Any]) -> list[dict[str, Any]]:
+def with_zarr_python_defaults(chain: Sequence[CodecJSON], dtype: np.dtype[Any]) -> list[CodecJSON]:
     """``chain`` with the members zarr-python derives from the array's data type written out
     (numcodecs ``dtype``, ``decode_dtype``, ``elementsize``), in a sharding codec's chain too."""
-    out = []
+    out: list[CodecJSON] = []
     for codec in chain:
         config = codec.get("configuration") or {}
         codec_id = numcodecs_id(codec["name"])
@@ -206,9 +208,9 @@ def v3_chain(
     compressors: Any,
     filters: Any,
     serializer: Any,
-    default_compressors: Sequence[dict[str, Any]],
-    default_serializer: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+    default_compressors: Sequence[CodecJSON],
+    default_serializer: CodecJSON | None = None,
+) -> list[CodecJSON]:
     """The v3 codec chain of a new array: ``codecs`` as given, or filters + serializer +
     compressors, zarr-python's defaults filling in "auto" (see the module docstring).
     ``default_serializer``: the data type's own array->bytes codec where it is not ``bytes``
@@ -216,7 +218,7 @@ def v3_chain(
     fixed-length bytes), as ``chain.serializer_codec`` gives it."""
     itemsize = dtype.itemsize
     own_serializer = (
-        dict(default_serializer)
+        default_serializer.copy()
         if default_serializer is not None
         and (default_serializer["name"] != "bytes" or "endian" not in default_serializer.get("configuration", {}))
         else None
@@ -247,7 +249,7 @@ def v3_chain(
         array_to_bytes = codec_json_v3(serializer, "serializer", itemsize)
         _check_kind(array_to_bytes, "serializer", "array_to_bytes")
     if _is_auto(compressors):
-        bytes_to_bytes = [dict(c) for c in default_compressors]
+        bytes_to_bytes = [c.copy() for c in default_compressors]
     else:
         bytes_to_bytes = [
             codec_json_v3(c, f"compressors[{i}]", itemsize) for i, c in enumerate(_as_list(compressors))

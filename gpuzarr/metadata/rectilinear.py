@@ -15,13 +15,16 @@ except in a final chunk that reaches past it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MetadataError
 from .chunk_grid import DimensionGrid
 from .json_util import expect_dict, split_name_configuration
+
+if TYPE_CHECKING:
+    from .json_types import NamedConfigJSON
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +128,7 @@ class RectilinearChunkGrid:
             raise MetadataError(f"{field}: must have {ndim} entries, got {len(shapes)}")
         return cls(tuple(_expand_axis(s, f"{field}[{i}]") for i, s in enumerate(shapes)))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> NamedConfigJSON:
         return {
             "name": "rectilinear",
             "configuration": {"kind": "inline", "chunk_shapes": [_compress_axis(s) for s in self.chunk_shapes]},

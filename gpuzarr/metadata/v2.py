@@ -22,7 +22,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import expect_dict, expect_int_list
 from .limits import check_chunk_bytes, check_shape
+
+if TYPE_CHECKING:
+    from .json_types import ArrayMetadataV2JSON, CodecJSON
 
 ZARRAY = ".zarray"
 ZATTRS = ".zattrs"
@@ -210,7 +213,7 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     return data_type.fill_value_to_json(value)
 
 
-def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) -> dict[str, Any]:
+def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) -> CodecJSON:
     """A numcodecs compressor/filter config -> a v3-style codec JSON object."""
     config = expect_dict(config, field_name)
     codec_id = config.get("id")
@@ -303,8 +306,8 @@ class ArrayMetadataV2:
         return self.chunk_key_encoding.encode(coords)
 
     @property
-    def codecs(self) -> tuple[dict[str, Any], ...]:
-        chain: list[dict[str, Any]] = []
+    def codecs(self) -> tuple[CodecJSON, ...]:
+        chain: list[CodecJSON] = []
         if self.order == "F" and self.ndim > 1:
             chain.append({"name": "transpose", "configuration": {"order": list(range(self.ndim))[::-1]}})
         # (field, numcodecs config) of the filters, then the compressor
@@ -385,7 +388,7 @@ class ArrayMetadataV2:
             attributes=dict(expect_dict(attributes, ZATTRS)) if attributes is not None else {},
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ArrayMetadataV2JSON:
         return {
             "zarr_format": 2,
             "shape": list(self.shape),

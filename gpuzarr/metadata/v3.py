@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import MetadataError
 from .chain import normalize_codec_json as normalize_codec_json  # re-exported: codecs import it from here
@@ -18,6 +18,8 @@ from .rectilinear import RectilinearChunkGrid
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from .json_types import ArrayMetadataV3JSON, CodecJSON
 
 ZARR_JSON = "zarr.json"
 
@@ -58,7 +60,7 @@ class ArrayMetadata:
     data_type: DataType
     chunk_grid: RegularChunkGrid | RectilinearChunkGrid
     fill_value: np.generic
-    codecs: tuple[dict[str, Any], ...]
+    codecs: tuple[CodecJSON, ...]
     chunk_key_encoding: ChunkKeyEncoding = field(default_factory=ChunkKeyEncoding)
     attributes: dict[str, Any] = field(default_factory=dict)
     dimension_names: tuple[str | None, ...] | None = None
@@ -165,8 +167,8 @@ class ArrayMetadata:
             extra_fields=extra,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
+    def to_json(self) -> ArrayMetadataV3JSON:
+        doc: ArrayMetadataV3JSON = {
             "zarr_format": 3,
             "node_type": "array",
             "shape": list(self.shape),
@@ -174,15 +176,16 @@ class ArrayMetadata:
             "chunk_grid": self.chunk_grid.to_json(),
             "chunk_key_encoding": self.chunk_key_encoding.to_json(),
             "fill_value": self.data_type.fill_value_to_json(self.fill_value),
-            "codecs": [dict(c) for c in self.codecs],
+            "codecs": [c.copy() for c in self.codecs],
             "attributes": self.attributes,
         }
         if self.dimension_names is not None:
             doc["dimension_names"] = list(self.dimension_names)
-        doc.update(self.extra_fields)
+        # Extension fields kept as read: beyond the core shape, by their nature.
+        cast("dict[str, Any]", doc).update(self.extra_fields)
         return doc
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ArrayMetadataV3JSON:
         """The zarr.json document as a new dict of JSON values (zarr-python's ``to_dict``)."""
         return copy.deepcopy(self.to_json())
 

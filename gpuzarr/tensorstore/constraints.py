@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MetadataError
 from ..metadata.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
@@ -28,6 +28,11 @@ from ..metadata.v2 import (
 )
 from ..metadata.v3 import ARRAY_FIELDS, ArrayMetadata
 from .schema import Schema, check_ranks, normalize_unit
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ..metadata.json_types import CodecJSON
 
 __all__ = [
     "StoredSchema",
@@ -214,7 +219,7 @@ def json_subset(constraint: Any, stored: Any) -> bool:
     return bool(constraint == stored)
 
 
-def codecs_match(constraint: list[dict[str, Any]], stored: list[dict[str, Any]]) -> bool:
+def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON]) -> bool:
     """Whether a partial codec chain matches a stored one (a chain without an array->bytes
     codec leaves that codec unconstrained, as in TensorStore)."""
     if not any(c["name"] in ARRAY_TO_BYTES_NAMES for c in constraint):
@@ -235,7 +240,7 @@ def codecs_match(constraint: list[dict[str, Any]], stored: list[dict[str, Any]])
     return True
 
 
-def check_metadata_constraints(spec: MetadataConstraints, stored: dict[str, Any]) -> None:  # noqa: C901 - one check per JSON member
+def check_metadata_constraints(spec: MetadataConstraints, stored: Mapping[str, Any]) -> None:  # noqa: C901 - one check per JSON member
     """Raise MetadataError naming the first ``metadata`` member that ``stored`` (the full
     zarr.json or .zarray document, attributes included for v3) does not satisfy."""
     for key, expected in spec.metadata.items():
@@ -359,7 +364,7 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # n
                 raise _mismatch(f"schema.codec.{key}", value, stored.codec.get(key))
 
 
-def _inner_chain(codecs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _inner_chain(codecs: list[CodecJSON]) -> list[CodecJSON]:
     if len(codecs) == 1 and codecs[0]["name"] == "sharding_indexed":
         return _inner_chain(parse_codec_chain(codecs[0]["configuration"].get("codecs", []), "codecs"))
     return codecs
@@ -412,14 +417,14 @@ def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | N
             "filters": list(metadata.filters) if metadata.filters else None,
         }
     else:
-        for c in _inner_chain([dict(c) for c in metadata.codecs]):
+        for c in _inner_chain([c.copy() for c in metadata.codecs]):
             if c["name"] == "transpose":
-                order = c["configuration"].get("order")
+                order: Any = c["configuration"].get("order")
                 perm = (
                     list(range(rank))[::-1] if order == "F" else list(range(rank)) if order == "C" else order
                 )
                 inner_order = [inner_order[o] for o in perm]
-        codec = {"driver": "zarr3", "codecs": [dict(c) for c in metadata.codecs]}
+        codec = {"driver": "zarr3", "codecs": [c.copy() for c in metadata.codecs]}
     units = metadata.attributes.get("dimension_units") if metadata.zarr_format == 3 else None
     return StoredSchema(
         dtype=dtype_name,

@@ -26,11 +26,12 @@ from .chunk_shapes import choose_chunk_shapes
 from .schema import normalize_unit
 
 if TYPE_CHECKING:
+    from ..metadata.json_types import CodecJSON
     from .spec import TensorStoreSpec
 
 __all__ = ["build_metadata"]
 
-def _bytes_codec() -> dict[str, Any]:
+def _bytes_codec() -> CodecJSON:
     """The array->bytes codec TensorStore adds to a chain without one (``_fill_codec_defaults``
     completes it for the data type)."""
     return {"name": "bytes", "configuration": {}}
@@ -66,9 +67,16 @@ def _with_hard_shape(
     return {**layout, member: grid}
 
 
-def _fill_codec_defaults(chain: list[dict[str, Any]], itemsize: int) -> list[dict[str, Any]]:
+def _with_configuration(codec: CodecJSON, configuration: dict[str, Any]) -> CodecJSON:
+    """``codec`` with ``configuration`` instead of its own (a new object)."""
+    replaced = codec.copy()
+    replaced["configuration"] = configuration
+    return replaced
+
+
+def _fill_codec_defaults(chain: list[CodecJSON], itemsize: int) -> list[CodecJSON]:
     """Complete partial codecs with TensorStore's defaults (so both write the same zarr.json)."""
-    out = []
+    out: list[CodecJSON] = []
     for codec in chain:
         config = dict(codec.get("configuration") or {})
         name = codec["name"]
@@ -87,11 +95,12 @@ def _fill_codec_defaults(chain: list[dict[str, Any]], itemsize: int) -> list[dic
             config.setdefault("level", 6)
         elif name == "zstd":
             config = {"level": 3, "checksum": False, **config}
-        out.append({**codec, "configuration": config})
+        filled: CodecJSON = {**codec, "configuration": config}
+        out.append(filled)
     return out
 
 
-def _insert_transpose(chain: list[dict[str, Any]], order: tuple[int, ...]) -> list[dict[str, Any]]:
+def _insert_transpose(chain: list[CodecJSON], order: tuple[int, ...]) -> list[CodecJSON]:
     """A transpose codec for ``inner_order`` just before the array->bytes codec, unless the chain
     already has one (TensorStore then takes the chain as given)."""
     if any(c["name"] == "transpose" for c in chain):
@@ -201,7 +210,7 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
             8,
         )
         config.setdefault("index_location", "end")
-        chain = [c if c is not sharding else {**c, "configuration": config} for c in codecs or []]
+        chain: list[CodecJSON] = [c if c is not sharding else _with_configuration(c, config) for c in codecs or []]
     elif chosen.sharded:
         if codecs is not None:
             raise MetadataError(

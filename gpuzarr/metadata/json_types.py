@@ -1,0 +1,63 @@
+"""The JSON shapes of the metadata documents gpuzarr writes, and of their parts.
+
+What gpuzarr reads is untrusted JSON (``Any``), checked field by field by the parsers, which name
+what is wrong; once checked, and in everything gpuzarr writes, it has these shapes. They
+type-check the code that builds documents and codec chains, and say what each holds. Zarr v3:
+https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#array-metadata; Zarr v2:
+https://zarr-specs.readthedocs.io/en/latest/v2/v2.0.html#metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class NamedConfigJSON(TypedDict):
+    """A named extension point of a v3 document (a codec, a chunk grid, a chunk key encoding):
+    ``{"name": ..., "configuration": {...}}``, the configuration left out where there is none."""
+
+    name: str
+    configuration: NotRequired[dict[str, Any]]
+    #: False on an extension a reader may leave aside where it does not know it
+    must_understand: NotRequired[bool]
+
+
+#: one codec of a v3 ``codecs`` list (or of a ``sharding_indexed`` codec's chains)
+CodecJSON = NamedConfigJSON
+
+
+class ArrayMetadataV3JSON(TypedDict):
+    """A v3 array's ``zarr.json``. The fields of extensions that gpuzarr keeps without
+    understanding them (``must_understand: false``) come on top."""
+
+    zarr_format: Literal[3]
+    node_type: Literal["array"]
+    shape: list[int]
+    #: a core data type's name, or an extension data type's name and configuration
+    data_type: str | dict[str, Any]
+    chunk_grid: NamedConfigJSON
+    chunk_key_encoding: NamedConfigJSON
+    #: in the data type's own JSON form (a number, a string such as "NaN", a list, ...)
+    fill_value: Any
+    codecs: list[CodecJSON]
+    attributes: dict[str, Any]
+    dimension_names: NotRequired[list[str | None]]
+
+
+class ArrayMetadataV2JSON(TypedDict):
+    """A v2 array's ``.zarray`` (its attributes are the separate ``.zattrs``)."""
+
+    zarr_format: Literal[2]
+    shape: list[int]
+    chunks: list[int]
+    #: a NumPy type string ("<u2"), or a list of fields for a structured type
+    dtype: Any
+    #: a numcodecs codec's JSON (``{"id": ..., ...}``), or None
+    compressor: dict[str, Any] | None
+    fill_value: Any
+    order: str
+    filters: list[dict[str, Any]] | None
+    dimension_separator: str
+
+
+__all__ = ["ArrayMetadataV2JSON", "ArrayMetadataV3JSON", "CodecJSON", "NamedConfigJSON"]
