@@ -7,8 +7,8 @@ https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#array-metadata; Z
 https://zarr-specs.readthedocs.io/en/latest/v2/v2.0.html#metadata.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` from the
+# evaluated annotations (``__required_keys__``), which strings would hide.
 from typing import Any, Literal, NotRequired, TypedDict
 
 
