@@ -180,3 +180,44 @@ def test_the_second_lane_decodes_on_a_stream_of_its_own(
     assert len(on_lane) == len(set(on_lane)), f"codecs made again for the lane's stream: {on_lane}"
     assert cupy_device._CODECS.keeps(handle)
     loader.close()
+
+
+_SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}
+"""
+
+
+def test_a_lane_window_is_not_overwritten_while_a_slow_loader_stream_reads_it(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader's stream made slow (a kernel spinning about 5 ms before each batch is put
+    together), windows of about one batch on the second lane: the memory a window leaves goes
+    back to the lane stream's pool while the loader's stream may still be batches behind, and
+    the lane's next windows may take it at once. Without the lane's wait for the loader's stream
+    (``ChunkAssembler._release_ahead``) they would overwrite chunks not yet read."""
+    import cupy
+
+    from gpuzarr.loader.ordering import CudaOrdering
+
+    arrays, sources = volumes
+    spin = cupy.RawKernel(_SPIN, "spin")
+    clock_khz = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["clockRate"]
+    assemble = CudaOrdering.assemble
+
+    def slow_assemble(self: CudaOrdering, out: Any, chunks: Any, pieces: Any, copies: Any = None) -> None:
+        with self._side.activate():
+            spin((1,), (1,), (np.int64(clock_khz * 5),))
+        assemble(self, out, chunks, pieces, copies)
+
+    monkeypatch.setattr(CudaOrdering, "assemble", slow_assemble)
+    loader = CropLoader(
+        arrays, CROP, 8, crops_per_epoch=96, device="gpu", output="numpy", decode_ahead_bytes=512 << 10,
+        decode_ahead_lanes=2,
+    )  # fmt: skip
+    for _ in range(2):
+        for batch in loader:
+            assert_batch_matches(batch, sources, CROP)
+    loader.close()
