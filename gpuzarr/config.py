@@ -34,6 +34,16 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
   14 MB/s (37 ms for 512 KiB on an H200), where a core takes 1-2 ms. ``strict=True`` reads keep
   the device path.
 
+``gpu_trust_payloads`` (default True): whether GPU reads hand nvCOMP compressed payloads that
+nothing checks before it decodes them. nvCOMP does not promise to detect a damaged zstd or
+deflate stream: one may decode to wrong bytes, or make its decoder read or write out of bounds
+and lose the process's CUDA context (docs/gpu.md, "Left to nvCOMP"). False: the chunks of zstd,
+gzip, zlib, Blosc-zstd and Blosc-zlib without a final ``crc32c`` (checked on the host first) are
+decoded on the CPU, which refuses damaged ones with a CorruptChunkError, and copied to the
+device; uncompressed chunks, LZ4 (Blosc-LZ4 too: gpuzarr's kernel checks each block before
+its decode) and chunks with a ``crc32c`` stay on the GPU. For data from sources you do not
+trust. Under ``strict`` such chunks raise DeviceError instead.
+
 ``remote_concurrency`` (default 32) is how many requests a read keeps in flight against a
 remote store (object stores, HTTP): their readers fetch on that many threads, since they wait on
 the network rather than on cores (``Store.io_concurrency``; a store's own ``io_concurrency``
@@ -80,6 +90,8 @@ _settings: dict[str, Any] = {
     # the direct kvikio route: "auto" (kvikio whenever installed, as True), True or False
     "gpu_direct_reads": "auto",
     "strict": False,
+    # whether GPU reads give nvCOMP payloads it does not promise to check (see the module)
+    "gpu_trust_payloads": True,
     # GPU reads of at most this many chunks run on the CPU engine (None: default_small_read_chunks())
     "gpu_small_read_chunks": None,
     # requests in flight per read against a remote store (Store.io_concurrency)
@@ -189,8 +201,8 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
             raise InvalidArgumentError(f"host_output_pool_bytes must be a non-negative integer, got {value!r}")
         if name == "gpu_direct_reads" and value != "auto" and not isinstance(value, bool):
             raise InvalidArgumentError(f"gpu_direct_reads must be 'auto', True or False, got {value!r}")
-        if name == "strict" and not isinstance(value, bool):
-            raise InvalidArgumentError(f"strict must be True or False, got {value!r}")
+        if name in ("strict", "gpu_trust_payloads") and not isinstance(value, bool):
+            raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
     old = {name: _settings[name] for name in settings}
     _settings.update(settings)
     return _Restore(old)

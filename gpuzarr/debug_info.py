@@ -29,7 +29,7 @@ OPTIONAL = ("torch", "xarray", "dask", "distributed", "obstore", "fsspec", "zarr
 #: the settings a report shows (``gpuzarr.config``)
 SETTINGS = (
     "concurrency", "io_threads", "gpu_batch_bytes", "gpu_direct_reads", "gpu_small_read_chunks", "strict",
-    "remote_concurrency",
+    "gpu_trust_payloads", "remote_concurrency",
 )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from gpuzarr.backends.cuda.gpu_plan import ALIGNMENT, GpuPlanError, align, build
 from gpuzarr.backends.cuda.numpy_device import CpuEmulatedDevice
 from gpuzarr.backends.cuda.routes import ROUTES, ZSTD_SCRATCH_PER_BYTE, decode_route
 from gpuzarr.backends.cuda.streams import SPLITTERS
-from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError
+from gpuzarr.errors import ChunkNotFoundError, CorruptChunkError, DeviceError, InvalidArgumentError
 from gpuzarr.plan.selection import plan_selection
 from gpuzarr.store.local import FileVersion
 
@@ -76,6 +76,52 @@ def test_routes(name: str, route: str) -> None:
     got = decode_route(layout.chunk_pipeline)
     assert got.name == route
     assert (got.reason is not None) == (route == "cpu")
+
+
+#: where ``gpu_trust_payloads=False`` sends each array's chunks: unchecked zstd and deflate
+#: payloads to the CPU; uncompressed chunks, LZ4 (walked by gpuzarr's kernel) and chunks with a
+#: final crc32c (checked on the host before the decode) stay on the GPU
+UNTRUSTED_ROUTES = {
+    "v3-zstd-f4": "cpu",
+    "v3-gzip-i2": "cpu",
+    "v3-gzip-crc32c-f8": "gzip",
+    "v3-raw-u1": "raw",
+    "v3-raw-bigendian-u4-crc32c": "raw",
+    "v3-blosc-lz4-shuffle-u2": "blosc",
+    "v3-blosc-lz4hc-noshuffle-i4": "blosc",
+    "v3-blosc-zstd-bitshuffle-f8": "cpu",
+    "v3-blosc-zlib-shuffle-i4": "cpu",
+    "v2-zlib-bigendian-i4": "cpu",
+    "v2-lz4-f8": "numcodecs.lz4",
+    "v3-numcodecs-lz4-f4": "numcodecs.lz4",
+    "v3-sharded-zstd-crc32c": "zstd",
+}
+
+
+@pytest.mark.parametrize(("name", "route"), sorted(UNTRUSTED_ROUTES.items()))
+def test_untrusted_payloads_go_to_the_cpu(name: str, route: str) -> None:
+    layout = make_array(name).layout
+    with gpuzarr.config.set(gpu_trust_payloads=False):
+        got = decode_route(layout.chunk_pipeline)
+        sel = SELECTIONS["crop"]
+        out, device = emulated_read(make_array(name), sel)
+    assert got.name == route
+    if route == "cpu":
+        assert got.reason is not None and "gpu_trust_payloads=False" in got.reason
+        assert not [n for n, _ in device.calls if n in ("zstd", "deflate", "lz4")]  # nothing for nvCOMP
+    assert_bitwise_equal(out, cpu_result(make_array(name), sel))
+    assert decode_route(layout.chunk_pipeline).name != "cpu"  # trusted (the default): all on the GPU
+
+
+def test_untrusted_payloads_under_strict_raise_naming_the_setting(emulated_gpu: Any) -> None:
+    from .cuda_matrix import open_on_gpu
+
+    gpu = open_on_gpu(make_array("v3-zstd-f4"))
+    untrusted = gpuzarr.config.set(gpu_trust_payloads=False, strict=True)
+    with untrusted, pytest.raises(DeviceError, match="gpu_trust_payloads"):
+        gpu.read((slice(0, 40), slice(0, 50)))
+    with pytest.raises(InvalidArgumentError, match="gpu_trust_payloads must be True or False"):
+        gpuzarr.config.set(gpu_trust_payloads="no")
 
 
 def test_device_calls_are_batched() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ... import config
 from ...codecs.blosc import BloscCodec
 from ...codecs.bytes import has_byte_order
 from ...codecs.transpose import TransposeCodec
@@ -123,6 +124,19 @@ def _blosc_scratch(codec: BytesToBytesCodec) -> float:
     return ZSTD_SCRATCH_PER_BYTE if codec.cname == "zstd" else 0.0
 
 
+def _unchecked(codec: BytesToBytesCodec) -> bool:
+    return True
+
+
+def _checked(codec: BytesToBytesCodec) -> bool:
+    return False
+
+
+def _blosc_unchecked(codec: BytesToBytesCodec) -> bool:
+    assert isinstance(codec, BloscCodec)
+    return codec.cname in ("zstd", "zlib")
+
+
 def _deflate_rounds(codec: BytesToBytesCodec) -> int:
     return DEFLATE_SMALL_READ_ROUNDS
 
@@ -144,6 +158,10 @@ class CodecRoute:
     scratch: Callable[[BytesToBytesCodec], float] = _no_scratch
     #: :attr:`DecodeRoute.small_read_rounds` of its chunks
     small_read_rounds: Callable[[BytesToBytesCodec], int] = lambda codec: SMALL_READ_ROUNDS
+    #: whether nvCOMP decodes its payload unchecked (no promise to detect a damaged stream, and
+    #: no check of gpuzarr's before it): zstd and deflate. Such chunks without a final crc32c go
+    #: to the CPU where ``gpu_trust_payloads`` is False.
+    unchecked: Callable[[BytesToBytesCodec], bool] = _unchecked
 
 
 #: Zarr codec name -> its GPU route. The keys are the keys of ``streams.SPLITTERS`` (the stream
@@ -151,9 +169,10 @@ class CodecRoute:
 ROUTES: dict[str, CodecRoute] = {
     "zstd": CodecRoute(scratch=_zstd_scratch),
     "gzip": CodecRoute(small_read_rounds=_deflate_rounds),
-    "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds),
+    "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds, _blosc_unchecked),
     "numcodecs.zlib": CodecRoute(small_read_rounds=_deflate_rounds),
-    "numcodecs.lz4": CodecRoute(),
+    # LZ4 blocks are walked by gpuzarr's lz4_check kernel before their decode.
+    "numcodecs.lz4": CodecRoute(unchecked=_checked),
 }
 
 
@@ -197,6 +216,10 @@ def decode_route(pipeline: CodecPipeline) -> DecodeRoute:
     reason = route.undecodable(compressor)
     if reason is not None:
         return _cpu(reason, shape)
+    if not has_crc and not config.get("gpu_trust_payloads") and route.unchecked(compressor):
+        return _cpu(
+            f"{name} chunks without a crc32c, which nvCOMP would decode unchecked (gpu_trust_payloads=False)", shape
+        )
     return DecodeRoute(
         name,
         has_crc,
