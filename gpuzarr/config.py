@@ -34,15 +34,17 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
   14 MB/s (37 ms for 512 KiB on an H200), where a core takes 1-2 ms. ``strict=True`` reads keep
   the device path.
 
-``gpu_trust_payloads`` (default True): whether GPU reads hand nvCOMP compressed payloads that
-nothing checks before it decodes them. nvCOMP does not promise to detect a damaged zstd or
-deflate stream: one may decode to wrong bytes, or make its decoder read or write out of bounds
-and lose the process's CUDA context (docs/gpu.md, "Left to nvCOMP"). False: the chunks of zstd,
-gzip, zlib, Blosc-zstd and Blosc-zlib without a final ``crc32c`` (checked on the host first) are
-decoded on the CPU, which refuses damaged ones with a CorruptChunkError, and copied to the
-device; uncompressed chunks, LZ4 (Blosc-LZ4 too: gpuzarr's kernel checks each block before
-its decode) and chunks with a ``crc32c`` stay on the GPU. For data from sources you do not
-trust. Under ``strict`` such chunks raise DeviceError instead.
+``gpu_trust_payloads`` (default True): whether GPU reads hand compressed chunks to nvCOMP.
+nvCOMP does not promise to detect a damaged or crafted stream: a zstd or deflate stream may
+decode to wrong bytes, or make its decoder read or write out of bounds and lose the process's
+CUDA context (docs/gpu.md, "Left to nvCOMP"); gpuzarr's own checks (the host's walk of zstd
+frames, the LZ4 block walk, checksums) read their verdicts after the decode, or can be forged
+along with the data. False, for data from sources you do not trust: every compressed chunk is
+decoded on the CPU, whose decoders refuse malformed streams with a CorruptChunkError and never
+write outside their buffers, and copied to the device; uncompressed chunks stay on the GPU
+(gpuzarr's kernels check every bound). It applies to what is decoded from then on, in this
+process: chunks already in a data loader's caches stay there, and Dask workers need it set in
+their own processes. Under ``strict`` such chunks raise DeviceError instead.
 
 ``remote_concurrency`` (default 32) is how many requests a read keeps in flight against a
 remote store (object stores, HTTP): their readers fetch on that many threads, since they wait on

@@ -176,7 +176,8 @@ class ArrayMetadata:
             "chunk_grid": self.chunk_grid.to_json(),
             "chunk_key_encoding": self.chunk_key_encoding.to_json(),
             "fill_value": self.data_type.fill_value_to_json(self.fill_value),
-            "codecs": [c.copy() for c in self.codecs],
+            # dict(): a codec may be any mapping (ArrayMetadata is public); JSON is a dict.
+            "codecs": [cast("CodecJSON", dict(c)) for c in self.codecs],
             "attributes": self.attributes,
         }
         if self.dimension_names is not None:

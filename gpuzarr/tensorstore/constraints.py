@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import MetadataError
 from ..metadata.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
@@ -417,14 +417,14 @@ def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | N
             "filters": list(metadata.filters) if metadata.filters else None,
         }
     else:
-        for c in _inner_chain([c.copy() for c in metadata.codecs]):
+        for c in _inner_chain([cast("CodecJSON", dict(c)) for c in metadata.codecs]):
             if c["name"] == "transpose":
                 order: Any = c["configuration"].get("order")
                 perm = (
                     list(range(rank))[::-1] if order == "F" else list(range(rank)) if order == "C" else order
                 )
                 inner_order = [inner_order[o] for o in perm]
-        codec = {"driver": "zarr3", "codecs": [c.copy() for c in metadata.codecs]}
+        codec = {"driver": "zarr3", "codecs": [dict(c) for c in metadata.codecs]}
     units = metadata.attributes.get("dimension_units") if metadata.zarr_format == 3 else None
     return StoredSchema(
         dtype=dtype_name,

@@ -124,19 +124,6 @@ def _blosc_scratch(codec: BytesToBytesCodec) -> float:
     return ZSTD_SCRATCH_PER_BYTE if codec.cname == "zstd" else 0.0
 
 
-def _unchecked(codec: BytesToBytesCodec) -> bool:
-    return True
-
-
-def _checked(codec: BytesToBytesCodec) -> bool:
-    return False
-
-
-def _blosc_unchecked(codec: BytesToBytesCodec) -> bool:
-    assert isinstance(codec, BloscCodec)
-    return codec.cname in ("zstd", "zlib")
-
-
 def _deflate_rounds(codec: BytesToBytesCodec) -> int:
     return DEFLATE_SMALL_READ_ROUNDS
 
@@ -158,10 +145,6 @@ class CodecRoute:
     scratch: Callable[[BytesToBytesCodec], float] = _no_scratch
     #: :attr:`DecodeRoute.small_read_rounds` of its chunks
     small_read_rounds: Callable[[BytesToBytesCodec], int] = lambda codec: SMALL_READ_ROUNDS
-    #: whether nvCOMP decodes its payload unchecked (no promise to detect a damaged stream, and
-    #: no check of gpuzarr's before it): zstd and deflate. Such chunks without a final crc32c go
-    #: to the CPU where ``gpu_trust_payloads`` is False.
-    unchecked: Callable[[BytesToBytesCodec], bool] = _unchecked
 
 
 #: Zarr codec name -> its GPU route. The keys are the keys of ``streams.SPLITTERS`` (the stream
@@ -169,10 +152,9 @@ class CodecRoute:
 ROUTES: dict[str, CodecRoute] = {
     "zstd": CodecRoute(scratch=_zstd_scratch),
     "gzip": CodecRoute(small_read_rounds=_deflate_rounds),
-    "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds, _blosc_unchecked),
+    "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds),
     "numcodecs.zlib": CodecRoute(small_read_rounds=_deflate_rounds),
-    # LZ4 blocks are walked by gpuzarr's lz4_check kernel before their decode.
-    "numcodecs.lz4": CodecRoute(unchecked=_checked),
+    "numcodecs.lz4": CodecRoute(),
 }
 
 
@@ -210,16 +192,16 @@ def decode_route(pipeline: CodecPipeline) -> DecodeRoute:
     if not b2b:
         return DecodeRoute("raw", has_crc, None, tuple(strides))
     compressor, name = b2b[0], names[0]
+    if not config.get("gpu_trust_payloads"):
+        # Whoever crafts a stream writes its checksum too, and nvCOMP decodes streams before any
+        # check of gpuzarr's reads its verdict: no compressed payload goes to it.
+        return _cpu(f"{name} chunks of untrusted data (gpu_trust_payloads=False)", shape)
     route = ROUTES.get(name)
     if route is None:
         return _cpu(f"codec {name!r} has no GPU decoder", shape)
     reason = route.undecodable(compressor)
     if reason is not None:
         return _cpu(reason, shape)
-    if not has_crc and not config.get("gpu_trust_payloads") and route.unchecked(compressor):
-        return _cpu(
-            f"{name} chunks without a crc32c, which nvCOMP would decode unchecked (gpu_trust_payloads=False)", shape
-        )
     return DecodeRoute(
         name,
         has_crc,
