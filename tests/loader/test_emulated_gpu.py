@@ -607,3 +607,19 @@ def test_a_gpu_loader_let_go_takes_its_ordering_with_it(
     gc.collect()
     assert ordering() is None
     assert kept.data.shape == (4, *CROP)  # and the batch handed out stays valid
+
+
+def test_untrusted_payloads_are_decoded_on_the_cpu_for_a_gpu_loader(
+    emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]]
+) -> None:
+    """``gpu_trust_payloads=False``: the loader's windows, its second lane and its device cache
+    give the same crops, and no compressed chunk reaches the device's decoder."""
+    with gpuzarr.config.set(gpu_trust_payloads=False):
+        loader = CropLoader(
+            cpu_volumes, CROP, 3, crops_per_epoch=24, seed=2, device="gpu", output="numpy",
+            device_cache_bytes=1 << 20, decode_ahead_lanes=2, decode_ahead_bytes=24 * 8**3 * 2,
+        )  # fmt: skip
+        for batch in loader:
+            assert_batch_matches(batch, sources, CROP)
+    assert not [name for name in emulated_gpu.names() if name in ("zstd", "deflate", "lz4")]
+    assert "assemble_chunks" in emulated_gpu.names()
