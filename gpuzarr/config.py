@@ -37,14 +37,15 @@ GPU reads add ``gpu_batch_bytes``, ``io_threads``, ``file_handles`` and ``strict
 ``gpu_trust_payloads`` (default True): whether GPU reads hand compressed chunks to nvCOMP.
 nvCOMP does not promise to detect a damaged or crafted stream: a zstd or deflate stream may
 decode to wrong bytes, or make its decoder read or write out of bounds and lose the process's
-CUDA context (docs/gpu.md, "Left to nvCOMP"); gpuzarr's own checks (the host's walk of zstd
-frames, the LZ4 block walk, checksums) read their verdicts after the decode, or can be forged
-along with the data. False, for data from sources you do not trust: every compressed chunk is
-decoded on the CPU, whose decoders refuse malformed streams with a CorruptChunkError and never
-write outside their buffers, and copied to the device; uncompressed chunks stay on the GPU
-(gpuzarr's kernels check every bound). It applies to what is decoded from then on, in this
-process: chunks already in a data loader's caches stay there, and Dask workers need it set in
-their own processes. Under ``strict`` such chunks raise DeviceError instead.
+CUDA context (docs/gpu.md, "Left to nvCOMP"). gpuzarr's own checks cannot stand in: the
+host's walk of zstd frames sees only their block headers, the LZ4 block walk reads its verdict
+after the decode, and a checksum can be forged along with the data. False, for data from
+sources you do not trust: every compressed chunk is decoded on the CPU, whose decoders refuse
+malformed streams with a CorruptChunkError and never write outside their buffers, and copied to
+the device; uncompressed chunks stay on the GPU (gpuzarr's kernels check every bound). It
+applies to what is decoded from then on, in this process: chunks already in a data loader's
+caches stay there, and Dask workers need it set in their own processes. Under ``strict`` such
+chunks raise DeviceError instead.
 
 ``remote_concurrency`` (default 32) is how many requests a read keeps in flight against a
 remote store (object stores, HTTP): their readers fetch on that many threads, since they wait on
@@ -92,7 +93,7 @@ _settings: dict[str, Any] = {
     # the direct kvikio route: "auto" (kvikio whenever installed, as True), True or False
     "gpu_direct_reads": "auto",
     "strict": False,
-    # whether GPU reads give nvCOMP payloads it does not promise to check (see the module)
+    # whether GPU reads hand compressed chunks to nvCOMP (False: the CPU decodes them; see the module)
     "gpu_trust_payloads": True,
     # GPU reads of at most this many chunks run on the CPU engine (None: default_small_read_chunks())
     "gpu_small_read_chunks": None,
