@@ -201,9 +201,8 @@ class ChunkAssembler:
         stream of its own): the chunks are read on its stream, the window carries an event
         recorded there after them, and the chunks for the device cache are put there by
         :meth:`use_window`, after the loader's stream has waited for that event."""
-        own = lane is None or lane is self.ordering
         ordering = self.ordering if lane is None else lane
-        deferred: list[tuple[ChunkKey, Any]] | None = None if own else []
+        deferred: list[tuple[ChunkKey, Any]] | None = None if ordering is self.ordering else []
         pieces: dict[tuple[str, int, bytes], CropPieces] = {}
         copies: dict[tuple[str, int, bytes], Any] = {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
