@@ -39,7 +39,7 @@ from ..plan.selection import (
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
-    from ..metadata.json_types import CodecJSON
+    from ..metadata.json_types import CodecJSON, TensorStoreSpecJSON
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
 
@@ -629,7 +629,7 @@ class Array:
         self[tuple(slice(old[axis], None) if i == axis else slice(None) for i in range(ndim))] = values
         return new
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> TensorStoreSpecJSON:
         """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array.
 
         :func:`gpuzarr.open` opens it, and, for a local store, ``tensorstore.open`` too.

@@ -32,7 +32,7 @@ from .v2 import ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_strin
 from .v3 import ArrayMetadata
 
 if TYPE_CHECKING:
-    from .json_types import CodecJSON
+    from .json_types import CodecJSON, NumcodecsJSON
 
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
 
@@ -52,7 +52,7 @@ class CreateDefaults:
     """
 
     compressors: tuple[CodecJSON, ...]
-    v2_compressor: dict[str, Any]
+    v2_compressor: NumcodecsJSON
     index_codecs: tuple[CodecJSON, ...] = DEFAULT_INDEX_CODECS
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from .json_types import CodecJSON
+    from .json_types import CodecJSON, NumcodecsJSON
 
 __all__ = ["merge_compressor", "v2_encoding", "v3_chain"]
 
@@ -131,7 +131,7 @@ def codec_json_v3(value: Any, field: str, itemsize: int) -> CodecJSON:
     return normalize_codec_json(found, field)
 
 
-def codec_json_v2(value: Any, field: str) -> dict[str, Any]:
+def codec_json_v2(value: Any, field: str) -> NumcodecsJSON:
     """One codec argument -> numcodecs JSON ``{"id": ..., ...}``."""
     found = _object_json(value, field)
     if not isinstance(found, dict):
@@ -260,12 +260,12 @@ def v3_chain(
 
 
 def v2_encoding(
-    *, compressors: Any, filters: Any, serializer: Any, default_compressor: dict[str, Any]
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    *, compressors: Any, filters: Any, serializer: Any, default_compressor: NumcodecsJSON
+) -> tuple[NumcodecsJSON | None, list[NumcodecsJSON] | None]:
     """The ``compressor`` and ``filters`` of a new v2 array (numcodecs JSON)."""
     if not _is_auto(serializer):
         raise InvalidArgumentError("serializer: Zarr v2 arrays have no serializer (give zarr_format=3)")
-    compressor: dict[str, Any] | None
+    compressor: NumcodecsJSON | None
     if _is_auto(compressors):
         compressor = dict(default_compressor)
     else:

@@ -35,7 +35,7 @@ from .json_util import expect_dict, expect_int_list
 from .limits import check_chunk_bytes, check_shape
 
 if TYPE_CHECKING:
-    from .json_types import ArrayMetadataV2JSON, CodecJSON
+    from .json_types import ArrayMetadataV2JSON, CodecJSON, NumcodecsJSON
 
 ZARRAY = ".zarray"
 ZATTRS = ".zattrs"
@@ -213,7 +213,7 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     return data_type.fill_value_to_json(value)
 
 
-def compressor_to_codec(config: dict[str, Any], typesize: int, field_name: str) -> CodecJSON:
+def compressor_to_codec(config: NumcodecsJSON, typesize: int, field_name: str) -> CodecJSON:
     """A numcodecs compressor/filter config -> a v3-style codec JSON object."""
     config = expect_dict(config, field_name)
     codec_id = config.get("id")
@@ -258,8 +258,8 @@ class ArrayMetadataV2:
     fill_value_v2: np.generic | None
     endian: str | None
     order: str = "C"
-    compressor: dict[str, Any] | None = None
-    filters: tuple[dict[str, Any], ...] | None = None
+    compressor: NumcodecsJSON | None = None
+    filters: tuple[NumcodecsJSON, ...] | None = None
     dimension_separator: str = "."
     attributes: dict[str, Any] = field(default_factory=dict)
     zarr_format: int = 2

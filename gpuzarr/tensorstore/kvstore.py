@@ -30,7 +30,7 @@ there, so it is an error naming the URL rather than a path below the current dir
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 from ..errors import MetadataError
@@ -39,6 +39,8 @@ from ..store.paths import directory_problem, path_problem
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from ..metadata.json_types import KvStoreJSON
 
 __all__ = [
     "KvStoreSpec",
@@ -180,7 +182,7 @@ class KvStoreSpec:
             return KvStoreSpec("memory", join_path(self.path, path), self.url)
         return KvStoreSpec("memory", join_path(self.path, path))
 
-    def to_json(self) -> Any:
+    def to_json(self) -> KvStoreJSON | str:
         """The kvstore as JSON: a URL for a named memory store, else an object."""
         if self.url is not None and self.driver == "memory":
             return self.url.rstrip("/") + ("/" + self.path if self.path else "")
@@ -188,10 +190,16 @@ class KvStoreSpec:
             return {"driver": "file", "path": self.path.rstrip("/") + "/"}
         if self.driver == "zip":
             assert self.base is not None
-            doc = {"driver": "zip", "base": {"driver": "file", "path": self.base.path}}
-            return {**doc, "path": self.path + "/"} if self.path else doc
+            doc: KvStoreJSON = {"driver": "zip", "base": {"driver": "file", "path": self.base.path}}
+            if self.path:
+                doc["path"] = self.path + "/"
+            return doc
         if self.driver in REMOTE_MEMBERS:
-            return {"driver": self.driver, **self.members, **({"path": self.path + "/"} if self.path else {})}
+            # ``members`` holds only the driver's members of REMOTE_MEMBERS (checked on parsing).
+            remote = cast("KvStoreJSON", {"driver": self.driver, **self.members})
+            if self.path:
+                remote["path"] = self.path + "/"
+            return remote
         return {"driver": "memory", "path": self.path + "/"} if self.path else {"driver": "memory"}
 
 

@@ -27,7 +27,7 @@ drivers other than ``file`` and ``memory``, and a non-default zarr2 ``metadata_k
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import MetadataError
 from ..hierarchy import parse_mode
@@ -39,6 +39,8 @@ from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from ..metadata.json_types import KvStoreJSON, TensorStoreSpecJSON
 
 __all__ = ["TensorStoreSpec", "apply_mode", "array_spec_json", "merge_options", "parse_open_flags"]
 
@@ -280,7 +282,7 @@ def _dtype_name(value: Any) -> str:
 
 def array_spec_json(
     kvstore: Mapping[str, Any] | str, path: str, metadata_json: Mapping[str, Any], options: Mapping[str, bool]
-) -> dict[str, Any]:
+) -> TensorStoreSpecJSON:
     """The TensorStore spec that reopens an array (see :meth:`gpuzarr.Array.spec`).
 
     Parameters
@@ -303,23 +305,25 @@ def array_spec_json(
         ``{"driver", "kvstore", ["path"], "metadata", ...}``.
     """
     path = path.strip("/")
-    kv: dict[str, Any] | str
+    kv: KvStoreJSON | str
     spec_path = ""
     if isinstance(kvstore, str):
         kv, spec_path = kvstore, path
     else:
-        kv = dict(kvstore)
+        # A store's own kvstore object (``Store.kvstore_json``, which stores written outside
+        # gpuzarr type as a plain dict): taken as the kvstore it describes.
+        kv = cast("KvStoreJSON", dict(kvstore))
         if path:
             base = str(kv.get("path", "")).rstrip("/")
             kv["path"] = (base + "/" + path if base or kv.get("driver") == "file" else path) + "/"
     metadata = dict(metadata_json)
     metadata.pop("attributes", None)
-    spec: dict[str, Any] = {
-        "driver": "zarr3" if metadata.get("zarr_format") == 3 else "zarr2",
-        "kvstore": kv,
-        **({"path": spec_path} if spec_path else {}),
-        "metadata": metadata,
-    }
+    driver: Literal["zarr3", "zarr2"] = "zarr3" if metadata.get("zarr_format") == 3 else "zarr2"
+    spec: TensorStoreSpecJSON = (
+        {"driver": driver, "kvstore": kv, "path": spec_path, "metadata": metadata}
+        if spec_path
+        else {"driver": driver, "kvstore": kv, "metadata": metadata}
+    )
     if not options.get("fill_missing_data_reads", True):
         spec["fill_missing_data_reads"] = False
     if options.get("store_data_equal_to_fill_value", False):
