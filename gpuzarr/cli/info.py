@@ -4,7 +4,8 @@ An array prints zarr-python's ``info`` lines (shape, data type, chunk and shard 
 bytes stored, storage ratio, chunks stored), plus its dimension names. A group prints its own
 summary and its children; ``--recursive`` adds the info of every array below it. ``--json``
 gives the same as one JSON document. The stored sizes need a listing of the store; a store that
-cannot list (HTTP) gives the rest and says so.
+cannot list (HTTP) gives the rest and says so. A group's children need its consolidated metadata
+there: without it, the group's own summary says that its members are unknown, and why.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..copying.nodes import failure_reason, node_name, open_path, readable_children, walk
 from ..core.array import Array
+from ..errors import UnsupportedOperationError
 from .options import add_storage_options
 
 if TYPE_CHECKING:
@@ -105,8 +107,18 @@ def _member_line(name: str, node: Array | Group, width: int) -> str:
     return f"  {name:<{width}}  group"
 
 
+def _children_or_why(group: Group) -> tuple[list[tuple[str, Array | Group]], list[tuple[str, str]], str | None]:
+    """:func:`readable_children`, or none and why the group's members are unknown (a store
+    that cannot list, HTTP, and no consolidated metadata)."""
+    try:
+        members, unreadable = readable_children(group)
+    except UnsupportedOperationError as exc:
+        return [], [], failure_reason(exc)
+    return members, unreadable, None
+
+
 def group_text(group: Group, recursive: bool) -> str:
-    members, unreadable = readable_children(group)
+    members, unreadable, unknown = _children_or_why(group)
     arrays = sum(isinstance(node, Array) for _, node in members)
     lines = [
         _line("Name", group.name),
@@ -115,6 +127,10 @@ def group_text(group: Group, recursive: bool) -> str:
         _line("Read-only", group.store.read_only),
         _line("Store type", type(group.store).__name__),
         _line("Attributes", len(group.attrs)),
+    ]
+    if unknown is not None:
+        return "\n".join([*lines, _line("No. members", "unknown"), unknown])
+    lines += [
         _line("No. members", len(members)),
         _line("No. arrays", arrays),
         _line("No. groups", len(members) - arrays),
@@ -149,7 +165,7 @@ def _arrays_below(group: Group) -> tuple[list[tuple[str, Array]], dict[str, str]
 
 
 def group_json(group: Group, recursive: bool) -> dict[str, Any]:
-    readable, unreadable = readable_children(group)
+    readable, unreadable, unknown = _children_or_why(group)
     members: list[dict[str, Any]] = [
         {"name": name, "node_type": "array", "shape": list(node.shape), "dtype": str(node.dtype)}
         if isinstance(node, Array)
@@ -167,6 +183,10 @@ def group_json(group: Group, recursive: bool) -> dict[str, Any]:
         "attributes": dict(group.attrs),
         "members": members,
     }
+    if unknown is not None:
+        doc["members"] = None
+        doc["members_unknown"] = unknown
+        return doc
     if recursive:
         below, refused = _arrays_below(group)
         doc["arrays"] = {node_name(relative): array_json(node) for relative, node in below}

@@ -8,7 +8,7 @@ from ..copying.nodes import failure_reason, open_path, readable_children
 from ..core.array import Array
 from ..core.group import Group
 from ..core.tree import TreeRepr, render_tree
-from ..errors import StorePermissionError
+from ..errors import StorePermissionError, UnsupportedOperationError
 from .options import add_storage_options, non_negative_int
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ def _draw_group(group: Group, level: int | None, max_nodes: int, plain: bool) ->
         if isinstance(node, Group) and (max_depth is None or path.count("/") + 1 < max_depth):
             try:
                 stack.append(iter(_listed(node, path)))
-            except StorePermissionError as exc:  # its metadata reads, its folder does not list
+            # its metadata reads, its folder does not list (or its store cannot list at all)
+            except (StorePermissionError, UnsupportedOperationError) as exc:
                 members[-1] = (path, f"unreadable: {failure_reason(exc)}")
     truncated = len(members) > max_nodes
     return render_tree(group.name, members[:max_nodes], truncated_at=max_nodes if truncated else None, plain=plain)

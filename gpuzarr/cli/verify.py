@@ -33,7 +33,7 @@ from ..copying.progress import Progress, run_parallel
 from ..copying.regions import Box, Region, RegionPlan, object_box, slices, stored_chunks
 from ..core.array import Array
 from ..core.info import stored_chunk_coords
-from ..errors import CorruptChunkError, StoreError, StorePermissionError
+from ..errors import CorruptChunkError, StoreError, StorePermissionError, UnsupportedOperationError
 from ..hierarchy import node_prefix
 from ..store.local import LocalStore
 from ..store.sharding import EMPTY, read_shard_index
@@ -123,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
             for relative, node in walk(root, on_error=lambda path, exc: unreadable.append((node_name(path), exc)))
             if isinstance(node, Array)
         ]
-        metadata = [(name, str(exc), isinstance(exc, StorePermissionError)) for name, exc in unreadable]
+        # Refused, or not listable (a group's members on HTTP without consolidated metadata):
+        # unreadable, not corrupt.
+        refusals = (StorePermissionError, UnsupportedOperationError)
+        metadata = [(name, str(exc), isinstance(exc, refusals)) for name, exc in unreadable]
         metadata += [(name, reason, False) for name, reason in consolidated_problems(root)]
         with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
             reports = [

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import api
 from ..core.array import Array
 from ..core.group import Group, validate_node_name
-from ..errors import GpuZarrError, MetadataError, StorePermissionError
+from ..errors import GpuZarrError, MetadataError, StorePermissionError, UnsupportedOperationError
 from ..hierarchy import node_prefix
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ def children(group: Group, on_error: Callable[[str, GpuZarrError], None] | None 
 def readable_children(group: Group) -> tuple[list[tuple[str, Node]], list[tuple[str, str]]]:
     """(name, node) of the group's children that could be read, and (name, why) of those that
     could not (bad metadata, a folder this process may not read), names sorted in each. A refusal
-    to list the group's own folder is raised: nothing of it can be shown."""
+    to list the group's own folder, or a store that cannot list it, is raised: nothing of it can
+    be shown."""
     unreadable: list[tuple[str, str]] = []
 
     def note(name: str, exc: GpuZarrError) -> None:
@@ -77,7 +78,8 @@ def _children(
 ) -> Iterator[tuple[str, Node]]:
     try:
         names = _child_names(group)
-    except StorePermissionError as exc:  # the group's own folder may not be listed
+    # The group's own folder may not be listed, or its store cannot list at all (HTTP).
+    except (StorePermissionError, UnsupportedOperationError) as exc:
         if on_error is None:
             raise
         on_error(relative, exc)
@@ -98,11 +100,19 @@ def _children(
 
 def _child_names(group: Group) -> list[str]:
     """The names of the directories below ``group`` that may hold nodes (from its consolidated
-    metadata when it has some), without reading any child's metadata."""
+    metadata when it has some), without reading any child's metadata.
+
+    Where neither the consolidated metadata nor the store (HTTP) can name them, the members are
+    unknown, and UnsupportedOperationError says so: a group shown, checked or copied as if it
+    had none would be wrong without a word."""
     if group.consolidated:
         return list(group)
     if not group.store.supports_listing:
-        return []  # a store that cannot list (HTTP) shows no children without consolidated metadata
+        raise UnsupportedOperationError(
+            f"{node_name(group.path)}: the store ({type(group.store).__name__}) cannot list its keys and "
+            "the group has no consolidated metadata, so its members are unknown. Consolidate its "
+            "metadata where it is written (gpuzarr.consolidate_metadata), or name an array by its path"
+        )
     _keys, dirs = group.store.list_dir(node_prefix(group.path))
     return sorted(name for name in (d.rstrip("/").rsplit("/", 1)[-1] for d in dirs) if _is_node_name(name))
 
