@@ -16,6 +16,7 @@ store for local directories).
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StorePermissionError
@@ -60,6 +61,16 @@ class FsspecStore(Store):
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         #: the URL errors name
         self.url = f"{protocol}://{self.root.lstrip('/')}"
+        self._calls = _call_guard(fs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_calls"]  # a lock does not pickle; the copy makes its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._calls = _call_guard(self.fs)
 
     @classmethod
     def from_url(cls, url: str, storage_options: dict[str, Any] | None = None, read_only: bool = False) -> FsspecStore:
@@ -81,9 +92,11 @@ class FsspecStore(Store):
 
     @contextlib.contextmanager
     def _errors(self, key: str, action: str) -> Iterator[None]:
-        """Failures other than absence become errors naming the URL and the key."""
+        """Failures other than absence become errors naming the URL and the key; calls into a
+        file system that is not safe on several threads at once are made one at a time."""
         try:
-            yield
+            with self._calls:
+                yield
         except PermissionError as exc:
             raise StorePermissionError(self.url, key, f"{action}: permission denied ({exc})") from exc
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -100,9 +113,22 @@ class FsspecStore(Store):
             return b"" if self.exists(key) else None
         try:
             with self._errors(key, "reading"):
-                return self.fs.cat_file(path, start=start, end=end)
+                try:
+                    return self.fs.cat_file(path, start=start, end=end)
+                except AttributeError:
+                    if start is None or start >= 0:
+                        raise
+                    return self._cat_suffix(path, start, end)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+
+    def _cat_suffix(self, path: str, start: int, end: int | None) -> Buffer:
+        """``cat_file`` of a suffix (``start`` < 0) from the file's size. fsspec's caching file
+        systems (``simplecache::``, ``filecache::``) open their local copy as a plain Python
+        file, which has no ``size`` for ``cat_file`` to seek from the end with (fsspec 2026.9)."""
+        size = int(self.fs.size(path))
+        data: Buffer = self.fs.cat_file(path, start=max(size + start, 0), end=end)
+        return data
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         """Several parts of one file through ``cat_ranges`` (concurrent on async file systems)."""
@@ -120,6 +146,9 @@ class FsspecStore(Store):
         for (start, end), value in zip(bounds, got):
             if isinstance(value, (FileNotFoundError, IsADirectoryError)):
                 return None  # erased since exists(): absent, as a single read would say
+            if isinstance(value, AttributeError) and start is not None and start < 0:
+                with self._errors(key, "reading"):
+                    value = self._cat_suffix(path, start, end)  # a caching file system's suffix
             if isinstance(value, BaseException):
                 with self._errors(key, "reading"):
                     try:
@@ -187,6 +216,22 @@ class FsspecStore(Store):
                 except (FileNotFoundError, OSError):
                     break
                 parent = self.fs._parent(parent)
+
+
+def _call_guard(fs: Any) -> contextlib.AbstractContextManager[object]:
+    """What :meth:`FsspecStore._errors` holds around each call into ``fs``: a lock for
+    fsspec's caching file systems that keep a table of cached files in memory (``filecache::``,
+    ``blockcache::``), whose calls on several threads at once corrupt it (fsspec issue 1126,
+    open: concurrent ``cat_file`` of a ``filecache::`` fails with "cannot unpack non-iterable
+    bool object"); nothing for the others, which gpuzarr's threads call at once.
+    ``simplecache::`` keeps no such table."""
+    try:
+        from fsspec.implementations.cached import CachingFileSystem, SimpleCacheFileSystem
+    except ImportError:  # an fs that is not fsspec's (a duck-typed one)
+        return contextlib.nullcontext()
+    if isinstance(fs, CachingFileSystem) and not isinstance(fs, SimpleCacheFileSystem):
+        return threading.RLock()
+    return contextlib.nullcontext()
 
 
 def _bounds(byte_range: ByteRange | None) -> tuple[int | None, int | None]:

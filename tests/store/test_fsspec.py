@@ -3,6 +3,8 @@ system of the user's own, fsspec URLs, and errors that name the URL and key."""
 
 from __future__ import annotations
 
+import contextlib
+import pickle
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -121,3 +123,62 @@ def test_missing_fsspec_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(ImportError, match=r"gpuzarr\[fsspec\]"):
         FsspecStore.from_url("memory://x")
+
+
+CACHES = [
+    "simplecache",
+    "filecache",
+    # fsspec's blockcache leaves the files of its cache open (its own ResourceWarning)
+    pytest.param("blockcache", marks=pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")),
+]
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_suffix_reads_through_fsspecs_caching_file_systems(tmp_path: Path, cache: str) -> None:
+    """Their local copy opens as a plain Python file, which fsspec's ``cat_file`` cannot seek
+    from the end of (it asks for ``size``): the suffix is read from the file's size instead."""
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "blob").write_bytes(bytes(range(200)))
+    store = FsspecStore.from_url(
+        f"{cache}::file://{tmp_path}/x", storage_options={cache: {"cache_storage": str(tmp_path / "c")}}
+    )
+    assert store.get("blob", ByteRange.suffix(16)) == bytes(range(184, 200))
+    assert store.get("blob", ByteRange.suffix(500)) == bytes(range(200))
+    assert store.get_ranges("blob", [ByteRange.suffix(4), ByteRange(10, 3)]) == [bytes(range(196, 200)), b"\n\x0b\x0c"]
+    assert store.get("absent", ByteRange.suffix(4)) is None
+
+
+@pytest.mark.parametrize("cache", CACHES)
+def test_sharded_crops_through_fsspecs_caching_file_systems(tmp_path: Path, cache: str) -> None:
+    """A partial read of a sharded array reads each shard's index as a suffix, on several
+    threads at once: ``filecache::`` and ``blockcache::`` keep a table of cached files that
+    such calls corrupt, so the store makes its calls into them one at a time."""
+    import numpy as np
+
+    import gpuzarr
+
+    data = np.arange(64**3, dtype=np.uint16).reshape(64, 64, 64)
+    gpuzarr.create(
+        str(tmp_path / "a.zarr"), shape=data.shape, dtype=data.dtype, chunks=(16, 16, 16), shards=(32, 32, 32)
+    )[...] = data
+    for attempt in range(3):  # the race needs a fresh cache
+        array = gpuzarr.open(
+            f"{cache}::file://{tmp_path}/a.zarr",
+            mode="r",
+            storage_options={cache: {"cache_storage": str(tmp_path / f"c{attempt}")}},
+        )
+        with gpuzarr.config.set(concurrency=4):
+            np.testing.assert_array_equal(array[3:40, 1:50, 60:], data[3:40, 1:50, 60:])
+            np.testing.assert_array_equal(array[...], data)
+    assert isinstance(array.store, FsspecStore)
+    assert isinstance(array.store.__dict__["_calls"], contextlib.nullcontext) == (cache == "simplecache")
+
+
+def test_a_store_over_a_caching_file_system_pickles_with_a_lock_of_its_own(tmp_path: Path) -> None:
+    store = FsspecStore.from_url(
+        f"filecache::file://{tmp_path}/x", storage_options={"filecache": {"cache_storage": str(tmp_path / "c")}}
+    )
+    store.set("k", b"v")
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.get("k") == b"v"
+    assert copy.__dict__["_calls"] is not store.__dict__["_calls"]
