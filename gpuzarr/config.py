@@ -154,6 +154,11 @@ def default_file_handles() -> int:
     return max(MIN_FILE_HANDLES, min(MAX_FILE_HANDLES, soft // 4))
 
 
+def names() -> list[str]:
+    """Every setting's name, in the order the module declares them."""
+    return list(_settings)
+
+
 def get(name: str) -> Any:
     """The value of setting ``name`` (``concurrency`` None reads as the CPUs this process may use)."""
     if name not in _settings:

@@ -26,11 +26,6 @@ GPU = (
 )  # fmt: skip
 #: what its integrations and optional stores use
 OPTIONAL = ("torch", "xarray", "dask", "distributed", "obstore", "fsspec", "zarr", "tensorstore")
-#: the settings a report shows (``gpuzarr.config``)
-SETTINGS = (
-    "concurrency", "io_threads", "gpu_batch_bytes", "gpu_direct_reads", "gpu_small_read_chunks", "strict",
-    "gpu_trust_payloads", "remote_concurrency",
-)  # fmt: skip
 
 
 def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
@@ -72,7 +67,7 @@ def debug_info() -> dict[str, Any]:
         "optional": _versions(OPTIONAL),
         "gpu": reason,
         "GPUZARR_DEVICE": os.environ.get(ENVIRONMENT_VARIABLE),
-        "settings": {name: config.get(name) for name in SETTINGS},
+        "settings": {name: config.get(name) for name in config.names()},  # every one of them
     }
 
 

@@ -35,6 +35,9 @@ def test_the_report_names_versions_the_gpu_path_and_the_settings() -> None:
     with gpuzarr.config.set(concurrency=3, strict=True):
         settings = module.debug_info()["settings"]
     assert (settings["concurrency"], settings["strict"]) == (3, True)
+    # every setting, those added later too (file_handles, max_chunk_bytes, ... were once left out)
+    assert list(settings) == gpuzarr.config.names()
+    assert {"file_handles", "max_chunk_bytes", "host_output_pool_bytes"} <= set(settings)
     json.dumps(info)  # a JSON document, for --json
 
 
