@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{args.command}: {tally.arrays} array(s), {tally.groups} group(s) from {args.source} to {args.destination}: "
         f"{tally.written} chunks written, {tally.skipped} already equal (skipped); "
-        f"{format_bytes(progress.nbytes)} in {elapsed:.2f} s{rate}"
+        # The arrays' decoded size, missing chunks (the fill value) included: what was gone over.
+        f"{format_bytes(progress.nbytes)} of array data in {elapsed:.2f} s{rate}"
     )
     return 0

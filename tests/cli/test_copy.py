@@ -321,3 +321,14 @@ def test_overwrite_refuses_a_destination_that_holds_no_zarr_node(hierarchy: Path
     assert cli("copy", hierarchy, out, "--overwrite")[0] == 0
     assert cli("convert", hierarchy, out, "--chunks", "4", "--overwrite")[0] == 0
     _check_hierarchy(out, 3)
+
+
+def test_a_copy_of_an_array_with_no_chunks_says_what_it_went_over(tmp_path: Path, cli: Cli) -> None:
+    """Nothing stored, nothing written: the size given is the array's data (its fill value), and
+    says so."""
+    gpuzarr.create(str(tmp_path / "empty.zarr"), shape=(100, 100), dtype="f4", chunks=(10, 10))
+    status, summary, _ = cli("convert", tmp_path / "empty.zarr", tmp_path / "out.zarr", "--compressor", "zstd:3")
+    assert status == 0
+    assert _counts(summary) == (0, 0)
+    assert "; 39.1 KiB of array data in " in summary
+    assert not _stored(tmp_path / "out.zarr")
