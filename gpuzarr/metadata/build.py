@@ -110,10 +110,10 @@ def _is_rectilinear(chunks: Any) -> bool:
     return isinstance(chunks, (list, tuple)) and any(isinstance(c, (list, tuple)) for c in chunks)
 
 
-def _rectilinear(chunks: Any, ndim: int, field: str) -> RectilinearChunkGrid:
+def _rectilinear(chunks: Any, shape: tuple[int, ...], field: str) -> RectilinearChunkGrid:
     config = {"kind": "inline", "chunk_shapes": [c if isinstance(c, int) else list(c) for c in chunks]}
     try:
-        return RectilinearChunkGrid.from_json({"name": "rectilinear", "configuration": config}, ndim)
+        return RectilinearChunkGrid.from_json({"name": "rectilinear", "configuration": config}, shape)
     except MetadataError as exc:
         raise MetadataError(f"{field}: {exc}") from exc
 
@@ -157,7 +157,7 @@ def build_v3(
     shape_t = _shape_tuple(shape, "shape")
     data_type = DataType.from_numpy(dtype)
     if shards is None and _is_rectilinear(chunks):
-        grid: RegularChunkGrid | RectilinearChunkGrid = _rectilinear(chunks, len(shape_t), "chunks")
+        grid: RegularChunkGrid | RectilinearChunkGrid = _rectilinear(chunks, shape_t, "chunks")
         chunk_shape = grid.chunk_shape
     else:
         chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize, sharded=shards is not None)
@@ -168,7 +168,7 @@ def build_v3(
     chain = _codec_chain(data_type, len(shape_t), codecs, compressors, filters, serializer, order)
     if shards is not None:
         if _is_rectilinear(shards):
-            grid = _rectilinear(shards, len(shape_t), "shards")
+            grid = _rectilinear(shards, shape_t, "shards")
         else:
             grid = RegularChunkGrid(_shape_tuple(shards, "shards"))
         per_axis = [

@@ -62,14 +62,24 @@ class VariableDimensionGrid:
 
 AxisChunks = int | tuple[int, ...]
 
+#: The most chunks an axis may list past the array's extent. A shrinking resize leaves the
+#: sizes of the chunks it cut off listed (they come back when the array grows again); more than
+#: this many is refused rather than expanded, since a ``[size, count]`` run of a few bytes of
+#: JSON could otherwise ask for terabytes of sizes before any check.
+MAX_CHUNKS_PAST_EXTENT = 1 << 20
 
-def _expand_axis(value: Any, field: str) -> AxisChunks:
+
+def _expand_axis(value: Any, field: str, extent: int) -> AxisChunks:
+    """One axis of ``chunk_shapes``: a regular size, or every chunk's size with the
+    ``[size, count]`` runs expanded, at most ``extent`` (each chunk holds one element or more)
+    and :data:`MAX_CHUNKS_PAST_EXTENT` past it."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
             raise MetadataError(f"{field}: chunk size must be positive, got {value}")
         return value
     if not isinstance(value, list):
         raise MetadataError(f"{field}: expected an integer or a list of sizes, got {value!r}")
+    limit = max(extent, 0) + MAX_CHUNKS_PAST_EXTENT
     sizes: list[int] = []
     for i, entry in enumerate(value):
         if isinstance(entry, int) and not isinstance(entry, bool):
@@ -84,9 +94,19 @@ def _expand_axis(value: Any, field: str) -> AxisChunks:
             size, count = entry
             if size <= 0 or count < 0:
                 raise MetadataError(f"{field}[{i}]: [size, count] needs size > 0 and count >= 0, got {entry}")
+            if len(sizes) + count > limit:
+                raise MetadataError(
+                    f"{field}[{i}]: [{size}, {count}] lists more chunks than an axis of extent {extent} "
+                    f"can hold (with at most {MAX_CHUNKS_PAST_EXTENT} past its end, left by a shrinking resize)"
+                )
             sizes.extend([size] * count)
         else:
             raise MetadataError(f"{field}[{i}]: expected a size or a [size, count] pair, got {entry!r}")
+        if len(sizes) > limit:
+            raise MetadataError(
+                f"{field}: lists more than {limit} chunks, more than an axis of extent {extent} can "
+                f"hold (with at most {MAX_CHUNKS_PAST_EXTENT} past its end, left by a shrinking resize)"
+            )
     if not sizes:
         raise MetadataError(f"{field}: needs at least one chunk size")
     return tuple(sizes)
@@ -112,7 +132,10 @@ class RectilinearChunkGrid:
     chunk_shapes: tuple[AxisChunks, ...]
 
     @classmethod
-    def from_json(cls, value: Any, ndim: int) -> RectilinearChunkGrid:
+    def from_json(cls, value: Any, shape: tuple[int, ...]) -> RectilinearChunkGrid:
+        """The grid of an array of ``shape``'s ``chunk_grid`` object, each axis listing at most
+        :data:`MAX_CHUNKS_PAST_EXTENT` chunks past the array's extent."""
+        ndim = len(shape)
         name, config = split_name_configuration(value, "chunk_grid")
         if name != "rectilinear":
             raise MetadataError(f"chunk_grid.name: expected 'rectilinear', got {name!r}")
@@ -126,7 +149,7 @@ class RectilinearChunkGrid:
             raise MetadataError(f"{field}: expected a list, got {shapes!r}")
         if len(shapes) != ndim:
             raise MetadataError(f"{field}: must have {ndim} entries, got {len(shapes)}")
-        return cls(tuple(_expand_axis(s, f"{field}[{i}]") for i, s in enumerate(shapes)))
+        return cls(tuple(_expand_axis(s, f"{field}[{i}]", shape[i]) for i, s in enumerate(shapes)))
 
     def to_json(self) -> NamedConfigJSON:
         return {

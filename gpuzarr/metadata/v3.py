@@ -38,11 +38,13 @@ ARRAY_FIELDS = frozenset({
 })
 
 
-def parse_chunk_grid(value: Any, ndim: int) -> RegularChunkGrid | RectilinearChunkGrid:
-    """A ``chunk_grid`` object: ``regular``, or the ``rectilinear`` extension (ZEP 3)."""
+def parse_chunk_grid(value: Any, shape: tuple[int, ...]) -> RegularChunkGrid | RectilinearChunkGrid:
+    """The ``chunk_grid`` object of an array of ``shape``: ``regular``, or the ``rectilinear``
+    extension (ZEP 3)."""
+    ndim = len(shape)
     name, _config = split_name_configuration(value, "chunk_grid")
     if name == "rectilinear":
-        return RectilinearChunkGrid.from_json(value, ndim)
+        return RectilinearChunkGrid.from_json(value, shape)
     if name != "regular":
         raise MetadataError(f"chunk_grid.name: unsupported chunk grid {name!r} (expected 'regular' or 'rectilinear')")
     return RegularChunkGrid.from_json(value, ndim)
@@ -131,7 +133,7 @@ class ArrayMetadata:
                 raise MetadataError(f"{required}: required field is missing")
         shape = tuple(expect_int_list(doc["shape"], "shape"))
         data_type = DataType.from_json(doc["data_type"])
-        chunk_grid = parse_chunk_grid(doc["chunk_grid"], len(shape))
+        chunk_grid = parse_chunk_grid(doc["chunk_grid"], shape)
         if isinstance(chunk_grid, RectilinearChunkGrid):
             chunk_grid.validate_shape(shape)
         cke = ChunkKeyEncoding.from_json(doc["chunk_key_encoding"])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.errors import MetadataError
-from gpuzarr.metadata.rectilinear import RectilinearChunkGrid
+from gpuzarr.metadata.rectilinear import MAX_CHUNKS_PAST_EXTENT, RectilinearChunkGrid
 from tests.backends.cpu.resize_model import check_random_resizes
 
 ZEP3_CHUNKS = [[5, 5, 5, 15, 15, 20, 35], 10]
@@ -102,15 +102,16 @@ def test_run_length_forms_in_zarr_json(store: gpuzarr.Store, chunk_shapes: list[
     a[...] = model
     np.testing.assert_array_equal(a[...], model)
     # Writing the metadata back keeps the meaning (and compresses runs).
-    grid = RectilinearChunkGrid.from_json(a.metadata.to_json()["chunk_grid"], 2)
+    grid = RectilinearChunkGrid.from_json(a.metadata.to_json()["chunk_grid"], tuple(shape))
     assert grid.chunk_shapes == expanded
 
 
 def test_grid_json_round_trip() -> None:
     for shapes in ([[[5, 3], [15, 2], 20, 35], 10], [7, [1, 2, 3]], [[[4, 2]]]):
-        grid = RectilinearChunkGrid.from_json(grid_json(shapes), len(shapes))
+        extents = (100,) * len(shapes)
+        grid = RectilinearChunkGrid.from_json(grid_json(shapes), extents)
         assert grid.to_json() == grid_json(shapes)
-        assert RectilinearChunkGrid.from_json(grid.to_json(), len(shapes)) == grid
+        assert RectilinearChunkGrid.from_json(grid.to_json(), extents) == grid
 
 
 @pytest.mark.parametrize(
@@ -487,3 +488,29 @@ def test_chunks_add_up_to_the_extent_after_a_shrink(store: gpuzarr.Store) -> Non
     assert a.chunks == ((5,), 10)
     a.resize(0, 29)
     assert a.chunks == ((0,), 10)
+
+
+@pytest.mark.parametrize("count", [2**40, 2**70, 4 + MAX_CHUNKS_PAST_EXTENT + 1])
+def test_a_run_longer_than_the_axis_can_hold_is_refused_before_it_is_expanded(
+    store: gpuzarr.Store, count: int
+) -> None:
+    """A few bytes of JSON must not ask for terabytes of chunk sizes: a run is checked against
+    the axis's extent (plus what a shrinking resize may leave past it) before it is expanded."""
+    put_document(store, v3_document([4], [[[1, count]]]))
+    refused = r"chunk_shapes\[0\]\[0\]: \[1, \d+\] lists more chunks than an axis of extent 4"
+    with pytest.raises(MetadataError, match=refused):
+        gpuzarr.open(store, mode="r", device="cpu")
+
+
+def test_plain_sizes_past_the_limit_are_refused_too(store: gpuzarr.Store) -> None:
+    put_document(store, v3_document([4], [[1] * (4 + MAX_CHUNKS_PAST_EXTENT + 1)]))
+    with pytest.raises(MetadataError, match=r"chunk_shapes\[0\]: lists more than \d+ chunks"):
+        gpuzarr.open(store, mode="r", device="cpu")
+
+
+def test_chunks_a_shrink_left_past_the_extent_still_open(store: gpuzarr.Store) -> None:
+    put_document(store, v3_document([4], [[[1, 4 + MAX_CHUNKS_PAST_EXTENT]]]))
+    a = gpuzarr.open(store, mode="r+", device="cpu")
+    a[...] = [1, 2, 3, 4]
+    a.resize(10)
+    np.testing.assert_array_equal(a[...], [1, 2, 3, 4, -1, -1, -1, -1, -1, -1])  # the fill value
