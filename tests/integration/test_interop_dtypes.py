@@ -386,3 +386,35 @@ def test_gpuzarr_reads_the_fill_of_what_tensorstore_creates(dtype: str, tmp_path
     a = gpuzarr.open(path)
     assert a.shape == (5,) and a.dtype == np.dtype(dtype)
     assert [np.asarray(v).tobytes() for v in a[...]] == [b"ab\x00c"] * 5
+
+
+ZERO_D = [
+    pytest.param("str", "xy", 3, id="v3-str"),
+    pytest.param("str", "xy", 2, id="v2-str"),
+    pytest.param("variable_length_bytes", b"xy", 3, id="v3-bytes"),
+    pytest.param("int16", -7, 3, id="v3-int16"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+@pytest.mark.parametrize(("dtype", "value", "zarr_format"), ZERO_D)
+def test_0d_arrays_both_ways(dtype: str, value: Any, zarr_format: int, tmp_path: Path) -> None:
+    """A 0-d array's one chunk, stored: read as its element (a string's or bytes' too, where an
+    array of objects indexed with ``()`` gives the element, not a view to decode into)."""
+    if dtype == "variable_length_bytes" or zarr_format == 2:
+        fill: Any = None if dtype == "variable_length_bytes" else ""
+    else:
+        fill = "" if dtype == "str" else 0
+    z = zarr.create_array(str(tmp_path / "zp.zarr"), shape=(), chunks=(), dtype=dtype, fill_value=fill,
+                          zarr_format=zarr_format)  # fmt: skip
+    z[()] = value
+    a = gpuzarr.open_array(str(tmp_path / "zp.zarr"), mode="r")
+    assert a[()] == value
+    assert a[...].shape == () and a[...][()] == value
+    assert a.read_batch([()])[0] == value
+
+    b = gpuzarr.create_array(str(tmp_path / "gz.zarr"), shape=(), dtype=dtype, fill_value=fill,
+                             zarr_format=zarr_format)  # fmt: skip
+    b[()] = value
+    assert gpuzarr.open_array(str(tmp_path / "gz.zarr"), mode="r")[()] == value
+    assert zarr.open_array(str(tmp_path / "gz.zarr"), mode="r")[()] == value

@@ -57,7 +57,9 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
         for s, n in zip(p.chunk_selection, chunk_shape, strict=True)
     ):
         return False
-    target = out[p.out_selection]
+    # The trailing Ellipsis keeps ``target`` a view where ``out`` is 0-d: ``out[()]`` of an array
+    # of objects (strings, bytes) is the element itself.
+    target = out[(*p.out_selection, Ellipsis)]
     return target.shape == chunk_shape and bool(target.flags.c_contiguous)
 
 
