@@ -293,7 +293,9 @@ def fill_from_python(name: str, dtype: np.dtype[Any], value: Any) -> np.generic:
 
 
 def _time_from_python(name: str, dtype: np.dtype[Any], value: Any) -> np.generic:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+    # NumPy's timedelta64 is an np.integer too: a time of its own unit, not a count of the array's.
+    is_time = isinstance(value, (np.datetime64, np.timedelta64))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and not is_time:
         # A count of the array's units, as in the JSON form.
         return fill_from_json(name, dtype, int(value), "fill_value")
     if isinstance(value, (bool, float, complex, np.bool_, np.inexact)):

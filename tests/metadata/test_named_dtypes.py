@@ -274,6 +274,11 @@ def test_time_fill_from_python() -> None:
     assert np.isnat(data_type.fill_value_from_python(None))
     delta = DataType.from_json(time_type("timedelta64", "s"))
     assert delta.fill_value_from_python(datetime.timedelta(minutes=2)) == np.timedelta64(120, "s")
+    # NumPy's timedelta64 is an np.integer, but a time of its own unit, not a count of the array's
+    assert delta.fill_value_from_python(np.timedelta64(3, "m")) == np.timedelta64(180, "s")
+    assert delta.fill_value_from_python(np.timedelta64(-5, "s")) == np.timedelta64(-5, "s")
+    assert np.isnat(delta.fill_value_from_python(np.timedelta64("NaT")))
+    assert np.isnat(data_type.fill_value_from_python(np.datetime64("NaT")))
     for bad in (1.5, True, "yesterday", object()):
         with pytest.raises(MetadataError, match="fill_value"):
             data_type.fill_value_from_python(bad)
