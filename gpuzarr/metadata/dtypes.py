@@ -368,7 +368,8 @@ def _float_to_json(value: Any) -> Any:
 
 
 def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
-    """True if every element of ``a`` equals ``fill``; NaN compares equal to NaN."""
+    """True if every element of ``a`` equals ``fill``; NaN compares equal to NaN, and a zero
+    equals a zero of its own sign only."""
     if a.ndim > 1 and a.size > a.shape[-1]:
         # Real data rarely is fill: its first row usually settles it without a full scan.
         first_row = a[(0,) * (a.ndim - 1)]
@@ -395,7 +396,29 @@ def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
             im_ok = np.isnan(a.imag) if math.isnan(f.imag) else a.imag == f.imag
             return bool(np.all(re_ok & im_ok))
         return bool(np.all(np.isnan(a)))
+    if is_float_like(a.dtype) and _has_a_zero_part(fill):
+        # -0.0 == 0.0, yet a chunk of one is not the fill value of the other: what reads back
+        # must be what was written (zarr-python and TensorStore store such chunks too).
+        return _bits_equal(a, fill)
     return bool(np.all(a == fill))
+
+
+def _has_a_zero_part(fill: np.generic) -> bool:
+    value = complex(fill)  # real floats too (ml_dtypes' among them)
+    return value.real == 0 or (value.imag == 0 and isinstance(fill, np.complexfloating))
+
+
+def _bits_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
+    """Whether every element of the float array ``a`` equals ``fill`` with the same sign
+    (complex: part by part). Signs, not bytes: a long double's padding bytes are not its value."""
+    if a.dtype.kind == "c":
+        f = complex(fill)
+        return _same_signed(a.real, f.real) and _same_signed(a.imag, f.imag)
+    return _same_signed(a, fill)
+
+
+def _same_signed(a: np.ndarray[Any, Any], fill: Any) -> bool:
+    return bool(np.all((a == fill) & (np.signbit(a) == np.signbit(fill))))
 
 
 __all__ = ["CORE_DATA_TYPES", "DataType", "fill_value_bytes_equal", "is_variable_length"]

@@ -366,3 +366,40 @@ def test_fill_value_bytes_equal() -> None:
     assert not fill_value_bytes_equal(c, np.complex64(complex(np.nan, 2)))
     assert fill_value_bytes_equal(np.zeros(5, np.int16), np.int16(0))
     assert not fill_value_bytes_equal(np.arange(3), np.int64(0))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "longdouble"])
+def test_a_zero_equals_only_a_zero_of_its_own_sign(dtype: str) -> None:
+    """-0.0 == 0.0, but a chunk of -0.0 written into an array whose fill is 0.0 must be stored
+    (and read back with its sign), as zarr-python and TensorStore do."""
+    import ml_dtypes
+
+    dt = np.dtype(getattr(ml_dtypes, dtype, dtype))
+    zeros, negative = np.zeros((3, 4), dt), -np.zeros((3, 4), dt)
+    assert fill_value_bytes_equal(zeros, dt.type(0)) and fill_value_bytes_equal(negative, negative[0, 0])
+    assert not fill_value_bytes_equal(negative, dt.type(0))
+    assert not fill_value_bytes_equal(zeros[:, ::2], negative[0, 0])
+    mixed = zeros.copy()
+    mixed[2, 3] = negative[0, 0]
+    assert not fill_value_bytes_equal(mixed, dt.type(0))
+
+
+def test_complex_zero_parts_keep_their_signs() -> None:
+    c = np.full(3, complex(1, -0.0), np.complex64)
+    assert fill_value_bytes_equal(c, np.complex64(complex(1, -0.0)))
+    assert not fill_value_bytes_equal(c, np.complex64(complex(1, 0)))
+    assert not fill_value_bytes_equal(np.full(2, complex(-0.0, 0), np.complex128), np.complex128(0))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("shards", [None, (4,)])
+def test_negative_zeros_are_stored_and_read_back(tmp_path: Any, zarr_format: int, shards: Any) -> None:
+    if shards is not None and zarr_format == 2:
+        pytest.skip("v2 has no sharding")
+    import gpuzarr
+
+    a = gpuzarr.create_array(str(tmp_path / "a.zarr"), shape=(8,), chunks=(2,), shards=shards, dtype="f4",
+                             fill_value=0.0, zarr_format=zarr_format)  # fmt: skip
+    a[...] = np.array([-0.0, -0.0, 0.0, 0.0, 1, 2, 0.0, -0.0], "f4")
+    got = gpuzarr.open_array(str(tmp_path / "a.zarr"), mode="r")[...]
+    np.testing.assert_array_equal(np.signbit(got), [True, True, False, False, False, False, False, True])
