@@ -186,6 +186,7 @@ def open_group(
     zarr_format: int = 3,
     use_consolidated: bool | None = None,
     storage_options: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None,
 ) -> Group:
     """Open a group; with mode "a", "w" or "w-" it is created when missing.
 
@@ -208,6 +209,9 @@ def open_group(
         (MetadataError otherwise); False: it is not read, and members are read from the store.
     storage_options
         Options of an object store or HTTP URL or kvstore (see :func:`open`).
+    attributes
+        The attributes of a group created here (an existing group keeps its own), as in
+        zarr-python.
 
     Returns
     -------
@@ -219,7 +223,9 @@ def open_group(
     s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
     full = _join(base, path)
     if not flags.open or (flags.create and read_node(s, full) is None):
-        return create_group(s, path=full, overwrite=flags.delete_existing, device=device, zarr_format=zarr_format)
+        return create_group(
+            s, path=full, attributes=attributes, overwrite=flags.delete_existing, device=device, zarr_format=zarr_format
+        )
     try:
         node: Array | Group | None = open_node(s, full, device=device, use_consolidated=use_consolidated)
     except NodeNotFoundError:

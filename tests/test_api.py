@@ -258,6 +258,15 @@ def test_open_group_modes(tmp_path: Path) -> None:
     assert list(gpuzarr.open_group(path, mode="w")) == []
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_open_group_takes_the_attributes_of_a_group_it_creates(tmp_path: Path, zarr_format: int) -> None:
+    path = str(tmp_path / "g.zarr")
+    created = gpuzarr.open_group(path, mode="w", attributes={"a": 1}, zarr_format=zarr_format)
+    assert dict(created.attrs) == {"a": 1}
+    assert dict(gpuzarr.open_group(path, mode="a", attributes={"b": 2}).attrs) == {"a": 1}  # kept its own
+    assert dict(gpuzarr.open_group(str(tmp_path / "new.zarr"), mode="a", attributes={"c": 3}).attrs) == {"c": 3}
+
+
 # -- devices and imports ---------------------------------------------------------------------------
 
 
