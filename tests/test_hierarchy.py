@@ -289,6 +289,22 @@ def test_slash_in_a_single_name_is_rejected() -> None:
         assert validate_node_name(ok) == ok
 
 
+def test_a_node_with_a_reserved_name_written_elsewhere_opens_through_its_group(tmp_path: Path) -> None:
+    """The spec reserves '__' names for new nodes; zarr-python writes such nodes anyway, and a
+    group that lists one must open it (but never creates one)."""
+    zarr = pytest.importorskip("zarr")
+    z = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    z.create_array("__x", shape=(2,), dtype="i2", fill_value=3)
+    g = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="a")
+    assert list(g) == ["__x"] and "__x" in g
+    np.testing.assert_array_equal(g["__x"][...], [3, 3])
+    assert [name for name, _ in g.members()] == ["__x"]
+    with pytest.raises(MetadataError, match="reserved"):
+        g.create_group("__y")
+    del g["__x"]
+    assert list(g) == []
+
+
 @pytest.mark.parametrize("name", [".hidden", "a.b", "_x", "x__y", "über"])
 def test_valid_unusual_names(store: gpuzarr.Store, name: str) -> None:
     g = gpuzarr.create_group(store)

@@ -118,9 +118,10 @@ def _child_names(group: Group) -> list[str]:
 
 
 def _is_node_name(name: str) -> bool:
-    # A directory named like no node can be ("__pycache__") is not a child, not an error.
+    # A directory named like no node can be ("..") is not a child, not an error; one that holds
+    # no node ("__pycache__") is skipped when it is opened.
     try:
-        validate_node_name(name)
+        validate_node_name(name, existing=True)
     except MetadataError:
         return False
     return True

@@ -56,15 +56,20 @@ if TYPE_CHECKING:
     from ..store.base import Store
 
 
-def validate_node_name(name: str) -> str:
-    """Node names per the v3 spec: non-empty, no '/', not only periods, no '__' prefix."""
+def validate_node_name(name: str, *, existing: bool = False) -> str:
+    """Node names per the v3 spec: non-empty, no '/', not only periods, no '__' prefix.
+
+    ``existing``: the name of a node to open, not to create. The '__' prefix is then allowed:
+    the spec reserves it for new nodes, zarr-python writes such nodes anyway, and a group lists
+    them, so they must open through it. A path that could lead out of the group never is.
+    """
     if not isinstance(name, str) or not name:
         raise MetadataError(f"node name: must be a non-empty string, got {name!r}")
     if "/" in name:
         raise MetadataError(f"node name {name!r}: must not contain '/'")
     if set(name) == {"."}:
         raise MetadataError(f"node name {name!r}: must not consist only of periods")
-    if name.startswith("__"):
+    if name.startswith("__") and not existing:
         raise MetadataError(f"node name {name!r}: names starting with '__' are reserved")
     return name
 
@@ -153,12 +158,17 @@ class Group:
         self._attributes = dict(attrs)
         record_metadata_write(self.store, self.path)
 
-    def _child_path(self, name: str) -> str:
-        parts = [validate_node_name(p) for p in name.strip("/").split("/")]
+    def _child_path(self, name: str, *, existing: bool = False) -> str:
+        """The path of the descendant ``name`` ("a/b").
+
+        That of a node to create, or (``existing``) of one to open, which may have a name
+        reserved for new nodes.
+        """
+        parts = [validate_node_name(p, existing=existing) for p in name.strip("/").split("/")]
         return "/".join([self.path, *parts]) if self.path else "/".join(parts)
 
     def __getitem__(self, name: str) -> Array | Group:
-        path = self._child_path(name)
+        path = self._child_path(name, existing=True)
         if self._consolidated is not None:
             info = self._consolidated.lookup(path)
             if info is None:
@@ -173,7 +183,7 @@ class Group:
         if not isinstance(name, str):
             return False
         try:
-            path = self._child_path(name)
+            path = self._child_path(name, existing=True)
             if self._consolidated is not None:
                 return self._consolidated.lookup(path) is not None
             return read_node(self.store, path) is not None
@@ -409,7 +419,7 @@ class Group:
         if name not in self:
             return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
         node = self[name]
-        where = self._child_path(name)
+        where = self._child_path(name, existing=True)
         if not isinstance(node, Array):
             raise IncompatibleNodeError(f"{where!r} is a group, not an array")
         wanted = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
@@ -460,7 +470,7 @@ class Group:
         The consolidated metadata of the groups above that keep some forgets it too. KeyError
         where there is no such node.
         """
-        path = self._child_path(name)
+        path = self._child_path(name, existing=True)
         if self.store.read_only:
             raise ReadOnlyError(f"group {self.path or '/'!r} is read-only: cannot erase {name!r}")
         info = read_node(self.store, path)
@@ -479,7 +489,7 @@ class Group:
             node = self[name]
             if isinstance(node, Group):
                 return node
-            raise IncompatibleNodeError(f"{self._child_path(name)!r} is an array, not a group")
+            raise IncompatibleNodeError(f"{self._child_path(name, existing=True)!r} is an array, not a group")
         return self.create_group(name)
 
 
