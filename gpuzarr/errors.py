@@ -105,6 +105,12 @@ class BoundsCheckError(GpuZarrError, IndexError):
     """A selection lies outside the array."""
 
 
+class InvalidSelectionError(GpuZarrError, IndexError):
+    """A selection gpuzarr cannot take: a float or string index or slice bound, more indices
+    than axes, index arrays of floats or that do not broadcast, ``np.newaxis``. (Out-of-range
+    indices raise BoundsCheckError; a slice step of zero, InvalidArgumentError.)"""
+
+
 class SymlinkEscapeError(GpuZarrError, PermissionError):
     """A key of a :class:`~gpuzarr.store.LocalStore` leads, through a symbolic link, outside the
     store's root; refused unless the store was made with ``follow_symlinks=True``."""

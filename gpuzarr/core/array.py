@@ -384,7 +384,12 @@ class Array:
         parallel pass (on a GPU: one batched decode and one assemble launch), so a batch costs
         little more than its chunks.
         """
-        selections = list(selections)
+        try:
+            selections = list(selections)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"read_batch: expected an iterable of selections, got {type(selections).__name__}"
+            ) from None
         if not selections:
             raise InvalidArgumentError("read_batch: no selections given")
         batched = plan_box_batch(selections, self._dims())

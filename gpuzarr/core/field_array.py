@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import MetadataError
+from ..errors import InvalidSelectionError, MetadataError
 from ..plan.selection import expand_ellipsis
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class FieldArray:
         outer, inner = sel[: self.array.ndim], sel[self.array.ndim :]
         for s in inner:
             if not isinstance(s, (slice, int, np.integer)):
-                raise IndexError(
+                raise InvalidSelectionError(
                     f"field {self.field!r}: subarray dimensions take integers and slices, got {s!r}"
                 )
         return outer, inner

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import BoundsCheckError
+from ..errors import BoundsCheckError, InvalidArgumentError, InvalidSelectionError
 from ..metadata.chunk_grid import DimensionGrid
 from .dimension import (
     DimensionProjection,
@@ -97,7 +97,7 @@ def _normalize_int_array(value: Any, size: int, axis: int) -> np.ndarray[Any, An
     if arr.size == 0:
         return np.zeros(0, dtype=np.intp)
     if arr.dtype.kind not in "iu":
-        raise IndexError(f"index arrays must hold integers or booleans, got dtype {arr.dtype}")
+        raise InvalidSelectionError(f"index arrays must hold integers or booleans, got dtype {arr.dtype}")
     arr = arr.astype(np.intp, copy=False)
     if arr.min() < -size or arr.max() >= size:
         bad = arr[(arr < -size) | (arr >= size)][0]
@@ -111,18 +111,30 @@ def expand_ellipsis(selection: Any, ndim: int) -> tuple[Any, ...]:
         selection = (selection,)
     n_ellipsis = sum(1 for s in selection if s is Ellipsis)
     if n_ellipsis > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise InvalidSelectionError("an index can only have a single ellipsis ('...')")
     if n_ellipsis == 1:
         i = next(k for k, s in enumerate(selection) if s is Ellipsis)
         fill = ndim - (len(selection) - 1)
         selection = selection[:i] + (slice(None),) * max(fill, 0) + selection[i + 1 :]
     if len(selection) > ndim:
-        raise IndexError(
+        raise InvalidSelectionError(
             f"too many indices for array: array is {ndim}-dimensional, "
             f"but {len(selection)} were indexed"
         )
     expanded: tuple[Any, ...] = selection + (slice(None),) * (ndim - len(selection))
     return expanded
+
+
+def slice_indices(sel: slice, size: int, axis: int) -> tuple[int, int, int]:
+    """``sel.indices(size)``, its refusals as gpuzarr's errors naming the axis: a step of zero
+    (InvalidArgumentError, a ValueError as NumPy's) and bounds that are not integers
+    (InvalidSelectionError, an IndexError)."""
+    if sel.step == 0:
+        raise InvalidArgumentError(f"slice step cannot be zero (axis {axis})")
+    try:
+        return sel.indices(size)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSelectionError(f"unsupported slice {sel!r} for axis {axis}: {exc}") from None
 
 
 def _project_axis(
@@ -131,20 +143,18 @@ def _project_axis(
     """Projections for one axis, and its output length (None if the axis is dropped)."""
     # Slices first: they are what crops are made of, and the Integral check is an ABC lookup.
     if isinstance(sel, slice):
-        start, stop, step = sel.indices(dim.size)
-        if step == 0:
-            raise ValueError("slice step cannot be zero")
+        start, stop, step = slice_indices(sel, dim.size, axis)
         return project_slice(start, stop, step, dim), len(range(start, stop, step))
     if _is_integer(sel):
         return project_integer(_check_integer(sel, dim.size, axis), dim), None
     if allow_arrays and _is_array_like(sel):
         arr = _normalize_int_array(sel, dim.size, axis)
         if arr.ndim != 1:
-            raise IndexError(f"orthogonal index arrays must be 1-D, axis {axis} got {arr.ndim}-D")
+            raise InvalidSelectionError(f"orthogonal index arrays must be 1-D, axis {axis} got {arr.ndim}-D")
         return project_array(arr, dim), int(arr.size)
     if sel is None:
-        raise IndexError("np.newaxis is not supported in array selections")
-    raise IndexError(
+        raise InvalidSelectionError("np.newaxis is not supported in array selections")
+    raise InvalidSelectionError(
         f"unsupported selection {sel!r} for axis {axis}: expected an integer, a slice"
         + (", an integer array or a boolean array" if allow_arrays else "")
     )
@@ -187,7 +197,10 @@ def _box_axis(sel: Any, dim: DimensionGrid) -> list[tuple[Any, ...]] | None:
     if type(sel) is slice:
         if sel.step is not None and sel.step != 1:
             return None
-        start, stop, _ = sel.indices(size)
+        try:
+            start, stop, _ = sel.indices(size)
+        except (TypeError, ValueError):  # the general plan refuses it, naming the axis
+            return None
         if stop <= start:
             return []
         entries = []
@@ -248,7 +261,10 @@ def _split_box_axis(sel: Any, dim: DimensionGrid, cache: dict[tuple[int, int], l
         return None
     if sel.step is not None and sel.step != 1:
         return None
-    start, stop, _ = sel.indices(dim.size)
+    try:
+        start, stop, _ = sel.indices(dim.size)
+    except (TypeError, ValueError):  # the general plan refuses it, naming the axis
+        return None
     c = dim.chunk_size
     first = start // c
     if stop <= start or (stop - 1) // c == (dim.size - 1) // c:
@@ -357,7 +373,7 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selectio
     """Plan a point selection: integer arrays broadcast together, or one full-shape mask."""
     ndim = len(dims)
     if ndim == 0:
-        raise IndexError("vectorised selection: a 0-d array has no axes to index with arrays")
+        raise InvalidSelectionError("vectorised selection: a 0-d array has no axes to index with arrays")
     shape_of_array = tuple(d.size for d in dims)
     if not isinstance(selection, tuple):
         selection = (selection,)
@@ -370,23 +386,23 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selectio
                 )
             selection = tuple(np.nonzero(mask))
     if len(selection) != ndim:
-        raise IndexError(
+        raise InvalidSelectionError(
             f"vectorised selection needs one integer array per axis ({ndim}), got {len(selection)}"
         )
     arrays = []
     for axis, s in enumerate(selection):
         if isinstance(s, slice) or not (_is_integer(s) or _is_array_like(s)):
-            raise IndexError(
+            raise InvalidSelectionError(
                 f"vectorised selection: axis {axis} must be an integer array, got {s!r}"
             )
         arr = np.asarray(s)
         if arr.dtype.kind not in "iu" and arr.size:
-            raise IndexError(f"vectorised selection: axis {axis} must hold integers, got {arr.dtype}")
+            raise InvalidSelectionError(f"vectorised selection: axis {axis} must hold integers, got {arr.dtype}")
         arrays.append(arr.astype(np.intp, copy=False))
     try:
         broadcast = np.broadcast_arrays(*arrays)
     except ValueError as exc:
-        raise IndexError(f"vectorised selection: index arrays do not broadcast ({exc})") from exc
+        raise InvalidSelectionError(f"vectorised selection: index arrays do not broadcast ({exc})") from exc
     out_shape = broadcast[0].shape if broadcast else ()
     flat = []
     for axis, (arr, dim) in enumerate(zip(broadcast, dims, strict=True)):
@@ -476,7 +492,7 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
         return _numpy_axis_order(plan_orthogonal(selection, dims), selection, len(dims))
     if len(entries) == len(dims) and all(_is_array_like(s) or _is_integer(s) for s in entries):
         return plan_vectorized(selection, dims)
-    raise IndexError(
+    raise InvalidSelectionError(
         "this mix of index arrays and slices is ambiguous for a chunked array: "
         "use .oindex[...] for an outer product or .vindex[...] for points"
     )

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gpuzarr.errors import BoundsCheckError
+from gpuzarr.errors import BoundsCheckError, InvalidArgumentError, InvalidSelectionError
 from gpuzarr.metadata.chunk_grid import DimensionGrid
 from gpuzarr.plan import SelectionPlan, expand_ellipsis, plan_orthogonal, plan_selection, plan_vectorized
 from gpuzarr.plan.selection import ChunkProjection, plan_box, plan_box_batch
@@ -449,8 +449,37 @@ def test_too_many_indices(sel: tuple[Any, ...]) -> None:
     "sel", [(Ellipsis, Ellipsis), (None,), ("a",), (1.5,), (True,), (slice(None, None, 0),)]
 )
 def test_invalid_basic(sel: tuple[Any, ...]) -> None:
-    with pytest.raises((IndexError, ValueError)):
+    # gpuzarr's own errors, which name the axis, and are also the builtin NumPy raises
+    with pytest.raises((InvalidSelectionError, InvalidArgumentError)) as raised:
         plan_selection(sel, dims_of((9, 7), (4, 3)))
+    assert isinstance(raised.value, (IndexError, ValueError))
+
+
+@pytest.mark.parametrize(
+    ("sel", "error", "message"),
+    [
+        ((slice(0.5, 2),), InvalidSelectionError, "slice.*axis 0"),
+        ((slice(None), slice(0, "x")), InvalidSelectionError, "axis 1"),
+        ((slice(None), slice(None, None, 0)), InvalidArgumentError, "step cannot be zero.*axis 1"),
+        ((np.array([0.0]),), InvalidSelectionError, "integers or booleans"),
+        ((0, 0, 0), InvalidSelectionError, "too many indices"),
+    ],
+)
+def test_invalid_selections_raise_gpuzarr_errors(sel: tuple[Any, ...], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        plan_orthogonal(sel, dims_of((9, 7), (4, 3)), allow_arrays=True)
+
+
+def test_a_batch_of_crops_with_a_bad_slice_names_its_axis() -> None:
+    import gpuzarr
+
+    a = gpuzarr.zeros((4, 5, 6), chunks=(2, 2, 2))
+    with pytest.raises(InvalidSelectionError, match="axis 2"):
+        a.read_batch([(slice(0, 2), slice(0, 2), slice(0.5, 2))])
+    with pytest.raises(InvalidArgumentError, match="iterable of selections"):
+        a.read_batch(None)
+    with pytest.raises(InvalidSelectionError, match="do not broadcast"):
+        a.vindex[[0, 1, 2], [0, 1], [0, 1]]
 
 
 def test_basic_rejects_arrays_when_asked() -> None:
