@@ -8,13 +8,20 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.errors import ContainsNodeError, DeviceError, MetadataError, NodeNotFoundError, ReadOnlyError
+from gpuzarr.errors import (
+    ContainsNodeError,
+    DeviceError,
+    InvalidArgumentError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 
 if TYPE_CHECKING:
     from tests.servers import HttpServer
@@ -436,3 +443,20 @@ def test_release_gpu_buffers_loads_no_gpu_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", np.nan, np.inf, 2**40, None, 1 + 2j])
+def test_a_value_that_does_not_convert_raises_a_gpuzarr_error_naming_the_array(tmp_path: Path, value: Any) -> None:
+    g = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    a = g.create_array("ints", shape=(4,), chunks=(2,), dtype="int32")
+    with pytest.raises(InvalidArgumentError, match=r"array 'ints': cannot write .* as int32"):
+        a[:] = value
+    with pytest.raises(InvalidArgumentError, match="cannot write"):
+        a.oindex[[0, 2]] = value
+    assert list(g.store.list_prefix("ints/c")) == []  # nothing written
+
+
+def test_a_lone_surrogate_is_not_written_into_a_string_array(tmp_path: Path) -> None:
+    s = gpuzarr.create_array(str(tmp_path / "s.zarr"), shape=(2,), chunks=(2,), dtype="string")
+    with pytest.raises(InvalidArgumentError, match="cannot write"):
+        s[:] = "\ud800"

@@ -20,6 +20,7 @@ from ..consolidated import record_metadata_write
 from ..errors import (
     ArrayNotFoundError,
     BoundsCheckError,
+    GpuZarrError,
     InvalidArgumentError,
     MetadataError,
     ReadOnlyError,
@@ -510,7 +511,15 @@ class Array:
     def _execute_write(self, plan: SelectionPlan, value: Any) -> None:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        arr = as_host_array(value, self.dtype)
+        try:
+            arr = as_host_array(value, self.dtype)
+        except GpuZarrError:
+            raise
+        except (TypeError, ValueError, OverflowError) as exc:  # NumPy's conversion refused it
+            shown = repr(value) if len(repr(value)) <= 60 else f"a {type(value).__name__}"
+            raise InvalidArgumentError(
+                f"array {self.path or '/'!r}: cannot write {shown} as {self.dtype} ({exc})"
+            ) from exc
         try:
             arr = np.broadcast_to(arr, plan.shape)
         except ValueError as exc:
