@@ -176,6 +176,42 @@ def read_plan(layout: ArrayLayout, store: Store, plan: SelectionPlan, out: np.nd
         _read_chunks(layout, store, plan.projections, out)
     else:
         _read_sharded(layout, store, plan.projections, out)
+    if _holds_code_points(out.dtype):
+        _check_code_points(layout, plan.projections, out)
+
+
+#: One more than the largest Unicode code point.
+_CODE_POINTS = 0x110000
+
+
+def _holds_code_points(dtype: np.dtype[Any]) -> bool:
+    """Whether ``dtype`` (or a field of it) is NumPy's fixed-length UTF-32 text."""
+    if dtype.fields:
+        return any(_holds_code_points(field[0]) for field in dtype.fields.values())
+    return dtype.kind == "U" or (dtype.subdtype is not None and dtype.subdtype[0].kind == "U")
+
+
+def _check_code_points(layout: ArrayLayout, projections: list[ChunkProjection], out: np.ndarray[Any, Any]) -> None:
+    """Refuse text that is no Unicode: a stored UTF-32 unit above U+10FFFF reads back as a
+    NumPy string that crashes whatever touches it (``SystemError`` in ``PyUnicode_New``). The
+    projection whose elements hold one names the chunk; the text is checked once it is read,
+    whichever route (direct, decoded, in part) put it in ``out``."""
+    for p in projections:
+        if _has_bad_code_point(out[(*p.out_selection, Ellipsis)]):
+            key = layout.key(p.chunk_coords)
+            raise CorruptChunkError(key, "text holds a UTF-32 unit above U+10FFFF, which is no Unicode character")
+
+
+def _has_bad_code_point(region: np.ndarray[Any, Any]) -> bool:
+    dtype = region.dtype
+    if dtype.fields:
+        return any(_has_bad_code_point(region[name]) for name in dtype.fields if _holds_code_points(dtype[name]))
+    if region.size == 0:
+        return False
+    base = dtype.base  # a field's subarray type holds its element type
+    unit = np.dtype(np.uint32).newbyteorder(base.byteorder if base.byteorder in "<>" else "=")
+    units = np.ascontiguousarray(region).reshape(-1).view(np.uint8).view(unit)
+    return bool((units >= _CODE_POINTS).any())
 
 
 def _read_chunks(
