@@ -105,6 +105,12 @@ class BoundsCheckError(GpuZarrError, IndexError):
     """A selection lies outside the array."""
 
 
+class UnwritableValueError(InvalidArgumentError, TypeError):
+    """A value to write that NumPy cannot convert to the array's data type (a string or None
+    into integers, NaN or an out-of-range integer into int32, a lone surrogate into text); the
+    message names the array. A ValueError and a TypeError: NumPy raises either, by the value."""
+
+
 class InvalidSelectionError(GpuZarrError, IndexError):
     """A selection gpuzarr cannot take: a float or string index or slice bound, more indices
     than axes, index arrays of floats or that do not broadcast, ``np.newaxis``. (Out-of-range

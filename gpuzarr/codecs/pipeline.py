@@ -140,6 +140,13 @@ class CodecPipeline:
         return None if size is None else self.bytes_to_bytes[-1].max_encoded_size(size)
 
     @cached_property
+    def max_stored_nbytes(self) -> int | None:
+        """:meth:`max_encoded_size`, kept: the most bytes a stored chunk of this chain may
+        have. A stored size is untrusted too (a file, a zip member): a larger one is refused
+        before any memory is taken for it."""
+        return self.max_encoded_size()
+
+    @cached_property
     def decoded_bounds(self) -> tuple[tuple[int | None, bool], ...]:
         """For each bytes->bytes codec in decoding order (outermost first): the most bytes its
         decoder may produce (None: not fixed by the metadata) and whether that is the exact size.

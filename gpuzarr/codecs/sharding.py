@@ -145,8 +145,14 @@ class ShardingCodec(ArrayToBytesCodec):
         assert self.index is not None, "resolve() first"
         nbytes = self.index.encoded_size()
         assert nbytes is not None
+        assert self.inner is not None, "resolve() first"
         return ShardLayout(
-            nbytes, self.index_location == "end", self.chunks_per_shard, self._decode_index, self._encode_index
+            nbytes,
+            self.index_location == "end",
+            self.chunks_per_shard,
+            self._decode_index,
+            self._encode_index,
+            self.inner.max_encoded_size(),
         )
 
     def _decode_index(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:

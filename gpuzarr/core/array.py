@@ -24,6 +24,7 @@ from ..errors import (
     InvalidArgumentError,
     MetadataError,
     ReadOnlyError,
+    UnwritableValueError,
 )
 from ..hierarchy import write_documents
 from ..layout import ArrayLayout
@@ -43,6 +44,20 @@ if TYPE_CHECKING:
     from ..metadata.json_types import CodecJSON, TensorStoreSpecJSON
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
+
+
+def _described(value: Any) -> str:
+    """A short description of a value to write, for a message.
+
+    A scalar as itself, anything else by its type and shape (whose repr may be long, or fail:
+    a PyTorch int4 tensor's).
+    """
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
+        shown = repr(value)
+        if len(shown) <= 60:
+            return shown
+    shape = getattr(value, "shape", None)
+    return f"a {type(value).__name__}" + ("" if shape is None else f" of shape {tuple(shape)}")
 
 
 class Array:
@@ -516,9 +531,8 @@ class Array:
         except GpuZarrError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:  # NumPy's conversion refused it
-            shown = repr(value) if len(repr(value)) <= 60 else f"a {type(value).__name__}"
-            raise InvalidArgumentError(
-                f"array {self.path or '/'!r}: cannot write {shown} as {self.dtype} ({exc})"
+            raise UnwritableValueError(
+                f"array {self.path or '/'!r}: cannot write {_described(value)} as {self.dtype} ({exc})"
             ) from exc
         try:
             arr = np.broadcast_to(arr, plan.shape)

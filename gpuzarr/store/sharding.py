@@ -52,8 +52,13 @@ class ShardIndex:
     version: Hashable | None = field(default=None, compare=False)
 
     @classmethod
-    def from_array(cls, table: np.ndarray[Any, Any], shard_nbytes: int, key: str) -> ShardIndex:
-        """Validate a decoded ``(..., 2)`` uint64 index table against the shard size."""
+    def from_array(
+        cls, table: np.ndarray[Any, Any], shard_nbytes: int | None, key: str, max_inner_nbytes: int | None = None
+    ) -> ShardIndex:
+        """Validate a decoded ``(..., 2)`` uint64 index table against the shard size (None:
+        not known yet, from a read of the index alone; ranges are checked when they are read)
+        and against the largest encoding of an inner chunk (``max_inner_nbytes``, None: no
+        bound), so that no entry can ask for more memory than a chunk's codecs ever write."""
         flat = np.asarray(table, dtype=np.uint64).reshape(-1, 2)
         offsets, nbytes = flat[:, 0].copy(), flat[:, 1].copy()
         empty_off, empty_len = offsets == EMPTY, nbytes == EMPTY
@@ -63,14 +68,25 @@ class ShardIndex:
         present = ~empty_off
         ends = offsets[present] + nbytes[present]
         # Overflow of offset + nbytes wraps around: compare against the offset too.
-        bad = (ends > np.uint64(shard_nbytes)) | (ends < offsets[present])
-        if np.any(bad):
-            i = int(np.flatnonzero(present)[np.flatnonzero(bad)[0]])
-            raise CorruptChunkError(
-                key,
-                f"shard index entry {i} (offset {int(offsets[i])}, nbytes {int(nbytes[i])}) "
-                f"points outside the shard of {shard_nbytes} bytes",
+        wraps = ends < offsets[present]
+        outside = wraps if shard_nbytes is None else wraps | (ends > np.uint64(shard_nbytes))
+        if np.any(outside):
+            i = int(np.flatnonzero(present)[np.flatnonzero(outside)[0]])
+            where = "ends past 2**64" if shard_nbytes is None or wraps[np.flatnonzero(outside)[0]] else (
+                f"points outside the shard of {shard_nbytes} bytes"
             )
+            raise CorruptChunkError(
+                key, f"shard index entry {i} (offset {int(offsets[i])}, nbytes {int(nbytes[i])}) {where}"
+            )
+        if max_inner_nbytes is not None:
+            large = nbytes[present] > np.uint64(max_inner_nbytes)
+            if np.any(large):
+                i = int(np.flatnonzero(present)[np.flatnonzero(large)[0]])
+                raise CorruptChunkError(
+                    key,
+                    f"shard index entry {i} claims {int(nbytes[i])} bytes, more than an inner chunk's "
+                    f"codecs ever write ({max_inner_nbytes})",
+                )
         return cls(offsets, nbytes)
 
     @classmethod
@@ -99,6 +115,14 @@ class ShardLayout:
     decode_index: Callable[[Buffer, str], np.ndarray[Any, Any]]
     #: ``(*chunks_per_shard, 2)`` uint64 table -> encoded index of ``index_nbytes`` bytes
     encode_index: Callable[[np.ndarray[Any, Any]], bytes]
+    #: the largest encoding of an inner chunk (None: its codecs have no bound): no index entry
+    #: may claim more, and no shard more than its index and every inner chunk at that size
+    max_inner_nbytes: int | None = None
+
+    @property
+    def max_nbytes(self) -> int | None:
+        """The largest shard its codecs write (None: no bound)."""
+        return None if self.max_inner_nbytes is None else self.index_nbytes + self.n_inner * self.max_inner_nbytes
 
     @property
     def n_inner(self) -> int:
@@ -115,7 +139,7 @@ class ShardLayout:
                 key, f"shard of {len(raw)} bytes is shorter than its {self.index_nbytes}-byte index"
             )
         part = raw[len(raw) - self.index_nbytes :] if self.index_at_end else raw[: self.index_nbytes]
-        return ShardIndex.from_array(self.decode_index(part, key), len(raw), key)
+        return ShardIndex.from_array(self.decode_index(part, key), len(raw), key, self.max_inner_nbytes)
 
     def split(self, shard: Buffer, key: str) -> list[memoryview | None]:
         """The encoded bytes of every inner chunk of a shard held whole in memory (C order;
@@ -153,6 +177,38 @@ def encode_shard(parts: Sequence[Buffer | None], layout: ShardLayout) -> bytes:
     return b"".join([encoded_index, *blobs])
 
 
+def get_whole_shard(store: Store, key: str, layout: ShardLayout) -> Buffer | None:
+    """The shard at ``key`` whole (None when absent), refused with CorruptChunkError, before
+    any memory is taken for it, where it is larger than its codecs ever write (a stored size is
+    untrusted bytes too). Stores that know a value's size before reading it (local files, zip
+    members, snapshots of them) never allocate for such a shard."""
+    return get_bounded(store, key, layout.max_nbytes, "shard")
+
+
+def get_bounded(store: Store, key: str, limit: int | None, what: str) -> Buffer | None:
+    """``store.get(key)``, refused with CorruptChunkError naming ``what`` ("shard") where
+    the value is larger than ``limit`` (None: no bound): before any memory is taken for it
+    where the store knows the size first (a snapshot's ``size``; ``get_into`` of local files and
+    zip members asks for its buffer before it reads)."""
+    if limit is None:
+        return store.get(key)
+    size = getattr(store, "size", None)
+    if isinstance(size, int) and size > limit:
+        raise _larger_than_written(key, what, size, limit)
+
+    def buffer_for(n: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        if n > limit:
+            raise _larger_than_written(key, what, n, limit)
+        return np.empty(n, np.uint8)
+
+    got = store.get_into(key, buffer_for)
+    return None if got is None else got[0]
+
+
+def _larger_than_written(key: str, what: str, size: int, limit: int) -> CorruptChunkError:
+    return CorruptChunkError(key, f"{what} of {size} bytes is larger than its codecs ever write ({limit})")
+
+
 def read_shard_index(store: Store, key: str, layout: ShardLayout) -> ShardIndex | None:
     """Fetch and validate a shard's index with one request; None when the shard is absent."""
     if layout.index_at_end:
@@ -168,7 +224,7 @@ def read_shard_index(store: Store, key: str, layout: ShardLayout) -> ShardIndex 
         )
     table = layout.decode_index(raw, key)
     # The shard's size is unknown from a suffix read; bounds are checked when ranges are read.
-    index = ShardIndex.from_array(table, 2**63, key)
+    index = ShardIndex.from_array(table, None, key, layout.max_inner_nbytes)
     return replace(index, version=store.version) if isinstance(store, Snapshot) else index
 
 
@@ -181,7 +237,7 @@ def read_inner_chunks(
     if not present:
         return [out[i] for i in wanted]
     if len(present) >= WHOLE_SHARD_FRACTION * layout.n_inner:
-        shard = store.get(key)
+        shard = get_whole_shard(store, key, layout)
         if shard is None:
             raise CorruptChunkError(key, "shard disappeared while it was being read")
         view = memoryview(shard).cast("B")
@@ -396,7 +452,7 @@ def _whole_shard(
 ) -> list[Buffer | None]:
     """The wanted inner chunks of a shard fetched whole (its index read from those bytes, and
     kept in ``index_cache`` with the snapshot's version)."""
-    whole = shard.get(key)
+    whole = get_whole_shard(shard, key, layout)
     if whole is None:
         if index_cache is not None:
             index_cache[key] = None

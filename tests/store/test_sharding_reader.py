@@ -74,7 +74,9 @@ class CountingStore(Store):
 def sharding_codec(location: str = "end", index_codecs: list[Any] | None = None) -> ShardingCodec:
     config: dict[str, Any] = {
         "chunk_shape": [1, 1],
-        "codecs": [{"name": "bytes"}],
+        # A compressor, so that the inner parts these tests store (INNER_NBYTES each) are within
+        # what the inner codecs may write for a chunk (an index entry claiming more is refused).
+        "codecs": [{"name": "bytes"}, {"name": "zstd"}],
         "index_location": location,
     }
     if index_codecs is not None:
@@ -138,8 +140,17 @@ def test_entry_exactly_at_the_end_is_fine() -> None:
 
 @pytest.mark.parametrize("entry", [(2**64 - 2, 10), (2**63, 2**63), (10, 2**64 - 5)])
 def test_entry_overflowing_uint64(entry: tuple[int, int]) -> None:
-    with pytest.raises(CorruptChunkError, match="outside the shard"):
-        ShardIndex.from_array(table(entry), 2**63, KEY)
+    for shard_nbytes in (2**63, None):  # the shard's size known, or not yet (a suffix read)
+        with pytest.raises(CorruptChunkError, match=r"ends past 2\*\*64"):
+            ShardIndex.from_array(table(entry), shard_nbytes, KEY)
+
+
+def test_an_entry_larger_than_an_inner_chunk_is_ever_written_is_refused() -> None:
+    """An index entry is untrusted bytes: one claiming more than an inner chunk's codecs
+    write would size a read (and its memory) by itself."""
+    ShardIndex.from_array(table((0, 100)), None, KEY, max_inner_nbytes=100)
+    with pytest.raises(CorruptChunkError, match=r"entry 1 claims 2000000000 bytes, more than an inner chunk's"):
+        ShardIndex.from_array(table((0, 100), (100, 2 * 10**9)), None, KEY, max_inner_nbytes=100)
 
 
 # -- read_shard_index --------------------------------------------------------------------------
@@ -293,8 +304,9 @@ def test_an_empty_entry_past_an_open_shards_end(tmp_path: Path, wanted: list[int
     where the wanted chunks are read in ranges (fewer than half of the shard's); a snapshot of
     the open file (or of the value in memory) knows the size, and the entry is refused before
     any read, the first bad one named (one entry, a few, or many at once)."""
+    inner = [{"name": "bytes"}, {"name": "zstd"}]  # room for the parts stored (INNER_NBYTES)
     codec = codec_from_json(
-        {"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1], "codecs": [{"name": "bytes"}]}}
+        {"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1], "codecs": inner}}
     ).resolve(ChunkSpec((8, 8), np.dtype(np.uint8), 0))
     assert isinstance(codec, ShardingCodec)
     layout = codec.layout

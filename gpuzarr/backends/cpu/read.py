@@ -117,6 +117,21 @@ def _encoded_buffer(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
     return buffers.growable(nbytes, "encoded")
 
 
+def _bounded(pipeline: CodecPipeline, key: str, buffer_for: BufferFor) -> BufferFor:
+    """``buffer_for``, refusing (CorruptChunkError, before anything is allocated) a stored
+    chunk larger than its codecs ever write: its size (a file's, a zip member's) is untrusted."""
+    limit = pipeline.max_stored_nbytes
+    if limit is None:
+        return buffer_for
+
+    def bounded(n: int) -> Any:
+        if n > limit:
+            raise CorruptChunkError(key, f"stored chunk of {n} bytes is larger than its codecs ever write ({limit})")
+        return buffer_for(n)
+
+    return bounded
+
+
 def _fetch_chunk(
     layout: ArrayLayout,
     store: Store,
@@ -138,7 +153,8 @@ def _fetch_chunk(
     if reader is None:
         return Fetched(targets, key, None, None, slot)
     with reader:
-        data, plan = pipeline.read_part(reader, key, *(span or (0, pipeline.spec.nbytes)), buffer_for)
+        bounded = _bounded(pipeline, key, buffer_for)
+        data, plan = pipeline.read_part(reader, key, *(span or (0, pipeline.spec.nbytes)), bounded)
     return Fetched(targets, key, data, plan, slot)
 
 
@@ -251,7 +267,7 @@ def _read_chunks(
             if span is not None:  # needed in part: read in part
                 _decode_fetched(layout, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer, span))
                 return
-        got = store.get_into(key, _encoded_buffer)
+        got = store.get_into(key, _bounded(pipeline, key, _encoded_buffer))
         _store_chunk_into(layout, None if got is None else got[0], key, out, targets, span)
 
     if inline:
@@ -273,7 +289,7 @@ def _read_uncompressed_direct(
     straight into ``out`` (no intermediate buffer, no copy)."""
     nbytes = pipeline.spec.nbytes
     region = out[(*p.out_selection, Ellipsis)].reshape(-1).view(np.uint8)
-    got = store.get_into(key, lambda n: region if n == nbytes else buffers.growable(n, "encoded"))
+    got = store.get_into(key, lambda n: region if n == nbytes else _wrong_size(key, n, nbytes))
     if got is None:
         _store_chunk_into(layout, None, key, out, [p])
         return
@@ -282,6 +298,11 @@ def _read_uncompressed_direct(
         raise CorruptChunkError(key, f"uncompressed chunk has {total} bytes, expected {nbytes}")
     if not _is_whole(view, region):  # the store handed out its own memory
         region[...] = np.frombuffer(view, dtype=np.uint8)
+
+
+def _wrong_size(key: str, n: int, nbytes: int) -> Any:
+    """Refuse an uncompressed chunk whose stored size is not its size, before reading it."""
+    raise CorruptChunkError(key, f"uncompressed chunk has {n} bytes, expected {nbytes}")
 
 
 def _is_whole(view: memoryview, region: np.ndarray[Any, Any]) -> bool:

@@ -40,7 +40,7 @@ import numpy as np
 from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
 from ...parallel import batches_by_bytes, run_coding_tasks, run_tasks
-from ...store.sharding import encode_shard
+from ...store.sharding import encode_shard, get_bounded, get_whole_shard
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,11 +81,15 @@ def _conflict(store: Store, key: str) -> StoreError:
     )
 
 
-def _read_modify_write(store: Store, key: str, build: Callable[[Buffer | None], Buffer | None]) -> None:
+def _read_modify_write(
+    store: Store, key: str, build: Callable[[Buffer | None], Buffer | None], max_nbytes: int | None = None
+) -> None:
     """Replace the value at ``key`` by ``build(old value)`` (None: erase it), with conditional
-    writes retried from the fresh value where the store has them."""
+    writes retried from the fresh value where the store has them. An old value larger than
+    ``max_nbytes`` (what its codecs ever write) is refused before it is read, where the store
+    says its size first (local files, zip members)."""
     if not store.supports_conditional_writes:
-        new = build(store.get(key))
+        new = build(get_bounded(store, key, max_nbytes, "stored chunk"))
         if new is None:
             store.erase(key)
         else:
@@ -161,7 +165,7 @@ def _write_chunks(
 
         # A partly covered chunk is read, modified and written back under its lock.
         with store.lock(key):
-            _read_modify_write(store, key, build)
+            _read_modify_write(store, key, build, layout.pipeline_at(p.chunk_coords).max_stored_nbytes)
 
     run_coding_tasks(layout.chunk_pipeline, work, projections)
 
@@ -241,7 +245,7 @@ def _write_shards(
             old_shard, work.version = store.get_versioned(key)
             work.existed = old_shard is not None
         elif read_old:
-            old_shard = store.get(key)
+            old_shard = get_whole_shard(store, key, shard_layout)
         if old_shard is not None:
             work.parts[:] = shard_layout.split(old_shard, key)
         return work

@@ -23,9 +23,17 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
+from ...errors import CorruptChunkError
 from ...parallel import io_runner
 from ...store.local import FileVersion, LocalStore, same_bytes, stat_version
-from ...store.sharding import ShardIndex, ShardLayout, fetch_inner_chunks, past_shard_end, read_inner_chunks
+from ...store.sharding import (
+    ShardIndex,
+    ShardLayout,
+    fetch_inner_chunks,
+    get_bounded,
+    past_shard_end,
+    read_inner_chunks,
+)
 from .launches import FileSpan
 from .routes import reads_directly
 
@@ -70,14 +78,26 @@ def fetch_batch(
     run = io_runner(store.io_concurrency)
     if plan.sharded:
         return _fetch_sharded(layout, store, tasks, {} if indexes is None else indexes, local, run)
+
+    def get(task: ChunkTask) -> Buffer | None:
+        # A stored size is untrusted: no larger value than the codecs write is read (or held).
+        return get_bounded(store, task.key, layout.pipeline_at(task.coords).max_stored_nbytes, "stored chunk")
+
     if local is None:
-        return run(lambda task: store.get(task.key), tasks)
+        return run(get, tasks)
     store_url = str(local.root)  # what a span's errors name
 
     def span(task: ChunkTask) -> FileSpan | None:
         # The store's real path: a link leaving the store raises, as on the host path.
         located = local.locate(task.key)
-        return None if located is None else FileSpan(located[0], 0, located[1], located[2], store_url)
+        if located is None:
+            return None
+        limit = layout.pipeline_at(task.coords).max_stored_nbytes
+        if limit is not None and located[1] > limit:  # the device would stage the whole file
+            raise CorruptChunkError(
+                task.key, f"stored chunk of {located[1]} bytes is larger than its codecs ever write ({limit})"
+            )
+        return FileSpan(located[0], 0, located[1], located[2], store_url)
 
     # Finding a file the device reads itself is an open, an fstat and a readlink: a few
     # microseconds of system calls between Python that holds the interpreter lock. On the I/O
@@ -93,7 +113,7 @@ def fetch_batch(
         else:
             on_host.append(i)
     if on_host:
-        for i, data in zip(on_host, run(lambda i: store.get(tasks[i].key), on_host), strict=True):
+        for i, data in zip(on_host, run(lambda i: get(tasks[i]), on_host), strict=True):
             fetched[i] = data
     return fetched
 

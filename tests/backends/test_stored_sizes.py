@@ -1,0 +1,122 @@
+"""A stored size is untrusted bytes too: a chunk file, zip member or shard larger than its
+codecs ever write is a CorruptChunkError naming the key, raised before memory is taken for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tracemalloc
+import zipfile
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr.errors import CorruptChunkError
+from gpuzarr.store.sharding import get_whole_shard
+from gpuzarr.store.zip import ZipStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+HUGE = 1 << 30  # a sparse file: no disk, but a read of it would take a GiB
+
+
+def _document(codecs: list[dict[str, Any]], chunk_shape: list[int] | None = None) -> str:
+    return json.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk_shape or [2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": codecs,
+    })  # fmt: skip
+
+
+def _peak_mib(action: Callable[[], object]) -> float:
+    tracemalloc.start()
+    try:
+        action()
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak / 2**20
+
+
+def _refused(action: Callable[[], object], match: str) -> None:
+    """``action`` raises CorruptChunkError matching ``match`` having taken little memory."""
+
+    def expect() -> None:
+        with pytest.raises(CorruptChunkError, match=match):
+            action()
+
+    assert _peak_mib(expect) < 16
+
+
+BYTES = [{"name": "bytes"}]
+ZSTD = [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1}}]
+
+
+@pytest.mark.parametrize(
+    ("codecs", "message"),
+    [(BYTES, r"c/0: uncompressed chunk has 1073741824 bytes, expected 2"),
+     (ZSTD, r"c/0: stored chunk of 1073741824 bytes is larger than its codecs ever write \(65538\)")],
+    ids=["bytes", "zstd"],
+)  # fmt: skip
+def test_a_chunk_file_larger_than_its_codecs_write(tmp_path: Path, codecs: list[dict[str, Any]], message: str) -> None:
+    (tmp_path / "zarr.json").write_text(_document(codecs))
+    a = gpuzarr.open_array(str(tmp_path), mode="r+")
+    a[...] = [1, 2, 3, 4]
+    os.truncate(tmp_path / "c" / "0", HUGE)
+    _refused(lambda: a[...], message)
+    _refused(lambda: a[0:1], message)
+    _refused(lambda: a.read_batch([slice(0, 1), slice(1, 2)]), message)
+    if codecs is ZSTD:  # a partial write reads the old chunk first
+        _refused(lambda: a.__setitem__(0, 9), message)
+    np.testing.assert_array_equal(a[2:], [3, 4])
+
+
+def test_a_zip_member_larger_than_its_codecs_write_is_not_inflated(tmp_path: Path) -> None:
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("zarr.json", _document(ZSTD))
+        archive.writestr("c/0", bytes(64 << 20))  # 64 MiB of zeros, deflated to about 64 KiB
+    a = gpuzarr.open_array(ZipStore(path, mode="r"), mode="r")
+    _refused(lambda: a[...], r"c/0: stored chunk of 67108864 bytes is larger than its codecs ever write")
+    a.store.close()
+
+
+def test_a_shard_file_larger_than_its_codecs_write(tmp_path: Path) -> None:
+    sharded = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1], "codecs": ZSTD}}]
+    (tmp_path / "zarr.json").write_text(_document(sharded, chunk_shape=[4]))
+    a = gpuzarr.open_array(str(tmp_path), mode="r+")
+    a[...] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(a[...], [1, 2, 3, 4])
+    shard = (tmp_path / "c" / "0").read_bytes()
+    index = shard[-(4 * 16 + 4) :]  # four (offset, nbytes) entries and the index's crc32c
+    # The same inner chunks and index with a GiB of garbage between them: read whole, refused.
+    with open(tmp_path / "c" / "0", "r+b") as f:
+        f.truncate(HUGE)
+        f.seek(HUGE - len(index))
+        f.write(index)
+    # Read inner chunk by inner chunk from the open file (local shards): the garbage is never
+    # read, and nothing is sized by the file's length.
+    assert _peak_mib(lambda: np.testing.assert_array_equal(a[...], [1, 2, 3, 4])) < 16
+    # Read whole (a partial write of the shard, and stores that fetch shards whole): refused.
+    _refused(lambda: a.__setitem__(slice(0, 2), [5, 6]), r"c/0: shard of \d+ bytes is larger than")
+    layout = a._layout.sharding_at((0,)).layout
+    _refused(lambda: get_whole_shard(a.store, "c/0", layout), r"c/0: shard of 1073741824 bytes is larger than")
+    assert layout.max_nbytes is not None and layout.max_nbytes < 2**20
+
+
+@pytest.mark.parametrize("codecs", [BYTES, ZSTD], ids=["bytes", "zstd"])
+@pytest.mark.parametrize("reads_files", [True, False], ids=["device-reads-files", "host-reads"])
+def test_the_gpu_path_refuses_them_too(tmp_path: Path, codecs: list[dict[str, Any]], reads_files: bool,
+                                       emulated_gpu: Any) -> None:  # fmt: skip
+    """The device would stage a chunk file whole (kvikio) or the host would read it whole: an
+    oversized one is refused before either, naming the key."""
+    emulated_gpu.reads_files = reads_files
+    (tmp_path / "zarr.json").write_text(_document(codecs))
+    gpuzarr.open_array(str(tmp_path), mode="r+", device="cpu")[...] = [1, 2, 3, 4]
+    os.truncate(tmp_path / "c" / "0", HUGE)
+    a = gpuzarr.open_array(str(tmp_path), mode="r", device="gpu")
+    _refused(lambda: a[...], r"c/0: (stored|uncompressed) chunk (of|has) 1073741824 bytes")
