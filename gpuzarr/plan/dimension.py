@@ -65,6 +65,10 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
     last = start + (count - 1) * step
     first_chunk = int(dim.chunk_of(start))
     last_chunk = int(dim.chunk_of(last))
+    if last_chunk - first_chunk >= count:
+        # A step longer than the chunks (a[::10**8] over chunks of 1): most chunks between the
+        # first and the last hold no selected element; the selected elements name theirs.
+        return _sparse_slice_projections(start, step, count, dim)
     if last_chunk - first_chunk < _VECTORISE_ABOVE:
         # Few chunks (a crop): plain integer arithmetic beats NumPy's per-call overhead.
         chunk_list = list(range(first_chunk, last_chunk + 2))
@@ -101,6 +105,27 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
 
 #: Above this many chunks along an axis, project_slice computes with NumPy arrays.
 _VECTORISE_ABOVE = 64
+
+
+def _sparse_slice_projections(start: int, step: int, count: int, dim: DimensionGrid) -> list[DimensionProjection]:
+    """The projections of ``count`` elements from ``start`` by ``step`` (> 0) found from the
+    elements themselves: work and memory in the selection's size, not the span of chunks."""
+    indices = start + np.arange(count, dtype=np.int64) * step
+    chunks = np.asarray(dim.chunk_of(indices), dtype=np.int64)
+    # Indices ascend, so each chunk's elements are one run.
+    runs = np.flatnonzero(np.diff(chunks)) + 1
+    run_starts = np.concatenate(([0], runs)).tolist()
+    run_ends = [*runs.tolist(), count]
+    result = []
+    for i, j in zip(run_starts, run_ends, strict=True):
+        c = int(chunks[i])
+        cs = int(dim.chunk_start(c))
+        ce = min(int(dim.chunk_start(c + 1)), dim.size)
+        local = int(indices[i]) - cs
+        n = j - i
+        complete = local == 0 and n == ce - cs and (step == 1 or n == 1)
+        result.append(DimensionProjection(c, slice(local, local + (n - 1) * step + 1, step), slice(i, j), complete))
+    return result
 
 
 def _slice_projections(
