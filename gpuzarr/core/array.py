@@ -621,11 +621,25 @@ class Array:
         old_grid = self._metadata.chunk_grid.grid_shape(old_shape)
         new_grid = self._metadata.chunk_grid.grid_shape(new_shape)
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
-            for coords in itertools.product(*(range(o) for o in old_grid)):
-                if any(c >= n for c, n in zip(coords, new_grid, strict=True)):
-                    self.store.erase(self._layout.key(coords))
+            for coords in self._stored_outside(new_grid):
+                self.store.erase(self._layout.key(coords))
         new_metadata = self._metadata.evolve(shape=new_shape)
         self._write_metadata(new_metadata)
+
+    def _stored_outside(self, grid: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The grid positions of this array's chunks (shards) outside ``grid`` that may be stored.
+
+        From a listing where the store lists (what is stored, however large the grid: an array
+        of 10**7 chunks with a few stored shrinks at once), else every position of the current
+        grid outside it.
+        """
+        if self.store.supports_listing:
+            from .info import stored_chunk_coords
+
+            stored = stored_chunk_coords(self)
+        else:
+            stored = itertools.product(*(range(o) for o in self._metadata.chunk_grid.grid_shape(self.shape)))
+        return [c for c in stored if any(i >= n for i, n in zip(c, grid, strict=True))]
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow the array along ``axis`` and write ``data`` into the new part, as zarr-python's ``append``.

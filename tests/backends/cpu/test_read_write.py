@@ -480,3 +480,37 @@ def test_random_resizes_and_writes_match_numpy(steps: list[tuple[int, int, int]]
     store = gpuzarr.MemoryStore()
     a = make(store, sharded, shape=SHAPE, dtype="int16", fill_value=-1)
     check_random_resizes(a, store, steps, -1)
+
+
+class _ErasesCounted(gpuzarr.MemoryStore):
+    """A memory store counting its erases, listing or not."""
+
+    def __init__(self, lists: bool) -> None:
+        super().__init__()
+        self.supports_listing = lists
+        self.erased: list[str] = []
+
+    def erase(self, key: str) -> None:
+        self.erased.append(key)
+        super().erase(key)
+
+
+@pytest.mark.parametrize("lists", [True, False])
+def test_a_shrink_erases_what_is_stored_outside_the_new_shape(lists: bool) -> None:
+    store = _ErasesCounted(lists)
+    a = gpuzarr.create(store, shape=(10, 9), chunks=(4, 3), dtype="int32", fill_value=-1)
+    a[...] = np.arange(90).reshape(10, 9)
+    a.resize(5, 4)
+    assert a[...].tolist() == np.arange(90).reshape(10, 9)[:5, :4].tolist()
+    assert sorted(k for k in store.data if k.startswith("c/")) == ["c/0/0", "c/0/1", "c/1/0", "c/1/1"]
+    a.resize(10, 9)
+    assert int((a[...] == -1).sum()) == 90 - 20
+
+
+def test_a_shrink_of_a_huge_sparse_grid_visits_only_what_is_stored() -> None:
+    store = _ErasesCounted(lists=True)
+    a = gpuzarr.create(store, shape=(10**7,), chunks=(1,), dtype="int8")
+    a[[3, 5 * 10**6]] = 1
+    a.resize(4)  # 10**7 grid positions, two stored: one erase
+    assert store.erased == ["c/5000000"]
+    assert a[...].tolist() == [0, 0, 0, 1]
