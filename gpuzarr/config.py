@@ -66,6 +66,12 @@ decoded size: variable-length strings and bytes (``vlen-utf8``, ``vlen-bytes``) 
 compressors), the bound is that size. A stream that would decode to more is a
 CorruptChunkError naming the key, raised before the memory is allocated.
 
+``max_metadata_bytes`` (default 256 MiB) bounds a metadata document (``zarr.json``, ``.zarray``,
+``.zattrs``, ``.zmetadata``): a larger one is a MetadataError naming its key, raised before its
+bytes are read where the store knows their number first (local files, zip members). The
+consolidated metadata of a hierarchy of a hundred thousand arrays is far smaller; raise it for
+more: ``gpuzarr.config.set(max_metadata_bytes=2**30)``.
+
 ``host_output_pool_bytes`` (default 256 MiB) bounds the host memory of read outputs that
 :mod:`gpuzarr.output_pool` keeps to hand out again once nothing refers to them, so that a loop
 of reads does not pay the kernel's page faults on every new output. 0 turns the pool off.
@@ -103,6 +109,8 @@ _settings: dict[str, Any] = {
     "max_chunk_bytes": 2**31,
     # bytes of read outputs kept for reuse once unreferenced (gpuzarr.output_pool); 0: none
     "host_output_pool_bytes": 256 * 2**20,
+    # the largest metadata document read (zarr.json, .zarray, .zmetadata, ...)
+    "max_metadata_bytes": 256 * 2**20,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -195,11 +203,12 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
         if name not in _settings:
             raise UnknownSettingError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
         positive = name in (
-            "concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes", "remote_concurrency"
+            "concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes", "remote_concurrency",
+            "max_metadata_bytes",
         )
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise InvalidArgumentError(f"{name} must be a positive integer or None, got {value!r}")
-        if name in ("max_chunk_bytes", "remote_concurrency") and value is None:
+        if name in ("max_chunk_bytes", "remote_concurrency", "max_metadata_bytes") and value is None:
             raise InvalidArgumentError(f"{name} must be a positive integer, got None")
         if name == "gpu_small_read_chunks" and value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
-from .hierarchy import NodeInfo, node_prefix, read_node, v3_node_info
+from .hierarchy import NodeInfo, get_document, node_prefix, read_node, v3_node_info
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
 from .metadata.v3 import ZARR_JSON, parse_json_document
 from .store.base import validate_key
@@ -218,7 +218,7 @@ def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, Node
     """The nodes of the consolidated metadata stored at ``path`` in ``zarr_format``, or None."""
     prefix = node_prefix(path)
     if zarr_format == 3:
-        raw = store.get(prefix + ZARR_JSON)
+        raw = get_document(store, prefix + ZARR_JSON)
         if raw is None:
             return None
         doc = parse_json_document(bytes(raw), prefix + ZARR_JSON)
@@ -226,7 +226,7 @@ def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, Node
         if doc.get("node_type") != "group" or member is None:
             return None
         return parse_v3_member(member, prefix + ZARR_JSON)
-    raw = store.get(prefix + ZMETADATA)
+    raw = get_document(store, prefix + ZMETADATA)
     return None if raw is None else parse_v2_document(bytes(raw), prefix + ZMETADATA)
 
 
@@ -244,7 +244,7 @@ def load_view(store: Store, path: str, info: NodeInfo, use_consolidated: bool | 
         entries = None if member is None else parse_v3_member(member, prefix + ZARR_JSON)
         where = f"{prefix}{ZARR_JSON}: {MEMBER}"
     else:
-        raw = store.get(prefix + ZMETADATA)
+        raw = get_document(store, prefix + ZMETADATA)
         entries = None if raw is None else parse_v2_document(bytes(raw), prefix + ZMETADATA)
         where = prefix + ZMETADATA
     if entries is None:
@@ -348,7 +348,7 @@ def keep_consolidated_member(store: Store, path: str, documents: Mapping[str, by
     """
     out = dict(documents)
     new = out.get(ZARR_JSON)
-    stored = store.get(node_prefix(path) + ZARR_JSON) if new is not None else None
+    stored = get_document(store, node_prefix(path) + ZARR_JSON) if new is not None else None
     if new is None or stored is None:
         return out
     old = parse_json_document(bytes(stored), node_prefix(path) + ZARR_JSON)

@@ -17,7 +17,7 @@ from .metadata.json_util import check_attributes
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 from .parallel import io_runner
-from .store.base import validate_path
+from .store.base import get_at_most, validate_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -83,17 +83,34 @@ class NodeInfo:
     implicit: bool = False
 
 
+def get_document(store: Store, key: str) -> Buffer | None:
+    """The metadata document at ``key`` (None: absent), at most the ``max_metadata_bytes``
+    setting: a larger one is a MetadataError naming the key, raised before its bytes are read
+    where the store knows their number first (local files, zip members)."""
+    from . import config  # the top layer's module
+
+    limit = int(config.get("max_metadata_bytes"))
+
+    def refuse(n: int) -> MetadataError:
+        return MetadataError(
+            f"{key}: a metadata document of {n} bytes is larger than config max_metadata_bytes "
+            f"({limit}); raise it with gpuzarr.config.set(max_metadata_bytes=...)"
+        )
+
+    return get_at_most(store, key, limit, refuse)
+
+
 def _read_json(store: Store, key: str) -> dict[str, Any] | None:
-    raw = store.get(key)
+    raw = get_document(store, key)
     return None if raw is None else parse_json_document(bytes(raw), key)
 
 
 def _get_together(store: Store, keys: list[str]) -> list[Buffer | None]:
-    """The values at ``keys``: one after the other from a local store, at once from a store
+    """The documents at ``keys``: one after the other from a local store, at once from a store
     that keeps requests in flight (each one is a round trip there)."""
     if store.io_concurrency is None:
-        return [store.get(key) for key in keys]
-    return io_runner(store.io_concurrency)(store.get, keys)
+        return [get_document(store, key) for key in keys]
+    return io_runner(store.io_concurrency)(lambda key: get_document(store, key), keys)
 
 
 def v3_node_info(doc: dict[str, Any], where: str) -> NodeInfo:

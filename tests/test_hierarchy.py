@@ -14,6 +14,7 @@ from gpuzarr.errors import (
     ArrayNotFoundError,
     ContainsNodeError,
     GroupNotFoundError,
+    InvalidArgumentError,
     MetadataError,
     NodeNotFoundError,
     ReadOnlyError,
@@ -382,3 +383,36 @@ def test_failed_nested_create_leaves_no_parents(store: gpuzarr.Store, zarr_forma
         g.create_array("p/q/arr", shape=(2,), dtype="int8", chunks=(2,), order="Z")
     assert list(g) == []
     assert [k for k in store.list_prefix("") if k not in ("zarr.json", ".zgroup", ".zattrs")] == []
+
+
+# -- document sizes --------------------------------------------------------------------------------
+
+
+def test_a_metadata_document_larger_than_max_metadata_bytes_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    import os
+    import tracemalloc
+
+    a = gpuzarr.create_array(str(tmp_path / "a.zarr"), shape=(4,), chunks=(2,), dtype="i1")
+    os.truncate(tmp_path / "a.zarr" / "zarr.json", 1 << 30)  # sparse: a GiB nobody should read
+    tracemalloc.start()
+    try:
+        with pytest.raises(MetadataError, match=r"zarr.json: a metadata document of 1073741824 bytes is larger"):
+            gpuzarr.open_array(str(tmp_path / "a.zarr"), mode="r")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    del a
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_max_metadata_bytes_bounds_every_document(tmp_path: Path, zarr_format: int) -> None:
+    g = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=zarr_format)
+    g.create_array("x", shape=(4,), chunks=(2,), dtype="i1")
+    gpuzarr.consolidate_metadata(str(tmp_path / "g.zarr"))
+    refused = r"(zarr.json|\.zgroup|\.zmetadata|\.zarray): a metadata document"
+    with gpuzarr.config.set(max_metadata_bytes=40), pytest.raises(MetadataError, match=refused):
+        gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")["x"]
+    assert gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")["x"].shape == (4,)
+    with pytest.raises(InvalidArgumentError, match="max_metadata_bytes"):
+        gpuzarr.config.set(max_metadata_bytes=0)

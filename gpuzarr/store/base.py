@@ -25,6 +25,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import (
     GpuZarrError,
     InvalidArgumentError,
@@ -397,6 +399,28 @@ class Store(ABC):
 
     def close(self) -> None:
         """Release any handles the store holds."""
+
+
+def get_at_most(store: Store, key: str, limit: int | None, refuse: Callable[[int], Exception]) -> Buffer | None:
+    """``store.get(key)``, or ``refuse(size)`` raised where the value has more than ``limit`` bytes.
+
+    ``limit`` None: no bound. The refusal comes before any memory is taken for the value where
+    the store knows its size first (a snapshot's ``size``; ``get_into`` of local files and zip
+    members asks for its buffer before it reads). A stored size is untrusted bytes too.
+    """
+    if limit is None:
+        return store.get(key)
+    size = getattr(store, "size", None)
+    if isinstance(size, int) and size > limit:
+        raise refuse(size)
+
+    def buffer_for(n: int) -> Any:
+        if n > limit:
+            raise refuse(n)
+        return np.empty(n, np.uint8)  # every byte is read into it: no zeroing
+
+    got = store.get_into(key, buffer_for)
+    return None if got is None else got[0]
 
 
 class RangeReader:

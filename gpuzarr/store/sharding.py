@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import CorruptChunkError
-from .base import Buffer, ByteRange, Snapshot, Store
+from .base import Buffer, ByteRange, Snapshot, Store, get_at_most
 
 EMPTY = np.uint64(2**64 - 1)
 
@@ -186,23 +186,9 @@ def get_whole_shard(store: Store, key: str, layout: ShardLayout) -> Buffer | Non
 
 
 def get_bounded(store: Store, key: str, limit: int | None, what: str) -> Buffer | None:
-    """``store.get(key)``, refused with CorruptChunkError naming ``what`` ("shard") where
-    the value is larger than ``limit`` (None: no bound): before any memory is taken for it
-    where the store knows the size first (a snapshot's ``size``; ``get_into`` of local files and
-    zip members asks for its buffer before it reads)."""
-    if limit is None:
-        return store.get(key)
-    size = getattr(store, "size", None)
-    if isinstance(size, int) and size > limit:
-        raise _larger_than_written(key, what, size, limit)
-
-    def buffer_for(n: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
-        if n > limit:
-            raise _larger_than_written(key, what, n, limit)
-        return np.empty(n, np.uint8)
-
-    got = store.get_into(key, buffer_for)
-    return None if got is None else got[0]
+    """``store.get(key)`` (:func:`~gpuzarr.store.base.get_at_most`), a value larger than
+    ``limit`` a CorruptChunkError naming ``what`` ("shard", "stored chunk") and the key."""
+    return get_at_most(store, key, limit, lambda n: _larger_than_written(key, what, n, limit or 0))
 
 
 def _larger_than_written(key: str, what: str, size: int, limit: int) -> CorruptChunkError:
