@@ -101,6 +101,10 @@ def inflate(
         if max_nbytes is not None and total > max_nbytes:
             raise ValueError(f"{name}: stream decodes to more than the {max_nbytes} bytes expected")
         if not d.eof:
+            if parts:  # what follows a complete member: a cut-off member, or no member at all
+                raise ValueError(
+                    f"{name}: the {len(memoryview(rest))} bytes after member {len(parts)} are no complete member"
+                )
             raise ValueError(f"{name}: stream ends before its end-of-stream marker (truncated)")
         parts.append(part)
         rest = d.unused_data

@@ -92,6 +92,8 @@ class _VLenCodec(ArrayToBytesCodec):
             raise ValueError(f"vlen chunk holds {count} elements, expected {expected}")
         try:
             elements = self._codec().decode(raw)
+        except UnicodeDecodeError as exc:  # a UnicodeDecodeError is a ValueError too: first
+            raise ValueError(f"vlen-utf8 chunk holds text that is not UTF-8 ({exc})") from exc
         except ValueError as exc:  # numcodecs: "corrupt buffer, data seem truncated"
             raise ValueError(f"vlen chunk of {raw.size} bytes is truncated ({exc})") from exc
         out: np.ndarray[Any, Any] = elements if spec.dtype.kind == "O" else elements.astype(spec.dtype)

@@ -98,11 +98,21 @@ def _normalize_int_array(value: Any, size: int, axis: int) -> np.ndarray[Any, An
         return np.zeros(0, dtype=np.intp)
     if arr.dtype.kind not in "iu":
         raise InvalidSelectionError(f"index arrays must hold integers or booleans, got dtype {arr.dtype}")
+    _refuse_wrapping_indices(arr, size, axis)
     arr = arr.astype(np.intp, copy=False)
     if arr.min() < -size or arr.max() >= size:
         bad = arr[(arr < -size) | (arr >= size)][0]
         raise BoundsCheckError(f"index {bad} is out of bounds for axis {axis} with size {size}")
     return np.where(arr < 0, arr + size, arr)
+
+
+def _refuse_wrapping_indices(arr: np.ndarray[Any, Any], size: int, axis: int) -> None:
+    """Unsigned indices too large for ``intp`` are out of bounds: cast, 2**64 - 1 would wrap
+    to -1 and select the last element (NumPy's indexing does)."""
+    if arr.size and arr.dtype.kind == "u" and arr.dtype.itemsize >= np.dtype(np.intp).itemsize:
+        largest = int(arr.max())
+        if largest >= size:
+            raise BoundsCheckError(f"index {largest} is out of bounds for axis {axis} with size {size}")
 
 
 def expand_ellipsis(selection: Any, ndim: int) -> tuple[Any, ...]:
@@ -398,6 +408,7 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selectio
         arr = np.asarray(s)
         if arr.dtype.kind not in "iu" and arr.size:
             raise InvalidSelectionError(f"vectorised selection: axis {axis} must hold integers, got {arr.dtype}")
+        _refuse_wrapping_indices(arr, dims[axis].size, axis)
         arrays.append(arr.astype(np.intp, copy=False))
     try:
         broadcast = np.broadcast_arrays(*arrays)

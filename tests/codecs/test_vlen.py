@@ -142,7 +142,7 @@ GOOD = struct.pack("<II", 2, 1) + b"a" + struct.pack("<I", 2) + b"bc"
         (GOOD + b"\x00", "bytes after its 2 elements"),
         # Non-ASCII text (more bytes than characters) followed by one byte too many.
         (struct.pack("<II", 2, 2) + "é".encode() + struct.pack("<I", 1) + b"a\x00", "bytes after its 2 elements"),
-        (struct.pack("<II", 2, 1) + b"\xff" + struct.pack("<I", 0), "utf-8"),
+        (struct.pack("<II", 2, 1) + b"\xff" + struct.pack("<I", 0), "holds text that is not UTF-8 .*utf-8"),
     ],
 )
 def test_corrupt_chunks_name_the_key(stored: bytes, match: str) -> None:

@@ -763,3 +763,17 @@ def test_full_selection_touches_every_chunk_once_and_completely(shape_chunks: An
     assert coords == list(itertools.product(*(range(n) for n in grid)))
     assert all(p.is_complete for p in plan.projections)
     np.testing.assert_array_equal(check_plan(plan, values_of(shape), chunks), values_of(shape))
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1])
+def test_unsigned_indices_past_intp_are_out_of_bounds_not_wrapped(value: int) -> None:
+    """Cast to intp, 2**64 - 1 would be -1 and select the last element (as NumPy's own indexing
+    does): it is out of bounds, and the message gives the index as it was."""
+    import gpuzarr
+
+    a = gpuzarr.zeros((5,), chunks=(2,))
+    index = np.array([value], dtype=np.uint64)
+    for read in (lambda: a[index], lambda: a.oindex[index], lambda: a.vindex[index]):
+        with pytest.raises(BoundsCheckError, match=rf"index {value} is out of bounds"):
+            read()
+    assert a.vindex[np.array([4], dtype=np.uint64)].tolist() == [0.0]
