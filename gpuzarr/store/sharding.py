@@ -177,12 +177,18 @@ def encode_shard(parts: Sequence[Buffer | None], layout: ShardLayout) -> bytes:
     return b"".join([encoded_index, *blobs])
 
 
+class ShardTooLargeToReadWhole(Exception):
+    """Raised by :func:`get_whole_shard` where the shard is larger than its index and every inner
+    chunk at their largest (dead space a writer left, or a forged size): not an error, since its
+    index still finds its chunks, but a read sized by the shard's size is not made. The caller
+    reads the index and the inner chunks' ranges instead, each bounded by the index checks."""
+
+
 def get_whole_shard(store: Store, key: str, layout: ShardLayout) -> Buffer | None:
-    """The shard at ``key`` whole (None when absent), refused with CorruptChunkError, before
-    any memory is taken for it, where it is larger than its codecs ever write (a stored size is
-    untrusted bytes too). Stores that know a value's size before reading it (local files, zip
-    members, snapshots of them) never allocate for such a shard."""
-    return get_bounded(store, key, layout.max_nbytes, "shard")
+    """The shard at ``key`` whole (None when absent). Where it is larger than its codecs ever
+    write it is not read, and ShardTooLargeToReadWhole is raised before any memory is taken for
+    it (stores that know a value's size first: local files, zip members, snapshots of them)."""
+    return get_at_most(store, key, layout.max_nbytes, lambda n: ShardTooLargeToReadWhole(key, n))
 
 
 def get_bounded(store: Store, key: str, limit: int | None, what: str) -> Buffer | None:
@@ -223,7 +229,10 @@ def read_inner_chunks(
     if not present:
         return [out[i] for i in wanted]
     if len(present) >= WHOLE_SHARD_FRACTION * layout.n_inner:
-        shard = get_whole_shard(store, key, layout)
+        try:
+            shard = get_whole_shard(store, key, layout)
+        except ShardTooLargeToReadWhole:
+            return _ranged_inner_chunks(store, key, index, wanted, layout)
         if shard is None:
             raise CorruptChunkError(key, "shard disappeared while it was being read")
         view = memoryview(shard).cast("B")
@@ -232,6 +241,17 @@ def read_inner_chunks(
             if start + n > len(view):
                 raise past_shard_end(key, i, start, n, len(view))
             out[i] = view[start : start + n]
+        return [out[i] for i in wanted]
+    return _ranged_inner_chunks(store, key, index, wanted, layout)
+
+
+def _ranged_inner_chunks(
+    store: Store, key: str, index: ShardIndex, wanted: Sequence[int], layout: ShardLayout
+) -> list[Buffer | None]:
+    """The wanted inner chunks (None where the index says empty), read as coalesced ranges."""
+    present = [i for i in wanted if not index.is_empty(i)]
+    out: dict[int, Buffer | None] = {i: None for i in wanted}
+    if not present:
         return [out[i] for i in wanted]
     # Read in ranges, an entry of 0 bytes past the end would return nothing: checked first.
     _refuse_entries_past_the_end(store, key, index, present)
@@ -437,8 +457,12 @@ def _whole_shard(
     index_cache: MutableMapping[str, ShardIndex | None] | None,
 ) -> list[Buffer | None]:
     """The wanted inner chunks of a shard fetched whole (its index read from those bytes, and
-    kept in ``index_cache`` with the snapshot's version)."""
-    whole = get_whole_shard(shard, key, layout)
+    kept in ``index_cache`` with the snapshot's version); by ranges where it is too large."""
+    try:
+        whole = get_whole_shard(shard, key, layout)
+    except ShardTooLargeToReadWhole:
+        index = _read_and_keep_index(shard, key, layout, index_cache)
+        return [None] * len(wanted) if index is None else _ranged_inner_chunks(shard, key, index, wanted, layout)
     if whole is None:
         if index_cache is not None:
             index_cache[key] = None

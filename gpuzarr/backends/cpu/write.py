@@ -40,7 +40,14 @@ import numpy as np
 from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
 from ...parallel import batches_by_bytes, run_coding_tasks, run_tasks
-from ...store.sharding import encode_shard, get_bounded, get_whole_shard
+from ...store.sharding import (
+    ShardTooLargeToReadWhole,
+    encode_shard,
+    get_bounded,
+    get_whole_shard,
+    read_inner_chunks,
+    read_shard_index,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -245,7 +252,13 @@ def _write_shards(
             old_shard, work.version = store.get_versioned(key)
             work.existed = old_shard is not None
         elif read_old:
-            old_shard = get_whole_shard(store, key, shard_layout)
+            try:
+                old_shard = get_whole_shard(store, key, shard_layout)
+            except ShardTooLargeToReadWhole:  # dead space a writer left: its inner chunks by ranges
+                index = read_shard_index(store, key, shard_layout)
+                if index is not None:
+                    work.parts[:] = read_inner_chunks(store, key, index, range(shard_layout.n_inner), shard_layout)
+                return work
         if old_shard is not None:
             work.parts[:] = shard_layout.split(old_shard, key)
         return work
