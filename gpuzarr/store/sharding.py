@@ -223,7 +223,9 @@ def read_shard_index(store: Store, key: str, layout: ShardLayout) -> ShardIndex 
 def read_inner_chunks(
     store: Store, key: str, index: ShardIndex, wanted: Sequence[int], layout: ShardLayout
 ) -> list[Buffer | None]:
-    """The encoded bytes of inner chunks ``wanted`` (None where the index says empty)."""
+    """The encoded bytes of inner chunks ``wanted`` (None where the index says empty): from the
+    whole shard where most of it is wanted, else (or where it is too large to read whole) as
+    coalesced ranges."""
     present = [i for i in wanted if not index.is_empty(i)]
     out: dict[int, Buffer | None] = {i: None for i in wanted}
     if not present:
@@ -232,27 +234,26 @@ def read_inner_chunks(
         try:
             shard = get_whole_shard(store, key, layout)
         except ShardTooLargeToReadWhole:
-            return _ranged_inner_chunks(store, key, index, wanted, layout)
-        if shard is None:
-            raise CorruptChunkError(key, "shard disappeared while it was being read")
-        view = memoryview(shard).cast("B")
-        for i in present:
-            start, n = int(index.offsets[i]), int(index.nbytes[i])
-            if start + n > len(view):
-                raise past_shard_end(key, i, start, n, len(view))
-            out[i] = view[start : start + n]
-        return [out[i] for i in wanted]
-    return _ranged_inner_chunks(store, key, index, wanted, layout)
+            shard = None
+        else:
+            if shard is None:
+                raise CorruptChunkError(key, "shard disappeared while it was being read")
+        if shard is not None:
+            view = memoryview(shard).cast("B")
+            for i in present:
+                start, n = int(index.offsets[i]), int(index.nbytes[i])
+                if start + n > len(view):
+                    raise past_shard_end(key, i, start, n, len(view))
+                out[i] = view[start : start + n]
+            return [out[i] for i in wanted]
+    _read_ranges(store, key, index, present, out)
+    return [out[i] for i in wanted]
 
 
-def _ranged_inner_chunks(
-    store: Store, key: str, index: ShardIndex, wanted: Sequence[int], layout: ShardLayout
-) -> list[Buffer | None]:
-    """The wanted inner chunks (None where the index says empty), read as coalesced ranges."""
-    present = [i for i in wanted if not index.is_empty(i)]
-    out: dict[int, Buffer | None] = {i: None for i in wanted}
-    if not present:
-        return [out[i] for i in wanted]
+def _read_ranges(
+    store: Store, key: str, index: ShardIndex, present: list[int], out: dict[int, Buffer | None]
+) -> None:
+    """Read inner chunks ``present`` (none empty, at least one) into ``out`` as coalesced ranges."""
     # Read in ranges, an entry of 0 bytes past the end would return nothing: checked first.
     _refuse_entries_past_the_end(store, key, index, present)
     spans = sorted((int(index.offsets[i]), int(index.nbytes[i]), i) for i in present)
@@ -279,7 +280,6 @@ def _ranged_inner_chunks(
             if lo + n > len(view):
                 raise past_shard_end(key, i, start, n, None)
             out[i] = view[lo : lo + n]
-    return [out[i] for i in wanted]
 
 
 T = TypeVar("T")
@@ -460,9 +460,9 @@ def _whole_shard(
     kept in ``index_cache`` with the snapshot's version); by ranges where it is too large."""
     try:
         whole = get_whole_shard(shard, key, layout)
-    except ShardTooLargeToReadWhole:
+    except ShardTooLargeToReadWhole:  # read_inner_chunks reads it by ranges
         index = _read_and_keep_index(shard, key, layout, index_cache)
-        return [None] * len(wanted) if index is None else _ranged_inner_chunks(shard, key, index, wanted, layout)
+        return [None] * len(wanted) if index is None else read_inner_chunks(shard, key, index, wanted, layout)
     if whole is None:
         if index_cache is not None:
             index_cache[key] = None
