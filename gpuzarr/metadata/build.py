@@ -8,6 +8,7 @@ their metadata in :mod:`gpuzarr.tensorstore.create` with the same chain helpers
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +126,33 @@ def _chunk_shape(chunks: Any, shape: tuple[int, ...], typesize: int, sharded: bo
     return normalize_chunks(chunks, shape, typesize, max_bytes=max_bytes)
 
 
+def _within_shards(guess: tuple[int, ...], shards: Any) -> tuple[int, ...]:
+    """Guessed inner chunks made to divide the shards (an axis's largest divisor of its shard
+    extents, rectilinear ones too, no larger than the guess); the shards' own errors are left to
+    their checks."""
+    if not isinstance(shards, (list, tuple)) or len(shards) != len(guess):
+        return guess
+    out = []
+    for g, extents in zip(guess, shards, strict=True):
+        sizes = [extents] if isinstance(extents, int) else list(extents)
+        if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes):
+            return guess
+        out.append(_largest_divisor_at_most(math.gcd(*sizes), g))
+    return tuple(out)
+
+
+def _largest_divisor_at_most(n: int, limit: int) -> int:
+    best = 1
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            for divisor in (d, n // d):
+                if best < divisor <= limit:
+                    best = divisor
+        d += 1
+    return best
+
+
 def _validated_grid(
     grid: RegularChunkGrid | RectilinearChunkGrid, ndim: int
 ) -> RegularChunkGrid | RectilinearChunkGrid:
@@ -161,6 +189,9 @@ def build_v3(
         chunk_shape = grid.chunk_shape
     else:
         chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize, sharded=shards is not None)
+        if shards is not None and (chunks is None or chunks is True or chunks == "auto"):
+            # Guessed inner chunks: within the shards given, whose extents they must divide.
+            chunk_shape = _within_shards(chunk_shape, shards)
         grid = RegularChunkGrid(chunk_shape)
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")

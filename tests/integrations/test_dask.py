@@ -311,6 +311,10 @@ def test_from_dask_options(store: gpuzarr.Store) -> None:
     sharded = gpuzarr.from_dask(source, store, path="s", chunks=(4, 5), shards=source.chunksize)
     assert (sharded.chunks, sharded.shards) == ((4, 5), (16, 10))
     np.testing.assert_array_equal(sharded[...], VALUES)
+    # Shards and no chunks: the guessed inner chunks fit the shards (docs/dask.md).
+    picked = gpuzarr.from_dask(source, store, path="p", shards=source.chunksize)
+    assert picked.shards == (16, 10) and all(s % c == 0 for s, c in zip(picked.shards, picked.chunks))
+    np.testing.assert_array_equal(picked[...], VALUES)
     v2 = gpuzarr.from_dask(source, store, path="v2", zarr_format=2, dtype="<f8")
     assert v2.zarr_format == 2 and v2.dtype == np.dtype("<f8")
     np.testing.assert_array_equal(v2[...], VALUES.astype("<f8"))

@@ -75,12 +75,18 @@ def test_sharded_default_inner_chunks_match_zarr_python(shape: Any, dtype: str, 
     assert np.prod(ours.chunks) * np.dtype(dtype).itemsize <= 1024 * 1024
 
 
-def test_shards_that_are_not_a_multiple_of_the_guess_are_refused_as_in_zarr_python() -> None:
-    # The guess for 1000x1000 float32 is (250, 500): shards of 100 cannot hold it.
+def test_guessed_inner_chunks_divide_the_shards_where_zarr_python_refuses() -> None:
+    # The guess for 1000x1000 float32 is (250, 500): zarr-python refuses shards of 100, which
+    # cannot hold it; gpuzarr takes the largest sizes that divide the shards, no larger than it.
     with pytest.raises(ValueError, match="divisible"):
         zarr.create_array({}, shape=(1000, 1000), dtype="float32", shards=(100, 100))
+    assert gpuzarr.create(shape=(1000, 1000), dtype="float32", shards=(100, 100)).chunks == (100, 100)
+    assert gpuzarr.create(shape=(1000, 1000), dtype="float32", shards=(1000, 1000)).chunks == (250, 500)
+    assert gpuzarr.create(shape=(1000, 1000), dtype="float32", shards=(300, 700)).chunks == (150, 350)
+    assert gpuzarr.create(shape=(97,), dtype="uint8", shards=(97,)).chunks == (97,)  # a prime
+    # Chunks given are never changed: a size the shards cannot hold is still refused.
     with pytest.raises(MetadataError, match="shards"):
-        gpuzarr.create(shape=(1000, 1000), dtype="float32", shards=(100, 100))
+        gpuzarr.create(shape=(1000, 1000), dtype="float32", chunks=(300, 300), shards=(100, 100))
 
 
 @pytest.mark.parametrize(
