@@ -390,10 +390,15 @@ def _join(*parts: str) -> str:
 
 
 def _holds_group(directory: Path, zarr_format: int) -> bool:
+    from . import config  # the top layer's module
+
     try:
         if zarr_format == 2:
             return (directory / ZGROUP).is_file()
-        doc = json.loads((directory / ZARR_JSON).read_bytes())
+        document = directory / ZARR_JSON
+        if document.stat().st_size > int(config.get("max_metadata_bytes")):
+            return False  # no group's zarr.json is that large: not read
+        doc = json.loads(document.read_bytes())
     except (OSError, ValueError, RecursionError):
         return False
     return isinstance(doc, dict) and doc.get("zarr_format") == 3 and doc.get("node_type") == "group"

@@ -138,7 +138,7 @@ def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo 
     # A v2 node's attributes are read with its .zarray, not after it: one round trip less.
     zarray, zattrs = _get_together(store, [prefix + ZARRAY, prefix + ZATTRS])
     for key, node_type in ((ZARRAY, "array"), (ZGROUP, "group")):
-        raw = zarray if key == ZARRAY else store.get(prefix + key)
+        raw = zarray if key == ZARRAY else get_document(store, prefix + key)
         if raw is None:
             continue
         doc = parse_json_document(bytes(raw), prefix + key)

@@ -416,3 +416,12 @@ def test_max_metadata_bytes_bounds_every_document(tmp_path: Path, zarr_format: i
     assert gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")["x"].shape == (4,)
     with pytest.raises(InvalidArgumentError, match="max_metadata_bytes"):
         gpuzarr.config.set(max_metadata_bytes=0)
+
+
+def test_an_oversized_zgroup_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    import os
+
+    gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=2)
+    os.truncate(tmp_path / "g.zarr" / ".zgroup", 1 << 30)
+    with pytest.raises(MetadataError, match=r"\.zgroup: a metadata document of 1073741824 bytes"):
+        gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")

@@ -69,6 +69,9 @@ class Codec(ABC):
 
     name: ClassVar[str]
     kind: ClassVar[CodecKind]
+    #: whether its encoding is a shard, whose bytes its index does not point at are valid (dead
+    #: space a writer left): no bound on its stored size holds (``CodecPipeline.max_stored_nbytes``)
+    holds_shards: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod

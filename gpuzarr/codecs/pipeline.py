@@ -143,7 +143,10 @@ class CodecPipeline:
     def max_stored_nbytes(self) -> int | None:
         """:meth:`max_encoded_size`, kept: the most bytes a stored chunk of this chain may
         have. A stored size is untrusted too (a file, a zip member): a larger one is refused
-        before any memory is taken for it."""
+        before any memory is taken for it. None (no bound) where a shard is in the chain, at
+        any depth: bytes its index does not point at (dead space a writer left) are valid."""
+        if any(codec.holds_shards for codec in self.codecs):
+            return None
         return self.max_encoded_size()
 
     @cached_property

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, eq=False)
 class ShardingCodec(ArrayToBytesCodec):
     name = "sharding_indexed"
+    holds_shards = True
     chunk_shape: tuple[int, ...]
     codecs: tuple[CodecJSON, ...] = ({"name": "bytes", "configuration": {"endian": "little"}},)
     index_codecs: tuple[CodecJSON, ...] = DEFAULT_INDEX_CODECS
@@ -152,7 +153,7 @@ class ShardingCodec(ArrayToBytesCodec):
             self.chunks_per_shard,
             self._decode_index,
             self._encode_index,
-            self.inner.max_encoded_size(),
+            self.inner.max_stored_nbytes,  # None where the inner chunks are shards themselves
         )
 
     def _decode_index(self, raw: Buffer, key: str) -> np.ndarray[Any, Any]:

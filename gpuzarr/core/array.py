@@ -41,9 +41,16 @@ from ..plan.selection import (
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ..metadata.json_types import CodecJSON, TensorStoreSpecJSON
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
+
+
+#: A shrinking resize erases every grid position it cuts off up to this many; beyond, those a
+#: listing of the store finds (a grid of 10**7 empty positions shrinks at once).
+WALKED_RESIZE_POSITIONS = 1 << 16
 
 
 def _described(value: Any) -> str:
@@ -633,12 +640,16 @@ class Array:
         of 10**7 chunks with a few stored shrinks at once), else every position of the current
         grid outside it.
         """
-        if self.store.supports_listing:
+        old = self._metadata.chunk_grid.grid_shape(self.shape)
+        outside = math.prod(old) - math.prod(min(n, o) for n, o in zip(grid, old, strict=True))
+        if self.store.supports_listing and outside > WALKED_RESIZE_POSITIONS:
             from .info import stored_chunk_coords
 
-            stored = stored_chunk_coords(self)
+            stored: Iterable[tuple[int, ...]] = stored_chunk_coords(self)
         else:
-            stored = itertools.product(*(range(o) for o in self._metadata.chunk_grid.grid_shape(self.shape)))
+            # A few positions: each one is erased, whatever a listing (which may lag behind
+            # writes, or be cached) would say.
+            stored = itertools.product(*(range(o) for o in old))
         return [c for c in stored if any(i >= n for i, n in zip(c, grid, strict=True))]
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:

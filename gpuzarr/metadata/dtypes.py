@@ -392,8 +392,8 @@ def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
     if is_float_like(a.dtype) and np.isnan(fill):
         if a.dtype.kind == "c":
             f = complex(fill)
-            re_ok = np.isnan(a.real) if math.isnan(f.real) else a.real == f.real
-            im_ok = np.isnan(a.imag) if math.isnan(f.imag) else a.imag == f.imag
+            re_ok = np.isnan(a.real) if math.isnan(f.real) else _equal_signed(a.real, f.real)
+            im_ok = np.isnan(a.imag) if math.isnan(f.imag) else _equal_signed(a.imag, f.imag)
             return bool(np.all(re_ok & im_ok))
         return bool(np.all(np.isnan(a)))
     if is_float_like(a.dtype) and _has_a_zero_part(fill):
@@ -418,7 +418,12 @@ def _bits_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
 
 
 def _same_signed(a: np.ndarray[Any, Any], fill: Any) -> bool:
-    return bool(np.all((a == fill) & (np.signbit(a) == np.signbit(fill))))
+    return bool(np.all(_equal_signed(a, fill)))
+
+
+def _equal_signed(a: np.ndarray[Any, Any], fill: Any) -> np.ndarray[Any, Any]:
+    """Element by element: equal to ``fill`` and of its sign (-0.0 is not 0.0)."""
+    return (a == fill) & (np.signbit(a) == np.signbit(fill))  # type: ignore[no-any-return]
 
 
 __all__ = ["CORE_DATA_TYPES", "DataType", "fill_value_bytes_equal", "is_variable_length"]

@@ -228,6 +228,11 @@ class Store(ABC):
     #: copies (a local file): a reader then fetches just the parts of a chunk it decodes (the
     #: Blosc blocks a crop needs). False: one read of the whole value costs no more.
     cheap_ranged_reads: bool = False
+    #: True when :meth:`get_into` learns a value's size before it reads it and asks
+    #: ``buffer_for`` for its memory first (a local file's ``fstat``, a zip member's declared
+    #: size): a value larger than a reader allows is then refused before it is read
+    #: (:func:`get_at_most`). False: the value is read, then refused.
+    reads_sizes_first: bool = False
 
     def __init__(self, read_only: bool = False) -> None:
         # A store that can never be written is read-only whatever it was asked.
@@ -405,14 +410,21 @@ def get_at_most(store: Store, key: str, limit: int | None, refuse: Callable[[int
     """``store.get(key)``, or ``refuse(size)`` raised where the value has more than ``limit`` bytes.
 
     ``limit`` None: no bound. The refusal comes before any memory is taken for the value where
-    the store knows its size first (a snapshot's ``size``; ``get_into`` of local files and zip
-    members asks for its buffer before it reads). A stored size is untrusted bytes too.
+    the store knows its size first (a snapshot that knows it; a ``get_into`` of its own, as
+    local files' and zip members', which asks for its buffer before it reads); other stores
+    (HTTP, object stores) read the value and it is refused once it has come. A stored size is
+    untrusted bytes too.
     """
     if limit is None:
         return store.get(key)
-    size = getattr(store, "size", None)
-    if isinstance(size, int) and size > limit:
+    size = store.size if isinstance(store, Snapshot) else None
+    if size is not None and size > limit:
         raise refuse(size)
+    if not sizes_first(store):
+        value = store.get(key)
+        if value is not None and memoryview(value).nbytes > limit:
+            raise refuse(memoryview(value).nbytes)
+        return value
 
     def buffer_for(n: int) -> Any:
         if n > limit:
@@ -420,7 +432,22 @@ def get_at_most(store: Store, key: str, limit: int | None, refuse: Callable[[int
         return np.empty(n, np.uint8)  # every byte is read into it: no zeroing
 
     got = store.get_into(key, buffer_for)
-    return None if got is None else got[0]
+    if got is None:
+        return None
+    if got[0].nbytes > limit:  # a get_into that hands out its own memory asks for no buffer
+        raise refuse(got[0].nbytes)
+    return got[0]
+
+
+def sizes_first(store: Store) -> bool:
+    """Whether ``store`` learns a value's size before it reads it.
+
+    A snapshot that knows it, or a store whose ``get_into`` asks for its buffer first
+    (:attr:`Store.reads_sizes_first`).
+    """
+    if isinstance(store, Snapshot) and store.size is not None:
+        return True
+    return store.reads_sizes_first
 
 
 class RangeReader:

@@ -123,6 +123,7 @@ class CachingStore(Store):
         self.supports_writes = inner.supports_writes
         self.supports_deletes = inner.supports_deletes
         self.supports_listing = inner.supports_listing
+        self.reads_sizes_first = inner.reads_sizes_first
         # Read-modify-writes through the cache stay conditional on an object store: a cached
         # value is never what a conditional write compares with (get_versioned reads inner).
         self.supports_conditional_writes = inner.supports_conditional_writes

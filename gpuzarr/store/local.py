@@ -143,6 +143,7 @@ class LocalStore(Store):
     locks_across_threads = True
     locks_across_processes = LOCKS_ACROSS_PROCESSES
     cheap_ranged_reads = True
+    reads_sizes_first = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A subclass that reads in a way of its own (it overrides get or get_into, to count or
@@ -152,6 +153,8 @@ class LocalStore(Store):
         if "cheap_ranged_reads" not in cls.__dict__:
             reads_its_own_way = cls.get is not LocalStore.get or cls.get_into is not LocalStore.get_into
             cls.cheap_ranged_reads = not reads_its_own_way or cls.open_reader is not LocalStore.open_reader
+        if "reads_sizes_first" not in cls.__dict__ and cls.get_into is not LocalStore.get_into:
+            cls.reads_sizes_first = False  # its own get_into may read before it asks for memory
 
     def __init__(
         self,

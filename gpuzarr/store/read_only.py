@@ -38,6 +38,7 @@ class ReadOnlyStore(Store):
         self.supports_listing = inner.supports_listing
         self.io_concurrency = inner.io_concurrency
         self.cheap_ranged_reads = inner.cheap_ranged_reads
+        self.reads_sizes_first = inner.reads_sizes_first
         super().__init__(read_only=True)
 
     def __repr__(self) -> str:

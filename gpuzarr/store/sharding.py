@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import CorruptChunkError
-from .base import Buffer, ByteRange, Snapshot, Store, get_at_most
+from .base import Buffer, ByteRange, Snapshot, Store, get_at_most, sizes_first
 
 EMPTY = np.uint64(2**64 - 1)
 
@@ -40,6 +40,10 @@ COALESCE_GAP_BYTES = 64 * 1024
 WHOLE_SHARD_FRACTION = 0.5
 #: Reads of a shard that a writer rewrites in place while it is read, before giving up.
 SHARD_READ_ATTEMPTS = 4
+
+
+#: The largest byte offset of a file (``off_t``): no shard's index entry ends past it.
+_LARGEST_OFFSET = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -67,14 +71,20 @@ class ShardIndex:
             raise CorruptChunkError(key, f"shard index entry {i} is half empty")
         present = ~empty_off
         ends = offsets[present] + nbytes[present]
-        # Overflow of offset + nbytes wraps around: compare against the offset too.
+        # Overflow of offset + nbytes wraps around: compare against the offset too. With the
+        # shard's size not known yet, no entry may end past the largest offset a file has.
         wraps = ends < offsets[present]
-        outside = wraps if shard_nbytes is None else wraps | (ends > np.uint64(shard_nbytes))
+        limit = _LARGEST_OFFSET if shard_nbytes is None else shard_nbytes
+        outside = wraps | (ends > np.uint64(limit))
         if np.any(outside):
-            i = int(np.flatnonzero(present)[np.flatnonzero(outside)[0]])
-            where = "ends past 2**64" if shard_nbytes is None or wraps[np.flatnonzero(outside)[0]] else (
-                f"points outside the shard of {shard_nbytes} bytes"
-            )
+            first = np.flatnonzero(outside)[0]
+            i = int(np.flatnonzero(present)[first])
+            if wraps[first]:
+                where = "ends past 2**64"
+            elif shard_nbytes is None:
+                where = "ends past 2**63 - 1, the largest offset a file has"
+            else:
+                where = f"points outside the shard of {shard_nbytes} bytes"
             raise CorruptChunkError(
                 key, f"shard index entry {i} (offset {int(offsets[i])}, nbytes {int(nbytes[i])}) {where}"
             )
@@ -185,9 +195,13 @@ class ShardTooLargeToReadWhole(Exception):
 
 
 def get_whole_shard(store: Store, key: str, layout: ShardLayout) -> Buffer | None:
-    """The shard at ``key`` whole (None when absent). Where it is larger than its codecs ever
-    write it is not read, and ShardTooLargeToReadWhole is raised before any memory is taken for
-    it (stores that know a value's size first: local files, zip members, snapshots of them)."""
+    """The shard at ``key`` whole (None when absent). Where the store knows its size before
+    reading it (local files and snapshots of them) and it is larger than its index and inner
+    chunks at their largest, it is not read: ShardTooLargeToReadWhole is raised before any
+    memory is taken for it. A store that learns the size only by reading the shard reads it, and
+    the shard is used as it came (reading it again by ranges would only cost more)."""
+    if not sizes_first(store):
+        return store.get(key)
     return get_at_most(store, key, layout.max_nbytes, lambda n: ShardTooLargeToReadWhole(key, n))
 
 

@@ -336,6 +336,8 @@ class ZipStore(Store):
 
     supports_partial_reads = True
     locks_across_threads = True
+    #: get_into asks for its buffer from the member's declared size, before it inflates
+    reads_sizes_first = True
 
     def __init__(
         self, path: str | os.PathLike[str], mode: ZipMode = "r", compression: int = zipfile.ZIP_STORED

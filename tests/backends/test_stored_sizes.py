@@ -123,3 +123,69 @@ def test_the_gpu_path_refuses_them_too(tmp_path: Path, codecs: list[dict[str, An
     os.truncate(tmp_path / "c" / "0", HUGE)
     a = gpuzarr.open_array(str(tmp_path), mode="r", device="gpu")
     _refused(lambda: a[...], r"c/0: (stored|uncompressed) chunk (of|has) 1073741824 bytes")
+
+
+def _dead_space_in_shard(shard: bytes, index_nbytes: int, dead: int) -> bytes:
+    """The same shard with ``dead`` bytes no entry points at, between its chunks and its index
+    (index at the end)."""
+    return shard[:-index_nbytes] + bytes(dead) + shard[-index_nbytes:]
+
+
+@pytest.mark.filterwarnings("ignore:Combining a `sharding_indexed` codec")  # zarr-python's, on opening
+@pytest.mark.parametrize("wrapped", [False, True], ids=["nested", "sharding+crc32c"])
+def test_shards_with_dead_space_inside_other_codecs_are_read(tmp_path: Path, wrapped: bool) -> None:
+    """Dead space is valid in every shard: where a shard is an inner chunk of another shard, or
+    wrapped by another codec, no stored-size bound may refuse it."""
+    inner_shard = {"name": "sharding_indexed", "configuration": {"chunk_shape": [1], "codecs": BYTES}}
+    if wrapped:
+        codecs: list[dict[str, Any]] = [inner_shard, {"name": "crc32c"}]
+        chunk_shape = [2]
+    else:
+        codecs = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "codecs": [inner_shard]}}]
+        chunk_shape = [4]
+    (tmp_path / "zarr.json").write_text(_document(codecs, chunk_shape=chunk_shape))
+    a = gpuzarr.open_array(str(tmp_path), mode="r+", device="cpu")
+    a[...] = [1, 2, 3, 4]
+    # Rewrite the stored value with dead space in it, through the same codecs (zarr-python and
+    # gpuzarr 700450e read such data).
+    layout = a._layout
+    if wrapped:
+        import google_crc32c
+
+        path = tmp_path / "c" / "0"
+        stored = path.read_bytes()[:-4]  # the shard, its crc32c dropped
+        index_nbytes = 2 * 16 + 4
+        shard = _dead_space_in_shard(stored, index_nbytes, 1000)
+        path.write_bytes(shard + google_crc32c.value(shard).to_bytes(4, "little"))
+    else:
+        outer = layout.sharding_at((0,))
+        parts = outer.layout.split((tmp_path / "c" / "0").read_bytes(), "c/0")
+        inner_layout = outer.inner.codecs[0].layout  # type: ignore[union-attr]
+        parts[0] = _dead_space_in_shard(bytes(parts[0]), inner_layout.index_nbytes, 10)
+        from gpuzarr.store.sharding import encode_shard
+
+        (tmp_path / "c" / "0").write_bytes(encode_shard(parts, outer.layout))
+    np.testing.assert_array_equal(gpuzarr.open_array(str(tmp_path), mode="r", device="cpu")[...], [1, 2, 3, 4])
+    zarr = pytest.importorskip("zarr")
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path), mode="r")[...], [1, 2, 3, 4])
+
+
+def test_a_store_that_hands_out_its_own_memory_is_held_to_the_same_bound(tmp_path: Path) -> None:
+    """A MemoryStore's get_into answers with its own bytes and asks for no buffer: an oversized
+    chunk there is refused all the same, as from files (the readers must agree)."""
+    store = gpuzarr.MemoryStore()
+    a = gpuzarr.create(store, shape=(4,), chunks=(2,), dtype="i1", codecs=ZSTD)
+    a[...] = [1, 2, 3, 4]
+    store.set("c/0", bytes(1 << 20))
+    with pytest.raises(CorruptChunkError, match=r"c/0: stored chunk of 1048576 bytes is larger than"):
+        a[...]
+
+
+def test_an_index_entry_past_the_largest_file_offset_is_corrupt_on_every_store(tmp_path: Path) -> None:
+    """Read with the shard's size unknown (a suffix read of its index), an entry ending past
+    2**63 - 1 is refused as corrupt, not handed to a store that cannot seek there."""
+    from gpuzarr.store.sharding import ShardIndex
+
+    table = np.array([[2**63 + 5, 4]], dtype=np.uint64)
+    with pytest.raises(CorruptChunkError, match=r"ends past 2\*\*63 - 1"):
+        ShardIndex.from_array(table, None, "c/0")

@@ -403,3 +403,9 @@ def test_negative_zeros_are_stored_and_read_back(tmp_path: Any, zarr_format: int
     a[...] = np.array([-0.0, -0.0, 0.0, 0.0, 1, 2, 0.0, -0.0], "f4")
     got = gpuzarr.open_array(str(tmp_path / "a.zarr"), mode="r")[...]
     np.testing.assert_array_equal(np.signbit(got), [True, True, False, False, False, False, False, True])
+
+
+def test_a_zero_part_beside_a_nan_part_keeps_its_sign() -> None:
+    fill = np.complex64(complex(0.0, np.nan))
+    assert fill_value_bytes_equal(np.full(3, complex(0.0, np.nan), np.complex64), fill)
+    assert not fill_value_bytes_equal(np.full(3, complex(-0.0, np.nan), np.complex64), fill)

@@ -120,16 +120,20 @@ def _encoded_buffer(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
 def _bounded(pipeline: CodecPipeline, key: str, buffer_for: BufferFor) -> BufferFor:
     """``buffer_for``, refusing (CorruptChunkError, before anything is allocated) a stored
     chunk larger than its codecs ever write: its size (a file's, a zip member's) is untrusted."""
-    limit = pipeline.max_stored_nbytes
-    if limit is None:
+    if pipeline.max_stored_nbytes is None:
         return buffer_for
 
     def bounded(n: int) -> Any:
-        if n > limit:
-            raise CorruptChunkError(key, f"stored chunk of {n} bytes is larger than its codecs ever write ({limit})")
+        _refuse_larger(pipeline, key, n)
         return buffer_for(n)
 
     return bounded
+
+
+def _refuse_larger(pipeline: CodecPipeline, key: str, nbytes: int) -> None:
+    limit = pipeline.max_stored_nbytes
+    if limit is not None and nbytes > limit:
+        raise CorruptChunkError(key, f"stored chunk of {nbytes} bytes is larger than its codecs ever write ({limit})")
 
 
 def _fetch_chunk(
@@ -268,6 +272,8 @@ def _read_chunks(
                 _decode_fetched(layout, out, _fetch_chunk(layout, store, targets, 0, _encoded_buffer, span))
                 return
         got = store.get_into(key, _bounded(pipeline, key, _encoded_buffer))
+        if got is not None:  # a store that hands out its own memory asked for no buffer
+            _refuse_larger(pipeline, key, got[0].nbytes)
         _store_chunk_into(layout, None if got is None else got[0], key, out, targets, span)
 
     if inline:
