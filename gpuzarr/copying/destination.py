@@ -103,6 +103,11 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
         raise InvalidArgumentError(f"shards: {where}: Zarr v2 arrays cannot be sharded")
     else:
         shards = for_rank(options.shards, source.ndim, "shards", where)
+    if zarr_format == 2 and any(isinstance(c, tuple) for c in chunks):
+        raise InvalidArgumentError(
+            f"chunks: {where}: Zarr v2 has no rectilinear (variable) chunk grids; give regular "
+            "chunks (the command line's --chunks, e.g. --chunks 64)"
+        )
     arguments = {"fill_value": source.fill_value}
     if zarr_format == 3:
         arguments.update(_v3_arguments(source))
@@ -176,9 +181,11 @@ def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] |
     order = "C"
     filters = list(info.filters)
     if filters and filters[0]["name"] == "transpose":
-        if list(filters[0]["configuration"]["order"]) != list(range(source.ndim))[::-1]:
-            raise _no_v2_equivalent(where, filters[0], "only the Fortran-order transpose is")
-        order, filters = "F", filters[1:]
+        # The reversed order is v2's "F"; any other order is a layout v2 cannot store, and the
+        # copy decodes and encodes every chunk anyway: stored in C order, the values the same.
+        if list(filters[0]["configuration"]["order"]) == list(range(source.ndim))[::-1]:
+            order = "F"
+        filters = filters[1:]
     names = source.dimension_names
     if names is None and source.ndim == 0:
         names = ()  # xarray writes no dimension_names for a scalar, but needs [] in v2

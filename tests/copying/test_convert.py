@@ -139,6 +139,28 @@ def test_a_v3_codec_with_no_v2_form_asks_for_compressors(tmp_path: Path) -> None
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "v2.zarr/labels/mask"), mode="r")[...], mask_data())
 
 
+@pytest.mark.parametrize(("order", "v2_order"), [((2, 0, 1), "C"), ((2, 1, 0), "F")])
+def test_a_transposed_v3_array_converts_to_v2(tmp_path: Path, order: tuple[int, ...], v2_order: str) -> None:
+    """v2 stores only C or F order: the reversed transpose becomes "F", any other is dropped
+    (every chunk is decoded and encoded again: the values stay the same)."""
+    data = np.arange(120, dtype="i4").reshape(4, 5, 6)
+    source = zarr.create_array(str(tmp_path / "t.zarr"), shape=data.shape, dtype=data.dtype, chunks=(2, 5, 3),
+                               filters=[zarr.codecs.TransposeCodec(order=order)])  # fmt: skip
+    source[...] = data
+    gpuzarr.convert(str(tmp_path / "t.zarr"), tmp_path / "v2.zarr", zarr_format=2, compressors=numcodecs.Zstd(level=1))
+    copy = zarr.open_array(str(tmp_path / "v2.zarr"), mode="r")
+    assert copy.metadata.order == v2_order
+    np.testing.assert_array_equal(copy[...], data)
+
+
+def test_a_rectilinear_array_to_v2_asks_for_regular_chunks(tmp_path: Path) -> None:
+    gpuzarr.create(str(tmp_path / "r.zarr"), shape=(20,), chunks=[[5, 15]], dtype="i2")
+    with pytest.raises(InvalidArgumentError, match=r"no rectilinear .*--chunks"):
+        gpuzarr.convert(str(tmp_path / "r.zarr"), tmp_path / "v2.zarr", zarr_format=2)
+    gpuzarr.convert(str(tmp_path / "r.zarr"), tmp_path / "v2.zarr", zarr_format=2, chunks=10)
+    assert zarr.open_array(str(tmp_path / "v2.zarr"), mode="r").chunks == (10,)
+
+
 def test_overlapping_places_are_refused_however_they_are_named(tmp_path: Path) -> None:
     source = make_hierarchy(tmp_path / "h.zarr")
     before = _stored(source)
