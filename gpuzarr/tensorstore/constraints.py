@@ -325,7 +325,11 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # n
         raise _mismatch("dtype", schema.dtype, stored.dtype)
     if schema.shape is not None and schema.shape != stored.shape:
         raise _mismatch("schema.domain.shape", list(schema.shape), list(stored.shape))
-    if schema.labels is not None and schema.labels != stored.labels:
+    # An empty stored label (an array written without dimension names) or unit agrees with
+    # any, as TensorStore merges them; two given ones must be the same.
+    if schema.labels is not None and any(
+        w and h and w != h for w, h in zip(schema.labels, stored.labels, strict=True)
+    ):
         raise _mismatch("schema.domain.labels", list(schema.labels), list(stored.labels))
     if schema.fill_value is not None:
         data_type = DataType.from_json(stored.dtype)
@@ -334,7 +338,7 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # n
             raise _mismatch("schema.fill_value", schema.fill_value, stored.fill_value)
     if schema.dimension_units is not None:
         have = stored.dimension_units or (None,) * rank
-        if any(w is not None and w != h for w, h in zip(schema.dimension_units, have, strict=True)):
+        if any(w is not None and h is not None and w != h for w, h in zip(schema.dimension_units, have, strict=True)):
             raise _mismatch("schema.dimension_units", list(schema.dimension_units), list(have))
     layout = schema.chunk_layout or {}
     for member, actual in (

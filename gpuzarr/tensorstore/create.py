@@ -159,6 +159,9 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
             )
         attributes["dimension_units"] = units
     codecs = md.get("codecs")
+    # Codecs a schema asks for, and metadata does not fix, may be wrapped in sharding_indexed
+    # where the chunk layout needs it (TensorStore does; it refuses fixed metadata.codecs).
+    wrappable = codecs is None
     if schema.codec is not None and "codecs" in schema.codec:
         codecs = _pick(
             "metadata.codecs",
@@ -212,12 +215,13 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
         config.setdefault("index_location", "end")
         chain: list[CodecJSON] = [c if c is not sharding else _with_configuration(c, config) for c in codecs or []]
     elif chosen.sharded:
-        if codecs is not None:
+        if codecs is not None and not wrappable:
             raise MetadataError(
                 f"schema.chunk_layout: read chunk {list(chosen.read_chunk)} differs from write chunk "
                 f"{list(chosen.write_chunk)}, which needs sharding_indexed in metadata.codecs"
             )
-        inner = _fill_codec_defaults(_insert_transpose([_bytes_codec()], chosen.inner_order), itemsize)
+        given = with_array_to_bytes(list(codecs), _bytes_codec()) if codecs else [_bytes_codec()]
+        inner = _fill_codec_defaults(_insert_transpose(given, chosen.inner_order), itemsize)
         # In object form ({"name": "crc32c", "configuration": {}}), as TensorStore writes them.
         index_codecs = parse_codec_chain(list(TENSORSTORE_DEFAULTS.index_codecs), "index_codecs")
         chain = wrap_in_sharding(inner, chosen.read_chunk, index_codecs)

@@ -518,3 +518,45 @@ def test_spec_of_a_rectilinear_array_reopens_in_gpuzarr(tmp_path: Path) -> None:
     np.testing.assert_array_equal(gpuzarr.open(a.spec())[...], np.arange(20).reshape(5, 4))
     with pytest.raises(MetadataError, match=r"^metadata.chunk_grid.name: only 'regular'"):
         gpuzarr.open({**a.spec(), "kvstore": kv(tmp_path / "new"), "create": True})
+
+
+def test_schema_codecs_are_sharded_where_the_chunk_layout_needs_it(tmp_path: Path) -> None:
+    """As TensorStore: a schema's codecs with a read chunk smaller than the write chunk become
+    the inner chain of sharding_indexed; fixed metadata.codecs are still refused."""
+    layout = {"write_chunk": {"shape": [16, 16]}, "read_chunk": {"shape": [8, 8]}}
+    schema = {"domain": {"shape": [30, 20]}, "dtype": "float32", "chunk_layout": layout,
+              "codec": {"driver": "zarr3", "codecs": [{"name": "gzip"}]}}  # fmt: skip
+    ours = gpuzarr.open({"driver": "zarr3", "kvstore": kv(tmp_path / "g"), "create": True, "schema": schema})
+    theirs = ts_open({"driver": "zarr3", "kvstore": kv(tmp_path / "t"), "create": True, "schema": schema})
+    assert normalized_codecs(stored_json(tmp_path / "g")["codecs"]) == normalized_codecs(
+        stored_json(tmp_path / "t")["codecs"]
+    )
+    data = np.arange(600, dtype="f4").reshape(30, 20)
+    ours[...] = data
+    np.testing.assert_array_equal(ts_open({"driver": "zarr3", "kvstore": kv(tmp_path / "g")}).read().result(), data)
+    del theirs
+    unsharded = {k: v for k, v in schema.items() if k != "codec"}
+    fixed = {"driver": "zarr3", "kvstore": kv(tmp_path / "f"), "create": True, "schema": unsharded,
+             "metadata": {"codecs": [{"name": "bytes"}, {"name": "gzip"}]}}  # fmt: skip
+    with pytest.raises(MetadataError, match=r"needs sharding_indexed in metadata\.codecs"):
+        gpuzarr.open(fixed)
+
+
+@pytest.mark.parametrize("driver", ["zarr3", "zarr2"])
+def test_labels_and_units_constrain_only_what_is_stored(tmp_path: Path, driver: str) -> None:
+    """An array written without dimension names or units opens under a schema that names them,
+    as in TensorStore; names or units stored differently are refused."""
+    metadata = {"shape": [4, 3], "data_type": "int16"} if driver == "zarr3" else {"shape": [4, 3], "dtype": "<i2"}
+    ts_open({"driver": driver, "kvstore": kv(tmp_path), "path": "a", "create": True, "metadata": metadata})
+    spec = {"driver": driver, "kvstore": kv(tmp_path), "path": "a"}
+    labelled = {**spec, "schema": {"domain": {"labels": ["x", "y"]}}}
+    assert gpuzarr.open(labelled).shape == (4, 3)
+    ts_open(labelled)
+    if driver == "zarr3":
+        united = {**spec, "schema": {"dimension_units": ["nm", None]}}
+        assert gpuzarr.open(united).shape == (4, 3)
+        ts_open(united)
+    named = gpuzarr.create_array(str(tmp_path / "n"), shape=(4, 3), dtype="i2", dimension_names=["z", "y"])
+    del named
+    with pytest.raises(MetadataError, match=r"schema\.domain\.labels"):
+        gpuzarr.open({"driver": "zarr3", "kvstore": kv(tmp_path / "n"), "schema": {"domain": {"labels": ["x", "y"]}}})
