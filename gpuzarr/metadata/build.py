@@ -9,6 +9,7 @@ their metadata in :mod:`gpuzarr.tensorstore.create` with the same chain helpers
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +113,14 @@ def _is_rectilinear(chunks: Any) -> bool:
 
 
 def _rectilinear(chunks: Any, shape: tuple[int, ...], field: str) -> RectilinearChunkGrid:
-    config = {"kind": "inline", "chunk_shapes": [c if isinstance(c, int) else list(c) for c in chunks]}
+    config = {
+        "kind": "inline",
+        # NumPy integers as Python's, whose JSON form the grid reads
+        "chunk_shapes": [
+            int(c) if isinstance(c, numbers.Integral) else [int(n) if isinstance(n, numbers.Integral) else n for n in c]
+            for c in chunks
+        ],
+    }
     try:
         return RectilinearChunkGrid.from_json({"name": "rectilinear", "configuration": config}, shape)
     except MetadataError as exc:
@@ -134,8 +142,12 @@ def _within_shards(guess: tuple[int, ...], shards: Any) -> tuple[int, ...]:
         return guess
     out = []
     for g, extents in zip(guess, shards, strict=True):
-        sizes = [extents] if isinstance(extents, int) else list(extents)
-        if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes):
+        listed: list[Any] = [extents] if isinstance(extents, numbers.Integral) else list(extents)
+        # NumPy integers too; booleans are no extents.
+        if not listed or not all(not isinstance(n, bool) and isinstance(n, numbers.Integral) for n in listed):
+            return guess
+        sizes = [int(n) for n in listed]
+        if min(sizes) <= 0:
             return guess
         out.append(_largest_divisor_at_most(math.gcd(*sizes), g))
     return tuple(out)
@@ -189,7 +201,7 @@ def build_v3(
         chunk_shape = grid.chunk_shape
     else:
         chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize, sharded=shards is not None)
-        if shards is not None and (chunks is None or chunks is True or chunks == "auto"):
+        if shards is not None and (chunks is None or chunks is True or (isinstance(chunks, str) and chunks == "auto")):
             # Guessed inner chunks: within the shards given, whose extents they must divide.
             chunk_shape = _within_shards(chunk_shape, shards)
         grid = RegularChunkGrid(chunk_shape)

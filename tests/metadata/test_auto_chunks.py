@@ -158,3 +158,14 @@ def test_normalize_never_guesses_for_explicit_shapes() -> None:
         warnings.simplefilter("error")
         assert normalize_chunks(np.array([3, 4]), (10, 10), 4) == (3, 4)
     assert normalize_chunks([np.int64(5)], (10, 10), 4) == (5, 10)
+
+
+def test_numpy_integers_and_arrays_as_chunks_and_shards() -> None:
+    assert gpuzarr.create(shape=(100, 100), shards=(10, 10), chunks=np.array([5, 5]), dtype="f4").chunks == (5, 5)
+    assert gpuzarr.create(shape=(100, 100), shards=(np.int64(10), np.int64(10)), dtype="f4").chunks == (10, 10)
+    sharded = gpuzarr.create(shape=(100, 100), shards=[[40, 60], np.int64(50)], dtype="f4")
+    assert sharded.chunks == (20, 50)  # the largest sizes dividing 40 and 60, and 50
+    assert gpuzarr.create(shape=(100, 100), chunks=[[np.int64(40), 60], np.int64(50)], dtype="f4").chunks == (
+        (40, 60),
+        50,
+    )
