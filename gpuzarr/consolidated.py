@@ -104,6 +104,17 @@ class ConsolidatedView:
         with self._lock:
             return self._entries.get(rel)
 
+    def entry_name(self, path: str) -> str:
+        """Where the node at ``path`` is recorded, for messages.
+
+        ``zarr.json: consolidated_metadata.metadata['a/b']`` of the root (v3),
+        ``.zmetadata: metadata['a/b/.zarray']`` (v2).
+        """
+        rel = self.relative(path) or ""  # recorded nodes lie below the root
+        if self.zarr_format == 3:
+            return f"{node_prefix(self.root)}{ZARR_JSON}: {MEMBER}.metadata[{rel!r}]"
+        return f"{node_prefix(self.root)}{ZMETADATA}: metadata[{rel + '/' + ZARRAY!r}]"
+
     def children(self, path: str) -> list[str]:
         """The names of the recorded children of the group at ``path`` (in the store), sorted."""
         rel = self.relative(path)

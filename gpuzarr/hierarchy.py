@@ -168,9 +168,10 @@ def require_node(store: Store, path: str) -> NodeInfo:
     return info
 
 
-def array_metadata(info: NodeInfo, path: str) -> ArrayMetadata | ArrayMetadataV2:
-    """Parse an array node's metadata, prefixing errors with the document's key."""
-    key = node_prefix(path) + (ZARR_JSON if info.zarr_format == 3 else ZARRAY)
+def array_metadata(info: NodeInfo, path: str, where: str | None = None) -> ArrayMetadata | ArrayMetadataV2:
+    """Parse an array node's metadata, prefixing errors with the document's key (``where``:
+    where else the document was found, an entry of a group's consolidated metadata)."""
+    key = where or node_prefix(path) + (ZARR_JSON if info.zarr_format == 3 else ZARRAY)
     try:
         if info.zarr_format == 3:
             return ArrayMetadata.from_json(info.document)

@@ -399,3 +399,30 @@ def test_pickled_group_keeps_its_view() -> None:
     assert group.consolidated
     assert [n for n, _ in group.members(recursive=True)] == ["B", "a", "sub", "sub/b", "sub/e"]
     np.testing.assert_array_equal(group["a"][...], np.arange(4))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_an_array_recorded_wrongly_in_consolidated_metadata_is_named_by_its_entry(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    """The bad document is the group's consolidated metadata, not the array's own (which may be
+    fine): the error names the entry."""
+    import json
+
+    path = tmp_path / "g.zarr"
+    g = gpuzarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    g.create_array("x", shape=(4,), dtype="i1", chunks=(2,))
+    gpuzarr.consolidate_metadata(str(path))
+    if zarr_format == 3:
+        doc = json.loads((path / "zarr.json").read_text())
+        del doc["consolidated_metadata"]["metadata"]["x"]["data_type"]
+        (path / "zarr.json").write_text(json.dumps(doc))
+        message = r"^zarr\.json: consolidated_metadata\.metadata\['x'\]: data_type"
+    else:
+        doc = json.loads((path / ".zmetadata").read_text())
+        del doc["metadata"]["x/.zarray"]["dtype"]
+        (path / ".zmetadata").write_text(json.dumps(doc))
+        message = r"^\.zmetadata: metadata\['x/\.zarray'\]: dtype"
+    with pytest.raises(MetadataError, match=message):
+        gpuzarr.open_group(str(path), mode="r")["x"]
+    assert gpuzarr.open_group(str(path), mode="r", use_consolidated=False)["x"].shape == (4,)

@@ -173,7 +173,7 @@ class Group:
             info = self._consolidated.lookup(path)
             if info is None:
                 raise KeyError(name)
-            return _node(self.store, path, info, self._device, self._consolidated)
+            return _node(self.store, path, info, self._device, self._consolidated, recorded=True)
         try:
             return open_node(self.store, path, device=self._device)
         except NodeNotFoundError:
@@ -606,9 +606,13 @@ def open_node(store: Store, path: str, device: str = "auto", use_consolidated: b
     return _node(store, path, info, device, view)
 
 
-def _node(store: Store, path: str, info: NodeInfo, device: str, view: ConsolidatedView | None) -> Array | Group:
+def _node(
+    store: Store, path: str, info: NodeInfo, device: str, view: ConsolidatedView | None, recorded: bool = False
+) -> Array | Group:
+    """The node ``info`` describes; ``recorded``: found in ``view`` (errors name that entry)."""
     if info.node_type == "array":
-        return Array(store, path, array_metadata(info, path), device=device)
+        where = view.entry_name(path) if recorded and view is not None else None
+        return Array(store, path, array_metadata(info, path, where), device=device)
     return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format, consolidated=view)
 
 
