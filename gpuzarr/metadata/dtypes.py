@@ -399,7 +399,7 @@ def fill_value_bytes_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
     if is_float_like(a.dtype) and _has_a_zero_part(fill):
         # -0.0 == 0.0, yet a chunk of one is not the fill value of the other: what reads back
         # must be what was written (zarr-python and TensorStore store such chunks too).
-        return _bits_equal(a, fill)
+        return _equal_with_signs(a, fill)
     return bool(np.all(a == fill))
 
 
@@ -408,16 +408,12 @@ def _has_a_zero_part(fill: np.generic) -> bool:
     return value.real == 0 or (value.imag == 0 and isinstance(fill, np.complexfloating))
 
 
-def _bits_equal(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
+def _equal_with_signs(a: np.ndarray[Any, Any], fill: np.generic) -> bool:
     """Whether every element of the float array ``a`` equals ``fill`` with the same sign
     (complex: part by part). Signs, not bytes: a long double's padding bytes are not its value."""
     if a.dtype.kind == "c":
         f = complex(fill)
-        return _same_signed(a.real, f.real) and _same_signed(a.imag, f.imag)
-    return _same_signed(a, fill)
-
-
-def _same_signed(a: np.ndarray[Any, Any], fill: Any) -> bool:
+        return bool(np.all(_equal_signed(a.real, f.real) & _equal_signed(a.imag, f.imag)))
     return bool(np.all(_equal_signed(a, fill)))
 
 
