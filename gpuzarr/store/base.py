@@ -406,14 +406,42 @@ class Store(ABC):
         """Release any handles the store holds."""
 
 
+def _fresh(n: int) -> Any:
+    return np.empty(n, np.uint8)  # every byte is read into it: no zeroing
+
+
+@dataclass(frozen=True)
+class BoundedBufferFor:
+    """A ``buffer_for`` (:meth:`Store.get_into`) that refuses values too large for it.
+
+    A value of more than ``limit`` bytes (``limit`` None: no bound) raises ``refuse(n)`` before
+    ``buffer_for(n)`` takes memory for it. Its caller takes a store's own memory as well: a
+    store holding the bytes in memory of its own (an object store's answer) checks their
+    number with :meth:`check` and hands out that memory, with no copy.
+    """
+
+    limit: int | None
+    refuse: Callable[[int], Exception]
+    buffer_for: Callable[[int], Any] = _fresh
+
+    def check(self, n: int) -> None:
+        """Raise ``refuse(n)`` where ``n`` bytes are more than ``limit``."""
+        if self.limit is not None and n > self.limit:
+            raise self.refuse(n)
+
+    def __call__(self, n: int) -> Any:
+        """``buffer_for(n)``, once :meth:`check` has let ``n`` through."""
+        self.check(n)
+        return self.buffer_for(n)
+
+
 def get_at_most(store: Store, key: str, limit: int | None, refuse: Callable[[int], Exception]) -> Buffer | None:
     """``store.get(key)``, or ``refuse(size)`` raised where the value has more than ``limit`` bytes.
 
     ``limit`` None: no bound. The refusal comes before any memory is taken for the value where
-    the store knows its size first (a snapshot that knows it; a ``get_into`` of its own, as
-    local files' and zip members', which asks for its buffer before it reads); other stores
-    (HTTP, object stores) read the value and it is refused once it has come. A stored size is
-    untrusted bytes too.
+    the store knows its size first (a snapshot that knows it; a ``get_into`` of its own that
+    learns it first, as local files', zip members' and object stores' answers); other stores
+    read the value and it is refused once it has come. A stored size is untrusted bytes too.
     """
     if limit is None:
         return store.get(key)
@@ -425,13 +453,7 @@ def get_at_most(store: Store, key: str, limit: int | None, refuse: Callable[[int
         if value is not None and memoryview(value).nbytes > limit:
             raise refuse(memoryview(value).nbytes)
         return value
-
-    def buffer_for(n: int) -> Any:
-        if n > limit:
-            raise refuse(n)
-        return np.empty(n, np.uint8)  # every byte is read into it: no zeroing
-
-    got = store.get_into(key, buffer_for)
+    got = store.get_into(key, BoundedBufferFor(limit, refuse))
     if got is None:
         return None
     if got[0].nbytes > limit:  # a get_into that hands out its own memory asks for no buffer

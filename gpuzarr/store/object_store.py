@@ -53,9 +53,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from .. import config
 from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, StoreError, StorePermissionError
-from .base import Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
+from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import KeyLocks
 from .object_clients import shared_store
 from .object_options import ObjectStoreOptions
@@ -112,6 +114,10 @@ class ObjectStore(Store):
     supports_partial_reads = True
     locks_across_threads = True
     supports_conditional_writes = True
+    # An answer's headers carry its size (Content-Length, Content-Range) before its body comes:
+    # get_into asks for its memory then, and a value larger than a reader allows is refused
+    # without being downloaded (a hostile server's "chunk" of gigabytes).
+    reads_sizes_first = True
 
     def __init__(
         self, store: Any, *, read_only: bool = False, url: str | None = None, io_concurrency: int | None = None
@@ -278,11 +284,13 @@ class ObjectStore(Store):
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
     ) -> tuple[memoryview, int] | None:
-        """As :meth:`Store.get_into`, answered with a view of obstore's own buffer: the bytes
-        are already in memory this store owns, and copying them into ``buffer_for``'s would
-        only cost time (the decoders read any buffer)."""
+        """As :meth:`Store.get_into`: ``buffer_for`` is asked for the bytes' memory once the
+        answer's headers have said how many there are, before its body is read (a caller's
+        bound refuses a value too large without downloading it), and the body is copied there;
+        a :class:`~gpuzarr.store.base.BoundedBufferFor` only checks their number, and the
+        answer is a view of obstore's own buffer."""
         whole = start == 0 and length is None
-        got = self._read(validate_key(key), None if whole else ByteRange(start, length))
+        got = self._read(validate_key(key), None if whole else ByteRange(start, length), buffer_for=buffer_for)
         if got is None:
             return None
         return memoryview(got.data).cast("B"), got.size
@@ -303,19 +311,73 @@ class ObjectStore(Store):
             raise self.error(exc, key) from exc
         return meta
 
-    def _read(self, key: str, byte_range: ByteRange | None, if_match: str | None = None) -> _Got | None:
-        """One GET of ``key`` (part of it), checked to hold exactly the bytes asked for."""
+    def _read(
+        self,
+        key: str,
+        byte_range: ByteRange | None,
+        if_match: str | None = None,
+        buffer_for: Callable[[int], Any] | None = None,
+    ) -> _Got | None:
+        """One GET of ``key`` (part of it), checked to hold exactly the bytes asked for.
+
+        With ``buffer_for``, the body goes into ``buffer_for(n)``'s memory, asked for once the
+        headers have said ``n`` and before the body is read, and the answer's data is a view
+        of it; without (or where it is a ``BoundedBufferFor``, which checks ``n`` there), the
+        data is obstore's own buffer.
+        """
+        import obstore.exceptions as obx
+
+        if byte_range is not None and byte_range.length == 0:
+            return self._empty_read(key, if_match, buffer_for)
+        answer = self._request(key, byte_range, if_match)
+        if not isinstance(answer, tuple):  # absent, or empty past the end
+            return answer
+        result, size, want = answer
+        del answer  # ``result`` alone holds the answer (see below)
+        start, stop = result.range
+        try:
+            if (start, stop) != want:
+                raise self._mismatch(key, want, size, f"bytes {start}-{stop}")
+            target = None
+            if isinstance(buffer_for, BoundedBufferFor):  # its caller takes obstore's memory too
+                buffer_for.check(stop - start)
+            elif buffer_for is not None:
+                target = memoryview(buffer_for(stop - start)).cast("B")
+            data = result.bytes()
+        except obx.BaseError as exc:  # the body cut short
+            raise self.error(exc, key) from exc
+        finally:
+            # An answer refused before its body was read closes its connection now, not once
+            # the error's traceback (which holds this frame) is gone: the server stops sending.
+            e_tag = result.meta.get("e_tag")
+            del result
+        if len(data) != stop - start:
+            raise self._mismatch(key, want, size, f"{len(data)} bytes for {start}-{stop}")
+        if target is not None:
+            # NumPy copies without the GIL (a memoryview's copy holds it while other threads'
+            # requests wait for it).
+            np.copyto(np.frombuffer(target, np.uint8), np.frombuffer(data, np.uint8))
+            data = target
+        return _Got(data, size, e_tag)
+
+    def _empty_read(self, key: str, if_match: str | None, buffer_for: Callable[[int], Any] | None) -> _Got | None:
+        """An empty range, which is no HTTP range: whether the object is there (and its size)."""
+        meta = self._head(key)
+        if meta is None:
+            return None
+        if if_match is not None and meta.get("e_tag") != if_match:
+            raise _Replaced(key)
+        return _Got(memoryview(b"") if buffer_for is not None else b"", int(meta["size"]), meta.get("e_tag"))
+
+    def _request(
+        self, key: str, byte_range: ByteRange | None, if_match: str | None
+    ) -> tuple[Any, int, tuple[int, int]] | _Got | None:
+        """A GET's answer once its headers have come, before its body is read: (obstore's
+        result, the object's size, the bytes wanted of it); None where the object is absent,
+        and an empty answer where the range starts at or past its end."""
         import obstore.exceptions as obx
 
         obstore = import_obstore()
-        if byte_range is not None and byte_range.length == 0:
-            # An empty range is no HTTP range: ask whether the object is there.
-            meta = self._head(key)
-            if meta is None:
-                return None
-            if if_match is not None and meta.get("e_tag") != if_match:
-                raise _Replaced(key)
-            return _Got(b"", int(meta["size"]), meta.get("e_tag"))
         options: dict[str, Any] = {}
         if if_match is not None:
             options["if_match"] = if_match
@@ -323,9 +385,6 @@ class ObjectStore(Store):
             options["range"] = _http_range(byte_range)
         try:
             result = obstore.get(self.store, key, options=options or None)
-            data = result.bytes()
-            start, stop = result.range
-            meta = result.meta
         except (obx.NotFoundError, FileNotFoundError) as exc:
             self._check_bucket(exc, key)
             return None
@@ -338,16 +397,15 @@ class ObjectStore(Store):
                 if empty is not None:
                     return empty
             raise self.error(exc, key) from exc
-        size = int(meta["size"])
-        want = (0, size) if byte_range is None else byte_range.resolve(size)
-        if (start, stop) != want or len(data) != stop - start:
-            raise StoreError(
-                self.url,
-                key,
-                f"expected bytes {want[0]}-{want[1]} of {size}, got {len(data)} bytes for {start}-{stop} "
-                "(a cut-short or mismatched answer)",
-            )
-        return _Got(data, size, meta.get("e_tag"))
+        size = int(result.meta["size"])
+        return result, size, (0, size) if byte_range is None else byte_range.resolve(size)
+
+    def _mismatch(self, key: str, want: tuple[int, int], size: int, got: str) -> StoreError:
+        return StoreError(
+            self.url,
+            key,
+            f"expected bytes {want[0]}-{want[1]} of {size}, got {got} (a cut-short or mismatched answer)",
+        )
 
     def _empty_past_end(self, key: str, byte_range: ByteRange, if_match: str | None) -> _Got | None:
         meta = self._head(key)
@@ -550,6 +608,8 @@ class _ETagSnapshot(Snapshot):
     """One version of one object: the first read's ETag goes as If-Match with every later one."""
 
     consistent = False
+    # As the store's: a version's size comes with the headers, before its body.
+    reads_sizes_first = True
 
     def __init__(self, store: ObjectStore, key: str) -> None:
         super().__init__(key)
@@ -585,11 +645,25 @@ class _ETagSnapshot(Snapshot):
             self._seen, self.e_tag, self._absent = True, e_tag, absent
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
+        got = self._get(key, byte_range, None)
+        # A view even of a whole value: snapshots serve the shard reader, which cuts inner
+        # chunks out of a whole shard (megabytes, not worth a copy into bytes).
+        return None if got is None else memoryview(got.data)
+
+    def get_into(
+        self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
+    ) -> tuple[memoryview, int] | None:
+        """As :meth:`ObjectStore.get_into`, of this version."""
+        whole = start == 0 and length is None
+        got = self._get(key, None if whole else ByteRange(start, length), buffer_for)
+        return None if got is None else (memoryview(got.data).cast("B"), got.size)
+
+    def _get(self, key: str, byte_range: ByteRange | None, buffer_for: Callable[[int], Any] | None) -> _Got | None:
         self._check_key(key)
         if self._absent:
             return None
         try:
-            got = self.store._read(key, byte_range, self.e_tag)
+            got = self.store._read(key, byte_range, self.e_tag, buffer_for)
         except _Replaced:
             self._replaced = True
             raise
@@ -601,9 +675,7 @@ class _ETagSnapshot(Snapshot):
             self._fix(None, True)
             return None
         self._fix(got.e_tag, False)
-        # A view even of a whole value: snapshots serve the shard reader, which cuts inner
-        # chunks out of a whole shard (megabytes, not worth a copy into bytes).
-        return memoryview(got.data)
+        return got
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import os
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+#: The bytes of a body written at a time (and counted in ``HttpServer.bytes_sent``).
+_PIECE = 1 << 20
 
 
 @dataclass
@@ -53,6 +55,9 @@ class HttpServer:
         self.requests: list[tuple[str, str, str | None]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        #: bytes of body written to the socket, per path, over every answer so far: a client
+        #: that refuses a value from its headers closes the connection long before its end
+        self.bytes_sent: dict[str, int] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -80,6 +85,7 @@ class HttpServer:
             self.faults = Faults()
             self.requests.clear()
             self.max_in_flight = 0
+            self.bytes_sent.clear()
 
     def fail_next(self, n: int, status: int = 500) -> None:
         with self._lock:
@@ -124,6 +130,10 @@ class HttpServer:
             if waits:
                 self.faults.delay = (seconds, waits - 1)
             return status, drop, seconds if waits else 0.0
+
+    def _count_sent(self, path: str, n: int) -> None:
+        with self._lock:
+            self.bytes_sent[path] = self.bytes_sent.get(path, 0) + n
 
     def _enter(self) -> None:
         with self._lock:
@@ -196,9 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         start, stop = span
         code = 200 if rng is None else 206
-        self._send(data[start:stop], code, etag, f"bytes {start}-{stop - 1}/{len(data)}", head, drop)
+        self._send(path, data[start:stop], code, etag, f"bytes {start}-{stop - 1}/{len(data)}", head, drop)
 
-    def _send(self, body: bytes, code: int, etag: str, content_range: str, head: bool, drop: bool) -> None:
+    def _send(self, path: str, body: bytes, code: int, etag: str, content_range: str, head: bool, drop: bool) -> None:
         self.send_response(code)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("ETag", etag)
@@ -215,7 +225,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        self.wfile.write(body)
+        # In pieces, counted: a client that stops reading (and closes) ends the answer early.
+        view = memoryview(body)
+        for at in range(0, len(view), _PIECE):
+            try:
+                self.wfile.write(view[at : at + _PIECE])
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+                return
+            self.owner._count_sent(path, len(view[at : at + _PIECE]))
 
     def _empty(self, status: int, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)

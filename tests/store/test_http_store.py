@@ -4,6 +4,8 @@ hierarchy zarr-python wrote, the exact requests of a partial shard read, concurr
 
 from __future__ import annotations
 
+import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,8 +13,9 @@ import pytest
 import zarr
 
 import gpuzarr
-from gpuzarr.errors import ReadOnlyError, StoreError, StorePermissionError
+from gpuzarr.errors import CorruptChunkError, MetadataError, ReadOnlyError, StoreError, StorePermissionError
 from gpuzarr.store import ObjectStore
+from gpuzarr.store.base import BoundedBufferFor
 
 if TYPE_CHECKING:
     from tests.servers import HttpServer
@@ -233,3 +236,105 @@ def test_http_kvstore_spec(http_server: HttpServer) -> None:
     spec = {"driver": "zarr3", "kvstore": {"driver": "http", "base_url": http_server.url, "path": "d.zarr/a/"}}
     np.testing.assert_array_equal(gpuzarr.open(spec)[0:5, 0:5], DATA[0:5, 0:5])
     assert gpuzarr.open(url + "/a", mode="r").spec()["kvstore"] == spec["kvstore"]
+
+
+# -- sizes from the headers: a hostile server's oversized values are refused, not downloaded ------
+
+#: An oversized value's bytes on the server; a client that refuses it from the headers reads at
+#: most what the sockets' buffers take before it closes the connection.
+OVERSIZED = 64 << 20
+
+
+def _bytes_sent_once_answered(server: HttpServer, path: str) -> int:
+    """The body bytes the server wrote for ``path``, once no answer is in flight any more."""
+    deadline = time.monotonic() + 10
+    while server.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.in_flight == 0, "the server still writes a refused answer: its connection was kept open"
+    return server.bytes_sent.get(path, 0)
+
+
+def _zstd_array(server: HttpServer, name: str) -> str:
+    data = np.arange(16, dtype="<i2")
+    gpuzarr.create(str(server.directory / name), data=data, chunks=(8,), codecs=[{"name": "zstd"}])
+    return f"{server.url}/{name}"
+
+
+def test_a_chunk_larger_than_its_codecs_write_is_refused_from_the_headers(http_server: HttpServer) -> None:
+    url = _zstd_array(http_server, "big.zarr")
+    (http_server.directory / "big.zarr/c/0").write_bytes(bytes(OVERSIZED))
+    array = gpuzarr.open(url, mode="r", storage_options=FAST)
+    http_server.reset()
+    try:
+        array[...]
+    except CorruptChunkError as exc:
+        # Held, as a user's handler may: its traceback holds the frames that refused the answer.
+        held = exc
+    assert re.search(rf"c/0: stored chunk of {OVERSIZED} bytes is larger than its codecs ever write", str(held))
+    assert _bytes_sent_once_answered(http_server, "/big.zarr/c/0") < OVERSIZED // 4
+    np.testing.assert_array_equal(array[8:], np.arange(8, 16))  # the other chunk is fine
+
+
+def test_a_metadata_document_larger_than_the_setting_is_refused_from_the_headers(http_server: HttpServer) -> None:
+    _zstd_array(http_server, "doc.zarr")
+    document = http_server.directory / "doc.zarr/zarr.json"
+    document.write_bytes(document.read_bytes() + b" " * OVERSIZED)  # valid JSON, 64 MiB of it
+    refused = r"zarr\.json: a metadata document of \d+ bytes is larger than config max_metadata_bytes"
+    with gpuzarr.config.set(max_metadata_bytes=1 << 20), pytest.raises(MetadataError, match=refused):
+        gpuzarr.open(f"{http_server.url}/doc.zarr", mode="r", storage_options=FAST)
+    assert _bytes_sent_once_answered(http_server, "/doc.zarr/zarr.json") < OVERSIZED // 4
+
+
+def test_a_shard_with_dead_space_is_read_by_ranges_not_whole(http_server: HttpServer) -> None:
+    """A shard larger than its index and inner chunks at their largest is never downloaded
+    whole, even by a read that wants every inner chunk: its index, then its chunks' ranges."""
+    data = np.arange(64, dtype="<i4")
+    root = http_server.directory / "dead.zarr"
+    gpuzarr.create(str(root), data=data, chunks=(8,), shards=(64,), codecs=[{"name": "zstd"}])
+    shard = (root / "c/0").read_bytes()
+    index_nbytes = 8 * 16 + 4
+    (root / "c/0").write_bytes(shard[:-index_nbytes] + bytes(OVERSIZED) + shard[-index_nbytes:])
+    array = gpuzarr.open(f"{http_server.url}/dead.zarr", mode="r", storage_options=FAST)
+    http_server.reset()
+    np.testing.assert_array_equal(array[...], data)
+    assert _bytes_sent_once_answered(http_server, "/dead.zarr/c/0") < OVERSIZED // 4
+    ranged = [rng for path, rng in http_server.gets() if path == "/dead.zarr/c/0"]
+    assert ranged[-1] is not None and f"bytes=-{index_nbytes}" in ranged
+
+
+def test_values_read_into_the_callers_memory_are_the_bytes_stored(http_server: HttpServer) -> None:
+    """get_into asks for its memory once the headers say the size, and copies the body there,
+    whole or a range."""
+    url = _write(http_server)
+    store = ObjectStore.from_url(url, FAST)
+    stored = (http_server.directory / "d.zarr/a/c/0/0").read_bytes()
+    asked: list[int] = []
+
+    def buffer_for(n: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        asked.append(n)
+        return np.empty(n, np.uint8)
+
+    got = store.get_into("a/c/0/0", buffer_for)
+    assert got is not None and bytes(got[0]) == stored and got[1] == len(stored)
+    part = store.get_into("a/c/0/0", buffer_for, 100, 50)
+    assert part is not None and bytes(part[0]) == stored[100:150] and part[1] == len(stored)
+    assert asked == [len(stored), 50]
+    assert store.get_into("a/c/9/9", buffer_for) is None
+    with store.snapshot("a/c/0/0") as snapshot:
+        got = snapshot.get_into("a/c/0/0", buffer_for, 10, 5)
+        assert got is not None and bytes(got[0]) == stored[10:15]
+
+
+def test_a_bounded_caller_gets_the_answers_own_memory(http_server: HttpServer) -> None:
+    """A BoundedBufferFor only bounds the size: the bytes stay in obstore's buffer, no copy."""
+    url = _write(http_server)
+    store = ObjectStore.from_url(url, FAST)
+    stored = (http_server.directory / "d.zarr/a/c/0/0").read_bytes()
+
+    def no_memory(n: int) -> Any:
+        raise AssertionError("asked for memory")
+
+    got = store.get_into("a/c/0/0", BoundedBufferFor(len(stored), ValueError, no_memory))
+    assert got is not None and bytes(got[0]) == stored
+    with pytest.raises(ValueError, match=str(len(stored))):
+        store.get_into("a/c/0/0", BoundedBufferFor(len(stored) - 1, lambda n: ValueError(n), no_memory))

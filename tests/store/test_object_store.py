@@ -155,13 +155,15 @@ def test_shard_rewritten_between_index_and_chunks_is_read_again(s3_bucket: S3Buc
     writes = 0
     real_read = ObjectStore._read
 
-    def read_then_write(self: ObjectStore, key: str, byte_range: Any, if_match: Any = None) -> Any:
+    def read_then_write(
+        self: ObjectStore, key: str, byte_range: Any, if_match: Any = None, buffer_for: Any = None
+    ) -> Any:
         # The first ranged read after the index (If-Match set) finds the shard replaced once.
         nonlocal writes
         if if_match is not None and writes == 0:
             writes += 1
             a[...] = data + 1
-        return real_read(self, key, byte_range, if_match)
+        return real_read(self, key, byte_range, if_match, buffer_for)
 
     b = gpuzarr.open(store, mode="r")
     with pytest.MonkeyPatch.context() as mp:

@@ -22,6 +22,7 @@ import numpy as np
 from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_coding_tasks, run_tasks
+from ...store.base import BoundedBufferFor
 from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard, read_inner_chunk, shard_index
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 
@@ -119,21 +120,21 @@ def _encoded_buffer(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
 
 def _bounded(pipeline: CodecPipeline, key: str, buffer_for: BufferFor) -> BufferFor:
     """``buffer_for``, refusing (CorruptChunkError, before anything is allocated) a stored
-    chunk larger than its codecs ever write: its size (a file's, a zip member's) is untrusted."""
-    if pipeline.max_stored_nbytes is None:
-        return buffer_for
-
-    def bounded(n: int) -> Any:
-        _refuse_larger(pipeline, key, n)
-        return buffer_for(n)
-
-    return bounded
+    chunk larger than its codecs ever write: its size (a file's, a zip member's, an object's)
+    is untrusted. A store that holds the bytes in memory of its own may hand that out instead."""
+    return BoundedBufferFor(
+        pipeline.max_stored_nbytes, lambda n: _larger_than_written(pipeline, key, n), buffer_for
+    )
 
 
 def _refuse_larger(pipeline: CodecPipeline, key: str, nbytes: int) -> None:
+    if pipeline.max_stored_nbytes is not None and nbytes > pipeline.max_stored_nbytes:
+        raise _larger_than_written(pipeline, key, nbytes)
+
+
+def _larger_than_written(pipeline: CodecPipeline, key: str, nbytes: int) -> CorruptChunkError:
     limit = pipeline.max_stored_nbytes
-    if limit is not None and nbytes > limit:
-        raise CorruptChunkError(key, f"stored chunk of {nbytes} bytes is larger than its codecs ever write ({limit})")
+    return CorruptChunkError(key, f"stored chunk of {nbytes} bytes is larger than its codecs ever write ({limit})")
 
 
 def _fetch_chunk(
