@@ -230,8 +230,8 @@ class Store(ABC):
     cheap_ranged_reads: bool = False
     #: True when :meth:`get_into` learns a value's size before it reads it and asks
     #: ``buffer_for`` for its memory first (a local file's ``fstat``, a zip member's declared
-    #: size): a value larger than a reader allows is then refused before it is read
-    #: (:func:`get_at_most`). False: the value is read, then refused.
+    #: size, an HTTP answer's headers): a value larger than a reader allows is then refused
+    #: before it is read (:func:`get_at_most`). False: the value is read, then refused.
     reads_sizes_first: bool = False
 
     def __init__(self, read_only: bool = False) -> None:
