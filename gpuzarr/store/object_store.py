@@ -343,7 +343,7 @@ class ObjectStore(Store):
                 buffer_for.check(stop - start)
             elif buffer_for is not None:
                 target = memoryview(buffer_for(stop - start)).cast("B")
-            data = result.bytes()
+            data = _body_of(result, stop - start)
         except obx.BaseError as exc:  # the body cut short
             raise self.error(exc, key) from exc
         finally:
@@ -391,8 +391,9 @@ class ObjectStore(Store):
         except obx.PreconditionError as exc:
             raise _Replaced(key) from exc
         except obx.BaseError as exc:
-            if byte_range is not None and byte_range.offset != 0:
-                # 416: the range starts at or past the end, which reads as empty, as on a disk.
+            if byte_range is not None:
+                # 416: the range starts at or past the end (an empty object's every range), which
+                # reads as empty, as on a disk.
                 empty = self._empty_past_end(key, byte_range, if_match)
                 if empty is not None:
                     return empty
@@ -700,6 +701,24 @@ class _ETagSnapshot(Snapshot):
             self._replaced = True
             raise _Replaced(key)
         return got
+
+
+def _body_of(result: Any, n: int) -> Any:
+    """The body of obstore's ``result``, whose headers say it holds ``n`` bytes, read no
+    further than one piece past them: a body that runs on (a chunked one sent with a
+    ``Content-Length`` it does not keep to) is not buffered whole. One of another length comes
+    back as far as it was read, for the caller's length check to refuse."""
+    pieces = []
+    got = 0
+    # Pieces of at least ``n`` bytes (the last excepted): a body of ``n`` bytes is one piece.
+    for piece in result.stream(min_chunk_size=max(n, 1)):
+        pieces.append(piece)
+        got += len(piece)
+        if got > n:
+            break
+    if len(pieces) == 1:
+        return pieces[0]
+    return b"".join(pieces)
 
 
 def _as_buffer(data: Any, whole: bool) -> Buffer:

@@ -4,7 +4,9 @@ Real bytes over a real socket, for the HTTP store's tests and benchmarks: single
 (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``), 416 past the end, HEAD, ETags with ``If-Match``
 (412 when the file changed), a log of every request, a count of requests in flight at once, and
 fault switches: the next N GETs answer with a status (500, 503), a 403 for a path prefix, a
-connection dropped half-way through the body, a delay before answering.
+connection dropped half-way through the body, a delay before answering, a chunked body that runs
+past its Content-Length; and the body bytes written per path (a client that stops reading
+closes the connection early).
 
     with HttpServer(directory) as server:
         server.url            # "http://127.0.0.1:PORT"
@@ -44,6 +46,8 @@ class Faults:
     delay: tuple[float, int] = (0.0, 0)
     #: path prefixes answered with 403
     forbidden: list[str] = field(default_factory=list)
+    #: (bytes, how many GETs still send that many more than their Content-Length, chunked)
+    overrun: tuple[int, int] = (0, 0)
 
 
 class HttpServer:
@@ -99,6 +103,12 @@ class HttpServer:
         with self._lock:
             self.faults.delay = (seconds, n)
 
+    def overrun_next(self, n: int, extra: int) -> None:
+        """The next ``n`` GETs say their true ``Content-Length`` but send a chunked body that
+        runs ``extra`` bytes past it (a lying server: HTTP/1.1 clients follow the chunking)."""
+        with self._lock:
+            self.faults.overrun = (extra, n)
+
     def forbid(self, prefix: str) -> None:
         with self._lock:
             self.faults.forbidden.append(prefix)
@@ -130,6 +140,15 @@ class HttpServer:
             if waits:
                 self.faults.delay = (seconds, waits - 1)
             return status, drop, seconds if waits else 0.0
+
+    def _take_overrun(self) -> int:
+        """The bytes the next GET's body runs past its Content-Length (0: none)."""
+        with self._lock:
+            extra, left = self.faults.overrun
+            if not left:
+                return 0
+            self.faults.overrun = (extra, left - 1)
+            return extra
 
     def _count_sent(self, path: str, n: int) -> None:
         with self._lock:
@@ -215,8 +234,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         if code == 206:
             self.send_header("Content-Range", content_range)
+        overrun = 0 if head else self.owner._take_overrun()
+        if overrun:
+            self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         if head:
+            return
+        if overrun:
+            self._send_chunked(path, body, overrun)
             return
         if drop:
             # Half the body, then the connection goes: the client must notice.
@@ -234,6 +259,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             self.owner._count_sent(path, len(view[at : at + _PIECE]))
+
+    def _send_chunked(self, path: str, body: bytes, extra: int) -> None:
+        """``body`` and ``extra`` zero bytes more, in chunks, counted."""
+        pieces = [body] + [bytes(_PIECE)] * (extra // _PIECE) + [bytes(extra % _PIECE)]
+        try:
+            for piece in pieces:
+                if piece:
+                    self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                    self.owner._count_sent(path, len(piece))
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def _empty(self, status: int, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)

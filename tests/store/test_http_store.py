@@ -15,7 +15,7 @@ import zarr
 import gpuzarr
 from gpuzarr.errors import CorruptChunkError, MetadataError, ReadOnlyError, StoreError, StorePermissionError
 from gpuzarr.store import ObjectStore
-from gpuzarr.store.base import BoundedBufferFor
+from gpuzarr.store.base import BoundedBufferFor, ByteRange
 
 if TYPE_CHECKING:
     from tests.servers import HttpServer
@@ -338,3 +338,30 @@ def test_a_bounded_caller_gets_the_answers_own_memory(http_server: HttpServer) -
     assert got is not None and bytes(got[0]) == stored
     with pytest.raises(ValueError, match=str(len(stored))):
         store.get_into("a/c/0/0", BoundedBufferFor(len(stored) - 1, lambda n: ValueError(n), no_memory))
+
+
+def test_a_body_running_past_its_content_length_is_not_buffered_whole(http_server: HttpServer) -> None:
+    """A lying server says a small Content-Length and sends a chunked body that goes on (HTTP/1.1
+    clients follow the chunking): the read stops one piece past the size the headers gave."""
+    url = _zstd_array(http_server, "lie.zarr")
+    array = gpuzarr.open(url, mode="r", storage_options=FAST)
+    http_server.reset()
+    http_server.overrun_next(1, OVERSIZED)
+    with pytest.raises(StoreError, match=r"c/0: expected bytes 0-\d+ of \d+, got \d+ bytes"):
+        array[0:8]
+    assert _bytes_sent_once_answered(http_server, "/lie.zarr/c/0") < OVERSIZED // 4
+    np.testing.assert_array_equal(array[...], np.arange(16))  # honest answers read as before
+
+
+def test_ranges_of_an_empty_object_read_as_empty(http_server: HttpServer) -> None:
+    """Every range of an empty object is unsatisfiable (416): it reads as empty, as on a disk."""
+    (http_server.directory / "empty").write_bytes(b"")
+    store = ObjectStore.from_url(http_server.url, FAST)
+    assert bytes(store.get("empty", ByteRange(0, 10))) == b""
+    assert bytes(store.get("empty", ByteRange.suffix(4))) == b""
+    got = store.get_into("empty", bytearray, 0, 10)
+    assert got is not None and bytes(got[0]) == b"" and got[1] == 0
+    with store.snapshot("empty") as snapshot:
+        got = snapshot.get_into("empty", bytearray, 0, 10)
+        assert got is not None and bytes(got[0]) == b"" and got[1] == 0
+    assert store.get("absent", ByteRange(0, 10)) is None
