@@ -452,6 +452,7 @@ class _CachingSnapshot(Snapshot):
         self.inner = inner
         self.consistent = inner.consistent
         self.size = inner.size
+        self.reads_sizes_first = inner.reads_sizes_first
         # The inner version, asked for at the first read (where asking costs a request, a
         # reader may assume one first: see assume_version).
         self._tag: Any = _MISS
@@ -481,6 +482,26 @@ class _CachingSnapshot(Snapshot):
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
         return self.store._read(key, list(ranges), self.version, self._fetch)
+
+    def get_into(
+        self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
+    ) -> tuple[memoryview, int] | None:
+        """As the inner snapshot's: a whole value through the cache, fetched by the inner
+        ``get_into`` (which may refuse it from its size before reading it: a reader's bound);
+        a part straight from the inner snapshot."""
+        self._check_key(key)
+        if start != 0 or length is not None:
+            return self.inner.get_into(key, buffer_for, start, length)
+
+        def fetch(ranges: list[ByteRange | None]) -> list[Buffer] | None:
+            got = self.inner.get_into(self.key, buffer_for)
+            return None if got is None else [got[0]]
+
+        got = self.store._read(key, [None], self.version, fetch)
+        if got is None:
+            return None
+        view = memoryview(got[0]).cast("B")
+        return view, len(view)
 
     def _fetch(self, ranges: list[ByteRange | None]) -> list[Buffer] | None:
         parts = [r for r in ranges if r is not None]

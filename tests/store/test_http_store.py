@@ -285,16 +285,19 @@ def test_a_metadata_document_larger_than_the_setting_is_refused_from_the_headers
     assert _bytes_sent_once_answered(http_server, "/doc.zarr/zarr.json") < OVERSIZED // 4
 
 
-def test_a_shard_with_dead_space_is_read_by_ranges_not_whole(http_server: HttpServer) -> None:
+@pytest.mark.parametrize("cache_bytes", [None, 1 << 20], ids=["uncached", "host-cache"])
+def test_a_shard_with_dead_space_is_read_by_ranges_not_whole(http_server: HttpServer, cache_bytes: int | None) -> None:
     """A shard larger than its index and inner chunks at their largest is never downloaded
-    whole, even by a read that wants every inner chunk: its index, then its chunks' ranges."""
+    whole, even by a read that wants every inner chunk: its index, then its chunks' ranges;
+    through the host cache too."""
     data = np.arange(64, dtype="<i4")
     root = http_server.directory / "dead.zarr"
     gpuzarr.create(str(root), data=data, chunks=(8,), shards=(64,), codecs=[{"name": "zstd"}])
     shard = (root / "c/0").read_bytes()
     index_nbytes = 8 * 16 + 4
     (root / "c/0").write_bytes(shard[:-index_nbytes] + bytes(OVERSIZED) + shard[-index_nbytes:])
-    array = gpuzarr.open(f"{http_server.url}/dead.zarr", mode="r", storage_options=FAST)
+    options = FAST if cache_bytes is None else {**FAST, "cache_bytes": cache_bytes}
+    array = gpuzarr.open(f"{http_server.url}/dead.zarr", mode="r", storage_options=options)
     http_server.reset()
     np.testing.assert_array_equal(array[...], data)
     assert _bytes_sent_once_answered(http_server, "/dead.zarr/c/0") < OVERSIZED // 4
