@@ -364,12 +364,13 @@ class Store(ABC):
     #: read-modify-writes then retry when another writer (any process, any host) came first
     supports_conditional_writes: bool = False
 
-    def get_versioned(self, key: str) -> tuple[Buffer | None, Any]:
+    def get_versioned(self, key: str, bound: BoundedBufferFor | None = None) -> tuple[Buffer | None, Any]:
         """The whole value at ``key`` (None if absent) and its version (None if absent).
 
         The version is what :meth:`set_if` and :meth:`erase_if` compare with. Only for stores
         with :attr:`supports_conditional_writes` (an object store: the ETag); this base
-        implementation raises UnsupportedOperationError.
+        implementation raises UnsupportedOperationError. ``bound`` refuses a value larger than
+        its limit, before its bytes are read where the store learns their number first.
         """
         raise UnsupportedOperationError(f"{self!r} has no conditional writes")
 

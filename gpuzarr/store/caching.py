@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
-from .base import Buffer, ByteRange, Snapshot, Store, validate_key
+from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, validate_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -393,8 +393,8 @@ class CachingStore(Store):
         finally:
             self._invalidate(key)
 
-    def get_versioned(self, key: str) -> tuple[Buffer | None, Any]:
-        return self.inner.get_versioned(validate_key(key))
+    def get_versioned(self, key: str, bound: BoundedBufferFor | None = None) -> tuple[Buffer | None, Any]:
+        return self.inner.get_versioned(validate_key(key), bound)
 
     def set_if(self, key: str, value: Buffer, version: Any) -> bool:
         self._check_writable()

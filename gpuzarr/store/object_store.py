@@ -494,9 +494,10 @@ class ObjectStore(Store):
         self._check_writable()
         self._put(validate_key(key), value, None)
 
-    def get_versioned(self, key: str) -> tuple[Buffer | None, str | None]:
-        """The whole object at ``key`` (None if absent) and its ETag, from one GET."""
-        got = self._read(validate_key(key), None)
+    def get_versioned(self, key: str, bound: BoundedBufferFor | None = None) -> tuple[Buffer | None, str | None]:
+        """The whole object at ``key`` (None if absent) and its ETag, from one GET; one larger
+        than ``bound`` allows is refused from the answer's headers, before its body is read."""
+        got = self._read(validate_key(key), None, buffer_for=bound)
         if got is None:
             return None, None
         if got.e_tag is None:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import CorruptChunkError
-from .base import Buffer, ByteRange, Snapshot, Store, get_at_most, sizes_first
+from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, get_at_most, sizes_first
 
 EMPTY = np.uint64(2**64 - 1)
 
@@ -209,6 +209,11 @@ def get_bounded(store: Store, key: str, limit: int | None, what: str) -> Buffer 
     """``store.get(key)`` (:func:`~gpuzarr.store.base.get_at_most`), a value larger than
     ``limit`` a CorruptChunkError naming ``what`` ("shard", "stored chunk") and the key."""
     return get_at_most(store, key, limit, lambda n: _larger_than_written(key, what, n, limit or 0))
+
+
+def stored_bound(key: str, limit: int | None, what: str) -> BoundedBufferFor:
+    """:func:`get_bounded`'s bound as a ``buffer_for`` (:meth:`Store.get_versioned`'s)."""
+    return BoundedBufferFor(limit, lambda n: _larger_than_written(key, what, n, limit or 0))
 
 
 def _larger_than_written(key: str, what: str, size: int, limit: int) -> CorruptChunkError:

@@ -256,3 +256,30 @@ def test_gpuzarr_imports_without_obstore() -> None:
     code = "import sys; sys.modules['obstore'] = None; import gpuzarr; gpuzarr.open_group('memory://x', mode='a')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_partial_write_refuses_an_oversized_old_chunk_from_its_headers(s3_bucket: S3Bucket) -> None:
+    """A read-modify-write on an object store reads the old chunk with its ETag: one larger
+    than its codecs ever write is refused before it is downloaded, naming the key."""
+    opts = s3_bucket.storage_options()
+    url = f"{s3_bucket.url}/rmw.zarr"
+    gpuzarr.create(url, data=np.arange(16, dtype="<i2"), chunks=(8,), codecs=[{"name": "zstd"}], storage_options=opts)
+    store = _store(s3_bucket, "rmw.zarr")
+    store.set("c/0", bytes(64 << 20))
+    downloaded: list[int] = []
+    real_read = ObjectStore._read
+
+    def counting(self: ObjectStore, key: str, *args: Any, **kwargs: Any) -> Any:
+        got = real_read(self, key, *args, **kwargs)
+        if got is not None:
+            downloaded.append(memoryview(got.data).nbytes)
+        return got
+
+    array = gpuzarr.open(url, mode="r+", storage_options=opts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ObjectStore, "_read", counting)
+        with pytest.raises(CorruptChunkError, match=r"c/0: stored chunk of 67108864 bytes is larger than its codecs"):
+            array[0:2] = 7
+    assert all(n < 1 << 20 for n in downloaded), downloaded
+    array[8:10] = 7  # the other chunk is written as before
+    np.testing.assert_array_equal(array[8:], [7, 7, *range(10, 16)])

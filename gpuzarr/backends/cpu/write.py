@@ -47,6 +47,7 @@ from ...store.sharding import (
     get_whole_shard,
     read_inner_chunks,
     read_shard_index,
+    stored_bound,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _read_modify_write(
     """Replace the value at ``key`` by ``build(old value)`` (None: erase it), with conditional
     writes retried from the fresh value where the store has them. An old value larger than
     ``max_nbytes`` (what its codecs ever write) is refused before it is read, where the store
-    says its size first (local files, zip members)."""
+    says its size first (local files, zip members, object stores' answers)."""
     if not store.supports_conditional_writes:
         new = build(get_bounded(store, key, max_nbytes, "stored chunk"))
         if new is None:
@@ -103,7 +104,7 @@ def _read_modify_write(
             store.set(key, new)
         return
     for attempt in range(RMW_ATTEMPTS):
-        old, version = store.get_versioned(key)
+        old, version = store.get_versioned(key, stored_bound(key, max_nbytes, "stored chunk"))
         new = build(old)
         if new is None:
             done = old is None or store.erase_if(key, version)

@@ -15,7 +15,7 @@ from gpuzarr.errors import StoreError, UnsupportedOperationError
 from gpuzarr.store import MemoryStore, ObjectStore
 
 if TYPE_CHECKING:
-    from gpuzarr.store.base import Buffer
+    from gpuzarr.store.base import BoundedBufferFor, Buffer
     from tests.servers import S3Bucket
 
 WRITERS = 8
@@ -39,9 +39,11 @@ class FlakyStore(MemoryStore):
         super().set(key, value)
         self.versions[key] = self.versions.get(key, 0) + 1
 
-    def get_versioned(self, key: str) -> tuple[Buffer | None, Any]:
+    def get_versioned(self, key: str, bound: BoundedBufferFor | None = None) -> tuple[Buffer | None, Any]:
         self.reads += 1
         value = self.get(key)
+        if value is not None and bound is not None:
+            bound.check(memoryview(value).nbytes)
         return value, None if value is None else self.versions[key]
 
     def set_if(self, key: str, value: Buffer, version: Any) -> bool:
