@@ -283,3 +283,74 @@ def test_a_partial_write_refuses_an_oversized_old_chunk_from_its_headers(s3_buck
     assert all(n < 1 << 20 for n in downloaded), downloaded
     array[8:10] = 7  # the other chunk is written as before
     np.testing.assert_array_equal(array[8:], [7, 7, *range(10, 16)])
+
+
+def _with_dead_space(shard: bytes, index_nbytes: int, dead: int) -> bytes:
+    return shard[:-index_nbytes] + bytes(dead) + shard[-index_nbytes:]
+
+
+def test_a_partial_write_reads_a_shard_with_dead_space_by_ranges(s3_bucket: S3Bucket) -> None:
+    """A conditional read-modify-write of a shard larger than its index and inner chunks at
+    their largest reads its index and chunks by ranges, all of one version, and writes on
+    that version: the old inner chunks kept, the dead space gone, nothing downloaded whole."""
+    opts = s3_bucket.storage_options()
+    url = f"{s3_bucket.url}/deadw.zarr"
+    data = np.arange(64, dtype="<i4")
+    gpuzarr.create(url, data=data, chunks=(8,), shards=(64,), codecs=[{"name": "zstd"}], storage_options=opts)
+    store = _store(s3_bucket, "deadw.zarr")
+    shard = bytes(store.get("c/0"))
+    store.set("c/0", _with_dead_space(shard, 8 * 16 + 4, 64 << 20))
+    downloaded: list[int] = []
+    real_read = ObjectStore._read
+
+    def counting(self: ObjectStore, key: str, *args: Any, **kwargs: Any) -> Any:
+        got = real_read(self, key, *args, **kwargs)
+        if got is not None:
+            downloaded.append(memoryview(got.data).nbytes)
+        return got
+
+    array = gpuzarr.open(url, mode="r+", storage_options=opts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ObjectStore, "_read", counting)
+        array[3:5] = -1
+    assert all(n < 1 << 20 for n in downloaded), downloaded
+    expected = data.copy()
+    expected[3:5] = -1
+    np.testing.assert_array_equal(array[...], expected)
+    assert len(bytes(store.get("c/0"))) < 4096  # rewritten without the dead space
+
+
+def test_a_shard_with_dead_space_replaced_during_a_partial_write_is_written_again(s3_bucket: S3Bucket) -> None:
+    """Another writer replaces the shard between the ranged reads of a conditional write: the
+    reads' If-Match fails, the write loses, and it is done again from the fresh shard."""
+    opts = s3_bucket.storage_options()
+    url = f"{s3_bucket.url}/deadr.zarr"
+    data = np.arange(64, dtype="<i4")
+    gpuzarr.create(url, data=data, chunks=(8,), shards=(64,), codecs=[{"name": "zstd"}], storage_options=opts)
+    store = _store(s3_bucket, "deadr.zarr")
+    shard = bytes(store.get("c/0"))
+    store.set("c/0", _with_dead_space(shard, 8 * 16 + 4, 4 << 20))
+    replaced = 0
+    real_read = ObjectStore._read
+    # A new version with other contents (a new ETag): the value 7 everywhere, with dead space.
+    gpuzarr.create(f"{s3_bucket.url}/other.zarr", data=np.full(64, 7, "<i4"), chunks=(8,), shards=(64,),
+                   codecs=[{"name": "zstd"}], storage_options=opts)  # fmt: skip
+    other_shard = _with_dead_space(bytes(_store(s3_bucket, "other.zarr").get("c/0")), 8 * 16 + 4, 4 << 20)
+
+    def replace_with_other(
+        self: ObjectStore, key: str, byte_range: Any, if_match: Any = None, buffer_for: Any = None
+    ) -> Any:
+        nonlocal replaced
+        if key == "c/0" and if_match is not None and replaced == 0:
+            replaced += 1
+            store.set("c/0", other_shard)
+        return real_read(self, key, byte_range, if_match, buffer_for)
+
+    array = gpuzarr.open(url, mode="r+", storage_options=opts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ObjectStore, "_read", replace_with_other)
+        array[3:5] = -1
+    assert replaced == 1
+    expected = np.full(64, 7, "<i4")
+    expected[3:5] = -1
+    np.testing.assert_array_equal(array[...], expected)

@@ -40,6 +40,7 @@ import numpy as np
 from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
 from ...parallel import batches_by_bytes, run_coding_tasks, run_tasks
+from ...store.base import BoundedBufferFor
 from ...store.sharding import (
     ShardTooLargeToReadWhole,
     encode_shard,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
     from ...store.base import Buffer, Store
+    from ...store.sharding import ShardLayout
 
     #: A shard's coordinates and the inner chunks a write touches in it (position, projection).
     _ShardItem = tuple[tuple[int, ...], list[tuple[int, ChunkProjection]]]
@@ -188,6 +190,55 @@ class _ShardWrite:
     version: Any = None
     #: False when a conditional write lost to another writer
     done: bool = True
+    #: the shard was replaced while its inner chunks were read by ranges: the write loses
+    lost: bool = False
+
+
+def _read_old_shard(store: Store, work: _ShardWrite, conditional: bool) -> None:
+    """Fill ``work.parts`` with the stored shard's inner chunks (with its version, for a
+    ``conditional`` write): the shard read whole, or, where it is larger than its index and
+    inner chunks at their largest (dead space a writer left), by its index's ranges."""
+    key, shard_layout = work.key, work.codec.layout
+    old_shard: Buffer | None = None
+    if conditional:
+        whole = BoundedBufferFor(shard_layout.max_nbytes, lambda n: ShardTooLargeToReadWhole(key, n))
+        try:
+            old_shard, work.version = store.get_versioned(key, whole)
+        except ShardTooLargeToReadWhole:
+            _gather_versioned_by_ranges(store, work, shard_layout)
+            return
+        work.existed = old_shard is not None
+    else:
+        try:
+            old_shard = get_whole_shard(store, key, shard_layout)
+        except ShardTooLargeToReadWhole:
+            index = read_shard_index(store, key, shard_layout)
+            if index is not None:
+                work.parts[:] = read_inner_chunks(store, key, index, range(shard_layout.n_inner), shard_layout)
+            return
+    if old_shard is not None:
+        work.parts[:] = shard_layout.split(old_shard, key)
+
+
+def _gather_versioned_by_ranges(store: Store, work: _ShardWrite, shard_layout: ShardLayout) -> None:
+    """The inner chunks of a shard too large to read whole (dead space a writer left), on a
+    store with conditional writes: its index and chunks by ranges, all of one version (a
+    snapshot's reads are conditional on the version its first one saw), which the write is then
+    conditional on. A shard replaced meanwhile makes the write lose, to be done again from the
+    fresh shard."""
+    key = work.key
+    with store.snapshot(key) as snapshot:
+        try:
+            index = read_shard_index(snapshot, key, shard_layout)
+            if index is not None:
+                work.parts[:] = read_inner_chunks(snapshot, key, index, range(shard_layout.n_inner), shard_layout)
+        except CorruptChunkError:
+            if not snapshot.changed():
+                raise
+            work.lost = True
+            return
+        work.existed = index is not None
+        work.version = snapshot.version if work.existed else None
 
 
 def _write_sharded(
@@ -244,24 +295,10 @@ def _write_shards(
 
     def gather(item: _ShardItem) -> _ShardWrite:
         shard = item[0]
-        key = layout.key(shard)
         codec = layout.sharding_at(shard)
-        shard_layout = codec.layout
-        work = _ShardWrite(key, codec, [None] * shard_layout.n_inner)
-        old_shard: Buffer | None = None
-        if conditional:
-            old_shard, work.version = store.get_versioned(key)
-            work.existed = old_shard is not None
-        elif read_old:
-            try:
-                old_shard = get_whole_shard(store, key, shard_layout)
-            except ShardTooLargeToReadWhole:  # dead space a writer left: its inner chunks by ranges
-                index = read_shard_index(store, key, shard_layout)
-                if index is not None:
-                    work.parts[:] = read_inner_chunks(store, key, index, range(shard_layout.n_inner), shard_layout)
-                return work
-        if old_shard is not None:
-            work.parts[:] = shard_layout.split(old_shard, key)
+        work = _ShardWrite(layout.key(shard), codec, [None] * codec.layout.n_inner)
+        if read_old:
+            _read_old_shard(store, work, conditional)
         return work
 
     shard_writes = run_tasks(gather, items)
@@ -286,6 +323,9 @@ def _write_shards(
     def assemble(w: _ShardWrite) -> None:
         # The array's kept index of this shard describes the version being replaced.
         layout.shard_indexes.discard(w.key)
+        if w.lost:
+            w.done = False
+            return
         empty = all(part is None for part in w.parts)
         if not conditional:
             if empty:
