@@ -140,11 +140,27 @@ class ArrayToBytesCodec(Codec):
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> Buffer:
         """An array of ``spec.shape`` -> bytes."""
 
+    def stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
+        """The data type of the elements in the bytes this codec writes for ``dtype``.
+
+        ``bytes``: with its byte order; ``dtype`` where the bytes are no array of elements.
+        """
+        return dtype
+
 
 class BytesToBytesCodec(Codec):
     """A codec that maps bytes to bytes: compressors and checksums."""
 
     kind: ClassVar[CodecKind] = "bytes_to_bytes"
+
+    def resolves_stored_elements(self) -> bool:
+        """Whether :meth:`resolve` gets the spec of the bytes' elements as stored.
+
+        That is the array->bytes codec's :meth:`ArrayToBytesCodec.stored_dtype` (big-endian
+        where ``bytes`` writes so) instead of the array's: for a codec that reads the bytes as
+        elements.
+        """
+        return False
 
     @abstractmethod
     def decode(

@@ -159,6 +159,11 @@ class NumcodecsCodec(BytesToBytesCodec):
     def from_config(cls, config: dict[str, Any]) -> NumcodecsCodec:  # pragma: no cover - via from_id
         raise MetadataError("numcodecs codecs are named 'numcodecs.<id>'")
 
+    def resolves_stored_elements(self) -> bool:
+        # A v2 filter gets the chunk's elements as stored, as numcodecs' own users hand them
+        # over (``bitround`` reads its float type from them, and refuses a big-endian one).
+        return self.typed
+
     def resolve(self, spec: ChunkSpec) -> NumcodecsCodec:
         if self.typed:
             # v2 codecs keep numcodecs' own defaults: zarr-python's v2 codec builds them as given.
@@ -232,5 +237,12 @@ class NumcodecsCodec(BytesToBytesCodec):
         raw = as_uint8(data)
         dt = self._dtype
         if dt is not None and dt.fields is None and dt.kind in "biufc" and raw.size % dt.itemsize == 0:
-            return self._impl.encode(raw.view(dt))
+            elements = raw.view(dt)
+            if self.codec_id == "bitround" and not dt.isnative:
+                # numcodecs' BitRound knows native floats only (a KeyError for '>f8'); rounding
+                # is the same whatever the byte order, so it rounds them in native order.
+                native = dt.newbyteorder("=")
+                rounded = np.asarray(self._impl.encode(elements.astype(native))).reshape(-1).view(native)
+                return rounded.astype(dt).view(np.uint8)
+            return self._impl.encode(elements)
         return self._impl.encode(raw)

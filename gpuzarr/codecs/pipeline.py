@@ -19,7 +19,7 @@ chunk size for the innermost, grown by each inner codec's worst case outwards, a
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +80,10 @@ def _place(
     assert isinstance(codec, BytesToBytesCodec)
     if a2b is None:
         raise MetadataError("bytes->bytes codec before the array->bytes codec")
-    resolved_bb = codec.resolve(current)
+    if codec.resolves_stored_elements():
+        resolved_bb = codec.resolve(replace(current, dtype=a2b[0].stored_dtype(current.dtype)))
+    else:
+        resolved_bb = codec.resolve(current)
     assert isinstance(resolved_bb, BytesToBytesCodec)
     b2b.append(resolved_bb)
     return current, a2b
@@ -364,5 +367,9 @@ class CodecPipeline:
         data = a2b.encode(chunk, a2b_spec)
         for b2b in self.bytes_to_bytes:
             data = b2b.encode(data)
+        if isinstance(data, np.ndarray) and data.dtype != np.uint8:
+            # A v2 filter last (no compressor) hands back its typed elements; stores take bytes,
+            # and a buffer of datetime64 or timedelta64 elements is none (memoryview refuses it).
+            data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         return data
 

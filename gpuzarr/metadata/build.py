@@ -298,7 +298,8 @@ def build_v2(
     )
     chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize)
     codec_id = data_type.object_codec_id
-    if codec_id is not None and not filter_list:
+    compressor_is_object_codec = isinstance(v2_compressor, dict) and v2_compressor.get("id") == codec_id
+    if codec_id is not None and not filter_list and not compressor_is_object_codec:
         filter_list = [{"id": codec_id}]  # zarr-python's default filters for the type
     elif codec_id is not None and object_codec_of(filter_list, v2_compressor) is None:
         raise MetadataError(

@@ -213,6 +213,10 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     return data_type.fill_value_to_json(value)
 
 
+#: The largest element size c-blosc shuffles (larger elements are taken as single bytes).
+_BLOSC_MAX_TYPESIZE = 255
+
+
 def compressor_to_codec(config: NumcodecsJSON, typesize: int, field_name: str) -> CodecJSON:
     """A numcodecs compressor/filter config -> a v3-style codec JSON object."""
     config = expect_dict(config, field_name)
@@ -232,7 +236,9 @@ def compressor_to_codec(config: NumcodecsJSON, typesize: int, field_name: str) -
                 "cname": params.get("cname", "lz4"),
                 "clevel": params.get("clevel", 5),
                 "shuffle": _BLOSC_SHUFFLE_NAMES[shuffle],
-                "typesize": typesize,
+                # c-blosc takes elements of more than 255 bytes as single bytes, and says so
+                # in the frames it writes (BLOSC_MAX_TYPESIZE).
+                "typesize": typesize if typesize <= _BLOSC_MAX_TYPESIZE else 1,
                 "blocksize": params.get("blocksize", 0),
             },
         }

@@ -630,3 +630,83 @@ def test_null_fill_value_reads_as_none_both_ways(tmp_path: Path, dtype: str) -> 
     back = zarr.open_array(str(tmp_path / "g.zarr"))
     assert back.fill_value is None
     np.testing.assert_array_equal(mine[...], back[...])
+
+
+# -- filters and compressors at their edges ------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["<f8", ">f8", ">f4"])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_bitround_rounds_floats_of_either_byte_order(tmp_path: Path, dtype: str, order: str) -> None:
+    """numcodecs' BitRound knows native floats only: the elements of a big-endian array are
+    rounded in native order and stored big-endian (they were rounded as byte-swapped numbers,
+    and every reader got garbage). zarr-python refuses to write these; it reads them back."""
+    data = np.array([[1.1, 2.2, 3.3], [1000.123456, -0.5, 7.77]], dtype=dtype)
+    native = np.dtype(dtype).newbyteorder("=")
+    expected = np.asarray(numcodecs.BitRound(keepbits=10).encode(data.astype(native))).view(native).reshape(2, 3)
+    path = tmp_path / "br.zarr"
+    a = gpuzarr.create(str(path), zarr_format=2, shape=(2, 3), dtype=dtype, chunks=(2, 3), order=order,
+                       compressor=None, filters=[{"id": "bitround", "keepbits": 10}])  # fmt: skip
+    a[...] = data
+    np.testing.assert_array_equal(gpuzarr.open(str(path), device="cpu")[...], expected)
+    np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], expected)
+
+
+WIDE_STRUCT = [(f"f{i}", "<f8") for i in range(40)]  # 320 bytes an element
+
+
+@pytest.mark.parametrize("dtype", ["<U64", "|S300", WIDE_STRUCT], ids=["U64", "S300", "struct320"])
+@pytest.mark.parametrize("shuffle", [-1, 0, 1, 2])
+def test_blosc_takes_elements_of_more_than_255_bytes_as_bytes(tmp_path: Path, dtype: Any, shuffle: int) -> None:
+    """c-blosc shuffles elements of at most 255 bytes; larger ones are single bytes to it (its
+    frames say typesize 1). Such arrays were refused at open ("typesize: expected 1-255")."""
+    dt = np.dtype(dtype)
+    if dt.kind == "U":
+        data = np.array(["x" * 64, "hello", ""], dtype=dt)
+    else:
+        data = np.zeros(3, dt)
+        data.view(np.uint8)[...] = np.arange(data.nbytes) % 251 if dt.kind == "S" else 0
+        if dt.fields:
+            for i, name in enumerate(dt.names or ()):
+                data[name] = np.arange(3) * i + 0.5
+    blosc = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": shuffle, "blocksize": 0}
+    theirs = tmp_path / "theirs.zarr"
+    z = zarr.create_array(str(theirs), shape=(3,), dtype=dt, chunks=(2,), zarr_format=2,
+                          compressors=numcodecs.Blosc(cname="lz4", clevel=5, shuffle=shuffle))  # fmt: skip
+    z[...] = data
+    assert gpuzarr.open(str(theirs), device="cpu")[...].tobytes() == data.tobytes()
+    ours = tmp_path / "ours.zarr"
+    gpuzarr.create(str(ours), zarr_format=2, shape=(3,), dtype=dt, chunks=(2,), compressor=blosc)[...] = data
+    assert zarr.open_array(str(ours), mode="r")[...].tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "flt"),
+    [("<m8[s]", {"id": "delta", "dtype": "<m8[s]"}),
+     ("<M8[s]", {"id": "astype", "encode_dtype": "<M8[s]", "decode_dtype": "<M8[s]"})],
+    ids=["timedelta-delta", "datetime-astype"],
+)  # fmt: skip
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_datetime_filter_without_a_compressor_is_written(tmp_path: Path, dtype: str, flt: dict[str, Any],
+                                                           where: str) -> None:  # fmt: skip
+    """A filter last hands back typed elements, which stores took as a buffer: datetime64 and
+    timedelta64 elements are none (a builtin ValueError at the write)."""
+    data = np.array([1, 5, 9, 100], dtype=dtype)
+    store = str(tmp_path / "t.zarr") if where == "local" else None
+    a = gpuzarr.create(store, zarr_format=2, shape=(4,), dtype=dtype, chunks=(4,), compressor=None, filters=[flt])
+    a[...] = data
+    np.testing.assert_array_equal(a[...], data)
+    if store is not None:
+        np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...], data)
+
+
+def test_an_object_codec_as_the_compressor_is_not_added_as_a_filter_too(tmp_path: Path) -> None:
+    """``compressor={"id": "vlen-utf8"}`` for text is a chain already: the default filter was
+    added as well (the chain encoded twice, and every write failed)."""
+    path = tmp_path / "v.zarr"
+    a = gpuzarr.create(str(path), zarr_format=2, shape=(3,), dtype=str, chunks=(3,), compressor={"id": "vlen-utf8"})
+    document = json.loads((path / ".zarray").read_text())
+    assert document["filters"] is None and document["compressor"] == {"id": "vlen-utf8"}
+    a[...] = np.array(["a", "bb", "ccc"], dtype=object)
+    assert list(zarr.open_array(str(path), mode="r")[...]) == ["a", "bb", "ccc"]
+    assert list(gpuzarr.open(str(path), device="cpu")[...]) == ["a", "bb", "ccc"]
