@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..copying.nodes import failure_reason, node_name, open_path, readable_children, walk
@@ -49,12 +50,24 @@ def run(args: argparse.Namespace) -> int:
     with open_path(args.path, args.storage_options) as node:
         if args.json:
             doc = array_json(node) if isinstance(node, Array) else group_json(node, args.recursive)
-            print(json.dumps(doc, indent=2, allow_nan=False, default=str))
+            print(json.dumps(_strict(doc), indent=2, allow_nan=False, default=str))
         elif isinstance(node, Array):
             print(array_text(node))
         else:
             print(group_text(node, args.recursive))
     return 0
+
+
+def _strict(value: Any) -> Any:
+    """``value`` as strict JSON: a float that is not finite (in attributes zarr-python wrote
+    as ``NaN``) becomes the string Zarr's metadata uses for it ("NaN", "Infinity", "-Infinity")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def _complete_info(array: Array) -> tuple[ArrayInfo, bool]:

@@ -87,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"gpuzarr {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except MemoryError as exc:  # NumPy's, for an allocation the options asked for (demo --size)
+        if args.debug:
+            raise
+        print(f"gpuzarr {args.command}: error: out of memory ({_one_line(exc)})", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         if args.debug:
             raise

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.array import Array
 from ..core.group import Group, create_array_node, create_group_node, open_node
-from ..errors import ContainsNodeError
+from ..errors import ContainsNodeError, MetadataError
 from ..hierarchy import node_prefix, read_node
+from ..metadata.json_util import check_attributes
 from .destination import target_metadata
 from .nodes import node_name, walk
 
@@ -64,6 +65,8 @@ def prepare_nodes(
         (relative, node, None if isinstance(node, Group) else target_metadata(node, options, node_name(relative)))
         for relative, node in walk(source)
     ]
+    for relative, node, _ in nodes:
+        _check_attributes_of(node, node_name(relative))
     if overwrite:
         _refuse_to_erase_other_data(store, base)
     copies = []
@@ -80,6 +83,15 @@ def prepare_nodes(
         copies.append(ArrayCopy(name, node, destination, raw=metadata is node.metadata))
         tally.arrays += 1
     return copies
+
+
+def _check_attributes_of(node: Array | Group, name: str) -> None:
+    """Refuse, before anything is written, attributes gpuzarr cannot write (NaN or infinite
+    numbers, which are no JSON, though zarr-python writes them)."""
+    try:
+        check_attributes(dict(node.attrs))
+    except MetadataError as exc:
+        raise MetadataError(f"{name}: {exc}") from None
 
 
 def _refuse_to_erase_other_data(store: Store, base: str) -> None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from ..errors import MetadataError
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: xarray's attribute for the dimension names of a Zarr v2 array.
 DIMENSIONS_ATTRIBUTE = "_ARRAY_DIMENSIONS"
@@ -58,6 +58,8 @@ def encode_fill_attribute(value: Any, dtype: np.dtype[Any]) -> Any:
     kind = dtype.kind
     if kind == "S" or isinstance(value, bytes):
         return base64.standard_b64encode(bytes(value)).decode()
+    if kind == "V":  # opaque bytes (xarray has no encoding of its own): base64, as "S"
+        return base64.standard_b64encode(np.asarray(value, dtype).tobytes()).decode()
     if kind == "b":
         return bool(value)
     if kind in "iu":
@@ -73,13 +75,15 @@ def decode_fill_attribute(value: Any, dtype: np.dtype[Any], where: str) -> Any:
     """The fill value a Zarr v3 ``_FillValue`` attribute (xarray's encoding) stands for, for an
     array of ``dtype``; MetadataError naming ``where`` when it cannot be one."""
     kind = dtype.kind
-    if kind == "S":
+    if kind in "SV":
+        raw = None
         if isinstance(value, str):
-            try:
-                return base64.standard_b64decode(value)
-            except (binascii.Error, ValueError):
-                pass
-        raise MetadataError(f"{where}: attribute {FILL_VALUE_ATTRIBUTE!r}: expected base64 bytes, got {value!r}")
+            with contextlib.suppress(binascii.Error, ValueError):
+                raw = base64.standard_b64decode(value)
+        if raw is not None and (kind == "S" or len(raw) == dtype.itemsize):
+            return raw if kind == "S" else np.frombuffer(raw, dtype)[0]
+        what = "base64 bytes" if kind == "S" else f"the base64 of {dtype.itemsize} bytes"
+        raise MetadataError(f"{where}: attribute {FILL_VALUE_ATTRIBUTE!r}: expected {what}, got {value!r}")
     if kind == "b":
         return bool(value)
     if kind in "iu":

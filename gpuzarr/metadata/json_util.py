@@ -99,4 +99,9 @@ def check_attributes(attributes: Any) -> None:
     try:
         json.dumps(attributes, allow_nan=False)
     except (TypeError, ValueError) as exc:
+        if "Out of range float" in str(exc):
+            raise MetadataError(
+                "attributes: NaN and infinite numbers are not JSON, and gpuzarr writes strict JSON "
+                '(zarr-python writes them as NaN and Infinity); store them as strings, e.g. "NaN"'
+            ) from exc
         raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc

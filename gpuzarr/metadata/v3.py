@@ -70,6 +70,13 @@ class ArrayMetadata:
     zarr_format: int = 3
 
     def __post_init__(self) -> None:
+        if self.data_type.numpy_dtype.fields is not None:
+            # Zarr v2's structured types have no v3 form that keeps each field's byte order
+            # (zarr-python's "structured" is marked unstable, and gpuzarr reads none).
+            raise MetadataError(
+                f"data_type: the structured type {self.data_type.numpy_dtype} has no Zarr v3 form; "
+                "keep it in Zarr v2 (zarr_format=2)"
+            )
         if any(s < 0 for s in self.shape):
             raise MetadataError(f"shape: entries must be >= 0, got {list(self.shape)}")
         check_shape(self.shape, "shape")

@@ -332,3 +332,52 @@ def test_a_copy_of_an_array_with_no_chunks_says_what_it_went_over(tmp_path: Path
     assert _counts(summary) == (0, 0)
     assert "; 39.1 KiB of array data in " in summary
     assert not _stored(tmp_path / "out.zarr")
+
+
+# -- what cannot be converted or written is refused before DST is touched ---------------------------
+
+
+def test_a_structured_array_converted_to_v3_is_refused_before_anything_is_written(tmp_path: Path, cli: Cli) -> None:
+    """Zarr v2's structured types have no v3 form gpuzarr (or zarr-python, stably) reads: the
+    copy wrote an array of data type "structured" no one could open, and exited 0."""
+    source = tmp_path / "s2.zarr"
+    dtype = np.dtype([("a", "<i4"), ("b", "<f8")])
+    group = gpuzarr.open_group(str(source), mode="w", zarr_format=2)
+    group.create_array("rec", shape=(4,), chunks=(2,), dtype=dtype)[...] = np.array([(1, 1.5)] * 4, dtype=dtype)
+    status, _, err = cli("convert", source, tmp_path / "s3.zarr", "--zarr-format", "3")
+    assert status == 1
+    assert "/rec: data_type: the structured type" in err and "has no Zarr v3 form" in err
+    assert not (tmp_path / "s3.zarr").exists()
+
+
+def test_an_opaque_fill_value_survives_v2_to_v3_and_back(tmp_path: Path, cli: Cli) -> None:
+    """A v2 fill value becomes the v3 copy's xarray-style ``_FillValue``: opaque bytes (``|V8``)
+    as base64 (it was Python's repr of them, which the way back refused)."""
+    source = tmp_path / "v8.zarr"
+    fill = np.void(b"12345678")
+    a = gpuzarr.create(str(source), zarr_format=2, shape=(4,), chunks=(2,), dtype="|V8", fill_value=fill)
+    a[0:2] = np.array([b"abcdefgh"] * 2, dtype="V8")
+    assert cli("convert", source, tmp_path / "v3.zarr", "--zarr-format", "3")[0] == 0
+    document = json.loads((tmp_path / "v3.zarr" / "zarr.json").read_text())
+    assert document["attributes"]["_FillValue"] == "MTIzNDU2Nzg="
+    assert cli("convert", tmp_path / "v3.zarr", tmp_path / "back.zarr", "--zarr-format", "2")[0] == 0
+    back = gpuzarr.open(str(tmp_path / "back.zarr"), device="cpu")
+    assert back.fill_value == fill
+    assert back[...].tobytes() == b"abcdefgh" * 2 + b"12345678" * 2
+
+
+def test_attributes_gpuzarr_cannot_write_stop_a_copy_before_anything_is_written(tmp_path: Path, cli: Cli) -> None:
+    """zarr-python writes NaN and infinite numbers into attributes (no JSON); gpuzarr writes
+    strict JSON: the copy says so, naming the node, with DST untouched (a traceback, and the
+    group's zarr.json written, before)."""
+    source = tmp_path / "nan.zarr"
+    group = gpuzarr.open_group(str(source), mode="w")
+    group.create_array("x", shape=(3,), dtype="f4")
+    document = source / "x" / "zarr.json"
+    doc = json.loads(document.read_text())
+    doc["attributes"] = {"scale_factor": float("nan"), "valid_max": float("-inf")}
+    document.write_text(json.dumps(doc))  # as zarr-python writes them: NaN, -Infinity
+    status, _, err = cli("copy", source, tmp_path / "copy.zarr")
+    assert status == 1
+    assert "/x: attributes: NaN and infinite numbers are not JSON" in err and "Traceback" not in err
+    assert not (tmp_path / "copy.zarr").exists()

@@ -55,3 +55,9 @@ def test_crop_box_lies_in_the_volume() -> None:
     assert crop_box(1) == (slice(0, 1),) * 3
     for size in range(1, 200, 7):
         assert all(0 <= s.start < s.stop <= size and s.stop - s.start == min(64, size) for s in crop_box(size))
+
+
+def test_a_demo_larger_than_memory_is_a_one_line_error() -> None:
+    done = run_module("demo", "--size", "100000")
+    assert done.returncode == 1
+    assert "gpuzarr demo: error: out of memory" in done.stderr and "Traceback" not in done.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pytest
 
 import gpuzarr
 from gpuzarr.store import ZipStore
@@ -136,3 +137,19 @@ def test_a_child_that_cannot_be_read_is_listed_with_why(cli: Callable[..., tuple
         assert "== /private: unreadable: " in out
     finally:
         shutil.rmtree(base)
+
+
+def test_info_json_is_strict_json_whatever_the_attributes_hold(
+    tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Attributes zarr-python wrote with NaN or infinite numbers print as the strings Zarr's
+    metadata uses for them: ``--json`` output is strict JSON (it was a traceback)."""
+    path = tmp_path / "nan.zarr"
+    gpuzarr.create(str(path), shape=(3,), dtype="f4")
+    doc = json.loads((path / "zarr.json").read_text())
+    doc["attributes"] = {"scale_factor": float("nan"), "range": [float("-inf"), float("inf")]}
+    (path / "zarr.json").write_text(json.dumps(doc))
+    status, out, _ = cli("info", path, "--json")
+    assert status == 0
+    shown = json.loads(out, parse_constant=lambda name: pytest.fail(f"not strict JSON: {name}"))
+    assert shown["attributes"] == {"scale_factor": "NaN", "range": ["-Infinity", "Infinity"]}
