@@ -8,6 +8,7 @@ zarr-python's modes and the TensorStore open flags they mean.
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -151,13 +152,30 @@ def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo 
     return None
 
 
+#: The most folders :func:`has_descendant_nodes` lists looking for node metadata below a path.
+IMPLICIT_GROUP_FOLDERS = 1000
+
+
 def has_descendant_nodes(store: Store, prefix: str) -> bool:
-    """Whether any node metadata exists strictly below ``prefix`` (an implicit group)."""
-    if not prefix:
-        keys = store.list_prefix("")
-    else:
-        keys = store.list_prefix(prefix)
-    return any(k.rsplit("/", 1)[-1] in METADATA_KEYS for k in keys)
+    """Whether node metadata exists below ``prefix`` (an implicit group), found within the
+    first :data:`IMPLICIT_GROUP_FOLDERS` folders, nearest first.
+
+    Folder by folder, stopping at the first document: a path that holds no Zarr node (a home
+    directory, ``/``) is not walked whole (listing every key below ``/`` and sorting them did
+    not end), and the nodes of an implicit group lie near its top.
+    """
+    folders = collections.deque([prefix])
+    listed = 0
+    while folders and listed < IMPLICIT_GROUP_FOLDERS:
+        listed += 1
+        try:
+            keys, children = store.list_dir(folders.popleft())
+        except OSError:  # a folder this process may not list (or gone): skipped, as a walk does
+            continue
+        if any(k.rsplit("/", 1)[-1] in METADATA_KEYS for k in keys):
+            return True
+        folders.extend(children)
+    return False
 
 
 def require_node(store: Store, path: str) -> NodeInfo:

@@ -425,3 +425,25 @@ def test_an_oversized_zgroup_is_refused_before_it_is_read(tmp_path: Path) -> Non
     os.truncate(tmp_path / "g.zarr" / ".zgroup", 1 << 30)
     with pytest.raises(MetadataError, match=r"\.zgroup: a metadata document of 1073741824 bytes"):
         gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+
+
+def test_an_implicit_group_is_looked_for_folder_by_folder_and_not_forever(tmp_path: Path) -> None:
+    """A path without metadata is an implicit group where node metadata lies below it, found
+    nearest first; a tree of more folders than IMPLICIT_GROUP_FOLDERS without any is given up
+    on (``gpuzarr info /`` listed and sorted every file below ``/``, and did not end)."""
+    from gpuzarr.hierarchy import IMPLICIT_GROUP_FOLDERS, read_node
+    from gpuzarr.store import LocalStore
+
+    gpuzarr.create(str(tmp_path / "near" / "a" / "b"), shape=(2,), dtype="i1")
+    for parent in ("near/a/zarr.json", "near/zarr.json"):  # create() writes parent groups
+        (tmp_path / parent).unlink(missing_ok=True)
+    near = read_node(LocalStore(str(tmp_path)), "near")
+    assert near is not None and near.implicit
+    deep = tmp_path / "deep"
+    for i in range(IMPLICIT_GROUP_FOLDERS + 10):  # folders of files that are no Zarr nodes
+        (deep / f"d{i:04d}").mkdir(parents=True)
+        (deep / f"d{i:04d}" / "notes.txt").write_text("not Zarr")
+    nested = deep / "d0000" / "x" / "y" / "z"  # a group beyond the first thousand folders
+    nested.mkdir(parents=True)
+    (nested / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    assert read_node(LocalStore(str(tmp_path)), "deep") is None
