@@ -32,6 +32,7 @@ from ..errors import InvalidArgumentError, MetadataError
 from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
 from ..metadata.named_dtypes import NAMES
+from ..metadata.rectilinear import RectilinearChunkGrid
 from ..metadata.v2 import ArrayMetadataV2
 from .xarray_conventions import DIMENSIONS_ATTRIBUTE, FILL_VALUE_ATTRIBUTE, decode_fill_attribute, encode_fill_attribute
 
@@ -89,6 +90,15 @@ class FormatOptions:
         )
 
 
+def _kept_shards(source: Array) -> Any:
+    """``source``'s shards as ``create`` takes them: a rectilinear grid of shards as its sizes
+    per axis (``Array.shards`` gives the largest shard, which would make the copy regular)."""
+    grid = source.metadata.chunk_grid
+    if source.shards is not None and isinstance(grid, RectilinearChunkGrid):
+        return [list(sizes) if isinstance(sizes, tuple) else sizes for sizes in grid.chunk_shapes]
+    return source.shards
+
+
 def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayMetadata | ArrayMetadataV2:
     """The metadata of the copy of ``source`` (named ``where`` in errors)."""
     if options.keeps_encoding_of(source):
@@ -96,7 +106,7 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
     zarr_format = options.zarr_format or source.zarr_format
     chunks: Any = source.chunks if options.chunks is None else for_rank(options.chunks, source.ndim, "chunks", where)
     if options.shards is KEEP:
-        shards = source.shards if zarr_format == 3 else None
+        shards = _kept_shards(source) if zarr_format == 3 else None
     elif options.shards is None:
         shards = None
     elif zarr_format == 2:

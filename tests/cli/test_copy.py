@@ -381,3 +381,18 @@ def test_attributes_gpuzarr_cannot_write_stop_a_copy_before_anything_is_written(
     assert status == 1
     assert "/x: attributes: NaN and infinite numbers are not JSON" in err and "Traceback" not in err
     assert not (tmp_path / "copy.zarr").exists()
+
+
+@pytest.mark.parametrize("option", [["--compressor", "gzip"], ["--chunks", "5"]], ids=["compressor", "chunks"])
+def test_a_rectilinear_grid_of_shards_is_kept_where_no_option_changes_it(
+    tmp_path: Path, cli: Cli, option: list[str]
+) -> None:
+    """Options left out keep what SRC has: shards of several sizes stay so (they became regular
+    shards of the largest size)."""
+    data = np.arange(4000, dtype="int32").reshape(100, 40)
+    source = tmp_path / "rs.zarr"
+    gpuzarr.create(str(source), data=data, shards=[[20, 40, 40], 20], chunks=(10, 10))
+    assert cli("convert", source, tmp_path / "out.zarr", *option)[0] == 0
+    copy = gpuzarr.open(str(tmp_path / "out.zarr"), device="cpu")
+    assert copy.metadata.chunk_grid == gpuzarr.open(str(source), device="cpu").metadata.chunk_grid
+    np.testing.assert_array_equal(copy[...], data)
