@@ -113,6 +113,11 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
         raise InvalidArgumentError(f"shards: {where}: Zarr v2 arrays cannot be sharded")
     else:
         shards = for_rank(options.shards, source.ndim, "shards", where)
+    if shards is not None and any(isinstance(c, tuple) for c in chunks):
+        raise InvalidArgumentError(
+            f"chunks: {where}: the array's chunk grid is rectilinear, and the inner chunks of shards "
+            "are of one size; give them (the command line's --chunks, e.g. --chunks 64)"
+        )
     if zarr_format == 2 and any(isinstance(c, tuple) for c in chunks):
         raise InvalidArgumentError(
             f"chunks: {where}: Zarr v2 has no rectilinear (variable) chunk grids; give regular "

@@ -396,3 +396,13 @@ def test_a_rectilinear_grid_of_shards_is_kept_where_no_option_changes_it(
     copy = gpuzarr.open(str(tmp_path / "out.zarr"), device="cpu")
     assert copy.metadata.chunk_grid == gpuzarr.open(str(source), device="cpu").metadata.chunk_grid
     np.testing.assert_array_equal(copy[...], data)
+
+
+def test_shards_for_a_rectilinear_array_ask_for_inner_chunks(tmp_path: Path, cli: Cli) -> None:
+    source = tmp_path / "rect.zarr"
+    gpuzarr.create(str(source), data=np.arange(4000).reshape(100, 40), chunks=[[5] * 20, 20])
+    status, _, err = cli("convert", source, tmp_path / "x.zarr", "--shards", "50,20")
+    assert status == 1
+    assert "chunks: /: the array's chunk grid is rectilinear" in err and "--chunks" in err
+    assert cli("convert", source, tmp_path / "x.zarr", "--shards", "50,20", "--chunks", "10,20")[0] == 0
+    np.testing.assert_array_equal(gpuzarr.open(str(tmp_path / "x.zarr"))[...], np.arange(4000).reshape(100, 40))
