@@ -17,6 +17,7 @@ import gpuzarr
 from gpuzarr.errors import (
     ContainsNodeError,
     DeviceError,
+    InvalidArgumentError,
     MetadataError,
     NodeNotFoundError,
     ReadOnlyError,
@@ -461,3 +462,19 @@ def test_a_lone_surrogate_is_not_written_into_a_string_array(tmp_path: Path) -> 
     s = gpuzarr.create_array(str(tmp_path / "s.zarr"), shape=(2,), chunks=(2,), dtype="string")
     with pytest.raises(UnwritableValueError, match="cannot write"):
         s[:] = "\ud800"
+
+
+@pytest.mark.parametrize("where", ["path", "pathlike", "memory", "zip", "store"])
+def test_storage_options_for_a_store_that_takes_none_are_refused(tmp_path: Path, where: str) -> None:
+    """They configure object stores, HTTP and fsspec; anywhere else they were ignored silently
+    (zarr-python refuses them too)."""
+    target: Any = {
+        "path": str(tmp_path / "a.zarr"),
+        "pathlike": tmp_path / "a.zarr",
+        "memory": "memory://options",
+        "zip": str(tmp_path / "a.zip"),
+        "store": gpuzarr.store.MemoryStore(),
+    }[where]
+    with pytest.raises(InvalidArgumentError, match=r"storage_options: .* takes none .*\['region'\]"):
+        gpuzarr.create(target, shape=(2,), dtype="i1", storage_options={"region": "x"})
+    gpuzarr.create(target, shape=(2,), dtype="i1", storage_options={})  # empty: nothing to ignore

@@ -11,7 +11,7 @@ from ..copying.engine import copy_nodes
 from ..copying.nodes import open_path
 from ..copying.places import refuse_overlapping_nodes
 from ..metadata.limits import format_bytes
-from ..store import make_store
+from ..store import make_store, takes_storage_options
 from .codec_options import compressor_chain, shards_option
 from .options import add_jobs_option, add_progress_option, add_storage_options, json_object, shape
 
@@ -61,10 +61,22 @@ def add_parser(subparsers: Any) -> None:
         parser.set_defaults(run=run)
 
 
+def _options_of_each_end(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The storage options of SRC and of DST: ``--storage-options`` go to each end whose URL
+    takes them (an object store, HTTP, fsspec), and to SRC where neither does (which refuses
+    them, naming it); ``--dst-storage-options`` go to DST."""
+    shared = args.storage_options
+    takes = [takes_storage_options(end) for end in (args.source, args.destination)]
+    src = shared if takes[0] or not takes[1] else None
+    if args.dst_storage_options is not None:
+        return src, args.dst_storage_options
+    return src, shared if takes[1] else None
+
+
 def run(args: argparse.Namespace) -> int:
     options = FormatOptions(args.zarr_format, args.chunks, args.shards, args.compressor)
-    dst_options = args.storage_options if args.dst_storage_options is None else args.dst_storage_options
-    with open_path(args.source, args.storage_options) as source:
+    src_options, dst_options = _options_of_each_end(args)
+    with open_path(args.source, src_options) as source:
         store, base = make_store(args.destination, storage_options=dst_options)
         try:
             refuse_overlapping_nodes((source.store, source.path), (store, base.strip("/")))

@@ -7,6 +7,7 @@ import os
 import threading
 from typing import Any
 
+from ..errors import InvalidArgumentError
 from .base import ByteRange, RangeReader, Store, validate_key
 from .caching import CachingStore
 from .fsspec import FsspecStore  # imports fsspec itself only when a store is made
@@ -55,13 +56,16 @@ def make_store(
     """
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options: expected a dict or None, got {type(storage_options).__name__}")
-    if isinstance(store, Store):
-        return (read_only_view(store) if read_only else store), ""
     if isinstance(store, dict):
         return _from_kvstore(store, read_only, storage_options)
+    if isinstance(store, Store):
+        _refuse_options(storage_options, f"a {type(store).__name__} object")
+        return (read_only_view(store) if read_only else store), ""
     if isinstance(store, (str, os.PathLike)) and _is_zip_path(store):
+        _refuse_options(storage_options, "a zip archive")
         return zip_store(store, read_only), ""
     if isinstance(store, os.PathLike):
+        _refuse_options(storage_options, "a local path")
         return LocalStore(store, read_only=read_only), ""
     if isinstance(store, str):
         return _from_string(store, read_only, storage_options), ""
@@ -91,17 +95,40 @@ def _from_kvstore(
 def _from_string(value: str, read_only: bool, storage_options: dict[str, Any] | None) -> Store:
     """The store a path or URL string names."""
     url = parse_store_url(value)
+    if url is not None and url.kind == "fsspec":
+        return FsspecStore.from_url(url.location, storage_options, read_only=read_only)
+    if url is not None and url.kind == "object":
+        return _object_store(url.location, storage_options, read_only)
+    kind = "a local path" if url is None or url.kind not in ("memory", "zip") else f"a {url.kind}:// URL"
+    _refuse_options(storage_options, kind)
     if url is None:
         return LocalStore(value, read_only=read_only)
     if url.kind == "memory":
         return memory_store(url.location, read_only)
     if url.kind == "zip":
         return zip_store(url.location, read_only)
-    if url.kind == "fsspec":
-        return FsspecStore.from_url(url.location, storage_options, read_only=read_only)
-    if url.kind == "object":
-        return _object_store(url.location, storage_options, read_only)
     return LocalStore(url.location, read_only=read_only)
+
+
+def takes_storage_options(store: object) -> bool:
+    """Whether ``store`` is a URL that ``storage_options`` configure (an object store, HTTP,
+    fsspec), or a kvstore dict."""
+    if isinstance(store, dict):
+        return True
+    if not isinstance(store, str):
+        return False
+    url = parse_store_url(store)
+    return url is not None and url.kind in ("fsspec", "object")
+
+
+def _refuse_options(storage_options: dict[str, Any] | None, what: str) -> None:
+    """``storage_options`` configure object stores and fsspec's file systems: given for
+    ``what`` (which takes none), they would be silently ignored; zarr-python refuses them too."""
+    if storage_options:
+        raise InvalidArgumentError(
+            f"storage_options: {what} takes none (they configure object-store, HTTP and fsspec URLs); "
+            f"got {sorted(storage_options)}"
+        )
 
 
 def zip_store(path: str | os.PathLike[str], read_only: bool = False) -> ZipStore:
@@ -136,6 +163,7 @@ __all__ = [
     "make_store",
     "memory_store",
     "read_only_view",
+    "takes_storage_options",
     "validate_key",
     "zip_store",
 ]

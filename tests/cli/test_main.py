@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from .conftest import child_env, run_module
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+    from tests.servers import S3Bucket
 
 NAMES = ("info", "tree", "copy", "convert", "verify", "bench", "demo", "debug-info")
 
@@ -79,10 +82,26 @@ def test_storage_options_must_be_a_json_object(hierarchy: Path, capsys: pytest.C
 
 
 def test_storage_options_from_a_file(hierarchy: Path, cli: Callable[..., tuple[int, str, str]]) -> None:
+    """Read from the file; a local path takes none, and says so (they were ignored)."""
     options = hierarchy.parent / "options.json"
-    options.write_text('{"region": "eu-west-1"}')  # local stores ignore storage options
-    status, out, _ = cli("info", hierarchy, "--storage-options", f"@{options}")
-    assert status == 0 and "Type               : Group" in out
+    options.write_text('{"region": "eu-west-1"}')
+    status, _, err = cli("info", hierarchy, "--storage-options", f"@{options}")
+    assert status == 1 and "storage_options: a local path takes none" in err and "['region']" in err
+
+
+def test_copy_gives_shared_storage_options_to_the_end_that_takes_them(
+    hierarchy: Path, s3_bucket: S3Bucket, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """``--storage-options`` configure SRC and DST; a local end takes none, so they go to the
+    object store at the other end, whichever it is."""
+    options = json.dumps(s3_bucket.storage_options())
+    url = f"{s3_bucket.url}/shared.zarr"
+    assert cli("copy", hierarchy, url, "--storage-options", options)[0] == 0
+    back = hierarchy.parent / "back.zarr"
+    assert cli("copy", url, back, "--storage-options", options)[0] == 0
+    assert cli("verify", back)[0] == 0
+    status, _, err = cli("copy", hierarchy, back.parent / "other.zarr", "--dst-storage-options", options)
+    assert status == 1 and "storage_options: a local path takes none" in err
 
 
 def test_importing_gpuzarr_loads_neither_the_cli_nor_tqdm(hierarchy: Path) -> None:
