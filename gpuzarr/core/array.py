@@ -435,7 +435,9 @@ class Array:
             full_shape,
             full_shape,
             [
-                ChunkProjection(p.chunk_coords, p.chunk_selection, (i, *p.out_selection), False)
+                ChunkProjection(
+                    p.chunk_coords, p.chunk_selection, (_batch_index(i, p.out_selection), *p.out_selection), False
+                )
                 for i, plan in enumerate(plans)
                 for p in plan.projections
             ],
@@ -757,6 +759,16 @@ class _OrthogonalIndexer:
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         self.array.set_orthogonal_selection(selection, value)
+
+
+def _batch_index(i: int, out_selection: tuple[Any, ...]) -> int | slice:
+    """Selection ``i``'s place on a batch's first axis.
+
+    An integer there beside an index array with a slice between them would be two advanced
+    indices to NumPy, which moves their axis first (and transposed the crop): a slice of one
+    then, a length-1 axis the copy broadcasts over.
+    """
+    return slice(i, i + 1) if any(isinstance(s, np.ndarray) for s in out_selection) else i
 
 
 class _BlockIndexer:

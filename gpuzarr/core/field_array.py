@@ -86,6 +86,10 @@ class FieldArray:
 
     def __getitem__(self, selection: Any) -> Any:
         outer, inner = self._split(selection)
+        if _has_index_array(outer):
+            cover, local = _covering(outer)
+            values = np.asarray(self.array.oindex[cover])[self.field]
+            return values[(*local, *inner)]
         records = self.array[outer]
         values = np.asarray(records)[self.field]
         return values[(Ellipsis, *inner)] if inner else values
@@ -100,6 +104,12 @@ class FieldArray:
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         outer, inner = self._split(selection)
+        if _has_index_array(outer):
+            cover, local = _covering(outer)
+            covered = np.array(self.array.oindex[cover], copy=True)
+            covered[self.field][(*local, *inner)] = value
+            self.array.oindex[cover] = covered
+            return
         records = np.array(self.array[outer], copy=True)
         view = records[self.field]
         if inner:
@@ -111,3 +121,36 @@ class FieldArray:
     def spec(self) -> dict[str, Any]:
         """The TensorStore spec of this field (the array's spec with ``field``)."""
         return {**self.array.spec(), "field": self.field}
+
+
+def _has_index_array(outer: tuple[Any, ...]) -> bool:
+    return any(not isinstance(s, (slice, int, np.integer)) for s in outer)
+
+
+def _covering(outer: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """For array axes indexed with index arrays (or masks): the outer selection of the
+    records that cover them, and the selection of the field in those records that stands for
+    ``outer``, index for index (an integer for an integer, an array of the same shape for an
+    array). The whole selection then goes to NumPy at once, which orders the axes of several
+    advanced indices (the array's and the subarray's integers) as it does for the field
+    itself; the array axes were indexed first, and a slice between an index array and a
+    subarray integer came back with its axes in another order."""
+    cover: list[Any] = []
+    local: list[Any] = []
+    for s in outer:
+        if isinstance(s, slice):
+            cover.append(s)
+            local.append(slice(None))
+        elif isinstance(s, (int, np.integer)):
+            cover.append([s])
+            local.append(0)
+        else:
+            index = np.asarray(s)
+            if index.dtype == bool:
+                cover.append(index)
+                local.append(np.arange(int(index.sum())))
+            else:
+                values, positions = np.unique(index, return_inverse=True)
+                cover.append(values)
+                local.append(positions.reshape(index.shape))
+    return tuple(cover), tuple(local)

@@ -500,6 +500,33 @@ def _numpy_axis_order(plan: SelectionPlan, selection: Any, ndim: int) -> Selecti
     return SelectionPlan(shape, shape, projections)
 
 
+def _plan_one_index_array_of_any_rank(entries: tuple[Any, ...], dims: tuple[DimensionGrid, ...]) -> SelectionPlan:
+    """One integer index array that is not 1-D, with integers and slices: a 0-d one is an
+    integer; one of more dimensions is planned flattened, and its axis of the result takes
+    the array's shape, as in NumPy (``a[idx]`` with ``idx`` of shape (2, 2) on a (3, 4) array
+    has shape (2, 2, 4))."""
+    at = next(i for i, s in enumerate(entries) if _is_array_like(s))
+    index = np.asarray(entries[at])
+    if index.ndim == 0:
+        return plan_selection((*entries[:at], int(index), *entries[at + 1 :]), dims)
+    flat = (*entries[:at], index.reshape(-1), *entries[at + 1 :])
+    plan = _numpy_axis_order(plan_orthogonal(flat, dims), flat, len(dims))
+    axis = _array_output_axis(flat, len(dims))
+    shape = (*plan.shape[:axis], *index.shape, *plan.shape[axis + 1 :])
+    return SelectionPlan(shape, plan.buffer_shape, plan.projections)
+
+
+def _array_output_axis(selection: tuple[Any, ...], ndim: int) -> int:
+    """The result's axis of a selection's one index array, as :func:`_numpy_axis_order` puts
+    it: first where an integer and the array are apart, else where the array stands among the
+    axes the selection keeps."""
+    advanced = [i for i, s in enumerate(selection) if _is_integer(s) or _is_array_like(s)]
+    if advanced[-1] - advanced[0] != len(advanced) - 1:
+        return 0
+    kept = [s for s in expand_ellipsis(selection, ndim) if not _is_integer(s)]
+    return next(i for i, s in enumerate(kept) if _is_array_like(s))
+
+
 def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> SelectionPlan:
     """Plan ``array[selection]`` with NumPy's meaning.
 
@@ -521,6 +548,8 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
             return plan_vectorized(selection, dims)
     if len(arrays) == 1 and np.asarray(arrays[0]).ndim == 1:
         return _numpy_axis_order(plan_orthogonal(selection, dims), selection, len(dims))
+    if len(arrays) == 1 and np.asarray(arrays[0]).dtype.kind in "iu":
+        return _plan_one_index_array_of_any_rank(entries, dims)
     if len(entries) == len(dims) and all(_is_array_like(s) or _is_integer(s) for s in entries):
         return plan_vectorized(selection, dims)
     raise InvalidSelectionError(
