@@ -478,3 +478,25 @@ def test_storage_options_for_a_store_that_takes_none_are_refused(tmp_path: Path,
     with pytest.raises(InvalidArgumentError, match=r"storage_options: .* takes none .*\['region'\]"):
         gpuzarr.create(target, shape=(2,), dtype="i1", storage_options={"region": "x"})
     gpuzarr.create(target, shape=(2,), dtype="i1", storage_options={})  # empty: nothing to ignore
+
+
+@pytest.mark.parametrize("size", [5.7, 5.0, "5", True, None])
+def test_resize_takes_integers_only(size: Any) -> None:
+    """A float was cut down (5.7 to 5) and the elements beyond erased; zarr-python refuses it."""
+    array = gpuzarr.create(None, data=np.arange(8), chunks=(4,), device="cpu")
+    with pytest.raises(InvalidArgumentError, match="resize: shape entries must be integers"):
+        array.resize(size)
+    np.testing.assert_array_equal(array[...], np.arange(8))
+    array.resize(np.int64(5))
+    assert array.shape == (5,)
+
+
+def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -> None:
+    """The array grew before the value was converted: a failed append left it longer by rows
+    of fill value (zarr-python's does too)."""
+    array = gpuzarr.create(None, data=np.ones((3, 2), "u1"), chunks=(2, 2), device="cpu")
+    with pytest.raises(UnwritableValueError):
+        array.append([["x", "y"]])
+    assert array.shape == (3, 2)
+    assert array.append([[7, 8]]) == (4, 2)
+    np.testing.assert_array_equal(array[...], [[1, 1], [1, 1], [1, 1], [7, 8]])

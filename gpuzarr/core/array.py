@@ -6,6 +6,7 @@ grid, then one call of the array's :class:`~gpuzarr.backends.Reader`, chosen onc
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from typing import TYPE_CHECKING, Any
@@ -608,6 +609,10 @@ class Array:
         (so it never reappears when the array grows again).
         """
         given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        for s in given:
+            # int() would cut 5.7 down to 5 and erase what lies beyond (zarr-python refuses it).
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+                raise InvalidArgumentError(f"resize: shape entries must be integers, got {s!r}")
         new_shape = tuple(int(s) for s in given)
         if len(new_shape) != self.ndim:
             raise InvalidArgumentError(f"resize: expected {self.ndim} dimensions, got {len(new_shape)}")
@@ -681,7 +686,14 @@ class Array:
             )
         new = tuple(n + shape[axis] if i == axis else n for i, n in enumerate(old))
         self.resize(new)
-        self[tuple(slice(old[axis], None) if i == axis else slice(None) for i in range(ndim))] = values
+        try:
+            self[tuple(slice(old[axis], None) if i == axis else slice(None) for i in range(ndim))] = values
+        except BaseException:
+            # A value that cannot be written (one NumPy cannot cast) leaves the array as it was,
+            # not longer by rows of fill value.
+            with contextlib.suppress(Exception):
+                self.resize(old)
+            raise
         return new
 
     def spec(self) -> TensorStoreSpecJSON:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StorePermissionError
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
+from .locks import process_locks
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -53,6 +54,10 @@ class FsspecStore(Store):
     """
 
     supports_partial_reads = True
+    # A read-modify-write of one key (a chunk or shard that several writers write parts of)
+    # waits for the other threads of this process writing it; fsspec has no locks between
+    # processes.
+    locks_across_threads = True
 
     def __init__(self, fs: Any, root: str = "", read_only: bool = False) -> None:
         super().__init__(read_only)
@@ -89,6 +94,16 @@ class FsspecStore(Store):
 
     def _path(self, key: str) -> str:
         return f"{self.root}/{key}" if self.root else key
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """The process's lock of the file ``key`` names, shared by every store over the same
+        file system (fsspec's token of its arguments) and path: threads writing parts of one
+        chunk or shard lose nothing. Other processes are not excluded."""
+        self._check_writable()
+        token = getattr(self.fs, "_fs_token", None) or id(self.fs)
+        with process_locks.hold(("fsspec", token, self._path(validate_key(key)))):
+            yield
 
     @contextlib.contextmanager
     def _errors(self, key: str, action: str) -> Iterator[None]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 
+import gpuzarr
 from gpuzarr.errors import StoreError, StorePermissionError
 from gpuzarr.store.base import ByteRange
 from gpuzarr.store.fsspec import FsspecStore
@@ -182,3 +185,25 @@ def test_a_store_over_a_caching_file_system_pickles_with_a_lock_of_its_own(tmp_p
     copy = pickle.loads(pickle.dumps(store))
     assert copy.get("k") == b"v"
     assert copy.__dict__["_calls"] is not store.__dict__["_calls"]
+
+
+@pytest.mark.parametrize("shards", [None, (64,)], ids=["chunk", "shard"])
+def test_threads_writing_parts_of_one_chunk_lose_nothing(shards: tuple[int, ...] | None) -> None:
+    """Each thread writes every eighth element of one chunk (or of the inner chunks of one
+    shard): read-modify-writes of one key, which waited for nothing (16-56 of 64 lost)."""
+    store = FsspecStore(fsspec.filesystem("memory"), f"/threads-{uuid.uuid4().hex}")
+    chunks = (8,) if shards else (64,)
+    array = gpuzarr.create_array(
+        store, shape=(64,), chunks=chunks, shards=shards, dtype="i4", fill_value=0, device="cpu"
+    )
+
+    def write(i: int) -> None:
+        for _ in range(10):
+            array[i::8] = i + 1
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(array[...], np.tile(np.arange(1, 9, dtype="i4"), 8))
