@@ -500,3 +500,27 @@ def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -
     assert array.shape == (3, 2)
     assert array.append([[7, 8]]) == (4, 2)
     np.testing.assert_array_equal(array[...], [[1, 1], [1, 1], [1, 1], [7, 8]])
+
+
+@pytest.mark.parametrize("form", ["{zip}/sub/f", "zip://{zip}/sub/f", "{zip}/sub//f/"])
+def test_a_path_inside_a_zip_archive_opens_the_node_there(tmp_path: Path, form: str) -> None:
+    """``data.zip/raw/labels`` names a node inside an existing archive, as a path inside a
+    folder does (the command line had no way to name one)."""
+    archive = tmp_path / "o.zip"
+    group = gpuzarr.open_group(str(archive), mode="w")
+    group.create_group("sub").create_array("f", shape=(4,), dtype="i2")[...] = np.arange(4)
+    group.store.close()
+    node = gpuzarr.open(form.format(zip=archive), mode="r")
+    assert isinstance(node, gpuzarr.Array) and node.path == "sub/f"
+    np.testing.assert_array_equal(node[...], np.arange(4))
+    node.store.close()
+
+
+def test_a_new_node_inside_an_existing_zip_archive_is_written_there(tmp_path: Path) -> None:
+    archive = tmp_path / "o.zip"
+    gpuzarr.open_group(str(archive), mode="w").store.close()
+    array = gpuzarr.create(str(archive / "new"), data=np.arange(3), chunks=(2,))
+    array.store.close()
+    reopened = gpuzarr.open_group(str(archive), mode="r")
+    np.testing.assert_array_equal(reopened["new"][...], np.arange(3))
+    reopened.store.close()

@@ -64,6 +64,11 @@ def make_store(
     if isinstance(store, (str, os.PathLike)) and _is_zip_path(store):
         _refuse_options(storage_options, "a zip archive")
         return zip_store(store, read_only), ""
+    member = _inside_zip(store)
+    if member is not None:
+        _refuse_options(storage_options, "a zip archive")
+        archive, inner = member
+        return zip_store(archive, read_only), inner
     if isinstance(store, os.PathLike):
         _refuse_options(storage_options, "a local path")
         return LocalStore(store, read_only=read_only), ""
@@ -135,6 +140,28 @@ def zip_store(path: str | os.PathLike[str], read_only: bool = False) -> ZipStore
     """The zip archive at ``path`` as the public API opens it: mode "r" when ``read_only``,
     else "a" (created by its first write)."""
     return ZipStore(path, mode="r" if read_only else "a")
+
+
+def _inside_zip(store: object) -> tuple[str, str] | None:
+    """(archive, path inside it) where ``store`` (a local path or a ``zip://`` URL) names a node
+    inside an existing zip archive, ``data.zip/raw/labels``, as a path inside a folder does;
+    None otherwise."""
+    if isinstance(store, os.PathLike):
+        text = os.fspath(store)
+    elif isinstance(store, str):
+        url = parse_store_url(store)
+        if url is not None and url.kind != "zip":
+            return None
+        text = store if url is None else url.location
+    else:
+        return None
+    parts = text.replace(os.sep, "/").split("/")
+    for end in range(1, len(parts)):
+        archive = "/".join(parts[:end])
+        if archive.lower().endswith(".zip") and os.path.isfile(archive):
+            inner = "/".join(p for p in parts[end:] if p)
+            return (archive, inner) if inner else None
+    return None
 
 
 def _is_zip_path(path: str | os.PathLike[str]) -> bool:
