@@ -352,10 +352,12 @@ def consolidate(store: Store, path: str, zarr_format: int | None = None) -> tupl
 
 
 def keep_consolidated_member(store: Store, path: str, documents: Mapping[str, bytes]) -> dict[str, bytes]:
-    """New v3 group ``documents`` for ``path``, carrying the stored consolidated member over.
+    """New v3 group ``documents`` for ``path``, carrying the stored consolidated member and any
+    other field over (extensions that say ``"must_understand": false``).
 
     A group's attributes are rewritten with its whole zarr.json: without this, a change of
-    attributes would drop the consolidated metadata of its descendants.
+    attributes would drop the consolidated metadata of its descendants, and fields that other
+    writers keep.
     """
     out = dict(documents)
     new = out.get(ZARR_JSON)
@@ -363,10 +365,15 @@ def keep_consolidated_member(store: Store, path: str, documents: Mapping[str, by
     if new is None or stored is None:
         return out
     old = parse_json_document(bytes(stored), node_prefix(path) + ZARR_JSON)
-    if old.get(MEMBER) is None:
+    kept = {key: value for key, value in old.items() if key not in _REWRITTEN and value is not None}
+    if not kept:
         return out
-    out[ZARR_JSON] = _dumps({**json.loads(new), MEMBER: old[MEMBER]}, 2)
+    out[ZARR_JSON] = _dumps({**json.loads(new), **kept}, 2)
     return out
+
+
+#: The fields of a group's zarr.json that an attributes change writes anew.
+_REWRITTEN = frozenset({"zarr_format", "node_type", "attributes"})
 
 
 class _Change:

@@ -126,7 +126,20 @@ def v3_node_info(doc: dict[str, Any], where: str) -> NodeInfo:
     attributes = doc.get("attributes", {})
     if not isinstance(attributes, dict):
         raise MetadataError(f"{where}attributes: expected an object, got {attributes!r}")
+    if node_type == "group":  # an array's fields are checked with the rest of its metadata
+        for key in set(doc) - GROUP_FIELDS:
+            value = doc[key]
+            if not (isinstance(value, dict) and value.get("must_understand") is False):
+                raise MetadataError(
+                    f"{where}{key}: unknown metadata field (only objects with \"must_understand\": false "
+                    "may be ignored)"
+                )
     return NodeInfo(node_type, 3, doc, attributes)
+
+
+#: The fields of a v3 group's zarr.json that gpuzarr understands (zarr-python's consolidated
+#: metadata included); any other must be an object saying ``"must_understand": false``.
+GROUP_FIELDS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
 def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo | None:

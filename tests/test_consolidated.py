@@ -426,3 +426,18 @@ def test_an_array_recorded_wrongly_in_consolidated_metadata_is_named_by_its_entr
     with pytest.raises(MetadataError, match=message):
         gpuzarr.open_group(str(path), mode="r")["x"]
     assert gpuzarr.open_group(str(path), mode="r", use_consolidated=False)["x"].shape == (4,)
+
+
+def test_a_bad_codec_in_a_consolidated_entry_is_named_by_the_entry(tmp_path: Path) -> None:
+    """The codec chain is resolved after the document is parsed: its error named the array's
+    own zarr.json, which is fine, instead of the group's entry that holds the bad codec."""
+    path = str(tmp_path / "c.zarr")
+    group = gpuzarr.open_group(path, mode="w")
+    group.create_array("a", shape=(4,), dtype="f4", chunks=(2,))
+    gpuzarr.consolidate_metadata(path)
+    document = json.loads((tmp_path / "c.zarr" / "zarr.json").read_text())
+    document["consolidated_metadata"]["metadata"]["a"]["codecs"].append({"name": "foo"})
+    (tmp_path / "c.zarr" / "zarr.json").write_text(json.dumps(document))
+    entry = r"^zarr\.json: consolidated_metadata\.metadata\['a'\]: codecs\[\d\]: unknown codec 'foo'"
+    with pytest.raises(MetadataError, match=entry):
+        gpuzarr.open_consolidated(path, mode="r")["a"]

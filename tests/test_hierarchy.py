@@ -447,3 +447,20 @@ def test_an_implicit_group_is_looked_for_folder_by_folder_and_not_forever(tmp_pa
     nested.mkdir(parents=True)
     (nested / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
     assert read_node(LocalStore(str(tmp_path)), "deep") is None
+
+
+def test_a_group_refuses_fields_it_must_understand_and_keeps_those_it_may_ignore(tmp_path: Path) -> None:
+    """As for arrays: an unknown field of a group's zarr.json is refused unless it is an object
+    saying ``"must_understand": false``, and such fields survive an attributes change (they
+    were accepted, and dropped at the next write)."""
+    path = tmp_path / "g"
+    path.mkdir()
+    document = {"zarr_format": 3, "node_type": "group", "attributes": {}, "opt": {"must_understand": False, "k": 1}}
+    (path / "zarr.json").write_text(json.dumps(document))
+    group = gpuzarr.open_group(str(path), mode="r+")
+    group.attrs["x"] = 1
+    assert json.loads((path / "zarr.json").read_text()) == {**document, "attributes": {"x": 1}}
+    for value in ({"must_understand": True}, {"k": 1}, 5):
+        (path / "zarr.json").write_text(json.dumps({**document, "req": value}))
+        with pytest.raises(MetadataError, match=r"zarr\.json: req: unknown metadata field"):
+            gpuzarr.open_group(str(path), mode="r")

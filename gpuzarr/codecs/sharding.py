@@ -73,7 +73,9 @@ class ShardingCodec(ArrayToBytesCodec):
             raise MetadataError(
                 f"configuration.index_location: expected 'start' or 'end', got {location!r}"
             )
-        codecs = config.get("codecs", [])
+        if "codecs" not in config:
+            raise MetadataError("configuration.codecs: required (the inner chunks' codecs), but missing")
+        codecs = config["codecs"]
         index_codecs = config.get("index_codecs", list(DEFAULT_INDEX_CODECS))
         for name, value in (("codecs", codecs), ("index_codecs", index_codecs)):
             if not isinstance(value, list) or not value:

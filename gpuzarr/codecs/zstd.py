@@ -322,7 +322,7 @@ class ZstdCodec(BytesToBytesCodec):
             raise MetadataError(f"configuration: unexpected members {sorted(extra)}")
         level = config.get("level", 0)
         if isinstance(level, bool) or not isinstance(level, int) or not -131072 <= level <= 22:
-            raise MetadataError(f"configuration.level: expected an integer <= 22, got {level!r}")
+            raise MetadataError(f"configuration.level: expected an integer from -131072 to 22, got {level!r}")
         checksum = config.get("checksum", False)
         if not isinstance(checksum, bool):
             raise MetadataError(f"configuration.checksum: expected true or false, got {checksum!r}")

@@ -98,6 +98,7 @@ class Array:
         store_data_equal_to_fill_value: bool = False,
         strict: bool | None = None,
         metadata_writable: bool = True,
+        metadata_source: str | None = None,
     ) -> None:
         self.store = store
         self.path = path.strip("/")
@@ -112,9 +113,14 @@ class Array:
         self._store_data_equal_to_fill_value = store_data_equal_to_fill_value
         # False for TensorStore's assume_metadata: the metadata was never read, so never write it.
         self._metadata_writable = metadata_writable
-        self._set_metadata(metadata)
+        self._set_metadata(metadata, metadata_source)
 
-    def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2) -> None:
+    def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2, source: str | None = None) -> None:
+        """Take ``metadata``, resolving its codec chain.
+
+        An error names the document it came from: ``source`` where that is not the array's
+        own (an entry of a group's consolidated metadata).
+        """
         self._metadata = metadata
         try:
             self._layout = ArrayLayout.from_metadata(
@@ -126,7 +132,7 @@ class Array:
         except MetadataError as exc:
             # The codec chain is resolved here, after the document was parsed: name its key.
             document = ".zarray" if metadata.zarr_format == 2 else "zarr.json"
-            raise type(exc)(f"{self._prefix}{document}: {exc}") from exc
+            raise type(exc)(f"{source or self._prefix + document}: {exc}") from exc
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickled Array carries: the store, path, metadata and options.

@@ -612,7 +612,7 @@ def _node(
     """The node ``info`` describes; ``recorded``: found in ``view`` (errors name that entry)."""
     if info.node_type == "array":
         where = view.entry_name(path) if recorded and view is not None else None
-        return Array(store, path, array_metadata(info, path, where), device=device)
+        return Array(store, path, array_metadata(info, path, where), device=device, metadata_source=where)
     return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format, consolidated=view)
 
 

@@ -69,6 +69,9 @@ class RegularChunkGrid:
         if name != "regular":
             raise MetadataError(f"chunk_grid.name: unsupported chunk grid {name!r} (expected 'regular')")
         config = expect_dict(config, "chunk_grid.configuration")
+        extra = set(config) - {"chunk_shape"}
+        if extra:
+            raise MetadataError(f"chunk_grid.configuration: unexpected members {sorted(extra)}")
         shape = expect_int_list(config.get("chunk_shape"), "chunk_grid.configuration.chunk_shape")
         if len(shape) != ndim:
             raise MetadataError(

@@ -34,6 +34,11 @@ class ChunkKeyEncoding:
     def from_json(cls, value: Any) -> ChunkKeyEncoding:
         name, config = split_name_configuration(value, "chunk_key_encoding")
         config = expect_dict(config, "chunk_key_encoding.configuration")
+        extra = set(config) - {"separator"}
+        if extra:
+            # A misspelt separator would name other keys than the stored chunks, which would
+            # then read as the fill value (zarr-python and TensorStore refuse it too).
+            raise MetadataError(f"chunk_key_encoding.configuration: unexpected members {sorted(extra)}")
         default_sep = "/" if name == "default" else "."
         return cls(name, config.get("separator", default_sep))
 

@@ -140,6 +140,9 @@ class RectilinearChunkGrid:
         if name != "rectilinear":
             raise MetadataError(f"chunk_grid.name: expected 'rectilinear', got {name!r}")
         config = expect_dict(config, "chunk_grid.configuration")
+        extra = set(config) - {"kind", "chunk_shapes"}
+        if extra:
+            raise MetadataError(f"chunk_grid.configuration: unexpected members {sorted(extra)}")
         kind = config.get("kind", "inline")
         if kind != "inline":
             raise MetadataError(f"chunk_grid.configuration.kind: only 'inline' is supported, got {kind!r}")

@@ -101,7 +101,7 @@ def _make_store(
 
 def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "auto") -> Any:
     """Open or create the array ``spec`` describes at ``path`` of ``store``."""
-    options = {
+    options: dict[str, Any] = {
         "fill_missing_data_reads": spec.fill_missing_data_reads,
         "store_data_equal_to_fill_value": spec.store_data_equal_to_fill_value,
     }

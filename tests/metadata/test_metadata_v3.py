@@ -361,3 +361,30 @@ def test_an_unknown_chunk_grid_names_both_grids_read() -> None:
     expected = r"^chunk_grid\.name: unsupported chunk grid 'weird' \(expected 'regular' or 'rectilinear'\)"
     with pytest.raises(MetadataError, match=expected):
         ArrayMetadata.from_json(doc(chunk_grid={"name": "weird", "configuration": {}}))
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        # A misspelt separator named keys other than the stored chunks: reads gave the fill value.
+        ({"chunk_key_encoding": {"name": "default", "configuration": {"seperator": "."}}},
+         r"chunk_key_encoding\.configuration: unexpected members \['seperator'\]"),
+        ({"chunk_key_encoding": {"name": "v2", "configuration": {"separator": "/", "x": 1}}},
+         r"chunk_key_encoding\.configuration: unexpected members \['x'\]"),
+        ({"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 5], "shape": [5, 5]}}},
+         r"chunk_grid\.configuration: unexpected members \['shape'\]"),
+        ({"chunk_grid": {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [5, 5], "k": 0}}},
+         r"chunk_grid\.configuration: unexpected members \['k'\]"),
+        ({"codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                     {"name": "zstd", "configuration": {"level": -131073}}]},
+         r"configuration\.level: expected an integer from -131072 to 22"),
+        ({"codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [5, 5]}}]},
+         r"configuration\.codecs: required .* but missing"),
+    ],
+)  # fmt: skip
+def test_configuration_members_gpuzarr_would_ignore_are_refused(changes: dict[str, Any], field: str) -> None:
+    """zarr-python and TensorStore refuse these too."""
+    from gpuzarr.layout import ArrayLayout
+
+    with pytest.raises(MetadataError, match=field):
+        ArrayLayout.from_metadata(ArrayMetadata.from_json(doc(**changes)), "")  # the codecs resolved too
