@@ -50,8 +50,14 @@ class ReadOnlyError(GpuZarrError, PermissionError):
 class CorruptChunkError(GpuZarrError, ValueError):
     """Stored chunk or shard bytes cannot be decoded into what the metadata promises."""
 
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
+    def __init__(self, key: str, reason: str | None = None) -> None:
+        if reason is None:
+            # One argument is a whole message: PyTorch's DataLoader raises a worker's error
+            # again as ``type(error)(text)``, and would fall back to RuntimeError otherwise.
+            key, reason = "", key
+            super().__init__(reason)
+        else:
+            super().__init__(f"{key}: {reason}")
         self.key = key
         self.reason = reason
 
@@ -121,7 +127,11 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
     """A key of a :class:`~gpuzarr.store.LocalStore` leads, through a symbolic link, outside the
     store's root; refused unless the store was made with ``follow_symlinks=True``."""
 
-    def __init__(self, key: str, target: str) -> None:
+    def __init__(self, key: str, target: str | None = None) -> None:
+        if target is None:  # a whole message (see CorruptChunkError)
+            super().__init__(key)
+            self.key, self.target = "", ""
+            return
         super().__init__(
             f"{key}: a symbolic link leads outside the store root, to {target!r} "
             "(LocalStore(..., follow_symlinks=True) follows it)"
@@ -136,16 +146,24 @@ class SymlinkEscapeError(GpuZarrError, PermissionError):
 class _StoreFailure(GpuZarrError):
     """What store errors share: the store's URL, the key (when there is one) and the cause."""
 
-    def __init__(self, url: str, key: str | None, reason: str) -> None:
-        super().__init__(f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}")
+    def __init__(self, url: str, key: str | None = None, reason: str | None = None) -> None:
+        if reason is None:  # a whole message (see CorruptChunkError)
+            url, key, reason = "", None, url
+        super().__init__(self._text(url, key, reason))
         self.url = url
         self.key = key
         self.reason = reason
 
+    @staticmethod
+    def _text(url: str, key: str | None, reason: str) -> str:
+        if not url:
+            return reason
+        return f"{url}: {key}: {reason}" if key is not None else f"{url}: {reason}"
+
     def __str__(self) -> str:
         # Not OSError's "[Errno n] ...", which it prints once ``errno`` is set (a file system's
         # failure passes its errno on, for code that tests it: ENOSPC, EACCES, ...).
-        return f"{self.url}: {self.key}: {self.reason}" if self.key is not None else f"{self.url}: {self.reason}"
+        return self._text(self.url, self.key, self.reason)
 
     def __reduce__(self) -> tuple[type[_StoreFailure], tuple[str, str | None, str], dict[str, Any]]:
         state = dict(self.__dict__)

@@ -110,3 +110,34 @@ def test_every_error_survives_pickling_with_its_message_and_fields() -> None:
         assert type(again) is cls and str(again) == str(error)
         assert vars(again) == vars(error)
         assert again.__notes__ == ["while reading volume 1"]
+
+
+def test_every_error_is_raised_again_with_its_type_across_dataloader_workers() -> None:
+    """PyTorch's DataLoader raises a worker's error again as ``type(error)(text)``: the errors
+    whose constructors took several arguments came back as RuntimeError, which
+    ``except CorruptChunkError`` does not catch."""
+    import inspect
+
+    pytest.importorskip("torch")
+    from torch._utils import ExceptionWrapper
+
+    from gpuzarr import errors
+
+    classes = [
+        c for name, c in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(c, errors.GpuZarrError) and not name.startswith("_")
+    ]  # fmt: skip
+    made = {
+        errors.CorruptChunkError: errors.CorruptChunkError("c/0", "bad stream"),
+        errors.SymlinkEscapeError: errors.SymlinkEscapeError("c/2", "/etc/passwd"),
+        errors.StoreError: errors.StoreError("s3://b/x.zarr", "c/3", "timed out"),
+        errors.StorePermissionError: errors.StorePermissionError("s3://b/x.zarr", None, "403"),
+    }
+    for cls in classes:
+        try:
+            raise made.get(cls) or cls("a message naming a field")
+        except errors.GpuZarrError:
+            wrapped = ExceptionWrapper(where="in DataLoader worker process 0")
+        with pytest.raises(cls) as raised:
+            wrapped.reraise()
+        assert "Caught" in str(raised.value) and cls.__name__ in str(raised.value)

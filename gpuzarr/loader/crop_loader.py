@@ -508,7 +508,12 @@ class CropLoader:
         As ``DistributedSampler.set_epoch``: without it every iteration repeats the same epoch.
         """
         self._close_pass()
-        self._epoch = _count(epoch, "epoch", 0)
+        epoch = _count(epoch, "epoch", 0)
+        if self._resume is not None and epoch == self._epoch:
+            # A state just loaded for this epoch stays: a training loop resumed at a
+            # checkpoint's epoch calls set_epoch for it before iterating.
+            return
+        self._epoch = epoch
         self._position = 0
         self._resume = None
 
@@ -517,6 +522,9 @@ class CropLoader:
     def _fingerprint(self) -> dict[str, Any]:
         return {
             "sampler": self._sampler.kind,
+            # The crops themselves where the user listed them: two lists of as many crops
+            # resumed each other's position over other crops.
+            "crops": self._sampler.digest(),
             "crop_shape": list(self.crop_shape),
             "batch_size": self.batch_size,
             "crops_per_epoch": self._sampler.count,
@@ -534,8 +542,9 @@ class CropLoader:
         Loaded (:meth:`load_state_dict`) into a loader made with the same arguments, that
         loader's next iteration yields exactly the batches this loader's current iteration has
         not handed out yet (batches read ahead are read again). After a completed pass the
-        position is 0. As with torchdata's ``StatefulDataLoader``, a new iteration of a loader
-        starts at the epoch's first batch unless a state was loaded just before.
+        position is the epoch's length: the epoch is done. As with torchdata's
+        ``StatefulDataLoader``, a new iteration of a loader starts at the epoch's first batch
+        unless a state was loaded just before (:meth:`set_epoch` of the state's epoch keeps it).
         """
         return {
             "version": STATE_VERSION,
@@ -556,6 +565,8 @@ class CropLoader:
             raise InvalidArgumentError(f"load_state_dict: not a CropLoader state_dict ({exc!r})") from exc
         if version != STATE_VERSION:
             raise InvalidArgumentError(f"load_state_dict: state version {version}, this loader reads {STATE_VERSION}")
+        if not isinstance(fingerprint, dict):
+            raise InvalidArgumentError(f"load_state_dict: not a CropLoader state_dict ('loader': {fingerprint!r})")
         mine = self._fingerprint()
         differ = sorted(k for k in mine.keys() | fingerprint.keys() if mine.get(k) != fingerprint.get(k))
         if differ:
@@ -731,7 +742,9 @@ class CropLoader:
     def _finished(self, finished_pass: _Pass) -> None:
         if self._pass is not None and self._pass() is finished_pass:
             self._pass = None
-            self._position = 0
+            # Every batch handed out: a state taken now says the epoch is done (loaded, the next
+            # iteration yields nothing), not that it has not begun.
+            self._position = len(self)
 
     def as_dataset(self) -> Any:
         """Return the loader as a ``torch.utils.data.IterableDataset`` of batches.

@@ -19,6 +19,7 @@ are padded by repeating its first crops (or, with ``drop_last``, cut) to a multi
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from dataclasses import dataclass
@@ -102,6 +103,11 @@ class Sampler:
     def epoch(self, rng: np.random.Generator, shuffle: bool) -> Crops:
         raise NotImplementedError
 
+    def digest(self) -> str | None:
+        """What tells this sampler's crops apart from another's of the same kind, count and
+        shapes (None: those say it all)."""
+        return None
+
 
 class RandomSampler(Sampler):
     """Origins uniform over all valid origins of all volumes, drawn with replacement."""
@@ -125,6 +131,13 @@ class FixedSampler(Sampler):
         self.crops = crops
         self.kind = kind
         self.count = len(crops) if count is None else count
+
+    def digest(self) -> str | None:
+        if self.kind != "list":  # the grid's tiles follow from the shapes
+            return None
+        hashed = hashlib.sha256(np.ascontiguousarray(self.crops.volumes).tobytes())
+        hashed.update(np.ascontiguousarray(self.crops.origins).tobytes())
+        return hashed.hexdigest()[:16]
 
     def epoch(self, rng: np.random.Generator, shuffle: bool) -> Crops:
         n = len(self.crops)

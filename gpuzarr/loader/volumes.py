@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from ..backends.select import resolve_device_for
 from ..core.array import Array
 from ..errors import InvalidArgumentError
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: the field name of an Array or list of Arrays given without names
 UNNAMED = ""
@@ -119,9 +118,13 @@ def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, t
 
 def _crop_shape(crop_shape: Any, ndim: int) -> tuple[int, ...]:
     try:
-        shape = tuple(int(c) for c in crop_shape)
-    except (TypeError, ValueError) as exc:
+        entries = tuple(crop_shape)
+    except TypeError as exc:
         raise InvalidArgumentError(f"crop_shape: expected a tuple of integers, got {crop_shape!r}") from exc
+    if any(isinstance(c, bool) or not isinstance(c, int | np.integer) for c in entries):
+        # int() would cut 5.9 down to 5 without a word.
+        raise InvalidArgumentError(f"crop_shape: expected a tuple of integers, got {crop_shape!r}")
+    shape = tuple(int(c) for c in entries)
     if len(shape) != ndim or any(c < 1 for c in shape):
         raise InvalidArgumentError(f"crop_shape: expected {ndim} positive integers (one per axis), got {crop_shape!r}")
     return shape

@@ -192,8 +192,15 @@ def test_state_dict_resumes_mid_epoch_exactly(sources: list[np.ndarray[Any, Any]
     assert all(np.array_equal(a, b) for a, b in zip(data, expected_data[3:]))
     # the first loader goes on with the same batches
     assert crop_list(list(iterator)) == expected_crops[12:]
-    # after a whole pass the position is 0: the next iteration repeats the epoch
-    assert second.state_dict()["position"] == 0 and first.state_dict()["position"] == 0
+    # after a whole pass the state says the epoch is done: loaded, it yields nothing (it was
+    # position 0, the same as an epoch not begun, and a loader resumed from it read the epoch
+    # again); the loader itself repeats the epoch on its next iteration
+    done = first.state_dict()
+    assert done["position"] == len(first) == 8 and second.state_dict() == done
+    third = make()
+    third.load_state_dict(done)
+    assert crop_list(list(third)) == []
+    assert crop_list(list(third)) == crop_list(list(first)) == expected_crops
 
 
 def test_a_new_iteration_starts_the_epoch_again_unless_a_state_was_loaded(
@@ -420,3 +427,57 @@ def test_a_corrupt_chunk_names_its_key_volume_and_crops(sources: list[np.ndarray
     cached = CropLoader(volumes, CROP, 3, sampler=crops, shuffle=False, output="numpy", cache_bytes=1 << 20)
     with pytest.raises(CorruptChunkError, match=r"c/0/0/0: .*while reading volume 1"):
         list(cached)
+
+
+def test_a_state_of_other_listed_crops_is_refused(sources: list[np.ndarray[Any, Any]]) -> None:
+    """Two lists of as many crops: the state named only the sampler's kind and count, and a
+    loader resumed from the other's state read its own crops at the other's position."""
+    volumes = _volumes(sources)
+    first = CropLoader(volumes, CROP, 1, sampler=[(0, (0, 0, 0)), (0, (1, 1, 1))], shuffle=False, output="numpy")
+    other = CropLoader(volumes, CROP, 1, sampler=[(0, (2, 2, 2)), (0, (3, 3, 3))], shuffle=False, output="numpy")
+    iterator = iter(first)
+    next(iterator)
+    with pytest.raises(InvalidArgumentError, match=r"other crops .*crops: state"):
+        other.load_state_dict(first.state_dict())
+    same = CropLoader(volumes, CROP, 1, sampler=[(0, (0, 0, 0)), (0, (1, 1, 1))], shuffle=False, output="numpy")
+    same.load_state_dict(first.state_dict())
+    assert [b.origins.tolist() for b in same] == [[[1, 1, 1]]]
+
+
+def test_set_epoch_of_the_loaded_states_epoch_keeps_the_position(sources: list[np.ndarray[Any, Any]]) -> None:
+    """A training loop resumed at a checkpoint calls set_epoch for the checkpoint's epoch before
+    iterating: the position was dropped, and the epoch read again from its start."""
+
+    def make() -> CropLoader:
+        return CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=20, seed=3, output="numpy")
+
+    first = make()
+    first.set_epoch(4)
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(3)]
+    expected = crop_list(taken) + crop_list(list(iterator))
+    state = first.state_dict()
+    assert state["position"] == 10 and state["epoch"] == 4  # the epoch done
+    resumed = make()
+    resumed.load_state_dict({**state, "position": 3})
+    resumed.set_epoch(4)
+    assert crop_list(list(resumed)) == expected[6:]
+    resumed.load_state_dict({**state, "position": 3})
+    resumed.set_epoch(5)  # another epoch drops it
+    assert len(list(resumed)) == 10
+
+
+@pytest.mark.parametrize("loader", [None, [], "x"])
+def test_a_malformed_state_is_refused(sources: list[np.ndarray[Any, Any]], loader: Any) -> None:
+    crop_loader = CropLoader(_volumes(sources), CROP, 2, output="numpy")
+    with pytest.raises(InvalidArgumentError, match="not a CropLoader state_dict"):
+        crop_loader.load_state_dict({"version": 1, "epoch": 0, "position": 0, "loader": loader})
+
+
+@pytest.mark.parametrize("crop_shape", [(5.9, 5, 7), (6, True, 7), ("6", 5, 7)])
+def test_a_crop_shape_of_other_than_integers_is_refused(
+    sources: list[np.ndarray[Any, Any]], crop_shape: tuple[Any, ...]
+) -> None:
+    """5.9 was cut to 5 without a word."""
+    with pytest.raises(InvalidArgumentError, match="crop_shape: expected a tuple of integers"):
+        CropLoader(_volumes(sources), crop_shape, 2, output="numpy")
