@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from inspect import signature
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -33,12 +34,22 @@ class _BlockWriter:
     """What ``da.store`` writes blocks into: the target array, one region per task.
 
     A MemoryStore lives in one process's memory: a block written by a worker process would
-    land in that worker's copy and be lost, so such writes raise instead.
+    land in that worker's copy and be lost, so such writes raise instead. Within its own process
+    the writer is pickled by reference (dask.distributed pickles tasks for in-process workers
+    too, ``LocalCluster(processes=False)``): a pickled MemoryStore is a copy, and every block
+    was written into a copy of its own and lost.
     """
 
     def __init__(self, array: Array) -> None:
         self.array = array
         self.owner_pid = os.getpid() if isinstance(array.store, MemoryStore) else None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if self.owner_pid is None:
+            return _BlockWriter, (self.array,)
+        token = f"{self.owner_pid}:{id(self)}"
+        _WRITERS[token] = self
+        return _writer_by_reference, (token, self.array, self.owner_pid)
 
     def __setitem__(self, selection: Any, block: Any) -> None:
         if self.owner_pid is not None and os.getpid() != self.owner_pid:
@@ -51,6 +62,22 @@ class _BlockWriter:
 
     def __dask_tokenize__(self) -> Any:
         return normalize_token(("gpuzarr.integrations.dask._BlockWriter", self.array, self.owner_pid))
+
+
+#: MemoryStore writers pickled in this process, by token: unpickled here, they are themselves.
+_WRITERS: weakref.WeakValueDictionary[str, _BlockWriter] = weakref.WeakValueDictionary()
+
+
+def _writer_by_reference(token: str, array: Array, owner_pid: int) -> _BlockWriter:
+    """The writer pickled as ``token``: itself in its own process (while it lives), elsewhere a
+    writer of the copy, which refuses to write (``_BlockWriter.__setitem__``)."""
+    if os.getpid() == owner_pid:
+        live = _WRITERS.get(token)
+        if live is not None:
+            return live
+    writer = _BlockWriter.__new__(_BlockWriter)
+    writer.array, writer.owner_pid = array, owner_pid
+    return writer
 
 
 def store_dask(
@@ -270,6 +297,10 @@ def from_dask(
     dtype = create_kwargs.pop("dtype", None)
     if dtype is not None:
         source = source.astype(dtype)  # type: ignore[no-untyped-call]
+    if "chunk_shape" in create_kwargs:  # create's other name for chunks (zarr-python's)
+        if chunks is not None:
+            raise InvalidArgumentError("from_dask: chunks and chunk_shape: give one of them")
+        chunks = create_kwargs.pop("chunk_shape")
     if chunks is None and shards is None:
         chunks = _regular_block_shape(source)
     metadata = build_metadata(

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from ..store.base import Store
 
 try:
@@ -24,12 +26,13 @@ except ImportError as exc:  # imported by name only: xarray loads it through its
     raise ImportError("the xarray engine needs xarray: pip install 'gpuzarr[xarray]'") from exc
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from xarray import Dataset, DataTree
     from xarray.backends.common import AbstractDataStore
     from xarray.core.types import ReadBuffer
 
+    from ..core.array import Array
     from ..core.group import Group
 
     FilenameOrObj = str | os.PathLike[Any] | ReadBuffer[Any] | bytes | memoryview | AbstractDataStore
@@ -108,9 +111,28 @@ def _dataset(
     dropped = [drop_variables] if isinstance(drop_variables, str) else list(drop_variables or ())
     store = GpuZarrDataStore(node, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask, drop_variables=dropped)
     dataset = StoreBackendEntrypoint().open_dataset(store, drop_variables=dropped, **decoding)
+    _keep_stored_byte_order(dataset, store.arrays)
     if device != "cpu":
         move_to_device(dataset, store.backend_arrays, device)
     return dataset
+
+
+def _keep_stored_byte_order(dataset: Dataset, arrays: Mapping[str, Array]) -> None:
+    """Put the stored byte order of a v2 big-endian array back into its variable's encoding.
+
+    xarray's CF decoding records a variable's original data type in its encoding. Where it
+    decodes to another type (a masked integer becomes a float) that is the type of the values
+    as they came, big-endian from xarray's zarr engine, native from gpuzarr, and writing the
+    Dataset back (``to_zarr``) flipped the stored byte order; the stored one is recorded, as the
+    zarr engine records it. (Where the type stays, xarray records the native type for both.)
+    """
+    for name, variable in dataset.variables.items():
+        recorded = variable.encoding.get("dtype")
+        array = arrays.get(str(name))
+        if recorded is None or array is None or array.zarr_format != 2 or variable.dtype == recorded:
+            continue
+        if getattr(array.metadata, "endian", None) == "big" and np.dtype(recorded) == array.dtype.newbyteorder("="):
+            variable.encoding["dtype"] = array.dtype.newbyteorder(">")
 
 
 class GpuZarrBackendEntrypoint(BackendEntrypoint):

@@ -379,9 +379,22 @@ class ZipStore(Store):
 
     def __getstate__(self) -> dict[str, Any]:
         # Another process reopens the archive for reading: it cannot share this one's writer.
-        if not self.read_only:
-            raise InvalidArgumentError(f"{self!r}: only a zip store opened with mode 'r' can be pickled")
+        # An archive this store has not written to is whole on disk, so a read-only copy reads
+        # the same members (dask.distributed pickles to_dask's tasks, also for workers in this
+        # process, and a store opened with the default mode "a" could not be read there).
+        if not self.read_only and not self._whole_on_disk():
+            raise InvalidArgumentError(
+                f"{self!r}: a zip store written to cannot be pickled (its archive is whole only once it is "
+                "closed); close it and open it with mode 'r', or use threads instead of processes"
+            )
         return {"path": self.path, "compression": self.compression}
+
+    def _whole_on_disk(self) -> bool:
+        """Opened with mode "a" on an existing archive, and not written to (yet)."""
+        archive = self._archive
+        with archive.cond:
+            unwritten = archive.zf is not None and archive.zf.mode == "r"
+            return self.mode == "a" and not archive.closed and unwritten
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         ZipStore.__init__(self, state["path"], "r", state["compression"])

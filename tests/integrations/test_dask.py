@@ -497,3 +497,53 @@ def test_from_dask_passes_compute_kwargs_to_dask(store: gpuzarr.Store) -> None:
     array = gpuzarr.from_dask(source, store, compute_kwargs={"scheduler": scheduler})
     assert len(calls) == 1  # the write ran on the scheduler given
     np.testing.assert_array_equal(array[...], VALUES)
+
+
+# -- a dask.distributed cluster whose workers share this process ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def threads_client() -> Iterator[Client]:
+    distributed = pytest.importorskip("distributed")
+    with (
+        # In-process comms (inproc://): nothing listens on the network.
+        distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def test_in_process_workers_write_into_a_memory_store(threads_client: Client) -> None:
+    """dask.distributed pickles tasks for workers in this process too: each block was written
+    into a copy of the MemoryStore of its own, and the target stayed empty, without an error."""
+    source = da.from_array(VALUES, chunks=(8, 10))
+    target = _empty_like_values(gpuzarr.MemoryStore(), chunks=(8, 10))
+    gpuzarr.store_dask(source, target)
+    np.testing.assert_array_equal(target[...], VALUES)
+    np.testing.assert_array_equal(gpuzarr.from_dask(source)[...], VALUES)
+
+
+def test_an_archive_opened_with_the_default_mode_is_read_on_a_cluster(threads_client: Client, tmp_path: Path) -> None:
+    """``open("x.zip")`` opens the archive with mode "a": such a store could not be pickled,
+    and a cluster's tasks failed with dask's "Could not serialize object". Not written to, it
+    travels as a read-only copy; written to, pickling it says why it cannot."""
+    path = tmp_path / "a.zip"
+    with gpuzarr.store.ZipStore(path, mode="w") as store:
+        _make(store)
+    array = gpuzarr.open(str(path), device="cpu")
+    assert array.store.mode == "a"
+    np.testing.assert_array_equal(threads_client.compute(gpuzarr.to_dask(array)).result(), VALUES)
+    array[0, 0] = 7
+    with pytest.raises(InvalidArgumentError, match="a zip store written to cannot be pickled"):
+        pickle.dumps(array.store)
+    array.store.close()
+
+
+def test_from_dask_takes_chunk_shape_for_chunks() -> None:
+    """``chunk_shape`` is create's other name for ``chunks``: refused as "give one of them",
+    as if the chunks from_dask takes from the blocks had been given."""
+    array = gpuzarr.from_dask(da.ones((40, 30), chunks=(10, 10)), gpuzarr.MemoryStore(), chunk_shape=(5, 5),
+                              compute_kwargs={"scheduler": "threads"})  # fmt: skip
+    assert array.chunks == (5, 5) and float(array[...].sum()) == 1200.0
+    with pytest.raises(InvalidArgumentError, match="chunks and chunk_shape: give one of them"):
+        gpuzarr.from_dask(da.ones((4,), chunks=2), gpuzarr.MemoryStore(), chunks=(2,), chunk_shape=(2,))

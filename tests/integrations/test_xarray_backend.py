@@ -575,3 +575,20 @@ def test_a_decoding_step_unknown_to_work_on_cupy_keeps_the_variable_on_the_host(
     assert "variable 'counts' stays in host memory: its decoding step" in caplog.text
     np.testing.assert_array_equal(opened["counts"].values, [1, 255, 5])
     xr.testing.assert_identical(opened.load(), open_zarr_engine(path).load())
+
+
+@pytest.mark.parametrize("fill_value", [0, None], ids=["masked", "unmasked"])
+def test_a_big_endian_v2_array_keeps_its_byte_order_through_to_zarr(tmp_path: Path, fill_value: Any) -> None:
+    """A masked big-endian integer array decodes to floats; xarray records the original type,
+    which was native from gpuzarr (the values come native), and writing the Dataset back made
+    the array little-endian. Both engines' encodings now agree, masked or not."""
+    zarr = pytest.importorskip("zarr")
+    path = tmp_path / "be.zarr"
+    group = zarr.open_group(str(path), mode="w", zarr_format=2)
+    array = group.create_array("v", shape=(3,), dtype=">i4", chunks=(2,), fill_value=fill_value)
+    array[...] = [1, 2, 3]
+    array.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    ours = assert_same_as_zarr_engine(path, consolidated=False)
+    ours.to_zarr(tmp_path / "copy.zarr", zarr_format=2, mode="w", consolidated=False)
+    expected = ">i4" if fill_value is not None else "<i4"  # xarray's own rule, engine="zarr" alike
+    assert zarr.open_array(str(tmp_path / "copy.zarr" / "v")).dtype == np.dtype(expected)
