@@ -126,6 +126,24 @@ ARRAYS: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     # zarr-python 3's numcodecs.* v3 codecs: compressors decode on the GPU, filters on the CPU.
     "v3-numcodecs-lz4-f4": ({"compressors": [{"name": "numcodecs.lz4"}]}, "<f4", "partial"),
+    # zarr-python 3 writes numcodecs.zarr3.Zstd, GZip and Blosc under these names: the streams
+    # of the zstd, gzip and blosc routes.
+    "v3-numcodecs-zstd-f4": (
+        {"compressors": [{"name": "numcodecs.zstd", "configuration": {"level": 1}}]}, "<f4", "partial"
+    ),
+    "v3-numcodecs-gzip-i2": (
+        {"compressors": [{"name": "numcodecs.gzip", "configuration": {"level": 1}}]}, "<i2", "full"
+    ),
+    "v3-numcodecs-blosc-lz4-shuffle-i4": (
+        {"compressors": [{"name": "numcodecs.blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": 1}}]},
+        "<i4",
+        "partial",
+    ),
+    "v3-numcodecs-blosc-blosclz-cpu": (
+        {"compressors": [{"name": "numcodecs.blosc", "configuration": {"cname": "blosclz", "shuffle": 2}}]},
+        "<u2",
+        "full",
+    ),
     "v3-numcodecs-delta-filter-cpu": (
         {
             "filters": [{"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}],

@@ -120,6 +120,7 @@ def test_direct_route_setting_is_checked() -> None:
 #: the arrays whose chunks the device reads from their files (zstd or uncompressed, no crc32c)
 DIRECT = {
     "v3-zstd-f4.zarr",
+    "v3-numcodecs-zstd-f4.zarr",
     "v3-zstd-bigendian-i8.zarr",
     "v3-zstd-bigendian-c8.zarr",
     "v3-raw-u1.zarr",

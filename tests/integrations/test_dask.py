@@ -506,8 +506,11 @@ def test_from_dask_passes_compute_kwargs_to_dask(store: gpuzarr.Store) -> None:
 def threads_client() -> Iterator[Client]:
     distributed = pytest.importorskip("distributed")
     with (
-        # In-process comms (inproc://): nothing listens on the network.
-        distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster,
+        # In-process comms (inproc://); the scheduler's HTTP server on a free loopback port (with
+        # no address it takes 8787, which the cluster of worker processes may hold).
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address="127.0.0.1:0"
+        ) as cluster,
         distributed.Client(cluster) as client,
     ):
         yield client

@@ -133,6 +133,30 @@ def _blosc_rounds(codec: BytesToBytesCodec) -> int:
     return DEFLATE_SMALL_READ_ROUNDS if codec.cname == "zlib" else SMALL_READ_ROUNDS
 
 
+def _numcodecs_blosc_cname(codec: BytesToBytesCodec) -> str:
+    config: dict[str, Any] = getattr(codec, "config", {})  # a NumcodecsCodec: numcodecs' own configuration
+    return str(config.get("cname", "lz4"))
+
+
+def _numcodecs_blosc_undecodable(codec: BytesToBytesCodec) -> str | None:
+    cname = _numcodecs_blosc_cname(codec)
+    return None if cname in BLOSC_GPU_CNAMES else f"blosc compressor {cname!r} has no nvCOMP decoder"
+
+
+def _numcodecs_blosc_shuffled(codec: BytesToBytesCodec) -> bool:
+    # numcodecs' shuffle: 0 none, 1 byte, 2 bit, -1 chosen by the element size (shuffled too).
+    config: dict[str, Any] = getattr(codec, "config", {})
+    return bool(config.get("shuffle", 1) != 0)
+
+
+def _numcodecs_blosc_scratch(codec: BytesToBytesCodec) -> float:
+    return ZSTD_SCRATCH_PER_BYTE if _numcodecs_blosc_cname(codec) == "zstd" else 0.0
+
+
+def _numcodecs_blosc_rounds(codec: BytesToBytesCodec) -> int:
+    return DEFLATE_SMALL_READ_ROUNDS if _numcodecs_blosc_cname(codec) == "zlib" else SMALL_READ_ROUNDS
+
+
 @dataclass(frozen=True)
 class CodecRoute:
     """What the GPU path needs to know of one bytes->bytes codec it decodes."""
@@ -145,6 +169,9 @@ class CodecRoute:
     scratch: Callable[[BytesToBytesCodec], float] = _no_scratch
     #: :attr:`DecodeRoute.small_read_rounds` of its chunks
     small_read_rounds: Callable[[BytesToBytesCodec], int] = lambda codec: SMALL_READ_ROUNDS
+    #: the route its streams take (a key of ``streams.SPLITTERS``), where that is another
+    #: codec's: numcodecs' names for the same streams (zarr-python 3 writes ``numcodecs.zstd``)
+    decodes_as: str | None = None
 
 
 #: Zarr codec name -> its GPU route. The keys are the keys of ``streams.SPLITTERS`` (the stream
@@ -155,6 +182,15 @@ ROUTES: dict[str, CodecRoute] = {
     "blosc": CodecRoute(_blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds),
     "numcodecs.zlib": CodecRoute(small_read_rounds=_deflate_rounds),
     "numcodecs.lz4": CodecRoute(),
+    "numcodecs.zstd": CodecRoute(scratch=_zstd_scratch, decodes_as="zstd"),
+    "numcodecs.gzip": CodecRoute(small_read_rounds=_deflate_rounds, decodes_as="gzip"),
+    "numcodecs.blosc": CodecRoute(
+        _numcodecs_blosc_undecodable,
+        _numcodecs_blosc_shuffled,
+        _numcodecs_blosc_scratch,
+        _numcodecs_blosc_rounds,
+        decodes_as="blosc",
+    ),
 }
 
 
@@ -203,7 +239,7 @@ def decode_route(pipeline: CodecPipeline) -> DecodeRoute:
     if reason is not None:
         return _cpu(reason, shape)
     return DecodeRoute(
-        name,
+        route.decodes_as or name,
         has_crc,
         None,
         tuple(strides),
