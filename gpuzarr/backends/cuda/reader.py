@@ -193,6 +193,12 @@ def _read_gathered(
         except GpuPlanError as exc:
             reason = f"the GPU path cannot read this selection: {exc}"
         else:
+            if not strict and is_small_read(box_gpu_plan):
+                # A few chunks, as for a box: the CPU engine reads the selection itself (a point
+                # selection or a negative step of one chunk paid a whole nvCOMP batch).
+                target = device.empty(plan.buffer_shape, dtype)
+                _read_small(device, layout, store, plan, target, budget)
+                return _deliver(device, target, plan, out)
             box = device.empty(box_plan.buffer_shape, dtype)
             _execute(device, layout, store, box_gpu_plan, box, strict, budget)
             return _deliver(device, device.gather(box, gathered.index), plan, out)

@@ -1,0 +1,48 @@
+"""Selections that are not boxes (negative steps, points, index arrays) of a few chunks take the
+small-read rule on the GPU path as boxes do: the CPU engine reads them and one copy takes them
+to the device, instead of a whole nvCOMP batch for the bounding box."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr import config
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .emulated_gpu import EmulatedGpu
+
+DATA = np.arange(64 * 64, dtype="<f4").reshape(64, 64)
+
+SMALL = {
+    "negative-step": lambda a: a[3::-1, 0:4],
+    "vindex": lambda a: a.vindex[[0, 1], [2, 3]],
+    "oindex": lambda a: a.oindex[[5, 1], 0:4],
+    "index-array": lambda a: a[[2, 0], 1:3],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_a_small_selection_that_is_no_box_is_read_on_the_cpu(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, name: str
+) -> None:
+    path = str(tmp_path / "a.zarr")
+    gpuzarr.create(path, data=DATA, chunks=(32, 32), device="cpu")
+    read: Any = SMALL[name]
+    expected = read(gpuzarr.open(path, device="cpu"))
+    gpu = gpuzarr.open(path, device="gpu")
+    with config.set(gpu_small_read_chunks=None):
+        before = len(emulated_gpu.names())
+        got = np.asarray(read(gpu))
+        calls = emulated_gpu.names()[before:]
+    np.testing.assert_array_equal(got, expected)
+    assert "copy_host_to_device" in calls and "zstd" not in calls, calls
+    with config.set(gpu_small_read_chunks=0):  # off: the device path, gathering from the box
+        before = len(emulated_gpu.names())
+        np.testing.assert_array_equal(np.asarray(read(gpu)), expected)
+        assert "gather" in emulated_gpu.names()[before:]
