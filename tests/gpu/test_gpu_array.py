@@ -62,13 +62,19 @@ def test_memory_store_matches_cpu() -> None:
     assert_bitwise_equal(_host(_on_gpu(array)[...]), cpu_result(array, Ellipsis))
 
 
-def test_gathers_match_cpu(local_array: gpuzarr.Array) -> None:
+@pytest.mark.parametrize("small_reads", [None, 0], ids=["default", "device-path"])
+def test_gathers_match_cpu(local_array: gpuzarr.Array, small_reads: int | None) -> None:
+    """Small selections that are no boxes go to the CPU engine by default; with the rule off
+    (0) the device reads their bounding box and gathers."""
+    from gpuzarr import config
+
     gpu = _on_gpu(local_array)
     cpu = gpuzarr.open(local_array.store, device="cpu")
     rows = np.array([40, 3, 9, 3])
-    assert_bitwise_equal(_host(gpu.oindex[rows, 5:20]), cpu.oindex[rows, 5:20])
-    assert_bitwise_equal(_host(gpu.vindex[rows, rows + 1]), cpu.vindex[rows, rows + 1])
-    assert_bitwise_equal(_host(gpu[40:2:-7, ::-3]), cpu[40:2:-7, ::-3])
+    with config.set(gpu_small_read_chunks=small_reads):
+        assert_bitwise_equal(_host(gpu.oindex[rows, 5:20]), cpu.oindex[rows, 5:20])
+        assert_bitwise_equal(_host(gpu.vindex[rows, rows + 1]), cpu.vindex[rows, rows + 1])
+        assert_bitwise_equal(_host(gpu[40:2:-7, ::-3]), cpu[40:2:-7, ::-3])
 
 
 def _check_out_forms(read: Callable[..., Any], expected: np.ndarray[Any, Any]) -> None:
