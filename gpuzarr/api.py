@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from .consolidated import consolidate
 from .core.array import Array
 from .core.group import Group, create_group_node, new_array, open_node
-from .errors import ArrayNotFoundError, GroupNotFoundError, InvalidArgumentError, MetadataError, NodeNotFoundError
-from .hierarchy import node_exists, parse_mode, read_node
+from .errors import (
+    ArrayNotFoundError,
+    ContainsNodeError,
+    GroupNotFoundError,
+    InvalidArgumentError,
+    MetadataError,
+    NodeNotFoundError,
+)
+from .hierarchy import node_exists, node_prefix, parse_mode, read_node
 from .store import MemoryStore, Store, StoreLike, make_store
 from .store.base import validate_path
 
@@ -143,6 +150,8 @@ def open(  # noqa: A001
         raise TypeError(f"open: unexpected keyword arguments {sorted(unknown)}")
     s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
     full = _join(base, path)
+    if mode == "w-":
+        _refuse_other_data(s, full)
     if not flags.open and not _creates_array(create_kwargs):  # "w", "w-"
         node: Any = create_group(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
     # Whether a node exists is asked only when an array could be created: on an object store
@@ -159,6 +168,22 @@ def open(  # noqa: A001
     from .core.field_array import select_field
 
     return select_field(node, field)
+
+
+def _refuse_other_data(store: Store, path: str) -> None:
+    """Mode "w-" creates only where nothing is.
+
+    Files that are no Zarr node there are refused as well (zarr-python raises FileExistsError
+    "already contains data"); a node there is refused by the creation itself. Stores that
+    cannot list are not asked.
+    """
+    if not store.supports_listing:
+        return
+    first = next(iter(store.list_prefix(node_prefix(path))), None)
+    if first is not None:
+        raise ContainsNodeError(
+            f"{path or '/'!r} of {store!r} already holds data ({first!r}); mode 'w-' creates only where nothing is"
+        )
 
 
 def open_array(
@@ -222,6 +247,8 @@ def open_group(
     flags = parse_mode(mode)
     s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
     full = _join(base, path)
+    if mode == "w-":
+        _refuse_other_data(s, full)
     if not flags.open or (flags.create and read_node(s, full) is None):
         return create_group(
             s, path=full, attributes=attributes, overwrite=flags.delete_existing, device=device, zarr_format=zarr_format

@@ -524,3 +524,40 @@ def test_a_new_node_inside_an_existing_zip_archive_is_written_there(tmp_path: Pa
     reopened = gpuzarr.open_group(str(archive), mode="r")
     np.testing.assert_array_equal(reopened["new"][...], np.arange(3))
     reopened.store.close()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_resize_gpuzarr_cannot_record_changes_nothing(tmp_path: Path, zarr_format: int) -> None:
+    """Attributes with NaN (zarr-python writes them; gpuzarr writes strict JSON) cannot be
+    written back: the resize erased the chunks outside the new shape first, then failed to
+    write the metadata, and the data was lost under the old shape."""
+    path = tmp_path / "a.zarr"
+    array = gpuzarr.create(str(path), data=np.arange(1, 5, dtype="f4"), chunks=(2,), zarr_format=zarr_format)
+    document = path / (".zattrs" if zarr_format == 2 else "zarr.json")
+    if zarr_format == 2:
+        document.write_text('{"_FillValue": NaN}')
+    else:
+        doc = json.loads(document.read_text())
+        doc["attributes"] = {"_FillValue": float("nan")}
+        document.write_text(json.dumps(doc))  # NaN, as zarr-python writes it
+    array = gpuzarr.open_array(str(path), mode="r+", device="cpu")
+    for change in (lambda: array.resize((1,)), lambda: array.append([5.0])):
+        with pytest.raises(MetadataError, match="attributes: NaN and infinite numbers are not JSON"):
+            change()
+        assert array.shape == (4,)
+        np.testing.assert_array_equal(gpuzarr.open_array(str(path), mode="r", device="cpu")[...], [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("opener", ["open", "open_group", "open_array"])
+def test_mode_w_minus_refuses_a_place_that_holds_other_files(tmp_path: Path, opener: str) -> None:
+    """zarr-python raises FileExistsError ("already contains data"); gpuzarr wrote a node beside
+    the files that were there."""
+    place = tmp_path / "p"
+    place.mkdir()
+    (place / "notes.txt").write_text("not Zarr")
+    kwargs: dict[str, Any] = {"shape": (2,), "dtype": "i1"} if opener == "open_array" else {}
+    with pytest.raises(FileExistsError, match=r"already holds data .*'notes\.txt'"):
+        getattr(gpuzarr, opener)(str(place), mode="w-", **kwargs)
+    assert sorted(p.name for p in place.iterdir()) == ["notes.txt"]
+    fresh = tmp_path / "fresh"
+    assert getattr(gpuzarr, opener)(str(fresh), mode="w-", **kwargs) is not None

@@ -627,6 +627,12 @@ class Array:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         old_shape = self.shape
+        new_metadata = self._metadata.evolve(shape=new_shape)
+        # The new documents are made before anything is erased: metadata that cannot be written
+        # (attributes with NaN, which zarr-python writes and gpuzarr does not) stops the resize
+        # with the data intact, instead of after the chunks outside the new shape are gone.
+        check_attributes(new_metadata.attributes)
+        new_metadata.documents()
         for axis, (new, old, dim) in enumerate(
             zip(new_shape, old_shape, self._metadata.chunk_grid.dimensions(old_shape), strict=True)
         ):
@@ -643,7 +649,6 @@ class Array:
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
             for coords in self._stored_outside(new_grid):
                 self.store.erase(self._layout.key(coords))
-        new_metadata = self._metadata.evolve(shape=new_shape)
         self._write_metadata(new_metadata)
 
     def _stored_outside(self, grid: tuple[int, ...]) -> list[tuple[int, ...]]:
