@@ -2,8 +2,9 @@
 
 :meth:`CudaReader.read` turns a SelectionPlan into a device array:
 
-1. plan the GPU read (:func:`.gpu_plan.build_gpu_read_plan`); selections the assemble kernel cannot
-   express (index arrays, points, negative steps) are read as their bounding box and gathered
+1. plan the GPU read (:func:`.gpu_plan.build_gpu_read_plan`); negative steps are read ascending
+   and reversed by one device copy (:mod:`.mirror`); other selections the assemble kernel cannot
+   express (index arrays, points) are read as their bounding box and gathered
    on the device (:mod:`.gather`), or, when that box is much larger than the result or the
    data type has no kernel (odd item sizes, more than 8 axes), read by the CPU engine and
    copied to the device once;
@@ -36,6 +37,7 @@ from .cupy_device import CudaDevice
 from .executor import execute
 from .gather import gather_plan
 from .gpu_plan import BATCH_BYTES, GpuArrayError, GpuPlanError, GpuReadPlan, build_gpu_read_plan
+from .mirror import mirrored_plan, reversed_view
 from .phases import phase
 from .routes import SMALL_READ_ROUNDS
 
@@ -151,21 +153,36 @@ class CudaReader:
                 _check_out(device, out, plan.shape, dtype)
             if math.prod(plan.shape) == 0:
                 return out if out is not None else device.empty(plan.shape, dtype)
-            budget = batch_budget(device)
-            try:
-                with phase("plan"):
-                    gpu_plan = build_gpu_read_plan(layout, plan, budget)
-            except GpuPlanError as exc:
-                return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
-            direct = out is not None and device.is_contiguous(out)
+            mirror = mirrored_plan(layout, plan)
+            if mirror is None:
+                return _read(device, layout, store, plan, out, strict)
+            # Negative steps: the same elements read ascending, then one reversing copy.
+            ascending, axes = mirror
+            data = _read(device, layout, store, ascending, None, strict)
             with phase("output"):
-                target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
-            if not strict and is_small_read(gpu_plan):
-                with phase("small-read"):
-                    _read_small(device, layout, store, plan, target, budget)
-                return out if direct else _deliver(device, target, plan, out)
-            _execute(device, layout, store, gpu_plan, target, strict, budget)
-            return out if direct else _deliver(device, target, plan, out)
+                target = out if out is not None else device.empty(plan.shape, dtype)
+                device.copy(target, reversed_view(data, axes))
+            return target
+
+
+def _read(device: Device, layout: ArrayLayout, store: Store, plan: SelectionPlan, out: Any, strict: bool) -> Any:
+    """``plan`` read on ``device`` into ``out`` or a new device array."""
+    dtype = np.dtype(layout.metadata.dtype)
+    budget = batch_budget(device)
+    try:
+        with phase("plan"):
+            gpu_plan = build_gpu_read_plan(layout, plan, budget)
+    except GpuPlanError as exc:
+        return _read_gathered(device, layout, store, plan, out, strict, budget, exc)
+    direct = out is not None and device.is_contiguous(out)
+    with phase("output"):
+        target = out.reshape(plan.buffer_shape) if direct else device.empty(plan.buffer_shape, dtype)
+    if not strict and is_small_read(gpu_plan):
+        with phase("small-read"):
+            _read_small(device, layout, store, plan, target, budget)
+        return out if direct else _deliver(device, target, plan, out)
+    _execute(device, layout, store, gpu_plan, target, strict, budget)
+    return out if direct else _deliver(device, target, plan, out)
 
 
 def _read_gathered(
