@@ -251,6 +251,7 @@ def choose_chunk_shapes(
     *,
     zarr_format: int = 3,
     itemsize: int = 1,
+    single_chunk: bool = False,
 ) -> ChosenLayout:
     """Choose read and write chunk shapes for a new array, as TensorStore does.
 
@@ -267,6 +268,9 @@ def choose_chunk_shapes(
     itemsize
         Bytes per element. The data type never changes the choice; it only decides whether a
         (huge) chosen chunk is too large to encode, which TensorStore rejects.
+    single_chunk
+        For ``zarr_format=3``: the codecs are fixed without sharding, so read and write
+        constraints are merged into one chunk shape, as for zarr v2 (TensorStore does the same).
 
     Returns
     -------
@@ -310,7 +314,7 @@ def choose_chunk_shapes(
     order = constraints.inner_order or constraints.inner_order_soft_constraint
     c_order = tuple(range(rank))
 
-    if zarr_format == 3:
+    if zarr_format == 3 and not single_chunk:
         read_chunk, write_chunk = _choose_read_write(read, write, extent)
         _check_encodable(read_chunk, itemsize)
         if read_chunk != write_chunk:
@@ -320,12 +324,17 @@ def choose_chunk_shapes(
 
     chunk = tuple(_choose_single(read, write, extent))
     _check_encodable(chunk, itemsize)
-    inner_order = c_order
-    if order is not None and order != c_order:
-        if order == c_order[::-1]:
-            inner_order = order
-        elif constraints.inner_order is not None:
-            raise MetadataError(
-                f"chunk_layout.inner_order: zarr v2 stores chunks in C or F order only, got {list(order)}"
-            )
-    return ChosenLayout(chunk, chunk, inner_order)
+    if zarr_format == 3:
+        return ChosenLayout(chunk, chunk, order if order is not None else c_order)
+    return ChosenLayout(chunk, chunk, _v2_inner_order(order, constraints.inner_order, c_order))
+
+
+def _v2_inner_order(
+    order: tuple[int, ...] | None, hard: tuple[int, ...] | None, c_order: tuple[int, ...]
+) -> tuple[int, ...]:
+    """Zarr v2 stores C or F order only: another soft order is dropped, a hard one refused."""
+    if order is None or order in (c_order, c_order[::-1]):
+        return order if order is not None else c_order
+    if hard is not None:
+        raise MetadataError(f"chunk_layout.inner_order: zarr v2 stores chunks in C or F order only, got {list(order)}")
+    return c_order

@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..errors import MetadataError
+from ..codecs.registry import codec_from_json
+from ..errors import GpuZarrError, MetadataError
 from ..metadata.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
 from ..metadata.dtypes import DataType
 from ..metadata.json_util import expect_dict, expect_int_list, expect_str
@@ -219,9 +220,14 @@ def json_subset(constraint: Any, stored: Any) -> bool:
     return bool(constraint == stored)
 
 
-def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON]) -> bool:
-    """Whether a partial codec chain matches a stored one (a chain without an array->bytes
-    codec leaves that codec unconstrained, as in TensorStore)."""
+def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON], rank: int | None = None) -> bool:
+    """Whether a partial codec chain matches a stored one, as TensorStore merges them: a chain
+    without an array->bytes codec leaves that codec unconstrained; a member the constraint
+    gives must equal the stored one once both are normalised (the stored codec's defaults
+    filled in, as TensorStore's own spec of the array states them: ``index_location`` "end",
+    zstd ``checksum`` false; a transpose ``order`` of "C" or "F" as the permutation of ``rank``
+    axes; a ``bytes`` ``endian`` given for a data type without byte order, which the stored
+    chain leaves out)."""
     if not any(c["name"] in ARRAY_TO_BYTES_NAMES for c in constraint):
         stored = [c for c in stored if c["name"] not in ARRAY_TO_BYTES_NAMES]
     if len(constraint) != len(stored):
@@ -230,14 +236,40 @@ def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON]) -
         if c["name"] != s["name"]:
             return False
         config = dict(c.get("configuration") or {})
-        stored_config = dict(s.get("configuration") or {})
-        if c["name"] == "sharding_indexed" and "codecs" in config:
-            inner = parse_codec_chain(config.pop("codecs"), "codecs")
-            if not codecs_match(inner, parse_codec_chain(stored_config.get("codecs", []), "codecs")):
-                return False
+        stored_config = _with_defaults(s)
+        if c["name"] == "sharding_indexed":
+            for chain in ("codecs", "index_codecs"):
+                if chain in config:
+                    inner = parse_codec_chain(config.pop(chain), chain)
+                    if not codecs_match(inner, parse_codec_chain(stored_config.get(chain, []), chain), rank):
+                        return False
+        if c["name"] == "transpose" and rank is not None:
+            config = {k: _permutation(v, rank) if k == "order" else v for k, v in config.items()}
+            stored_config["order"] = _permutation(stored_config.get("order"), rank)
+        if c["name"] == "bytes" and "endian" not in stored_config:
+            config.pop("endian", None)  # stored without: a data type without byte order
         if not json_subset(config, stored_config):
             return False
     return True
+
+
+def _with_defaults(codec: CodecJSON) -> dict[str, Any]:
+    """The configuration of a stored codec with the defaults its parser fills in, or as stored
+    where gpuzarr does not parse it."""
+    try:
+        parsed = codec_from_json(codec).configuration()
+    except GpuZarrError:
+        parsed = None
+    return dict(parsed if parsed is not None else codec.get("configuration") or {})
+
+
+def _permutation(order: Any, rank: int) -> Any:
+    """A transpose ``order`` of "C" or "F" as the permutation it stands for."""
+    if order == "C":
+        return list(range(rank))
+    if order == "F":
+        return list(range(rank))[::-1]
+    return order
 
 
 def check_metadata_constraints(spec: MetadataConstraints, stored: Mapping[str, Any]) -> None:  # noqa: C901 - one check per JSON member
@@ -248,7 +280,8 @@ def check_metadata_constraints(spec: MetadataConstraints, stored: Mapping[str, A
         actual = stored.get(key)
         if spec.driver == "zarr3":
             if key == "codecs":
-                if not codecs_match(expected, parse_codec_chain(actual or [], "codecs")):
+                rank = len(stored["shape"]) if isinstance(stored.get("shape"), list) else None
+                if not codecs_match(expected, parse_codec_chain(actual or [], "codecs"), rank):
                     raise _mismatch(name, expected, actual)
             elif key == "chunk_key_encoding":
                 default_sep = "/" if expected["name"] == "default" else "."
@@ -360,7 +393,7 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # n
     if schema.codec is not None:
         codec = {k: v for k, v in schema.codec.items() if k != "driver"}
         if "codecs" in codec and not codecs_match(
-            parse_codec_chain(codec.pop("codecs"), "schema.codec.codecs"), stored.codec.get("codecs", [])
+            parse_codec_chain(codec.pop("codecs"), "schema.codec.codecs"), stored.codec.get("codecs", []), rank
         ):
             raise _mismatch("schema.codec.codecs", schema.codec["codecs"], stored.codec.get("codecs"))
         for key, value in codec.items():

@@ -15,14 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..codecs.registry import codec_from_json
 from ..errors import MetadataError
 from ..metadata.build import TENSORSTORE_DEFAULTS
-from ..metadata.chain import parse_codec_chain, with_array_to_bytes, with_transpose, wrap_in_sharding
+from ..metadata.chain import (
+    ARRAY_TO_BYTES_NAMES,
+    parse_codec_chain,
+    with_array_to_bytes,
+    with_transpose,
+    wrap_in_sharding,
+)
 from ..metadata.dtypes import CORE_DATA_TYPES, DataType
-from ..metadata.v2 import ArrayMetadataV2
+from ..metadata.v2 import ArrayMetadataV2, parse_v2_dtype
 from ..metadata.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
-from .chunk_shapes import choose_chunk_shapes
+from .chunk_shapes import ChosenLayout, choose_chunk_shapes
 from .schema import normalize_unit
 
 if TYPE_CHECKING:
@@ -77,12 +84,16 @@ def _with_configuration(codec: CodecJSON, configuration: dict[str, Any]) -> Code
 def _fill_codec_defaults(chain: list[CodecJSON], itemsize: int) -> list[CodecJSON]:
     """Complete partial codecs with TensorStore's defaults (so both write the same zarr.json)."""
     out: list[CodecJSON] = []
+    previous = None
     for codec in chain:
         config = dict(codec.get("configuration") or {})
         name = codec["name"]
         if name == "bytes" and itemsize > 1:
             config.setdefault("endian", "little")
-        elif name == "blosc":
+        elif name == "bytes":
+            config.pop("endian", None)  # elements of one byte have no byte order
+        elif name == "blosc" and previous in ARRAY_TO_BYTES_NAMES:
+            # Right after the array->bytes codec, Blosc sees the elements: shuffle by them.
             defaults = {
                 "cname": "lz4",
                 "clevel": 5,
@@ -91,12 +102,15 @@ def _fill_codec_defaults(chain: list[CodecJSON], itemsize: int) -> list[CodecJSO
                 "blocksize": 0,
             }
             config = {**defaults, **config}
+        elif name == "blosc":  # after another compressor: bytes of no element size
+            config = {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "blocksize": 0, **config}
         elif name == "gzip":
             config.setdefault("level", 6)
         elif name == "zstd":
             config = {"level": 3, "checksum": False, **config}
         filled: CodecJSON = {**codec, "configuration": config}
         out.append(filled)
+        previous = name
     return out
 
 
@@ -106,6 +120,55 @@ def _insert_transpose(chain: list[CodecJSON], order: tuple[int, ...]) -> list[Co
     if any(c["name"] == "transpose" for c in chain):
         return chain
     return with_transpose(chain, order)
+
+
+def _chain_order(chain: list[CodecJSON], rank: int) -> list[int]:
+    """The ``inner_order`` a chain's transpose codecs give (the identity without one)."""
+    order = list(range(rank))
+    for codec in chain:
+        if codec["name"] == "transpose":
+            perm: Any = (codec.get("configuration") or {}).get("order")
+            perm = order[::-1] if perm == "F" else list(range(rank)) if perm == "C" else perm
+            order = [order[p] for p in perm]
+    return order
+
+
+def _ordered(
+    chain: list[CodecJSON], chosen: tuple[int, ...], hard: Any, fixed: bool, field: str
+) -> list[CodecJSON]:
+    """``chain`` in the chosen ``inner_order``: a transpose inserted where the chain is not
+    ``fixed`` (given whole in ``metadata``); a fixed chain is taken as given, and a hard
+    ``inner_order`` it does not have is refused, as TensorStore refuses it (inserting one
+    made an array that the same spec then failed to open)."""
+    if not fixed:
+        return _insert_transpose(chain, chosen)
+    have = _chain_order(chain, len(chosen))
+    if hard is not None and list(hard) != have:
+        raise MetadataError(
+            f"schema.chunk_layout.inner_order: {list(hard)} contradicts {field}, whose order is {have}"
+        )
+    return chain
+
+
+def _check_codecs(chain: list[CodecJSON] | None, field: str) -> None:
+    """Refuse an unknown codec or a bad configuration under the name the spec gives it (once
+    defaults and a bytes codec are added, the chain's indexes no longer match the spec's).
+    ``sharding_indexed`` is left to the build: its ``chunk_shape`` may still be to choose."""
+    for i, codec in enumerate(chain or []):
+        if codec["name"] != "sharding_indexed":
+            codec_from_json(codec, f"{field}[{i}]")
+
+
+def _choose_v3(extent: tuple[int, ...], layout: dict[str, Any], single: bool) -> ChosenLayout:
+    try:
+        return choose_chunk_shapes(extent, ChunkLayoutConstraints.from_json(layout), zarr_format=3, single_chunk=single)
+    except MetadataError as exc:
+        if not single:
+            raise
+        raise MetadataError(
+            f"{exc} (metadata.codecs without sharding_indexed have one chunk shape: a read chunk "
+            "other than the write chunk needs sharding_indexed in metadata.codecs)"
+        ) from exc
 
 
 def build_metadata(spec: TensorStoreSpec) -> ArrayMetadata | ArrayMetadataV2:
@@ -159,10 +222,12 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
             )
         attributes["dimension_units"] = units
     codecs = md.get("codecs")
+    _check_codecs(codecs, "metadata.codecs")
     # Codecs a schema asks for, and metadata does not fix, may be wrapped in sharding_indexed
     # where the chunk layout needs it (TensorStore does; it refuses fixed metadata.codecs).
     wrappable = codecs is None
     if schema.codec is not None and "codecs" in schema.codec:
+        _check_codecs(parse_codec_chain(schema.codec["codecs"], "schema.codec.codecs"), "schema.codec.codecs")
         codecs = _pick(
             "metadata.codecs",
             codecs,
@@ -195,7 +260,12 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
         layout = _with_hard_shape(
             layout, "read_chunk", grid_shape, "metadata.chunk_grid.configuration.chunk_shape", extent
         )
-    chosen = choose_chunk_shapes(extent, ChunkLayoutConstraints.from_json(layout), zarr_format=3)
+    # Codecs fixed without sharding_indexed have one chunk shape: the read and write
+    # constraints both apply to it (TensorStore merges them; choosing each apart and then
+    # refusing the difference failed specs TensorStore takes).
+    single = codecs is not None and not wrappable and sharding is None
+    chosen = _choose_v3(extent, layout, single)
+    hard_order = layout.get("inner_order")
 
     itemsize = data_type.itemsize
     if sharding is not None:
@@ -204,7 +274,11 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
             parse_codec_chain(config.get("codecs", []), "sharding_indexed.codecs"), _bytes_codec()
         )
         config["chunk_shape"] = list(chosen.read_chunk)
-        config["codecs"] = _fill_codec_defaults(_insert_transpose(inner, chosen.inner_order), itemsize)
+        inner_fixed = not wrappable and "codecs" in sharding["configuration"]
+        config["codecs"] = _fill_codec_defaults(
+            _ordered(inner, chosen.inner_order, hard_order, inner_fixed, "metadata.codecs sharding_indexed codecs"),
+            itemsize,
+        )
         config["index_codecs"] = _fill_codec_defaults(
             parse_codec_chain(
                 config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs)),
@@ -227,7 +301,10 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
         chain = wrap_in_sharding(inner, chosen.read_chunk, index_codecs)
     else:
         given = list(codecs) if codecs else list(TENSORSTORE_DEFAULTS.compressors)
-        chain = _insert_transpose(with_array_to_bytes(given, _bytes_codec()), chosen.inner_order)
+        fixed = codecs is not None and not wrappable
+        chain = _ordered(
+            with_array_to_bytes(given, _bytes_codec()), chosen.inner_order, hard_order, fixed, "metadata.codecs"
+        )
     chain = _fill_codec_defaults(chain, itemsize)
 
     cke = dict(md.get("chunk_key_encoding") or {"name": "default", "configuration": {}})
@@ -267,11 +344,12 @@ def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
     if v2_dtype is None:
         if schema.dtype is None:
             raise MetadataError("metadata.dtype: required to create an array (or give dtype)")
-        v2_dtype = CORE_DATA_TYPES[schema.dtype]
+        # extension types (bfloat16, int4, float8_*) are written by name, as TensorStore does
+        v2_dtype = CORE_DATA_TYPES.get(schema.dtype, schema.dtype)
     elif (
         schema.dtype is not None
         and spec.field is None
-        and DataType.from_numpy(np.dtype(v2_dtype)).name != schema.dtype
+        and parse_v2_dtype(v2_dtype)[0].name != schema.dtype
     ):
         raise MetadataError(f"dtype: {schema.dtype!r} contradicts metadata.dtype {v2_dtype!r}")
     sub = _subarray_shape(v2_dtype, spec.field)

@@ -8,7 +8,13 @@
   ``metadata.shape`` or ``schema.domain``; chunk shapes from the metadata or, failing that,
   chosen from ``schema.chunk_layout`` as TensorStore chooses them; a ``sharding_indexed`` codec
   when the read and write chunks differ; a ``transpose`` codec for ``inner_order``; TensorStore's
-  default codecs: ``bytes`` alone for zarr3, blosc for zarr2);
+  default codecs: ``bytes`` alone for zarr3, blosc for zarr2). Codecs fixed in ``metadata`` are
+  taken as given, as TensorStore takes them: without sharding they have one chunk shape, which
+  the read and write constraints both choose, and a hard ``inner_order`` they do not have is
+  refused (so that the same spec opens the array it made);
+* TensorStore's own ``spec()`` of an array reopens it: codec constraints compare after the
+  stored codecs' defaults, and an identity ``transform``'s ``input_labels`` must be the array's
+  dimension names (a view under other names is refused, not made);
 * ``delete_existing``, ``open`` + ``create``, ``assume_metadata`` (metadata taken from the spec,
   never read nor written; resizing then raises) and ``assume_cached_metadata``;
 * ``field`` opens one field of a zarr2 structured array (:class:`~gpuzarr.core.field_array.FieldArray`);
@@ -28,16 +34,19 @@ from ..core.array import Array
 from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..hierarchy import array_metadata, node_exists, read_node, write_node
+from ..metadata.v3 import ArrayMetadata
 from ..store import LocalStore, MemoryStore, make_store, zip_store
 from ..store.base import Store
 from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
 from .create import build_metadata
 from .kvstore import KvStoreSpec, join_path
+from .schema import check_view_labels
 from .spec import TensorStoreSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..metadata.v2 import ArrayMetadataV2
-    from ..metadata.v3 import ArrayMetadata
 
 
 def open_spec(
@@ -108,6 +117,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     metadata: ArrayMetadata | ArrayMetadataV2
     if spec.assume_metadata or spec.assume_cached_metadata:
         metadata = build_metadata(spec)
+        check_view_labels(spec.schema, _dimension_names(metadata))
         array = Array(store, path, metadata, device=device, metadata_writable=not spec.assume_metadata, **options)
         return _select_field(array, spec)
     exists = spec.open and node_exists(store, path)
@@ -125,6 +135,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
         check_metadata_constraints(spec, metadata.to_json())
         result = _select_field(array, spec)
         check_schema_constraints(spec.schema, stored_schema(metadata, spec.field))
+        check_view_labels(spec.schema, _dimension_names(metadata))
         return result
     if not spec.create:
         raise ArrayNotFoundError(f"no Zarr v{spec.zarr_format} array at {path or '/'!r} in {store!r}")
@@ -135,6 +146,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
             f"a node already exists at {path or '/'!r} in {store!r} (set delete_existing or open)"
         )
     metadata = build_metadata(spec)
+    check_view_labels(spec.schema, _dimension_names(metadata))
     array = Array(store, path, metadata, device=device, **options)  # resolves codecs before any write
     result = _select_field(array, spec)
     # The rules of every new node (an array among the ancestors is refused; what was there goes
@@ -143,6 +155,10 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     write_node(store, path, documents, overwrite=spec.delete_existing, zarr_format=spec.zarr_format, parents=False)
     record_metadata_write(store, path, new_node=True)
     return result
+
+
+def _dimension_names(metadata: ArrayMetadata | ArrayMetadataV2) -> Sequence[str | None] | None:
+    return metadata.dimension_names if isinstance(metadata, ArrayMetadata) else None
 
 
 # -- fields of structured zarr2 arrays --------------------------------------------------------------

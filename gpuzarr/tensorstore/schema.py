@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import MetadataError
-from ..metadata.dtypes import CORE_DATA_TYPES
+from ..metadata.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES
 from ..metadata.json_util import expect_dict, expect_int
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["Driver", "Schema", "normalize_unit", "parse_dtype_name"]
 
@@ -34,13 +37,12 @@ _DOMAIN_MEMBERS = frozenset({"rank", "shape", "inclusive_min", "exclusive_max", 
 
 
 def parse_dtype_name(value: Any, field_name: str = "dtype") -> str:
-    """A TensorStore data type name (``"uint16"``, ``"float32"``, ``"bool"`` ...)."""
+    """A TensorStore data type name (``"uint16"``, ``"float32"``, ``"bool"``, ``"bfloat16"`` ...)."""
     if not isinstance(value, str):
         raise MetadataError(f"{field_name}: expected a data type name, got {value!r}")
-    if value not in CORE_DATA_TYPES:
-        raise MetadataError(
-            f"{field_name}: data type {value!r} is not supported (supported: {', '.join(CORE_DATA_TYPES)})"
-        )
+    if value not in CORE_DATA_TYPES and value not in EXTENSION_DATA_TYPES:
+        supported = ", ".join((*CORE_DATA_TYPES, *EXTENSION_DATA_TYPES))
+        raise MetadataError(f"{field_name}: data type {value!r} is not supported (supported: {supported})")
     return value
 
 
@@ -101,6 +103,10 @@ class Schema:
     dimension_units: tuple[str | None, ...] | None = None
     chunk_layout: dict[str, Any] | None = None
     codec: dict[str, Any] | None = None
+    #: ``transform.input_labels``: the labels of TensorStore's view of the array. TensorStore's
+    #: ``spec()`` of an array states its dimension names here; a view that names them otherwise
+    #: is refused (see :func:`check_view_labels`), as gpuzarr returns the array itself.
+    view_labels: tuple[str, ...] | None = None
 
     @classmethod
     def from_json(cls, value: Any, driver: Driver, field_name: str = "schema") -> Schema:  # noqa: C901 - one check per JSON member
@@ -190,6 +196,20 @@ class Schema:
         )
 
 
+def check_view_labels(schema: Schema, dimension_names: Sequence[str | None] | None) -> None:
+    """Refuse ``transform.input_labels`` that name the dimensions otherwise than the array does:
+    TensorStore opens such a spec as a relabelled view, which gpuzarr does not make (it would
+    hand out the array under its own names, or none)."""
+    if schema.view_labels is None:
+        return
+    names = [n or "" for n in (dimension_names or [""] * len(schema.view_labels))]
+    if list(schema.view_labels) != names:
+        raise MetadataError(
+            f"transform.input_labels: {list(schema.view_labels)} would relabel the array's dimensions "
+            f"{names} (relabelling transforms are not supported)"
+        )
+
+
 def check_ranks(ranks: list[tuple[str, int]]) -> None:
     for name, rank in ranks[1:]:
         if rank != ranks[0][1]:
@@ -235,7 +255,13 @@ def apply_identity_transform(value: Any, schema: Schema) -> Schema:
         if not identity:
             raise MetadataError("transform.output: index transforms are not supported (not the identity)")
         ranks.append(("transform.output", len(output)))
-    if doc.get("input_labels") is not None and any(doc["input_labels"]):
-        raise MetadataError("transform.input_labels: index transforms are not supported (labels)")
+    view_labels = None
+    if doc.get("input_labels") is not None:
+        raw = doc["input_labels"]
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise MetadataError(f"transform.input_labels: expected a list of strings, got {raw!r}")
+        ranks.append(("transform.input_labels", len(raw)))
+        view_labels = tuple(raw)
     check_ranks(ranks)
-    return replace(schema, rank=ranks[0][1]) if ranks and schema.rank is None else schema
+    rank = ranks[0][1] if ranks and schema.rank is None else schema.rank
+    return replace(schema, rank=rank, view_labels=view_labels)

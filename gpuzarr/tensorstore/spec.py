@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import MetadataError
 from ..hierarchy import parse_mode
-from ..metadata.dtypes import CORE_DATA_TYPES, DataType
+from ..metadata.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from ..metadata.json_util import expect_dict, expect_int, expect_str
 from .constraints import check_v2_metadata, check_v3_metadata, json_text
 from .kvstore import KvStoreSpec, join_path
@@ -275,8 +275,8 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
 def _dtype_name(value: Any) -> str:
     """A NumPy dtype (or TensorStore dtype object) as a TensorStore data type name."""
     name = getattr(value, "name", None)
-    if isinstance(name, str) and name in CORE_DATA_TYPES:
-        return name
+    if isinstance(name, str) and (name in CORE_DATA_TYPES or name in EXTENSION_DATA_TYPES):
+        return name  # also TensorStore's own dtype objects (ts.bfloat16), which NumPy does not take
     return DataType.from_numpy(value).name
 
 
