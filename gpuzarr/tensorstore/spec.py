@@ -252,6 +252,8 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
                 raise MetadataError(f"shape: {shape} contradicts schema.domain.shape {domain['shape']}")
             domain["shape"] = shape
             schema["domain"] = domain
+        elif name == "schema":
+            _merge_schema(schema, value)
         elif name in _SCHEMA_KWARGS:
             key = _SCHEMA_KWARGS[name]
             if hasattr(value, "to_json"):
@@ -270,6 +272,15 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
     if schema:
         out["schema"] = schema
     return out
+
+
+def _merge_schema(schema: dict[str, Any], value: Any) -> None:
+    """``tensorstore.open(spec, schema=ts.Schema(...))``: its members join the spec's schema."""
+    given = expect_dict(value.to_json() if hasattr(value, "to_json") else value, "schema")
+    for key, member in given.items():
+        if key in schema and schema[key] != member:
+            raise MetadataError(f"schema: {key} {member!r} contradicts schema.{key} {schema[key]!r}")
+        schema[key] = member
 
 
 def _dtype_name(value: Any) -> str:

@@ -201,3 +201,13 @@ def test_a_bad_codec_is_named_as_the_spec_names_it(codecs: list[Any], error: typ
             "metadata": {"shape": [5], "data_type": "int8", "codecs": codecs}}  # fmt: skip
     with pytest.raises(error, match=message):
         gpuzarr.open(spec, device="cpu")
+
+
+def test_schema_objects_as_keyword_merge_into_the_spec(tmp_path: Path) -> None:
+    """``tensorstore.open(spec, schema=ts.Schema(...))`` form (it was refused: "expected an object")."""
+    schema = ts.Schema(dtype=ts.uint16, shape=[10, 20], chunk_layout=ts.ChunkLayout(chunk_shape=[5, 5]))
+    spec = {"driver": "zarr3", "kvstore": kv(tmp_path)}
+    array = gpuzarr.open(spec, device="cpu", create=True, schema=schema)
+    assert (array.shape, array.dtype, array.chunks) == ((10, 20), np.dtype("u2"), (5, 5))
+    with pytest.raises(MetadataError, match=r"schema: dtype 'uint16' contradicts schema\.dtype 'int8'"):
+        gpuzarr.open({**spec, "schema": {"dtype": "int8"}}, device="cpu", schema=schema)
