@@ -126,7 +126,9 @@ def open(  # noqa: A001
 
     ``storage_options`` configure an object store or HTTP URL (``s3://``, ``gs://``,
     ``http(s)://``, ...) or kvstore: endpoint, region, credentials, retries, timeouts, requests
-    in flight (see docs/stores.md); they are ignored for local and memory stores.
+    in flight (see docs/stores.md); given for a store that takes none (a local path, a zip
+    archive, ``memory://``, a ``file`` kvstore, a Store object) they are refused with
+    InvalidArgumentError, as zarr-python refuses them.
     """
     if isinstance(store, dict) and store.get("driver") in ("zarr3", "zarr2", "zarr"):
         from .tensorstore.open import open_spec

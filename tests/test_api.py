@@ -464,20 +464,35 @@ def test_a_lone_surrogate_is_not_written_into_a_string_array(tmp_path: Path) -> 
         s[:] = "\ud800"
 
 
-@pytest.mark.parametrize("where", ["path", "pathlike", "memory", "zip", "store"])
+@pytest.mark.parametrize(
+    "where",
+    ["path", "pathlike", "memory", "zip", "store", "file-kvstore", "zip-kvstore", "memory-kvstore"],
+)
 def test_storage_options_for_a_store_that_takes_none_are_refused(tmp_path: Path, where: str) -> None:
     """They configure object stores, HTTP and fsspec; anywhere else they were ignored silently
-    (zarr-python refuses them too)."""
+    (zarr-python refuses them too); kvstore dicts and TensorStore specs ignored them until now."""
+    file_kvstore = {"driver": "file", "path": str(tmp_path / "a.zarr") + "/"}
     target: Any = {
         "path": str(tmp_path / "a.zarr"),
         "pathlike": tmp_path / "a.zarr",
         "memory": "memory://options",
         "zip": str(tmp_path / "a.zip"),
         "store": gpuzarr.store.MemoryStore(),
+        "file-kvstore": file_kvstore,
+        "zip-kvstore": {"driver": "zip", "base": {"driver": "file", "path": str(tmp_path / "a.zip")}},
+        "memory-kvstore": {"driver": "memory"},
     }[where]
     with pytest.raises(InvalidArgumentError, match=r"storage_options: .* takes none .*\['region'\]"):
         gpuzarr.create(target, shape=(2,), dtype="i1", storage_options={"region": "x"})
     gpuzarr.create(target, shape=(2,), dtype="i1", storage_options={})  # empty: nothing to ignore
+
+
+def test_storage_options_for_a_spec_whose_kvstore_takes_none_are_refused(tmp_path: Path) -> None:
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a.zarr") + "/"}, "create": True}
+    with pytest.raises(InvalidArgumentError, match=r"storage_options: a 'file' kvstore takes none .*\['region'\]"):
+        gpuzarr.open(spec, shape=[2], dtype="int8", storage_options={"region": "x"})
+    assert not (tmp_path / "a.zarr").exists()
+    gpuzarr.open(spec, shape=[2], dtype="int8", storage_options={})
 
 
 @pytest.mark.parametrize("size", [5.7, 5.0, "5", True, None])

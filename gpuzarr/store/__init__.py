@@ -59,18 +59,18 @@ def make_store(
     if isinstance(store, dict):
         return _from_kvstore(store, read_only, storage_options)
     if isinstance(store, Store):
-        _refuse_options(storage_options, f"a {type(store).__name__} object")
+        refuse_options(storage_options, f"a {type(store).__name__} object")
         return (read_only_view(store) if read_only else store), ""
     if isinstance(store, (str, os.PathLike)) and _is_zip_path(store):
-        _refuse_options(storage_options, "a zip archive")
+        refuse_options(storage_options, "a zip archive")
         return zip_store(store, read_only), ""
     member = _inside_zip(store)
     if member is not None:
-        _refuse_options(storage_options, "a zip archive")
+        refuse_options(storage_options, "a zip archive")
         archive, inner = member
         return zip_store(archive, read_only), inner
     if isinstance(store, os.PathLike):
-        _refuse_options(storage_options, "a local path")
+        refuse_options(storage_options, "a local path")
         return LocalStore(store, read_only=read_only), ""
     if isinstance(store, str):
         return _from_string(store, read_only, storage_options), ""
@@ -86,6 +86,8 @@ def _from_kvstore(
 
     kvstore = KvStoreSpec.from_json(doc)
     prefix = kvstore.path + "/" if kvstore.path else ""
+    if kvstore.driver not in ("s3", "gcs", "http"):
+        refuse_options(storage_options, f"a {kvstore.driver!r} kvstore")
     if kvstore.driver == "zip":
         assert kvstore.base is not None
         return zip_store(kvstore.base.path, read_only), prefix
@@ -105,7 +107,7 @@ def _from_string(value: str, read_only: bool, storage_options: dict[str, Any] | 
     if url is not None and url.kind == "object":
         return _object_store(url.location, storage_options, read_only)
     kind = "a local path" if url is None or url.kind not in ("memory", "zip") else f"a {url.kind}:// URL"
-    _refuse_options(storage_options, kind)
+    refuse_options(storage_options, kind)
     if url is None:
         return LocalStore(value, read_only=read_only)
     if url.kind == "memory":
@@ -126,7 +128,7 @@ def takes_storage_options(store: object) -> bool:
     return url is not None and url.kind in ("fsspec", "object")
 
 
-def _refuse_options(storage_options: dict[str, Any] | None, what: str) -> None:
+def refuse_options(storage_options: dict[str, Any] | None, what: str) -> None:
     """``storage_options`` configure object stores and fsspec's file systems: given for
     ``what`` (which takes none), they would be silently ignored; zarr-python refuses them too."""
     if storage_options:
@@ -190,6 +192,7 @@ __all__ = [
     "make_store",
     "memory_store",
     "read_only_view",
+    "refuse_options",
     "takes_storage_options",
     "validate_key",
     "zip_store",

@@ -34,7 +34,7 @@ def import_fsspec() -> Any:
     except ImportError as exc:
         raise ImportError(
             "fsspec URLs and FsspecStore need fsspec: pip install 'gpuzarr[fsspec]' "
-            "(and the file system's own package, e.g. adlfs for abfs://)"
+            "(and the file system's own package, e.g. sshfs for sftp://)"
         ) from exc
     return fsspec
 

@@ -9,10 +9,10 @@ A URL's path with a '..' or empty component, or a '.' one other than a leading "
 too (fsspec would take it), as in TensorStore: URLs travel in configuration written by others.
 A plain path string is the caller's own operating-system path and is taken as it is.
 
-Object store and HTTP URLs (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ...:
+Object store and HTTP URLs (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``http(s)://``, ...:
 :data:`OBJECT_SCHEMES`) go to :class:`gpuzarr.store.object_store.ObjectStore` (obstore).
 ``zip://archive.zip`` names a zip archive (the path read as a ``file://`` one). URLs of other
-schemes that fsspec knows (``abfs://``, ``sftp://``, ``hf://``, ...) and fsspec's chained URLs
+schemes that fsspec knows (``sftp://``, ``hf://``, ...) and fsspec's chained URLs
 (``simplecache::https://...``) go to :class:`gpuzarr.store.fsspec.FsspecStore`; fsspec's own
 ``memory://`` stays gpuzarr's named memory store (``FsspecStore.from_url("memory://x")`` reaches
 fsspec's).

@@ -35,7 +35,7 @@ from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..hierarchy import array_metadata, node_exists, read_node, write_node
 from ..metadata.v3 import ArrayMetadata
-from ..store import LocalStore, MemoryStore, make_store, zip_store
+from ..store import LocalStore, MemoryStore, make_store, refuse_options, zip_store
 from ..store.base import Store
 from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
 from .create import build_metadata
@@ -93,10 +93,12 @@ def _make_store(
     kvstore: KvStoreSpec, read_only: bool, store_obj: Store | None, storage_options: dict[str, Any] | None = None
 ) -> tuple[Store, str]:
     if store_obj is not None:
-        s, _ = make_store(store_obj, read_only=read_only)
+        s, _ = make_store(store_obj, read_only=read_only, storage_options=storage_options)
         return s, kvstore.path
     if kvstore.driver in ("s3", "gcs", "http"):
         return make_store(kvstore.to_json(), read_only=read_only, storage_options=storage_options)
+    # as for a path: options given where none are taken are refused, not dropped
+    refuse_options(storage_options, f"a {kvstore.driver!r} kvstore")
     if kvstore.url is not None:
         s, base = make_store(kvstore.url, read_only=read_only)
         return s, join_path(base, kvstore.path)
