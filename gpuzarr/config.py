@@ -72,6 +72,11 @@ bytes are read where the store knows their number first (local files, zip member
 consolidated metadata of a hierarchy of a hundred thousand arrays is far smaller; raise it for
 more: ``gpuzarr.config.set(max_metadata_bytes=2**30)``.
 
+``max_rectilinear_chunks`` (default 4,194,304) bounds the chunk sizes a rectilinear chunk grid
+lists, all axes together, once its ``[size, count]`` runs are expanded: a run of a few bytes of
+JSON asking for more is a MetadataError naming it, before any memory is taken (each listed chunk
+costs about 24 bytes; the default, about 100 MB at most). The axis's extent bounds it too.
+
 ``host_output_pool_bytes`` (default 256 MiB) bounds the host memory of read outputs that
 :mod:`gpuzarr.output_pool` keeps to hand out again once nothing refers to them, so that a loop
 of reads does not pay the kernel's page faults on every new output. 0 turns the pool off.
@@ -111,6 +116,8 @@ _settings: dict[str, Any] = {
     "host_output_pool_bytes": 256 * 2**20,
     # the largest metadata document read (zarr.json, .zarray, .zmetadata, ...)
     "max_metadata_bytes": 256 * 2**20,
+    # the most chunk sizes a rectilinear grid may list, all axes together (gpuzarr.metadata.rectilinear)
+    "max_rectilinear_chunks": 2**22,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -204,11 +211,13 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
             raise UnknownSettingError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
         positive = name in (
             "concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes", "remote_concurrency",
-            "max_metadata_bytes",
+            "max_metadata_bytes", "max_rectilinear_chunks",
         )
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise InvalidArgumentError(f"{name} must be a positive integer or None, got {value!r}")
-        if name in ("max_chunk_bytes", "remote_concurrency", "max_metadata_bytes") and value is None:
+        if name in ("max_chunk_bytes", "remote_concurrency", "max_metadata_bytes", "max_rectilinear_chunks") and (
+            value is None
+        ):
             raise InvalidArgumentError(f"{name} must be a positive integer, got None")
         if name == "gpu_small_read_chunks" and value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0

@@ -30,6 +30,7 @@ from ..errors import (
 from ..hierarchy import write_documents
 from ..layout import ArrayLayout
 from ..metadata.json_util import check_attributes
+from ..metadata.rectilinear import RectilinearChunkGrid
 from ..metadata.v2 import ArrayMetadataV2
 from ..plan.selection import (
     ChunkProjection,
@@ -269,9 +270,23 @@ class Array:
         )
 
     @property
-    def shards(self) -> tuple[int, ...] | None:
-        """The shard shape, or None when the array is not sharded."""
-        return self._metadata.chunk_shape if self._layout.sharding is not None else None
+    def shards(self) -> tuple[Any, ...] | None:
+        """The shard shape, or None when the array is not sharded.
+
+        For a rectilinear grid of shards, each axis is its shard size or the tuple of its
+        shards' sizes within the array, as :attr:`chunks` gives an unsharded one (the largest
+        shard, given before, made ``create(..., shards=a.shards)`` a regular grid).
+        """
+        if self._layout.sharding is None:
+            return None
+        grid = self._metadata.chunk_grid
+        listed = getattr(grid, "chunk_shapes", None)
+        if listed is None:
+            return self._metadata.chunk_shape
+        return tuple(
+            sizes if isinstance(sizes, int) else (dim.valid_extents() or (0,))
+            for sizes, dim in zip(listed, grid.dimensions(self.shape), strict=True)
+        )
 
     @property
     def fill_value(self) -> Any:
@@ -627,7 +642,12 @@ class Array:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         old_shape = self.shape
-        new_metadata = self._metadata.evolve(shape=new_shape)
+        grid = self._metadata.chunk_grid
+        if isinstance(grid, RectilinearChunkGrid):  # an axis grown past its listed sizes gets a chunk more
+            inner = self._layout.sharding.chunk_shape if self._layout.sharding is not None else None
+            new_metadata = self._metadata.evolve(shape=new_shape, chunk_grid=grid.grown_to(new_shape, inner))
+        else:
+            new_metadata = self._metadata.evolve(shape=new_shape)
         # The new documents are made before anything is erased: metadata that cannot be written
         # (attributes with NaN, which zarr-python writes and gpuzarr does not) stops the resize
         # with the data intact, instead of after the chunks outside the new shape are gone.
@@ -645,7 +665,7 @@ class Array:
                     sel = tuple(slice(new, edge_stop) if a == axis else slice(None) for a in range(self.ndim))
                     self[sel] = self._metadata.fill_value
         old_grid = self._metadata.chunk_grid.grid_shape(old_shape)
-        new_grid = self._metadata.chunk_grid.grid_shape(new_shape)
+        new_grid = new_metadata.chunk_grid.grid_shape(new_shape)
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
             for coords in self._stored_outside(new_grid):
                 self.store.erase(self._layout.key(coords))

@@ -69,10 +69,11 @@ AxisChunks = int | tuple[int, ...]
 MAX_CHUNKS_PAST_EXTENT = 1 << 20
 
 
-def _expand_axis(value: Any, field: str, extent: int) -> AxisChunks:
+def _expand_axis(value: Any, field: str, extent: int, budget: int) -> AxisChunks:
     """One axis of ``chunk_shapes``: a regular size, or every chunk's size with the
     ``[size, count]`` runs expanded, at most ``extent`` (each chunk holds one element or more)
-    and :data:`MAX_CHUNKS_PAST_EXTENT` past it."""
+    and :data:`MAX_CHUNKS_PAST_EXTENT` past it, and at most ``budget`` (what is left of the
+    ``max_rectilinear_chunks`` setting: the extent comes from the same untrusted document)."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
             raise MetadataError(f"{field}: chunk size must be positive, got {value}")
@@ -81,6 +82,15 @@ def _expand_axis(value: Any, field: str, extent: int) -> AxisChunks:
         raise MetadataError(f"{field}: expected an integer or a list of sizes, got {value!r}")
     limit = max(extent, 0) + MAX_CHUNKS_PAST_EXTENT
     sizes: list[int] = []
+
+    def refuse_over_budget(where: str, n: int) -> None:
+        if n > budget:
+            raise MetadataError(
+                f"{where}: lists {n} chunks or more, past config max_rectilinear_chunks "
+                f"({budget} left of it for this axis); raise it with "
+                "gpuzarr.config.set(max_rectilinear_chunks=...)"
+            )
+
     for i, entry in enumerate(value):
         if isinstance(entry, int) and not isinstance(entry, bool):
             if entry <= 0:
@@ -99,6 +109,7 @@ def _expand_axis(value: Any, field: str, extent: int) -> AxisChunks:
                     f"{field}[{i}]: [{size}, {count}] lists more chunks than an axis of extent {extent} "
                     f"can hold (with at most {MAX_CHUNKS_PAST_EXTENT} past its end, left by a shrinking resize)"
                 )
+            refuse_over_budget(f"{field}[{i}]", len(sizes) + count)
             sizes.extend([size] * count)
         else:
             raise MetadataError(f"{field}[{i}]: expected a size or a [size, count] pair, got {entry!r}")
@@ -107,6 +118,7 @@ def _expand_axis(value: Any, field: str, extent: int) -> AxisChunks:
                 f"{field}: lists more than {limit} chunks, more than an axis of extent {extent} can "
                 f"hold (with at most {MAX_CHUNKS_PAST_EXTENT} past its end, left by a shrinking resize)"
             )
+        refuse_over_budget(field, len(sizes))
     if not sizes:
         raise MetadataError(f"{field}: needs at least one chunk size")
     return tuple(sizes)
@@ -152,7 +164,15 @@ class RectilinearChunkGrid:
             raise MetadataError(f"{field}: expected a list, got {shapes!r}")
         if len(shapes) != ndim:
             raise MetadataError(f"{field}: must have {ndim} entries, got {len(shapes)}")
-        return cls(tuple(_expand_axis(s, f"{field}[{i}]", shape[i]) for i, s in enumerate(shapes)))
+        from .. import config as settings  # imported late: config is the top layer's module
+
+        budget: int = settings.get("max_rectilinear_chunks")
+        axes: list[AxisChunks] = []
+        for i, s in enumerate(shapes):
+            axis = _expand_axis(s, f"{field}[{i}]", shape[i], budget)
+            budget -= 0 if isinstance(axis, int) else len(axis)
+            axes.append(axis)
+        return cls(tuple(axes))
 
     def to_json(self) -> NamedConfigJSON:
         return {
@@ -177,6 +197,21 @@ class RectilinearChunkGrid:
             else:
                 dims.append(VariableDimensionGrid(n, np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)))
         return tuple(dims)
+
+    def grown_to(self, shape: tuple[int, ...], multiples: tuple[int, ...] | None = None) -> RectilinearChunkGrid:
+        """This grid for an array grown to ``shape``: an axis whose listed sizes add up to less
+        gets one more chunk, of the growth (rounded up to ``multiples``, a sharded grid's inner
+        chunk, which every shard holds a whole number of), as zarr-python's rectilinear grids
+        grow; chunks a shrink left listed past the edge are used first."""
+        axes: list[AxisChunks] = []
+        for axis, (n, sizes) in enumerate(zip(shape, self.chunk_shapes, strict=True)):
+            listed = 0 if isinstance(sizes, int) else sum(sizes)
+            if isinstance(sizes, int) or listed >= n:
+                axes.append(sizes)
+                continue
+            step = multiples[axis] if multiples is not None else 1
+            axes.append((*sizes, -(-(n - listed) // step) * step))
+        return RectilinearChunkGrid(tuple(axes))
 
     def grid_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(d.nchunks for d in self.dimensions(shape))

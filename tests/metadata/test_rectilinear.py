@@ -298,16 +298,19 @@ def test_resize_within_and_beyond_the_grid(store: gpuzarr.Store) -> None:
     model = np.full((100, 95), -1, dtype="int32")
     model[:60] = x[:60]
     np.testing.assert_array_equal(a[...], model)
-    # A regular axis grows without limit; a rectilinear one only up to its sizes' sum.
+    # A regular axis grows without limit; a rectilinear one past its sizes' sum gets one chunk
+    # more, of the growth, as zarr-python's rectilinear grids grow (it was refused).
     a.resize((100, 200))
     assert a.shape == (100, 200)
-    with pytest.raises(MetadataError, match=r"chunk_shapes\[0\].*add up to 100.*101"):
-        a.resize((101, 200))
-    assert a.shape == (100, 200)
-    assert zarr_json(store)["shape"] == [100, 200]
+    a.resize((101, 200))
+    assert a.shape == (101, 200)
+    assert zarr_json(store)["chunk_grid"]["configuration"]["chunk_shapes"][0] == [[5, 3], [15, 2], 20, 35, 1]
+    a[100] = 7
     reopened = gpuzarr.open(store, mode="r", device="cpu")
-    assert reopened.shape == (100, 200)
-    np.testing.assert_array_equal(reopened[:, :95], model)
+    assert reopened.shape == (101, 200)
+    np.testing.assert_array_equal(reopened[:100, :95], model)
+    np.testing.assert_array_equal(reopened[100], np.full(200, 7))
+    assert reopened.chunks[0] == (5, 5, 5, 15, 15, 20, 35, 1)
 
 
 # -- property tests against a NumPy model ---------------------------------------------------------
@@ -514,3 +517,52 @@ def test_chunks_a_shrink_left_past_the_extent_still_open(store: gpuzarr.Store) -
     a[...] = [1, 2, 3, 4]
     a.resize(10)
     np.testing.assert_array_equal(a[...], [1, 2, 3, 4, -1, -1, -1, -1, -1, -1])  # the fill value
+
+
+@pytest.mark.parametrize("where", ["one-run", "two-axes"])
+def test_an_extent_as_large_as_a_run_does_not_let_it_expand(store: gpuzarr.Store, where: str) -> None:
+    """The extent comes from the same document: a 330-byte zarr.json of shape [10**8] and one
+    [1, 10**8] run took 1.5 GB; the sizes listed are bounded by config max_rectilinear_chunks."""
+    n = 10**8
+    shape, grid = ([n], [[[1, n]]]) if where == "one-run" else ([3000, 3000], [[[1, 3000]], [[1, 3000]]])
+    put_document(store, v3_document(shape, grid))
+    refused = r"chunk_shapes\[\d\]\[0\]: lists \d+ chunks or more, past config max_rectilinear_chunks"
+    limit = 5000 if where == "two-axes" else 2**22
+    with gpuzarr.config.set(max_rectilinear_chunks=limit), pytest.raises(MetadataError, match=refused):
+        gpuzarr.open(store, mode="r", device="cpu")
+    if where == "two-axes":  # both axes fit together under a larger setting
+        with gpuzarr.config.set(max_rectilinear_chunks=6000):
+            assert gpuzarr.open(store, mode="r", device="cpu").shape == (3000, 3000)
+
+
+def test_append_past_the_listed_sizes_adds_a_chunk(tmp_path: Any) -> None:
+    """Sharded: the new shard is a whole number of inner chunks; a shrink's leftover sizes are
+    used before another is added."""
+    a = gpuzarr.create(str(tmp_path / "a.zarr"), shape=(10, 4), dtype="i4", shards=[[4, 6], 4], chunks=(2, 2),
+                       fill_value=-1)  # fmt: skip
+    model = np.arange(40, dtype="i4").reshape(10, 4)
+    a[...] = model
+    a.append(np.full((5, 4), 2, "i4"))
+    model = np.concatenate([model, np.full((5, 4), 2, "i4")])
+    assert a.shards == ((4, 6, 5), 4)
+    assert a.metadata.chunk_grid.chunk_shapes[0] == (4, 6, 6)
+    np.testing.assert_array_equal(a[...], model)
+    a.resize(12, 4)
+    a.resize(16, 4)  # within the sizes listed: no chunk added
+    assert a.metadata.chunk_grid.chunk_shapes[0] == (4, 6, 6)
+    expected = np.full((16, 4), -1, "i4")
+    expected[:12] = model[:12]
+    np.testing.assert_array_equal(gpuzarr.open(str(tmp_path / "a.zarr"), mode="r")[...], expected)
+
+
+def test_shards_of_a_rectilinear_grid_give_their_sizes(tmp_path: Any) -> None:
+    """``Array.shards`` gave the largest shard: ``create(..., shards=a.shards)`` then made a
+    regular grid. It gives the sizes per axis, as ``chunks`` does unsharded."""
+    a = gpuzarr.create(str(tmp_path / "a.zarr"), shape=(12, 9), dtype="i4", shards=[[4, 8], 6], chunks=(2, 3))
+    assert a.shards == ((4, 8), 6)
+    copy = gpuzarr.create(str(tmp_path / "b.zarr"), shape=a.shape, dtype=a.dtype, chunks=a.chunks, shards=a.shards)
+    assert copy.metadata.chunk_grid == a.metadata.chunk_grid
+    a.resize(10, 9)  # the last shard cut at the edge, as Dask's chunks
+    assert a.shards == ((4, 6), 6)
+    regular = gpuzarr.create(str(tmp_path / "c.zarr"), shape=(12, 9), dtype="i4", shards=(4, 9), chunks=(2, 3))
+    assert regular.shards == (4, 9)
