@@ -120,9 +120,18 @@ def run_tasks(
 
     pool = config.io_thread_pool(workers) if io else config.thread_pool()
     nhelpers = min(workers - 1, count - 1) if caller_drains else min(workers, count)
-    helpers = [pool.submit(drain) for _ in range(nhelpers)]
+    helpers: list[Future[None]] = []
     error: BaseException | None = None
-    if caller_drains:
+    try:
+        for _ in range(nhelpers):
+            helpers.append(pool.submit(drain))
+    except BaseException as exc:
+        # An interrupt (Ctrl-C) inside a submit: the helpers submitted so far are waited for
+        # below, and any that a failed submit still queued take no item once ``failed`` is set
+        # (they finished every item in the background, overwriting later writes).
+        failed.set()
+        error = exc
+    if caller_drains and error is None:
         try:
             with caller_context or contextlib.nullcontext():
                 drain()

@@ -19,6 +19,7 @@ from gpuzarr.parallel import run_tasks
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture
@@ -232,3 +233,64 @@ def test_a_second_interrupt_is_raised_at_once() -> None:
     assert seconds < 1.5
     assert not helper_done.is_set()
     assert helper_done.wait(5)  # the helper finishes on its own
+
+
+class _PoolInterruptedAtSubmit:
+    """The CPU pool, whose ``nth`` submit is interrupted (Ctrl-C inside
+    ``ThreadPoolExecutor.submit``): with ``queued``, after the task was queued (the interrupt
+    lands in its thread start), else before."""
+
+    def __init__(self, pool: object, nth: int, queued: bool) -> None:
+        self.pool, self.nth, self.queued = pool, nth, queued
+        self.calls = 0
+        self.orphans: list[object] = []
+
+    def submit(self, fn: object, *args: object) -> object:
+        self.calls += 1
+        if self.calls == self.nth:
+            if self.queued:
+                self.orphans.append(self.pool.submit(fn, *args))  # type: ignore[attr-defined]
+            raise KeyboardInterrupt
+        return self.pool.submit(fn, *args)  # type: ignore[attr-defined]
+
+
+def test_an_interrupt_inside_a_submit_leaves_no_helper_taking_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helpers submitted before the interrupted submit went on through every item after the
+    caller had the KeyboardInterrupt: an interrupted write overwrote the caller's next write."""
+    with gpuzarr.config.set(concurrency=4):
+        pool = _PoolInterruptedAtSubmit(config.thread_pool(), nth=2, queued=True)
+        monkeypatch.setattr(config, "thread_pool", lambda: pool)
+        started: list[float] = []
+
+        def task(i: int) -> int:
+            started.append(time.perf_counter())
+            time.sleep(0.01)
+            return i
+
+        with pytest.raises(KeyboardInterrupt):
+            run_tasks(task, list(range(60)))
+        returned = time.perf_counter()
+        time.sleep(0.3)
+        assert all(t < returned for t in started), "a task started after the caller had the interrupt"
+        assert len(started) < 60
+
+
+def test_an_interrupt_inside_a_submit_leaves_no_fetch_ahead_worker_waiting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A Blosc read's decoding worker queued by a submit that was then interrupted waited for a
+    stop that never came: the pool's threads were lost for good, one per Ctrl-C."""
+    blosc = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}
+    path = str(tmp_path / "a.zarr")
+    array = gpuzarr.create(path, shape=(64, 64), dtype="u2", chunks=(16, 16), zarr_format=2, compressor=blosc)
+    array[...] = 7
+    with gpuzarr.config.set(concurrency=4):
+        pool = _PoolInterruptedAtSubmit(config.thread_pool(), nth=2, queued=True)
+        monkeypatch.setattr(config, "thread_pool", lambda: pool)
+        with pytest.raises(KeyboardInterrupt):
+            array[8:40, 8:40]
+        assert pool.calls >= 2 and pool.orphans, "the read did not go through the fetch-ahead workers"
+        for orphan in pool.orphans:
+            orphan.result(timeout=10)  # type: ignore[attr-defined]  # it got its stop and ended
+        monkeypatch.undo()
+        assert (array[8:40, 8:40] == 7).all()

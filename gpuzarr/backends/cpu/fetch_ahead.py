@@ -120,6 +120,7 @@ def _fetch_and_decode(
         # must still be stopped.
         pool = config.thread_pool()
         for _ in range(min(workers - 1, len(groups))):
+            run.helpers_asked += 1  # before the submit: one interrupted after queueing still gets its stop
             helpers.append(pool.submit(run.decode_until_stopped))
         for targets in groups:
             if run.failed.is_set():
@@ -158,6 +159,8 @@ class _FetchAhead:
         self.pending: queue.SimpleQueue[Fetched | None] = queue.SimpleQueue()
         self.failed = threading.Event()
         self.errors: list[BaseException] = []
+        #: workers asked of the pool, a submit interrupted after queueing its task included
+        self.helpers_asked = 0
 
     def decode_one(self, item: Fetched) -> None:
         try:
@@ -191,7 +194,9 @@ class _FetchAhead:
     def finish(self, helpers: list[Future[None]]) -> None:
         """Stop the workers once they have decoded what was fetched (the fetching thread takes
         its share), and wait for them."""
-        for _ in range(len(helpers) + 1):
+        # One stop for each worker asked for, not only those whose future came back: a worker
+        # queued by a submit that an interrupt (Ctrl-C) then left waited for its stop for ever.
+        for _ in range(max(self.helpers_asked, len(helpers)) + 1):
             self.pending.put(_STOP)
         self.decode_until_stopped()
         interrupted: BaseException | None = None
