@@ -341,18 +341,22 @@ class LocalStore(Store):
         self._check_writable()
         *directories, _name = validate_key(key).split("/")
         path = os.path.join(self._real_root, key)
-        with contextlib.ExitStack() as held:
-            # Only taking the lock is this store's to report on: what fails in the caller's
-            # block is raised as it is.
-            with self._os_errors(key, "lock"):
-                # The lock file is created beside the key: reach its directory as a write does,
-                # so that the lock, too, never goes through a link that leaves the root.
-                dir_fd = self._directory(key, directories, create=True)
-                assert dir_fd is not None  # created
-                os.close(dir_fd)
-                held.enter_context(process_locks.hold(path))
-                held.enter_context(file_lock(lock_path(path)))
+        # Only taking the lock is this store's to report on: what fails in the caller's block
+        # is raised as it is.
+        with self._os_errors(key, "lock"):
+            # The lock file is created beside the key: reach its directory as a write does, so
+            # that the lock, too, never goes through a link that leaves the root.
+            dir_fd = self._directory(key, directories, create=True)
+            assert dir_fd is not None  # created
+            os.close(dir_fd)
+        # ``with`` statements, not an ExitStack: an interrupt (Ctrl-C) between a lock's enter
+        # and the stack's taking its exit left the lock held until a garbage collection, and
+        # every later write of the key waited for it.
+        with process_locks.hold(path), file_lock(lock_path(path), self._lock_failure(key)):
             yield
+
+    def _lock_failure(self, key: str) -> Callable[[OSError], BaseException]:
+        return lambda exc: self._failure(key, "lock", exc)
 
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
@@ -630,8 +634,8 @@ class LocalStore(Store):
                     except BaseException:
                         os.close(child)
                         raise
-                os.close(fd)
-                fd = child
+                parent, fd = fd, child  # never closed twice, whatever interrupts
+                os.close(parent)
         except BaseException:
             os.close(fd)
             raise
@@ -808,9 +812,12 @@ class _FileReader(RangeReader):
             raise os_failure(self._url, self._key, "read", exc) from exc
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        # Forgotten before it is closed: an interrupt between the two then leaks it at worst,
+        # where the other order let ``__del__`` close the number again, by then maybe another
+        # thread's file.
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def __del__(self) -> None:  # a reader dropped unclosed does not keep its descriptor
         self.close()

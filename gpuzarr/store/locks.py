@@ -32,7 +32,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterator
+    from collections.abc import Callable, Hashable, Iterator
 
 #: Marks lock files (see :func:`lock_path`); listings skip them, like partial writes.
 LOCK_MARKER = ".__gpuzarr_lock_"
@@ -81,8 +81,22 @@ class KeyLocks:
 #: The in-process locks of every store, keyed by what names a key across store objects (a
 #: LocalStore's file path; a MemoryStore's dict and key).
 process_locks = KeyLocks()
+
+#: The descriptors of the lock files this process holds: a forked child closes its copies (the
+#: threads holding them are not in it, and would never release them there).
+_held_descriptors: set[int] = set()
+
+
+def _after_fork_in_child() -> None:
+    process_locks.reset()
+    for fd in list(_held_descriptors):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held_descriptors.clear()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=process_locks.reset)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def lock_path(path: str) -> str:
@@ -95,10 +109,12 @@ def lock_path(path: str) -> str:
 
 
 @contextlib.contextmanager
-def file_lock(path: str) -> Iterator[None]:
+def file_lock(path: str, failure: Callable[[OSError], BaseException] | None = None) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the lock file ``path`` (created, and removed on release).
 
-    Nothing is locked on platforms without ``fcntl`` (see ``LOCKS_ACROSS_PROCESSES``).
+    ``failure`` turns an OSError of taking the lock into the error to raise (a store's report
+    naming the key); what the caller's block raises passes as it is. Nothing is locked on
+    platforms without ``fcntl`` (see ``LOCKS_ACROSS_PROCESSES``).
     """
     if sys.platform == "win32":
         yield
@@ -107,16 +123,20 @@ def file_lock(path: str) -> Iterator[None]:
 
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    while True:
-        try:
-            # O_NOFOLLOW: a link planted at the lock's name is refused (ELOOP), not followed.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        except FileNotFoundError:
-            if os.path.isdir(directory):
-                raise
-            os.makedirs(directory, exist_ok=True)  # erased with its node meanwhile: made again
-            continue
-        try:
+    fd = -1
+    try:
+        # Every step from the open to the yield sits in this ``try``, so that an interrupt
+        # (Ctrl-C) anywhere in it leaves no descriptor open, and so no lock held for the life of
+        # the process (every later write of the key waited for it).
+        while True:
+            try:
+                # O_NOFOLLOW: a link planted at the lock's name is refused (ELOOP), not followed.
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            except FileNotFoundError:
+                if os.path.isdir(directory):
+                    raise
+                os.makedirs(directory, exist_ok=True)  # erased with its node meanwhile: made again
+                continue
             fcntl.flock(fd, fcntl.LOCK_EX)
             held = os.fstat(fd)
             try:
@@ -124,21 +144,34 @@ def file_lock(path: str) -> Iterator[None]:
                 same = (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino)
             except FileNotFoundError:
                 same = False
-        except BaseException:
+            if same:
+                break
+            # The previous holder unlinked this file after we opened it: lock the one at the path.
+            stale, fd = fd, -1
+            os.close(stale)
+        _held_descriptors.add(fd)
+    except BaseException as exc:
+        if fd >= 0:
             os.close(fd)
-            raise
-        if same:
-            break
-        # The previous holder unlinked this file after we opened it: lock the one at the path.
-        os.close(fd)
+        if failure is not None and isinstance(exc, OSError):
+            raise failure(exc) from exc
+        raise
     try:
         yield
     finally:
-        # Unlinked before it is unlocked: a writer waiting on this file then finds it gone and
-        # locks the next one, never this one beside another writer.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        os.close(fd)
+        try:
+            # Unlinked before it is unlocked: a writer waiting on this file then finds it gone
+            # and locks the next one, never this one beside another writer.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            # Unlocked explicitly, not by the close: a child forked meanwhile shares this open
+            # file, and the lock would stay with it, for ever, if only closed here.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            try:
+                os.close(fd)
+            finally:
+                _held_descriptors.discard(fd)
 
 
 __all__ = ["LOCKS_ACROSS_PROCESSES", "LOCK_MARKER", "KeyLocks", "file_lock", "lock_path", "process_locks"]
