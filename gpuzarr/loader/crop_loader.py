@@ -788,27 +788,29 @@ class _Pass:
     def __iter__(self) -> _Pass:
         return self
 
-    def _next_ready(self) -> Ready | None:
-        if self._producer is not None:
-            return self._producer.next()
+    def _next_ready(self, producer: Background | None) -> Ready | None:
+        if producer is not None:
+            return producer.next()
         index = next(self._indices, None)
         if index is None:
             return None
         return read_one(self._reader, self._ordering, index, self._batches[index], self._pool.acquire())
 
     def __next__(self) -> Batch:
-        if self._loader is None:
+        # Taken once: ``close()`` from another thread (which ends a consumer waiting here) sets
+        # them to None meanwhile, and reading them again found None.
+        loader, producer = self._loader, self._producer
+        if loader is None:
             raise StopIteration
         if os.getpid() != self._pid:
             raise DeviceError("an iteration of a CropLoader cannot continue in a forked process; start a new one there")
         try:
             with phase("loader-next"):
-                ready = self._next_ready()
+                ready = self._next_ready(producer)
         except BaseException:
             self.close()
             raise
         if ready is None:
-            loader = self._loader
             self.close()
             loader._finished(self)
             raise StopIteration
@@ -819,7 +821,7 @@ class _Pass:
             self._pool.give_back(ready.slot)  # the batch was copied to the host
         else:
             self._pool.lend(ready.slot, self._ordering.consumer_stream(self._output))
-        self._loader._handed_out(ready.index)
+        loader._handed_out(ready.index)
         return Batch(
             data if self._keyed else data[UNNAMED],
             ready.crops.origins.copy(),
@@ -834,14 +836,15 @@ class _Pass:
         work queued on them so far is waited for, since their memory may serve another stream
         once they are dropped.
         """
-        if self._producer is not None:
-            self._producer.stop()
-            if self._loader is not None and self._loader._producer is self._producer:
-                self._loader._producer = None  # joined: nothing left for the next pass to wait for
-            self._producer = None
-        if self._loader is not None:
+        # Taken once and cleared first: the consumer's thread and another may close at once.
+        producer, loader = self._producer, self._loader
+        self._producer = self._loader = None
+        if producer is not None:
+            producer.stop()
+            if loader is not None and loader._producer is producer:
+                loader._producer = None  # joined: nothing left for the next pass to wait for
+        if loader is not None:
             self._pool.settle()
-        self._loader = None
 
     def __del__(self) -> None:
         producer = self._producer

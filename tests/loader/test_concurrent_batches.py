@@ -249,6 +249,23 @@ def test_lanes_started_before_one_that_cannot_start_are_stopped(
 
 
 @needs_torch
+def test_close_from_another_thread_while_batches_flow_ends_the_iteration(
+    sources: list[np.ndarray[Any, Any]], four_workers: None
+) -> None:
+    """The consumer read the pass's loader again after the producer stopped, and found None
+    where close() had cleared it meanwhile (AttributeError, 3 of 3 runs with fast reads)."""
+    for attempt in range(12):
+        loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=400, output="numpy", prefetch=1)
+        iterator = iter(loader)
+        next(iterator)
+        closer = threading.Timer(0.002 * (attempt % 4), loader.close)
+        closer.start()
+        count = sum(1 for _ in iterator)  # ends, whatever batch it was on: no error
+        closer.join()
+        assert count < 200
+        assert not loader_threads()
+
+
 def test_close_from_another_thread_ends_a_consumer_waiting_for_a_batch(
     sources: list[np.ndarray[Any, Any]], four_workers: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
