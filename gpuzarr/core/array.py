@@ -123,6 +123,7 @@ class Array:
         own (an entry of a group's consolidated metadata).
         """
         self._metadata = metadata
+        self._bump_generation()
         try:
             self._layout = ArrayLayout.from_metadata(
                 metadata,
@@ -134,6 +135,11 @@ class Array:
             # The codec chain is resolved here, after the document was parsed: name its key.
             document = ".zarray" if metadata.zarr_format == 2 else "zarr.json"
             raise type(exc)(f"{source or self._prefix + document}: {exc}") from exc
+
+    def _bump_generation(self) -> None:
+        #: Counts the changes made through this object (writes, new metadata): caches of its
+        #: decoded chunks (the loader's) drop what they hold of it when it moves.
+        self.data_generation = getattr(self, "data_generation", 0) + 1
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickled Array carries: the store, path, metadata and options.
@@ -573,7 +579,10 @@ class Array:
             ) from exc
         if plan.buffer_shape != plan.shape:
             arr = arr.reshape(plan.buffer_shape)
-        write_plan(self._layout, self.store, plan, arr)
+        try:
+            write_plan(self._layout, self.store, plan, arr)
+        finally:  # a failed write may have changed some chunks
+            self._bump_generation()
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         self._execute_write(plan_selection(selection, self._dims()), value)

@@ -53,6 +53,8 @@ class ChunkCache:
         self._nbytes = 0
         self._hits = self._misses = self._evictions = 0
         self._lock = threading.Lock()
+        #: each volume's ``Array.data_generation`` when it was last looked at (see note_generation)
+        self._generations: dict[tuple[str, int], int] = {}
 
     def get(self, key: ChunkKey) -> Any:
         """The chunk stored under ``key`` (now the most recently used), or None."""
@@ -104,6 +106,17 @@ class ChunkCache:
             self._entries[key] = value
             self._nbytes += size
             return True
+
+    def note_generation(self, field: str, volume: int, generation: int) -> None:
+        """Drop the chunks of a volume whose Array's ``data_generation`` moved since this cache
+        last saw it (written since they were read); not counted as evictions."""
+        with self._lock:
+            seen = self._generations.setdefault((field, volume), generation)
+            if seen == generation:
+                return
+            self._generations[(field, volume)] = generation
+            for key in [k for k in self._entries if k[0] == field and k[1] == volume]:
+                self._nbytes -= int(self._entries.pop(key).nbytes)
 
     def clear(self) -> None:
         """Drop every chunk (the counters stay)."""

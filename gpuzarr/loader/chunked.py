@@ -121,11 +121,14 @@ class ChunkAssembler:
         self._copies: dict[tuple[str, int, bytes], Any] = {}
         #: the lane whose stream read the chunks decoded ahead (None: the loader's own stream)
         self._ahead_lane: HostOrdering | None = None
+        #: each volume's ``Array.data_generation`` when its chunks were last cached
+        self._generations: dict[tuple[str, int], int] = {}
 
     def read(self, field: str, volume: int, origins: np.ndarray[Any, Any], out: Any) -> None:
         """Fill ``out`` (``(len(origins), *crop_shape)`` on the loader's device) with the crops
         of ``volumes.arrays[field][volume]`` at ``origins``."""
         array = self.volumes.arrays[field][volume]
+        self._forget_if_written(field, volume, array)
         chunk = self.chunks[field][volume]
         key = (field, volume, origins.tobytes())
         pieces = self._pieces.pop(key, None)
@@ -297,6 +300,20 @@ class ChunkAssembler:
         lane, self._ahead_lane = self._ahead_lane, None
         if lane is not None:
             lane.wait_for(self.ordering.record())
+
+    def _forget_if_written(self, field: str, volume: int, array: Any) -> None:
+        """Drop the cached and decoded-ahead chunks of a volume written through its Array since
+        they were read: the caches served the old data (TensorStore's cache sees such writes).
+        Writes through another Array object, or another process, are not seen (docs/loader.md)."""
+        generation = getattr(getattr(array, "array", array), "data_generation", 0)  # a FieldArray's array
+        for cache in (self.device_cache, self.host_cache):
+            if cache is not None:  # the caches live from pass to pass: each keeps what it saw
+                cache.note_generation(field, volume, generation)
+        seen = self._generations.setdefault((field, volume), generation)
+        if seen != generation:
+            self._generations[(field, volume)] = generation
+            for key in [k for k in self._ahead if k[0] == field and k[1] == volume]:
+                del self._ahead[key]
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)

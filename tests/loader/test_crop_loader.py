@@ -481,3 +481,28 @@ def test_a_crop_shape_of_other_than_integers_is_refused(
     """5.9 was cut to 5 without a word."""
     with pytest.raises(InvalidArgumentError, match="crop_shape: expected a tuple of integers"):
         CropLoader(_volumes(sources), crop_shape, 2, output="numpy")
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_cache_drops_a_volume_written_through_its_array(tmp_path: Path, prefetch: int) -> None:
+    """The cache kept serving the chunks read before a write through the same Array (labels
+    updated between epochs read as before); the other volume's chunks stay cached."""
+    arrays = []
+    for name in ("a", "b"):
+        array = gpuzarr.create(str(tmp_path / f"{name}.zarr"), shape=(32, 32), dtype="i4", chunks=(8, 8), device="cpu")
+        array[...] = 1
+        arrays.append(array)
+    loader = CropLoader(arrays, (8, 8), 4, sampler="grid", shuffle=False, output="numpy", cache_bytes=1 << 20,
+                        prefetch=prefetch)  # fmt: skip
+
+    def values(volume: int) -> set[int]:
+        return {int(v) for b in loader for v in np.unique(b.data[b.volume_index == volume])}
+
+    assert values(0) == {1}
+    arrays[0][...] = 2
+    hits_before = loader.cache_stats()["host"].hits
+    assert values(0) == {2}
+    assert values(1) == {1}
+    assert loader.cache_stats()["host"].hits > hits_before  # volume 1 came from the cache
+    arrays[0][8:16, 8:16] = 3  # a part: the whole volume's chunks go, all read again
+    assert values(0) == {2, 3}
