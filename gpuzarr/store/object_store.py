@@ -51,7 +51,7 @@ import importlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
@@ -155,6 +155,13 @@ class ObjectStore(Store):
         scheme, sep, rest = url.partition("://")
         if not sep or scheme.lower() not in SCHEMES:
             raise InvalidArgumentError(f"store: {url!r} is not an object store or HTTP URL ({', '.join(SCHEMES)})")
+        if "#" in rest or "?" in rest:
+            # The URL parser drops what follows: "s3://b/run#1.zarr" and "s3://b/run#2.zarr"
+            # were both "run", each overwriting the other (TensorStore refuses them too).
+            raise InvalidArgumentError(
+                f"store: {url!r}: a '#' or '?' in a store URL ends its path (a fragment or a query), so "
+                "the keys would go elsewhere; percent-encode it (%23, %3F) or give it as path="
+            )
         obstore = import_obstore()
         # The options are checked by obstore itself, at run time (as untyped dicts here).
         stores = importlib.import_module("obstore.store")
@@ -249,7 +256,7 @@ class ObjectStore(Store):
             doc = {"driver": "http", "base_url": f"{url.scheme}://{url.netloc}"}
         else:
             raise MetadataError(f"spec: no TensorStore kvstore for {self!r}")
-        path = url.path.strip("/")
+        path = unquote(url.path).strip("/")  # the keys' prefix: obstore decodes the URL's escapes
         return {**doc, "path": path + "/"} if path else doc
 
     # -- errors ------------------------------------------------------------------------------------
@@ -379,7 +386,11 @@ class ObjectStore(Store):
 
         obstore = import_obstore()
         options: dict[str, Any] = {}
-        if if_match is not None:
+        # A weak ETag (W/"...") never matches an If-Match (RFC 9110 compares them strongly: nginx
+        # answered 412 to every range of a shard, read 4 times, then called corrupt): it is
+        # compared with the answer's own instead, as TensorStore's http kvstore does.
+        weak = if_match is not None and if_match.startswith("W/")
+        if if_match is not None and not weak:
             options["if_match"] = if_match
         if byte_range is not None:
             options["range"] = _http_range(byte_range)
@@ -398,6 +409,9 @@ class ObjectStore(Store):
                 if empty is not None:
                     return empty
             raise self.error(exc, key) from exc
+        if weak and result.meta.get("e_tag") != if_match:
+            del result  # closes the connection before the body is read
+            raise _Replaced(key)
         size = int(result.meta["size"])
         return result, size, (0, size) if byte_range is None else byte_range.resolve(size)
 
@@ -535,6 +549,10 @@ class ObjectStore(Store):
             if mode is None:
                 raise self.error(exc, key) from exc
             raise _Conflict(key) from exc
+        except (obx.NotFoundError, FileNotFoundError) as exc:
+            # A PUT's 404 (obstore raises the builtin FileNotFoundError): a missing bucket.
+            self._check_bucket(exc, key)
+            raise self.error(exc, key) from exc
         except obx.BaseError as exc:
             raise self.error(exc, key) from exc
 
@@ -571,8 +589,8 @@ class ObjectStore(Store):
         obstore = import_obstore()
         try:
             obstore.delete(self.store, keys if len(keys) > 1 else keys[0])
-        except (obx.NotFoundError, FileNotFoundError):
-            pass  # erasing an absent key is not an error
+        except (obx.NotFoundError, FileNotFoundError) as exc:
+            self._check_bucket(exc, what)  # erasing an absent key is not an error; in no bucket it is
         except obx.BaseError as exc:
             raise self.error(exc, what) from exc
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from ..errors import MetadataError
 from ..metadata.json_util import expect_dict
@@ -310,7 +310,9 @@ def object_store_url(kvstore: KvStoreSpec) -> str:
         base = str(members["base_url"]).rstrip("/")
     else:
         base = ("s3://" if kvstore.driver == "s3" else "gs://") + str(members["bucket"])
-    return base + "/" + kvstore.path if kvstore.path else base
+    # A spec's path is the keys' own prefix: escaped, since obstore reads the URL's escapes (a
+    # "%41" or a "#" in it named another prefix).
+    return base + "/" + quote(kvstore.path, safe="/") if kvstore.path else base
 
 
 def object_storage_options(kvstore: KvStoreSpec) -> dict[str, Any]:

@@ -48,6 +48,8 @@ class Faults:
     forbidden: list[str] = field(default_factory=list)
     #: (bytes, how many GETs still send that many more than their Content-Length, chunked)
     overrun: tuple[int, int] = (0, 0)
+    #: weak ETags (W/"..."), which no If-Match matches (RFC 9110 compares strongly; nginx)
+    weak_etags: bool = False
 
 
 class HttpServer:
@@ -108,6 +110,11 @@ class HttpServer:
         runs ``extra`` bytes past it (a lying server: HTTP/1.1 clients follow the chunking)."""
         with self._lock:
             self.faults.overrun = (extra, n)
+
+    def weak_etags(self) -> None:
+        """Send weak ETags from now on; an If-Match other than ``*`` then always fails (412)."""
+        with self._lock:
+            self.faults.weak_etags = True
 
     def forbid(self, prefix: str) -> None:
         with self._lock:
@@ -215,8 +222,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = target.read_bytes()
         etag = '"' + hashlib.md5(data).hexdigest() + '"'
+        weak = self.owner.faults.weak_etags
+        if weak:
+            etag = "W/" + etag
         if_match = self.headers.get("If-Match")
-        if if_match is not None and if_match not in ("*", etag):
+        if if_match is not None and if_match != "*" and (weak or if_match != etag):
             self._empty(412)
             return
         span = (0, len(data)) if rng is None else _span(rng, len(data))

@@ -354,3 +354,46 @@ def test_a_shard_with_dead_space_replaced_during_a_partial_write_is_written_agai
     expected = np.full(64, 7, "<i4")
     expected[3:5] = -1
     np.testing.assert_array_equal(array[...], expected)
+
+
+@pytest.mark.parametrize("url_path", ["run#1.zarr", "exp?v=2.zarr"])
+def test_a_fragment_or_query_in_a_store_url_is_refused(s3_bucket: S3Bucket, url_path: str) -> None:
+    """The URL parser dropped what followed: run#1.zarr and run#2.zarr were both "run", the
+    second create overwriting the first (TensorStore refuses such URLs too)."""
+    options = s3_bucket.storage_options()
+    with pytest.raises(InvalidArgumentError, match=r"a '#' or '\?' in a store URL ends its path"):
+        gpuzarr.create(f"{s3_bucket.url}/{url_path}", shape=(4,), dtype="i4", storage_options=options)
+    assert list(_store(s3_bucket, "").list_prefix("")) == []
+
+
+@pytest.mark.parametrize("name", ["my data.zarr", "exp#3.zarr", "pct%41.zarr", "q?.zarr"])
+def test_kvstore_paths_are_keys_and_url_escapes_are_decoded(
+    s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A TensorStore spec's path is the keys' prefix as it is ("%41" stays "%41"); a URL's
+    escapes are decoded, and the spec of what a URL opened names the keys it wrote."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    spec = {"driver": "zarr3", "kvstore": s3_bucket.kvstore(name + "/"), "create": True, "dtype": "int32",
+            "schema": {"domain": {"shape": [4]}}}  # fmt: skip
+    gpuzarr.open(spec)[...] = [1, 2, 3, 4]
+    root = _store(s3_bucket, "")
+    assert f"{name}/zarr.json" in list(root.list_prefix(""))
+    reopened = gpuzarr.open({k: v for k, v in spec.items() if k != "create"}, mode="r")
+    np.testing.assert_array_equal(reopened[...], [1, 2, 3, 4])
+    if "#" not in name and "?" not in name:
+        from urllib.parse import quote
+
+        by_url = gpuzarr.open(f"{s3_bucket.url}/{quote(name)}", mode="r", storage_options=s3_bucket.storage_options())
+        np.testing.assert_array_equal(by_url[...], [1, 2, 3, 4])
+        assert by_url.spec()["kvstore"]["path"] == name + "/"
+
+
+def test_writes_to_a_missing_bucket_are_store_errors(s3_bucket: S3Bucket) -> None:
+    """A write raised obstore's bare FileNotFoundError with its debug dump; an erase said nothing."""
+    store = ObjectStore.from_url("s3://no-such-bucket-here/x", s3_bucket.storage_options())
+    missing = r"s3://no-such-bucket-here/x: zarr.json: the bucket does not exist"
+    with pytest.raises(StoreError, match=missing):
+        gpuzarr.create(store, shape=(3,), dtype="i4")
+    with pytest.raises(StoreError, match=missing):
+        store.erase("zarr.json")
