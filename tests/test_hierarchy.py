@@ -464,3 +464,42 @@ def test_a_group_refuses_fields_it_must_understand_and_keeps_those_it_may_ignore
         (path / "zarr.json").write_text(json.dumps({**document, "req": value}))
         with pytest.raises(MetadataError, match=r"zarr\.json: req: unknown metadata field"):
             gpuzarr.open_group(str(path), mode="r")
+
+
+def test_members_read_each_child_once_and_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each child's metadata was read twice, one child after the other: on an object store 200
+    children at 20 ms a request took 10 s; ``tree(max_nodes=...)`` still stops reading early."""
+    import threading
+    import time
+
+    from gpuzarr.core import group as group_module
+
+    store = gpuzarr.MemoryStore()
+    root = gpuzarr.group(store)
+    for i in range(40):
+        root.create_array(f"a{i:02d}", shape=(2,), dtype="i1")
+    reads: list[str] = []
+    in_flight = [0, 0]
+    lock = threading.Lock()
+    read_node = group_module.read_node
+
+    def slow_read(store: Any, path: str) -> Any:
+        with lock:
+            reads.append(path)
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+        time.sleep(0.005)
+        with lock:
+            in_flight[0] -= 1
+        return read_node(store, path)
+
+    monkeypatch.setattr(group_module, "read_node", slow_read)
+    monkeypatch.setattr(store, "io_concurrency", 8, raising=False)
+    names = [name for name, _ in root.members()]
+    assert names == [f"a{i:02d}" for i in range(40)]
+    assert sorted(reads) == sorted(f"a{i:02d}" for i in range(40))  # once each
+    assert in_flight[1] > 1  # several at once
+    reads.clear()
+    monkeypatch.setattr(group_module, "CHILDREN_READ_AT_ONCE", 8)
+    root.tree(max_nodes=3)
+    assert len(reads) <= 8  # one batch of children, not the 40
