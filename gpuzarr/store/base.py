@@ -524,6 +524,9 @@ class Snapshot(Store):
     #: the value's size in bytes where the snapshot knows it without a request (an open
     #: file's), else None: readers check ranges against it before reading
     size: int | None = None
+    #: whether :attr:`version` is known without a request (an object store's snapshot asks
+    #: for it, with a HEAD, until its first read has fixed it)
+    version_known: bool = True
 
     def __init__(self, key: str) -> None:
         super().__init__(read_only=True)

@@ -270,6 +270,37 @@ class CachingStore(Store):
                 found[i] = self._insert((key, tag, *_span(ranges[i])), blob, writes)
         return found
 
+    def _read_untagged(
+        self,
+        key: str,
+        ranges: Sequence[ByteRange | None],
+        fetch: Callable[[list[ByteRange | None]], list[Buffer] | None],
+        tag_of: Callable[[], Any],
+    ) -> tuple[list[Buffer] | None, Any]:
+        """``ranges`` of ``key`` through one ``fetch`` and cached under the version the fetch
+        saw (``tag_of()`` once it ran): for a snapshot of a key the cache holds nothing of,
+        whose version asked for first cost a request of its own (a HEAD on an object store)."""
+        with self._lock:
+            writes = self._writes
+        fetched = fetch(list(ranges))
+        tag = tag_of()
+        with self._lock:
+            self._misses += len(ranges)
+            if fetched is None:
+                self._insert((key, tag, 0, None), None, writes)
+                return None, tag
+            self._miss_bytes += sum(_nbytes(b) for b in fetched)
+            stored = [
+                self._insert((key, tag, *_span(r)), blob, writes) for r, blob in zip(ranges, fetched, strict=True)
+            ]
+            return stored, tag
+
+    def _holds_a_version_of(self, key: str) -> bool:
+        """Whether the cache holds bytes of some version of ``key`` (what reads of the store
+        itself cache, under no version, never serve a snapshot)."""
+        with self._lock:
+            return any(entry[1] is not None for entry in self._of_key.get(key, ()))
+
     def _holds_lock_of(self, key: str) -> bool:
         held: set[str] | None = getattr(self._held, "keys", None)
         return held is not None and key in held
@@ -476,12 +507,26 @@ class _CachingSnapshot(Snapshot):
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
         self._check_key(key)
-        got = self.store._read(key, [byte_range], self.version, self._fetch)
+        got = self._through_cache(key, [byte_range], self._fetch)
         return None if got is None else got[0]
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         self._check_key(key)
-        return self.store._read(key, list(ranges), self.version, self._fetch)
+        return self._through_cache(key, list(ranges), self._fetch)
+
+    def _through_cache(
+        self,
+        key: str,
+        ranges: list[ByteRange | None],
+        fetch: Callable[[list[ByteRange | None]], list[Buffer] | None],
+    ) -> list[Buffer] | None:
+        if self._tag is _MISS and not self.inner.version_known and not self.store._holds_a_version_of(key):
+            # Nothing of it cached where asking the version costs a request (a HEAD before each
+            # shard's first read on an object store): no version to check it against, so none
+            # is asked for first; the read fixes it.
+            got, self._tag = self.store._read_untagged(key, ranges, fetch, lambda: self.inner.version)
+            return got
+        return self.store._read(key, ranges, self.version, fetch)
 
     def get_into(
         self, key: str, buffer_for: Callable[[int], Any], start: int = 0, length: int | None = None
@@ -497,7 +542,7 @@ class _CachingSnapshot(Snapshot):
             got = self.inner.get_into(self.key, buffer_for)
             return None if got is None else [got[0]]
 
-        got = self.store._read(key, [None], self.version, fetch)
+        got = self._through_cache(key, [None], fetch)
         if got is None:
             return None
         view = memoryview(got[0]).cast("B")

@@ -640,6 +640,10 @@ class _ETagSnapshot(Snapshot):
         self._replaced = False
 
     @property
+    def version_known(self) -> bool:  # type: ignore[override]
+        return self._seen
+
+    @property
     def version(self) -> str | None:
         """The ETag of the version read (a HEAD asks for it before the first read)."""
         if not self._seen:
@@ -706,6 +710,8 @@ class _ETagSnapshot(Snapshot):
             first = self.get(key, ranges[0])
             if first is None:
                 return None
+            if len(ranges) == 1:  # no more to read (asking for none cost a HEAD)
+                return [first]
             rest = self._ranges(key, ranges[1:])
             return None if rest is None else [first, *rest]
         return self._ranges(key, ranges)
