@@ -225,20 +225,26 @@ def parse_v2_document(raw: bytes, key: str) -> dict[str, NodeInfo]:
     return out
 
 
+def _consolidated_key(path: str, zarr_format: int) -> str:
+    """The key that holds the consolidated metadata of the group at ``path``."""
+    return node_prefix(path) + (ZARR_JSON if zarr_format == 3 else ZMETADATA)
+
+
 def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, NodeInfo] | None:
     """The nodes of the consolidated metadata stored at ``path`` in ``zarr_format``, or None."""
-    prefix = node_prefix(path)
+    key = _consolidated_key(path, zarr_format)
+    raw = get_document(store, key)
+    return None if raw is None else _entries_of(raw, key, zarr_format)
+
+
+def _entries_of(raw: Any, key: str, zarr_format: int) -> dict[str, NodeInfo] | None:
     if zarr_format == 3:
-        raw = get_document(store, prefix + ZARR_JSON)
-        if raw is None:
-            return None
-        doc = parse_json_document(bytes(raw), prefix + ZARR_JSON)
+        doc = parse_json_document(bytes(raw), key)
         member = doc.get(MEMBER)
         if doc.get("node_type") != "group" or member is None:
             return None
-        return parse_v3_member(member, prefix + ZARR_JSON)
-    raw = get_document(store, prefix + ZMETADATA)
-    return None if raw is None else parse_v2_document(bytes(raw), prefix + ZMETADATA)
+        return parse_v3_member(member, key)
+    return parse_v2_document(bytes(raw), key)
 
 
 def load_view(store: Store, path: str, info: NodeInfo, use_consolidated: bool | None) -> ConsolidatedView | None:
@@ -309,12 +315,43 @@ def _v2_document(group_doc: Mapping[str, Any], attributes: Mapping[str, Any], en
 
 def _write(store: Store, path: str, info: NodeInfo, entries: Mapping[str, NodeInfo]) -> None:
     """Store ``entries`` as the consolidated metadata of the group ``info`` at ``path``."""
-    prefix = node_prefix(path)
+    store.set(_consolidated_key(path, info.zarr_format), _encoded(info, entries))
+
+
+def _encoded(info: NodeInfo, entries: Mapping[str, NodeInfo]) -> bytes:
     if info.zarr_format == 3:
-        doc = {**info.document, MEMBER: _v3_member(entries)}
-        store.set(prefix + ZARR_JSON, _dumps(doc, 2))
-    else:
-        store.set(prefix + ZMETADATA, _v2_document(info.document, info.attributes, entries))
+        return _dumps({**info.document, MEMBER: _v3_member(entries)}, 2)
+    return _v2_document(info.document, info.attributes, entries)
+
+
+#: How many times a conditional update of consolidated metadata is tried before giving up.
+RECORD_ATTEMPTS = 16
+
+
+def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Change) -> None:
+    """Apply ``change`` to the consolidated metadata of the group at ``ancestor``: read, changed
+    and written back under the store's lock of its key, or conditional on the version read where
+    the store has conditional writes (an object store, whose lock holds in this process only).
+    Two nodes created at once below one group each lost the other's entry (3 of 16 left), and
+    the group's own listing then hid them."""
+    key = _consolidated_key(ancestor, zarr_format)
+    if store.supports_conditional_writes:
+        for _ in range(RECORD_ATTEMPTS):
+            raw, version = store.get_versioned(key)
+            group = read_node(store, ancestor, allow_implicit=False)
+            entries = None if raw is None or group is None else _entries_of(raw, key, zarr_format)
+            if entries is None or group is None:
+                return
+            change.apply(entries, ancestor)
+            if store.set_if(key, _encoded(_entry(group), entries), version):
+                return
+        raise MetadataError(f"{key}: another writer changed it during each of {RECORD_ATTEMPTS} updates")
+    with store.lock(key):
+        entries = _stored_entries(store, ancestor, zarr_format)
+        group = read_node(store, ancestor, allow_implicit=False)
+        if entries is not None and group is not None:
+            change.apply(entries, ancestor)
+            _write(store, ancestor, _entry(group), entries)
 
 
 def _walk(store: Store, group: str, zarr_format: int, rel: str, out: dict[str, NodeInfo]) -> None:
@@ -498,11 +535,8 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
         nodes = {a: read_node(outer, a, allow_implicit=False) for a in ancestors[top + 1 :]}
     nodes[path] = info
     change = _Change(path, nodes, new_node)
-    for ancestor, entries in stored.items():
-        group = read_node(outer, ancestor, allow_implicit=False)
-        if group is not None:
-            change.apply(entries, ancestor)
-            _write(outer, ancestor, _entry(group), entries)
+    for ancestor in stored:
+        _update_recorded(outer, ancestor, zarr_format, change)
     for view, root in covering:
         view._apply(change, root)
 

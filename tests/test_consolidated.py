@@ -442,3 +442,30 @@ def test_a_bad_codec_in_a_consolidated_entry_is_named_by_the_entry(tmp_path: Pat
     entry = r"^zarr\.json: consolidated_metadata\.metadata\['a'\]: codecs\[\d\]: unknown codec 'foo'"
     with pytest.raises(MetadataError, match=entry):
         gpuzarr.open_consolidated(path, mode="r")["a"]
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_nodes_created_at_once_are_all_recorded(
+    tmp_path: Path, request: pytest.FixtureRequest, where: str, zarr_format: int
+) -> None:
+    """Threads creating arrays below one consolidated group each rewrote its metadata from what
+    they had read: 3 of 16 entries were left, and the group's listing hid the others."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if where == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        url, options = f"{bucket.url}/g.zarr", bucket.storage_options()
+    else:
+        url, options = str(tmp_path / "g.zarr"), None
+    gpuzarr.group(url, zarr_format=zarr_format, storage_options=options)
+    gpuzarr.consolidate_metadata(url, storage_options=options)
+
+    def make(i: int) -> None:
+        group = gpuzarr.open_group(url, mode="a", storage_options=options)
+        group.create_array(f"a{i:02d}", shape=(2,), dtype="i4")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(make, range(16)))
+    names = sorted(gpuzarr.open_group(url, mode="r", storage_options=options).array_keys())
+    assert names == [f"a{i:02d}" for i in range(16)]
