@@ -400,6 +400,8 @@ class ObjectStore(Store):
             self._check_bucket(exc, key)
             return None
         except obx.PreconditionError as exc:
+            if if_match is None:  # a 412 to no condition of ours: the server's error, named
+                raise self.error(exc, key) from exc
             raise _Replaced(key) from exc
         except obx.BaseError as exc:
             if byte_range is not None:

@@ -382,3 +382,11 @@ def test_a_server_with_weak_etags_serves_partial_shard_reads(http_server: HttpSe
     array = gpuzarr.open(f"{http_server.url}/s.zarr", mode="r", storage_options=options)
     np.testing.assert_array_equal(array[10:50, 10:50], data[10:50, 10:50])
     np.testing.assert_array_equal(array[...], data)
+
+
+def test_a_412_to_an_unconditional_read_is_a_store_error_naming_the_key(http_server: HttpServer) -> None:
+    """It came out as gpuzarr's private "replaced" signal, naming no store."""
+    url = _write(http_server)
+    http_server.fail_next(100, 412)
+    with pytest.raises(StoreError, match=rf"{url}/a: zarr.json: .*412"):
+        gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
