@@ -664,12 +664,17 @@ class CropLoader:
         producer: Background | None = None
         if use_workers:
             size = None if size is None else size + TASKS_PER_WORKER * self.workers
-            pool = BufferPool(lambda: self._shared_buffers(segments), size, ordering)
+            # Made from what the buffers need, not through the loader: the pool's producer is the
+            # loader's, and a lambda holding the loader kept both, and the worker processes, in a
+            # cycle after the loader was dropped (until a garbage collection).
+            shapes = {name: ((self.batch_size, *self.crop_shape), dtype) for name, dtype in self.volumes.dtypes.items()}
+            pool = BufferPool(lambda: _shared_buffers(segments, shapes), size, ordering)
             producer = ProcessProducer(workers, segments, pool, batches, indices, self.prefetch)
         else:
             lanes = self._lanes(ordering, ahead_bytes)
             size = None if size is None else size + lanes - 1  # one more buffer read into per lane
-            pool = BufferPool(lambda: reader.new_buffers(self.batch_size), size, ordering)
+            batch_size = self.batch_size  # not through the loader (see above)
+            pool = BufferPool(lambda: reader.new_buffers(batch_size), size, ordering)
             if self.prefetch > 0:
                 cpus = int(config.get("concurrency"))
                 producer = Producer(
@@ -704,13 +709,6 @@ class CropLoader:
             self._segments = SharedSegments(self.workers, keep)
             self._stop_processes = weakref.finalize(self, self._processes.close)
         return self._processes, self._segments
-
-    def _shared_buffers(self, segments: SharedSegments) -> dict[str, Any]:
-        """One shared-memory buffer per field for a batch the workers read."""
-        return {
-            name: segments.empty((self.batch_size, *self.crop_shape), dtype)
-            for name, dtype in self.volumes.dtypes.items()
-        }
 
     def _workers_cache_stats(self) -> CacheStats:
         """The workers' host caches together (as of each worker's last batch)."""
@@ -755,6 +753,11 @@ class CropLoader:
         from .dataset import CropDataset
 
         return CropDataset(self)
+
+
+def _shared_buffers(segments: SharedSegments, shapes: dict[str, tuple[tuple[int, ...], Any]]) -> dict[str, Any]:
+    """One shared-memory buffer per field for a batch the workers read."""
+    return {name: segments.empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
 
 
 class _Pass:

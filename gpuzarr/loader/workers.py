@@ -170,7 +170,10 @@ class WorkerProcesses:
             self._processes.append(process)
 
     def alive(self, worker: int) -> bool:
-        return bool(self._processes[worker].is_alive())
+        """Whether worker ``worker`` runs; False once the set is closed (the loader dropped while
+        its producer's thread still drains, which :meth:`close` stops the workers for)."""
+        processes = self._processes
+        return worker < len(processes) and bool(processes[worker].is_alive())
 
     @property
     def pids(self) -> list[int]:

@@ -290,6 +290,29 @@ def test_closing_stops_the_workers(arrays: dict[str, list[gpuzarr.Array]]) -> No
     assert loader._processes is None
 
 
+def test_a_dropped_loader_stops_its_workers_without_a_garbage_collection(
+    arrays: dict[str, list[gpuzarr.Array]],
+) -> None:
+    """The buffer pool's maker held the loader, which held the pool's producer: after a
+    ``break`` and ``del loader`` the worker processes and shared memory stayed until the next
+    cyclic garbage collection."""
+    gc.disable()
+    try:
+        loader = _loader(arrays, workers=2)
+        for _batch in loader:
+            break
+        assert loader._processes is not None
+        processes = list(loader._processes._processes)
+        alive = weakref.ref(loader)
+        del loader, _batch
+        assert alive() is None  # freed by its references alone
+        for process in processes:
+            process.join(timeout=30)
+        assert all(not p.is_alive() for p in processes)
+    finally:
+        gc.enable()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
 def test_a_fork_leaves_the_parents_workers_and_buffers_alone(
     arrays: dict[str, list[gpuzarr.Array]], fields: dict[str, list[np.ndarray[Any, Any]]]
