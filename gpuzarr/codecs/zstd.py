@@ -161,6 +161,8 @@ def decode_zstd(impl: Any, data: Buffer, out: np.ndarray[Any, Any] | None, max_n
         # The common case: one frame declaring the chunk's size; numcodecs refuses more frames
         # (their sum would exceed ``out``).
         if frame_content_size(data) == out.nbytes:
+            if out.nbytes <= SMALL_FRAME_NBYTES and decode_small_frame_into(data, out):
+                return out
             return impl.decode(data, out)
         declared, _ = decoded_size_bounds(data)
         if declared is not None and declared != out.nbytes:
@@ -259,6 +261,38 @@ def decode_zstd_stream_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
     if got != len(target) or more:
         what = "more than" if more else f"only {got} of"
         raise ValueError(f"zstd: frames decode to {what} the {len(target)} bytes expected")
+    return True
+
+
+#: Frames decoding to at most this many bytes go through this thread's reused zstandard context
+#: (:func:`decode_small_frame_into`): numcodecs makes a context per call, about 11 µs, which is
+#: most of a small chunk's decode (512 B: 13 against 2.3 µs; 4 KiB: 18 against 7.5 µs; 16 KiB:
+#: 41 against 32 µs; from 32 KiB on, even or behind, since zstandard's libzstd 1.5.7 decodes
+#: a byte more slowly here than numcodecs' 1.5.6).
+SMALL_FRAME_NBYTES = 16 * 1024
+
+
+def decode_small_frame_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
+    """Decode the one frame of ``data``, which declares ``out.nbytes`` decoded bytes, into
+    ``out`` through this thread's ``zstandard`` decompressor (kept from call to call). Bytes
+    after the frame, a frame that ends early or decodes to another size are a ValueError, as
+    in numcodecs' one-shot decode; False (nothing done) where zstandard is not installed."""
+    decompressor = _stream_decompressor()
+    if decompressor is None:
+        return False
+    import zstandard
+
+    try:
+        stream = decompressor.decompressobj()
+        decoded = stream.decompress(as_uint8(data))
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"zstd: {exc}") from exc
+    if not stream.eof or stream.unused_data or len(decoded) != out.nbytes:
+        raise ValueError(
+            f"zstd: the frame does not decode to exactly the {out.nbytes} bytes expected"
+            + (" (bytes follow it)" if stream.unused_data else "")
+        )
+    out.reshape(-1).view("u1").data.cast("B")[:] = decoded
     return True
 
 
