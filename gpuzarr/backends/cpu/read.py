@@ -444,8 +444,7 @@ def _read_sharded(
         # Enough shards to keep every worker busy: each task fetches one shard and decodes it
         # at once, so reading and decoding overlap and only a few shards are held in memory.
         def fetch_and_decode(key: str) -> None:
-            for (i, targets), raw in zip(by_shard[key], fetch(key), strict=True):
-                _decode_inner(layout, key, i, raw, out, targets)
+            _decode_shard(layout, key, by_shard[key], fetch(key), out)
 
         run_coding_tasks(layout.chunk_pipeline, fetch_and_decode, keys, workers=fetch_workers)
         return
@@ -511,7 +510,15 @@ def _read_shards_chunkwise(
                 raw = None if index is None else read_inner_chunk(shards[key], key, index, i)
                 _decode_inner(layout, key, i, raw, out, targets)
 
-            tasks = [(key, i, targets) for key, wanted in by_shard.items() for i, targets in wanted]
+            for key, index in index_of.items():
+                if index is None:  # no shard: its whole part of the output is the fill value
+                    _fill_wanted(layout, key, by_shard[key], out)
+            tasks = [
+                (key, i, targets)
+                for key, wanted in by_shard.items()
+                if index_of[key] is not None
+                for i, targets in wanted
+            ]
             run_coding_tasks(layout.chunk_pipeline, work, tasks)
         except CorruptChunkError:
             if not any(shard.changed() for shard in shards.values()):
@@ -523,6 +530,65 @@ def _read_shards_chunkwise(
     for key in changed:  # an index kept from before belongs to another version
         indexes.pop(key, None)
     return changed
+
+
+def _decode_shard(
+    layout: ArrayLayout,
+    key: str,
+    wanted: list[tuple[int, list[ChunkProjection]]],
+    blobs: list[Buffer | None],
+    out: np.ndarray[Any, Any],
+) -> None:
+    """Decode the inner chunks ``wanted`` of the shard at ``key`` (their bytes ``blobs``)."""
+    if all(raw is None for raw in blobs):  # no shard, or none of its chunks stored
+        _fill_wanted(layout, key, wanted, out)
+        return
+    for (i, targets), raw in zip(wanted, blobs, strict=True):
+        _decode_inner(layout, key, i, raw, out, targets)
+
+
+def _fill_wanted(
+    layout: ArrayLayout, key: str, wanted: list[tuple[int, list[ChunkProjection]]], out: np.ndarray[Any, Any]
+) -> None:
+    """Write the fill value wherever the inner chunks ``wanted`` of the shard at ``key`` (none
+    of which is stored) go: one assignment where they cover a box of ``out`` (a read over
+    shards never written filled 16,384 inner chunks one by one: 8 to 53 times zarrs' time)."""
+    if not layout.fill_missing_data_reads:
+        raise ChunkNotFoundError(key)
+    projections = [p for _, targets in wanted for p in targets]
+    box = _covering_box(projections)
+    if box is not None:
+        out[box] = layout.metadata.fill_value
+        return
+    for p in projections:
+        out[p.out_selection] = layout.metadata.fill_value
+
+
+def _covering_box(projections: list[ChunkProjection]) -> tuple[slice, ...] | None:
+    """The box of the output that ``projections`` (of distinct chunks, so disjoint) cover
+    exactly, or None where they cover no box (points, steps, index arrays, gaps)."""
+    low: list[int] = []
+    high: list[int] = []
+    covered = 0
+    for p in projections:
+        extent = 1
+        for axis, s in enumerate(p.out_selection):
+            if not isinstance(s, slice) or s.step not in (None, 1) or s.start is None or s.stop is None:
+                return None
+            if axis == len(low):
+                low.append(s.start)
+                high.append(s.stop)
+            else:
+                low[axis] = min(low[axis], s.start)
+                high[axis] = max(high[axis], s.stop)
+            extent *= s.stop - s.start
+        covered += extent
+    box = 1
+    for lo, hi in zip(low, high, strict=True):
+        box *= hi - lo
+    if not projections or covered != box or len({len(p.out_selection) for p in projections}) != 1:
+        return None
+    return tuple(slice(lo, hi) for lo, hi in zip(low, high, strict=True))
 
 
 def _decode_inner(

@@ -3,7 +3,7 @@ fill-valued chunks and shards, resize, reads into caller buffers, batches and bo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -11,8 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuzarr
+from gpuzarr.errors import ChunkNotFoundError
 from gpuzarr.store.sharding import EMPTY
 from tests.backends.cpu.resize_model import check_random_resizes
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ZSTD = [
     {"name": "bytes", "configuration": {"endian": "little"}},
@@ -514,3 +518,22 @@ def test_a_shrink_of_a_huge_sparse_grid_visits_only_what_is_stored() -> None:
     a.resize(4)  # 10**7 grid positions, two stored: one erase
     assert store.erased == ["c/5000000"]
     assert a[...].tolist() == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [np.s_[...], np.s_[3:29, 1:30], np.s_[::3, 5], np.s_[[0, 17, 31], 2:9], np.s_[31:0:-2, ::-1]],
+)
+def test_reads_over_shards_never_written_give_the_fill_value(tmp_path: Path, selection: Any) -> None:
+    """A shard that is not there fills its part of the output at once where that part is a box
+    (it was filled inner chunk by inner chunk); steps and index arrays still fill exactly."""
+    path = str(tmp_path / "a.zarr")
+    array = gpuzarr.create(path, shape=(32, 32), dtype="i2", chunks=(4, 4), shards=(16, 16), fill_value=-5)
+    array[0:16, 16:32] = np.arange(256, dtype="i2").reshape(16, 16)  # one shard of four
+    model = np.full((32, 32), -5, dtype="i2")
+    model[0:16, 16:32] = np.arange(256, dtype="i2").reshape(16, 16)
+    np.testing.assert_array_equal(gpuzarr.open(path, mode="r", device="cpu")[selection], model[selection])
+    strict = gpuzarr.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": path + "/"},
+                           "fill_missing_data_reads": False})  # fmt: skip
+    with pytest.raises(ChunkNotFoundError, match="c/1/0"):
+        strict[20:24, 0:4]
