@@ -233,7 +233,8 @@ def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
     a crop is, planned in a few microseconds a chunk; None when ``selection`` is anything else,
     for :func:`plan_orthogonal` to plan (and to raise on). The plan equals
     ``plan_orthogonal(selection, dims, allow_arrays=False)``."""
-    if type(selection) is not tuple or len(selection) != len(dims) or not dims:
+    selection = _whole_axes_filled(selection, len(dims))
+    if selection is None or len(selection) != len(dims) or not dims:
         return None
     per_axis = []
     for sel, dim in zip(selection, dims, strict=True):
@@ -254,6 +255,30 @@ def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
             outs = tuple(o for o in outs if o is not None)
         projections.append(ChunkProjection(chunks, selections, outs, all(complete)))
     return SelectionPlan(shape, shape, projections)
+
+
+def _whole_axes_filled(selection: Any, ndim: int) -> tuple[Any, ...] | None:
+    """``selection`` as one entry per axis where it is ints and slices, with an Ellipsis or
+    missing trailing axes as whole axes (``a[:]``, ``a[...]``, ``a[3]`` of an n-d array took the
+    general planner, twice as slow); None for anything else."""
+    if type(selection) is not tuple:
+        selection = (selection,)
+    entries: tuple[Any, ...] = selection
+    if len(entries) == ndim and not any(s is Ellipsis for s in entries):
+        return entries  # the common case (a crop): nothing to fill
+    if not all(type(s) in (int, slice) or s is Ellipsis for s in selection):
+        return None
+    ellipses = sum(1 for s in selection if s is Ellipsis)
+    if ellipses > 1:
+        return None
+    missing = ndim - (len(selection) - ellipses)
+    if missing < 0:
+        return None
+    whole = (slice(None),) * missing
+    if ellipses:
+        at = next(i for i, s in enumerate(selection) if s is Ellipsis)
+        return (*selection[:at], *whole, *selection[at + 1 :])
+    return (*selection, *whole)
 
 
 #: One axis of a box split into chunks: a row per chunk of (chunk index less the first chunk's,

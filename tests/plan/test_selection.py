@@ -208,6 +208,30 @@ def test_box_plan_equals_the_orthogonal_plan(data: st.DataObject) -> None:
     np.testing.assert_array_equal(check_plan(box, a, chunks), a[sel])
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_box_written_short_is_planned_as_the_box(data: st.DataObject) -> None:
+    """``a[:]``, ``a[...]``, ``a[3]``, ``a[..., 2]`` of an n-d array: the box fast path, with
+    the missing axes whole (they took the general planner, twice as slow)."""
+    shape, chunks = data.draw(shapes_and_chunks())
+    assume(len(shape) >= 2)
+    full = data.draw(boxes(shape))
+    keep = data.draw(st.integers(0, len(shape) - 1))
+    form = data.draw(st.sampled_from(["leading", "ellipsis-first", "ellipsis-last", "bare"]))
+    sel: Any = {
+        "leading": full[:keep],
+        "ellipsis-first": (Ellipsis, *full[len(shape) - keep :]),
+        "ellipsis-last": (*full[:keep], Ellipsis),
+        "bare": full[0],
+    }[form]
+    dims = dims_of(shape, chunks)
+    box = plan_box(sel, dims)
+    assert box is not None, sel
+    assert box == plan_orthogonal(sel, dims, allow_arrays=False)
+    a = values_of(shape)
+    np.testing.assert_array_equal(check_plan(box, a, chunks), a[sel])
+
+
 def _slice_boxes(shape: tuple[int, ...], length: tuple[int, ...]) -> st.SearchStrategy[tuple[slice, ...]]:
     """Boxes of shape ``length`` that fit inside ``shape``, their starts written from the front
     or (negative) from the back."""
@@ -337,8 +361,8 @@ def test_box_batch_plan_of_the_last_chunk_knows_it_is_short() -> None:
         (slice(0, 4, 2), slice(None)),  # a step
         (np.int64(1), slice(None)),  # a NumPy integer
         (True, slice(None)),  # a bool is no index here
-        (Ellipsis, slice(None)),
-        (slice(None),),  # fewer entries than axes
+        (Ellipsis, Ellipsis),  # two: the general path raises
+        (slice(None), slice(None), 0),  # more entries than axes
         (9, slice(None)),  # out of bounds: the general path raises
         (np.array([1, 2]), slice(None)),
     ],
