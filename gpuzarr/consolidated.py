@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
 from .hierarchy import NodeInfo, get_document, node_prefix, read_node, v3_node_info
+from .metadata.json_util import check_depth
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
 from .metadata.v3 import ZARR_JSON, parse_json_document
 from .store.base import validate_key
@@ -319,9 +320,15 @@ def _write(store: Store, path: str, info: NodeInfo, entries: Mapping[str, NodeIn
 
 
 def _encoded(info: NodeInfo, entries: Mapping[str, NodeInfo]) -> bytes:
+    """The consolidated document; MetadataError where it would nest deeper than gpuzarr (and
+    zarrs) read back: a node whose attributes other writers nested deep, now nested deeper."""
     if info.zarr_format == 3:
-        return _dumps({**info.document, MEMBER: _v3_member(entries)}, 2)
-    return _v2_document(info.document, info.attributes, entries)
+        doc: Any = {**info.document, MEMBER: _v3_member(entries)}
+        check_depth(doc, f"consolidated metadata ({ZARR_JSON})")
+        return _dumps(doc, 2)
+    encoded = _v2_document(info.document, info.attributes, entries)
+    check_depth(json.loads(encoded), f"consolidated metadata ({ZMETADATA})")
+    return encoded
 
 
 #: How many times a conditional update of consolidated metadata is tried before giving up.

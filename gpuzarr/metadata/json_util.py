@@ -13,8 +13,16 @@ from ..errors import MetadataError
 MAX_JSON_DEPTH = 128
 
 
-def check_depth(value: Any, where: str) -> None:
-    """Raise MetadataError when ``value`` nests objects and lists deeper than MAX_JSON_DEPTH.
+#: How much deeper a node's attributes lie in the documents that hold them: its own document
+#: (``zarr.json``: the document, then ``attributes``), and a consolidated group's (``zarr.json``:
+#: ``consolidated_metadata``, ``metadata``, the node's document, ``attributes``; ``.zmetadata``:
+#: ``metadata``, the ``.zattrs`` entry). Attributes are held to ``MAX_JSON_DEPTH`` less this,
+#: so that every document that holds them can be read back (by gpuzarr and zarrs).
+ATTRIBUTES_NESTED_BY = 4
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Raise MetadataError when ``value`` nests objects and lists deeper than ``limit``.
 
     Iterative, so that the check itself cannot exhaust the stack it protects.
     """
@@ -27,8 +35,8 @@ def check_depth(value: Any, where: str) -> None:
             children = item
         else:
             continue
-        if depth > MAX_JSON_DEPTH:
-            raise MetadataError(f"{where}: JSON nests deeper than {MAX_JSON_DEPTH} levels")
+        if depth > limit:
+            raise MetadataError(f"{where}: JSON nests deeper than {limit} levels")
         stack.extend((child, depth + 1) for child in children)
 
 
@@ -94,8 +102,9 @@ def split_name_configuration(value: Any, field: str) -> tuple[str, dict[str, Any
 
 
 def check_attributes(attributes: Any) -> None:
-    """Raise MetadataError unless ``attributes`` can be written as strict JSON (no NaN)."""
-    check_depth(attributes, "attributes")
+    """Raise MetadataError unless ``attributes`` can be written as strict JSON (no NaN), and
+    read back from every document that holds them (see ``ATTRIBUTES_NESTED_BY``)."""
+    check_depth(attributes, "attributes", MAX_JSON_DEPTH - ATTRIBUTES_NESTED_BY)
     try:
         json.dumps(attributes, allow_nan=False)
     except (TypeError, ValueError) as exc:

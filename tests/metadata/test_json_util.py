@@ -81,3 +81,41 @@ def test_an_integer_python_will_not_convert_is_a_metadata_error_naming_the_key()
     store.set("a/zarr.json", raw)
     with pytest.raises(MetadataError, match=r"^a/zarr\.json: not valid JSON"):
         gpuzarr.open(store, path="a", mode="r")
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_attributes_at_their_limit_are_read_back_consolidated(tmp_path: object, zarr_format: int) -> None:
+    """Attributes were held to 128 levels on their own: their zarr.json then nested 129 deep,
+    and a consolidated group 131, which gpuzarr (and zarrs) refused to read: a hierarchy gpuzarr
+    had written could no longer be opened. They are held to what every document holding them
+    can carry."""
+    from gpuzarr.metadata.json_util import ATTRIBUTES_NESTED_BY
+
+    limit = MAX_JSON_DEPTH - ATTRIBUTES_NESTED_BY
+    path = f"{tmp_path}/g.zarr"
+    group = gpuzarr.group(path, zarr_format=zarr_format)
+    gpuzarr.consolidate_metadata(path)
+    with pytest.raises(MetadataError, match=f"attributes: JSON nests deeper than {limit} levels"):
+        group.create_array("deep", shape=(2,), dtype="i1", attributes={"d": deep_value(limit)})
+    group.create_array("a", shape=(2,), dtype="i1", attributes={"d": deep_value(limit - 1)})
+    gpuzarr.consolidate_metadata(path)
+    for consolidated in (True, False):
+        reopened = gpuzarr.open_group(path, mode="r", use_consolidated=consolidated)
+        assert reopened["a"].attrs["d"] == deep_value(limit - 1)
+
+
+def test_consolidating_attributes_others_nested_too_deep_is_refused(tmp_path: object) -> None:
+    """A node another library wrote with attributes 126 deep reads; consolidated, its document
+    would be too deep to read back: refused, naming the consolidated metadata."""
+    path = f"{tmp_path}/g.zarr"
+    gpuzarr.group(path).create_array("a", shape=(2,), dtype="i1")
+    key = f"{path}/a/zarr.json"
+    with open(key) as f:
+        doc = json.loads(f.read())
+    doc["attributes"] = {"d": "@"}
+    with open(key, "w") as f:
+        f.write(json.dumps(doc).replace('"@"', nested(125)))
+    assert gpuzarr.open_array(f"{path}/a", mode="r").attrs["d"]
+    with pytest.raises(MetadataError, match=r"consolidated metadata \(zarr.json\): JSON nests deeper"):
+        gpuzarr.consolidate_metadata(path)
+    assert gpuzarr.open_group(path, mode="r")["a"].shape == (2,)
