@@ -163,14 +163,23 @@ def _field_descr(descr: tuple[Any, ...]) -> tuple[Any, ...]:
     return descr if len(descr) == 3 else descr[:2]
 
 
+#: Extension types whose v2 fill value TensorStore's zarr2 driver writes and reads only as base64
+#: bytes (a number is refused there); gpuzarr writes them so, and reads either.
+_V2_BASE64_FILL_TYPES = frozenset({"float4_e2m1fn"})
+
+
 def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value") -> np.generic | None:
     if value is None:
         return None
     dt = data_type.numpy_dtype
     if data_type.name in named_dtypes.NAMES:
         return data_type.fill_value_from_json(value, field_name)  # the same JSON as in v3
-    is_bytes = dt.fields is not None or data_type.fill_kind == "r"
     special = ("NaN", "Infinity", "-Infinity")
+    is_bytes = (
+        dt.fields is not None
+        or data_type.fill_kind == "r"
+        or (data_type.name in _V2_BASE64_FILL_TYPES and isinstance(value, str) and value not in special)
+    )
     if is_bytes or (isinstance(value, str) and data_type.fill_kind not in "fc" and value not in special):
         if not isinstance(value, str):
             raise MetadataError(f"{field_name}: expected base64 bytes for a structured type, got {value!r}")
@@ -201,7 +210,7 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
         return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
     if data_type.name in named_dtypes.NAMES:
         return data_type.fill_value_to_json(value)
-    if dt.fields is not None or data_type.fill_kind == "r":
+    if dt.fields is not None or data_type.fill_kind == "r" or data_type.name in _V2_BASE64_FILL_TYPES:
         return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
     if data_type.fill_kind == "f":
         f = float(value)

@@ -211,3 +211,18 @@ def test_schema_objects_as_keyword_merge_into_the_spec(tmp_path: Path) -> None:
     assert (array.shape, array.dtype, array.chunks) == ((10, 20), np.dtype("u2"), (5, 5))
     with pytest.raises(MetadataError, match=r"schema: dtype 'uint16' contradicts schema\.dtype 'int8'"):
         gpuzarr.open({**spec, "schema": {"dtype": "int8"}}, device="cpu", schema=schema)
+
+
+def test_a_v2_float4_fill_value_is_base64_as_tensorstore_reads_and_writes_it(tmp_path: Path) -> None:
+    """TensorStore's zarr2 driver takes float4_e2m1fn fill values as base64 bytes only: gpuzarr
+    wrote a number TensorStore refused, and refused TensorStore's base64."""
+    ours = tmp_path / "ours.zarr"
+    gpuzarr.create_array(str(ours), shape=(4,), chunks=(2,), dtype="float4_e2m1fn", fill_value=0.5, zarr_format=2)
+    assert json.loads((ours / ".zarray").read_text())["fill_value"] == "AQ=="
+    np.testing.assert_array_equal(ts.open({"driver": "zarr", "kvstore": kv(ours)}).result().read().result(), [0.5] * 4)
+    theirs = tmp_path / "theirs.zarr"
+    metadata = {"shape": [4], "chunks": [2], "dtype": "float4_e2m1fn", "fill_value": "Ag=="}
+    ts.open({"driver": "zarr", "kvstore": kv(theirs), "create": True, "metadata": metadata}).result()
+    opened = gpuzarr.open_array(str(theirs), mode="r")
+    assert float(opened.fill_value) == 1.0
+    np.testing.assert_array_equal(opened[...].astype("f4"), [1.0] * 4)
