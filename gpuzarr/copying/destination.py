@@ -31,10 +31,17 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError, MetadataError
 from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
+from ..metadata.dtypes import DataType
 from ..metadata.named_dtypes import NAMES
 from ..metadata.rectilinear import RectilinearChunkGrid
 from ..metadata.v2 import ArrayMetadataV2
-from .xarray_conventions import DIMENSIONS_ATTRIBUTE, FILL_VALUE_ATTRIBUTE, decode_fill_attribute, encode_fill_attribute
+from .xarray_conventions import (
+    DIMENSIONS_ATTRIBUTE,
+    FILL_VALUE_ATTRIBUTE,
+    decode_fill_attribute,
+    encode_fill_attribute,
+    xarray_decodes_fill_attribute,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -149,13 +156,23 @@ def _v3_arguments(source: Array) -> dict[str, Any]:
     attributes = dict(source.attrs)
     metadata = source.metadata
     if isinstance(metadata, ArrayMetadataV2):
-        names = attributes.pop(DIMENSIONS_ATTRIBUTE, None)
+        names = attributes.get(DIMENSIONS_ATTRIBUTE)
+        if _valid_names(names, source.ndim):
+            del attributes[DIMENSIONS_ATTRIBUTE]  # v3 says it as dimension_names
+        else:
+            names = None  # kept as the attribute it is (it was dropped)
         object_codec = metadata.data_type.object_codec_id
-        if source.fill_value is not None:
-            # xarray reads a v2 fill value as _FillValue; in v3 it reads the attribute instead.
+        if source.fill_value is not None and xarray_decodes_fill_attribute(source.dtype):
+            # xarray reads a v2 fill value as _FillValue; in v3 it reads the attribute instead,
+            # and only for the kinds it decodes (one it cannot failed the whole dataset's open).
             attributes[FILL_VALUE_ATTRIBUTE] = encode_fill_attribute(source.fill_value, source.dtype)
+        data_type = metadata.data_type
+        if data_type.fill_kind == "r" and data_type.numpy_dtype.fields is None:
+            # v2's |V<n> as gpuzarr writes a V<n> array itself (raw_bytes), which zarr-python
+            # opens; the r<bits> the v2 parser names it was refused there.
+            data_type = DataType.from_numpy(data_type.numpy_dtype)
         return {
-            "dtype": metadata.data_type,
+            "dtype": data_type,
             # The object codec of a string array is the v3 serializer, which the builder picks.
             "filters": [f for f in info.filters if f.get("id") != object_codec],
             "compressors": list(info.compressors),
@@ -176,6 +193,11 @@ def _v3_arguments(source: Array) -> dict[str, Any]:
 
 def _valid_names(names: Any, ndim: int) -> bool:
     return isinstance(names, list) and len(names) == ndim and all(isinstance(n, str) for n in names)
+
+
+def _fill_said_by_no_attribute(dtype: Any, fill: Any) -> bool:
+    kind = dtype.kind
+    return kind in "mMV" or (kind in "SU" and fill is not None and bool(fill))
 
 
 def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -209,6 +231,12 @@ def _v2_arguments(source: Array, where: str, compressors: list[dict[str, Any]] |
     # In v2 xarray's _FillValue is the array's fill_value (xarray writes null without one).
     fill = attributes.pop(FILL_VALUE_ATTRIBUTE, None)
     fill_value = None if fill is None else decode_fill_attribute(fill, source.dtype, where)
+    if fill is None and _fill_said_by_no_attribute(source.dtype, source.fill_value):
+        # No attribute can say it for dates, durations, opaque bytes and non-empty text (xarray
+        # decodes none, and the v2 -> v3 copy writes none): the array's own fill value goes, so
+        # that a v2 -> v3 -> v2 round trip keeps it. Empty text (xarray's own string arrays) stays
+        # null, which is what xarray writes in v2.
+        fill_value = source.fill_value
     serializer: Mapping[str, Any] = info.serializer or {}
     if serializer.get("name") not in ("bytes", "vlen-utf8", "vlen-bytes"):
         raise _no_v2_equivalent(where, serializer, "its serializer has none")

@@ -52,6 +52,13 @@ def _float_from_json(value: Any, where: str) -> float:
     return result
 
 
+def xarray_decodes_fill_attribute(dtype: np.dtype[Any]) -> bool:
+    """Whether xarray reads a Zarr v3 ``_FillValue`` attribute of an array of ``dtype``: its
+    ``FillValueCoder`` decodes booleans and numbers only (dates, durations, text and bytes
+    fail the whole dataset's open), so a copy writes the attribute for those alone."""
+    return dtype.kind in "biufc"
+
+
 def encode_fill_attribute(value: Any, dtype: np.dtype[Any]) -> Any:
     """The ``_FillValue`` attribute of a Zarr v3 array of ``dtype`` for the fill value ``value``,
     as xarray's ``FillValueCoder.encode`` writes it."""

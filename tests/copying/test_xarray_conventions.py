@@ -98,3 +98,51 @@ def test_fill_attribute_not_xarrays_encoding_is_an_error() -> None:
         decode_fill_attribute("not base64!", np.dtype("f4"), "/a")
     with pytest.raises(MetadataError, match="expected an integer, got 'x'"):
         decode_fill_attribute("x", np.dtype("i2"), "/a")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill"),
+    [("m8[s]", np.timedelta64(5, "s")), ("M8[ns]", np.datetime64("NaT", "ns")), ("<U3", "abc"), ("|S4", b"ab")],
+)
+def test_no_fill_attribute_that_xarray_cannot_decode(tmp_path: Path, dtype: str, fill: Any) -> None:
+    """xarray decodes a v3 _FillValue attribute of numbers and booleans only: one on a date,
+    duration or text array failed the whole dataset's open (and "5 seconds" could not even be
+    converted back to v2)."""
+    import zarr
+
+    src, dst, back = (str(tmp_path / n) for n in ("v2.zarr", "v3.zarr", "back.zarr"))
+    group = zarr.open_group(src, mode="w", zarr_format=2)
+    dims = {"_ARRAY_DIMENSIONS": ["x"]}
+    group.create_array("t", shape=(4,), chunks=(2,), dtype=dtype, fill_value=fill, attributes=dims)
+    gpuzarr.convert(src, dst, zarr_format=3)
+    assert "_FillValue" not in json.loads((tmp_path / "v3.zarr" / "t" / "zarr.json").read_text())["attributes"]
+    xr.open_zarr(dst, consolidated=False).load()
+    gpuzarr.convert(dst, back, zarr_format=2)
+    kept = gpuzarr.open_array(f"{back}/t", mode="r").fill_value  # the way back keeps the fill value
+    assert np.asarray(kept, dtype=dtype).tobytes() == np.asarray(fill, dtype=dtype).tobytes()
+
+
+def test_dimensions_attribute_that_cannot_be_dimension_names_is_kept(tmp_path: Path) -> None:
+    import zarr
+
+    src, dst = str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr")
+    zarr.create_array(src, shape=(3,), dtype="i2", zarr_format=2, attributes={"_ARRAY_DIMENSIONS": ["x", "y"], "o": 1})
+    gpuzarr.convert(src, dst, zarr_format=3)
+    copy = gpuzarr.open_array(dst, mode="r")
+    assert copy.dimension_names is None
+    assert copy.attrs["_ARRAY_DIMENSIONS"] == ["x", "y"] and copy.attrs["o"] == 1  # it was dropped
+
+
+def test_a_v2_opaque_array_converts_to_a_type_zarr_python_opens(tmp_path: Path) -> None:
+    """v2's |V4 became v3's r32, which zarr-python refuses; raw_bytes, as gpuzarr writes V4 itself."""
+    import zarr
+
+    src, dst = str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr")
+    fill = b"\x01\x02\x03\x04"
+    original = zarr.create_array(src, shape=(4,), chunks=(2,), dtype="V4", zarr_format=2, fill_value=fill)
+    original[0:2] = np.array([b"abcd", b"efgh"], dtype="V4")
+    gpuzarr.convert(src, dst, zarr_format=3)
+    assert json.loads((tmp_path / "v3.zarr" / "zarr.json").read_text())["data_type"]["name"] == "raw_bytes"
+    theirs = zarr.open_array(dst, mode="r")
+    assert theirs[...].tobytes() == original[...].tobytes()
+    assert gpuzarr.open_array(dst, mode="r")[...].tobytes() == original[...].tobytes()
