@@ -409,3 +409,23 @@ def test_a_zero_part_beside_a_nan_part_keeps_its_sign() -> None:
     fill = np.complex64(complex(0.0, np.nan))
     assert fill_value_bytes_equal(np.full(3, complex(0.0, np.nan), np.complex64), fill)
     assert not fill_value_bytes_equal(np.full(3, complex(-0.0, np.nan), np.complex64), fill)
+
+
+@pytest.mark.parametrize("dtype", ["f2", "f4", "f8", "c8", "c16"])
+def test_a_chunk_of_other_nans_than_the_fill_nan_is_stored(tmp_path: Any, dtype: str) -> None:
+    """A chunk of NaNs was the fill value whatever their sign and payload: ``inf - inf`` (a NaN
+    with the sign bit set on x86) read back as the fill NaN. Compared by bits now, as -0.0; a
+    chunk of the fill's own NaN is still not stored."""
+    import gpuzarr
+
+    path = str(tmp_path / "a.zarr")
+    array = gpuzarr.create(path, shape=(8,), chunks=(4,), dtype=dtype, fill_value=np.nan, device="cpu")
+    with np.errstate(invalid="ignore"):
+        negative = np.full(4, np.inf, dtype=dtype) - np.inf
+    assert np.signbit(negative.real if negative.dtype.kind == "c" else negative).all()
+    array[0:4] = negative
+    array[4:8] = np.full(4, np.nan, dtype=dtype)
+    stored = sorted(p.name for p in (tmp_path / "a.zarr" / "c").iterdir())
+    assert stored == ["0"]  # the chunk of the fill's own NaN is not written
+    got = gpuzarr.open(path, mode="r")[...]
+    assert got[0:4].tobytes() == negative.tobytes()
