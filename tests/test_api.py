@@ -576,3 +576,13 @@ def test_mode_w_minus_refuses_a_place_that_holds_other_files(tmp_path: Path, ope
     assert sorted(p.name for p in place.iterdir()) == ["notes.txt"]
     fresh = tmp_path / "fresh"
     assert getattr(gpuzarr, opener)(str(fresh), mode="w-", **kwargs) is not None
+
+
+@pytest.mark.parametrize("names", [[1, "x"], [None, b"x"], 7])
+def test_dimension_names_other_than_strings_are_refused_at_creation(tmp_path: Path, names: Any) -> None:
+    """``[1, "x"]`` was written, and the array could not be opened again (zarr-python refuses
+    it too); bytes failed in the JSON encoder with a TypeError."""
+    path = str(tmp_path / "a.zarr")
+    with pytest.raises(MetadataError, match="dimension_names: expected"):
+        gpuzarr.create_array(path, shape=(2, 3), dtype="i1", dimension_names=names)
+    assert not (tmp_path / "a.zarr" / "zarr.json").exists()

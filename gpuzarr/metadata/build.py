@@ -234,7 +234,7 @@ def build_v3(
         cke = ChunkKeyEncoding("default", dimension_separator or "/")
     else:
         raise MetadataError(f"chunk_key_encoding: expected a name or an object, got {chunk_key_encoding!r}")
-    names = None if dimension_names is None else tuple(dimension_names)
+    names = None if dimension_names is None else _dimension_names(dimension_names)
     return ArrayMetadata(
         shape=shape_t,
         data_type=data_type,
@@ -351,6 +351,18 @@ def _byte_order(dtype: Any) -> str:
     except Exception:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
         return "="
     return order
+
+
+def _dimension_names(value: Any) -> tuple[str | None, ...]:
+    """``dimension_names`` as given to a create: strings or None (an integer was written, and
+    the array could not be opened again; bytes failed in the JSON encoder)."""
+    if not hasattr(value, "__iter__"):  # a string is its characters, as zarr-python takes it
+        raise MetadataError(f"dimension_names: expected a sequence of strings or None, got {value!r}")
+    names = tuple(value)
+    bad = [n for n in names if n is not None and not isinstance(n, str)]
+    if bad:
+        raise MetadataError(f"dimension_names: expected strings or None, got {bad[0]!r} in {list(names)!r}")
+    return names
 
 
 def build_metadata(
