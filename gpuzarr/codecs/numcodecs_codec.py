@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError, UnknownCodecError
+from ..metadata.limits import check_encoded_bytes
 from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defaults
 from . import deflate
 from .base import BytesToBytesCodec, ChunkSpec, as_uint8
@@ -167,6 +168,11 @@ class NumcodecsCodec(BytesToBytesCodec):
     def resolve(self, spec: ChunkSpec) -> NumcodecsCodec:
         if self.typed:
             # v2 codecs keep numcodecs' own defaults: zarr-python's v2 codec builds them as given.
+            widened = self.max_encoded_size(spec.nbytes)
+            if widened is not None and widened > spec.nbytes and self.codec_id in ELEMENTWISE_IDS:
+                # A filter's configured encoded type is the metadata's word: held to
+                # max_chunk_bytes like the chunk (|S1500000000 let an 8-byte array inflate 6 GB).
+                check_encoded_bytes(widened, f"filter {self.codec_id!r}: its encoded chunk")
             return replace(self, _dtype=spec.dtype)
         config = with_dtype_defaults(self.codec_id, self.config, spec.dtype)
         if config == self.config:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError
+from ..metadata.limits import check_chunk_bytes
 from ..metadata.numcodecs_v3 import PREFIX, encoded_dtype, encoded_shape, with_dtype_defaults
 from .base import ArrayToArrayCodec, ArrayToBytesCodec, ChunkSpec, as_uint8
 from .numcodecs_codec import check_codec_id, numcodecs_impl
@@ -104,6 +105,10 @@ class NumcodecsFilter(ArrayToArrayCodec):
         where = f"{PREFIX}{self.codec_id} configuration"
         _check_received(self.codec_id, config, spec.dtype, where)
         encoded = encoded_dtype(self.codec_id, config, spec.dtype, where)
+        if encoded is not None:
+            # The type a filter encodes to is the metadata's word too: held to max_chunk_bytes
+            # like the chunk itself (astype to |S4096 made each chunk ask 4 GiB to decode into).
+            check_chunk_bytes(encoded_shape(self.codec_id, spec.shape), encoded, f"{where}: its encoded chunk")
         return replace(self, config=config, _impl=numcodecs_impl(self.codec_id, config), _encoded=encoded)
 
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:

@@ -71,6 +71,12 @@ def check_chunk_bytes(chunk_shape: Sequence[int], dtype: np.dtype[Any], field: s
     _check_bytes(nbytes, f"{field} {list(chunk_shape)} makes one chunk of {format_bytes(nbytes)}")
 
 
+def check_encoded_bytes(nbytes: int, what: str) -> None:
+    """Refuse a codec's intermediate encoding larger than ``max_chunk_bytes`` (a filter's
+    configured type wider than the chunk's)."""
+    _check_bytes(nbytes, f"{what} is {format_bytes(nbytes)}")
+
+
 def check_shard_index_bytes(chunks_per_shard: Sequence[int], field: str) -> None:
     """Refuse a shard whose index (16 bytes per inner chunk) exceeds ``max_chunk_bytes``."""
     n = math.prod(chunks_per_shard)

@@ -28,7 +28,7 @@ import gpuzarr
 import gpuzarr.codecs.inflate
 from benchmarks import bombs
 from gpuzarr.codecs.crc32c import crc32c
-from gpuzarr.errors import CorruptChunkError
+from gpuzarr.errors import CorruptChunkError, MetadataError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -324,3 +324,30 @@ def test_blosc_header_with_a_block_larger_than_its_data_is_refused() -> None:
     parse_blosc_header(blosc_forged("blocksize", CHUNK))  # the largest honest block
     with pytest.raises(ValueError, match="blocksize 2147483647 exceeds its nbytes 1048576"):
         parse_blosc_header(blosc_forged("blocksize", 2**31 - 1))
+
+
+@pytest.mark.parametrize(
+    ("zarr_format", "encoded"),
+    [(2, "|S1500000000"), (2, "|V1000000000"), (3, "|S4096")],
+)
+def test_a_filter_encoding_to_a_huge_type_is_refused_at_open(tmp_path: Path, zarr_format: int, encoded: str) -> None:
+    """A filter's configured encoded type lifted the decode bound past max_chunk_bytes: an 8-byte
+    v2 array inflated a 4.4 MB zlib chunk to 2 GB before refusing it; a v3 astype to |S4096
+    allocated 4 GiB per chunk read."""
+    path = tmp_path / "a.zarr"
+    path.mkdir()
+    if zarr_format == 2:
+        doc = {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i2", "fill_value": 0, "order": "C",
+               "compressor": {"id": "zlib", "level": 1},
+               "filters": [{"id": "astype", "encode_dtype": encoded, "decode_dtype": "<i2"}]}  # fmt: skip
+        (path / ".zarray").write_text(json.dumps(doc))
+    else:
+        doc = {"zarr_format": 3, "node_type": "array", "shape": [1 << 20], "data_type": "int16",
+               "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1 << 20]}},
+               "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+               "codecs": [{"name": "numcodecs.astype",
+                           "configuration": {"encode_dtype": encoded, "decode_dtype": "<i2"}},
+                          {"name": "bytes"}]}  # fmt: skip
+        (path / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=r"encoded chunk .*more than config max_chunk_bytes"):
+        gpuzarr.open(str(path), mode="r", device="cpu")
