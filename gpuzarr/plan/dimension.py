@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InvalidSelectionError
+
 if TYPE_CHECKING:
     from ..metadata.chunk_grid import DimensionGrid
 
@@ -33,6 +35,20 @@ class DimensionProjection:
     selection: AxisSelection
     out: slice | IntArray | None
     complete: bool
+
+
+#: The most chunks one read plans: a projection is a few hundred bytes, and a read of an array
+#: declared with 2**40 one-element chunks grew to gigabytes of them before any output was made
+#: (then a bare MemoryError). Far more than any output that fits in memory needs.
+MAX_PLANNED_CHUNKS = 1 << 24
+
+
+def refuse_too_many_chunks(n: int) -> None:
+    """InvalidSelectionError where a read would plan ``n`` chunks, more than ``MAX_PLANNED_CHUNKS``."""
+    if n > MAX_PLANNED_CHUNKS:
+        raise InvalidSelectionError(
+            f"the selection touches {n} chunks, more than one read plans ({MAX_PLANNED_CHUNKS}); read it in parts"
+        )
 
 
 def project_integer(index: int, dim: DimensionGrid) -> list[DimensionProjection]:
@@ -65,6 +81,7 @@ def project_slice(start: int, stop: int, step: int, dim: DimensionGrid) -> list[
     last = start + (count - 1) * step
     first_chunk = int(dim.chunk_of(start))
     last_chunk = int(dim.chunk_of(last))
+    refuse_too_many_chunks(min(count, last_chunk - first_chunk + 1))
     if last_chunk - first_chunk >= count:
         # A step longer than the chunks (a[::10**8] over chunks of 1): most chunks between the
         # first and the last hold no selected element; the selected elements name theirs.

@@ -29,6 +29,7 @@ from .dimension import (
     project_array,
     project_integer,
     project_slice,
+    refuse_too_many_chunks,
 )
 
 if TYPE_CHECKING:
@@ -213,6 +214,7 @@ def _box_axis(sel: Any, dim: DimensionGrid) -> list[tuple[Any, ...]] | None:
             return None
         if stop <= start:
             return []
+        refuse_too_many_chunks((stop - 1) // c - start // c + 1)
         entries = []
         for k in range(start // c, (stop - 1) // c + 1):
             cs = k * c
@@ -244,6 +246,7 @@ def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
         if entries is None:
             return None
         per_axis.append(entries)
+    refuse_too_many_chunks(math.prod(len(e) for e in per_axis))
     shape = tuple(
         (e[-1][2].stop if e else 0) for e, sel in zip(per_axis, selection, strict=True) if type(sel) is slice
     )
@@ -389,6 +392,7 @@ def plan_orthogonal(
     kept = [axis for axis, n in enumerate(out_lengths) if n is not None]
     # np.ix_ grids (see _ix) only where NumPy's outer product needs them: two index arrays, or
     # one beside an integer. Otherwise every chunk's selection indexes as it is.
+    refuse_too_many_chunks(math.prod(len(p) for p in per_axis))
     n_arrays = sum(isinstance(p[0].selection, np.ndarray) for p in per_axis if p)
     grids = n_arrays >= 2 or (n_arrays == 1 and len(kept) < len(dims))
     chunk_lengths: list[int | None] = [None if n is None else 0 for n in out_lengths]

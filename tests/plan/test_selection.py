@@ -819,3 +819,20 @@ def test_a_large_point_selection_is_planned_in_a_few_times_its_indices() -> None
         tracemalloc.stop()
     assert sum(p.chunk_selection[0].size for p in plan.projections) == indices.size
     assert peak < 32 * indices.size
+
+
+@pytest.mark.parametrize("selection", [np.s_[...], np.s_[::3], np.s_[5:], np.s_[[1, 2, 3]]])
+def test_a_read_of_more_chunks_than_one_read_plans_is_refused_at_once(selection: Any) -> None:
+    """An array declared with 2**40 one-element chunks: a[...] built gigabytes of projections
+    for 11 s, then raised a bare MemoryError (zarr-python fails at once, allocating the output)."""
+    import gpuzarr
+    from gpuzarr.errors import InvalidSelectionError
+    from gpuzarr.plan.dimension import MAX_PLANNED_CHUNKS
+
+    array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(1 << 40,), dtype="u1", chunks=(1,), device="cpu")
+    if isinstance(selection, list):
+        assert array[selection].tolist() == [0, 0, 0]  # a few chunks: read
+        return
+    refused = rf"touches \d+ chunks, more than one read plans \({MAX_PLANNED_CHUNKS}\)"
+    with pytest.raises(InvalidSelectionError, match=refused):
+        array[selection]
