@@ -121,6 +121,12 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return int(rank), int(world_size)
 
 
+#: The most crops an epoch holds: their origins are drawn (and shuffled) for the whole epoch
+#: at once, 24 bytes each for 3-d crops (a volume declared 2**20 voxels a side made the default,
+#: its grid tiles, 2**42 crops, and NumPy asked for 32 TiB).
+MAX_EPOCH_CROPS = 1 << 26
+
+
 def _count(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise InvalidArgumentError(f"{name}: expected an integer >= {minimum}, got {value!r}")
@@ -401,6 +407,18 @@ class CropLoader:
     def _make_sampler(self, sampler: Any, crops_per_epoch: int | None) -> Sampler:
         shapes = self.volumes.shapes
         count = None if crops_per_epoch is None else _count(crops_per_epoch, "crops_per_epoch", 1)
+        if count is not None and count > MAX_EPOCH_CROPS:
+            raise InvalidArgumentError(
+                f"crops_per_epoch: {count} crops, more than an epoch holds ({MAX_EPOCH_CROPS}: each is planned ahead)"
+            )
+        if (count is None and sampler == "random") or sampler == "grid":
+            tiles = grid_tile_count(shapes, self.crop_shape)
+            if tiles > MAX_EPOCH_CROPS:
+                what = "sampler 'grid'" if sampler == "grid" else "crops_per_epoch"
+                raise InvalidArgumentError(
+                    f"{what}: the volumes' {tiles} grid tiles are more than an epoch holds ({MAX_EPOCH_CROPS})"
+                    + ("; give crops_per_epoch" if sampler == "random" else "; sample them at random instead")
+                )
         if isinstance(sampler, Crops):  # a listed sampler's crops, from a pickled loader
             sampler = list(zip(sampler.volumes.tolist(), sampler.origins.tolist(), strict=True))
         if sampler == "random":

@@ -79,8 +79,9 @@ def grid_tile_count(shapes: Sequence[Sequence[int]], crop_shape: Sequence[int]) 
     """The number of grid tiles across all volumes (the default crops per epoch)."""
     total = 0
     for shape in shapes:
+        # Counted, not listed: a volume may declare 2**62 elements along an axis.
         total += math.prod(
-            len(starts) + (edge is not None) for starts, edge in (axis_tiles(n, c) for n, c in zip(shape, crop_shape))
+            (n - c) // c + 1 + ((n - c) % c != 0) for n, c in zip(shape, crop_shape, strict=True)
         )
     return total
 

@@ -506,3 +506,14 @@ def test_a_cache_drops_a_volume_written_through_its_array(tmp_path: Path, prefet
     assert loader.cache_stats()["host"].hits > hits_before  # volume 1 came from the cache
     arrays[0][8:16, 8:16] = 3  # a part: the whole volume's chunks go, all read again
     assert values(0) == {2, 3}
+
+
+@pytest.mark.parametrize(("sampler", "crops_per_epoch"), [("random", None), ("grid", None), ("grid", 8)])
+def test_an_epoch_of_more_crops_than_it_holds_is_refused_by_name(sampler: str, crops_per_epoch: int | None) -> None:
+    """A volume declared 2**20 voxels a side: the default epoch, its 2**42 grid tiles, made
+    NumPy ask for 32 TiB (random) or a list of every tile grow for gigabytes (grid)."""
+    volume = gpuzarr.create(gpuzarr.MemoryStore(), shape=(1 << 20,) * 3, dtype="u1", chunks=(64,) * 3, device="cpu")
+    with pytest.raises(InvalidArgumentError, match=r"grid tiles are more than an epoch holds"):
+        CropLoader(volume, (64, 64, 64), 4, sampler=sampler, crops_per_epoch=crops_per_epoch, output="numpy")
+    loader = CropLoader(volume, (64, 64, 64), 4, crops_per_epoch=8, output="numpy", prefetch=0)
+    assert len(loader) == 2 and next(iter(loader)).data.shape == (4, 64, 64, 64)
