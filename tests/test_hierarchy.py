@@ -503,3 +503,17 @@ def test_members_read_each_child_once_and_at_once(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(group_module, "CHILDREN_READ_AT_ONCE", 8)
     root.tree(max_nodes=3)
     assert len(reads) <= 8  # one batch of children, not the 40
+
+
+def test_members_and_tree_of_a_hierarchy_deeper_than_the_recursion_limit() -> None:
+    """``members(max_depth=None)`` and ``tree()`` recursed once per level: 1,100 nested groups
+    raised RecursionError (zarr-python's tree draws them)."""
+    import sys
+
+    store = gpuzarr.MemoryStore()
+    depth = sys.getrecursionlimit() + 100
+    gpuzarr.group(store).create_group("/".join(["g"] * depth))
+    members = gpuzarr.open_group(store, mode="r").members(max_depth=None)
+    assert [path for path, _ in members][:3] == ["g", "g/g", "g/g/g"]
+    assert len(members) == depth
+    assert gpuzarr.open_group(store, mode="r").tree(max_nodes=depth).text.count("g") >= depth

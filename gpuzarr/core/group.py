@@ -50,7 +50,7 @@ from .like import like_arguments
 from .tree import TreeRepr, render_tree
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterator
 
     from ..hierarchy import NodeInfo
     from ..metadata.v3 import ArrayMetadata
@@ -251,19 +251,29 @@ class Group:
         return tuple(self._iter_members(max_depth))
 
     def _iter_members(self, max_depth: int | None) -> Iterator[tuple[str, Any]]:
-        children: Iterable[tuple[str, Array | Group]]
+        # A stack, not recursion: a hierarchy may be deeper than Python's recursion limit (1,100
+        # nested groups raised RecursionError). Each group comes before its descendants.
+        stack: list[tuple[str, int | None, Iterator[tuple[str, Array | Group]]]] = [("", max_depth, self._children())]
+        while stack:
+            prefix, depth, children = stack[-1]
+            item = next(children, None)
+            if item is None:
+                stack.pop()
+                continue
+            name, node = item
+            yield prefix + name, node
+            if isinstance(node, Group) and (depth is None or depth > 0):
+                stack.append((f"{prefix}{name}/", None if depth is None else depth - 1, node._children()))
+
+    def _children(self) -> Iterator[tuple[str, Array | Group]]:
+        """(name, node) of each child, opened, sorted by name."""
         if self._consolidated is not None:
-            children = ((name, self[name]) for name in self)
-        else:  # each child's metadata read once (it was read again to open the child)
-            children = (
-                (path.rsplit("/", 1)[-1], _opened(self.store, path, info, self._device))
-                for path, info in self._child_nodes()
-            )
-        for name, node in children:
-            yield name, node
-            if isinstance(node, Group) and (max_depth is None or max_depth > 0):
-                deeper = None if max_depth is None else max_depth - 1
-                yield from ((f"{name}/{sub}", child) for sub, child in node._iter_members(deeper))
+            return ((name, self[name]) for name in self)
+        # Each child's metadata read once (it was read again to open the child).
+        return (
+            (path.rsplit("/", 1)[-1], _opened(self.store, path, info, self._device))
+            for path, info in self._child_nodes()
+        )
 
     @property
     def name(self) -> str:
