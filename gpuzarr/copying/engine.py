@@ -142,12 +142,12 @@ def _regions_to_visit(item: ArrayCopy) -> tuple[list[tuple[Region, bool]], int]:
     src_boxes, dst_boxes = stored_boxes(item.source), stored_boxes(item.destination)
     if src_boxes is None or dst_boxes is None:
         return [(r, True) for r in plan.regions], 0
-    in_destination = {id(r) for r in plan.touching(dst_boxes)}
+    in_destination = {r.object_ranges for r in plan.touching(dst_boxes)}  # regions made anew: by their objects
     if not _same_fill(item.source, item.destination):
         # What SRC stores nothing in reads as SRC's fill value, which DST must store (a convert
         # may change the fill value, following xarray's _FillValue conventions).
-        return [(r, id(r) in in_destination) for r in plan.regions], 0
-    regions = [(r, id(r) in in_destination) for r in plan.touching(src_boxes + dst_boxes)]
+        return [(r, r.object_ranges in in_destination) for r in plan.regions], 0
+    regions = [(r, r.object_ranges in in_destination) for r in plan.touching(src_boxes + dst_boxes)]
     visited = sum(r.size for r, _ in regions) * item.source.dtype.itemsize
     return regions, item.source.nbytes - visited
 

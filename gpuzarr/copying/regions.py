@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.info import stored_chunk_coords
+from ..errors import InvalidArgumentError
+from ..metadata.limits import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -62,6 +64,23 @@ def object_box(dims: Sequence[AnyDimension], coords: tuple[int, ...]) -> Box:
     )
 
 
+#: The most regions a plan lists whole (each covers about TARGET_BYTES of the array).
+MAX_REGIONS = 1 << 22
+#: The most stored objects in one region.
+MAX_OBJECTS_PER_REGION = 1 << 16
+
+
+def _largest_extent(dim: AnyDimension) -> int:
+    """The largest chunk extent along ``dim``: the chunk size of a regular grid (looping over
+    2**40 chunks to find it did not end), the largest listed one of a rectilinear grid."""
+    if not dim.nchunks:
+        return 0
+    size = getattr(dim, "chunk_size", None)
+    if isinstance(size, int):
+        return size
+    return max(dim.chunk_extent(c) for c in range(dim.nchunks))
+
+
 class RegionPlan:
     """An array cut into regions aligned to its stored objects (see the module docstring)."""
 
@@ -70,8 +89,10 @@ class RegionPlan:
             target_bytes = TARGET_BYTES
         self.dims = array.metadata.chunk_grid.dimensions(array.shape)
         grid = tuple(d.nchunks for d in self.dims)
-        largest = math.prod(max(d.chunk_extent(c) for c in range(d.nchunks)) if d.nchunks else 0 for d in self.dims)
-        budget = max(1, target_bytes // max(1, largest * array.dtype.itemsize))
+        largest = math.prod(_largest_extent(d) for d in self.dims)
+        # Objects per region: by bytes, and at most MAX_OBJECTS_PER_REGION (a region of 2**26
+        # one-byte chunks took minutes to read, and its plan was refused).
+        budget = min(MAX_OBJECTS_PER_REGION, max(1, target_bytes // max(1, largest * array.dtype.itemsize)))
         group = [1] * len(grid)
         for axis in reversed(range(len(grid))):
             group[axis] = max(1, min(grid[axis], budget))
@@ -80,7 +101,22 @@ class RegionPlan:
                 break
         self.group = tuple(group)
         self.blocks = tuple(-(-n // g) for n, g in zip(grid, group, strict=True))
-        self.regions = [self._region(block) for block in itertools.product(*(range(b) for b in self.blocks))]
+        #: how many regions the array makes (only those holding stored objects are listed where
+        #: the store lists: the metadata may declare 10**12 chunks, a few of them stored)
+        self.count = math.prod(self.blocks)
+        self._where = f"{array.path or '/'}: shape {list(array.shape)} in chunks of {list(array.chunks)}"
+        self._target = target_bytes
+
+    @property
+    def regions(self) -> list[Region]:
+        """Every region, in C order (for a store that cannot list, or a copy that must write the
+        fill value everywhere); refused beyond MAX_REGIONS."""
+        if self.count > MAX_REGIONS:
+            raise InvalidArgumentError(
+                f"{self._where} makes {self.count} regions of up to {format_bytes(self._target)}, more than a copy "
+                f"or a check walks ({MAX_REGIONS}) where the store cannot say which hold data"
+            )
+        return [self._region(block) for block in itertools.product(*(range(b) for b in self.blocks))]
 
     def _region(self, block: tuple[int, ...]) -> Region:
         ranges = tuple(
@@ -100,7 +136,7 @@ class RegionPlan:
                 for (start, stop), d, g in zip(box, self.dims, self.group, strict=True)
             ]
             hit.update(sum(i * s for i, s in zip(block, strides, strict=True)) for block in itertools.product(*spans))
-        return [self.regions[i] for i in sorted(hit)]
+        return [self._region(tuple(i // s % b for s, b in zip(strides, self.blocks, strict=True))) for i in sorted(hit)]
 
 
 def stored_boxes(array: Array) -> list[Box] | None:

@@ -267,3 +267,19 @@ def test_what_this_process_may_not_read_is_reported_and_the_rest_verified(cli: C
         assert "unreadable key(s) or document(s)" in text.splitlines()[-1]
     finally:
         shutil.rmtree(base)
+
+
+def test_verify_and_convert_of_an_array_declaring_a_trillion_chunks_end(tmp_path: Path, cli: Cli) -> None:
+    """Metadata declaring shape [10**12] in chunks of 1 with a few stored: verify counted the
+    missing ones object by object, and convert looped over every chunk to find the largest;
+    neither ended."""
+    path = tmp_path / "huge.zarr"
+    array = gpuzarr.create(str(path), shape=(10**12,), dtype="u1", chunks=(1,), fill_value=0)
+    array[[5, 10**12 - 1]] = 7
+    status, out, _ = cli("verify", path)
+    assert status == 0 and "1000000000000 chunks, 2 stored, 999999999998 missing" in out
+    status, out, _ = cli("convert", path, tmp_path / "copy.zarr", "--compressor", "zstd:1")
+    assert status == 0, out
+    copy = gpuzarr.open(str(tmp_path / "copy.zarr"), mode="r")
+    assert copy[[5, 10**12 - 1]].tolist() == [7, 7]
+    assert copy.nchunks_initialized == 2
