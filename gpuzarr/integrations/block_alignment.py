@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -24,9 +26,21 @@ if TYPE_CHECKING:
 def grid_blocks(dims: Sequence[AnyDimension]) -> tuple[tuple[int, ...], ...]:
     """The grid's chunks within the array, as block sizes per axis (Dask's ``chunks``).
 
-    An empty axis is ``(0,)``, as Dask writes it.
+    An empty axis is ``(0,)``, as Dask writes it. InvalidArgumentError where an axis has more
+    than :data:`MAX_BLOCKS_PER_AXIS` chunks: Dask lists every block's size (an array declaring
+    2**40 chunks along an axis ended in a bare MemoryError).
     """
+    for axis, dim in enumerate(dims):
+        if dim.nchunks > MAX_BLOCKS_PER_AXIS:
+            raise InvalidArgumentError(
+                f"to_dask: axis {axis} has {dim.nchunks} chunks, more than a Dask array's blocks "
+                f"({MAX_BLOCKS_PER_AXIS}: Dask lists every block's size)"
+            )
     return tuple(dim.valid_extents() or (0,) for dim in dims)
+
+
+#: The most stored chunks along one axis that become Dask blocks one for one.
+MAX_BLOCKS_PER_AXIS = 1 << 24
 
 
 @dataclass(frozen=True)

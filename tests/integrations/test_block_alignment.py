@@ -63,3 +63,14 @@ def test_many_blocks_are_checked_at_once() -> None:
     assert first_split(blocks, dims) is None
     shifted = ((*blocks[0][:-2], 5, 15),)
     assert first_split(shifted, dims) == SplitChunk(0, 99998, 99999, 999985, 99998, 999980, 999990)
+
+
+def test_an_axis_of_more_chunks_than_dask_lists_is_refused_by_name() -> None:
+    """An array declaring 2**40 chunks along an axis: building Dask's block sizes ended in a
+    bare MemoryError (as dask.array.from_zarr does with zarr-python)."""
+    import gpuzarr
+    from gpuzarr.errors import InvalidArgumentError
+
+    array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(1 << 40,), dtype="u1", chunks=(1,), device="cpu")
+    with pytest.raises(InvalidArgumentError, match=r"axis 0 has 1099511627776 chunks, more than a Dask array's blocks"):
+        gpuzarr.to_dask(array)
