@@ -469,3 +469,22 @@ def test_nodes_created_at_once_are_all_recorded(
         list(pool.map(make, range(16)))
     names = sorted(gpuzarr.open_group(url, mode="r", storage_options=options).array_keys())
     assert names == [f"a{i:02d}" for i in range(16)]
+
+
+def test_members_can_leave_child_groups_consolidated_metadata_unread(tmp_path: Path) -> None:
+    """zarr-python's ``members(use_consolidated_for_children=False)`` (a TypeError here before):
+    a child group's stale consolidated metadata is then not what its children are read from."""
+    import zarr
+
+    path = str(tmp_path / "g.zarr")
+    gpuzarr.group(path).create_group("child").create_array("a", shape=(2,), dtype="i1")
+    gpuzarr.consolidate_metadata(f"{path}/child")
+    # zarr-python leaves the child's consolidated metadata as it was: stale
+    zarr.open_group(f"{path}/child", mode="a", use_consolidated=False).create_array("b", shape=(2,), dtype="i1")
+
+    def members(library: Any, **options: Any) -> list[str]:
+        return sorted(p for p, _ in library.open_group(path, mode="r").members(max_depth=None, **options))
+
+    assert members(gpuzarr) == ["child", "child/a"]  # the child's consolidated metadata
+    fresh = members(gpuzarr, use_consolidated_for_children=False)
+    assert fresh == ["child", "child/a", "child/b"]  # (zarr-python 3.1.6 itself raises KeyError 'b' here)

@@ -227,7 +227,9 @@ class Group:
         """The names of the group's children, sorted."""
         return list(self)
 
-    def members(self, max_depth: int | None = 0, *, recursive: bool = False) -> tuple[tuple[str, Any], ...]:
+    def members(
+        self, max_depth: int | None = 0, *, recursive: bool = False, use_consolidated_for_children: bool = True
+    ) -> tuple[tuple[str, Any], ...]:
         """(path, node) pairs of the arrays and groups below this group, as zarr-python gives them.
 
         Parameters
@@ -237,6 +239,9 @@ class Group:
             None: every descendant.
         recursive
             The same as ``max_depth=None``.
+        use_consolidated_for_children
+            As zarr-python's: where this group has no consolidated metadata, whether a child
+            group's own is used (True) or its children are read from the store (False).
 
         Returns
         -------
@@ -248,12 +253,14 @@ class Group:
             max_depth = None
         if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 0):
             raise InvalidArgumentError(f"max_depth: expected None or an integer >= 0, got {max_depth!r}")
-        return tuple(self._iter_members(max_depth))
+        return tuple(self._iter_members(max_depth, use_consolidated_for_children))
 
-    def _iter_members(self, max_depth: int | None) -> Iterator[tuple[str, Any]]:
+    def _iter_members(self, max_depth: int | None, consolidated_children: bool = True) -> Iterator[tuple[str, Any]]:
         # A stack, not recursion: a hierarchy may be deeper than Python's recursion limit (1,100
         # nested groups raised RecursionError). Each group comes before its descendants.
-        stack: list[tuple[str, int | None, Iterator[tuple[str, Array | Group]]]] = [("", max_depth, self._children())]
+        stack: list[tuple[str, int | None, Iterator[tuple[str, Array | Group]]]] = [
+            ("", max_depth, self._children(consolidated_children))
+        ]
         while stack:
             prefix, depth, children = stack[-1]
             item = next(children, None)
@@ -263,15 +270,19 @@ class Group:
             name, node = item
             yield prefix + name, node
             if isinstance(node, Group) and (depth is None or depth > 0):
-                stack.append((f"{prefix}{name}/", None if depth is None else depth - 1, node._children()))
+                deeper = None if depth is None else depth - 1
+                stack.append((f"{prefix}{name}/", deeper, node._children(consolidated_children)))
 
-    def _children(self) -> Iterator[tuple[str, Array | Group]]:
-        """(name, node) of each child, opened, sorted by name."""
+    def _children(self, consolidated_children: bool = True) -> Iterator[tuple[str, Array | Group]]:
+        """(name, node) of each child, opened, sorted by name.
+
+        A child group comes with its own consolidated metadata where ``consolidated_children``.
+        """
         if self._consolidated is not None:
             return ((name, self[name]) for name in self)
         # Each child's metadata read once (it was read again to open the child).
         return (
-            (path.rsplit("/", 1)[-1], _opened(self.store, path, info, self._device))
+            (path.rsplit("/", 1)[-1], _opened(self.store, path, info, self._device, consolidated_children))
             for path, info in self._child_nodes()
         )
 
@@ -641,9 +652,12 @@ def open_node(store: Store, path: str, device: str = "auto", use_consolidated: b
 CHILDREN_READ_AT_ONCE = 64
 
 
-def _opened(store: Store, path: str, info: NodeInfo, device: str) -> Array | Group:
-    """:func:`open_node` of a node whose metadata ``info`` was read already."""
-    view = load_view(store, path, info, None) if info.node_type == "group" else None
+def _opened(store: Store, path: str, info: NodeInfo, device: str, consolidated: bool = True) -> Array | Group:
+    """:func:`open_node` of a node whose metadata ``info`` was read already.
+
+    A group comes with its consolidated metadata when present, unless not ``consolidated``.
+    """
+    view = load_view(store, path, info, None if consolidated else False) if info.node_type == "group" else None
     return _node(store, path, info, device, view)
 
 
