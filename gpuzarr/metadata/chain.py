@@ -130,6 +130,27 @@ def with_transpose(
     return out
 
 
+def transpose_permutation(order: Any, rank: int) -> Any:
+    """A transpose codec's ``order`` as the permutation it stands for: "C" the identity, "F"
+    the reversal of ``rank`` axes; a list as it is."""
+    if order == "C":
+        return list(range(rank))
+    if order == "F":
+        return list(range(rank))[::-1]
+    return order
+
+
+def chain_order(chain: Sequence[CodecJSON], rank: int) -> list[int]:
+    """The ``inner_order`` (TensorStore's term) that ``chain``'s transpose codecs make: the
+    identity without one."""
+    order = list(range(rank))
+    for codec in chain:
+        if codec["name"] == "transpose":
+            perm = transpose_permutation((codec.get("configuration") or {}).get("order"), rank)
+            order = [order[p] for p in perm]
+    return order
+
+
 def wrap_in_sharding(
     chain: Sequence[CodecJSON], inner_shape: Sequence[int], index_codecs: Sequence[CodecJSON]
 ) -> list[CodecJSON]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..codecs.registry import codec_from_json
 from ..errors import GpuZarrError, MetadataError
-from ..metadata.chain import ARRAY_TO_BYTES_NAMES, parse_codec_chain
+from ..metadata.chain import ARRAY_TO_BYTES_NAMES, chain_order, parse_codec_chain, transpose_permutation
 from ..metadata.dtypes import DataType
 from ..metadata.json_util import expect_dict, expect_int_list, expect_str
 from ..metadata.v2 import (
@@ -244,8 +244,8 @@ def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON], r
                     if not codecs_match(inner, parse_codec_chain(stored_config.get(chain, []), chain), rank):
                         return False
         if c["name"] == "transpose" and rank is not None:
-            config = {k: _permutation(v, rank) if k == "order" else v for k, v in config.items()}
-            stored_config["order"] = _permutation(stored_config.get("order"), rank)
+            config = {k: transpose_permutation(v, rank) if k == "order" else v for k, v in config.items()}
+            stored_config["order"] = transpose_permutation(stored_config.get("order"), rank)
         if c["name"] == "bytes" and "endian" not in stored_config:
             config.pop("endian", None)  # stored without: a data type without byte order
         if not json_subset(config, stored_config):
@@ -261,15 +261,6 @@ def _with_defaults(codec: CodecJSON) -> dict[str, Any]:
     except GpuZarrError:
         parsed = None
     return dict(parsed if parsed is not None else codec.get("configuration") or {})
-
-
-def _permutation(order: Any, rank: int) -> Any:
-    """A transpose ``order`` of "C" or "F" as the permutation it stands for."""
-    if order == "C":
-        return list(range(rank))
-    if order == "F":
-        return list(range(rank))[::-1]
-    return order
 
 
 def check_metadata_constraints(spec: MetadataConstraints, stored: Mapping[str, Any]) -> None:  # noqa: C901 - one check per JSON member
@@ -454,13 +445,7 @@ def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | N
             "filters": list(metadata.filters) if metadata.filters else None,
         }
     else:
-        for c in _inner_chain([cast("CodecJSON", dict(c)) for c in metadata.codecs]):
-            if c["name"] == "transpose":
-                order: Any = c["configuration"].get("order")
-                perm = (
-                    list(range(rank))[::-1] if order == "F" else list(range(rank)) if order == "C" else order
-                )
-                inner_order = [inner_order[o] for o in perm]
+        inner_order = chain_order(_inner_chain([cast("CodecJSON", dict(c)) for c in metadata.codecs]), rank)
         codec = {"driver": "zarr3", "codecs": [dict(c) for c in metadata.codecs]}
     units = metadata.attributes.get("dimension_units") if metadata.zarr_format == 3 else None
     return StoredSchema(

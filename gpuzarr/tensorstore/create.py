@@ -20,6 +20,7 @@ from ..errors import MetadataError
 from ..metadata.build import TENSORSTORE_DEFAULTS
 from ..metadata.chain import (
     ARRAY_TO_BYTES_NAMES,
+    chain_order,
     parse_codec_chain,
     with_array_to_bytes,
     with_transpose,
@@ -122,17 +123,6 @@ def _insert_transpose(chain: list[CodecJSON], order: tuple[int, ...]) -> list[Co
     return with_transpose(chain, order)
 
 
-def _chain_order(chain: list[CodecJSON], rank: int) -> list[int]:
-    """The ``inner_order`` a chain's transpose codecs give (the identity without one)."""
-    order = list(range(rank))
-    for codec in chain:
-        if codec["name"] == "transpose":
-            perm: Any = (codec.get("configuration") or {}).get("order")
-            perm = order[::-1] if perm == "F" else list(range(rank)) if perm == "C" else perm
-            order = [order[p] for p in perm]
-    return order
-
-
 def _ordered(
     chain: list[CodecJSON], chosen: tuple[int, ...], hard: Any, fixed: bool, field: str
 ) -> list[CodecJSON]:
@@ -142,7 +132,7 @@ def _ordered(
     made an array that the same spec then failed to open)."""
     if not fixed:
         return _insert_transpose(chain, chosen)
-    have = _chain_order(chain, len(chosen))
+    have = chain_order(chain, len(chosen))
     if hard is not None and list(hard) != have:
         raise MetadataError(
             f"schema.chunk_layout.inner_order: {list(hard)} contradicts {field}, whose order is {have}"
