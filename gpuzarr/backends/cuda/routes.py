@@ -93,16 +93,26 @@ def _never_shuffled(codec: BytesToBytesCodec) -> bool:
 BLOSC_GPU_CNAMES = ("lz4", "lz4hc", "zstd", "zlib")
 
 
+def _blosc_cname(codec: BytesToBytesCodec) -> str:
+    """The compressor inside Blosc frames: of the ``blosc`` codec, or of ``numcodecs.blosc``
+    (numcodecs' own configuration, as zarr-python 3 writes it)."""
+    if isinstance(codec, BloscCodec):
+        return codec.cname
+    config: dict[str, Any] = getattr(codec, "config", {})
+    return str(config.get("cname", "lz4"))
+
+
 def _blosc_undecodable(codec: BytesToBytesCodec) -> str | None:
-    assert isinstance(codec, BloscCodec)  # the "blosc" entry; narrows the type
-    if codec.cname not in BLOSC_GPU_CNAMES:
-        return f"blosc compressor {codec.cname!r} has no nvCOMP decoder"
-    return None
+    cname = _blosc_cname(codec)
+    return None if cname in BLOSC_GPU_CNAMES else f"blosc compressor {cname!r} has no nvCOMP decoder"
 
 
 def _blosc_shuffled(codec: BytesToBytesCodec) -> bool:
-    assert isinstance(codec, BloscCodec)
-    return codec.shuffle != "noshuffle"
+    if isinstance(codec, BloscCodec):
+        return codec.shuffle != "noshuffle"
+    # numcodecs' shuffle: 0 none, 1 byte, 2 bit, -1 chosen by the element size (shuffled too).
+    config: dict[str, Any] = getattr(codec, "config", {})
+    return bool(config.get("shuffle", 1) != 0)
 
 
 #: device scratch of nvCOMP's batched zstd decoder per decoded byte:
@@ -120,8 +130,7 @@ def _zstd_scratch(codec: BytesToBytesCodec) -> float:
 
 
 def _blosc_scratch(codec: BytesToBytesCodec) -> float:
-    assert isinstance(codec, BloscCodec)
-    return ZSTD_SCRATCH_PER_BYTE if codec.cname == "zstd" else 0.0
+    return ZSTD_SCRATCH_PER_BYTE if _blosc_cname(codec) == "zstd" else 0.0
 
 
 def _deflate_rounds(codec: BytesToBytesCodec) -> int:
@@ -129,32 +138,7 @@ def _deflate_rounds(codec: BytesToBytesCodec) -> int:
 
 
 def _blosc_rounds(codec: BytesToBytesCodec) -> int:
-    assert isinstance(codec, BloscCodec)
-    return DEFLATE_SMALL_READ_ROUNDS if codec.cname == "zlib" else SMALL_READ_ROUNDS
-
-
-def _numcodecs_blosc_cname(codec: BytesToBytesCodec) -> str:
-    config: dict[str, Any] = getattr(codec, "config", {})  # a NumcodecsCodec: numcodecs' own configuration
-    return str(config.get("cname", "lz4"))
-
-
-def _numcodecs_blosc_undecodable(codec: BytesToBytesCodec) -> str | None:
-    cname = _numcodecs_blosc_cname(codec)
-    return None if cname in BLOSC_GPU_CNAMES else f"blosc compressor {cname!r} has no nvCOMP decoder"
-
-
-def _numcodecs_blosc_shuffled(codec: BytesToBytesCodec) -> bool:
-    # numcodecs' shuffle: 0 none, 1 byte, 2 bit, -1 chosen by the element size (shuffled too).
-    config: dict[str, Any] = getattr(codec, "config", {})
-    return bool(config.get("shuffle", 1) != 0)
-
-
-def _numcodecs_blosc_scratch(codec: BytesToBytesCodec) -> float:
-    return ZSTD_SCRATCH_PER_BYTE if _numcodecs_blosc_cname(codec) == "zstd" else 0.0
-
-
-def _numcodecs_blosc_rounds(codec: BytesToBytesCodec) -> int:
-    return DEFLATE_SMALL_READ_ROUNDS if _numcodecs_blosc_cname(codec) == "zlib" else SMALL_READ_ROUNDS
+    return DEFLATE_SMALL_READ_ROUNDS if _blosc_cname(codec) == "zlib" else SMALL_READ_ROUNDS
 
 
 @dataclass(frozen=True)
@@ -185,11 +169,7 @@ ROUTES: dict[str, CodecRoute] = {
     "numcodecs.zstd": CodecRoute(scratch=_zstd_scratch, decodes_as="zstd"),
     "numcodecs.gzip": CodecRoute(small_read_rounds=_deflate_rounds, decodes_as="gzip"),
     "numcodecs.blosc": CodecRoute(
-        _numcodecs_blosc_undecodable,
-        _numcodecs_blosc_shuffled,
-        _numcodecs_blosc_scratch,
-        _numcodecs_blosc_rounds,
-        decodes_as="blosc",
+        _blosc_undecodable, _blosc_shuffled, _blosc_scratch, _blosc_rounds, decodes_as="blosc"
     ),
 }
 
