@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .codecs.base import ChunkSpec
@@ -40,10 +41,6 @@ def _is_fast_sharded(pipeline: CodecPipeline) -> bool:
     return isinstance(a2b, ShardingCodec) and not pipeline.array_to_array and not pipeline.bytes_to_bytes
 
 
-#: not worked out yet (``ArrayLayout._per_shard``)
-_UNSET: Any = object()
-
-
 @dataclass(eq=False)
 class ArrayLayout:
     """The resolved array that both readers and the writer work from.
@@ -65,7 +62,6 @@ class ArrayLayout:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _dims_cache: dict[tuple[int, ...], Any] = field(default_factory=dict, repr=False)
     _planning_dims: tuple[AnyDimension, ...] | None = field(default=None, repr=False)
-    _per_shard: Any = field(default=_UNSET, repr=False)
     #: the shard indexes this array has read, kept across reads (sharded arrays; see
     #: :mod:`gpuzarr.store.shard_indexes` for when one is used again)
     shard_indexes: ShardIndexCache = field(default_factory=ShardIndexCache, repr=False)
@@ -182,20 +178,13 @@ class ArrayLayout:
         assert isinstance(codec, ShardingCodec)
         return codec
 
+    @cached_property
     def _regular_inner_per_shard(self) -> tuple[int, ...] | None:
         """Inner chunks per shard along each axis where every shard has the same shape (a
         regular grid of shards), else None."""
-        cached = self._per_shard
-        if cached is _UNSET:
-            grid = self.metadata.chunk_grid
-            regular = self.sharding is not None and getattr(grid, "chunk_shapes", None) is None
-            cached = (
-                tuple(s // n for s, n in zip(self.metadata.chunk_shape, self.sharding.chunk_shape, strict=True))
-                if regular and self.sharding is not None
-                else None
-            )
-            self._per_shard = cached
-        return cached  # type: ignore[no-any-return]
+        if self.sharding is None or hasattr(self.metadata.chunk_grid, "chunk_shapes"):
+            return None
+        return self.sharding.chunks_per_shard
 
     def inner_chunks_in_bounds(self, shard: tuple[int, ...]) -> int:
         """How many of a shard's inner chunks intersect the array (fewer than the shard holds
@@ -216,7 +205,7 @@ class ArrayLayout:
     def shard_of(self, coords: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
         """(shard coordinates, C-order position in the shard) of an inner chunk."""
         assert self.sharding is not None
-        per_shard = self._regular_inner_per_shard()
+        per_shard = self._regular_inner_per_shard
         if per_shard is not None:
             # A regular grid: integer arithmetic (the general walk below took about 5 µs a call,
             # a tenth of reading 16,384 inner chunks of a few shards).
