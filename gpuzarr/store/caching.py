@@ -259,16 +259,31 @@ class CachingStore(Store):
         missing = [i for i, f in enumerate(found) if f is _MISS]
         if not missing:
             return found
-        fetched = fetch([ranges[i] for i in missing])
+        wanted = [ranges[i] for i in missing]
+        stored = self._keep_fetched(key, tag, wanted, fetch(wanted), writes)
+        if stored is None:
+            return None
+        for i, blob in zip(missing, stored, strict=True):
+            found[i] = blob
+        return found
+
+    def _keep_fetched(
+        self,
+        key: str,
+        tag: Any,
+        ranges: list[ByteRange | None],
+        fetched: list[Buffer] | None,
+        writes: int,
+    ) -> list[Buffer] | None:
+        """Count and cache (as of ``writes``) what one fetch of ``ranges`` of ``key`` gave
+        under ``tag``; what to hand out (None: the key is absent)."""
         with self._lock:
-            self._misses += len(missing)
+            self._misses += len(ranges)
             if fetched is None:
                 self._insert((key, tag, 0, None), None, writes)
                 return None
             self._miss_bytes += sum(_nbytes(b) for b in fetched)
-            for i, blob in zip(missing, fetched, strict=True):
-                found[i] = self._insert((key, tag, *_span(ranges[i])), blob, writes)
-        return found
+            return [self._insert((key, tag, *_span(r)), blob, writes) for r, blob in zip(ranges, fetched, strict=True)]
 
     def _read_untagged(
         self,
@@ -284,16 +299,7 @@ class CachingStore(Store):
             writes = self._writes
         fetched = fetch(list(ranges))
         tag = tag_of()
-        with self._lock:
-            self._misses += len(ranges)
-            if fetched is None:
-                self._insert((key, tag, 0, None), None, writes)
-                return None, tag
-            self._miss_bytes += sum(_nbytes(b) for b in fetched)
-            stored = [
-                self._insert((key, tag, *_span(r)), blob, writes) for r, blob in zip(ranges, fetched, strict=True)
-            ]
-            return stored, tag
+        return self._keep_fetched(key, tag, list(ranges), fetched, writes), tag
 
     def _holds_a_version_of(self, key: str) -> bool:
         """Whether the cache holds bytes of some version of ``key`` (what reads of the store
