@@ -264,24 +264,15 @@ def _whole_axes_filled(selection: Any, ndim: int) -> tuple[Any, ...] | None:
     """``selection`` as one entry per axis where it is ints and slices, with an Ellipsis or
     missing trailing axes as whole axes (``a[:]``, ``a[...]``, ``a[3]`` of an n-d array took the
     general planner, twice as slow); None for anything else."""
-    if type(selection) is not tuple:
-        selection = (selection,)
-    entries: tuple[Any, ...] = selection
+    entries: tuple[Any, ...] = selection if type(selection) is tuple else (selection,)
     if len(entries) == ndim and not any(s is Ellipsis for s in entries):
         return entries  # the common case (a crop): nothing to fill
-    if not all(type(s) in (int, slice) or s is Ellipsis for s in selection):
+    if not all(type(s) in (int, slice) or s is Ellipsis for s in entries):
         return None
-    ellipses = sum(1 for s in selection if s is Ellipsis)
-    if ellipses > 1:
+    try:
+        return expand_ellipsis(entries, ndim)
+    except InvalidSelectionError:  # two Ellipses, too many entries: the general planner says so
         return None
-    missing = ndim - (len(selection) - ellipses)
-    if missing < 0:
-        return None
-    whole = (slice(None),) * missing
-    if ellipses:
-        at = next(i for i, s in enumerate(selection) if s is Ellipsis)
-        return (*selection[:at], *whole, *selection[at + 1 :])
-    return (*selection, *whole)
 
 
 #: One axis of a box split into chunks: a row per chunk of (chunk index less the first chunk's,
