@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from contextlib import AbstractContextManager
 
     from ..metadata.json_types import CodecJSON
@@ -183,6 +183,15 @@ class BytesToBytesCodec(Codec):
     @abstractmethod
     def encode(self, data: Buffer) -> Buffer:
         """The inverse of :meth:`decode`."""
+
+    def decode_many(self, frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
+        """Decode ``frames``, each of exactly ``nbytes`` decoded bytes, in one call.
+
+        Where the codec's library has a call that runs through them all without the GIL. None
+        where it has none, may not take these frames as they are, or one of them fails: the
+        caller decodes them one by one, which raises what is wrong with a bad one.
+        """
+        return None
 
     #: whether :meth:`decode_part` may decode less than everything
     decodes_part: ClassVar[bool] = False

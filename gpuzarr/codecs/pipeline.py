@@ -245,6 +245,19 @@ class CodecPipeline:
         self._decode_bytes_into(raw, key, scratch)
         return self._chunk_of(scratch)
 
+    def decode_many(self, raws: Sequence[Buffer]) -> list[np.ndarray[Any, Any]] | None:
+        """The chunks ``raws`` (each one chunk's stored bytes) decode to, decoded together in
+        one call where the chain's compressor can (see ``BytesToBytesCodec.decode_many``):
+        read-only arrays, valid as long as they are held. None where it cannot, or one of them
+        fails: the caller decodes them one by one (which raises what is wrong with a bad one)."""
+        if not self._decodes_to_raw_bytes or len(self.bytes_to_bytes) != 1:
+            return None
+        decoded = self.bytes_to_bytes[0].decode_many(raws, self.spec.nbytes)
+        if decoded is None:
+            return None
+        dtype, shape = self._native_chunk_view
+        return [np.frombuffer(d, dtype).reshape(shape) for d in decoded]
+
     def _chunk_of(self, decoded: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The chunk array viewing ``decoded``, the chain's decoded bytes of exactly the chunk's
         size (``bytes`` codec in native order: a view, as ``BytesCodec.decode`` makes it)."""
@@ -280,6 +293,12 @@ class CodecPipeline:
         """Whether decoding only bytes ``[start, stop)`` of the chunk may pay (see
         ``BytesToBytesCodec.part_may_pay``): False where the whole is decoded at once."""
         return self.decodes_part and self.bytes_to_bytes[0].part_may_pay(start, stop, self.spec.nbytes)
+
+    def parts_may_pay(self) -> bool:
+        """Whether decoding some part of a chunk alone may pay: False where even the smallest
+        part (its first byte) would not, and so no part would (a chunk of one zstd block, one
+        Blosc block), which spares finding the part a selection needs."""
+        return self.part_may_pay(0, 1)
 
     @cached_property
     def reads_part(self) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -26,7 +27,7 @@ from .bounded import compressed_size_bound
 from .registry import register_codec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import numpy as np
 
@@ -265,11 +266,13 @@ def decode_zstd_stream_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
 
 
 #: Frames decoding to at most this many bytes go through this thread's reused zstandard context
-#: (:func:`decode_small_frame_into`): numcodecs makes a context per call, about 11 µs, which is
-#: most of a small chunk's decode (512 B: 13 against 2.3 µs; 4 KiB: 18 against 7.5 µs; 16 KiB:
-#: 41 against 32 µs; from 32 KiB on, even or behind, since zstandard's libzstd 1.5.7 decodes
-#: a byte more slowly here than numcodecs' 1.5.6).
-SMALL_FRAME_NBYTES = 16 * 1024
+#: (:func:`decode_small_frame_into`): numcodecs makes a context per call, about 11 µs. Per frame,
+#: numcodecs against the reused context (64 frames cut from the benchmark's uint16 volume and
+#: float32 stack, level 3, best of 9): 1 KiB 14-15 against 5 µs, 8 KiB 21-25 against 12-15,
+#: 32 KiB 48-51 against 40-43, 64 KiB 81-84 against 80-82, 128 KiB 151-166 against 159-160:
+#: zstandard's libzstd 1.5.7 decodes a byte more slowly here than numcodecs' 1.5.6, so larger
+#: frames go to numcodecs.
+SMALL_FRAME_NBYTES = 64 * 1024
 
 
 def decode_small_frame_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
@@ -294,6 +297,70 @@ def decode_small_frame_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
         )
     out.reshape(-1).view("u1").data.cast("B")[:] = decoded
     return True
+
+
+#: Frames of at most this many decoded bytes (a shard's small inner chunks) are decoded a run at
+#: a time where several are wanted (:func:`decode_small_frames`).
+MANY_FRAMES_NBYTES = SMALL_FRAME_NBYTES
+
+
+def is_lone_frame(data: memoryview, nbytes: int) -> bool:
+    """Whether ``data`` (bytes) is one Zstandard frame and nothing else, declaring ``nbytes``
+    decoded bytes and no dictionary: its block headers walked to its end (and checksum), which
+    must be the end of ``data``. A batch decode stops at the end of a segment's first frame, so
+    it takes only such frames, as a one-shot decode would refuse a chunk with more after its
+    frame; any other chunk is decoded on its own."""
+    n = len(data)
+    if n < 9 or int.from_bytes(data[:4], "little") != ZSTD_MAGIC:
+        return False
+    descriptor = data[4]
+    if descriptor & 0x03:  # a dictionary ID
+        return False
+    single_segment = descriptor & 0x20
+    fcs_bytes = _FCS_FIELD_BYTES[descriptor >> 6] or (1 if single_segment else 0)
+    position = 5 if single_segment else 6
+    if fcs_bytes == 0 or position + fcs_bytes > n:
+        return False
+    declared = int.from_bytes(data[position : position + fcs_bytes], "little") + (256 if fcs_bytes == 2 else 0)
+    if declared != nbytes:
+        return False
+    pos = position + fcs_bytes
+    while pos + 3 <= n:
+        header = int.from_bytes(data[pos : pos + 3], "little")
+        kind = (header >> 1) & 3
+        if kind == 3:
+            return False
+        pos += 3 + (1 if kind == 1 else header >> 3)
+        if header & 1:  # the last block
+            return pos + (4 if descriptor & 0x04 else 0) == n
+    return False
+
+
+def decode_small_frames(frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
+    """Decode ``frames``, each one frame of ``nbytes`` decoded bytes (at most
+    :data:`MANY_FRAMES_NBYTES`), in one call of zstandard's ``multi_decompress_to_buffer``:
+    libzstd runs through them all on this thread without the GIL, where one call per frame holds
+    it for a few µs of Python each time (4,096 inner chunks of 8 KiB read on two threads took
+    longer than on one). The decoded chunks, in order, viewing one buffer zstandard allocated;
+    None where zstandard is not installed, a chunk is not a lone frame of that size
+    (:func:`is_lone_frame`), or one fails to decode (decoded alone, it raises what is wrong)."""
+    if nbytes > MANY_FRAMES_NBYTES or len(frames) < 2:
+        return None
+    decompressor = _stream_decompressor()
+    if decompressor is None:
+        return None
+    import zstandard
+
+    views = [memoryview(frame).cast("B") for frame in frames]
+    if not all(is_lone_frame(view, nbytes) for view in views):
+        return None
+    try:
+        decoded = decompressor.multi_decompress_to_buffer(
+            views, decompressed_sizes=nbytes.to_bytes(8, sys.byteorder) * len(views), threads=0
+        )
+    except zstandard.ZstdError:
+        return None
+    return [decoded[k] for k in range(len(views))]
 
 
 def prefix_may_pay(stop: int, total: int) -> bool:
@@ -380,6 +447,9 @@ class ZstdCodec(BytesToBytesCodec):
         # the chunk's last block) costs no call into the prefix decoder; nor does a chunk whose
         # frames carry a checksum of their content, which only a full decode checks.
         return not self.checksum and prefix_may_pay(stop, total)
+
+    def decode_many(self, frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
+        return decode_small_frames(frames, nbytes)
 
     def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
         # A frame decodes from its start only: the part is the prefix up to ``stop``.

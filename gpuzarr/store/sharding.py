@@ -422,6 +422,19 @@ def read_inner_chunk(shard: Snapshot, key: str, index: ShardIndex, i: int) -> Bu
     return raw
 
 
+def read_inner_chunk_run(shard: Snapshot, key: str, index: ShardIndex, positions: Sequence[int]) -> list[Buffer | None]:
+    """The encoded bytes of inner chunks ``positions`` of the shard at ``key`` that ``shard``
+    reads (None where the index says empty): one request for each stretch of them lying close
+    together (:data:`COALESCE_GAP_BYTES`), rather than one per inner chunk."""
+    if len(positions) == 1:
+        return [read_inner_chunk(shard, key, index, positions[0])]
+    got: dict[int, Buffer | None] = dict.fromkeys(positions)
+    present = [i for i in positions if not index.is_empty(i)]
+    if present:
+        _read_ranges(shard, key, index, present, got)
+    return [got[i] for i in positions]
+
+
 def _refuse_entries_past_the_end(store: Store, key: str, index: ShardIndex, positions: Sequence[int]) -> None:
     """Raise for the first inner chunk of ``positions`` whose index entry reaches past the end
     of the shard, where ``store`` is a snapshot that knows the shard's size (an open file, a

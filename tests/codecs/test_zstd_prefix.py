@@ -5,6 +5,7 @@ the frame allows it, and everything else falls back to the full, checked decode.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numcodecs
 import numpy as np
@@ -183,3 +184,35 @@ def test_damage_after_the_prefix_is_not_seen_by_a_crop_above_it() -> None:
     np.testing.assert_array_equal(a[64:66], x[64:66])
     with pytest.raises(CorruptChunkError, match="c/1/0/0"):
         a[64:128]
+
+
+@pytest.mark.parametrize(
+    ("codec", "shape", "blocksize"),
+    [
+        ({"name": "zstd"}, (64, 64, 16), None),  # 128 KiB: no prefix skips a whole block
+        ({"name": "zstd"}, (64, 64, 17), None),
+        ({"name": "zstd"}, (64, 64, 64), None),
+        ({"name": "zstd", "configuration": {"checksum": True}}, (64, 64, 64), None),
+        ({"name": "blosc", "configuration": {"cname": "lz4", "blocksize": 8192}}, (64, 64), None),
+        ({"name": "blosc", "configuration": {"cname": "lz4"}}, (64, 64), 8192),
+        ({"name": "blosc", "configuration": {"cname": "lz4"}}, (64, 64), 6144),
+        ({"name": "blosc", "configuration": {"cname": "lz4"}}, (64, 64), 16384),
+    ],
+)
+def test_where_no_part_may_pay_the_pipeline_says_so_at_once(
+    codec: dict[str, Any], shape: tuple[int, ...], blocksize: int | None
+) -> None:
+    """``parts_may_pay`` (asked before finding the part a selection needs) is False only where
+    ``part_may_pay`` is False for every part; a Blosc frame's block size, once seen, counts."""
+    from gpuzarr.codecs.base import ChunkSpec
+    from gpuzarr.codecs.pipeline import CodecPipeline
+
+    spec = ChunkSpec(shape=shape, dtype=np.dtype("<u2"), fill_value=0)
+    pipeline = CodecPipeline.from_codecs([{"name": "bytes", "configuration": {"endian": "little"}}, codec], spec)
+    if blocksize is not None:
+        pipeline.bytes_to_bytes[0]._seen_blocksize[0] = blocksize  # type: ignore[attr-defined]
+    total = spec.nbytes
+    step = max(total // 64, 1)
+    spans = [(start, stop) for start in range(0, total, step) for stop in range(start + step, total + 1, step)]
+    any_pays = any(pipeline.part_may_pay(start, stop) for start, stop in spans)
+    assert pipeline.parts_may_pay() == any_pays

@@ -23,34 +23,48 @@ from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
 from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_coding_tasks, run_tasks
 from ...store.base import BoundedBufferFor
-from ...store.sharding import WHOLE_SHARD_FRACTION, ShardLayout, fetch_shard, read_inner_chunk, shard_index
+from ...store.sharding import (
+    WHOLE_SHARD_FRACTION,
+    ShardIndex,
+    ShardLayout,
+    fetch_shard,
+    read_inner_chunk_run,
+    shard_index,
+)
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, MutableMapping
+    from collections.abc import Callable, MutableMapping, Sequence
 
     from ...codecs.base import BufferFor
     from ...codecs.pipeline import CodecPipeline
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
     from ...store.base import Buffer, Store
-    from ...store.sharding import ShardIndex
 
-#: One inner chunk to decode: (shard key, position in the shard, its bytes, its projections).
-_InnerChunk = tuple[str, int, "Buffer | None", list["ChunkProjection"]]
+#: Inner chunks of one shard to decode together: (shard key, [(position in the shard, its
+#: projections)], their bytes).
+_InnerRun = tuple[str, list[tuple[int, list["ChunkProjection"]]], list["Buffer | None"]]
 
 #: Uncompressed reads touching fewer chunks than this run on the calling thread alone.
 UNCOMPRESSED_INLINE_CHUNKS = 16
 #: The most shards of local files read at once inner chunk by inner chunk: each is held open
 #: for the read, and a process may run several reads at once (a loader's batches).
 CHUNKWISE_SHARDS = 16
+#: Decoded bytes of the inner chunks one task of the chunkwise pass over a few shards reads
+#: and decodes (see ``_read_shards_chunkwise``).
+CHUNKWISE_RUN_BYTES = 256 * 1024
+#: Tasks per worker the chunkwise pass keeps at least, where there are inner chunks enough.
+CHUNKWISE_TASKS_PER_WORKER = 4
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
 
 
 def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:
     """Whether the whole chunk maps onto a C-contiguous region of ``out``."""
-    if not p.is_complete or not all(isinstance(s, slice) for s in p.out_selection):
+    if not p.is_complete or (out.ndim == len(chunk_shape) and not _spans_trailing_axes(out.shape, chunk_shape)):
+        return False
+    if not all(isinstance(s, slice) for s in p.out_selection):
         return False
     # The chunk must be taken whole and in order (a complete selection may still reverse it).
     if not all(
@@ -62,6 +76,17 @@ def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple
     # of objects (strings, bytes) is the element itself.
     target = out[(*p.out_selection, Ellipsis)]
     return target.shape == chunk_shape and bool(target.flags.c_contiguous)
+
+
+def _spans_trailing_axes(out_shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> bool:
+    """Whether a chunk has the extent of ``out`` (of as many axes) on every axis after its first
+    one longer than 1: else no whole chunk lands in a C-contiguous region of ``out``. Checked
+    first, since it rules out at once the inner chunks of a crop, which take ``_is_direct``'s
+    walk over the selections otherwise (a few µs each, many thousands of small inner chunks)."""
+    first = 0
+    while first < len(chunk_shape) and chunk_shape[first] == 1:
+        first += 1
+    return out_shape[first + 1 :] == chunk_shape[first + 1 :]
 
 
 #: ``_store_chunk_into``'s ``span`` when the caller has not found it.
@@ -106,7 +131,7 @@ def _part_span(pipeline: CodecPipeline, targets: list[ChunkProjection]) -> tuple
     """The bytes of the chunk that ``targets`` select, where the selection may need only part
     of it (a crop's neighbours above or below it) and decoding that part may pay; None where
     the whole chunk is decoded."""
-    if not pipeline.decodes_part:
+    if not pipeline.parts_may_pay():
         return None
     span = _selected_byte_span(targets, pipeline.spec.shape, pipeline.spec.dtype.itemsize)
     if span is None or span == (0, pipeline.spec.nbytes) or not pipeline.part_may_pay(*span):
@@ -453,11 +478,13 @@ def _read_sharded(
     chunk_nbytes = layout.chunk_pipeline.spec.nbytes
     sizes = [len(by_shard[key]) * chunk_nbytes for key in keys]
 
-    def inner_chunks(key: str, blobs: list[Buffer | None]) -> list[_InnerChunk]:
-        return [(key, i, raw, targets) for (i, targets), raw in zip(by_shard[key], blobs, strict=True)]
+    def inner_runs(key: str, blobs: list[Buffer | None]) -> list[_InnerRun]:
+        wanted = by_shard[key]
+        per_run = _inner_chunks_per_run(chunk_nbytes, len(wanted))
+        return [(key, wanted[k : k + per_run], blobs[k : k + per_run]) for k in range(0, len(wanted), per_run)]
 
-    def decode(tasks: list[_InnerChunk]) -> None:
-        run_coding_tasks(layout.chunk_pipeline, lambda t: _decode_inner(layout, t[0], t[1], t[2], out, t[3]), tasks)
+    def decode(tasks: list[_InnerRun]) -> None:
+        run_coding_tasks(layout.chunk_pipeline, lambda t: _decode_run(layout, t[0], t[1], t[2], out), tasks)
 
     for run in batches_by_bytes(sizes, SHARD_BATCH_BYTES):
         batch = [keys[k] for k in run]
@@ -467,11 +494,11 @@ def _read_sharded(
             # chunks of all its shards are decoded in one parallel pass (a crop across a shard
             # boundary: one pass, not one per shard, each ending with the slowest chunk).
             fetched = zip(batch, run_tasks(fetch, batch), strict=True)
-            decode([task for key, blobs in fetched for task in inner_chunks(key, blobs)])
+            decode([task for key, blobs in fetched for task in inner_runs(key, blobs)])
         else:
             # A remote store: each shard's inner chunks are decoded as soon as they arrive,
             # while the other shards' requests are still in flight.
-            each_as_completed(fetch, batch, lambda key, blobs: decode(inner_chunks(key, blobs)), workers=fetch_workers)
+            each_as_completed(fetch, batch, lambda key, blobs: decode(inner_runs(key, blobs)), workers=fetch_workers)
 
 
 def _read_shards_chunkwise(
@@ -504,20 +531,21 @@ def _read_shards_chunkwise(
         try:
             index_of = {key: shard_index(shard, key, shard_layout(key), indexes) for key, shard in shards.items()}
 
-            def work(task: tuple[str, int, list[ChunkProjection]]) -> None:
-                key, i, targets = task
-                index = index_of[key]
-                raw = None if index is None else read_inner_chunk(shards[key], key, index, i)
-                _decode_inner(layout, key, i, raw, out, targets)
+            def work(task: tuple[str, ShardIndex, list[tuple[int, list[ChunkProjection]]]]) -> None:
+                key, index, run = task
+                _decode_run(layout, key, run, read_inner_chunk_run(shards[key], key, index, [i for i, _ in run]), out)
 
+            stored: dict[str, ShardIndex] = {}
             for key, index in index_of.items():
                 if index is None:  # no shard: its whole part of the output is the fill value
                     _fill_wanted(layout, key, by_shard[key], out)
+                else:
+                    stored[key] = index
+            per_run = _inner_chunks_per_run(
+                layout.chunk_pipeline.spec.nbytes, sum(len(by_shard[key]) for key in stored)
+            )
             tasks = [
-                (key, i, targets)
-                for key, wanted in by_shard.items()
-                if index_of[key] is not None
-                for i, targets in wanted
+                (key, index, run) for key, index in stored.items() for run in _runs(by_shard[key], index, per_run)
             ]
             run_coding_tasks(layout.chunk_pipeline, work, tasks)
         except CorruptChunkError:
@@ -532,6 +560,53 @@ def _read_shards_chunkwise(
     return changed
 
 
+def _inner_chunks_per_run(chunk_nbytes: int, n_wanted: int) -> int:
+    """How many of the ``n_wanted`` inner chunks (of ``chunk_nbytes`` decoded) one task of the
+    chunkwise pass reads and decodes: as many as make :data:`CHUNKWISE_RUN_BYTES`, while there
+    are still a few tasks for each worker to balance the pass."""
+    by_bytes = CHUNKWISE_RUN_BYTES // max(chunk_nbytes, 1)
+    for_balance = -(-n_wanted // (CHUNKWISE_TASKS_PER_WORKER * cpu_workers()))
+    return max(1, min(by_bytes, for_balance))
+
+
+def _runs(
+    wanted: list[tuple[int, list[ChunkProjection]]], index: ShardIndex, per_run: int
+) -> list[list[tuple[int, list[ChunkProjection]]]]:
+    """``wanted`` (inner chunks of one shard) in the order their bytes lie in the shard, cut
+    into runs of ``per_run``: neighbours in the file go to the same task, to be read together."""
+    if per_run == 1:
+        return [[w] for w in wanted]
+    offsets = index.offsets[np.fromiter((i for i, _ in wanted), dtype=np.intp, count=len(wanted))]
+    ordered = [wanted[k] for k in np.argsort(offsets, kind="stable").tolist()]
+    return [ordered[k : k + per_run] for k in range(0, len(ordered), per_run)]
+
+
+def _decode_run(
+    layout: ArrayLayout,
+    key: str,
+    run: list[tuple[int, list[ChunkProjection]]],
+    blobs: Sequence[Buffer | None],
+    out: np.ndarray[Any, Any],
+) -> None:
+    """Decode the inner chunks ``run`` of the shard at ``key`` (their bytes ``blobs``) into every
+    place in ``out`` their projections name: the stored ones together in one call where the
+    codec can (``CodecPipeline.decode_many``), else one by one."""
+    stored = [k for k, raw in enumerate(blobs) if raw is not None]
+    decoded = None
+    if len(stored) > 1:
+        decoded = layout.chunk_pipeline.decode_many([raw for raw in blobs if raw is not None])
+    if decoded is None:
+        for (i, targets), raw in zip(run, blobs, strict=True):
+            _decode_inner(layout, key, i, raw, out, targets)
+        return
+    for k, chunk in zip(stored, decoded, strict=True):
+        for p in run[k][1]:
+            out[p.out_selection] = chunk[p.chunk_selection]
+    for (i, targets), raw in zip(run, blobs, strict=True):
+        if raw is None:
+            _decode_inner(layout, key, i, raw, out, targets)
+
+
 def _decode_shard(
     layout: ArrayLayout,
     key: str,
@@ -543,8 +618,10 @@ def _decode_shard(
     if all(raw is None for raw in blobs):  # no shard, or none of its chunks stored
         _fill_wanted(layout, key, wanted, out)
         return
-    for (i, targets), raw in zip(wanted, blobs, strict=True):
-        _decode_inner(layout, key, i, raw, out, targets)
+    # In runs, as the chunkwise pass decodes them: each run's decoded chunks are held at once.
+    per_run = max(1, CHUNKWISE_RUN_BYTES // max(layout.chunk_pipeline.spec.nbytes, 1))
+    for k in range(0, len(wanted), per_run):
+        _decode_run(layout, key, wanted[k : k + per_run], blobs[k : k + per_run], out)
 
 
 def _fill_wanted(

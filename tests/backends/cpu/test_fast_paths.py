@@ -165,3 +165,44 @@ def test_each_as_completed_stops_at_the_first_error_and_leaves_no_call_running()
 
     with pytest.raises(ValueError, match="handling"):
         each_as_completed(lambda v: v, list(range(50)), bad_then, workers=4)
+
+
+def _lands_contiguous(out: np.ndarray, out_selection: tuple[slice, ...], chunk_shape: tuple[int, ...]) -> bool:
+    target = out[(*out_selection, Ellipsis)]
+    return target.shape == chunk_shape and bool(target.flags.c_contiguous)
+
+
+@pytest.mark.parametrize(
+    ("out_shape", "chunk_shape"),
+    [
+        ((8, 3, 16), (1, 1, 16)),
+        ((8, 3, 16), (2, 1, 16)),
+        ((8, 3, 16), (1, 3, 16)),
+        ((8, 3, 16), (4, 3, 16)),
+        ((8, 3, 16), (1, 1, 8)),
+        ((1, 6, 1, 5), (1, 2, 1, 5)),
+        ((1, 6, 2, 5), (1, 2, 1, 5)),
+        ((4, 4, 4), (2, 2, 2)),
+        ((4, 4, 4), (1, 1, 1)),
+        ((5,), (5,)),
+        ((9,), (3,)),
+    ],
+)
+def test_a_whole_chunk_goes_straight_into_the_output_exactly_where_it_lands_contiguous(
+    out_shape: tuple[int, ...], chunk_shape: tuple[int, ...]
+) -> None:
+    """``_is_direct`` rules out a chunk by the output's shape before walking its selections
+    (``_spans_trailing_axes``): every place of the chunk in the output gives what the walk gives."""
+    from gpuzarr.plan.selection import ChunkProjection
+
+    out = np.empty(out_shape, np.uint8)
+    whole = tuple(slice(0, n, 1) for n in chunk_shape)
+    starts = [range(0, o - c + 1) for o, c in zip(out_shape, chunk_shape, strict=True)]
+    seen = set()
+    for origin in np.ndindex(*(len(r) for r in starts)):
+        sel = tuple(slice(o, o + c) for o, c in zip(origin, chunk_shape, strict=True))
+        p = ChunkProjection(origin, whole, sel, True)
+        expected = _lands_contiguous(out, sel, chunk_shape)
+        assert read_module._is_direct(out, p, chunk_shape) == expected, sel
+        seen.add(expected)
+    assert seen  # some place was checked

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import google_crc32c
 import numpy as np
 import pytest
+import zstandard
 
 import gpuzarr
 from gpuzarr.backends.cpu import read as read_module
@@ -116,21 +117,25 @@ def rewrite_in_place(path: Path, content: bytes, *, keep_mtime: bool = False) ->
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + (0 if keep_mtime else 1_000_000_000)))
 
 
-def rewrite_on_second_read(monkeypatch: pytest.MonkeyPatch, key: str, rewrite: Callable[[], None]) -> list[int]:
-    """Call ``rewrite`` when the chunkwise read of the shard ``key`` reads its second inner
-    chunk: one inner chunk was read from the old version, and the index is the old one's. The
-    inner chunks read of ``key``, as they are read."""
-    original = read_module.read_inner_chunk
-    reads_of_key: list[int] = []
+def rewrite_on_second_read(
+    monkeypatch: pytest.MonkeyPatch, key: str, rewrite: Callable[[], None], chunks_per_run: int = 1
+) -> list[list[int]]:
+    """Call ``rewrite`` when the chunkwise read of the shard ``key`` reads its second run of
+    inner chunks (``chunks_per_run`` each): one run was read from the old version, and the
+    index is the old one's. The runs of ``key`` read (their positions), as they are read."""
+    monkeypatch.setattr(read_module, "CHUNKWISE_RUN_BYTES", chunks_per_run * int(np.prod(CHUNKS)) * 4)
+    monkeypatch.setattr(read_module, "CHUNKWISE_TASKS_PER_WORKER", 1)
+    original = read_module.read_inner_chunk_run
+    reads_of_key: list[list[int]] = []
 
-    def rewriting(shard: Any, shard_key: str, index: Any, i: int) -> Any:
+    def rewriting(shard: Any, shard_key: str, index: Any, positions: list[int]) -> Any:
         if shard_key == key:
-            reads_of_key.append(i)
+            reads_of_key.append(list(positions))
             if len(reads_of_key) == 2:
                 rewrite()
-        return original(shard, shard_key, index, i)
+        return original(shard, shard_key, index, positions)
 
-    monkeypatch.setattr(read_module, "read_inner_chunk", rewriting)
+    monkeypatch.setattr(read_module, "read_inner_chunk_run", rewriting)
     return reads_of_key
 
 
@@ -189,22 +194,30 @@ def test_an_empty_inner_chunk_entry_past_the_shard_end_is_refused(
         assert bool(chunkwise) == (route == "chunkwise")
 
 
+@pytest.mark.parametrize("chunks_per_run", [1, 4], ids=["inner chunks one by one", "in runs"])
 @pytest.mark.parametrize("codecs", [ZSTD, RAW], ids=["zstd", "uncompressed"])
 @pytest.mark.parametrize("how", ["new version", "cut short"])
 def test_a_shard_rewritten_in_place_while_read_is_read_again(
-    tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch, how: str, codecs: list[dict[str, Any]]
+    tmp_path: Path,
+    chunkwise: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    codecs: list[dict[str, Any]],
+    chunks_per_run: int,
 ) -> None:
     new = shard_bytes(tmp_path / "new", version(2), codecs)
     a = make(tmp_path / "old", version(1), codecs=codecs)
     key = "c/0/1/0"
     content = new[key] if how == "new version" else new[key][: len(new[key]) // 3] + new[key][-(16 * 8 + 4) :]
-    # The bytes read from the second inner chunk on are the new version's. Uncompressed, they
-    # decode without an error, into a mix of both versions.
-    reads_of_key = rewrite_on_second_read(monkeypatch, key, lambda: rewrite_in_place(tmp_path / "old" / key, content))
+    # The bytes read from the second run on are the new version's. Uncompressed, they decode
+    # without an error, into a mix of both versions.
+    rewrite = lambda: rewrite_in_place(tmp_path / "old" / key, content)  # noqa: E731
+    reads_of_key = rewrite_on_second_read(monkeypatch, key, rewrite, chunks_per_run)
     crop = (slice(3, 29), slice(5, 40), slice(1, 30))
     if how == "new version":
         got = a[crop]
         assert len(reads_of_key) >= 2 and chunkwise
+        assert max(len(run) for run in reads_of_key) == chunks_per_run
         # That shard's region is the new version, read again; the others the old one.
         expected = version(1)[crop]
         expected[0:13, 11:27, 0:15] = version(2)[crop][0:13, 11:27, 0:15]
@@ -277,3 +290,40 @@ def test_too_few_file_descriptors_for_every_shard_reads_a_shard_at_a_time(
     assert chunkwise == [12]
     assert np.array_equal(got, version(1)[crop])
     assert len(os.listdir("/proc/self/fd")) <= in_use
+
+
+def rebuilt_shard(content: bytes, change: Callable[[int, bytes], bytes]) -> bytes:
+    """The shard ``content`` (inner chunks then an index with its crc32c) with every stored inner
+    chunk ``i`` replaced by ``change(i, its bytes)``, and an index of the new places."""
+    n = int(np.prod(SHARDS)) // int(np.prod(CHUNKS))
+    table = np.frombuffer(content[-(16 * n + 4) : -4], dtype="<u8").reshape(n, 2)
+    parts, entries, at = [], [], 0
+    for i, (offset, nbytes) in enumerate(table.tolist()):
+        if offset == 2**64 - 1:
+            entries.append((offset, nbytes))
+            continue
+        part = change(i, content[offset : offset + nbytes])
+        parts.append(part)
+        entries.append((at, len(part)))
+        at += len(part)
+    index = np.array(entries, dtype="<u8").tobytes()
+    return b"".join(parts) + index + google_crc32c.value(index).to_bytes(4, "little")
+
+
+@pytest.mark.parametrize("damage", ["bytes after its frame", "a second frame"])
+def test_an_inner_chunk_with_more_than_its_frame_is_corrupt_in_a_run(
+    tmp_path: Path, chunkwise: list[int], monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """Small inner chunks are decoded a run at a time, in one call that stops at the end of each
+    chunk's first frame: a chunk holding more, which a decode of it alone refuses, is refused
+    there too (it read as its first frame)."""
+    monkeypatch.setattr(read_module, "CHUNKWISE_TASKS_PER_WORKER", 1)  # runs of 4 of the 8
+    a = make(tmp_path, version(1))
+    key = "c/0/0/0"
+    path = tmp_path / key
+    extra = b"\x00\x01\x02" if damage == "bytes after its frame" else zstandard.ZstdCompressor().compress(b"more")
+    path.write_bytes(rebuilt_shard(path.read_bytes(), lambda i, part: part + extra if i == 3 else part))
+    with pytest.raises(CorruptChunkError, match="inner chunk 3") as caught:
+        a[0:16, 0:16, 0:16]
+    assert caught.value.key == key and chunkwise
+    assert np.array_equal(a[0:8, 0:8, 0:8], version(1)[0:8, 0:8, 0:8])  # its neighbours read

@@ -1,0 +1,172 @@
+"""Runs of small zstd frames (a shard's small inner chunks) decode in one call of zstandard's
+``multi_decompress_to_buffer`` (``decode_small_frames``): the same bytes as one frame at a time,
+and only frames a one-shot decode takes as they are (``is_lone_frame``): any other run is left to
+the frame-by-frame decode, which raises what is wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import zstandard
+
+from gpuzarr.codecs.pipeline import CodecPipeline
+from gpuzarr.codecs.zstd import MANY_FRAMES_NBYTES, decode_small_frames, decode_zstd, is_lone_frame
+
+NBYTES = 4096
+
+
+def content(seed: int, nbytes: int = NBYTES) -> bytes:
+    return np.random.default_rng(seed).integers(0, 40, nbytes, dtype=np.uint8).tobytes()
+
+
+def frame(data: bytes, *, checksum: bool = False, size: bool = True, level: int = 3) -> bytes:
+    compressor = zstandard.ZstdCompressor(level=level, write_content_size=size, write_checksum=checksum)
+    return bytes(compressor.compress(data))
+
+
+def skippable(payload: bytes) -> bytes:
+    return (0x184D2A50).to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
+
+
+def with_dictionary_id(good: bytes) -> bytes:
+    """The frame with a one-byte dictionary ID in its header (the descriptor's low bits)."""
+    descriptor = good[4]
+    position = 5 if descriptor & 0x20 else 6
+    return good[:4] + bytes([descriptor | 0x01]) + good[5:position] + b"\x07" + good[position:]
+
+
+def reserved_block_type(good: bytes) -> bytes:
+    """The frame with its first block header's type bits (1-2) set to 3, which is reserved."""
+    at = zstandard.frame_header_size(good)
+    return good[:at] + bytes([good[at] | 0x06]) + good[at + 1 :]
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["plain", "with a checksum", "raw blocks (incompressible)", "an RLE block", "several blocks", "empty"],
+)
+def test_a_lone_frame_is_taken(case: str) -> None:
+    data = {
+        "plain": content(1),
+        "with a checksum": content(2),
+        "raw blocks (incompressible)": np.random.default_rng(3).bytes(NBYTES),
+        "an RLE block": bytes(NBYTES),
+        "several blocks": content(4, 3 * 128 * 1024),
+        "empty": b"",
+    }[case]
+    good = frame(data, checksum=case == "with a checksum")
+    assert is_lone_frame(memoryview(good), len(data))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "bytes after the frame",
+        "a second frame",
+        "a skippable frame after it",
+        "cut short",
+        "another declared size",
+        "no declared size",
+        "a dictionary ID",
+        "not a frame",
+        "a reserved block type",
+    ],
+)
+def test_anything_but_a_lone_frame_is_left_to_the_one_by_one_decode(damage: str) -> None:
+    data = content(5)
+    good = frame(data)
+    other = {
+        "bytes after the frame": good + b"\x00\x01",
+        "a second frame": good + frame(content(6)),
+        "a skippable frame after it": good + skippable(b"meta"),
+        "cut short": good[:-3],
+        "another declared size": frame(content(5, NBYTES + 2)),
+        "no declared size": frame(data, size=False),
+        "a dictionary ID": with_dictionary_id(good),
+        "not a frame": b"\x00" * 32,
+        "a reserved block type": reserved_block_type(good),
+    }[damage]
+    assert not is_lone_frame(memoryview(other), NBYTES)
+    frames = [good, other, good]
+    assert decode_small_frames(frames, NBYTES) is None
+
+
+def test_a_run_decodes_to_what_each_frame_does() -> None:
+    datas = [content(seed) for seed in range(20)]
+    frames = [frame(d, checksum=seed % 2 == 1) for seed, d in enumerate(datas)]
+    decoded = decode_small_frames([memoryview(f)[0:] for f in frames], NBYTES)
+    assert decoded is not None
+    assert [bytes(memoryview(d)) for d in decoded] == datas
+    for f, d in zip(frames, datas, strict=True):
+        out = np.empty(NBYTES, np.uint8)
+        decode_zstd(None, f, out, None)
+        assert out.tobytes() == d
+
+
+def test_frames_viewing_one_buffer_decode_in_place() -> None:
+    """The frames of a run are views of one read of the shard, at any offset."""
+    datas = [content(seed, 1000) for seed in range(8)]
+    frames = [frame(d) for d in datas]
+    shard = memoryview(b"x" * 3 + b"".join(frames) + b"tail")
+    views, at = [], 3
+    for f in frames:
+        views.append(shard[at : at + len(f)])
+        at += len(f)
+    decoded = decode_small_frames(views, 1000)
+    assert decoded is not None and [bytes(memoryview(d)) for d in decoded] == datas
+
+
+@pytest.mark.parametrize("damage", ["a wrong checksum", "a corrupt block"])
+def test_a_run_with_a_frame_that_fails_is_left_to_the_one_by_one_decode(damage: str) -> None:
+    good = frame(content(7), checksum=True)
+    if damage == "a wrong checksum":
+        bad = good[:-1] + bytes([good[-1] ^ 0xFF])
+    else:
+        middle = len(good) // 2
+        bad = good[:middle] + bytes([good[middle] ^ 0xFF, good[middle + 1] ^ 0x55]) + good[middle + 2 :]
+    assert is_lone_frame(memoryview(bad), NBYTES)
+    assert decode_small_frames([good, bad, good], NBYTES) is None
+    with pytest.raises(ValueError, match="zstd"):
+        decode_zstd(None, bad, np.empty(NBYTES, np.uint8), None)
+
+
+def test_only_small_frames_and_runs_of_several_go_together() -> None:
+    small = frame(content(8))
+    assert decode_small_frames([small], NBYTES) is None
+    large = content(9, MANY_FRAMES_NBYTES + 2)
+    assert decode_small_frames([frame(large), frame(large)], len(large)) is None
+
+
+def test_the_pipeline_hands_back_chunks_of_its_type_and_shape() -> None:
+    from gpuzarr.codecs.base import ChunkSpec
+
+    spec = ChunkSpec(shape=(8, 16), dtype=np.dtype("<u2"), fill_value=0)
+    pipeline = CodecPipeline.from_codecs(
+        [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}], spec
+    )
+    chunks = [np.arange(128, dtype="<u2").reshape(8, 16) * k for k in range(3)]
+    decoded = pipeline.decode_many([pipeline.encode(c) for c in chunks])
+    assert decoded is not None
+    for got, want in zip(decoded, chunks, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    # Chains of more than a compressor after ``bytes`` are decoded one by one.
+    shuffled = CodecPipeline.from_codecs(
+        [
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "zstd"},
+        ],
+        spec,
+    )
+    assert shuffled.decode_many([shuffled.encode(c) for c in chunks]) is None
+
+
+def test_without_zstandard_nothing_is_decoded_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuzarr.codecs import zstd as zstd_module
+
+    monkeypatch.setattr(zstd_module, "_stream_decompressor", lambda: None)
+    frames: list[Any] = [frame(content(1)), frame(content(2))]
+    assert decode_small_frames(frames, NBYTES) is None
