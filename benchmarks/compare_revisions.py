@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .datasets import DATASETS, DataDir
+from .datasets import DATASETS, OPTIONAL_DATASETS, DataDir
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -191,11 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size-mib", type=float, default=128)
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "gpuzarr-bench")
     p.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=["crops-each", "crops-batch"])
-    p.add_argument("--datasets", nargs="+", choices=[d.name for d in DATASETS], default=[d.name for d in DATASETS])
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=[d.name for d in DATASETS + OPTIONAL_DATASETS],
+        default=[d.name for d in DATASETS],
+    )
     p.add_argument("--no-tensorstore", action="store_true")
     args = p.parse_args(argv)
     data = DataDir(args.data_dir, args.size_mib)
-    datasets = {spec.name: data.dataset(spec) for spec in DATASETS if spec.name in args.datasets}
+    datasets = {spec.name: data.dataset(spec) for spec in DATASETS + OPTIONAL_DATASETS if spec.name in args.datasets}
     with source_tree(args.before) as before, source_tree(args.after) as after:
         trees = {"before": before, "after": after}
         impls = [*trees, *([] if args.no_tensorstore else ["tensorstore"])]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .datasets import DATASET_NAMES, DATASETS, DataDir, stored_bytes
+from .datasets import DATASET_NAMES, DATASETS, OPTIONAL_DATASET_NAMES, OPTIONAL_DATASETS, DataDir, stored_bytes
 from .environment import environment
 from .impls import ALL_IMPL_NAMES, implementations
 from .measure import log
@@ -51,14 +51,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         metavar="NAME",
         help="restrict to these implementations / datasets / workloads (any mix): "
-        + ", ".join(ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS)
-        + " (loader and s3 run only when named)",
+        + ", ".join(ALL_IMPL_NAMES + DATASET_NAMES + OPTIONAL_DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS)
+        + " (" + ", ".join([*OPTIONAL_DATASET_NAMES, *OPTIONAL_WORKLOADS]) + " run only when named)",
     )
     p.add_argument("--save-results", action="store_true", help="also write benchmarks/results/<date>-<machine>.md")
     p.add_argument("--results-dir", type=Path, default=HERE / "results", help=argparse.SUPPRESS)
     p.add_argument("--machine", default=None, help="machine name for --save-results (default: CPU model + cores)")
     args = p.parse_args(argv)
-    names = ALL_IMPL_NAMES + DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS
+    names = ALL_IMPL_NAMES + DATASET_NAMES + OPTIONAL_DATASET_NAMES + WORKLOADS + OPTIONAL_WORKLOADS
     unknown = [o for o in args.only if o not in names]
     if unknown:
         p.error(f"--only: unknown name(s) {unknown}; choose from {names}")
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             unavailable[impl.name] = note
             log(f"skipping {impl.name}: {note}")
     usable = [i for i in impls if i.name not in unavailable]
-    datasets = [d for d in DATASETS if d.name in _select(DATASET_NAMES, args.only)]
+    named = [d for d in DATASETS + OPTIONAL_DATASETS if d.name in args.only]
+    datasets = named or list(DATASETS)
     workloads = [w for w in WORKLOADS + OPTIONAL_WORKLOADS if w in args.only] or list(WORKLOADS)
 
     data = DataDir(args.data_dir, args.size_mib, log=log)

@@ -37,6 +37,7 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
         "full-read", "crops-each", "crops-batch", "shard-partial", "full-write"
     }  # fmt: skip
     assert {r["dataset"] for r in results} == set(payload["datasets"])
+    assert "sharded-zstd-32" not in payload["datasets"]  # run only when named
     assert not [r for r in results if r["status"] == "MISMATCH"]
     # The reference peers must always work; gpuzarr must at least run somewhere.
     peers = [r for r in results if r["impl"] in ("zarr-python", "tensorstore")]
@@ -57,6 +58,29 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     )
     assert proc2.returncode == 0, proc2.stderr[-3000:]
     assert "wrote dataset" not in proc2.stderr and "generated ground truth" not in proc2.stderr
+
+
+@pytest.mark.slow
+def test_an_optional_dataset_runs_when_named(tmp_path: Path) -> None:
+    pytest.importorskip("tensorstore")
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable, "-m", "benchmarks.run",
+        "--size-mib", "1", "--repeats", "1", "--crops", "4",
+        "--data-dir", str(tmp_path / "data"), "--out", str(out),
+        "--only", "sharded-zstd-32", "crops-each", "full-read", "gpuzarr-cpu", "tensorstore",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    payload = json.loads((out / "results.json").read_text())
+    assert set(payload["datasets"]) == {"sharded-zstd-32"}
+    metadata = json.loads((tmp_path / "data" / "sharded-zstd-32.zarr" / "zarr.json").read_text())
+    assert metadata["codecs"][0]["configuration"]["chunk_shape"] == [32, 32, 32]
+    results = payload["results"]
+    assert {(r["impl"], r["workload"]) for r in results} == {
+        (impl, workload) for impl in ("gpuzarr-cpu", "tensorstore") for workload in ("crops-each", "full-read")
+    }
+    assert all(r["status"] == "ok" for r in results), results
 
 
 @pytest.mark.slow
