@@ -184,6 +184,10 @@ class BytesToBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         """The inverse of :meth:`decode`."""
 
+    def decodes_many(self, nbytes: int) -> bool:
+        """Whether :meth:`decode_many` may decode frames of ``nbytes`` decoded bytes together."""
+        return False
+
     def decode_many(self, frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
         """Decode ``frames``, each of exactly ``nbytes`` decoded bytes, in one call.
 

@@ -245,12 +245,21 @@ class CodecPipeline:
         self._decode_bytes_into(raw, key, scratch)
         return self._chunk_of(scratch)
 
+    @cached_property
+    def decodes_many(self) -> bool:
+        """Whether :meth:`decode_many` may decode chunks of this pipeline together."""
+        return (
+            self._decodes_to_raw_bytes
+            and len(self.bytes_to_bytes) == 1
+            and self.bytes_to_bytes[0].decodes_many(self.spec.nbytes)
+        )
+
     def decode_many(self, raws: Sequence[Buffer]) -> list[np.ndarray[Any, Any]] | None:
         """The chunks ``raws`` (each one chunk's stored bytes) decode to, decoded together in
         one call where the chain's compressor can (see ``BytesToBytesCodec.decode_many``):
         read-only arrays, valid as long as they are held. None where it cannot, or one of them
         fails: the caller decodes them one by one (which raises what is wrong with a bad one)."""
-        if not self._decodes_to_raw_bytes or len(self.bytes_to_bytes) != 1:
+        if not self.decodes_many:
             return None
         decoded = self.bytes_to_bytes[0].decode_many(raws, self.spec.nbytes)
         if decoded is None:

@@ -448,6 +448,9 @@ class ZstdCodec(BytesToBytesCodec):
         # frames carry a checksum of their content, which only a full decode checks.
         return not self.checksum and prefix_may_pay(stop, total)
 
+    def decodes_many(self, nbytes: int) -> bool:
+        return nbytes <= MANY_FRAMES_NBYTES and _stream_decompressor() is not None
+
     def decode_many(self, frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
         return decode_small_frames(frames, nbytes)
 

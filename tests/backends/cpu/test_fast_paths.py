@@ -11,6 +11,7 @@ import pytest
 import gpuzarr
 from gpuzarr import buffers
 from gpuzarr.backends.cpu import read as read_module
+from gpuzarr.codecs import zstd as zstd_module
 from gpuzarr.codecs.pipeline import CodecPipeline
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.parallel import each_as_completed, run_tasks
@@ -33,7 +34,9 @@ class CountingStore(gpuzarr.MemoryStore):
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
 def test_image_stack_reads_straight_into_output(store, codecs, monkeypatch) -> None:
-    # (1, H, W) chunks of a (N, H, W) stack land whole and contiguous in a full read.
+    # (1, H, W) chunks of a (N, H, W) stack land whole and contiguous in a full read. (Chunks
+    # small enough to be decoded a run at a time are not: see the test after this one.)
+    monkeypatch.setattr(zstd_module, "MANY_FRAMES_NBYTES", 0)
     x = np.random.default_rng(0).integers(0, 2**16, (6, 16, 12), dtype=np.uint16)
     a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 16, 12), codecs=codecs)
     a[...] = x
@@ -66,6 +69,47 @@ def test_image_stack_reads_straight_into_output(store, codecs, monkeypatch) -> N
     np.testing.assert_array_equal(out, x)
     # Every chunk of all three reads went straight into the output: no scratch decode.
     assert len(taken) == 6 + 3 + 6 and not scratch
+
+
+def test_small_chunks_are_decoded_a_run_at_a_time(store, monkeypatch) -> None:
+    """Small zstd chunks of a local or in-memory store are read a run a task and decoded by one
+    call each run (no chunk decoded alone, into the output or a scratch buffer); absent chunks
+    read as the fill value among them, and a corrupt one names its key."""
+    x = np.random.default_rng(1).integers(0, 2**16, (40, 16, 12), dtype=np.uint16)
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 16, 12), codecs=ZSTD, fill_value=3)
+    a[...] = x
+    a[7] = 3  # chunk c/7/0/0 holds only the fill value: not stored
+    x[7] = 3
+    runs: list[int] = []
+    alone: list[str] = []
+    decode_many = CodecPipeline.decode_many
+    decode_into = CodecPipeline.decode_into
+    decode_scratch = CodecPipeline.decode_scratch
+
+    def spy_many(self, raws):  # type: ignore[no-untyped-def]
+        runs.append(len(raws))
+        return decode_many(self, raws)
+
+    def spy_into(self, raw, key, *rest, **kw):  # type: ignore[no-untyped-def]
+        alone.append(key)
+        return decode_into(self, raw, key, *rest, **kw)
+
+    def spy_scratch(self, raw, key):  # type: ignore[no-untyped-def]
+        alone.append(key)
+        return decode_scratch(self, raw, key)
+
+    monkeypatch.setattr(CodecPipeline, "decode_many", spy_many)
+    monkeypatch.setattr(CodecPipeline, "decode_into", spy_into)
+    monkeypatch.setattr(CodecPipeline, "decode_scratch", spy_scratch)
+    with gpuzarr.config.set(concurrency=2):
+        np.testing.assert_array_equal(a[...], x)
+        np.testing.assert_array_equal(a[3:30, 2:9, 5:], x[3:30, 2:9, 5:])
+    assert not alone and sum(runs) == 39 + 26 and max(runs) > 1  # chunk 7 is not stored
+    key = "c/9/0/0"
+    store.set(key, bytes(store.get(key)) + b"junk")  # more than its frame: refused, alone
+    with pytest.raises(CorruptChunkError) as caught:
+        a[...]
+    assert caught.value.key == key and alone
 
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])

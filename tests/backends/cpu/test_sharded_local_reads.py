@@ -123,8 +123,8 @@ def rewrite_on_second_read(
     """Call ``rewrite`` when the chunkwise read of the shard ``key`` reads its second run of
     inner chunks (``chunks_per_run`` each): one run was read from the old version, and the
     index is the old one's. The runs of ``key`` read (their positions), as they are read."""
-    monkeypatch.setattr(read_module, "CHUNKWISE_RUN_BYTES", chunks_per_run * int(np.prod(CHUNKS)) * 4)
-    monkeypatch.setattr(read_module, "CHUNKWISE_TASKS_PER_WORKER", 1)
+    monkeypatch.setattr(read_module, "RUN_MAX_BYTES", chunks_per_run * int(np.prod(CHUNKS)) * 4)
+    monkeypatch.setattr(read_module, "RUN_TASKS_PER_WORKER", 1)
     original = read_module.read_inner_chunk_run
     reads_of_key: list[list[int]] = []
 
@@ -317,7 +317,7 @@ def test_an_inner_chunk_with_more_than_its_frame_is_corrupt_in_a_run(
     """Small inner chunks are decoded a run at a time, in one call that stops at the end of each
     chunk's first frame: a chunk holding more, which a decode of it alone refuses, is refused
     there too (it read as its first frame)."""
-    monkeypatch.setattr(read_module, "CHUNKWISE_TASKS_PER_WORKER", 1)  # runs of 4 of the 8
+    monkeypatch.setattr(read_module, "RUN_TASKS_PER_WORKER", 1)  # runs of 4 of the 8
     a = make(tmp_path, version(1))
     key = "c/0/0/0"
     path = tmp_path / key
