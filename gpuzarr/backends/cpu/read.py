@@ -332,21 +332,34 @@ def _read_chunk_run(
         if got is not None:  # a store that hands out its own memory asked for no buffer
             _refuse_larger(pipeline, key, got[0].nbytes)
         raws.append(None if got is None else got[0])
-    stored = [k for k, raw in enumerate(raws) if raw is not None]
-    decoded = None
-    # Chunks of one shape (a rectilinear grid's differ): together.
-    if len(stored) > 1 and all(pipelines[k] is pipelines[stored[0]] for k in stored):
-        decoded = pipelines[stored[0]].decode_many([raw for raw in raws if raw is not None])
-    if decoded is None:
-        for key, raw, targets in zip(keys, raws, run, strict=True):
+    # Chunks of one shape (a rectilinear grid's differ) go together.
+    together = all(pipeline is pipelines[0] for pipeline in pipelines)
+    done = together and _decode_together(pipelines[0], raws, run, out)
+    for key, raw, targets in zip(keys, raws, run, strict=True):
+        if raw is None or not done:
             _store_chunk_into(layout, raw, key, out, targets)
-        return
+
+
+def _decode_together(
+    pipeline: CodecPipeline,
+    raws: Sequence[Buffer | None],
+    run: Sequence[list[ChunkProjection]],
+    out: np.ndarray[Any, Any],
+) -> bool:
+    """Decode the stored chunks of ``raws`` (None: absent) in one call of ``pipeline``'s codec
+    (``CodecPipeline.decode_many``) and copy each to where its projections (``run``) go; False,
+    having written nothing, where it cannot decode them so (the caller decodes them one by one,
+    which raises what is wrong with a bad one). Absent chunks are the caller's."""
+    stored = [k for k, raw in enumerate(raws) if raw is not None]
+    if len(stored) < 2:
+        return False
+    decoded = pipeline.decode_many([raw for raw in raws if raw is not None])
+    if decoded is None:
+        return False
     for k, chunk in zip(stored, decoded, strict=True):
         for p in run[k]:
             out[p.out_selection] = chunk[p.chunk_selection]
-    for key, raw, targets in zip(keys, raws, run, strict=True):
-        if raw is None:
-            _store_chunk_into(layout, raw, key, out, targets)
+    return True
 
 
 def _fresh_buffer(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
@@ -644,19 +657,9 @@ def _decode_run(
     """Decode the inner chunks ``run`` of the shard at ``key`` (their bytes ``blobs``) into every
     place in ``out`` their projections name: the stored ones together in one call where the
     codec can (``CodecPipeline.decode_many``), else one by one."""
-    stored = [k for k, raw in enumerate(blobs) if raw is not None]
-    decoded = None
-    if len(stored) > 1:
-        decoded = layout.chunk_pipeline.decode_many([raw for raw in blobs if raw is not None])
-    if decoded is None:
-        for (i, targets), raw in zip(run, blobs, strict=True):
-            _decode_inner(layout, key, i, raw, out, targets)
-        return
-    for k, chunk in zip(stored, decoded, strict=True):
-        for p in run[k][1]:
-            out[p.out_selection] = chunk[p.chunk_selection]
+    done = _decode_together(layout.chunk_pipeline, blobs, [targets for _, targets in run], out)
     for (i, targets), raw in zip(run, blobs, strict=True):
-        if raw is None:
+        if raw is None or not done:
             _decode_inner(layout, key, i, raw, out, targets)
 
 

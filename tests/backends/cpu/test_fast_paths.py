@@ -250,3 +250,15 @@ def test_a_whole_chunk_goes_straight_into_the_output_exactly_where_it_lands_cont
         assert read_module._is_direct(out, p, chunk_shape) == expected, sel
         seen.add(expected)
     assert seen  # some place was checked
+
+
+def test_small_chunks_of_several_shapes_read_as_numpy(store) -> None:
+    """A rectilinear grid's chunks differ in shape (and so in pipeline): a run of several
+    shapes is decoded one by one, a run of one shape together."""
+    x = np.arange(40 * 10, dtype="<i4").reshape(40, 10)
+    a = gpuzarr.create(store, shape=x.shape, dtype="int32", chunks=[[3, 5, 2, 10, 10, 10], [4, 6]], codecs=ZSTD)
+    a[...] = x
+    with gpuzarr.config.set(concurrency=2):
+        np.testing.assert_array_equal(a[...], x)
+        np.testing.assert_array_equal(a[20:40], x[20:40])  # chunks of 10 rows only
+        np.testing.assert_array_equal(a[1:33, 3:9], x[1:33, 3:9])
