@@ -184,6 +184,14 @@ class BytesToBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         """The inverse of :meth:`decode`."""
 
+    def encode_many(self, datas: Sequence[Buffer]) -> Sequence[Buffer] | None:
+        """:meth:`encode` of each of ``datas`` (the same bytes) in one call.
+
+        Where the codec's library has a call that runs through them all without the GIL; None
+        where it has none.
+        """
+        return None
+
     def decodes_many(self, nbytes: int) -> bool:
         """Whether :meth:`decode_many` may decode frames of ``nbytes`` decoded bytes together."""
         return False

@@ -254,6 +254,15 @@ class CodecPipeline:
             and self.bytes_to_bytes[0].decodes_many(self.spec.nbytes)
         )
 
+    def encode_many(self, chunks: Sequence[np.ndarray[Any, Any]]) -> Sequence[Buffer] | None:
+        """:meth:`encode` of each of ``chunks`` (the same bytes), the chain's compressor running
+        through them all in one call (see ``BytesToBytesCodec.encode_many``); None where it
+        cannot (encode them one by one). Only for the chains :meth:`decode_many` takes."""
+        if not self.decodes_many:
+            return None
+        a2b, a2b_spec = self.array_to_bytes
+        return self.bytes_to_bytes[0].encode_many([a2b.encode(chunk, a2b_spec) for chunk in chunks])
+
     def decode_many(self, raws: Sequence[Buffer]) -> list[np.ndarray[Any, Any]] | None:
         """The chunks ``raws`` (each one chunk's stored bytes) decode to, decoded together in
         one call where the chain's compressor can (see ``BytesToBytesCodec.decode_many``):

@@ -451,6 +451,15 @@ class ZstdCodec(BytesToBytesCodec):
     def decodes_many(self, nbytes: int) -> bool:
         return nbytes <= MANY_FRAMES_NBYTES and _stream_decompressor() is not None
 
+    def encode_many(self, datas: Sequence[Buffer]) -> Sequence[Buffer] | None:
+        # zstandard's multi_compress_to_buffer writes the frames compress() writes (checked in
+        # tests/codecs/test_zstd_many_frames.py).
+        compressor = _compressor(self.level, self.checksum)
+        if compressor is None:
+            return None
+        compressed = compressor.multi_compress_to_buffer([as_uint8(d) for d in datas], threads=0)
+        return [compressed[k] for k in range(len(datas))]
+
     def decode_many(self, frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
         return decode_small_frames(frames, nbytes)
 

@@ -170,3 +170,20 @@ def test_without_zstandard_nothing_is_decoded_together(monkeypatch: pytest.Monke
     monkeypatch.setattr(zstd_module, "_stream_decompressor", lambda: None)
     frames: list[Any] = [frame(content(1)), frame(content(2))]
     assert decode_small_frames(frames, NBYTES) is None
+
+
+@pytest.mark.parametrize("configuration", [{}, {"level": 7, "checksum": True}, {"level": -3}])
+def test_a_run_encodes_to_the_frames_each_chunk_encodes_to(configuration: dict[str, Any]) -> None:
+    from gpuzarr.codecs.base import ChunkSpec
+
+    spec = ChunkSpec(shape=(16, 16), dtype=np.dtype("<u2"), fill_value=0)
+    pipeline = CodecPipeline.from_codecs(
+        [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": configuration}],
+        spec,
+    )
+    rng = np.random.default_rng(3)
+    chunks = [(np.cumsum(rng.integers(-3, 4, 256)) % 4096).astype("<u2").reshape(16, 16) for _ in range(9)]
+    chunks.append(np.zeros((16, 16), "<u2"))
+    encoded = pipeline.encode_many(chunks)
+    assert encoded is not None
+    assert [bytes(memoryview(e)) for e in encoded] == [bytes(memoryview(pipeline.encode(c))) for c in chunks]

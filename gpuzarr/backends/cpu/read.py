@@ -21,7 +21,16 @@ import numpy as np
 
 from ... import buffers
 from ...errors import ChunkNotFoundError, CorruptChunkError
-from ...parallel import batches_by_bytes, cpu_workers, each_as_completed, io_workers, run_coding_tasks, run_tasks
+from ...parallel import (
+    RUN_MAX_BYTES,
+    batches_by_bytes,
+    chunks_per_task,
+    cpu_workers,
+    each_as_completed,
+    io_workers,
+    run_coding_tasks,
+    run_tasks,
+)
 from ...store.base import BoundedBufferFor
 from ...store.sharding import (
     WHOLE_SHARD_FRACTION,
@@ -51,12 +60,6 @@ UNCOMPRESSED_INLINE_CHUNKS = 16
 #: The most shards of local files read at once inner chunk by inner chunk: each is held open
 #: for the read, and a process may run several reads at once (a loader's batches).
 CHUNKWISE_SHARDS = 16
-#: Decoded bytes of the small chunks (or inner chunks) one task reads and decodes together (see
-#: ``_chunks_per_run``): at least the first, at most the second.
-RUN_MIN_BYTES = 96 * 1024
-RUN_MAX_BYTES = 256 * 1024
-#: Tasks per worker a pass over small chunks keeps, where there are chunks enough.
-RUN_TASKS_PER_WORKER = 16
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
 
@@ -283,7 +286,7 @@ def _read_chunks(
         # chunk let go of the GIL and took it back a thousand times a read, and two threads
         # read 1,024 zstd chunks of 8 KiB slower than one (51 against 43 ms; in runs, 22 ms).
         # Remote stores keep a chunk a task: their requests run at once.
-        per_run = _chunks_per_run(layout.chunk_pipeline.spec.nbytes, len(groups))
+        per_run = chunks_per_task(layout.chunk_pipeline.spec.nbytes, len(groups))
         runs = [groups[k : k + per_run] for k in range(0, len(groups), per_run)]
         run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs)
         return
@@ -537,7 +540,7 @@ def _read_sharded(
 
     def inner_runs(key: str, blobs: list[Buffer | None]) -> list[_InnerRun]:
         wanted = by_shard[key]
-        per_run = _chunks_per_run(chunk_nbytes, len(wanted))
+        per_run = chunks_per_task(chunk_nbytes, len(wanted))
         return [(key, wanted[k : k + per_run], blobs[k : k + per_run]) for k in range(0, len(wanted), per_run)]
 
     def decode(tasks: list[_InnerRun]) -> None:
@@ -598,7 +601,7 @@ def _read_shards_chunkwise(
                     _fill_wanted(layout, key, by_shard[key], out)
                 else:
                     stored[key] = index
-            per_run = _chunks_per_run(
+            per_run = chunks_per_task(
                 layout.chunk_pipeline.spec.nbytes, sum(len(by_shard[key]) for key in stored)
             )
             tasks = [
@@ -615,24 +618,6 @@ def _read_shards_chunkwise(
     for key in changed:  # an index kept from before belongs to another version
         indexes.pop(key, None)
     return changed
-
-
-def _chunks_per_run(chunk_nbytes: int, n_wanted: int) -> int:
-    """How many of ``n_wanted`` chunks or inner chunks (of ``chunk_nbytes`` decoded) one task
-    reads and decodes together: at least :data:`RUN_MIN_BYTES` of them; more where the pass has
-    chunks enough for :data:`RUN_TASKS_PER_WORKER` tasks a worker anyway, up to
-    :data:`RUN_MAX_BYTES`.
-
-    Measured on 2 cores (128 crops of 64^3 from shards of 128^3, read one by one, batched, and
-    whole reads): 16^3 uint16 inner chunks (8 KiB) read fastest in runs of 16-32 (crops one by
-    one: 4 a run took 2.0x the time of 16, 8 a run 1.3x); 32^3 (64 KiB) crops one by one in runs
-    of one (two and four: 1.1-1.2x), batches and whole reads in runs of 2-4 (one: 1.2x).
-    """
-    chunk_nbytes = max(chunk_nbytes, 1)
-    least = max(1, RUN_MIN_BYTES // chunk_nbytes)
-    most = max(1, RUN_MAX_BYTES // chunk_nbytes)
-    for_balance = -(-n_wanted // (RUN_TASKS_PER_WORKER * cpu_workers()))
-    return min(max(least, for_balance), most)
 
 
 def _runs(

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
-from ...parallel import batches_by_bytes, run_coding_tasks, run_tasks
+from ...parallel import batches_by_bytes, chunks_per_task, run_coding_tasks, run_tasks
 from ...store.base import BoundedBufferFor
 from ...store.sharding import (
     ShardTooLargeToReadWhole,
@@ -52,7 +52,7 @@ from ...store.sharding import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from ...codecs.sharding import ShardingCodec
     from ...layout import ArrayLayout
@@ -144,6 +144,28 @@ def _encode_or_none(layout: ArrayLayout, coords: tuple[int, ...], chunk: np.ndar
     if not layout.store_data_equal_to_fill_value and fill_value_bytes_equal(chunk, layout.metadata.fill_value):
         return None
     return layout.pipeline_at(coords).encode(chunk)
+
+
+def _encode_all_or_none(
+    layout: ArrayLayout, projections: list[ChunkProjection], chunks: list[np.ndarray[Any, Any]]
+) -> list[Buffer | None]:
+    """:func:`_encode_or_none` of each of ``chunks`` (of the chunks ``projections`` name): those
+    of one pipeline together in one call where its codec can (``CodecPipeline.encode_many``)."""
+    if len(chunks) == 1:
+        return [_encode_or_none(layout, projections[0].chunk_coords, chunks[0])]
+    skip_fill = not layout.store_data_equal_to_fill_value
+    fill = layout.metadata.fill_value
+    kept = [k for k, chunk in enumerate(chunks) if not (skip_fill and fill_value_bytes_equal(chunk, fill))]
+    pipelines = [layout.pipeline_at(projections[k].chunk_coords) for k in kept]
+    encoded: Sequence[Buffer] | None = None
+    if kept and all(pipeline is pipelines[0] for pipeline in pipelines):
+        encoded = pipelines[0].encode_many([chunks[k] for k in kept])
+    if encoded is None:
+        encoded = [pipeline.encode(chunks[k]) for k, pipeline in zip(kept, pipelines, strict=True)]
+    out: list[Buffer | None] = [None] * len(chunks)
+    for k, data in zip(kept, encoded, strict=True):
+        out[k] = data
+    return out
 
 
 def write_plan(layout: ArrayLayout, store: Store, plan: SelectionPlan, value: np.ndarray[Any, Any]) -> None:
@@ -304,7 +326,7 @@ def _write_shards(
     shard_writes = run_tasks(gather, items)
     edits = [(w, i, p) for w, (_, touched) in zip(shard_writes, items, strict=True) for i, p in touched]
 
-    def encode(edit: tuple[_ShardWrite, int, ChunkProjection]) -> None:
+    def new_chunk(edit: tuple[_ShardWrite, int, ChunkProjection]) -> np.ndarray[Any, Any]:
         # Each new inner chunk is built (a copy of the value's part, or the old chunk decoded
         # and modified) right before it is encoded, so that only the chunks being encoded are
         # held decoded, not all of them at once.
@@ -316,9 +338,19 @@ def _write_shards(
                 old = layout.pipeline_at(p.chunk_coords).decode(part, w.key)
             except CorruptChunkError as exc:
                 raise CorruptChunkError(w.key, f"inner chunk {i}: {exc.reason}") from exc
-        w.parts[i] = _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
+        return _new_chunk(layout, p, value, old)
 
-    run_coding_tasks(layout.chunk_pipeline, encode, edits)
+    def encode(run: list[tuple[_ShardWrite, int, ChunkProjection]]) -> None:
+        chunks = [new_chunk(edit) for edit in run]
+        encoded = _encode_all_or_none(layout, [p for _, _, p in run], chunks)
+        for (w, i, _), data in zip(run, encoded, strict=True):
+            w.parts[i] = data
+
+    # Small inner chunks a run a task, encoded together where the codec can (one zstd call for
+    # the run, without the GIL); others a chunk a task.
+    pipeline = layout.chunk_pipeline
+    per_run = chunks_per_task(pipeline.spec.nbytes, len(edits)) if pipeline.decodes_many else 1
+    run_coding_tasks(pipeline, encode, [edits[k : k + per_run] for k in range(0, len(edits), per_run)])
 
     def assemble(w: _ShardWrite) -> None:
         # The array's kept index of this shard describes the version being replaced.

@@ -16,6 +16,7 @@ import pytest
 import zstandard
 
 import gpuzarr
+from gpuzarr import parallel as parallel_module
 from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.errors import CorruptChunkError
 from gpuzarr.store import CachingStore, LocalStore
@@ -123,8 +124,8 @@ def rewrite_on_second_read(
     """Call ``rewrite`` when the chunkwise read of the shard ``key`` reads its second run of
     inner chunks (``chunks_per_run`` each): one run was read from the old version, and the
     index is the old one's. The runs of ``key`` read (their positions), as they are read."""
-    monkeypatch.setattr(read_module, "RUN_MAX_BYTES", chunks_per_run * int(np.prod(CHUNKS)) * 4)
-    monkeypatch.setattr(read_module, "RUN_TASKS_PER_WORKER", 1)
+    monkeypatch.setattr(parallel_module, "RUN_MAX_BYTES", chunks_per_run * int(np.prod(CHUNKS)) * 4)
+    monkeypatch.setattr(parallel_module, "RUN_TASKS_PER_WORKER", 1)
     original = read_module.read_inner_chunk_run
     reads_of_key: list[list[int]] = []
 
@@ -317,7 +318,7 @@ def test_an_inner_chunk_with_more_than_its_frame_is_corrupt_in_a_run(
     """Small inner chunks are decoded a run at a time, in one call that stops at the end of each
     chunk's first frame: a chunk holding more, which a decode of it alone refuses, is refused
     there too (it read as its first frame)."""
-    monkeypatch.setattr(read_module, "RUN_TASKS_PER_WORKER", 1)  # runs of 4 of the 8
+    monkeypatch.setattr(parallel_module, "RUN_TASKS_PER_WORKER", 1)  # runs of 4 of the 8
     a = make(tmp_path, version(1))
     key = "c/0/0/0"
     path = tmp_path / key
@@ -327,3 +328,38 @@ def test_an_inner_chunk_with_more_than_its_frame_is_corrupt_in_a_run(
         a[0:16, 0:16, 0:16]
     assert caught.value.key == key and chunkwise
     assert np.array_equal(a[0:8, 0:8, 0:8], version(1)[0:8, 0:8, 0:8])  # its neighbours read
+
+
+def test_small_inner_chunks_are_written_a_run_at_a_time_into_the_same_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small inner chunks are encoded a run a task, in one zstd call a run: the shards hold the
+    bytes that encoding them one by one writes, inner chunks of nothing but the fill value
+    stay unstored, and partial writes keep the rest of their inner chunks."""
+    from gpuzarr.codecs import zstd as zstd_module
+    from gpuzarr.codecs.pipeline import CodecPipeline
+
+    data = version(1)
+    data[0:8, 0:8, 0:8] = 7  # an inner chunk of the fill value
+    calls: list[int] = []
+    encode_many = CodecPipeline.encode_many
+
+    def counting(self: CodecPipeline, chunks: Any) -> Any:
+        calls.append(len(chunks))
+        return encode_many(self, chunks)
+
+    monkeypatch.setattr(CodecPipeline, "encode_many", counting)
+    with gpuzarr.config.set(concurrency=2):
+        together = make(tmp_path / "together", data, fill=7)
+        together[3:29, 5:40, 1:30] = data[3:29, 5:40, 1:30] + 1
+    assert calls and max(calls) > 1
+    monkeypatch.setattr(zstd_module, "MANY_FRAMES_NBYTES", 0)  # one by one
+    alone = make(tmp_path / "alone", data, fill=7)
+    alone[3:29, 5:40, 1:30] = data[3:29, 5:40, 1:30] + 1
+    expected = data.copy()
+    expected[3:29, 5:40, 1:30] += 1
+    np.testing.assert_array_equal(together[...], expected)
+    files = sorted(p.relative_to(tmp_path / "alone") for p in (tmp_path / "alone").rglob("c/*/*/*"))
+    assert files == sorted(p.relative_to(tmp_path / "together") for p in (tmp_path / "together").rglob("c/*/*/*"))
+    for f in files:
+        assert (tmp_path / "together" / f).read_bytes() == (tmp_path / "alone" / f).read_bytes(), f
