@@ -72,7 +72,7 @@ RUN_TASKS_PER_WORKER = 16
 
 def chunks_per_task(chunk_nbytes: int, n_wanted: int) -> int:
     """How many of ``n_wanted`` chunks or inner chunks (of ``chunk_nbytes`` decoded) one task
-    reads and decodes together: at least :data:`RUN_MIN_BYTES` of them; more where the pass has
+    reads and decodes, or encodes, together: at least :data:`RUN_MIN_BYTES` of them; more where the pass has
     chunks enough for :data:`RUN_TASKS_PER_WORKER` tasks a worker anyway, up to
     :data:`RUN_MAX_BYTES`.
 
