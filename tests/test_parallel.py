@@ -282,15 +282,16 @@ def test_an_interrupt_inside_a_submit_leaves_no_fetch_ahead_worker_waiting(
     stop that never came: the pool's threads were lost for good, one per Ctrl-C."""
     blosc = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}
     path = str(tmp_path / "a.zarr")
-    array = gpuzarr.create(path, shape=(64, 64), dtype="u2", chunks=(16, 16), zarr_format=2, compressor=blosc)
+    # Chunks of 64 KiB: smaller ones are read on the calling thread alone (no workers).
+    array = gpuzarr.create(path, shape=(512, 512), dtype="u2", chunks=(128, 256), zarr_format=2, compressor=blosc)
     array[...] = 7
     with gpuzarr.config.set(concurrency=4):
         pool = _PoolInterruptedAtSubmit(config.thread_pool(), nth=2, queued=True)
         monkeypatch.setattr(config, "thread_pool", lambda: pool)
         with pytest.raises(KeyboardInterrupt):
-            array[8:40, 8:40]
+            array[100:300, 100:400]
         assert pool.calls >= 2 and pool.orphans, "the read did not go through the fetch-ahead workers"
         for orphan in pool.orphans:
             orphan.result(timeout=10)  # type: ignore[attr-defined]  # it got its stop and ended
         monkeypatch.undo()
-        assert (array[8:40, 8:40] == 7).all()
+        assert (array[100:300, 100:400] == 7).all()

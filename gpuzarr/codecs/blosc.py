@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import buffers
 from ..errors import MetadataError
 from ..metadata.dtypes import is_variable_length
-from .base import BytesToBytesCodec, ChunkSpec, as_uint8
+from .base import ONE_THREAD_DECODE_NBYTES, ONE_THREAD_FAST_DECODE_NBYTES, BytesToBytesCodec, ChunkSpec, as_uint8
 from .bounded import check_decoded_size, compressed_size_bound
 from .registry import register_codec
 
@@ -196,6 +196,9 @@ class BloscCodec(BytesToBytesCodec):
     ) -> Buffer:
         return decode_blosc(self._impl, data, out, max_nbytes, self._seen_blocksize)
 
+    def one_thread_pays(self, nbytes: int) -> bool:
+        return blosc_one_thread_pays(self.cname, nbytes)
+
     decodes_part = True
 
     def decode_part(self, data: Buffer, out: np.ndarray[Any, Any], start: int, stop: int) -> bool:
@@ -223,6 +226,17 @@ class BloscCodec(BytesToBytesCodec):
 
     def own_threads_off(self) -> AbstractContextManager[object] | None:
         return numcodecs_blosc_threads_off()
+
+
+#: Blosc's compressors that decode at gigabytes a second (``one_thread_pays``)
+FAST_CNAMES = frozenset({"lz4", "lz4hc", "blosclz", "snappy"})
+
+
+def blosc_one_thread_pays(cname: str, nbytes: int) -> bool:
+    """Whether Blosc chunks of ``cname`` that decode to ``nbytes`` bytes read faster on one
+    thread (see ``ONE_THREAD_FAST_DECODE_NBYTES``); a frame's own compressor may differ from the
+    configuration's, which only shifts where that pays."""
+    return nbytes <= (ONE_THREAD_FAST_DECODE_NBYTES if cname in FAST_CNAMES else ONE_THREAD_DECODE_NBYTES)
 
 
 def numcodecs_blosc_threads_off() -> AbstractContextManager[object] | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MetadataError
-from .base import BytesToBytesCodec
+from .base import ONE_THREAD_DECODE_NBYTES, BytesToBytesCodec
 from .bounded import compressed_size_bound
 from .deflate import compress_gzip
 from .inflate import decode_gzip
@@ -57,6 +57,9 @@ class GzipCodec(BytesToBytesCodec):
         self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
     ) -> Buffer:
         return decode_gzip(data, max_nbytes)
+
+    def one_thread_pays(self, nbytes: int) -> bool:
+        return nbytes <= ONE_THREAD_DECODE_NBYTES
 
     def encode(self, data: Buffer) -> Buffer:
         return compress_gzip(data, self.level)

@@ -41,8 +41,8 @@ from ..errors import MetadataError, UnknownCodecError
 from ..metadata.limits import check_encoded_bytes
 from ..metadata.numcodecs_v3 import ARRAY_TO_BYTES_IDS, PREFIX, with_dtype_defaults
 from . import deflate
-from .base import BytesToBytesCodec, ChunkSpec, as_uint8
-from .blosc import decode_blosc, numcodecs_blosc_threads_off
+from .base import ONE_THREAD_DECODE_NBYTES, ONE_THREAD_FAST_DECODE_NBYTES, BytesToBytesCodec, ChunkSpec, as_uint8
+from .blosc import blosc_one_thread_pays, decode_blosc, numcodecs_blosc_threads_off
 from .bounded import check_decoded_size, compressed_size_bound, inflate
 from .inflate import decode_gzip, decode_zlib
 from .zstd import decode_zstd
@@ -184,6 +184,13 @@ class NumcodecsCodec(BytesToBytesCodec):
 
     def configuration(self) -> dict[str, Any]:
         return dict(self.config)
+
+    def one_thread_pays(self, nbytes: int) -> bool:
+        if self.codec_id == "blosc":
+            return blosc_one_thread_pays(str(self.config.get("cname", "lz4")), nbytes)
+        if self.codec_id == "lz4":
+            return nbytes <= ONE_THREAD_FAST_DECODE_NBYTES
+        return self.codec_id in _DEFLATED and nbytes <= ONE_THREAD_DECODE_NBYTES
 
     def own_threads_off(self) -> AbstractContextManager[object] | None:
         # numcodecs' Blosc, named numcodecs.blosc: the same rule as the blosc codec's.

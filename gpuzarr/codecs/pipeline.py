@@ -246,6 +246,17 @@ class CodecPipeline:
         return self._chunk_of(scratch)
 
     @cached_property
+    def reads_on_one_thread(self) -> bool:
+        """Whether chunks of this pipeline read faster on one thread than spread over several:
+        small chunks of fast decoders, one call each (see ``BytesToBytesCodec.one_thread_pays``;
+        not those :meth:`decode_many` decodes a run at a time)."""
+        return (
+            bool(self.bytes_to_bytes)
+            and not self.decodes_many
+            and all(codec.one_thread_pays(self.spec.nbytes) for codec in self.bytes_to_bytes)
+        )
+
+    @cached_property
     def decodes_many(self) -> bool:
         """Whether :meth:`decode_many` may decode chunks of this pipeline together."""
         return (

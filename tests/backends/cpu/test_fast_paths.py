@@ -262,3 +262,54 @@ def test_small_chunks_of_several_shapes_read_as_numpy(store) -> None:
         np.testing.assert_array_equal(a[...], x)
         np.testing.assert_array_equal(a[20:40], x[20:40])  # chunks of 10 rows only
         np.testing.assert_array_equal(a[1:33, 3:9], x[1:33, 3:9])
+
+
+BLOSC_LZ4 = [*RAW, {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle"}}]
+BLOSC_ZSTD = [*RAW, {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "shuffle"}}]
+GZIP = [*RAW, {"name": "gzip", "configuration": {"level": 5}}]
+
+
+@pytest.mark.parametrize(
+    ("codecs", "chunks", "alone"),
+    [
+        (BLOSC_LZ4, (64, 64), True),  # 8 KiB
+        (BLOSC_LZ4, (128, 128), True),  # 32 KiB
+        (BLOSC_LZ4, (128, 256), False),  # 64 KiB
+        (BLOSC_ZSTD, (64, 64), True),
+        (BLOSC_ZSTD, (128, 128), False),
+        (GZIP, (64, 64), True),
+        (GZIP, (128, 128), False),
+        (ZSTD, (64, 64), False),  # decoded a run at a time instead
+        (RAW, (64, 64), False),
+        ([*RAW, {"name": "numcodecs.zlib", "configuration": {"level": 1}}], (32, 32), True),
+        ([*RAW, {"name": "numcodecs.blosc", "configuration": {"cname": "lz4"}}], (32, 32), True),
+        ([*RAW, {"name": "numcodecs.bz2", "configuration": {"level": 1}}], (32, 32), False),
+    ],
+)
+def test_small_chunks_of_fast_decoders_are_read_on_the_calling_thread(
+    tmp_path, codecs, chunks, alone
+) -> None:  # type: ignore[no-untyped-def]
+    """Chunks small enough that their decoder's Python is most of the work (one call each) read
+    on the calling thread alone, unsharded and as inner chunks: threads only traded the GIL."""
+    x = (np.arange(256 * 512, dtype=np.uint16).reshape(256, 512) * 7) % 1000
+    arrays = [
+        gpuzarr.create(tmp_path / "chunks", shape=x.shape, dtype="uint16", chunks=chunks, codecs=codecs),
+        gpuzarr.create(
+            tmp_path / "shards", shape=x.shape, dtype="uint16", chunks=chunks, shards=(256, 512), codecs=codecs
+        ),
+    ]
+    decode = CodecPipeline.decode_scratch
+    for a in arrays:
+        a[...] = x
+        assert a.layout.chunk_pipeline.reads_on_one_thread == alone
+        threads: set[str] = set()
+
+        def spy(self, raw, key, threads=threads):  # type: ignore[no-untyped-def]
+            threads.add(threading.current_thread().name)
+            return decode(self, raw, key)
+
+        with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
+            mp.setattr(CodecPipeline, "decode_scratch", spy)
+            np.testing.assert_array_equal(a[3:250, 1:509], x[3:250, 1:509])
+        if alone:
+            assert threads == {threading.current_thread().name}
