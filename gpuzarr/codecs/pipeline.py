@@ -246,15 +246,24 @@ class CodecPipeline:
         return self._chunk_of(scratch)
 
     @cached_property
-    def reads_on_one_thread(self) -> bool:
-        """Whether chunks of this pipeline read faster on one thread than spread over several:
-        small chunks of fast decoders, one call each (see ``BytesToBytesCodec.one_thread_pays``;
-        not those :meth:`decode_many` decodes a run at a time)."""
+    def codes_on_one_thread(self) -> bool:
+        """Whether chunks of this pipeline are read and written faster on one thread than spread
+        over several: small chunks of fast codecs, one call each (see
+        ``BytesToBytesCodec.one_thread_pays``; not those :meth:`decode_many` codes a run at a
+        time)."""
         return (
             bool(self.bytes_to_bytes)
             and not self.decodes_many
             and all(codec.one_thread_pays(self.spec.nbytes) for codec in self.bytes_to_bytes)
         )
+
+    def alone(self) -> AbstractContextManager[object] | None:
+        """The context in which the calling thread codes a pass of chunks of this pipeline alone,
+        where that is faster (:attr:`codes_on_one_thread`): with the codecs' own threads off
+        (:meth:`beside_pool`; a chunk this small is one Blosc block, which c-blosc's threads
+        cannot share out). None where the pass is spread over the pool: larger chunks, and where
+        the user asked for a codec's own threads."""
+        return self.beside_pool() if self.codes_on_one_thread else None
 
     @cached_property
     def decodes_many(self) -> bool:

@@ -274,8 +274,8 @@ def _read_chunks(
     # partial read costs more in GIL hand-offs than the bytes it saves (measured on 2 cores).
     inline = layout.chunk_pipeline.is_uncompressed and len(groups) < UNCOMPRESSED_INLINE_CHUNKS
     # Small chunks of a fast decoder, from a local or in-memory store: on this thread alone.
-    alone = _reads_alone(layout.chunk_pipeline) and io_workers(store) is None
-    if not inline and not alone and fetches_ahead(layout, store, len(groups)):
+    alone = layout.chunk_pipeline.alone() if io_workers(store) is None else None
+    if not inline and alone is None and fetches_ahead(layout, store, len(groups)):
         read_fetching_ahead(
             layout,
             groups,
@@ -320,21 +320,12 @@ def _read_chunks(
     if inline:
         for targets in groups:
             work(targets)
-    elif alone:
-        with layout.chunk_pipeline.beside_pool() or contextlib.nullcontext():
+    elif alone is not None:
+        with alone:
             for targets in groups:
                 work(targets)
     else:
         run_coding_tasks(layout.chunk_pipeline, work, groups, workers=io_workers(store))
-
-
-def _reads_alone(pipeline: CodecPipeline) -> bool:
-    """Whether chunks of ``pipeline`` are read on the calling thread alone, not spread over the
-    pool: small chunks of a fast decoder (``CodecPipeline.reads_on_one_thread``), where the
-    codec's own threads can be turned off there (``beside_pool``: a chunk this small is one
-    Blosc block, which c-blosc's threads cannot share out). Where the user asked for those
-    threads, the chunks are left to the pool as before."""
-    return pipeline.reads_on_one_thread and pipeline.beside_pool() is not None
 
 
 def _read_chunk_run(
@@ -622,9 +613,9 @@ def _read_shards_chunkwise(
             tasks = [
                 (key, index, run) for key, index in stored.items() for run in _runs(by_shard[key], index, per_run)
             ]
-            if _reads_alone(layout.chunk_pipeline):
-                # Small inner chunks of a fast decoder: on this thread alone.
-                with layout.chunk_pipeline.beside_pool() or contextlib.nullcontext():
+            alone = layout.chunk_pipeline.alone()
+            if alone is not None:  # small inner chunks of a fast decoder
+                with alone:
                     for task in tasks:
                         work(task)
             else:

@@ -301,7 +301,7 @@ def test_small_chunks_of_fast_decoders_are_read_on_the_calling_thread(
     decode = CodecPipeline.decode_scratch
     for a in arrays:
         a[...] = x
-        assert a.layout.chunk_pipeline.reads_on_one_thread == alone
+        assert a.layout.chunk_pipeline.codes_on_one_thread == alone
         threads: set[str] = set()
 
         def spy(self, raw, key, threads=threads):  # type: ignore[no-untyped-def]
@@ -313,3 +313,17 @@ def test_small_chunks_of_fast_decoders_are_read_on_the_calling_thread(
             np.testing.assert_array_equal(a[3:250, 1:509], x[3:250, 1:509])
         if alone:
             assert threads == {threading.current_thread().name}
+    # Writes of small inner chunks encode them on the calling thread alone as well.
+    encoding: set[str] = set()
+    encode = CodecPipeline.encode
+
+    def spy_encode(self, chunk):  # type: ignore[no-untyped-def]
+        encoding.add(threading.current_thread().name)
+        return encode(self, chunk)
+
+    with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
+        mp.setattr(CodecPipeline, "encode", spy_encode)
+        arrays[1][...] = x + 1
+    np.testing.assert_array_equal(arrays[1][...], x + 1)
+    if alone:
+        assert encoding == {threading.current_thread().name}
