@@ -67,7 +67,7 @@ def _io_worker_count(io_concurrency: int | None) -> int | None:
 RUN_MIN_BYTES = 96 * 1024
 RUN_MAX_BYTES = 256 * 1024
 #: Tasks per worker a pass over small chunks keeps, where there are chunks enough.
-RUN_TASKS_PER_WORKER = 16
+RUN_TASKS_PER_WORKER = 64
 
 
 def chunks_per_task(chunk_nbytes: int, n_wanted: int) -> int:
@@ -78,8 +78,10 @@ def chunks_per_task(chunk_nbytes: int, n_wanted: int) -> int:
 
     Measured on 2 cores (128 crops of 64^3 from shards of 128^3, read one by one, batched, and
     whole reads): 16^3 uint16 inner chunks (8 KiB) read fastest in runs of 16-32 (crops one by
-    one: 4 a run took 2.0x the time of 16, 8 a run 1.3x); 32^3 (64 KiB) crops one by one in runs
-    of one (two and four: 1.1-1.2x), batches and whole reads in runs of 2-4 (one: 1.2x).
+    one: 4 a run took 2.0x the time of 16, 8 a run 1.3x); 32^3 (64 KiB) crops one by one and
+    16 boxes of 128^3 in runs of one (two and four: 1.1-1.2x; runs of 4 made the boxes 14 %
+    slower than before runs, with 16 tasks a worker), batches and whole reads in runs of 2-4
+    (one: 1.2x).
     """
     chunk_nbytes = max(chunk_nbytes, 1)
     least = max(1, RUN_MIN_BYTES // chunk_nbytes)
