@@ -29,10 +29,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
-from .hierarchy import NodeInfo, get_document, node_prefix, read_node, v3_node_info
+from .hierarchy import CHILDREN_READ_AT_ONCE, NodeInfo, get_document, node_prefix, read_node, v3_node_info
 from .metadata.json_util import check_depth
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
 from .metadata.v3 import ZARR_JSON, parse_json_document
+from .parallel import io_runner
 from .store.base import validate_key
 from .store.local import LocalStore
 
@@ -363,17 +364,23 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
 
 def _walk(store: Store, group: str, zarr_format: int, rel: str, out: dict[str, NodeInfo]) -> None:
     # As zarr-python: the explicit nodes of the group's format; an implicit group (no document)
-    # and what lies below it are left out.
+    # and what lies below it are left out. The children's metadata is read
+    # CHILDREN_READ_AT_ONCE at a time, as many requests in flight as the store takes (as
+    # Group.members reads them): one after the other, 200 children of an object store at 20 ms
+    # a request took 4 s.
     _keys, dirs = store.list_dir(node_prefix(group))
-    for directory in dirs:
-        child = directory.rstrip("/")
-        info = read_node(store, child, allow_implicit=False)
-        if info is None or info.zarr_format != zarr_format:
-            continue
-        name = rel + child.rsplit("/", 1)[-1]
-        out[name] = _entry(info)
-        if info.node_type == "group":
-            _walk(store, child, zarr_format, name + "/", out)
+    children = [directory.rstrip("/") for directory in dirs]
+    run = io_runner(store.io_concurrency)
+    for start in range(0, len(children), CHILDREN_READ_AT_ONCE):
+        batch = children[start : start + CHILDREN_READ_AT_ONCE]
+        infos = run(lambda child: read_node(store, child, allow_implicit=False), batch)
+        for child, info in zip(batch, infos, strict=True):
+            if info is None or info.zarr_format != zarr_format:
+                continue
+            name = rel + child.rsplit("/", 1)[-1]
+            out[name] = _entry(info)
+            if info.node_type == "group":
+                _walk(store, child, zarr_format, name + "/", out)
 
 
 def consolidate(store: Store, path: str, zarr_format: int | None = None) -> tuple[NodeInfo, ConsolidatedView]:

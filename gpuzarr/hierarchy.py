@@ -64,6 +64,12 @@ def parse_mode(mode: str) -> Mode:
     return MODES[mode]
 
 
+#: How many children of a group have their metadata read at once (``Group.members``,
+#: ``consolidate_metadata``): as many requests in flight as the store takes, and no further than
+#: a caller that stops early takes them.
+CHILDREN_READ_AT_ONCE = 64
+
+
 def node_prefix(path: str) -> str:
     """The key prefix of the node at ``path``: "a/b/" ("" for the root).
 

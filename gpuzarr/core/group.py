@@ -30,6 +30,7 @@ from ..errors import (
     ReadOnlyError,
 )
 from ..hierarchy import (
+    CHILDREN_READ_AT_ONCE,
     array_metadata,
     group_documents,
     node_prefix,
@@ -646,10 +647,6 @@ def open_node(store: Store, path: str, device: str = "auto", use_consolidated: b
     info = require_node(store, path)
     view = load_view(store, path, info, use_consolidated) if info.node_type == "group" else None
     return _node(store, path, info, device, view)
-
-
-#: How many children's metadata a listing of a group reads at once (see ``Group._child_nodes``).
-CHILDREN_READ_AT_ONCE = 64
 
 
 def _opened(store: Store, path: str, info: NodeInfo, device: str, consolidated: bool = True) -> Array | Group:
