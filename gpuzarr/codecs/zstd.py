@@ -287,13 +287,14 @@ def decode_small_frame_into(data: Buffer, out: np.ndarray[Any, Any]) -> bool:
 
     try:
         stream = decompressor.decompressobj()
-        decoded = stream.decompress(as_uint8(data))
+        decoded = stream.decompress(as_uint8(data).data)
     except zstandard.ZstdError as exc:
         raise ValueError(f"zstd: {exc}") from exc
-    if not stream.eof or stream.unused_data or len(decoded) != out.nbytes:
+    # len(): zstandard's cffi backend hands back what follows as a view of the input.
+    if not stream.eof or len(stream.unused_data) or len(decoded) != out.nbytes:
         raise ValueError(
             f"zstd: the frame does not decode to exactly the {out.nbytes} bytes expected"
-            + (" (bytes follow it)" if stream.unused_data else "")
+            + (" (bytes follow it)" if len(stream.unused_data) else "")
         )
     out.reshape(-1).view("u1").data.cast("B")[:] = decoded
     return True
@@ -336,6 +337,17 @@ def is_lone_frame(data: memoryview, nbytes: int) -> bool:
     return False
 
 
+@functools.cache
+def has_batch_calls() -> bool:
+    """Whether the installed zstandard codes many frames in one call: its C backend (the one
+    CPython wheels load); its cffi backend (PyPy's) raises NotImplementedError for them."""
+    try:
+        import zstandard
+    except ImportError:
+        return False
+    return bool(zstandard.backend == "cext")
+
+
 def decode_small_frames(frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffer] | None:
     """Decode ``frames``, each one frame of ``nbytes`` decoded bytes (at most
     :data:`MANY_FRAMES_NBYTES`), in one call of zstandard's ``multi_decompress_to_buffer``:
@@ -344,7 +356,7 @@ def decode_small_frames(frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffe
     longer than on one). The decoded chunks, in order, viewing one buffer zstandard allocated;
     None where zstandard is not installed, a chunk is not a lone frame of that size
     (:func:`is_lone_frame`), or one fails to decode (decoded alone, it raises what is wrong)."""
-    if nbytes > MANY_FRAMES_NBYTES or len(frames) < 2:
+    if nbytes > MANY_FRAMES_NBYTES or len(frames) < 2 or not has_batch_calls():
         return None
     decompressor = _stream_decompressor()
     if decompressor is None:
@@ -449,13 +461,13 @@ class ZstdCodec(BytesToBytesCodec):
         return not self.checksum and prefix_may_pay(stop, total)
 
     def decodes_many(self, nbytes: int) -> bool:
-        return nbytes <= MANY_FRAMES_NBYTES and _stream_decompressor() is not None
+        return nbytes <= MANY_FRAMES_NBYTES and has_batch_calls()
 
     def encode_many(self, datas: Sequence[Buffer]) -> Sequence[Buffer] | None:
         # zstandard's multi_compress_to_buffer writes the frames compress() writes (checked in
         # tests/codecs/test_zstd_many_frames.py).
         compressor = _compressor(self.level, self.checksum)
-        if compressor is None:
+        if compressor is None or not has_batch_calls():
             return None
         compressed = compressor.multi_compress_to_buffer([as_uint8(d) for d in datas], threads=0)
         return [compressed[k] for k in range(len(datas))]

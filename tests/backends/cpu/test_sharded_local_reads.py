@@ -363,3 +363,34 @@ def test_small_inner_chunks_are_written_a_run_at_a_time_into_the_same_shards(
     assert files == sorted(p.relative_to(tmp_path / "together") for p in (tmp_path / "together").rglob("c/*/*/*"))
     for f in files:
         assert (tmp_path / "together" / f).read_bytes() == (tmp_path / "alone" / f).read_bytes(), f
+
+
+@pytest.mark.parametrize("spacing", [1, 1000, 60_000], ids=["adjacent", "close", "a gap apart"])
+def test_a_run_of_inner_chunks_reads_gaps_no_larger_than_what_it_wants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spacing: int
+) -> None:
+    """Inner chunks of a local shard read together coalesce the gaps between them only while
+    the gaps read add up to no more than the wanted bytes and one gap: an index spreading tiny
+    inner chunks a gap apart read 1 GB for 16 KB. Adjacent ones are still read as one range."""
+    n = 64
+    content = bytearray(n * spacing)
+    offsets = [k * spacing for k in range(n)]
+    for k, at in enumerate(offsets):
+        content[at] = k
+    store = LocalStore(tmp_path)
+    store.set("shard", bytes(content))
+    index = sharding_module.ShardIndex(np.array(offsets, dtype=np.uint64), np.ones(n, dtype=np.uint64))
+    requested: list[int] = []
+    with store.snapshot("shard") as shard:
+        get_ranges = shard.get_ranges
+
+        def recording(key: str, ranges: Any) -> Any:
+            requested.extend(r.length for r in ranges)
+            return get_ranges(key, ranges)
+
+        monkeypatch.setattr(shard, "get_ranges", recording)
+        got = sharding_module.read_inner_chunk_run(shard, "shard", index, list(range(n)))  # type: ignore[arg-type]
+    assert [bytes(g) for g in got] == [bytes([k]) for k in range(n)]  # type: ignore[arg-type]
+    assert sum(requested) <= 2 * n + sharding_module.COALESCE_GAP_BYTES
+    if spacing == 1:
+        assert len(requested) == 1
