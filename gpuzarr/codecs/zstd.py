@@ -356,7 +356,9 @@ def decode_small_frames(frames: Sequence[Buffer], nbytes: int) -> Sequence[Buffe
     longer than on one). The decoded chunks, in order, viewing one buffer zstandard allocated;
     None where zstandard is not installed, a chunk is not a lone frame of that size
     (:func:`is_lone_frame`), or one fails to decode (decoded alone, it raises what is wrong)."""
-    if nbytes > MANY_FRAMES_NBYTES or len(frames) < 2 or not has_batch_calls():
+    # Never for chunks of no bytes: zstandard's batch call corrupts its heap given a decoded
+    # size of 0 (no layout gpuzarr opens has such chunks; this stays so whatever comes).
+    if not 0 < nbytes <= MANY_FRAMES_NBYTES or len(frames) < 2 or not has_batch_calls():
         return None
     decompressor = _stream_decompressor()
     if decompressor is None:
@@ -461,7 +463,7 @@ class ZstdCodec(BytesToBytesCodec):
         return not self.checksum and prefix_may_pay(stop, total)
 
     def decodes_many(self, nbytes: int) -> bool:
-        return nbytes <= MANY_FRAMES_NBYTES and has_batch_calls()
+        return 0 < nbytes <= MANY_FRAMES_NBYTES and has_batch_calls()
 
     def encode_many(self, datas: Sequence[Buffer]) -> Sequence[Buffer] | None:
         # zstandard's multi_compress_to_buffer writes the frames compress() writes (checked in
