@@ -140,8 +140,13 @@ def _new_chunk(
     return chunk
 
 
+def _left_unstored(layout: ArrayLayout, chunk: np.ndarray[Any, Any]) -> bool:
+    """Whether ``chunk`` holds nothing but the fill value and so is not stored."""
+    return not layout.store_data_equal_to_fill_value and fill_value_bytes_equal(chunk, layout.metadata.fill_value)
+
+
 def _encode_or_none(layout: ArrayLayout, coords: tuple[int, ...], chunk: np.ndarray[Any, Any]) -> Buffer | None:
-    if not layout.store_data_equal_to_fill_value and fill_value_bytes_equal(chunk, layout.metadata.fill_value):
+    if _left_unstored(layout, chunk):
         return None
     return layout.pipeline_at(coords).encode(chunk)
 
@@ -153,9 +158,7 @@ def _encode_all_or_none(
     of one pipeline together in one call where its codec can (``CodecPipeline.encode_many``)."""
     if len(chunks) == 1:
         return [_encode_or_none(layout, projections[0].chunk_coords, chunks[0])]
-    skip_fill = not layout.store_data_equal_to_fill_value
-    fill = layout.metadata.fill_value
-    kept = [k for k, chunk in enumerate(chunks) if not (skip_fill and fill_value_bytes_equal(chunk, fill))]
+    kept = [k for k, chunk in enumerate(chunks) if not _left_unstored(layout, chunk)]
     pipelines = [layout.pipeline_at(projections[k].chunk_coords) for k in kept]
     encoded: Sequence[Buffer] | None = None
     if kept and all(pipeline is pipelines[0] for pipeline in pipelines):
