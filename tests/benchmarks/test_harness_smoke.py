@@ -60,18 +60,23 @@ def test_harness_end_to_end(tmp_path: Path) -> None:
     assert "wrote dataset" not in proc2.stderr and "generated ground truth" not in proc2.stderr
 
 
-@pytest.mark.slow
-def test_an_optional_dataset_runs_when_named(tmp_path: Path) -> None:
-    pytest.importorskip("tensorstore")
+def run_tiny(tmp_path: Path, crops: int, only: list[str], timeout: int) -> Path:
+    """``benchmarks.run`` on 1 MiB datasets in ``tmp_path``, once each, of ``only``: its out dir."""
     out = tmp_path / "out"
     cmd = [
         sys.executable, "-m", "benchmarks.run",
-        "--size-mib", "1", "--repeats", "1", "--crops", "4",
-        "--data-dir", str(tmp_path / "data"), "--out", str(out),
-        "--only", "sharded-zstd-32", "crops-each", "full-read", "gpuzarr-cpu", "tensorstore",
+        "--size-mib", "1", "--repeats", "1", "--crops", str(crops),
+        "--data-dir", str(tmp_path / "data"), "--out", str(out), "--only", *only,
     ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_an_optional_dataset_runs_when_named(tmp_path: Path) -> None:
+    pytest.importorskip("tensorstore")
+    out = run_tiny(tmp_path, 4, ["sharded-zstd-32", "crops-each", "full-read", "gpuzarr-cpu", "tensorstore"], 120)
     payload = json.loads((out / "results.json").read_text())
     assert set(payload["datasets"]) == {"sharded-zstd-32"}
     metadata = json.loads((tmp_path / "data" / "sharded-zstd-32.zarr" / "zarr.json").read_text())
@@ -88,15 +93,8 @@ def test_loader_workload_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("zarr")
     pytest.importorskip("tensorstore")
     pytest.importorskip("torch")
-    out = tmp_path / "out"
-    cmd = [
-        sys.executable, "-m", "benchmarks.run",
-        "--size-mib", "1", "--repeats", "1", "--crops", "3",
-        "--data-dir", str(tmp_path / "data"), "--out", str(out),
-        "--only", "loader", "sharded-zstd", "v2-blosc-lz4", "gpuzarr-cpu", "zarr-python", "tensorstore",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    only = ["loader", "sharded-zstd", "v2-blosc-lz4", "gpuzarr-cpu", "zarr-python", "tensorstore"]
+    out = run_tiny(tmp_path, 3, only, 300)
     results = json.loads((out / "results.json").read_text())["results"]
     # an 80^3 volume holds 64^3 crops, not 128^3 ones
     assert {(r["dataset"], r["workload"]) for r in results} == {
