@@ -130,6 +130,9 @@ def open(  # noqa: A001
     archive, ``memory://``, a ``file`` kvstore, a Store object) they are refused with
     InvalidArgumentError, as zarr-python refuses them.
     """
+    if isinstance(store, dict) and "kvstore" in store and store.get("driver") not in ("zarr3", "zarr2", "zarr"):
+        # A TensorStore spec (it has a kvstore) of another driver, or of none: not a kvstore.
+        raise MetadataError(f"driver: expected 'zarr3', 'zarr2' or 'zarr', got {store.get('driver')!r}")
     if isinstance(store, dict) and store.get("driver") in ("zarr3", "zarr2", "zarr"):
         from .tensorstore.open import open_spec
 

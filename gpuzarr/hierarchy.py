@@ -148,13 +148,33 @@ def v3_node_info(doc: dict[str, Any], where: str) -> NodeInfo:
 GROUP_FIELDS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
-def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo | None:
-    """The node at ``path`` (v3 first, then v2), an implicit group, or None for nothing."""
+def read_node(store: Store, path: str, allow_implicit: bool = True, v2_first: bool = False) -> NodeInfo | None:
+    """The node at ``path`` (v3 first, then v2; v2 first with ``v2_first``), an implicit group,
+    or None for nothing.
+
+    ``v2_first`` is for callers asked for a v2 node (TensorStore's ``zarr2`` driver): an array
+    migrated in place to v3 (zarr-python's ``migrate_v2_to_v3``) keeps its ``.zarray`` beside
+    the new ``zarr.json``, and that driver reads the ``.zarray``, as TensorStore's does.
+    """
     prefix = node_prefix(path)
+    if v2_first:
+        found = _read_v2_node(store, prefix)
+        if found is not None:
+            return found
     doc = _read_json(store, prefix + ZARR_JSON)
     if doc is not None:
         key = prefix + ZARR_JSON
         return v3_node_info(doc, f"{key}: ")
+    found = None if v2_first else _read_v2_node(store, prefix)
+    if found is not None:
+        return found
+    if allow_implicit and has_descendant_nodes(store, prefix):
+        return NodeInfo("group", 3, {}, {}, implicit=True)
+    return None
+
+
+def _read_v2_node(store: Store, prefix: str) -> NodeInfo | None:
+    """The v2 array or group whose documents lie at ``prefix``, or None where there is none."""
     # A v2 node's attributes are read with its .zarray, not after it: one round trip less.
     zarray, zattrs = _get_together(store, [prefix + ZARRAY, prefix + ZATTRS])
     for key, node_type in ((ZARRAY, "array"), (ZGROUP, "group")):
@@ -166,8 +186,6 @@ def read_node(store: Store, path: str, allow_implicit: bool = True) -> NodeInfo 
             raise MetadataError(f"{prefix}{key}: zarr_format: expected 2, got {doc.get('zarr_format')!r}")
         attrs = {} if zattrs is None else parse_json_document(bytes(zattrs), prefix + ZATTRS)
         return NodeInfo(node_type, 2, doc, attrs or {})  # type: ignore[arg-type]
-    if allow_implicit and has_descendant_nodes(store, prefix):
-        return NodeInfo("group", 3, {}, {}, implicit=True)
     return None
 
 

@@ -27,13 +27,14 @@ module of the package that touches a Store or builds an Array.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..consolidated import record_metadata_write
 from ..core.array import Array
 from ..core.field_array import select_field
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
-from ..hierarchy import array_metadata, node_exists, read_node, write_node
+from ..hierarchy import NodeInfo, array_metadata, node_exists, read_node, write_node
 from ..metadata.v3 import ArrayMetadata
 from ..store import LocalStore, MemoryStore, make_store, refuse_options, zip_store
 from ..store.base import Store
@@ -124,7 +125,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
         return _select_field(array, spec)
     exists = spec.open and node_exists(store, path)
     if exists:
-        info = read_node(store, path, allow_implicit=False)
+        info = read_node(store, path, allow_implicit=False, v2_first=spec.zarr_format == 2)
         if info is None or info.node_type != "array":
             raise ArrayNotFoundError(f"{path or '/'!r} in {store!r} is a group, not an array")
         if info.zarr_format != spec.zarr_format:
@@ -132,7 +133,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
                 f"driver: {spec.driver!r} expects Zarr v{spec.zarr_format}, found a Zarr v{info.zarr_format} "
                 f"array at {path or '/'!r}"
             )
-        metadata = array_metadata(info, path)
+        metadata = array_metadata(_with_spec_separator(info, spec), path)
         array = Array(store, path, metadata, device=device, **options)
         check_metadata_constraints(spec, metadata.to_json())
         result = _select_field(array, spec)
@@ -157,6 +158,19 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     write_node(store, path, documents, overwrite=spec.delete_existing, zarr_format=spec.zarr_format, parents=False)
     record_metadata_write(store, path, new_node=True)
     return result
+
+
+def _with_spec_separator(info: NodeInfo, spec: TensorStoreSpec) -> NodeInfo:
+    """``info``, with the spec's chunk key separator (``key_encoding`` or
+    ``metadata.dimension_separator``) where a v2 array's ``.zarray`` names none: as in
+    TensorStore's ``zarr2`` driver, the stored document decides where it says, and the spec
+    where it is silent. Arrays written before ``dimension_separator`` existed (zarr-python's
+    ``NestedDirectoryStore`` keeps chunks at ``0/0``) are read so; without it, they read as
+    the fill value."""
+    separator = spec.metadata.get("dimension_separator") if spec.zarr_format == 2 else None
+    if separator is None or info.zarr_format != 2 or "dimension_separator" in info.document:
+        return info
+    return dataclasses.replace(info, document={**info.document, "dimension_separator": separator})
 
 
 def _dimension_names(metadata: ArrayMetadata | ArrayMetadataV2) -> Sequence[str | None] | None:

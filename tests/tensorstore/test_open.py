@@ -560,3 +560,58 @@ def test_labels_and_units_constrain_only_what_is_stored(tmp_path: Path, driver: 
     del named
     with pytest.raises(MetadataError, match=r"schema\.domain\.labels"):
         gpuzarr.open({"driver": "zarr3", "kvstore": kv(tmp_path / "n"), "schema": {"domain": {"labels": ["x", "y"]}}})
+
+
+@pytest.mark.parametrize("extra", [{"key_encoding": "/"}, {"metadata": {"dimension_separator": "/"}}])
+def test_spec_separator_reads_a_v2_array_whose_zarray_names_none(tmp_path: Path, extra: dict[str, Any]) -> None:
+    # Written before .zarray had dimension_separator (zarr-python's NestedDirectoryStore):
+    # chunks at "0/0". The stored document decides where it names a separator, the spec where
+    # it is silent, as in TensorStore.
+    path = tmp_path / "nested"
+    (path / "0").mkdir(parents=True)
+    meta = {"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<u1", "compressor": None,
+            "fill_value": 3, "order": "C", "filters": None}
+    (path / ".zarray").write_text(json.dumps(meta))
+    (path / "0" / "0").write_bytes(bytes([0, 1, 2, 3]))
+    spec = {"driver": "zarr", "kvstore": kv(path), **extra}
+    want = ts_open(spec).read().result()
+    assert want[0, 0] == 0 and want[1, 1] == 3 and want[3, 3] == 3
+    np.testing.assert_array_equal(gpuzarr.open(spec, device="cpu")[...], want)
+    # Without the spec's separator both read "." keys: the fill value everywhere.
+    plain = {"driver": "zarr", "kvstore": kv(path)}
+    np.testing.assert_array_equal(gpuzarr.open(plain, device="cpu")[...], ts_open(plain).read().result())
+    # A separator the .zarray names is not overridden: the spec contradicting it is refused.
+    meta["dimension_separator"] = "."
+    (path / ".zarray").write_text(json.dumps(meta))
+    with pytest.raises(MetadataError, match=r"^metadata\.dimension_separator"):
+        gpuzarr.open(spec, device="cpu")
+
+
+def test_zarr2_driver_reads_the_zarray_of_an_array_migrated_to_v3(tmp_path: Path) -> None:
+    # zarr-python's migrate_v2_to_v3 writes zarr.json beside the .zarray it leaves in place.
+    zarr = pytest.importorskip("zarr")
+    migrate = pytest.importorskip("zarr.metadata.migrate_v3")
+    path = tmp_path / "migrated.zarr"
+    z = zarr.create_array(store=str(path), shape=(4,), chunks=(2,), dtype="int32", zarr_format=2)
+    z[...] = [1, 2, 3, 4]
+    migrate.migrate_v2_to_v3(input_store=zarr.storage.LocalStore(str(path)))
+    assert (path / ".zarray").exists() and (path / "zarr.json").exists()
+    for driver, fmt in (("zarr", 2), ("zarr2", 2), ("zarr3", 3)):
+        spec = {"driver": driver, "kvstore": kv(path)}
+        a = gpuzarr.open(spec, device="cpu")
+        assert a.zarr_format == fmt
+        np.testing.assert_array_equal(a[...], ts_open(spec).read().result())
+    # The v3-only driver mismatch is still named, as before.
+    only_v3 = tmp_path / "v3.zarr"
+    gpuzarr.create(str(only_v3), shape=(2,), chunks=(2,), dtype="int32")
+    with pytest.raises(MetadataError, match=r"^driver: 'zarr2' expects Zarr v2, found a Zarr v3"):
+        gpuzarr.open({"driver": "zarr2", "kvstore": kv(only_v3)})
+
+
+@pytest.mark.parametrize("driver", [None, "n5", "file"])
+def test_a_spec_of_another_driver_is_refused_naming_driver(tmp_path: Path, driver: str | None) -> None:
+    spec: dict[str, Any] = {"kvstore": kv(tmp_path / "a"), "dtype": "int16"}
+    if driver is not None:
+        spec["driver"] = driver
+    with pytest.raises(MetadataError, match=r"^driver: expected 'zarr3', 'zarr2' or 'zarr', got"):
+        gpuzarr.open(spec)
