@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+import numpy as np
+
 from ..codecs.registry import codec_from_json
 from ..errors import GpuZarrError, MetadataError
 from ..metadata.chain import ARRAY_TO_BYTES_NAMES, chain_order, parse_codec_chain, transpose_permutation
@@ -325,6 +327,31 @@ def check_metadata_constraints(spec: MetadataConstraints, stored: Mapping[str, A
                 raise _mismatch(name, expected, actual)
 
 
+def _field_fill(fill: Any, field_name: str, data_type: DataType) -> Any:
+    """The JSON fill value of one field of a structured array whose fill value is ``fill``
+    (None: stored null): a list of the elements' in C order where the field is a subarray."""
+    if fill is None:
+        return None
+    value = np.asarray(fill[field_name])
+    elements = [data_type.fill_value_to_json(value.reshape(-1)[k]) for k in range(value.size)]
+    return elements[0] if value.ndim == 0 else elements
+
+
+def _subarray_fill(value: Any, shape: tuple[int, ...], data_type: DataType) -> list[Any] | None:
+    """A spec's fill value for a field with a subarray of ``shape``, broadcast to it as
+    TensorStore broadcasts it, as a list of the elements' JSON in C order; None where it does not
+    broadcast (then it matches nothing stored)."""
+    values = np.asarray(value, dtype=object)
+    # Leading dimensions of one element beyond the subarray's rank add nothing, as in TensorStore.
+    while values.ndim > len(shape) and values.shape[0] == 1:
+        values = values[0]
+    try:
+        values = np.broadcast_to(values, shape)
+    except ValueError:
+        return None
+    return [data_type.fill_value_to_json(data_type.fill_value_from_python(v)) for v in values.reshape(-1)]
+
+
 @dataclass(frozen=True)
 class StoredSchema:
     """What an opened array offers for ``schema`` checks, in TensorStore's terms."""
@@ -332,12 +359,14 @@ class StoredSchema:
     dtype: str
     shape: tuple[int, ...]
     labels: tuple[str, ...]
-    fill_value: Any
+    fill_value: Any  # JSON; for a field with a subarray, a list of its elements' in C order
     dimension_units: tuple[str | None, ...] | None
     write_chunk: tuple[int, ...]
     read_chunk: tuple[int, ...]
     inner_order: tuple[int, ...]
     codec: dict[str, Any]
+    #: The subarray shape of a field (its fill value's shape), () for the others.
+    fill_shape: tuple[int, ...] = ()
 
 
 def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # noqa: C901 - one check per JSON member
@@ -357,7 +386,10 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # n
         raise _mismatch("schema.domain.labels", list(schema.labels), list(stored.labels))
     if schema.fill_value is not None:
         data_type = DataType.from_json(stored.dtype)
-        want = data_type.fill_value_to_json(data_type.fill_value_from_python(schema.fill_value))
+        if stored.fill_shape:  # a field's subarray: element by element
+            want = _subarray_fill(schema.fill_value, stored.fill_shape, data_type)
+        else:
+            want = data_type.fill_value_to_json(data_type.fill_value_from_python(schema.fill_value))
         if want != stored.fill_value:
             raise _mismatch("schema.fill_value", schema.fill_value, stored.fill_value)
     if schema.dimension_units is not None:
@@ -428,6 +460,7 @@ def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | N
         field_dtype = dtype.fields[field_name][0]
         sub, base = tuple(field_dtype.shape), field_dtype.base
         dtype_name = DataType.from_numpy(base).name
+        fill = _field_fill(metadata.fill_value, field_name, DataType.from_numpy(base))
     elif dtype.fields is not None:
         dtype_name = "structured"
     else:
@@ -460,4 +493,5 @@ def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | N
         read_chunk=_read_chunk(metadata) + sub,
         inner_order=tuple(inner_order) + tuple(range(rank, rank + len(sub))),
         codec=codec,
+        fill_shape=sub,
     )

@@ -18,7 +18,15 @@
 * ``delete_existing``, ``open`` + ``create``, ``assume_metadata`` (metadata taken from the spec,
   never read nor written; resizing then raises) and ``assume_cached_metadata``;
 * ``field`` opens one field of a zarr2 structured array (:class:`~gpuzarr.core.field_array.FieldArray`);
-* ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``.
+* ``fill_missing_data_reads`` and ``store_data_equal_to_fill_value``;
+* a zarr2 array whose ``.zarray`` names no ``dimension_separator`` takes the spec's
+  (``key_encoding`` or ``metadata.dimension_separator``); the ``zarr2`` driver reads the
+  ``.zarray`` of an array that also has a ``zarr.json`` (migrated in place).
+
+Different on purpose: a zarr2 array of fixed-length bytes (``|S4``) or raw bytes (``|V2``)
+opens as zarr-python opens it, one element per item of the stored shape with that NumPy dtype,
+where TensorStore makes the bytes a last dimension of ``char`` or ``byte`` (so its ``rank`` is
+one more, and its ``spec()``'s ``"dtype": "char"`` is refused here as a dtype gpuzarr has not).
 
 The parsing, the rules, the new metadata and ``Array.spec()``'s JSON are pure and live beside
 this module (``spec``, ``constraints``, ``create``); this module does the I/O, and is the only
@@ -41,7 +49,7 @@ from ..store.base import Store
 from .constraints import check_metadata_constraints, check_schema_constraints, stored_schema
 from .create import build_metadata
 from .kvstore import KvStoreSpec, join_path
-from .schema import check_view_labels
+from .schema import check_view_bounds, check_view_labels
 from .spec import TensorStoreSpec
 
 if TYPE_CHECKING:
@@ -122,7 +130,9 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
         metadata = build_metadata(spec)
         check_view_labels(spec.schema, _dimension_names(metadata))
         array = Array(store, path, metadata, device=device, metadata_writable=not spec.assume_metadata, **options)
-        return _select_field(array, spec)
+        result = _select_field(array, spec)
+        check_view_bounds(spec.schema, result.shape)
+        return result
     exists = spec.open and node_exists(store, path)
     if exists:
         info = read_node(store, path, allow_implicit=False, v2_first=spec.zarr_format == 2)
@@ -139,6 +149,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
         result = _select_field(array, spec)
         check_schema_constraints(spec.schema, stored_schema(metadata, spec.field))
         check_view_labels(spec.schema, _dimension_names(metadata))
+        check_view_bounds(spec.schema, result.shape)
         return result
     if not spec.create:
         raise ArrayNotFoundError(f"no Zarr v{spec.zarr_format} array at {path or '/'!r} in {store!r}")
@@ -152,6 +163,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     check_view_labels(spec.schema, _dimension_names(metadata))
     array = Array(store, path, metadata, device=device, **options)  # resolves codecs before any write
     result = _select_field(array, spec)
+    check_view_bounds(spec.schema, result.shape)
     # The rules of every new node (an array among the ancestors is refused; what was there goes
     # with its data), without the parent groups TensorStore does not write either.
     documents = metadata.documents()

@@ -107,6 +107,12 @@ class Schema:
     #: ``spec()`` of an array states its dimension names here; a view that names them otherwise
     #: is refused (see :func:`check_view_labels`), as gpuzarr returns the array itself.
     view_labels: tuple[str, ...] | None = None
+    #: ``transform``'s explicit upper bounds (None where implicit), by dimension, and the member
+    #: that gave them. TensorStore's ``spec()`` of a field with a subarray bounds its dimensions
+    #: explicitly; bounds that are the array's own extents make the identity view, others a
+    #: smaller one, which is refused (see :func:`check_view_bounds`).
+    view_bounds: tuple[int | None, ...] | None = None
+    view_bounds_member: str = ""
 
     @classmethod
     def from_json(cls, value: Any, driver: Driver, field_name: str = "schema") -> Schema:  # noqa: C901 - one check per JSON member
@@ -210,6 +216,23 @@ def check_view_labels(schema: Schema, dimension_names: Sequence[str | None] | No
         )
 
 
+def check_view_bounds(schema: Schema, shape: Sequence[int]) -> None:
+    """Refuse ``transform`` bounds that are not the extents ``shape`` of the array (or field)
+    opened: TensorStore opens them as a view of part of it, which gpuzarr does not make."""
+    if schema.view_bounds is None:
+        return
+    if len(schema.view_bounds) != len(shape):
+        raise MetadataError(
+            f"{schema.view_bounds_member}: {len(schema.view_bounds)} dimensions, the array has {len(shape)}"
+        )
+    for bound, extent in zip(schema.view_bounds, shape, strict=True):
+        if bound is not None and bound != extent:
+            raise MetadataError(
+                f"{schema.view_bounds_member}: {list(schema.view_bounds)} would restrict the domain of shape "
+                f"{list(shape)} (index transforms are not supported)"
+            )
+
+
 def check_ranks(ranks: list[tuple[str, int]]) -> None:
     for name, rank in ranks[1:]:
         if rank != ranks[0][1]:
@@ -240,13 +263,19 @@ def apply_identity_transform(value: Any, schema: Schema) -> Schema:
                 "transform.input_inclusive_min: index transforms are not supported (non-zero origin)"
             )
         ranks.append(("transform.input_inclusive_min", len(origin)))
+    view_bounds: tuple[int | None, ...] | None = None
+    view_bounds_member = ""
     for key in ("input_exclusive_max", "input_shape"):
         if key in doc:
             bounds = doc[key]
             ranks.append((f"transform.{key}", len(bound_list(bounds, f"transform.{key}"))))
             if any(not isinstance(b, list) for b in bounds):
-                # An explicit bound restricts the view: only the identity on a whole array is allowed.
-                raise MetadataError(f"transform.{key}: index transforms are not supported (explicit bounds)")
+                # Explicit bounds: allowed where they are the array's extents (checked once the
+                # array is known); with the origin 0, a shape and an exclusive max are the same.
+                view_bounds = tuple(
+                    None if isinstance(b, list) else expect_int(b, f"transform.{key}", 0) for b in bounds
+                )
+                view_bounds_member = f"transform.{key}"
     if "output" in doc:
         output = doc["output"]
         identity = isinstance(output, list) and all(
@@ -264,4 +293,6 @@ def apply_identity_transform(value: Any, schema: Schema) -> Schema:
         view_labels = tuple(raw)
     check_ranks(ranks)
     rank = ranks[0][1] if ranks and schema.rank is None else schema.rank
-    return replace(schema, rank=rank, view_labels=view_labels)
+    return replace(
+        schema, rank=rank, view_labels=view_labels, view_bounds=view_bounds, view_bounds_member=view_bounds_member
+    )

@@ -6,6 +6,7 @@ other opens and reads, and both write the same metadata.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -615,3 +616,35 @@ def test_a_spec_of_another_driver_is_refused_naming_driver(tmp_path: Path, drive
         spec["driver"] = driver
     with pytest.raises(MetadataError, match=r"^driver: expected 'zarr3', 'zarr2' or 'zarr', got"):
         gpuzarr.open(spec)
+
+
+def test_tensorstore_spec_of_a_subarray_field_reopens_and_field_fill_values_check(tmp_path: Path) -> None:
+    dtype = np.dtype([("a", "<i2"), ("b", "<f4", (2,))])
+    fill = np.zeros((), dtype)
+    fill["a"], fill["b"] = 3, [1.0, 2.0]
+    meta = {"shape": [4], "chunks": [2], "dtype": [["a", "<i2"], ["b", "<f4", [2]]], "compressor": None,
+            "fill_value": base64.b64encode(fill.tobytes()).decode()}
+    base = {"driver": "zarr2", "kvstore": kv(tmp_path / "st")}
+    t = ts_open({**base, "metadata": meta, "field": "b"}, create=True)
+    t[0:2] = [[5.0, 6.0], [7.0, 8.0]]
+    # TensorStore's spec() of the field bounds its subarray dimension explicitly.
+    own = t.spec().to_json()
+    assert any(not isinstance(b, list) for b in own["transform"]["input_exclusive_max"])
+    np.testing.assert_array_equal(gpuzarr.open(own, device="cpu")[...], t.read().result())
+    # A field's stored fill value is what schema.fill_value is checked against, element by
+    # element for a subarray (a scalar broadcast as TensorStore broadcasts it).
+    for field, good, bad in (("a", 3, 4), ("b", [1.0, 2.0], [1.0, 3.0]), ("b", [[1.0, 2.0]], 1.0)):
+        spec = {**base, "field": field}
+        want = ts_open({**spec, "schema": {"fill_value": good}}).read().result()
+        np.testing.assert_array_equal(gpuzarr.open({**spec, "schema": {"fill_value": good}})[...], want)
+        with pytest.raises(ValueError):
+            ts_open({**spec, "schema": {"fill_value": bad}})
+        with pytest.raises(MetadataError, match=r"^schema\.fill_value: expected .*, stored (3|\[1\.0, 2\.0\])"):
+            gpuzarr.open({**spec, "schema": {"fill_value": bad}})
+    # Bounds that are not the field's extents would make a smaller view: refused at open.
+    smaller = {**base, "field": "b", "transform": {"input_inclusive_min": [0, 0], "input_exclusive_max": [[4], 1]}}
+    with pytest.raises(MetadataError, match=r"^transform\.input_exclusive_max: \[None, 1\] would restrict"):
+        gpuzarr.open(smaller)
+    # Bounds of another rank are refused by the rank check first.
+    with pytest.raises(MetadataError, match=r"^rank: expected 1, stored 2"):
+        gpuzarr.open({**base, "field": "b", "transform": {"input_shape": [4]}})

@@ -162,8 +162,13 @@ def test_fill_missing_and_store_equal_flags() -> None:
 def test_transforms_other_than_identity_are_refused() -> None:
     identity = {"input_inclusive_min": [0, 0], "input_exclusive_max": [[10], [20]]}
     assert parse(transform=identity).schema.rank == 2
+    # Explicit bounds are kept, to be checked against the array's extents once it is opened
+    # (tests/tensorstore/test_open.py): TensorStore's spec() of a field with a subarray has them.
+    bounded = parse(transform={"input_inclusive_min": [0, 0], "input_exclusive_max": [[10], 2]}).schema
+    assert (bounded.view_bounds, bounded.view_bounds_member) == ((None, 2), "transform.input_exclusive_max")
+    assert parse(transform={"input_shape": [4]}).schema.view_bounds == (4,)
+    assert parse(transform=identity).schema.view_bounds is None
     for bad in (
-        {"input_inclusive_min": [0], "input_exclusive_max": [5]},
         {"input_inclusive_min": [2], "input_exclusive_max": [[5]]},
         {"input_rank": 1, "output": [{"offset": 3}]},
     ):
