@@ -22,6 +22,7 @@ import numpy as np
 from .. import config
 from ..backends.cuda.phases import phase
 from ..errors import DeviceError, InvalidArgumentError
+from ..store.memory import MemoryStore
 from .cache import CacheStats, ChunkCache
 from .chunked import ChunkAssembler, all_regular, check_cacheable
 from .ordering import OUTPUTS, HostOrdering, convert, ordering_for
@@ -41,7 +42,7 @@ from .sampling import (
 )
 from .shared import SharedSegments
 from .volumes import UNNAMED, check_volumes
-from .workers import TASKS_PER_WORKER, ProcessProducer, WorkerProcesses, WorkerSpec
+from .workers import TASKS_PER_WORKER, Generations, ProcessProducer, WorkerProcesses, WorkerSpec, data_generation
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -399,6 +400,8 @@ class CropLoader:
         self._pass: weakref.ref[_Pass] | None = None
         #: the worker processes (started by the first pass that uses them), and their buffers
         self._processes: WorkerProcesses | None = None
+        #: the generations of the volumes in memory when the worker processes started
+        self._workers_saw: Generations = ()
         self._segments: SharedSegments | None = None
         self._stop_processes: weakref.finalize[Any, Any] | None = None
         #: the current (or last) pass's background thread, stopped before the next pass starts
@@ -411,21 +414,23 @@ class CropLoader:
             raise InvalidArgumentError(
                 f"crops_per_epoch: {count} crops, more than an epoch holds ({MAX_EPOCH_CROPS}: each is planned ahead)"
             )
-        if (count is None and sampler == "random") or sampler == "grid":
+        # A name, compared as a name only: a NumPy array of pairs compares element by element.
+        name = sampler if isinstance(sampler, str) else None
+        if (count is None and name == "random") or name == "grid":
             tiles = grid_tile_count(shapes, self.crop_shape)
             if tiles > MAX_EPOCH_CROPS:
-                what = "sampler 'grid'" if sampler == "grid" else "crops_per_epoch"
+                what = "sampler 'grid'" if name == "grid" else "crops_per_epoch"
                 raise InvalidArgumentError(
                     f"{what}: the volumes' {tiles} grid tiles are more than an epoch holds ({MAX_EPOCH_CROPS})"
-                    + ("; give crops_per_epoch" if sampler == "random" else "; sample them at random instead")
+                    + ("; give crops_per_epoch" if name == "random" else "; sample them at random instead")
                 )
         if isinstance(sampler, Crops):  # a listed sampler's crops, from a pickled loader
             sampler = list(zip(sampler.volumes.tolist(), sampler.origins.tolist(), strict=True))
-        if sampler == "random":
+        if name == "random":
             return RandomSampler(shapes, self.crop_shape, count or grid_tile_count(shapes, self.crop_shape))
-        if sampler == "grid":
+        if name == "grid":
             return grid_sampler(shapes, self.crop_shape, count)
-        if isinstance(sampler, str):
+        if name is not None:
             raise InvalidArgumentError(
                 f"sampler: expected 'random', 'grid' or (volume_index, origin) pairs, got {sampler!r}"
             )
@@ -687,7 +692,7 @@ class CropLoader:
             # cycle after the loader was dropped (until a garbage collection).
             shapes = {name: ((self.batch_size, *self.crop_shape), dtype) for name, dtype in self.volumes.dtypes.items()}
             pool = BufferPool(lambda: _shared_buffers(segments, shapes), size, ordering)
-            producer = ProcessProducer(workers, segments, pool, batches, indices, self.prefetch)
+            producer = ProcessProducer(workers, segments, pool, batches, indices, self.prefetch, self.volumes.arrays)
         else:
             lanes = self._lanes(ordering, ahead_bytes)
             size = None if size is None else size + lanes - 1  # one more buffer read into per lane
@@ -713,7 +718,12 @@ class CropLoader:
             self._processes = self._segments = self._stop_processes = None
         elif self._processes is not None and not self._processes.healthy():
             self.close()  # a worker died or was given up on: a new set
+        elif self._processes is not None and self._in_memory_generations() != self._workers_saw:
+            # A volume in memory was written through its Array: the workers hold copies of the
+            # store taken when they started (a MemoryStore pickles as a copy). New ones copy it again.
+            self.close()
         if self._processes is None or self._segments is None:
+            self._workers_saw = self._in_memory_generations()
             spec = WorkerSpec(
                 self._arguments["arrays"],
                 self.crop_shape,
@@ -727,6 +737,15 @@ class CropLoader:
             self._segments = SharedSegments(self.workers, keep)
             self._stop_processes = weakref.finalize(self, self._processes.close)
         return self._processes, self._segments
+
+    def _in_memory_generations(self) -> Generations:
+        """The ``data_generation`` of every volume whose store the workers get a copy of (a MemoryStore)."""
+        return tuple(
+            (field, v, data_generation(array))
+            for field, arrays in self.volumes.arrays.items()
+            for v, array in enumerate(arrays)
+            if isinstance(getattr(getattr(array, "array", array), "store", None), MemoryStore)
+        )
 
     def _workers_cache_stats(self) -> CacheStats:
         """The workers' host caches together (as of each worker's last batch)."""

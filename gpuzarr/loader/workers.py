@@ -13,6 +13,11 @@ Batches go out to the workers in turn and come back in order, at most :data:`TAS
 per worker at once, so a worker has its next batch at hand when it finishes one. Each worker
 reads a batch with its own share of the CPU threads (``gpuzarr.config`` ``concurrency`` divided
 among the workers) and keeps its own share of the host cache budget.
+
+A write through one of the loader's Arrays moves its ``data_generation`` in the loader's process
+only: each batch carries the generations of its volumes, which the worker's copies of the Arrays
+take before the batch is read, so that a worker's cache drops what it held of a volume written
+since, as the loader's own cache does.
 """
 
 from __future__ import annotations
@@ -110,8 +115,9 @@ def serve(connection: Connection, spec: WorkerSpec, worker: int) -> None:
             task = connection.recv()
             if task is None:
                 return
-            index, crop_volumes, origins, names, unmapped = task
+            index, crop_volumes, origins, names, unmapped, generations = task
             maps.unmap(unmapped)
+            take_generations(volumes.arrays, generations)
             crops = Crops(crop_volumes, origins)
             views: dict[str, Any] = {}
             answer: tuple[int, BaseException | None, CacheStats | None]
@@ -131,6 +137,28 @@ def serve(connection: Connection, spec: WorkerSpec, worker: int) -> None:
         return  # the loader's process went away
     finally:
         maps.close()
+
+
+#: (field, volume, ``data_generation``) of each volume a batch reads
+Generations = tuple[tuple[str, int, int], ...]
+
+
+def data_generation(array: Any) -> int:
+    """How many changes were made through ``array`` (a FieldArray's: its array's)."""
+    return int(getattr(getattr(array, "array", array), "data_generation", 0))
+
+
+def generations_of(arrays: dict[str, list[Any]], crops: Crops) -> Generations:
+    """The ``data_generation`` of every volume ``crops`` read, in every field."""
+    touched = sorted({int(v) for v in crops.volumes.tolist()})
+    return tuple((field, v, data_generation(arrays[field][v])) for field in arrays for v in touched)
+
+
+def take_generations(arrays: dict[str, list[Any]], generations: Generations) -> None:
+    """Give a worker's copies of the loader's Arrays the loader's ``generations``."""
+    for field, volume, generation in generations:
+        array = arrays[field][volume]
+        getattr(array, "array", array).data_generation = generation
 
 
 class WorkerProcesses:
@@ -273,12 +301,15 @@ class ProcessProducer(Background):
         batches: Sequence[Crops],
         indices: Sequence[int],
         prefetch: int,
+        arrays: dict[str, list[Any]],
     ) -> None:
         self._processes = processes
         self._segments = segments
         self._pool = pool
         self._batches = batches
         self._indices = indices
+        #: the loader's Arrays, whose generations each batch carries (see the module docstring)
+        self._arrays = arrays
         super().__init__(max(prefetch, 1))
 
     def _run(self) -> None:
@@ -295,7 +326,8 @@ class ProcessProducer(Background):
                     slot = self._pool.acquire()
                     crops = self._batches[index]
                     names = {name: self._segments.name_of(buffer) for name, buffer in slot.buffers.items()}
-                    task = (index, crops.volumes, crops.origins, names, self._segments.unmapped_by(turn))
+                    generations = generations_of(self._arrays, crops)
+                    task = (index, crops.volumes, crops.origins, names, self._segments.unmapped_by(turn), generations)
                     processes.send(turn, task)
                     in_flight.append((index, turn, slot))
                     turn = (turn + 1) % processes.count

@@ -121,6 +121,20 @@ def test_listed_crops_are_read_in_their_order(sources: list[np.ndarray[Any, Any]
     assert crop_list(got) == crops
     for b in got:
         assert_batch_matches(b, sources, CROP)
+    # The same pairs as a NumPy array (it was compared with "random" element by element).
+    listed = np.array(crops, dtype=object)
+    again = CropLoader(_volumes(sources), CROP, 1, sampler=listed, shuffle=False, output="numpy")
+    assert crop_list(list(again)) == crops
+
+
+def test_dict_field_names_must_be_strings(sources: list[np.ndarray[Any, Any]]) -> None:
+    # str() of the keys made {1: image, "1": label} one field, losing the image silently.
+    volumes = _volumes(sources)
+    for fields in ({1: volumes, "1": volumes}, {0: volumes}):
+        with pytest.raises(InvalidArgumentError, match=r"^arrays: field names must be strings .*got [01]$"):
+            CropLoader(fields, CROP, 1, crops_per_epoch=2, output="numpy")
+    loader = CropLoader({"image": volumes, "label": volumes}, CROP, 2, crops_per_epoch=2, output="numpy")
+    assert set(next(iter(loader)).data) == {"image", "label"}
 
 
 

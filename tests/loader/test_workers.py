@@ -163,6 +163,35 @@ def test_the_workers_host_caches_give_the_same_batches_and_count_hits(
         loader.close()
 
 
+@pytest.mark.parametrize("where", ["local, host cache", "in memory, no cache"])
+def test_a_write_through_the_loaders_array_reaches_the_workers(tmp_path: Path, where: str) -> None:
+    # The workers' caches (one per worker) and their copies of an in-memory store live from
+    # pass to pass: a write in the loader's process must not leave them serving the old data.
+    sources = [values(s, salt=i) for i, s in enumerate(SHAPES)]
+    in_memory = where.startswith("in memory")
+    stores = [gpuzarr.MemoryStore() if in_memory else gpuzarr.LocalStore(tmp_path / f"v{i}.zarr") for i in range(2)]
+    volumes = [make_volume(store, v, "v3-sharded-zstd") for store, v in zip(stores, sources, strict=True)]
+    options: dict[str, Any] = {"workers": 2, "cache_bytes": 0 if in_memory else 1 << 22}
+    loader = _loader(volumes, **options)
+    reference = _loader(volumes, workers=0)
+    try:
+        for batch in loader:
+            assert_batch_matches(batch, sources, CROP)
+        for volume, source in zip(volumes, sources, strict=True):
+            source[...] = source[::-1]  # new values everywhere, of the same dtype
+            volume[...] = source
+        loader.set_epoch(1)
+        reference.set_epoch(1)
+        got, want = list(loader), list(reference)
+        for batch in got:
+            assert_batch_matches(batch, sources, CROP)
+        assert [b.origins.tolist() for b in got] == [b.origins.tolist() for b in want]
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(to_numpy(a.data), to_numpy(b.data))
+    finally:
+        loader.close()
+
+
 def test_a_corrupt_chunk_read_by_a_worker_names_its_key_volume_and_crops(tmp_path: Path) -> None:
     sources = [values(s, salt=i) for i, s in enumerate(SHAPES)]
     volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"v{i}.zarr"), s, "v3-gzip") for i, s in enumerate(sources)]
