@@ -171,6 +171,34 @@ def test_filters_get_c_ordered_native_chunks_after_a_transpose() -> None:
     assert encoded == expected.tobytes()
 
 
+@pytest.mark.parametrize(
+    ("codec", "dtype"),
+    [
+        (nc("delta", dtype=">i4"), "<i4"),
+        (nc("delta", dtype=">i8", astype=">i2"), "<i8"),
+        (nc("fixedscaleoffset", offset=1, scale=10, dtype=">f8", astype="<i2"), "<f8"),
+        (nc("fixedscaleoffset", offset=1, scale=10, dtype=">f8", astype=">i4"), "<f8"),
+        (nc("quantize", digits=3, dtype=">f8"), "<f8"),
+        (nc("astype", encode_dtype="<f8", decode_dtype=">f4"), "<f4"),
+        (nc("astype", encode_dtype=">f8", decode_dtype=">f4"), "<f4"),
+    ],
+)
+def test_filters_configured_in_the_other_byte_order_code_values(codec: dict[str, Any], dtype: str) -> None:
+    # numcodecs views a chunk as the configured type without converting it: handed over in the
+    # native order, a big-endian configuration read its bytes as other values (a ">i4" array with
+    # delta(dtype=">i4") was stored as garbage, and read back as garbage).
+    data = np.array([[0.5, -26.1, -20.7], [-122.1, 90.0, 57.2]]).astype(dtype)
+    reference = numcodecs.get_codec({"id": codec["name"].split(".", 1)[1], **codec["configuration"]})
+    big = data.astype(np.dtype(dtype).newbyteorder(">"))
+    expected = np.asarray(reference.encode(big))
+    chain = pipeline([codec, LITTLE], data.shape, dtype)
+    encoded = bytes(memoryview(chain.encode(data)).cast("B"))
+    assert encoded == np.ascontiguousarray(expected, dtype=expected.dtype.newbyteorder("<")).tobytes()
+    want = np.asarray(reference.decode(expected)).reshape(data.shape).astype(dtype)
+    np.testing.assert_array_equal(chain.decode(encoded, "k"), want)
+    np.testing.assert_allclose(want, data, rtol=1e-2)  # the reference itself gives the values back
+
+
 # -- members zarr-python fills in from the data type -------------------------------------------------
 
 
