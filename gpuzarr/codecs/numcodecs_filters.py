@@ -149,7 +149,7 @@ class NumcodecsFilter(ArrayToArrayCodec):
             # like the chunk itself (astype to |S4096 made each chunk ask 4 GiB to decode into).
             check_chunk_bytes(encoded_shape(self.codec_id, spec.shape), encoded, f"{where}: its encoded chunk")
         received = _viewed_as(_RECEIVED_MEMBERS.get(self.codec_id, ()), config, spec.dtype)
-        given = _viewed_as(_ENCODED_MEMBERS.get(self.codec_id, ()), config, _native(encoded or spec.dtype))
+        given = _viewed_as(_ENCODED_MEMBERS.get(self.codec_id, ()), config, _native(encoded))
         impl = numcodecs_impl(self.codec_id, config)
         return replace(self, config=config, _impl=impl, _encoded=encoded, _received=received, _given=given)
 
