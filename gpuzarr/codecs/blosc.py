@@ -15,6 +15,7 @@ per-thread scratch) are compared with the chunk's size first.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import struct
 import threading
@@ -222,10 +223,30 @@ class BloscCodec(BytesToBytesCodec):
         decode_read_blosc(data, plan, out)
 
     def encode(self, data: Buffer) -> Buffer:
+        check_cname_builtin(self.cname, "configuration.cname")
         return self._impl.encode(as_uint8(data))
 
     def own_threads_off(self) -> AbstractContextManager[object] | None:
         return numcodecs_blosc_threads_off()
+
+
+@functools.cache
+def builtin_cnames() -> frozenset[str]:
+    """The compressors numcodecs' c-blosc was built with (snappy is optional, and left out of
+    numcodecs' wheels)."""
+    from numcodecs import blosc
+
+    return frozenset(blosc.list_compressors())
+
+
+def check_cname_builtin(cname: str, field_name: str) -> None:
+    """Refuse to write with a Blosc compressor this c-blosc lacks: numcodecs raises a bare
+    ValueError for each chunk, after the array's metadata was written."""
+    if cname not in builtin_cnames():
+        raise MetadataError(
+            f"{field_name}: {cname!r} is not built into numcodecs' c-blosc here "
+            f"(it has {sorted(builtin_cnames())}), so no chunk can be written with it"
+        )
 
 
 #: Blosc's compressors that decode at gigabytes a second (``one_thread_pays``)

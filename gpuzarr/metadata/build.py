@@ -30,11 +30,28 @@ from .codec_args import merge_compressor, v2_encoding, v3_chain
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
-from .v2 import ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
+from .v2 import OBJECT_CODEC_IDS, ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
 from .v3 import ArrayMetadata
 
 if TYPE_CHECKING:
     from .json_types import CodecJSON, NumcodecsJSON
+
+
+def _refuse_unbuilt_blosc(codecs: Any, field_name: str) -> None:
+    """Refuse, before anything is written, a Blosc compressor (v3 ``blosc``, a v2 ``blosc``
+    compressor, or one inside a sharding codec's chains) that numcodecs' c-blosc lacks here."""
+    from ..codecs.blosc import check_cname_builtin
+
+    for codec in codecs if isinstance(codecs, (list, tuple)) else ():
+        if not isinstance(codec, dict):
+            continue
+        config = codec.get("configuration") if "name" in codec else codec
+        is_blosc = codec.get("name") in ("blosc", "numcodecs.blosc") or codec.get("id") == "blosc"
+        if is_blosc and isinstance(config, dict) and isinstance(config.get("cname"), str):
+            check_cname_builtin(config["cname"], f"{field_name}: blosc cname")
+        if isinstance(config, dict):
+            for inner in ("codecs", "index_codecs"):
+                _refuse_unbuilt_blosc(config.get(inner), field_name)
 
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
 
@@ -209,6 +226,15 @@ def build_v3(
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     compressors = merge_compressor(compressor, compressors)
     chain = _codec_chain(data_type, len(shape_t), codecs, compressors, filters, serializer, order)
+    _refuse_unbuilt_blosc(chain, "codecs")
+    for codec in chain:
+        name = str(codec.get("name", ""))
+        if name.startswith("numcodecs.") and name[len("numcodecs.") :] in OBJECT_CODEC_IDS:
+            # zarr-python has no such v3 codecs (UnknownCodecError): an array only gpuzarr opens.
+            raise MetadataError(
+                f"codecs: {name} is a Zarr v2 object codec, which Zarr v3 arrays do not take "
+                "(zarr-python does not open them); v3 text and bytes arrays take vlen-utf8 / vlen-bytes"
+            )
     if shards is not None:
         if _is_rectilinear(shards):
             grid = _rectilinear(shards, shape_t, "shards")
@@ -291,6 +317,7 @@ def build_v2(
         default_compressor=ZARR_PYTHON_DEFAULTS.v2_compressor,
     )
     filter_list = list(v2_filters or [])
+    _refuse_unbuilt_blosc([v2_compressor], "compressor")
     data_type, endian = parse_v2_dtype(
         [list(d) for d in descr] if isinstance(descr, list) else descr,
         # zarr-python 2's dtype=object with an object codec in filters says what it holds.
@@ -304,6 +331,12 @@ def build_v2(
     elif codec_id is not None and object_codec_of(filter_list, v2_compressor) is None:
         raise MetadataError(
             f"filters: a {data_type.name} array needs the object codec {codec_id!r} as its first filter"
+        )
+    elif codec_id is None and (found := object_codec_of(filter_list, v2_compressor)) is not None:
+        # zarr-python refuses to open such an array ("No Zarr data type found"), and numcodecs
+        # refuses to decode pickled chunks (unpickling may run code).
+        raise MetadataError(
+            f"filters: {found!r} is an object codec, for arrays of dtype object ('|O'), not {data_type.name}"
         )
     if order not in ("C", "F"):
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")

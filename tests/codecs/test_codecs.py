@@ -348,3 +348,31 @@ def test_crc32c_too_short() -> None:
 def test_blosc_config_member_of_the_wrong_json_type(member: str, value: Any) -> None:
     with pytest.raises(MetadataError, match=f"configuration.{member}: expected one of"):
         codec_from_json({"name": "blosc", "configuration": {member: value}}, "codecs[1]")
+
+
+def test_a_blosc_compressor_numcodecs_lacks_is_refused_before_anything_is_written(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # numcodecs' wheels leave snappy out of c-blosc: its encode raised a bare ValueError for each
+    # chunk, after the array's metadata had been written.
+    import gpuzarr
+    from gpuzarr.codecs import blosc
+
+    monkeypatch.setattr(blosc, "builtin_cnames", lambda: frozenset({"lz4", "zstd"}))
+    cases: list[tuple[int, dict[str, Any]]] = [
+        (2, {"compressor": {"id": "blosc", "cname": "lz4hc", "clevel": 5, "shuffle": 1}}),
+        (3, {"compressors": [{"name": "blosc", "configuration": {"cname": "lz4hc"}}]}),
+        (3, {"compressors": [{"name": "numcodecs.blosc", "configuration": {"cname": "lz4hc"}}]}),
+        (3, {"shards": (4,), "compressors": [{"name": "blosc", "configuration": {"cname": "lz4hc"}}]}),
+    ]
+    for k, (zarr_format, codecs) in enumerate(cases):
+        path = tmp_path / f"{k}.zarr"
+        with pytest.raises(MetadataError, match=r"blosc cname: 'lz4hc' is not built into numcodecs' c-blosc here"):
+            gpuzarr.create(str(path), shape=(8,), chunks=(2,), dtype="<i4", zarr_format=zarr_format, **codecs)
+        assert not path.exists() or not any(path.iterdir())
+    # An array another library made with it (metadata as stored) opens; writing names the field.
+    codec = BloscCodec.from_config({"cname": "lz4hc", "shuffle": "shuffle", "typesize": 4})
+    with pytest.raises(MetadataError, match=r"^configuration\.cname: 'lz4hc' is not built"):
+        codec.encode(np.arange(8, dtype="<i4").view(np.uint8))
+    assert gpuzarr.create(str(tmp_path / "ok.zarr"), shape=(8,), chunks=(2,), dtype="<i4",
+                          compressors=[{"name": "blosc", "configuration": {"cname": "zstd"}}]) is not None  # fmt: skip

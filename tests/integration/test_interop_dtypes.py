@@ -418,3 +418,24 @@ def test_0d_arrays_both_ways(dtype: str, value: Any, zarr_format: int, tmp_path:
     b[()] = value
     assert gpuzarr.open_array(str(tmp_path / "gz.zarr"), mode="r")[()] == value
     assert zarr.open_array(str(tmp_path / "gz.zarr"), mode="r")[()] == value
+
+
+@pytest.mark.parametrize(
+    ("zarr_format", "codecs", "message"),
+    [
+        (2, {"filters": [{"id": "json2"}]}, r"^filters: 'json2' is an object codec, for arrays of dtype object"),
+        (2, {"compressor": {"id": "msgpack2"}}, r"^filters: 'msgpack2' is an object codec"),
+        (2, {"filters": [{"id": "pickle"}]}, r"^filters: 'pickle' is an object codec"),
+        (3, {"compressors": [{"name": "numcodecs.json2"}]}, r"^codecs: numcodecs\.json2 is a Zarr v2 object codec"),
+    ],
+)
+def test_object_codecs_on_other_arrays_are_refused_at_creation(
+    zarr_format: int, codecs: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    # zarr-python opens none of these (no data type matches; no such v3 codec), and numcodecs
+    # refuses to decode pickled chunks: the array would be gpuzarr's alone, or no one's.
+    with pytest.raises(gpuzarr.errors.MetadataError, match=message):
+        gpuzarr.create(
+            str(tmp_path / "n.zarr"), shape=(4,), chunks=(2,), dtype="<i4", zarr_format=zarr_format, **codecs
+        )
+    assert not (tmp_path / "n.zarr").exists() or not any((tmp_path / "n.zarr").iterdir())
