@@ -196,6 +196,11 @@ class NumcodecsCodec(BytesToBytesCodec):
         # numcodecs' Blosc, named numcodecs.blosc: the same rule as the blosc codec's.
         return numcodecs_blosc_threads_off() if self.codec_id == "blosc" else contextlib.nullcontext()
 
+    def encoded_size(self, input_nbytes: int) -> int | None:
+        # A checksum adds its 4 bytes, at the start or the end: a shard index may end in one
+        # (zarr-python writes numcodecs.crc32 there), its size known before it is read.
+        return input_nbytes + 4 if self.codec_id in CHECKSUM_IDS else None
+
     def max_encoded_size(self, input_nbytes: int) -> int | None:
         if self.codec_id in COMPRESSOR_IDS:
             return compressed_size_bound(input_nbytes)

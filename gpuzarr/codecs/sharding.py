@@ -129,7 +129,7 @@ class ShardingCodec(ArrayToBytesCodec):
         if index.encoded_size() is None:
             raise MetadataError(
                 "configuration.index_codecs: the index must have a fixed encoded size "
-                "(use bytes and crc32c only)"
+                "(use bytes, then crc32c or a numcodecs checksum, only)"
             )
         return ShardingCodec(
             self.chunk_shape, self.codecs, self.index_codecs, self.index_location,

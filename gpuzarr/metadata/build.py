@@ -37,22 +37,6 @@ if TYPE_CHECKING:
     from .json_types import CodecJSON, NumcodecsJSON
 
 
-def _refuse_unbuilt_blosc(codecs: Any, field_name: str) -> None:
-    """Refuse, before anything is written, a Blosc compressor (v3 ``blosc``, a v2 ``blosc``
-    compressor, or one inside a sharding codec's chains) that numcodecs' c-blosc lacks here."""
-    from ..codecs.blosc import check_cname_builtin
-
-    for codec in codecs if isinstance(codecs, (list, tuple)) else ():
-        if not isinstance(codec, dict):
-            continue
-        config = codec.get("configuration") if "name" in codec else codec
-        is_blosc = codec.get("name") in ("blosc", "numcodecs.blosc") or codec.get("id") == "blosc"
-        if is_blosc and isinstance(config, dict) and isinstance(config.get("cname"), str):
-            check_cname_builtin(config["cname"], f"{field_name}: blosc cname")
-        if isinstance(config, dict):
-            for inner in ("codecs", "index_codecs"):
-                _refuse_unbuilt_blosc(config.get(inner), field_name)
-
 __all__ = ["TENSORSTORE_DEFAULTS", "ZARR_PYTHON_DEFAULTS", "CreateDefaults", "build_metadata", "build_v2", "build_v3"]
 
 
@@ -225,7 +209,9 @@ def build_v3(
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     compressors = merge_compressor(compressor, compressors)
-    chain = _codec_chain(data_type, len(shape_t), codecs, compressors, filters, serializer, order)
+    chain = [_with_numcodecs_configurations(c) for c in _codec_chain(
+        data_type, len(shape_t), codecs, compressors, filters, serializer, order
+    )]  # fmt: skip
     _refuse_unbuilt_blosc(chain, "codecs")
     for codec in chain:
         name = str(codec.get("name", ""))
@@ -463,3 +449,40 @@ def build_metadata(
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
     check_attributes(metadata.attributes)
     return metadata
+
+
+def _with_numcodecs_configurations(codec: Any) -> Any:
+    """``codec`` (JSON) with an empty ``configuration`` written out for each ``numcodecs.*``
+    codec in it that has none (a sharding codec's chains included): the spec makes the member
+    optional, but zarr-python opens no numcodecs codec without it ("Named configuration does
+    not have a 'configuration' key")."""
+    if not isinstance(codec, dict):
+        return codec
+    out = dict(codec)
+    if str(out.get("name", "")).startswith("numcodecs.") and "configuration" not in out:
+        out["configuration"] = {}
+    config = out.get("configuration")
+    if isinstance(config, dict) and any(isinstance(config.get(k), list) for k in ("codecs", "index_codecs")):
+        chains = ("codecs", "index_codecs")
+        out["configuration"] = {
+            k: [_with_numcodecs_configurations(c) for c in v] if k in chains and isinstance(v, list) else v
+            for k, v in config.items()
+        }
+    return out
+
+
+def _refuse_unbuilt_blosc(codecs: Any, field_name: str) -> None:
+    """Refuse, before anything is written, a Blosc compressor (v3 ``blosc``, a v2 ``blosc``
+    compressor, or one inside a sharding codec's chains) that numcodecs' c-blosc lacks here."""
+    from ..codecs.blosc import check_cname_builtin
+
+    for codec in codecs if isinstance(codecs, (list, tuple)) else ():
+        if not isinstance(codec, dict):
+            continue
+        config = codec.get("configuration") if "name" in codec else codec
+        is_blosc = codec.get("name") in ("blosc", "numcodecs.blosc") or codec.get("id") == "blosc"
+        if is_blosc and isinstance(config, dict) and isinstance(config.get("cname"), str):
+            check_cname_builtin(config["cname"], f"{field_name}: blosc cname")
+        if isinstance(config, dict):
+            for inner in ("codecs", "index_codecs"):
+                _refuse_unbuilt_blosc(config.get(inner), field_name)

@@ -137,3 +137,30 @@ def test_corrupt_whole_shard() -> None:
     with pytest.raises(CorruptChunkError) as info:
         p.decode(b"", "c/0/0")
     assert info.value.key == "c/0/0"
+
+
+@pytest.mark.filterwarnings("ignore:Numcodecs codecs are not in the Zarr version 3:UserWarning")
+@pytest.mark.parametrize("checksum", ["crc32", "adler32", "jenkins_lookup3"])
+def test_a_numcodecs_checksum_ends_the_shard_index_in_both_libraries(tmp_path: Any, checksum: str) -> None:
+    # A checksum adds 4 bytes, so the index has a fixed size: zarr-python writes and reads such
+    # shards (they were refused: "the index must have a fixed encoded size").
+    zarr = pytest.importorskip("zarr")
+    import gpuzarr
+
+    index_codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": f"numcodecs.{checksum}"}]
+    sharding = {"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [4, 4], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "index_codecs": index_codecs, "index_location": "end"}}  # fmt: skip
+    data = np.arange(64, dtype="<i4").reshape(8, 8)
+    ours = gpuzarr.create(str(tmp_path / "g.zarr"), shape=(8, 8), chunks=(8, 8), dtype="<i4", codecs=[sharding])
+    ours[...] = data
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "g.zarr"), mode="r")[...], data)
+    theirs = zarr.open_array(str(tmp_path / "g.zarr"), mode="r")
+    np.testing.assert_array_equal(gpuzarr.open(str(tmp_path / "g.zarr"), mode="r")[...], theirs[...])
+    # A flipped index byte: the checksum catches it, naming the shard.
+    shard = tmp_path / "g.zarr" / "c" / "0" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[-10] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(CorruptChunkError, match=r"c/0/0"):
+        gpuzarr.open(str(tmp_path / "g.zarr"), mode="r")[...]
