@@ -6,9 +6,11 @@ import warnings
 from typing import Any
 
 import dask.array as da
+import numpy as np
 from dask.base import tokenize
 
 from ..core.array import Array
+from ..core.field_array import FieldArray
 from ..errors import InvalidArgumentError
 from .block_alignment import first_split, grid_blocks
 
@@ -49,6 +51,14 @@ def to_dask(array: Array, chunks: Any = None, *, name: str | None = None, inline
     InvalidArgumentError
         ``chunks`` that Dask cannot lay over the array's shape.
     """
+    given: object = array  # callers without type checks pass anything
+    if not isinstance(given, Array):
+        hint = (
+            " (a field of a structured array: dask.array.from_array(field, chunks=field.chunks) reads it)"
+            if isinstance(given, FieldArray)
+            else ""
+        )
+        raise InvalidArgumentError(f"to_dask: expected a gpuzarr.Array, got {type(given).__name__}{hint}")
     stored = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
     blocks = stored if chunks is None else _normalize(chunks, array, stored)
     split = first_split(blocks, array.layout.dimensions())
@@ -82,7 +92,7 @@ def _normalize(chunks: Any, array: Array, stored: tuple[tuple[int, ...], ...]) -
             blocks = da.core.normalize_chunks(  # type: ignore[no-untyped-call]
                 chunks, array.shape, dtype=array.dtype, previous_chunks=previous
             )
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, ZeroDivisionError) as exc:  # Dask divides by a block size of 0
             raise InvalidArgumentError(f"to_dask: chunks={chunks!r} for shape {array.shape}: {exc}") from exc
         return tuple(tuple(int(n) for n in sizes) for sizes in blocks)
 
@@ -119,9 +129,10 @@ def _pin_device(array: Array) -> Array:
 def _meta(array: Array) -> Any:
     # A zero-size read is an empty array of the reader's own kind (NumPy, or CuPy on a GPU)
     # without touching the store, so a CPU array never imports CuPy. A 0-d array has no
-    # zero-size selection: its one element is read.
+    # zero-size selection: on the CPU its meta is made, not read (a damaged chunk raised in
+    # to_dask, before any compute); on a GPU its one element is read, for the reader's kind.
     if array.ndim == 0:
-        return array.read(Ellipsis)
+        return np.empty((), dtype=array.dtype) if array.device == "cpu" else array.read(Ellipsis)
     return array.read((slice(0, 0),) * array.ndim)
 
 

@@ -112,6 +112,21 @@ def test_chunks_dask_cannot_lay_over_the_shape_are_refused(store: gpuzarr.Store)
     a = _make(store, "v3")
     with pytest.raises(InvalidArgumentError, match=r"to_dask: chunks=\(\(10, 10\), 29\) for shape \(37, 29\)"):
         gpuzarr.to_dask(a, ((10, 10), 29))
+    # Blocks of no elements: Dask divides by them (a bare ZeroDivisionError before).
+    for zero in (0, (0, 10), {0: 0}):
+        with pytest.raises(InvalidArgumentError, match=r"^to_dask: chunks="):
+            gpuzarr.to_dask(a, zero)
+
+
+def test_to_dask_takes_gpuzarr_arrays_and_says_so_of_anything_else(store: gpuzarr.Store, tmp_path: Path) -> None:
+    group = gpuzarr.open_group(tmp_path / "g.zarr", mode="w")
+    field_array = gpuzarr.create(tmp_path / "f.zarr", shape=(4,), chunks=(2,), dtype=[("a", "<i2"), ("b", "<f4")],
+                                 zarr_format=2, device="cpu")  # fmt: skip
+    field = gpuzarr.open(str(tmp_path / "f.zarr"), field="b")
+    for thing, name in ((group, "Group"), (np.zeros(3), "ndarray"), (field, "FieldArray")):
+        with pytest.raises(InvalidArgumentError, match=rf"^to_dask: expected a gpuzarr\.Array, got {name}"):
+            gpuzarr.to_dask(thing)  # type: ignore[arg-type]
+    assert field_array.shape == (4,)
 
 
 def test_auto_chunks_are_whole_shards_or_whole_inner_chunks() -> None:
@@ -132,6 +147,15 @@ def test_zero_dimensional_and_empty_arrays(store: gpuzarr.Store) -> None:
     scalar = gpuzarr.create(store, path="s", shape=(), dtype="f8", fill_value=2.5, device="cpu")
     x = gpuzarr.to_dask(scalar)
     assert x.shape == () and x.compute() == 2.5
+    # Its meta is made, not read: a damaged chunk is for compute() to find, as for other shapes.
+    scalar[...] = 1.0
+    damaged = list(store.list_prefix("s/c"))
+    assert damaged
+    store.set(damaged[0], b"not a chunk")
+    y = gpuzarr.to_dask(gpuzarr.open(store, path="s", mode="r", device="cpu"))
+    assert y.dtype == np.float64
+    with pytest.raises(GpuZarrError, match=r"s/c"):
+        y.compute()
     empty = gpuzarr.create(store, path="e", shape=(0, 5), dtype="i2", chunks=(4, 2), device="cpu")
     y = gpuzarr.to_dask(empty)
     assert y.chunks == ((0,), (2, 2, 1))
