@@ -17,6 +17,7 @@ from ..errors import InvalidArgumentError, ReadOnlyError, UnalignedChunksError
 from ..metadata.build import build_metadata
 from ..metadata.chunk_grid import DimensionGrid
 from ..store.memory import MemoryStore
+from ..store.zip import ZipStore
 from .block_alignment import first_split
 
 if TYPE_CHECKING:
@@ -34,29 +35,36 @@ class _BlockWriter:
     """What ``da.store`` writes blocks into: the target array, one region per task.
 
     A MemoryStore lives in one process's memory: a block written by a worker process would
-    land in that worker's copy and be lost, so such writes raise instead. Within its own process
-    the writer is pickled by reference (dask.distributed pickles tasks for in-process workers
-    too, ``LocalCluster(processes=False)``): a pickled MemoryStore is a copy, and every block
-    was written into a copy of its own and lost.
+    land in that worker's copy and be lost, so such writes raise instead. So does a zip archive
+    being written, which one process's writer holds open (a copy could not even be made: its
+    store refuses to pickle, and dask.distributed reported that as its own ``TypeError``).
+    Within its own process the writer is pickled by reference (dask.distributed pickles tasks
+    for in-process workers too, ``LocalCluster(processes=False)``): a pickled MemoryStore is a
+    copy, and every block was written into a copy of its own and lost.
     """
 
     def __init__(self, array: Array) -> None:
-        self.array = array
-        self.owner_pid = os.getpid() if isinstance(array.store, MemoryStore) else None
+        self.array: Array | None = array
+        store = array.store
+        in_process = isinstance(store, MemoryStore) or (isinstance(store, ZipStore) and not store.read_only)
+        self.owner_pid = os.getpid() if in_process else None
+        self.store_kind = type(store).__name__
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         if self.owner_pid is None:
             return _BlockWriter, (self.array,)
         token = f"{self.owner_pid}:{id(self)}"
         _WRITERS[token] = self
-        return _writer_by_reference, (token, self.array, self.owner_pid)
+        # Elsewhere the copy only refuses to write: a zip archive being written is not sent.
+        copy = self.array if self.array is not None and isinstance(self.array.store, MemoryStore) else None
+        return _writer_by_reference, (token, copy, self.owner_pid, self.store_kind)
 
     def __setitem__(self, selection: Any, block: Any) -> None:
-        if self.owner_pid is not None and os.getpid() != self.owner_pid:
+        if self.array is None or (self.owner_pid is not None and os.getpid() != self.owner_pid):
             raise InvalidArgumentError(
                 f"store_dask: a block for {selection!r} was computed in process {os.getpid()}, but the "
-                f"target's MemoryStore lives in process {self.owner_pid}: the write would be lost. Write "
-                "to a LocalStore or an object store, or compute in one process (threads)."
+                f"target's {self.store_kind} lives in process {self.owner_pid}: the write would be lost. "
+                "Write to a LocalStore or an object store, or compute in one process (threads)."
             )
         self.array[selection] = block
 
@@ -68,15 +76,17 @@ class _BlockWriter:
 _WRITERS: weakref.WeakValueDictionary[str, _BlockWriter] = weakref.WeakValueDictionary()
 
 
-def _writer_by_reference(token: str, array: Array, owner_pid: int) -> _BlockWriter:
+def _writer_by_reference(
+    token: str, array: Array | None, owner_pid: int, store_kind: str = "MemoryStore"
+) -> _BlockWriter:
     """The writer pickled as ``token``: itself in its own process (while it lives), elsewhere a
-    writer of the copy, which refuses to write (``_BlockWriter.__setitem__``)."""
+    writer of the copy (or of nothing), which refuses to write (``_BlockWriter.__setitem__``)."""
     if os.getpid() == owner_pid:
         live = _WRITERS.get(token)
         if live is not None:
             return live
     writer = _BlockWriter.__new__(_BlockWriter)
-    writer.array, writer.owner_pid = array, owner_pid
+    writer.array, writer.owner_pid, writer.store_kind = array, owner_pid, store_kind
     return writer
 
 

@@ -489,6 +489,15 @@ def test_worker_processes_write_blocks(client: Client, tmp_path: Path) -> None:
     np.testing.assert_array_equal(target[...], VALUES + 1)
 
 
+def test_zip_archive_targets_refuse_writes_from_other_processes(client: Client, tmp_path: Path) -> None:
+    # Not dask.distributed's "Could not serialize object" (a TypeError), but what is wrong.
+    source = da.from_array(VALUES, chunks=(8, 10))
+    with gpuzarr.store.ZipStore(tmp_path / "p.zip", mode="w") as store:
+        target = _empty_like_values(store, chunks=(8, 10))
+        with pytest.raises(InvalidArgumentError, match=r"the target's ZipStore lives in process \d+: the write would"):
+            gpuzarr.store_dask(source, target)
+
+
 def test_memory_store_targets_refuse_writes_from_other_processes(client: Client) -> None:
     target = _empty_like_values(gpuzarr.MemoryStore(), chunks=(8, 10))
     with pytest.raises(InvalidArgumentError, match=r"the target's MemoryStore lives in process \d+: the write would"):
@@ -548,6 +557,17 @@ def test_in_process_workers_write_into_a_memory_store(threads_client: Client) ->
     gpuzarr.store_dask(source, target)
     np.testing.assert_array_equal(target[...], VALUES)
     np.testing.assert_array_equal(gpuzarr.from_dask(source)[...], VALUES)
+
+
+def test_in_process_workers_write_into_a_zip_archive(threads_client: Client, tmp_path: Path) -> None:
+    """A zip archive being written could not be pickled, and every task failed with dask's
+    "Could not serialize object" (a TypeError): the writer travels by reference."""
+    source = da.from_array(VALUES, chunks=(8, 10))
+    with gpuzarr.store.ZipStore(tmp_path / "w.zip", mode="w") as store:
+        target = _empty_like_values(store, chunks=(8, 10))
+        gpuzarr.store_dask(source, target)
+        np.testing.assert_array_equal(target[...], VALUES)
+    np.testing.assert_array_equal(gpuzarr.open(str(tmp_path / "w.zip"), mode="r", device="cpu")[...], VALUES)
 
 
 def test_an_archive_opened_with_the_default_mode_is_read_on_a_cluster(threads_client: Client, tmp_path: Path) -> None:
