@@ -495,7 +495,9 @@ def _outermost(store: Store, path: str, zarr_format: int) -> tuple[Store, str, s
     return LocalStore(root, follow_symlinks=store.follow_symlinks, durable=store.durable), _join(lift, path), lift
 
 
-def record_metadata_write(store: Store, path: str, *, new_node: bool = False) -> None:
+def record_metadata_write(
+    store: Store, path: str, *, new_node: bool = False, replaced: frozenset[int] = frozenset()
+) -> None:
     """Keep consolidated metadata true after the metadata of the node at ``path`` was written.
 
     Every group above the node (in ``store``, or above its root for a LocalStore opened inside
@@ -504,12 +506,17 @@ def record_metadata_write(store: Store, path: str, *, new_node: bool = False) ->
     ``.zmetadata`` gets its new attributes. ``new_node``: the node was created or replaced, so
     what was recorded below it is gone. The views opened on the same store (the same object,
     or a LocalStore of the same directory) are updated alike; a view of a replaced subtree is
-    emptied.
+    emptied. ``replaced``: the formats of the node the new one replaced (``write_node``'s
+    answer); the consolidated metadata of another format forgets it and what lay below it (a v2
+    group replaced by a v3 one stayed recorded in its v2 parent's, and its arrays read as the
+    fill value).
     """
     path = path.strip("/")
     info = read_node(store, path, allow_implicit=False)
     if info is None:
         return
+    for old_format in replaced - {info.zarr_format}:
+        _record(store, path, old_format, None, True)
     _record(store, path, info.zarr_format, info, new_node)
 
 

@@ -268,7 +268,7 @@ def write_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> 
 
 def write_node(
     store: Store, path: str, documents: Mapping[str, bytes], *, overwrite: bool, zarr_format: int, parents: bool = True
-) -> None:
+) -> frozenset[int]:
     """Write a new node's metadata ``documents`` at ``path``, creating missing parent groups
     (unless ``parents`` is False: a TensorStore spec creates none, as TensorStore does).
 
@@ -285,6 +285,13 @@ def write_node(
     zarr_format
         The format of the parent groups created.
 
+    Returns
+    -------
+    frozenset of int
+        The formats of the node it replaced (none, 2, 3, or both for an array migrated in
+        place): consolidated metadata of the other format must forget it
+        (``record_metadata_write``'s ``replaced``).
+
     Raises
     ------
     ReadOnlyError, ContainsNodeError
@@ -292,13 +299,14 @@ def write_node(
         ancestors (arrays cannot contain nodes).
     """
     missing = _missing_parents(store, path)
-    _prepare_new_node(store, path, overwrite)
+    replaced = _prepare_new_node(store, path, overwrite)
     write_documents(store, path, documents)
     # Written explicitly: v2 has no implicit groups, and zarr-python warns about directories
     # without metadata. Written after the child, so a child that fails leaves nothing behind.
     for ancestor in missing if parents else ():
         _prepare_new_node(store, ancestor, False)
         write_documents(store, ancestor, group_documents({}, zarr_format))
+    return replaced
 
 
 def _missing_parents(store: Store, path: str) -> list[str]:
@@ -321,15 +329,21 @@ def _missing_parents(store: Store, path: str) -> list[str]:
     return missing
 
 
-def _prepare_new_node(store: Store, path: str, overwrite: bool) -> None:
+def _prepare_new_node(store: Store, path: str, overwrite: bool) -> frozenset[int]:
+    """Make way for a new node at ``path``: the formats of the node erased (see write_node)."""
     if store.read_only:
         raise ReadOnlyError(f"cannot create a node in read-only {store!r}")
-    if node_exists(store, path):
+    prefix = node_prefix(path)
+    formats = frozenset(
+        fmt for fmt, keys in ((3, (ZARR_JSON,)), (2, (ZARRAY, ZGROUP))) if any(store.exists(prefix + k) for k in keys)
+    )
+    if formats:
         if not overwrite:
             raise ContainsNodeError(
                 f"a node already exists at {path or '/'!r} in {store!r} (pass overwrite=True)"
             )
-        store.erase_prefix(node_prefix(path))
+        store.erase_prefix(prefix)
     elif overwrite:
         # Stale chunks of an earlier node (whose metadata is gone) must not leak into a new one.
-        store.erase_prefix(node_prefix(path))
+        store.erase_prefix(prefix)
+    return formats

@@ -319,6 +319,36 @@ def test_metadata_writes_keep_it_true(tmp_path: Path, zarr_format: int, change: 
     assert _consolidated_tree(store) == kept
 
 
+@pytest.mark.parametrize("replace", ["group", "array", "spec"])
+def test_a_node_replaced_by_one_of_the_other_format_leaves_the_consolidated_metadata(
+    tmp_path: Path, zarr_format: int, replace: str
+) -> None:
+    # It stayed recorded, with what was below it, in the consolidated metadata of its old format:
+    # consolidated opens listed its arrays and read them as the fill value.
+    store = gpuzarr.LocalStore(tmp_path / "h.zarr")
+    _build(store, zarr_format)
+    group = gpuzarr.consolidate_metadata(store)
+    other = 5 - zarr_format
+    if replace == "group":
+        gpuzarr.open_group(store, path="sub", mode="w", zarr_format=other)
+    elif replace == "array":
+        gpuzarr.create(store, path="sub", shape=(2,), dtype="int8", zarr_format=other, overwrite=True)
+    else:
+        driver = "zarr3" if other == 3 else "zarr2"
+        spec = {"driver": driver, "kvstore": store.kvstore_json(), "path": "sub"}
+        gpuzarr.open(spec, shape=[3], dtype="int32", create=True, delete_existing=True)
+    kept = _consolidated_tree(store)
+    assert not any(name == "sub" or name.startswith("sub/") for name in kept)
+    assert _tree(group) == kept  # the handle's own view follows too
+    assert kept == {k: v for k, v in _stored_tree(store).items() if not (k == "sub" or k.startswith("sub/"))}
+    with pytest.raises(KeyError):
+        gpuzarr.open_consolidated(store, mode="r")["sub/b"]
+    zarr = pytest.importorskip("zarr")
+    theirs = zarr.open_group(str(tmp_path / "h.zarr"), mode="r", use_consolidated=True)
+    names = [n for n, _ in theirs.members(max_depth=None)]
+    assert "sub/b" not in names and "a" in names
+
+
 def test_changes_below_a_consolidated_subgroup_reach_every_consolidating_ancestor(
     store: gpuzarr.Store, zarr_format: int
 ) -> None:

@@ -253,6 +253,11 @@ def test_prefix_with_only_chunks_is_not_a_group(store: gpuzarr.Store) -> None:
     a[...] = 1
     assert list(root) == ["arr"]
     assert "arr/c" not in root
+    # Names no child can have are not in it (an InvalidKeyError from the store before), as in
+    # zarr-python's Mapping.
+    for name in ("a\\b", "x\x00y", ".."):
+        assert name not in root
+        assert root.get(name, "none") == "none"
     with pytest.raises(NodeNotFoundError):
         gpuzarr.open(store, path="arr/c", mode="r")
 
@@ -425,6 +430,25 @@ def test_an_oversized_zgroup_is_refused_before_it_is_read(tmp_path: Path) -> Non
     os.truncate(tmp_path / "g.zarr" / ".zgroup", 1 << 30)
     with pytest.raises(MetadataError, match=r"\.zgroup: a metadata document of 1073741824 bytes"):
         gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+
+
+def test_an_implicit_group_in_a_v2_hierarchy_is_a_v2_group(tmp_path: Path) -> None:
+    # TensorStore's zarr2 driver writes no parent groups. Such a group opened through its parent
+    # was a v3 group, and nodes created through it v3 nodes, which zarr-python never lists.
+    root = gpuzarr.open_group(tmp_path / "h.zarr", mode="w", zarr_format=2)
+    root.create_array("x/arr", shape=(2,), dtype="i1", fill_value=0)
+    (tmp_path / "h.zarr" / "x" / ".zgroup").unlink()
+    (tmp_path / "h.zarr" / "x" / ".zattrs").unlink()
+    root = gpuzarr.open_group(tmp_path / "h.zarr", mode="r+")
+    x = root["x"]
+    assert isinstance(x, gpuzarr.Group) and x.zarr_format == 2
+    assert dict(root.members())["x"].zarr_format == 2
+    x.create_array("through_x", shape=(3,), dtype="i1", fill_value=0)
+    assert (tmp_path / "h.zarr" / "x" / "through_x" / ".zarray").exists()
+    assert not (tmp_path / "h.zarr" / "x" / "through_x" / "zarr.json").exists()
+    zarr = pytest.importorskip("zarr")
+    listed = zarr.open_group(str(tmp_path / "h.zarr"), mode="r", use_consolidated=False).members(max_depth=None)
+    assert "x/through_x" in [name for name, _ in listed]
 
 
 def test_an_implicit_group_is_looked_for_folder_by_folder_and_not_forever(tmp_path: Path) -> None:

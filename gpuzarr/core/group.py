@@ -25,6 +25,7 @@ from ..errors import (
     GroupNotFoundError,
     IncompatibleNodeError,
     InvalidArgumentError,
+    InvalidKeyError,
     MetadataError,
     NodeNotFoundError,
     ReadOnlyError,
@@ -177,7 +178,7 @@ class Group:
                 raise KeyError(name)
             return _node(self.store, path, info, self._device, self._consolidated, recorded=True)
         try:
-            return open_node(self.store, path, device=self._device)
+            return open_node(self.store, path, device=self._device, implicit_format=self._zarr_format)
         except NodeNotFoundError:
             raise KeyError(name) from None
 
@@ -189,7 +190,7 @@ class Group:
             if self._consolidated is not None:
                 return self._consolidated.lookup(path) is not None
             return read_node(self.store, path) is not None
-        except MetadataError:
+        except (MetadataError, InvalidKeyError):  # a name no child can have: '..', a backslash
             return False
 
     def __iter__(self) -> Iterator[str]:
@@ -219,7 +220,11 @@ class Group:
         for start in range(0, len(paths), CHILDREN_READ_AT_ONCE):
             batch = paths[start : start + CHILDREN_READ_AT_ONCE]
             infos = run(lambda path: read_node(self.store, path), batch)
-            yield from ((path, info) for path, info in zip(batch, infos, strict=True) if info is not None)
+            yield from (
+                (path, _in_format(info, self._zarr_format))
+                for path, info in zip(batch, infos, strict=True)
+                if info is not None
+            )
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -326,10 +331,14 @@ class Group:
         return self
 
     def get(self, name: str, default: Any = None) -> Any:
-        """The child ``name`` (nested: "a/b"), or ``default`` where there is none."""
+        """The child ``name`` (nested: "a/b"), or ``default`` where there is none.
+
+        A name no child can have (with a backslash, or ``..``) gives ``default`` too, as in
+        zarr-python.
+        """
         try:
             return self[name]
-        except KeyError:
+        except (KeyError, MetadataError, InvalidKeyError):
             return default
 
     def tree(
@@ -637,16 +646,28 @@ def open_node_of_kind(
     return node, path
 
 
-def open_node(store: Store, path: str, device: str = "auto", use_consolidated: bool | None = None) -> Array | Group:
+def open_node(
+    store: Store, path: str, device: str = "auto", use_consolidated: bool | None = None, implicit_format: int = 3
+) -> Array | Group:
     """Open whatever node lives at ``path``: a v3 or v2 array or group, or an implicit group.
 
+    An implicit group takes ``implicit_format`` (its parent's, where it is opened through one).
     A group's consolidated metadata is used as zarr-python's ``use_consolidated`` says: None,
     when present; True, required; False, not read. Raises NodeNotFoundError when nothing is
     there.
     """
-    info = require_node(store, path)
+    info = _in_format(require_node(store, path), implicit_format)
     view = load_view(store, path, info, use_consolidated) if info.node_type == "group" else None
     return _node(store, path, info, device, view)
+
+
+def _in_format(info: NodeInfo, implicit_format: int) -> NodeInfo:
+    """``info``, where an implicit group (no metadata, so no format), in ``implicit_format``.
+
+    In a v2 hierarchy it was a v3 group, and nodes created through it were v3 nodes that
+    zarr-python and the hierarchy's v2 consolidated metadata never show.
+    """
+    return dataclasses.replace(info, zarr_format=implicit_format) if info.implicit else info
 
 
 def _opened(store: Store, path: str, info: NodeInfo, device: str, consolidated: bool = True) -> Array | Group:
@@ -684,8 +705,9 @@ def create_group_node(
     ``consolidated`` is the view of the group it is created through, which the new group shares.
     """
     attrs = dict(attributes or {})
-    write_node(store, path, group_documents(attrs, zarr_format), overwrite=overwrite, zarr_format=zarr_format)
-    record_metadata_write(store, path, new_node=True)
+    documents = group_documents(attrs, zarr_format)
+    replaced = write_node(store, path, documents, overwrite=overwrite, zarr_format=zarr_format)
+    record_metadata_write(store, path, new_node=True, replaced=replaced)
     return Group(store, path, attrs, device=device, zarr_format=zarr_format, consolidated=consolidated)
 
 
@@ -701,6 +723,6 @@ def create_array_node(
     """Write a new array with ``metadata`` at ``path`` of ``store`` and return it open."""
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
     array = Array(store, path, metadata, device=device, store_data_equal_to_fill_value=store_data_equal_to_fill_value)
-    write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
-    record_metadata_write(store, path, new_node=True)
+    replaced = write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
+    record_metadata_write(store, path, new_node=True, replaced=replaced)
     return array

@@ -78,7 +78,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import GpuZarrError, StoreError, SymlinkEscapeError
+from ..errors import GpuZarrError, InvalidKeyError, StoreError, SymlinkEscapeError
 from ..output_pool import pooled_bytes
 from .base import (
     Buffer,
@@ -506,6 +506,14 @@ class LocalStore(Store):
     def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
         *directories, name = validate_key(key).split("/")
+        hidden = next((part for part in (*directories, name) if _is_hidden(part)), None)
+        if hidden is not None:
+            # Listings skip such names (this store's partial writes and lock files): a node
+            # or chunk written under one could never be found again.
+            raise InvalidKeyError(
+                f"{key!r}: {hidden!r} is named like this store's partial writes and lock files "
+                f"({TEMP_MARKER!r} inside, or {LOCK_MARKER!r} first), which listings skip"
+            )
         view = memoryview(value).cast("B")
         with self._os_errors(key, "write"):
             dir_fd = self._directory(key, directories, create=True)
