@@ -441,6 +441,10 @@ class _Change:
     def apply(self, entries: dict[str, NodeInfo], root: str) -> None:
         """Update ``entries``, the consolidated metadata of the group at ``root``."""
         cut = len(node_prefix(root))
+        if self.new_node:  # what was recorded below goes first: ``nodes`` may hold what is there now
+            below = node_prefix(self.path)[cut:]
+            for key in [k for k in entries if k.startswith(below)]:
+                del entries[key]
         for path, info in self.nodes.items():
             if path == root or not path.startswith(node_prefix(root)):
                 continue
@@ -448,10 +452,6 @@ class _Change:
                 entries.pop(path[cut:], None)
             else:
                 entries[path[cut:]] = _entry(info)
-        if self.new_node:
-            below = node_prefix(self.path)[cut:]
-            for key in [k for k in entries if k.startswith(below)]:
-                del entries[key]
 
 
 def _join(*parts: str) -> str:
@@ -555,6 +555,12 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
         top = min(ancestors.index(r) for r in roots)
         nodes = {a: read_node(outer, a, allow_implicit=False) for a in ancestors[top + 1 :]}
     nodes[path] = info
+    if new_node and info is not None and info.node_type == "group":
+        # A new group over nodes already there (an implicit group made explicit): they are its
+        # descendants now, recorded as consolidating afresh records them.
+        below: dict[str, NodeInfo] = {}
+        _walk(outer, path, zarr_format, "", below)
+        nodes.update({_join(path, name): node for name, node in below.items()})
     change = _Change(path, nodes, new_node)
     for ancestor in stored:
         _update_recorded(outer, ancestor, zarr_format, change)

@@ -349,6 +349,34 @@ def test_a_node_replaced_by_one_of_the_other_format_leaves_the_consolidated_meta
     assert "sub/b" not in names and "a" in names
 
 
+@pytest.mark.parametrize("how", ["require_group", "create_group", "attributes"])
+def test_an_implicit_group_made_explicit_brings_its_descendants_into_the_consolidated_metadata(
+    store: gpuzarr.Store, zarr_format: int, how: str
+) -> None:
+    # Its nodes became visible to a store listing, while the consolidated metadata recorded the
+    # new group alone.
+    root = gpuzarr.create_group(store, zarr_format=zarr_format)
+    root.create_array("x/arr", shape=(3,), dtype="int8", fill_value=1)
+    root.create_group("x/sub").create_array("deep", shape=(2,), dtype="int8")
+    for key in ("x/zarr.json", "x/.zgroup", "x/.zattrs"):
+        store.erase(key)
+    group = gpuzarr.consolidate_metadata(store)
+    assert "x/arr" not in _consolidated_tree(store)  # below an implicit group: left out
+    if how == "require_group":
+        group.require_group("x")
+    elif how == "create_group":
+        group.create_group("x")
+    else:  # through the group opened from the store: the consolidated one does not list it
+        implicit = gpuzarr.open_group(store, path="x", mode="r+", use_consolidated=False)
+        implicit.attrs["now"] = "explicit"
+        reopened = gpuzarr.open_group(store, path="x", mode="r", use_consolidated=False)
+        assert dict(reopened.attrs) == {"now": "explicit"} and reopened.zarr_format == zarr_format
+    truth = _stored_tree(store)
+    assert {"x", "x/arr", "x/sub", "x/sub/deep"} <= set(truth)
+    assert _consolidated_tree(store) == truth
+    assert _tree(group) == truth
+
+
 def test_changes_below_a_consolidated_subgroup_reach_every_consolidating_ancestor(
     store: gpuzarr.Store, zarr_format: int
 ) -> None:

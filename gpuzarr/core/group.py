@@ -123,6 +123,7 @@ class Group:
         zarr_format: int = 3,
         *,
         consolidated: ConsolidatedView | None = None,
+        implicit: bool = False,
     ) -> None:
         self.store = store
         self.path = path.strip("/")
@@ -130,6 +131,8 @@ class Group:
         self._device = device
         self._zarr_format = zarr_format
         self._consolidated = consolidated
+        #: no metadata document of its own (yet): setting attributes writes its group documents
+        self._implicit = implicit
 
     def __repr__(self) -> str:
         return f"<gpuzarr.Group {self.store!r} path={self.path or '/'!r}>"
@@ -153,13 +156,16 @@ class Group:
         if self.store.read_only:
             raise ReadOnlyError(f"group {self.path or '/'!r} is read-only")
         documents = group_documents(attrs, self._zarr_format)
-        if self._zarr_format == 2:
+        if self._zarr_format == 2 and not self._implicit:
             documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
-        else:
+        elif self._zarr_format == 3:
             documents = keep_consolidated_member(self.store, self.path, documents)
         write_documents(self.store, self.path, documents)
         self._attributes = dict(attrs)
-        record_metadata_write(self.store, self.path)
+        # An implicit group made explicit: the nodes below it are its descendants now, which
+        # the consolidated metadata above records as for a new group.
+        record_metadata_write(self.store, self.path, new_node=self._implicit)
+        self._implicit = False
 
     def _child_path(self, name: str, *, existing: bool = False) -> str:
         """The path of the descendant ``name`` ("a/b").
@@ -647,18 +653,35 @@ def open_node_of_kind(
 
 
 def open_node(
-    store: Store, path: str, device: str = "auto", use_consolidated: bool | None = None, implicit_format: int = 3
+    store: Store,
+    path: str,
+    device: str = "auto",
+    use_consolidated: bool | None = None,
+    implicit_format: int | None = None,
 ) -> Array | Group:
     """Open whatever node lives at ``path``: a v3 or v2 array or group, or an implicit group.
 
-    An implicit group takes ``implicit_format`` (its parent's, where it is opened through one).
+    An implicit group takes ``implicit_format`` (its parent's, where it is opened through one),
+    by default the format of the nearest group above it with metadata (3 where there is none).
     A group's consolidated metadata is used as zarr-python's ``use_consolidated`` says: None,
     when present; True, required; False, not read. Raises NodeNotFoundError when nothing is
     there.
     """
-    info = _in_format(require_node(store, path), implicit_format)
+    info = require_node(store, path)
+    if info.implicit:
+        info = _in_format(info, implicit_format if implicit_format is not None else _format_above(store, path))
     view = load_view(store, path, info, use_consolidated) if info.node_type == "group" else None
     return _node(store, path, info, device, view)
+
+
+def _format_above(store: Store, path: str) -> int:
+    """The format of the nearest node above ``path`` that has metadata; 3 where none has."""
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    for end in range(len(parts) - 1, -1, -1):
+        info = read_node(store, "/".join(parts[:end]), allow_implicit=False)
+        if info is not None:
+            return info.zarr_format
+    return 3
 
 
 def _in_format(info: NodeInfo, implicit_format: int) -> NodeInfo:
@@ -686,7 +709,10 @@ def _node(
     if info.node_type == "array":
         where = view.entry_name(path) if recorded and view is not None else None
         return Array(store, path, array_metadata(info, path, where), device=device, metadata_source=where)
-    return Group(store, path, info.attributes, device=device, zarr_format=info.zarr_format, consolidated=view)
+    return Group(
+        store, path, info.attributes, device=device, zarr_format=info.zarr_format, consolidated=view,
+        implicit=info.implicit,
+    )  # fmt: skip
 
 
 def create_group_node(
