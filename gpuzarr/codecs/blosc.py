@@ -239,6 +239,22 @@ def builtin_cnames() -> frozenset[str]:
     return frozenset(blosc.list_compressors())
 
 
+def refuse_unbuilt_blosc(codecs: Any, field_name: str) -> None:
+    """Refuse, before a new array's metadata is written, a Blosc compressor (v3 ``blosc`` or
+    ``numcodecs.blosc``, a v2 ``blosc`` compressor, or one inside a sharding codec's chains)
+    that numcodecs' c-blosc lacks here: every chunk write would fail."""
+    for codec in codecs if isinstance(codecs, (list, tuple)) else ():
+        if not isinstance(codec, dict):
+            continue
+        config = codec.get("configuration") if "name" in codec else codec
+        is_blosc = codec.get("name") in ("blosc", "numcodecs.blosc") or codec.get("id") == "blosc"
+        if is_blosc and isinstance(config, dict) and isinstance(config.get("cname"), str):
+            check_cname_builtin(config["cname"], f"{field_name}: blosc cname")
+        if isinstance(config, dict):
+            for inner in ("codecs", "index_codecs"):
+                refuse_unbuilt_blosc(config.get(inner), field_name)
+
+
 def check_cname_builtin(cname: str, field_name: str) -> None:
     """Refuse to write with a Blosc compressor this c-blosc lacks: numcodecs raises a bare
     ValueError for each chunk, after the array's metadata was written."""

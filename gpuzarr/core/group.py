@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..attributes import Attributes
+from ..codecs.blosc import refuse_unbuilt_blosc
 from ..consolidated import (
     ConsolidatedView,
     keep_consolidated_member,
@@ -674,6 +675,17 @@ def open_node(
     return _node(store, path, info, device, view)
 
 
+def refuse_unwritable_codecs(metadata: ArrayMetadata | ArrayMetadataV2) -> None:
+    """Refuse a new array whose chunks cannot be written here, before its metadata is.
+
+    That is a Blosc compressor numcodecs' c-blosc lacks (``snappy``, left out of its wheels).
+    """
+    if isinstance(metadata, ArrayMetadataV2):
+        refuse_unbuilt_blosc([metadata.compressor], "compressor")
+    else:
+        refuse_unbuilt_blosc(list(metadata.codecs), "codecs")
+
+
 def _format_above(store: Store, path: str) -> int:
     """The format of the nearest node above ``path`` that has metadata; 3 where none has."""
     parts = path.strip("/").split("/") if path.strip("/") else []
@@ -749,6 +761,7 @@ def create_array_node(
     """Write a new array with ``metadata`` at ``path`` of ``store`` and return it open."""
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
     array = Array(store, path, metadata, device=device, store_data_equal_to_fill_value=store_data_equal_to_fill_value)
+    refuse_unwritable_codecs(metadata)
     replaced = write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
     record_metadata_write(store, path, new_node=True, replaced=replaced)
     return array

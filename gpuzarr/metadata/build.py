@@ -212,7 +212,6 @@ def build_v3(
     chain = [_with_numcodecs_configurations(c) for c in _codec_chain(
         data_type, len(shape_t), codecs, compressors, filters, serializer, order
     )]  # fmt: skip
-    _refuse_unbuilt_blosc(chain, "codecs")
     for codec in chain:
         name = str(codec.get("name", ""))
         if name.startswith("numcodecs.") and name[len("numcodecs.") :] in OBJECT_CODEC_IDS:
@@ -303,7 +302,6 @@ def build_v2(
         default_compressor=ZARR_PYTHON_DEFAULTS.v2_compressor,
     )
     filter_list = list(v2_filters or [])
-    _refuse_unbuilt_blosc([v2_compressor], "compressor")
     data_type, endian = parse_v2_dtype(
         [list(d) for d in descr] if isinstance(descr, list) else descr,
         # zarr-python 2's dtype=object with an object codec in filters says what it holds.
@@ -469,20 +467,3 @@ def _with_numcodecs_configurations(codec: Any) -> Any:
             for k, v in config.items()
         }
     return out
-
-
-def _refuse_unbuilt_blosc(codecs: Any, field_name: str) -> None:
-    """Refuse, before anything is written, a Blosc compressor (v3 ``blosc``, a v2 ``blosc``
-    compressor, or one inside a sharding codec's chains) that numcodecs' c-blosc lacks here."""
-    from ..codecs.blosc import check_cname_builtin
-
-    for codec in codecs if isinstance(codecs, (list, tuple)) else ():
-        if not isinstance(codec, dict):
-            continue
-        config = codec.get("configuration") if "name" in codec else codec
-        is_blosc = codec.get("name") in ("blosc", "numcodecs.blosc") or codec.get("id") == "blosc"
-        if is_blosc and isinstance(config, dict) and isinstance(config.get("cname"), str):
-            check_cname_builtin(config["cname"], f"{field_name}: blosc cname")
-        if isinstance(config, dict):
-            for inner in ("codecs", "index_codecs"):
-                _refuse_unbuilt_blosc(config.get(inner), field_name)

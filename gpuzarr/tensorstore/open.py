@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ..consolidated import record_metadata_write
 from ..core.array import Array
 from ..core.field_array import select_field
+from ..core.group import refuse_unwritable_codecs
 from ..errors import ArrayNotFoundError, ContainsNodeError, MetadataError, ReadOnlyError
 from ..hierarchy import NodeInfo, array_metadata, node_exists, read_node, write_node
 from ..metadata.v3 import ArrayMetadata
@@ -162,6 +163,7 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     metadata = build_metadata(spec)
     check_view_labels(spec.schema, _dimension_names(metadata))
     array = Array(store, path, metadata, device=device, **options)  # resolves codecs before any write
+    refuse_unwritable_codecs(metadata)
     result = _select_field(array, spec)
     check_view_bounds(spec.schema, result.shape)
     # The rules of every new node (an array among the ancestors is refused; what was there goes
