@@ -10,11 +10,12 @@ to :mod:`gpuzarr.core.group` and :func:`gpuzarr.hierarchy.write_node`, and Tenso
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .consolidated import consolidate
 from .core.array import Array
-from .core.group import Group, create_group_node, new_array, open_node
+from .core.group import Group, create_group_node, new_array, open_node, refuse_v3_memory_order
 from .errors import (
     ArrayNotFoundError,
     ContainsNodeError,
@@ -55,6 +56,7 @@ CREATE_OPTIONS = frozenset(
         "dimension_separator",
         "config",
         "chunk_shape",
+        "write_empty_chunks",
     }
 )
 
@@ -143,6 +145,7 @@ def open(  # noqa: A001
         )
     mode = "a" if mode is None else mode
     flags = parse_mode(mode)
+    _take_zarr_version(create_kwargs)
     # The mode says whether what exists is replaced; ``overwrite`` may repeat it, not contradict it.
     overwrite = create_kwargs.pop("overwrite", None)
     if overwrite is not None and bool(overwrite) != flags.delete_existing:
@@ -189,6 +192,19 @@ def _refuse_other_data(store: Store, path: str) -> None:
         raise ContainsNodeError(
             f"{path or '/'!r} of {store!r} already holds data ({first!r}); mode 'w-' creates only where nothing is"
         )
+
+
+def _take_zarr_version(kwargs: dict[str, Any]) -> None:
+    """zarr-python's deprecated ``zarr_version`` (it warns and takes it for ``zarr_format``)."""
+    if "zarr_version" not in kwargs:
+        return
+    version = kwargs.pop("zarr_version")
+    warnings.warn("zarr_version is deprecated: use zarr_format", DeprecationWarning, stacklevel=3)
+    if version is None:
+        return
+    if kwargs.get("zarr_format") not in (None, version):
+        raise InvalidArgumentError(f"zarr_version={version!r} and zarr_format={kwargs['zarr_format']!r}: they disagree")
+    kwargs["zarr_format"] = version
 
 
 def open_array(
@@ -436,7 +452,7 @@ def create(
     filters: Any = None,
     serializer: Any = "auto",
     compressors: Any = "auto",
-    order: str = "C",
+    order: str | None = "C",
     fill_value: Any = None,
     dimension_names: Any = None,
     attributes: dict[str, Any] | None = None,
@@ -448,6 +464,7 @@ def create(
     storage_options: dict[str, Any] | None = None,
     config: Any = None,
     chunk_shape: Any = None,
+    write_empty_chunks: bool | None = None,
 ) -> Array:
     """Create an array and return it open for writing.
 
@@ -505,7 +522,7 @@ def create(
         both raises :class:`~gpuzarr.errors.InvalidArgumentError`); codecs as above. A chain
         without an array -> bytes codec gets ``bytes``.
     order
-        "C" or "F" (v3: a ``transpose`` codec).
+        "C" (or None, zarr-python's default) or "F" (v3: a ``transpose`` codec).
     fill_value
         The value of elements never written (default: the type's zero in Zarr v3; in Zarr v2,
         null, where zarr-python 3 writes the type's zero, which xarray then takes for its
@@ -523,6 +540,8 @@ def create(
         Options of an object store URL or kvstore (see :func:`open`).
     config
         zarr-python's ``ArrayConfig`` (or a dict of its keys), as :func:`create_array` takes it.
+    write_empty_chunks
+        ``zarr.create``'s keyword for ``config``'s ``write_empty_chunks``.
     chunk_shape
         zarr-python's Zarr v3 name for ``chunks``; giving both raises
         :class:`~gpuzarr.errors.InvalidArgumentError`.
@@ -542,6 +561,7 @@ def create(
         device=device,
         config=config,
         chunk_shape=chunk_shape,
+        write_empty_chunks=write_empty_chunks,
         chunks=chunks,
         shards=shards,
         zarr_format=zarr_format,
@@ -601,17 +621,7 @@ def create_array(
     -------
     Array
     """
-    if zarr_format == 3 and order not in (None, "C"):
-        raise InvalidArgumentError(
-            f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays; "
-            "to store chunks transposed give a transpose filter, or use gpuzarr.create(order='F')"
-        )
-    dimension_separator = None
-    if zarr_format == 2 and chunk_key_encoding is not None:
-        dimension_separator = _v2_separator(chunk_key_encoding)
-        chunk_key_encoding = None
-    elif chunk_key_encoding is not None:
-        chunk_key_encoding = _chunk_key_encoding_json(chunk_key_encoding)
+    refuse_v3_memory_order(zarr_format, order)
     s, base = _store(store, storage_options=storage_options)
     return new_array(
         s,
@@ -629,12 +639,11 @@ def create_array(
         filters=filters,
         compressors=compressors,
         serializer=serializer,
-        order=order or "C",
+        order=order,
         fill_value=fill_value,
         dimension_names=dimension_names,
         attributes=attributes,
         chunk_key_encoding=chunk_key_encoding,
-        dimension_separator=dimension_separator,
     )
 
 
@@ -643,40 +652,3 @@ def tree(grp: Group, expand: bool | None = None, level: int | None = None) -> Tr
     if not isinstance(grp, Group):
         raise TypeError(f"tree: expected a gpuzarr Group, got {type(grp).__name__}")
     return grp.tree(expand, level)
-
-
-def _chunk_key_encoding_json(encoding: Any) -> Any:
-    """zarr-python's forms of a chunk key encoding as Zarr v3 JSON.
-
-    Its objects (``to_dict()``) and its shorthand ``{"name": ..., "separator": ...}``; names
-    and full JSON pass unchanged.
-    """
-    to_dict = getattr(encoding, "to_dict", None)
-    if callable(to_dict):
-        encoding = to_dict()
-    if isinstance(encoding, dict) and "separator" in encoding and "configuration" not in encoding:
-        rest = {k: v for k, v in encoding.items() if k != "separator"}
-        encoding = {**rest, "configuration": {"separator": encoding["separator"]}}
-    return encoding
-
-
-def _v2_separator(encoding: Any) -> str:
-    """The ``dimension_separator`` of a Zarr v2 array that zarr-python's ``chunk_key_encoding`` asks for.
-
-    It is ``{"name": "v2", "separator": "/"}``, its JSON form (``"configuration"``) or
-    zarr-python's ``V2ChunkKeyEncoding``.
-    """
-    encoding = _chunk_key_encoding_json(encoding)
-    if not isinstance(encoding, dict) or set(encoding) - {"name", "configuration"}:
-        name, separator = None, None
-    else:
-        configuration = encoding.get("configuration") or {}
-        name = encoding.get("name")
-        separator = configuration.get("separator", ".") if isinstance(configuration, dict) else None
-        if isinstance(configuration, dict) and set(configuration) - {"separator"}:
-            separator = None
-    if name != "v2" or separator not in (".", "/"):
-        raise InvalidArgumentError(
-            f"chunk_key_encoding: a Zarr v2 array takes {{'name': 'v2', 'separator': '.' or '/'}}, got {encoding!r}"
-        )
-    return str(separator)

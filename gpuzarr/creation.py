@@ -238,7 +238,10 @@ def from_array(
         "filters": kept(filters, tuple(source.filters) if codec_kept else "auto", "auto"),
         "compressors": kept(compressors, tuple(source.compressors) if codec_kept else "auto", "auto"),
         "serializer": kept(serializer, _serializer_of(source) if codec_kept else "auto", "auto"),
-        "fill_value": kept(fill_value, getattr(source, "fill_value", None), None),
+        # None is zarr-python's "the source's" too (``_parse_keep_array_attr``).
+        "fill_value": kept(
+            _FROM_SOURCE if fill_value is None else fill_value, getattr(source, "fill_value", None), None
+        ),
         "attributes": dict(source.attrs) if attributes is None and document is not None else attributes,
     }
     if target_format == 3:

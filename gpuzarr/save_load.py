@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .api import create_array, create_group, open
+from .api import create, create_group, open
 from .core.array import Array
 from .errors import InvalidArgumentError
 
@@ -35,16 +35,18 @@ def save_array(
 
     A node already there raises ContainsNodeError, as zarr-python's ``save_array`` refuses,
     unless ``overwrite=True`` (or ``mode="w"``) replaces it. Other ``kwargs`` are
-    :func:`gpuzarr.create_array`'s (``chunks``, ``compressors``, ...).
+    :func:`gpuzarr.create`'s (``chunks``, ``compressors``, ``compressor``, ``codecs``,
+    ``dimension_separator``, ``chunk_shape``, ...), as zarr-python hands them to its
+    ``create``.
     """
     mode = kwargs.pop("mode", "a")
     if mode not in ("a", "w", "w-"):
         raise InvalidArgumentError(f"save_array: mode must be 'a', 'w' or 'w-', got {mode!r}")
     overwrite = mode == "w" or (mode == "a" and bool(kwargs.pop("overwrite", False)))
     kwargs.pop("overwrite", None)  # "w-" fails where a node exists, whatever it says
-    create_array(
+    create(
         store,
-        name=path,
+        path=path or "",
         data=arr,
         zarr_format=zarr_format or 3,
         storage_options=storage_options,

@@ -586,3 +586,105 @@ def test_dimension_names_other_than_strings_are_refused_at_creation(tmp_path: Pa
     with pytest.raises(MetadataError, match="dimension_names: expected"):
         gpuzarr.create_array(path, shape=(2, 3), dtype="i1", dimension_names=names)
     assert not (tmp_path / "a.zarr" / "zarr.json").exists()
+
+
+# -- zarr-python's forms of the creation arguments -----------------------------------------------
+
+
+def _zarr_metadata(path: Path) -> dict[str, Any]:
+    zarr = pytest.importorskip("zarr")
+    document = zarr.open_array(str(path), mode="r").metadata.to_dict()
+    return json.loads(json.dumps(document, default=list))
+
+
+@pytest.mark.filterwarnings("ignore:Automatic shard shape inference is experimental")
+@pytest.mark.parametrize("shards", ["auto", {"shape": (50, 60), "index_location": "start"}])
+def test_shards_auto_and_the_dict_form_are_zarr_pythons(tmp_path: Path, shards: Any) -> None:
+    # Both raised a bare ValueError ("invalid literal for int()").
+    zarr = pytest.importorskip("zarr")
+    chunks = "auto" if shards == "auto" else (10, 12)
+    zarr.create_array(str(tmp_path / "z"), shape=(100, 120), dtype="i4", chunks=chunks, shards=shards)
+    ours = gpuzarr.create_array(tmp_path / "g", shape=(100, 120), dtype="i4", chunks=chunks, shards=shards)
+    theirs = _zarr_metadata(tmp_path / "z")
+    assert _zarr_metadata(tmp_path / "g")["chunk_grid"] == theirs["chunk_grid"]
+    assert _zarr_metadata(tmp_path / "g")["codecs"] == theirs["codecs"]
+    ours[...] = np.arange(12000, dtype="i4").reshape(100, 120)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "g"), mode="r")[...], ours[...])
+    # Without index_location: at the end (zarr-python 3.1.6 raises there, a ValueError of its own).
+    plain = gpuzarr.create_array(tmp_path / "e", shape=(10,), dtype="i4", chunks=(5,), shards={"shape": (10,)})
+    assert plain.metadata.codecs[0]["configuration"]["index_location"] == "end"
+    with pytest.raises(MetadataError, match=r"^shards\.index_location"):
+        bad = {"shape": (10,), "index_location": "middle"}
+        gpuzarr.create_array(tmp_path / "bad", shape=(10,), dtype="i4", chunks=(5,), shards=bad)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_chunk_key_encodings_and_order_none_in_every_creation_call(tmp_path: Path, zarr_format: int) -> None:
+    # Group.create_array and gpuzarr.create took fewer of zarr-python's forms than
+    # gpuzarr.create_array (MetadataError), and refused order=None, zarr-python's default.
+    pytest.importorskip("zarr")
+    from zarr.core.chunk_key_encodings import V2ChunkKeyEncoding
+
+    forms = [{"name": "v2", "separator": "/"}, ("v2", "/"), V2ChunkKeyEncoding(separator="/")]
+    root = gpuzarr.open_group(tmp_path / "h.zarr", mode="w", zarr_format=zarr_format)
+    for k, form in enumerate(forms):
+        made = [
+            root.create_array(f"g{k}", shape=(4, 4), chunks=(2, 2), dtype="i2", chunk_key_encoding=form, order=None),
+            gpuzarr.create(
+                tmp_path / "h.zarr", path=f"c{k}", shape=(4, 4), chunks=(2, 2), dtype="i2",
+                chunk_key_encoding=form, order=None, zarr_format=zarr_format,
+            ),
+            gpuzarr.zeros(
+                (4, 4), store=tmp_path / "h.zarr", path=f"z{k}", chunks=(2, 2), dtype="i2",
+                chunk_key_encoding=form, zarr_format=zarr_format,
+            ),
+        ]
+        for array in made:
+            array[...] = 3
+            document = _zarr_metadata(tmp_path / "h.zarr" / array.path)
+            if zarr_format == 2:
+                assert document["dimension_separator"] == "/"
+            else:
+                assert document["chunk_key_encoding"] == {"name": "v2", "configuration": {"separator": "/"}}
+            assert (tmp_path / "h.zarr" / array.path / "1" / "1").exists()
+    if zarr_format == 3:  # as gpuzarr.create_array: the memory order of reads is C
+        with pytest.raises(InvalidArgumentError, match=r"^order 'F'"):
+            root.create_array("f", shape=(4,), dtype="i2", order="F")
+
+
+def test_write_empty_chunks_and_zarr_version_keywords(tmp_path: Path) -> None:
+    # zarr.create, zeros/ones/full/empty and open_array take write_empty_chunks (a TypeError
+    # here before); open and open_array take the deprecated zarr_version.
+    for name, make in (
+        ("create", lambda p, **k: gpuzarr.create(p, shape=(4,), chunks=(2,), dtype="i1", fill_value=0, **k)),
+        ("zeros", lambda p, **k: gpuzarr.zeros((4,), store=p, chunks=(2,), dtype="i1", **k)),
+        ("open_array", lambda p, **k: gpuzarr.open_array(p, mode="w", shape=(4,), chunks=(2,), dtype="i1", **k)),
+    ):
+        array = make(tmp_path / f"{name}.zarr", write_empty_chunks=True)
+        array[...] = 0
+        assert sorted(p.name for p in (tmp_path / f"{name}.zarr" / "c").iterdir()) == ["0", "1"]
+    with pytest.raises(InvalidArgumentError, match=r"write_empty_chunks=False and config"):
+        gpuzarr.create(tmp_path / "x.zarr", shape=(4,), dtype="i1", write_empty_chunks=False,
+                       config={"write_empty_chunks": True})  # fmt: skip
+    with pytest.warns(DeprecationWarning, match="zarr_version is deprecated"):
+        old = gpuzarr.open_array(tmp_path / "v2.zarr", mode="w", shape=(4,), dtype="i1", zarr_version=2)
+    assert old.zarr_format == 2
+
+
+def test_from_array_fill_value_none_is_the_sources(tmp_path: Path) -> None:
+    for zarr_format in (2, 3):
+        source = gpuzarr.create(tmp_path / f"s{zarr_format}.zarr", shape=(4,), dtype="i4", fill_value=7,
+                                zarr_format=zarr_format)  # fmt: skip
+        copy = gpuzarr.from_array(tmp_path / f"c{zarr_format}.zarr", data=source, fill_value=None)
+        assert copy.fill_value == 7
+
+
+def test_save_array_takes_what_zarr_python_hands_to_create(tmp_path: Path) -> None:
+    numcodecs = pytest.importorskip("numcodecs")
+    data = np.arange(10, dtype="i4")
+    gpuzarr.save_array(tmp_path / "a.zarr", data, zarr_format=2, compressor=numcodecs.Zlib(level=2),
+                       dimension_separator="/", chunk_shape=(5,))  # fmt: skip
+    document = _zarr_metadata(tmp_path / "a.zarr")
+    assert document["compressor"] == {"id": "zlib", "level": 2} and document["dimension_separator"] == "/"
+    assert document["chunks"] == [5]
+    np.testing.assert_array_equal(gpuzarr.load(tmp_path / "a.zarr"), data)

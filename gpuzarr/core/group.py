@@ -398,6 +398,7 @@ class Group:
         """
         kwargs.setdefault("device", self._device)
         kwargs.setdefault("zarr_format", self._zarr_format)
+        refuse_v3_memory_order(kwargs["zarr_format"], kwargs.get("order"))
         return new_array(self.store, self._child_path(name), **kwargs)
 
     def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
@@ -556,6 +557,80 @@ class Group:
 ARRAY_CONFIG_KEYS = ("order", "write_empty_chunks")
 
 
+def chunk_key_encoding_json(encoding: Any) -> Any:
+    """zarr-python's forms of a chunk key encoding as Zarr v3 JSON.
+
+    Its objects (``to_dict()``), its shorthand ``{"name": ..., "separator": ...}`` and the
+    ``(name, separator)`` pairs ``zarr.create`` takes; names and full JSON pass unchanged.
+    """
+    to_dict = getattr(encoding, "to_dict", None)
+    if callable(to_dict):
+        encoding = to_dict()
+    if isinstance(encoding, tuple) and len(encoding) == 2 and all(isinstance(e, str) for e in encoding):
+        encoding = {"name": encoding[0], "configuration": {"separator": encoding[1]}}
+    if isinstance(encoding, dict) and "separator" in encoding and "configuration" not in encoding:
+        rest = {k: v for k, v in encoding.items() if k != "separator"}
+        encoding = {**rest, "configuration": {"separator": encoding["separator"]}}
+    return encoding
+
+
+def v2_separator(encoding: Any) -> str:
+    """The ``dimension_separator`` of a Zarr v2 array that zarr-python's ``chunk_key_encoding`` asks for.
+
+    It is ``{"name": "v2", "separator": "/"}``, its JSON form (``"configuration"``) or
+    zarr-python's ``V2ChunkKeyEncoding``.
+    """
+    encoding = chunk_key_encoding_json(encoding)
+    if not isinstance(encoding, dict) or set(encoding) - {"name", "configuration"}:
+        name, separator = None, None
+    else:
+        configuration = encoding.get("configuration") or {}
+        name = encoding.get("name")
+        separator = configuration.get("separator", ".") if isinstance(configuration, dict) else None
+        if isinstance(configuration, dict) and set(configuration) - {"separator"}:
+            separator = None
+    if name != "v2" or separator not in (".", "/"):
+        raise InvalidArgumentError(
+            f"chunk_key_encoding: a Zarr v2 array takes {{'name': 'v2', 'separator': '.' or '/'}}, got {encoding!r}"
+        )
+    return str(separator)
+
+
+def with_write_empty_chunks(config: Any, write_empty_chunks: bool | None) -> Any:
+    """``config`` with zarr-python's ``write_empty_chunks`` keyword in it.
+
+    ``zarr.create`` takes both; the two disagreeing raise InvalidArgumentError.
+    """
+    if write_empty_chunks is None:
+        return config
+    value = bool(write_empty_chunks)
+    if config is None:
+        return {"write_empty_chunks": value}
+    if isinstance(config, dict):
+        if config.get("write_empty_chunks", value) != value:
+            raise InvalidArgumentError(
+                f"write_empty_chunks={write_empty_chunks!r} and config {config!r}: they disagree"
+            )
+        return {**config, "write_empty_chunks": value}
+    if write_empty_chunks_of(config) != value:
+        raise InvalidArgumentError(f"write_empty_chunks={write_empty_chunks!r} and config {config!r}: they disagree")
+    return config
+
+
+def refuse_v3_memory_order(zarr_format: int, order: Any) -> None:
+    """Refuse ``create_array``'s ``order`` for a Zarr v3 array unless it is C.
+
+    zarr-python takes it for the memory order of reads alone; gpuzarr returns C-ordered arrays,
+    so any other is refused rather than ignored (a transpose filter, or
+    ``gpuzarr.create(order="F")``, stores chunks transposed).
+    """
+    if zarr_format == 3 and order not in (None, "C"):
+        raise InvalidArgumentError(
+            f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays; "
+            "to store chunks transposed give a transpose filter, or use gpuzarr.create(order='F')"
+        )
+
+
 def write_empty_chunks_of(config: Any) -> bool:
     """Whether zarr-python's ``config`` asks to store chunks equal to the fill value.
 
@@ -600,6 +675,7 @@ def new_array(
     config: Any = None,
     write_data: bool = True,
     chunk_shape: Any = None,
+    write_empty_chunks: bool | None = None,
     **metadata_options: Any,
 ) -> Array:
     """Create the array at ``path`` of ``store``.
@@ -607,7 +683,10 @@ def new_array(
     Its shape and dtype are given or taken from ``data`` (written into it unless
     ``write_data`` is False), ``metadata_options`` as
     :func:`gpuzarr.metadata.build.build_metadata` takes them, ``config`` as zarr-python's
-    (:func:`write_empty_chunks_of`), ``chunk_shape`` zarr-python's other name for ``chunks``.
+    (:func:`write_empty_chunks_of`; ``write_empty_chunks``, its keyword in ``zarr.create``),
+    ``chunk_shape`` zarr-python's other name for ``chunks``. zarr-python's forms of
+    ``chunk_key_encoding`` (objects, ``{"name", "separator"}``, ``(name, separator)``; a v2
+    array's sets ``dimension_separator``) and ``order=None`` (C) are taken here.
     What :func:`gpuzarr.create`, :func:`gpuzarr.create_array` and :meth:`Group.create_array`
     share.
     """
@@ -615,6 +694,22 @@ def new_array(
         if metadata_options.get("chunks") not in (None, "auto"):
             raise InvalidArgumentError("chunks and chunk_shape: give one of them")
         metadata_options["chunks"] = chunk_shape
+    if metadata_options.get("order", "C") is None:  # zarr-python's default: C
+        metadata_options["order"] = "C"
+    encoding = metadata_options.get("chunk_key_encoding")
+    if encoding is not None:
+        if metadata_options.get("zarr_format", 3) == 2:  # v2 keeps the separator alone
+            separator = v2_separator(encoding)
+            given = metadata_options.get("dimension_separator")
+            if given is not None and given != separator:
+                raise InvalidArgumentError(
+                    f"chunk_key_encoding {encoding!r} and dimension_separator {given!r}: they disagree"
+                )
+            metadata_options["chunk_key_encoding"] = None
+            metadata_options["dimension_separator"] = separator
+        else:
+            metadata_options["chunk_key_encoding"] = chunk_key_encoding_json(encoding)
+    config = with_write_empty_chunks(config, write_empty_chunks)
     write_empty_chunks = write_empty_chunks_of(config)
     if data is not None:
         data = as_data(data)

@@ -197,12 +197,16 @@ def build_v3(
     """
     shape_t = _shape_tuple(shape, "shape")
     data_type = DataType.from_numpy(dtype)
+    shards, index_location = _shards_form(shards)
+    auto_shards = isinstance(shards, str) and shards == "auto"
     if shards is None and _is_rectilinear(chunks):
         grid: RegularChunkGrid | RectilinearChunkGrid = _rectilinear(chunks, shape_t, "chunks")
         chunk_shape = grid.chunk_shape
     else:
         chunk_shape = _chunk_shape(chunks, shape_t, data_type.itemsize, sharded=shards is not None)
-        if shards is not None and (chunks is None or chunks is True or (isinstance(chunks, str) and chunks == "auto")):
+        if auto_shards:
+            shards = _auto_shards(shape_t, chunk_shape)
+        elif shards is not None and (chunks is None or chunks is True or (isinstance(chunks, str) and chunks == "auto")):  # noqa: E501
             # Guessed inner chunks: within the shards given, whose extents they must divide.
             chunk_shape = _within_shards(chunk_shape, shards)
         grid = RegularChunkGrid(chunk_shape)
@@ -235,7 +239,7 @@ def build_v3(
                 raise MetadataError(
                     f"shards: shard extents {sizes} on axis {axis} must be multiples of the chunk size {c}"
                 )
-        chain = wrap_in_sharding(chain, chunk_shape, ZARR_PYTHON_DEFAULTS.index_codecs)
+        chain = wrap_in_sharding(chain, chunk_shape, ZARR_PYTHON_DEFAULTS.index_codecs, index_location)
     if isinstance(chunk_key_encoding, str):
         default_separator = "/" if chunk_key_encoding == "default" else "."
         cke = ChunkKeyEncoding(chunk_key_encoding, dimension_separator or default_separator)
@@ -467,3 +471,25 @@ def _with_numcodecs_configurations(codec: Any) -> Any:
             for k, v in config.items()
         }
     return out
+
+
+def _shards_form(shards: Any) -> tuple[Any, str]:
+    """zarr-python's forms of ``shards``: (the shard shape, "auto" or None, and the index
+    location). A dict ``{"shape": ..., "index_location": "start" | "end"}`` says both."""
+    if not isinstance(shards, dict):
+        return shards, "end"
+    extra = set(shards) - {"shape", "index_location"}
+    if extra:
+        raise MetadataError(f"shards: unexpected members {sorted(extra)} (expected 'shape' and 'index_location')")
+    if "shape" not in shards:
+        raise MetadataError("shards.shape: required in the dict form of shards")
+    location = shards.get("index_location") or "end"
+    if location not in ("start", "end"):
+        raise MetadataError(f"shards.index_location: expected 'start' or 'end', got {location!r}")
+    return shards["shape"], str(location)
+
+
+def _auto_shards(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shards="auto"`` as zarr-python 3.1 chooses them (it calls the rule experimental): two
+    chunks along each axis holding more than eight chunks, one along the others."""
+    return tuple(c * 2 if c and n // c > 8 else c for n, c in zip(shape, chunk_shape, strict=True))

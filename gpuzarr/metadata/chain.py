@@ -152,10 +152,13 @@ def chain_order(chain: Sequence[CodecJSON], rank: int) -> list[int]:
 
 
 def wrap_in_sharding(
-    chain: Sequence[CodecJSON], inner_shape: Sequence[int], index_codecs: Sequence[CodecJSON]
+    chain: Sequence[CodecJSON],
+    inner_shape: Sequence[int],
+    index_codecs: Sequence[CodecJSON],
+    index_location: str = "end",
 ) -> list[CodecJSON]:
     """A chain of one ``sharding_indexed`` codec whose inner chunks of ``inner_shape`` are
-    encoded with ``chain``; the index (at the end of the shard) with ``index_codecs``."""
+    encoded with ``chain``; the index (at ``index_location`` of the shard) with ``index_codecs``."""
     return [
         {
             "name": "sharding_indexed",
@@ -163,7 +166,7 @@ def wrap_in_sharding(
                 "chunk_shape": list(inner_shape),
                 "codecs": list(chain),
                 "index_codecs": copy.deepcopy(list(index_codecs)),
-                "index_location": "end",
+                "index_location": index_location,
             },
         }
     ]
