@@ -245,11 +245,12 @@ def thread_pool() -> ThreadPoolExecutor:
     size = max(get("concurrency"), 1)
     with _lock:
         if _pool is None or _pool_size != size:
-            old = _pool
+            # The old pool is let go of, not shut down: a pass that took it a moment ago on
+            # another thread still submits to it (a shut-down pool raised "cannot schedule new
+            # futures after shutdown" there). Its threads end once nothing refers to it
+            # (ThreadPoolExecutor wakes them when it is collected).
             _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr", initializer=_mark_pool_thread)
             _pool_size = size
-            if old is not None:
-                old.shutdown(wait=False)
         return _pool
 
 

@@ -70,3 +70,29 @@ def test_io_pools_of_different_sizes_live_side_by_side() -> None:
     assert first is not second
     assert first.submit(lambda: 1).result() == 1
     assert config.io_thread_pool(5) is first
+
+
+def test_a_pool_taken_before_concurrency_changes_still_takes_work() -> None:
+    # A read on another thread that took the pool just before ``config.set(concurrency=...)``
+    # submits to it afterwards: it was shut down, and the read raised "cannot schedule new
+    # futures after shutdown" (a bare RuntimeError).
+    import gc
+    import time
+
+    from gpuzarr import config, parallel
+
+    with config.set(concurrency=3):
+        taken = config.thread_pool()
+        with config.set(concurrency=2):
+            assert config.thread_pool() is not taken
+            assert taken.submit(lambda: 7).result() == 7
+            assert parallel.run_tasks(lambda x: x * 2, list(range(20))) == [x * 2 for x in range(20)]
+        threads = list(taken._threads)
+    assert threads
+    del taken
+    gc.collect()
+    # Its threads end once nothing refers to it.
+    deadline = time.monotonic() + 5
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.is_alive() for t in threads)
