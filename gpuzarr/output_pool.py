@@ -14,7 +14,8 @@ buffers in use and idle: past the bound the oldest buffers leave the pool. One s
 leaves only once nothing refers to it any more: until then the pool keeps its own reference, so
 the reference count that code holding the buffer sees never changes under it (the data loader's
 buffer sets, for one, take a baseline count and reuse a set when the count is back there).
-``gpuzarr.config.set(host_output_pool_bytes=0)`` turns it off; :func:`release` frees the idle
+``gpuzarr.config.set(host_output_pool_bytes=0)`` turns it off; a lowered bound is kept from
+the next read on (what the pool holds beyond it goes then); :func:`release` frees the idle
 buffers now.
 
 The pool is off where a reference count cannot prove that a buffer is free: on interpreters
@@ -108,6 +109,9 @@ class HostOutputPool:
         """An uninitialised C-order array of ``shape`` whose data starts on a page boundary."""
         nbytes = dtype.itemsize * math.prod(shape)
         limit = config.get("host_output_pool_bytes")
+        if self._held > limit:  # the setting was lowered (0: off): what it holds goes now
+            with self._lock:
+                self._shrink_to(limit)
         if not self.enabled or nbytes < MIN_POOLED_BYTES or nbytes > limit:
             return aligned_empty(shape, dtype)
         with self._lock:
@@ -136,14 +140,19 @@ class HostOutputPool:
         return None
 
     def _add(self, buffer: _Buffer, limit: int) -> None:
-        while self._order and self._held + buffer.nbytes > limit:
+        self._shrink_to(limit - buffer.nbytes)
+        self._by_size.setdefault(buffer.nbytes, deque()).append(buffer)
+        self._order[buffer] = None
+        self._held += buffer.nbytes
+
+    def _shrink_to(self, nbytes: int) -> None:
+        """Drop the least recently used buffers until at most ``nbytes`` are held; one still in
+        use is only no longer handed out (kept as retiring until its output is let go of)."""
+        while self._order and self._held > nbytes:
             oldest = next(iter(self._order))
             self._drop(oldest)
             if _references(oldest) > self._idle_refs:
                 self._retiring.append(oldest)
-        self._by_size.setdefault(buffer.nbytes, deque()).append(buffer)
-        self._order[buffer] = None
-        self._held += buffer.nbytes
 
     def _let_go_of_retired(self) -> None:
         if self._retiring:

@@ -142,6 +142,23 @@ def test_zero_turns_the_pool_off(pool: HostOutputPool) -> None:
     assert address  # a fresh allocation each time; nothing to compare but alignment
 
 
+def test_a_lowered_bound_lets_go_of_what_the_pool_held_beyond_it(pool: HostOutputPool) -> None:
+    # The pool shrank only when a buffer was added: after set(host_output_pool_bytes=0), or a
+    # bound below the reads' size, what it held stayed until release().
+    for _ in range(4):
+        pool.empty((NBYTES // 2 + 1,), U16)  # four sizes, each kept
+        pool.empty(SHAPE, U16)
+    held = pool.held_bytes()
+    assert held >= 2 * NBYTES
+    with config.set(host_output_pool_bytes=NBYTES):
+        kept = pool.empty(SHAPE, U16)
+        assert pool.held_bytes() <= NBYTES
+        del kept
+    with config.set(host_output_pool_bytes=0):
+        pool.empty((8,), U16)  # any read, even one too small to pool
+        assert pool.held_bytes() == 0
+
+
 @pytest.mark.parametrize("value", [-1, 1.5, True, "256M", None])
 def test_a_bad_bound_is_refused(value: object) -> None:
     with pytest.raises(ValueError, match="host_output_pool_bytes"):
