@@ -203,6 +203,7 @@ class CachingStore(Store):
         old = self._entries.pop(entry_key, _MISS)
         if old is not _MISS:
             self._nbytes_held -= _nbytes(old) + ENTRY_OVERHEAD
+        self._drop_other_versions(entry_key)
         self._entries[entry_key] = stored
         self._of_key.setdefault(entry_key[0], set()).add(entry_key)
         self._nbytes_held += cost
@@ -217,6 +218,21 @@ class CachingStore(Store):
                     self._forget_sizes(dropped_key[0])
             self._evictions += 1
         return stored
+
+    def _drop_other_versions(self, entry_key: _EntryKey) -> None:
+        """Drop the entries of the key of ``entry_key`` cached under another version: a newer
+        snapshot saw a new one, and no later snapshot asks for the old. A version tag may hold
+        its whole value (a MemoryStore's is the value object), which the budget does not count:
+        kept, 40 rewrites of an 8 MiB shard read through a 1 MiB cache held 327 MiB."""
+        key, tag = entry_key[0], entry_key[1]
+        if tag is None:
+            return
+        keys = self._of_key.get(key)
+        if not keys:
+            return
+        for other in [k for k in keys if k[1] is not None and k[1] != tag]:
+            self._nbytes_held -= _nbytes(self._entries.pop(other)) + ENTRY_OVERHEAD
+            keys.discard(other)
 
     def _forget_sizes(self, key: str) -> None:
         for size_key in [s for s in self._sizes if s[0] == key]:
