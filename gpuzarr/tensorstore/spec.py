@@ -38,7 +38,7 @@ from .kvstore import KvStoreSpec, join_path
 from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ..metadata.json_types import KvStoreJSON, TensorStoreSpecJSON
 
@@ -60,6 +60,63 @@ IGNORED_MEMBERS = frozenset(
         "recheck_cached",
     }
 )
+#: The context resources whose references and specs are checked as TensorStore checks them
+#: (resource kind -> the members of its spec and the check of each value).
+_RESOURCE_MEMBERS: dict[str, dict[str, Callable[[Any], bool]]] = {
+    "cache_pool": {"total_bytes_limit": lambda v: _is_count(v, 0)},
+    "metadata_cache_pool": {"total_bytes_limit": lambda v: _is_count(v, 0)},
+    "data_copy_concurrency": {"limit": lambda v: v == "shared" or _is_count(v, 1)},
+    "file_io_concurrency": {"limit": lambda v: v == "shared" or _is_count(v, 1)},
+}
+
+
+def _is_count(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _check_resource(kind: str, value: Any, field: str) -> None:
+    """A context resource of ``kind``: a reference (``"cache_pool"``, ``"cache_pool#name"``) or
+    a spec object, refused where TensorStore refuses it (it was accepted and ignored)."""
+    if isinstance(value, str):
+        if value != kind and not value.startswith(kind + "#"):
+            raise MetadataError(
+                f"{field}: a reference to a {kind!r} resource names it ({kind!r} or '{kind}#id'), got {value!r}"
+            )
+        return
+    members = _RESOURCE_MEMBERS[kind]
+    if value is None or not isinstance(value, dict):
+        raise MetadataError(f"{field}: expected a {kind!r} resource (an object or a reference), got {value!r}")
+    for name, item in value.items():
+        check = members.get(name)
+        if check is None:
+            raise MetadataError(f"{field}.{name}: unknown member of a {kind!r} resource")
+        if not check(item):
+            raise MetadataError(f"{field}.{name}: not a valid value, got {item!r}")
+
+
+def check_ignored_members(doc: Mapping[str, Any]) -> None:
+    """Refuse the context and cache members TensorStore refuses, though gpuzarr uses none of
+    them: a spec gpuzarr opens is one TensorStore opens."""
+    for name in ("recheck_cached_metadata", "recheck_cached_data", "recheck_cached"):
+        if name in doc:
+            value = doc[name]
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (isinstance(value, bool) or value == "open" or number):
+                raise MetadataError(f"{name}: expected true, false, \"open\" or a time in seconds, got {value!r}")
+    for kind in _RESOURCE_MEMBERS:
+        if kind in doc:
+            _check_resource(kind, doc[kind], kind)
+    context = doc.get("context")
+    if context is None:
+        return
+    if not isinstance(context, dict):
+        raise MetadataError(f"context: expected an object, got {context!r}")
+    for name, value in context.items():
+        kind = name.split("#", 1)[0]
+        if kind in _RESOURCE_MEMBERS and not isinstance(value, str):
+            _check_resource(kind, value, f"context.{name}")
+
+
 _OPEN_FLAGS = ("open", "create", "delete_existing", "assume_metadata", "assume_cached_metadata")
 _SPEC_MEMBERS = frozenset(
     {
@@ -131,6 +188,7 @@ class TensorStoreSpec:
         unknown = set(doc) - _SPEC_MEMBERS - IGNORED_MEMBERS
         if unknown:
             raise MetadataError(f"{sorted(unknown)[0]}: unknown TensorStore spec member")
+        check_ignored_members(doc)
         raw_driver = doc.get("driver")
         if raw_driver not in DRIVERS:
             raise MetadataError(f"driver: expected one of {sorted(DRIVERS)}, got {raw_driver!r}")

@@ -148,6 +148,23 @@ def test_ignored_and_unknown_members() -> None:
     assert spec.open
     with pytest.raises(MetadataError, match=r"^creat: unknown"):
         parse(creat=True)
+    # Used by TensorStore alone, but refused where it refuses them (they were taken whatever
+    # they held): a spec gpuzarr opens is one TensorStore opens.
+    fine = parse(context={"cache_pool#a": {"total_bytes_limit": 5}, "other_resource": {"x": 1}},
+                 cache_pool="cache_pool#a", file_io_concurrency={"limit": "shared"},
+                 recheck_cached_data=-5, recheck_cached_metadata=1.5)  # fmt: skip
+    assert fine.open
+    for bad, message in (
+        ({"recheck_cached_data": "bogus"}, r"^recheck_cached_data: expected"),
+        ({"recheck_cached_metadata": [1]}, r"^recheck_cached_metadata: expected"),
+        ({"cache_pool": "nonsense"}, r"^cache_pool: a reference to a 'cache_pool' resource"),
+        ({"context": {"cache_pool": {"total_bytes_limit": "lots"}}}, r"^context\.cache_pool\.total_bytes_limit"),
+        ({"context": {"data_copy_concurrency": {"limit": 0}}}, r"^context\.data_copy_concurrency\.limit"),
+        ({"context": {"cache_pool": {"size": 1}}}, r"^context\.cache_pool\.size: unknown member"),
+        ({"context": [1]}, r"^context: expected an object"),
+    ):
+        with pytest.raises(MetadataError, match=message):
+            parse(**bad)
 
 
 def test_fill_missing_and_store_equal_flags() -> None:
