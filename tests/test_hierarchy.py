@@ -258,6 +258,11 @@ def test_prefix_with_only_chunks_is_not_a_group(store: gpuzarr.Store) -> None:
     for name in ("a\\b", "x\x00y", ".."):
         assert name not in root
         assert root.get(name, "none") == "none"
+    # Damaged metadata is raised by get(), not taken for an absent child.
+    root.create_group("damaged")
+    store.set("damaged/zarr.json", b'{"zarr_format": 3, "node_type"')
+    with pytest.raises(MetadataError, match=r"damaged/zarr\.json"):
+        root.get("damaged")
     with pytest.raises(NodeNotFoundError):
         gpuzarr.open(store, path="arr/c", mode="r")
 
@@ -385,7 +390,7 @@ def test_gpuzarr_extends_zarr_python_hierarchy(tmp_path: Path, zarr_format: int)
 def test_failed_nested_create_leaves_no_parents(store: gpuzarr.Store, zarr_format: int) -> None:
     g = gpuzarr.create_group(store, zarr_format=zarr_format)
     with pytest.raises(MetadataError):
-        g.create_array("p/q/arr", shape=(2,), dtype="int8", chunks=(2,), order="Z")
+        g.create_array("p/q/arr", shape=(2,), dtype="not a type", chunks=(2,))
     assert list(g) == []
     assert [k for k in store.list_prefix("") if k not in ("zarr.json", ".zgroup", ".zattrs")] == []
 

@@ -223,7 +223,7 @@ class BloscCodec(BytesToBytesCodec):
         decode_read_blosc(data, plan, out)
 
     def encode(self, data: Buffer) -> Buffer:
-        check_cname_builtin(self.cname, "configuration.cname")
+        check_cname_builtin(self.cname, "blosc cname")  # v3 configuration.cname, v2 compressor.cname
         return self._impl.encode(as_uint8(data))
 
     def own_threads_off(self) -> AbstractContextManager[object] | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -56,38 +56,9 @@ def _cast_fill(value: Any, dtype: np.dtype[Any]) -> Any:
             return np.zeros((), dtype)[()]
 
 
-#: The members of a filter's configuration naming the type numcodecs views a chunk as (the first
-#: one given): to encode, the chunk; to decode, the encoded chunk.
-_RECEIVED_MEMBERS = {
-    "delta": ("dtype",),
-    "fixedscaleoffset": ("dtype",),
-    "quantize": ("dtype",),
-    "astype": ("decode_dtype",),
-}
-_ENCODED_MEMBERS = {
-    "delta": ("astype", "dtype"),
-    "fixedscaleoffset": ("astype", "dtype"),
-    "quantize": ("astype", "dtype"),
-    "astype": ("encode_dtype",),
-}
-
-
-def _viewed_as(members: tuple[str, ...], config: dict[str, Any], dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The data type to hand an array of ``dtype`` to a filter in, where the filter views it as
-    the type its configuration names in ``members`` (``delta``'s ``dtype``, ``astype``'s
-    ``decode_dtype``, ...) without converting it.
-
-    Where that is ``dtype`` in the other byte order (``">f8"`` for float64), the array is
-    converted by value first: handed over in the native order, its bytes were read as the other
-    order's values (a ``">i4"`` array with ``delta(dtype=">i4")`` was stored as garbage, and
-    zarr-python's such chunks read as garbage). Any other configured type is left as numcodecs
-    sees it, as zarr-python leaves it.
-    """
-    named = next((config[m] for m in members if config.get(m) is not None), None)
-    if named is None:
-        return dtype
-    configured = np.dtype(named)
-    return configured if configured != dtype and _native(configured) == _native(dtype) else dtype
+def _in_order(dtype: np.dtype[Any], order: Literal["<", ">", "="]) -> np.dtype[Any]:
+    """``dtype`` in byte order ``order`` ("<", ">" or "=": native); one-byte types as they are."""
+    return dtype if order == "=" or dtype.itemsize == 1 or dtype.byteorder == "|" else dtype.newbyteorder(order)
 
 
 def _check_received(codec_id: str, config: dict[str, Any], dtype: np.dtype[Any], where: str) -> None:
@@ -118,11 +89,11 @@ class NumcodecsFilter(ArrayToArrayCodec):
     _impl: Any = field(default=None, repr=False)
     #: The data type of the encoded array as numcodecs gives and takes it (set by ``resolve``).
     _encoded: np.dtype[Any] | None = field(default=None, repr=False)
-    #: The data types numcodecs takes a chunk to encode, and an encoded chunk to decode, in (set
-    #: by ``resolve``): the configured ones where they are the chunk's types in another byte
-    #: order (see :func:`_viewed_as`).
-    _received: np.dtype[Any] | None = field(default=None, repr=False)
-    _given: np.dtype[Any] | None = field(default=None, repr=False)
+    #: The byte order of the array's stored elements ("<", ">"; "=" until the pipeline says):
+    #: numcodecs views what it is handed as its configured types without converting it, and
+    #: zarr-python hands it the chunks it reads, and writes, in that order (see
+    #: :meth:`in_stored_order`).
+    stored_order: Literal["<", ">", "="] = "="
 
     @classmethod
     def from_id(cls, codec_id: str, config: dict[str, Any]) -> NumcodecsFilter:
@@ -148,10 +119,12 @@ class NumcodecsFilter(ArrayToArrayCodec):
             # The type a filter encodes to is the metadata's word too: held to max_chunk_bytes
             # like the chunk itself (astype to |S4096 made each chunk ask 4 GiB to decode into).
             check_chunk_bytes(encoded_shape(self.codec_id, spec.shape), encoded, f"{where}: its encoded chunk")
-        received = _viewed_as(_RECEIVED_MEMBERS.get(self.codec_id, ()), config, spec.dtype)
-        given = _viewed_as(_ENCODED_MEMBERS.get(self.codec_id, ()), config, _native(encoded))
-        impl = numcodecs_impl(self.codec_id, config)
-        return replace(self, config=config, _impl=impl, _encoded=encoded, _received=received, _given=given)
+        return replace(self, config=config, _impl=numcodecs_impl(self.codec_id, config), _encoded=encoded)
+
+    def in_stored_order(self, order: Literal["<", ">"]) -> NumcodecsFilter:
+        """This filter for an array whose elements are stored in byte order ``order`` (the
+        ``bytes`` codec's endian: "<" or ">")."""
+        return replace(self, stored_order=order)
 
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
         encoded = _native(self._encoded if self._encoded is not None else spec.dtype)
@@ -163,19 +136,25 @@ class NumcodecsFilter(ArrayToArrayCodec):
         return None  # the encoded type or shape may differ
 
     def decode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        encoded = np.ascontiguousarray(chunk, dtype=self._encoded if self._given is None else self._given)
+        # The encoded elements as stored (zarr-python hands numcodecs the stored bytes).
+        encoded = np.ascontiguousarray(chunk, dtype=_in_order(_native(self._encoded_or(spec)), self.stored_order))
         decoded = np.asarray(self._impl.decode(encoded))
         if decoded.size != math.prod(spec.shape):
             raise ValueError(
                 f"numcodecs.{self.codec_id} decoded {decoded.size} elements, expected {math.prod(spec.shape)}"
             )
         decoded = decoded.reshape(spec.shape)
+        # What numcodecs decodes to is converted by value, as zarr-python converts it.
         return decoded if decoded.dtype == spec.dtype else decoded.astype(spec.dtype)
+
+    def _encoded_or(self, spec: ChunkSpec) -> np.dtype[Any]:
+        return self._encoded if self._encoded is not None else spec.dtype
 
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
         shape = encoded_shape(self.codec_id, spec.shape)
         dtype = _native(self._encoded if self._encoded is not None else spec.dtype)
-        received = spec.dtype if self._received is None else self._received
+        # The chunk's elements as zarr-python holds them: in their stored byte order.
+        received = _in_order(spec.dtype, self.stored_order)
         encoded = np.asarray(self._impl.encode(np.ascontiguousarray(chunk, dtype=received)))
         if encoded.size != math.prod(shape) or encoded.dtype.itemsize != dtype.itemsize:
             raise ValueError(

@@ -344,8 +344,12 @@ class Group:
         zarr-python.
         """
         try:
+            self._child_path(name, existing=True)  # a name no child can have: no child
+        except (MetadataError, InvalidKeyError):
+            return default
+        try:
             return self[name]
-        except (KeyError, MetadataError, InvalidKeyError):
+        except (KeyError, InvalidKeyError):  # damaged metadata is raised, not taken for absence
             return default
 
     def tree(

@@ -79,14 +79,14 @@ def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, t
     if keyed:
         if not arrays:
             raise InvalidArgumentError("arrays: the dict of fields is empty")
-        # Names are the batches' keys as given: a name that is no string (an int) was turned
-        # into one, and two keys then became one field (``{1: image, "1": label}`` lost one).
-        bad = next((name for name in arrays if not isinstance(name, str)), None)
-        if bad is not None:
-            raise InvalidArgumentError(
-                f"arrays: field names must be strings (the keys of each batch's data), got {bad!r}"
-            )
-        fields = {name: _as_list(value, f"arrays[{name!r}]") for name, value in arrays.items()}
+        # Field names are strings (a batch's data is keyed by them): two keys with one string
+        # (``{1: image, "1": label}``) became one field, and one of them was lost silently.
+        names = [str(name) for name in arrays]
+        clash = next((name for name in names if names.count(name) > 1), None)
+        if clash is not None:
+            given = [repr(k) for k in arrays if str(k) == clash]
+            raise InvalidArgumentError(f"arrays: the keys {', '.join(given)} name one field {clash!r}")
+        fields = {str(name): _as_list(value, f"arrays[{name!r}]") for name, value in arrays.items()}
     else:
         fields = {UNNAMED: _as_list(arrays, "arrays")}
     counts = {name: len(v) for name, v in fields.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -213,9 +213,9 @@ def build_v3(
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     compressors = merge_compressor(compressor, compressors)
-    chain = [_with_numcodecs_configurations(c) for c in _codec_chain(
+    chain = _filters_in_stored_order([_with_numcodecs_configurations(c) for c in _codec_chain(
         data_type, len(shape_t), codecs, compressors, filters, serializer, order
-    )]  # fmt: skip
+    )])  # fmt: skip
     for codec in chain:
         name = str(codec.get("name", ""))
         if name.startswith("numcodecs.") and name[len("numcodecs.") :] in OBJECT_CODEC_IDS:
@@ -493,3 +493,43 @@ def _auto_shards(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[
     """``shards="auto"`` as zarr-python 3.1 chooses them (it calls the rule experimental): two
     chunks along each axis holding more than eight chunks, one along the others."""
     return tuple(c * 2 if c and n // c > 8 else c for n, c in zip(shape, chunk_shape, strict=True))
+
+
+#: The members of numcodecs filters that name a data type numcodecs views chunks as.
+_VIEWED_TYPE_MEMBERS = ("dtype", "astype", "encode_dtype", "decode_dtype")
+
+
+def _filters_in_stored_order(chain: list[Any]) -> list[Any]:
+    """``chain`` with the data types its numcodecs filters name written in the byte order its
+    ``bytes`` codec stores elements in.
+
+    numcodecs views what it is handed as those types without converting it, and both
+    zarr-python and gpuzarr hand it chunks in the stored order: a type of the other order
+    (``delta(dtype=">i4")`` for an int32 array, stored little-endian as zarr-python stores
+    ``dtype=">i4"`` too) makes the filter code other values than the array's, and the data does
+    not come back. Written in the stored order, the same filter codes the array's values.
+    """
+    serializer = next((c for c in chain if isinstance(c, dict) and c.get("name") == "bytes"), None)
+    if serializer is None:
+        return chain
+    endian = (serializer.get("configuration") or {}).get("endian", "little")
+    order: Literal["<", ">"] = ">" if endian == "big" else "<"
+    out = []
+    for codec in chain:
+        name = str(codec.get("name", "")) if isinstance(codec, dict) else ""
+        config = codec.get("configuration") if isinstance(codec, dict) else None
+        if name.startswith("numcodecs.") and isinstance(config, dict):
+            fixed = dict(config)
+            for member in _VIEWED_TYPE_MEMBERS:
+                value = fixed.get(member)
+                if not isinstance(value, str) or value[:1] not in "<>" or value[:1] == order:
+                    continue
+                try:
+                    typed = np.dtype(value)
+                except TypeError:
+                    continue
+                if typed.itemsize > 1:
+                    fixed[member] = typed.newbyteorder(order).str
+            codec = {**codec, "configuration": fixed}
+        out.append(codec)
+    return out

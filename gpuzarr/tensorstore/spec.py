@@ -71,6 +71,10 @@ _RESOURCE_MEMBERS: dict[str, dict[str, Callable[[Any], bool]]] = {
 
 
 def _is_count(value: Any, least: int) -> bool:
+    """A whole number of at least ``least``: an int, or a float without a fraction (``1e9``,
+    as JSON written from Python gives it), as TensorStore takes it."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
@@ -84,7 +88,9 @@ def _check_resource(kind: str, value: Any, field: str) -> None:
             )
         return
     members = _RESOURCE_MEMBERS[kind]
-    if value is None or not isinstance(value, dict):
+    if value is None:  # TensorStore's default resource of the kind
+        return
+    if not isinstance(value, dict):
         raise MetadataError(f"{field}: expected a {kind!r} resource (an object or a reference), got {value!r}")
     for name, item in value.items():
         check = members.get(name)
@@ -113,7 +119,7 @@ def check_ignored_members(doc: Mapping[str, Any]) -> None:
         raise MetadataError(f"context: expected an object, got {context!r}")
     for name, value in context.items():
         kind = name.split("#", 1)[0]
-        if kind in _RESOURCE_MEMBERS and not isinstance(value, str):
+        if kind in _RESOURCE_MEMBERS and value is not None and not isinstance(value, str):
             _check_resource(kind, value, f"context.{name}")
 
 

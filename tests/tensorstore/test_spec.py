@@ -154,6 +154,9 @@ def test_ignored_and_unknown_members() -> None:
                  cache_pool="cache_pool#a", file_io_concurrency={"limit": "shared"},
                  recheck_cached_data=-5, recheck_cached_metadata=1.5)  # fmt: skip
     assert fine.open
+    # Nulls (the kind's default resource) and whole floats (1e9 from Python), as TensorStore takes them.
+    assert parse(context={"cache_pool": None, "file_io_concurrency": None}).open
+    assert parse(context={"cache_pool": {"total_bytes_limit": 1e9}}).open
     for bad, message in (
         ({"recheck_cached_data": "bogus"}, r"^recheck_cached_data: expected"),
         ({"recheck_cached_metadata": [1]}, r"^recheck_cached_metadata: expected"),
