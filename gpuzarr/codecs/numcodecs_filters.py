@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,11 +56,6 @@ def _cast_fill(value: Any, dtype: np.dtype[Any]) -> Any:
             return np.zeros((), dtype)[()]
 
 
-def _in_order(dtype: np.dtype[Any], order: Literal["<", ">", "="]) -> np.dtype[Any]:
-    """``dtype`` in byte order ``order`` ("<", ">" or "=": native); one-byte types as they are."""
-    return dtype if order == "=" or dtype.itemsize == 1 or dtype.byteorder == "|" else dtype.newbyteorder(order)
-
-
 def _check_received(codec_id: str, config: dict[str, Any], dtype: np.dtype[Any], where: str) -> None:
     if codec_id in _VIEWED_AS_DTYPE and config.get("dtype") is not None:
         try:
@@ -89,11 +84,6 @@ class NumcodecsFilter(ArrayToArrayCodec):
     _impl: Any = field(default=None, repr=False)
     #: The data type of the encoded array as numcodecs gives and takes it (set by ``resolve``).
     _encoded: np.dtype[Any] | None = field(default=None, repr=False)
-    #: The byte order of the array's stored elements ("<", ">"; "=" until the pipeline says):
-    #: numcodecs views what it is handed as its configured types without converting it, and
-    #: zarr-python hands it the chunks it reads, and writes, in that order (see
-    #: :meth:`in_stored_order`).
-    stored_order: Literal["<", ">", "="] = "="
 
     @classmethod
     def from_id(cls, codec_id: str, config: dict[str, Any]) -> NumcodecsFilter:
@@ -121,11 +111,6 @@ class NumcodecsFilter(ArrayToArrayCodec):
             check_chunk_bytes(encoded_shape(self.codec_id, spec.shape), encoded, f"{where}: its encoded chunk")
         return replace(self, config=config, _impl=numcodecs_impl(self.codec_id, config), _encoded=encoded)
 
-    def in_stored_order(self, order: Literal["<", ">"]) -> NumcodecsFilter:
-        """This filter for an array whose elements are stored in byte order ``order`` (the
-        ``bytes`` codec's endian: "<" or ">")."""
-        return replace(self, stored_order=order)
-
     def output_spec(self, spec: ChunkSpec) -> ChunkSpec:
         encoded = _native(self._encoded if self._encoded is not None else spec.dtype)
         if encoded == spec.dtype and self.codec_id != "packbits":
@@ -136,26 +121,22 @@ class NumcodecsFilter(ArrayToArrayCodec):
         return None  # the encoded type or shape may differ
 
     def decode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        # The encoded elements as stored (zarr-python hands numcodecs the stored bytes).
-        encoded = np.ascontiguousarray(chunk, dtype=_in_order(_native(self._encoded_or(spec)), self.stored_order))
+        # In the machine's order, as zarr-python hands numcodecs the stored elements it reads (a
+        # configured encoded type of the other order, astype's encode_dtype=">i4", read as
+        # other values than zarr-python's before): numcodecs views them as its configured type.
+        encoded = np.ascontiguousarray(chunk, dtype=_native(self._encoded if self._encoded is not None else spec.dtype))
         decoded = np.asarray(self._impl.decode(encoded))
         if decoded.size != math.prod(spec.shape):
             raise ValueError(
                 f"numcodecs.{self.codec_id} decoded {decoded.size} elements, expected {math.prod(spec.shape)}"
             )
         decoded = decoded.reshape(spec.shape)
-        # What numcodecs decodes to is converted by value, as zarr-python converts it.
         return decoded if decoded.dtype == spec.dtype else decoded.astype(spec.dtype)
-
-    def _encoded_or(self, spec: ChunkSpec) -> np.dtype[Any]:
-        return self._encoded if self._encoded is not None else spec.dtype
 
     def encode(self, chunk: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
         shape = encoded_shape(self.codec_id, spec.shape)
         dtype = _native(self._encoded if self._encoded is not None else spec.dtype)
-        # The chunk's elements as zarr-python holds them: in their stored byte order.
-        received = _in_order(spec.dtype, self.stored_order)
-        encoded = np.asarray(self._impl.encode(np.ascontiguousarray(chunk, dtype=received)))
+        encoded = np.asarray(self._impl.encode(np.ascontiguousarray(chunk, dtype=spec.dtype)))
         if encoded.size != math.prod(shape) or encoded.dtype.itemsize != dtype.itemsize:
             raise ValueError(
                 f"numcodecs.{self.codec_id} encoded {encoded.size} {encoded.dtype} elements, "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -115,7 +115,7 @@ class CodecPipeline:
                 raise type(exc)(f"{field}[{i}] ({codec.to_json()['name']}): {exc}") from exc
         if a2b is None:
             raise MetadataError(f"{field}: the chain needs an array->bytes codec (e.g. 'bytes')")
-        return cls(tuple(_in_stored_order(a2a, a2b[0])), a2b, tuple(b2b), spec)
+        return cls(tuple(a2a), a2b, tuple(b2b), spec)
 
     # -- introspection -------------------------------------------------------------------------
 
@@ -430,16 +430,3 @@ class CodecPipeline:
             data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         return data
 
-
-def _in_stored_order(
-    a2a: list[tuple[ArrayToArrayCodec, ChunkSpec]], a2b: ArrayToBytesCodec
-) -> list[tuple[ArrayToArrayCodec, ChunkSpec]]:
-    """The numcodecs filters of a chain told the byte order its ``bytes`` codec stores elements
-    in: zarr-python hands them chunks in that order (see ``NumcodecsFilter.stored_order``)."""
-    from .bytes import BytesCodec
-    from .numcodecs_filters import NumcodecsFilter
-
-    if not isinstance(a2b, BytesCodec) or a2b.endian is None:
-        return a2a
-    order: Literal["<", ">"] = ">" if a2b.endian == "big" else "<"
-    return [(c.in_stored_order(order) if isinstance(c, NumcodecsFilter) else c, s) for c, s in a2a]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -213,7 +213,7 @@ def build_v3(
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     compressors = merge_compressor(compressor, compressors)
-    chain = _filters_in_stored_order([_with_numcodecs_configurations(c) for c in _codec_chain(
+    chain = _filters_little_endian([_with_numcodecs_configurations(c) for c in _codec_chain(
         data_type, len(shape_t), codecs, compressors, filters, serializer, order
     )])  # fmt: skip
     for codec in chain:
@@ -499,21 +499,15 @@ def _auto_shards(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[
 _VIEWED_TYPE_MEMBERS = ("dtype", "astype", "encode_dtype", "decode_dtype")
 
 
-def _filters_in_stored_order(chain: list[Any]) -> list[Any]:
-    """``chain`` with the data types its numcodecs filters name written in the byte order its
-    ``bytes`` codec stores elements in.
+def _filters_little_endian(chain: list[Any]) -> list[Any]:
+    """``chain`` with the data types its numcodecs filters name written little-endian.
 
-    numcodecs views what it is handed as those types without converting it, and both
-    zarr-python and gpuzarr hand it chunks in the stored order: a type of the other order
-    (``delta(dtype=">i4")`` for an int32 array, stored little-endian as zarr-python stores
-    ``dtype=">i4"`` too) makes the filter code other values than the array's, and the data does
-    not come back. Written in the stored order, the same filter codes the array's values.
+    numcodecs views what it is handed as those types without converting it, and zarr-python's
+    writer, its reader of arrays stored little-endian (as it stores every array it makes, a
+    ``dtype=">i4"`` one too) and gpuzarr hand it chunks in the machine's order, little-endian on
+    the machines both run on. A big-endian type (``delta(dtype=">i4")``) made the filter code other
+    values than the array's, and the data did not come back, in either library.
     """
-    serializer = next((c for c in chain if isinstance(c, dict) and c.get("name") == "bytes"), None)
-    if serializer is None:
-        return chain
-    endian = (serializer.get("configuration") or {}).get("endian", "little")
-    order: Literal["<", ">"] = ">" if endian == "big" else "<"
     out = []
     for codec in chain:
         name = str(codec.get("name", "")) if isinstance(codec, dict) else ""
@@ -522,14 +516,14 @@ def _filters_in_stored_order(chain: list[Any]) -> list[Any]:
             fixed = dict(config)
             for member in _VIEWED_TYPE_MEMBERS:
                 value = fixed.get(member)
-                if not isinstance(value, str) or value[:1] not in "<>" or value[:1] == order:
+                if not isinstance(value, str) or not value.startswith(">"):
                     continue
                 try:
                     typed = np.dtype(value)
                 except TypeError:
                     continue
                 if typed.itemsize > 1:
-                    fixed[member] = typed.newbyteorder(order).str
+                    fixed[member] = typed.newbyteorder("<").str
             codec = {**codec, "configuration": fixed}
         out.append(codec)
     return out

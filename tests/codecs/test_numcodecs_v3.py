@@ -133,16 +133,12 @@ def test_packbits_hands_on_packed_bytes(shape: tuple[int, ...]) -> None:
 )
 @pytest.mark.parametrize("serializer", [LITTLE, BIG])
 def test_lossless_filters_roundtrip_to_numcodecs_bytes(codec: dict[str, Any], dtype: str, serializer: Any) -> None:
-    # The filter's types named in the order the serializer stores elements in, as zarr-python
-    # hands numcodecs chunks in that order (and as gpuzarr writes new arrays' filters).
-    order = "<" if serializer is LITTLE else ">"
-    codec = {**codec, "configuration": {k: order + v[1:] if isinstance(v, str) and v[:1] in "<>" else v
-                                        for k, v in codec["configuration"].items()}}  # fmt: skip
     data = sample((6, 5), dtype, seed=3)
     encoded = assert_roundtrip([codec, serializer, {"name": "zstd", "configuration": {"level": 1}}], data)
     # The stored elements are numcodecs' encoding of the chunk, in the serializer's byte order.
     reference = numcodecs.get_codec({"id": codec["name"].removeprefix("numcodecs."), **codec["configuration"]})
-    expected = np.asarray(reference.encode(data.astype(data.dtype.newbyteorder(order)))).reshape(-1)
+    expected = np.asarray(reference.encode(data)).reshape(-1)
+    order = "<" if serializer is LITTLE else ">"
     raw = numcodecs.Zstd().decode(encoded)
     assert raw == expected.astype(expected.dtype.newbyteorder(order)).tobytes()
 
@@ -170,9 +166,9 @@ def test_lossy_filters_match_numcodecs(codec: dict[str, Any], dtype: str, tolera
 def test_filters_get_c_ordered_native_chunks_after_a_transpose() -> None:
     # A transpose before delta hands it a transposed view; numcodecs must see it in C order.
     data = sample((4, 6), "<i4", seed=7)
-    chain = [{"name": "transpose", "configuration": {"order": [1, 0]}}, nc("delta", dtype=">i4"), BIG]
+    chain = [{"name": "transpose", "configuration": {"order": [1, 0]}}, nc("delta", dtype="<i4"), BIG]
     encoded = assert_roundtrip(chain, data)
-    expected = numcodecs.Delta(dtype=">i4").encode(np.ascontiguousarray(data.T, dtype=">i4")).astype(">i4")
+    expected = numcodecs.Delta(dtype="<i4").encode(np.ascontiguousarray(data.T)).astype(">i4")
     assert encoded == expected.tobytes()
 
 
