@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import buffers
 from ..errors import MetadataError
+from ..metadata.chain import iter_codecs
 from ..metadata.dtypes import is_variable_length
 from .base import ONE_THREAD_DECODE_NBYTES, ONE_THREAD_FAST_DECODE_NBYTES, BytesToBytesCodec, ChunkSpec, as_uint8
 from .bounded import check_decoded_size, compressed_size_bound
 from .registry import register_codec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
 
     import numpy as np
@@ -239,20 +240,15 @@ def builtin_cnames() -> frozenset[str]:
     return frozenset(blosc.list_compressors())
 
 
-def refuse_unbuilt_blosc(codecs: Any, field_name: str) -> None:
+def refuse_unbuilt_blosc(codecs: Sequence[Any], field_name: str) -> None:
     """Refuse, before a new array's metadata is written, a Blosc compressor (v3 ``blosc`` or
     ``numcodecs.blosc``, a v2 ``blosc`` compressor, or one inside a sharding codec's chains)
     that numcodecs' c-blosc lacks here: every chunk write would fail."""
-    for codec in codecs if isinstance(codecs, (list, tuple)) else ():
-        if not isinstance(codec, dict):
-            continue
-        config = codec.get("configuration") if "name" in codec else codec
+    for codec in iter_codecs(codecs):
+        config = codec.get("configuration") if "name" in codec else codec  # v3, or v2's numcodecs JSON
         is_blosc = codec.get("name") in ("blosc", "numcodecs.blosc") or codec.get("id") == "blosc"
         if is_blosc and isinstance(config, dict) and isinstance(config.get("cname"), str):
             check_cname_builtin(config["cname"], f"{field_name}: blosc cname")
-        if isinstance(config, dict):
-            for inner in ("codecs", "index_codecs"):
-                refuse_unbuilt_blosc(config.get(inner), field_name)
 
 
 def check_cname_builtin(cname: str, field_name: str) -> None:

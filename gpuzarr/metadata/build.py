@@ -20,6 +20,7 @@ from . import named_dtypes
 from .auto_chunks import DEFAULT_MAX_BYTES, SHARDED_MAX_BYTES, normalize_chunks
 from .chain import (
     DEFAULT_INDEX_CODECS,
+    map_codecs,
     serializer_codec,
     with_transpose,
     wrap_in_sharding,
@@ -213,9 +214,9 @@ def build_v3(
     if len(chunk_shape) != len(shape_t):
         raise MetadataError(f"chunks: must have {len(shape_t)} entries, got {len(chunk_shape)}")
     compressors = merge_compressor(compressor, compressors)
-    chain = _filters_little_endian([_with_numcodecs_configurations(c) for c in _codec_chain(
-        data_type, len(shape_t), codecs, compressors, filters, serializer, order
-    )])  # fmt: skip
+    chain = map_codecs(
+        _codec_chain(data_type, len(shape_t), codecs, compressors, filters, serializer, order), _numcodecs_written
+    )
     for codec in chain:
         name = str(codec.get("name", ""))
         if name.startswith("numcodecs.") and name[len("numcodecs.") :] in OBJECT_CODEC_IDS:
@@ -453,24 +454,6 @@ def build_metadata(
     return metadata
 
 
-def _with_numcodecs_configurations(codec: Any) -> Any:
-    """``codec`` (JSON) with an empty ``configuration`` written out for each ``numcodecs.*``
-    codec in it that has none (a sharding codec's chains included): the spec makes the member
-    optional, but zarr-python opens no numcodecs codec without it ("Named configuration does
-    not have a 'configuration' key")."""
-    if not isinstance(codec, dict):
-        return codec
-    out = dict(codec)
-    if str(out.get("name", "")).startswith("numcodecs.") and "configuration" not in out:
-        out["configuration"] = {}
-    config = out.get("configuration")
-    if isinstance(config, dict) and any(isinstance(config.get(k), list) for k in ("codecs", "index_codecs")):
-        chains = ("codecs", "index_codecs")
-        out["configuration"] = {
-            k: [_with_numcodecs_configurations(c) for c in v] if k in chains and isinstance(v, list) else v
-            for k, v in config.items()
-        }
-    return out
 
 
 def _shards_form(shards: Any) -> tuple[Any, str]:
@@ -499,31 +482,30 @@ def _auto_shards(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[
 _VIEWED_TYPE_MEMBERS = ("dtype", "astype", "encode_dtype", "decode_dtype")
 
 
-def _filters_little_endian(chain: list[Any]) -> list[Any]:
-    """``chain`` with the data types its numcodecs filters name written little-endian.
+def _numcodecs_written(codec: dict[str, Any]) -> dict[str, Any]:
+    """A ``numcodecs.*`` codec (JSON) as a new array writes it; other codecs as they are.
 
-    numcodecs views what it is handed as those types without converting it, and zarr-python's
-    writer, its reader of arrays stored little-endian (as it stores every array it makes, a
-    ``dtype=">i4"`` one too) and gpuzarr hand it chunks in the machine's order, little-endian on
-    the machines both run on. A big-endian type (``delta(dtype=">i4")``) made the filter code other
-    values than the array's, and the data did not come back, in either library.
+    - An empty ``configuration`` is written out where there is none: the spec makes the member
+      optional, but zarr-python opens no numcodecs codec without it ("Named configuration does
+      not have a 'configuration' key").
+    - The data types its configuration names are written little-endian. numcodecs views what it
+      is handed as those types without converting it, and zarr-python's writer, its reader of
+      arrays stored little-endian (as it stores every array it makes, a ``dtype=">i4"`` one too)
+      and gpuzarr hand it chunks in the machine's order, little-endian on the machines both run
+      on. A big-endian type (``delta(dtype=">i4")``) made the filter code other values than the
+      array's, and the data did not come back, in either library.
     """
-    out = []
-    for codec in chain:
-        name = str(codec.get("name", "")) if isinstance(codec, dict) else ""
-        config = codec.get("configuration") if isinstance(codec, dict) else None
-        if name.startswith("numcodecs.") and isinstance(config, dict):
-            fixed = dict(config)
-            for member in _VIEWED_TYPE_MEMBERS:
-                value = fixed.get(member)
-                if not isinstance(value, str) or not value.startswith(">"):
-                    continue
-                try:
-                    typed = np.dtype(value)
-                except TypeError:
-                    continue
-                if typed.itemsize > 1:
-                    fixed[member] = typed.newbyteorder("<").str
-            codec = {**codec, "configuration": fixed}
-        out.append(codec)
-    return out
+    if not str(codec.get("name", "")).startswith("numcodecs."):
+        return codec
+    config = dict(codec.get("configuration") or {})
+    for member in _VIEWED_TYPE_MEMBERS:
+        value = config.get(member)
+        if not isinstance(value, str) or not value.startswith(">"):
+            continue
+        try:
+            typed = np.dtype(value)
+        except TypeError:
+            continue
+        if typed.itemsize > 1:
+            config[member] = typed.newbyteorder("<").str
+    return {**codec, "configuration": config}

@@ -17,7 +17,7 @@ from .json_util import split_name_configuration
 from .numcodecs_v3 import ARRAY_TO_ARRAY_IDS, ARRAY_TO_BYTES_IDS, BYTES_TO_BYTES_IDS, PREFIX
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from .dtypes import DataType
     from .json_types import CodecJSON
@@ -170,3 +170,34 @@ def wrap_in_sharding(
             },
         }
     ]
+
+
+#: The members of a codec's configuration that hold codec chains of their own (sharding's).
+_NESTED_CHAINS = ("codecs", "index_codecs")
+
+
+def map_codecs(chain: Sequence[Any], change: Callable[[dict[str, Any]], dict[str, Any]]) -> list[Any]:
+    """``chain`` (codec JSON) with ``change`` applied to every codec object in it, those of a
+    sharding codec's inner chains included (innermost first); other items pass unchanged."""
+    out: list[Any] = []
+    for codec in chain:
+        if isinstance(codec, dict):
+            config = codec.get("configuration")
+            if isinstance(config, dict) and any(isinstance(config.get(k), list) for k in _NESTED_CHAINS):
+                nested = {k: map_codecs(config[k], change) for k in _NESTED_CHAINS if isinstance(config.get(k), list)}
+                codec = {**codec, "configuration": {**config, **nested}}
+            codec = change(codec)
+        out.append(codec)
+    return out
+
+
+def iter_codecs(chain: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """Every codec object of ``chain`` (codec JSON), those of sharding codecs' inner chains too."""
+    for codec in chain:
+        if isinstance(codec, dict):
+            yield codec
+            config = codec.get("configuration")
+            if isinstance(config, dict):
+                for key in _NESTED_CHAINS:
+                    if isinstance(config.get(key), list):
+                        yield from iter_codecs(config[key])
