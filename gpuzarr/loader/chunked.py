@@ -22,6 +22,7 @@ from ..backends.cuda.phases import phase
 from ..errors import InvalidArgumentError
 from .pieces import crop_pieces, crop_pieces_of_runs
 from .sampling import volume_runs
+from .volumes import data_generation
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -305,7 +306,7 @@ class ChunkAssembler:
         """Drop the cached and decoded-ahead chunks of a volume written through its Array since
         they were read: the caches served the old data (TensorStore's cache sees such writes).
         Writes through another Array object, or another process, are not seen (docs/loader.md)."""
-        generation = getattr(getattr(array, "array", array), "data_generation", 0)  # a FieldArray's array
+        generation = data_generation(array)
         for cache in (self.device_cache, self.host_cache):
             if cache is not None:  # the caches live from pass to pass: each keeps what it saw
                 cache.note_generation(field, volume, generation)

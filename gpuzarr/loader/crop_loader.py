@@ -41,8 +41,8 @@ from .sampling import (
     rank_share,
 )
 from .shared import SharedSegments
-from .volumes import UNNAMED, check_volumes
-from .workers import TASKS_PER_WORKER, Generations, ProcessProducer, WorkerProcesses, WorkerSpec, data_generation
+from .volumes import UNNAMED, base_array, check_volumes, data_generation
+from .workers import TASKS_PER_WORKER, Generations, ProcessProducer, WorkerProcesses, WorkerSpec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -744,7 +744,7 @@ class CropLoader:
             (field, v, data_generation(array))
             for field, arrays in self.volumes.arrays.items()
             for v, array in enumerate(arrays)
-            if isinstance(getattr(getattr(array, "array", array), "store", None), MemoryStore)
+            if isinstance(getattr(base_array(array), "store", None), MemoryStore)
         )
 
     def _workers_cache_stats(self) -> CacheStats:

@@ -48,6 +48,16 @@ class Volumes:
         return f"{where}volume {volume}{path}"
 
 
+def base_array(array: Any) -> Any:
+    """The Array behind a volume: a FieldArray's array, else the volume itself."""
+    return getattr(array, "array", array)
+
+
+def data_generation(array: Any) -> int:
+    """How many changes were made through a volume's Array (``Array.data_generation``)."""
+    return int(getattr(base_array(array), "data_generation", 0))
+
+
 def _as_list(value: Any, what: str) -> list[Array]:
     items = [value] if isinstance(value, Array) else value
     if isinstance(items, str | bytes) or not isinstance(items, Sequence):

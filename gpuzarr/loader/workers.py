@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError, WorkerProcessError
 from .prefetch import POLL_S, Background, Ready
 from .sampling import Crops
+from .volumes import base_array, data_generation
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -143,11 +144,6 @@ def serve(connection: Connection, spec: WorkerSpec, worker: int) -> None:
 Generations = tuple[tuple[str, int, int], ...]
 
 
-def data_generation(array: Any) -> int:
-    """How many changes were made through ``array`` (a FieldArray's: its array's)."""
-    return int(getattr(getattr(array, "array", array), "data_generation", 0))
-
-
 def generations_of(arrays: dict[str, list[Any]], crops: Crops) -> Generations:
     """The ``data_generation`` of every volume ``crops`` read, in every field."""
     touched = sorted({int(v) for v in crops.volumes.tolist()})
@@ -157,8 +153,7 @@ def generations_of(arrays: dict[str, list[Any]], crops: Crops) -> Generations:
 def take_generations(arrays: dict[str, list[Any]], generations: Generations) -> None:
     """Give a worker's copies of the loader's Arrays the loader's ``generations``."""
     for field, volume, generation in generations:
-        array = arrays[field][volume]
-        getattr(array, "array", array).data_generation = generation
+        base_array(arrays[field][volume]).data_generation = generation
 
 
 class WorkerProcesses:
