@@ -299,7 +299,8 @@ class Array:
         """The value of elements never written (a missing chunk reads as it).
 
         None for a Zarr v2 array whose ``fill_value`` is ``null``, as zarr-python gives; its
-        missing chunks read as the data type's zero, again as in zarr-python.
+        missing chunks read as the data type's default, again as in zarr-python: zero for
+        numbers, NaT for times, empty text or bytes.
         """
         if isinstance(self._metadata, ArrayMetadataV2) and self._metadata.fill_value_v2 is None:
             return None

@@ -31,7 +31,14 @@ from .codec_args import merge_compressor, v2_encoding, v3_chain
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from .json_util import check_attributes
 from .rectilinear import RectilinearChunkGrid
-from .v2 import OBJECT_CODEC_IDS, ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
+from .v2 import (
+    OBJECT_CODEC_IDS,
+    ArrayMetadataV2,
+    object_codec_of,
+    parse_v2_dtype,
+    v2_dtype_string,
+    v2_fill_from_python,
+)
 from .v3 import ArrayMetadata
 
 if TYPE_CHECKING:
@@ -329,18 +336,11 @@ def build_v2(
         )
     if order not in ("C", "F"):
         raise MetadataError(f"order: expected 'C' or 'F', got {order!r}")
-    fill: Any
-    if fill_value is None:
-        fill = None
-    elif data_type.numpy_dtype.fields is not None:
-        fill = np.asarray(fill_value, dtype=data_type.numpy_dtype)[()]
-    else:
-        fill = data_type.fill_value_from_python(fill_value)
     metadata = ArrayMetadataV2(
         shape=shape_t,
         data_type=data_type,
         chunk_grid=RegularChunkGrid(chunk_shape),
-        fill_value_v2=fill,
+        fill_value_v2=v2_fill_from_python(fill_value, data_type),
         endian=endian,
         order=order,
         compressor=v2_compressor,

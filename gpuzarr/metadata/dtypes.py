@@ -161,7 +161,8 @@ class DataType:
             return cls(*named)
         name = _NAME_BY_KIND_SIZE.get((npdt.kind, npdt.itemsize))
         if name is None:
-            raise MetadataError(f"dtype: NumPy dtype {npdt} has no Zarr v3 core data type")
+            hint = "; structured types are stored in Zarr v2 (zarr_format=2)" if npdt.fields is not None else ""
+            raise MetadataError(f"dtype: NumPy dtype {npdt} has no Zarr v3 core data type{hint}")
         return cls.from_json(name)
 
     def to_json(self) -> str | dict[str, Any]:

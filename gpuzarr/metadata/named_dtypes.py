@@ -213,6 +213,7 @@ def fill_from_json(name: str, dtype: np.dtype[Any], value: Any, field: str) -> n
             raise MetadataError(f"{field}: expected an integer or \"NaT\" for {name}, got {value!r}")
         if not _NAT <= value < 2**63:
             raise MetadataError(f"{field}: {value} is out of the int64 range of {name}")
+        _refuse_generic_time(name, dtype, value != _NAT, field)
         return _time_from_int(value, dtype)
     if kind == "s":
         if name == STRING and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -302,9 +303,18 @@ def _time_from_python(name: str, dtype: np.dtype[Any], value: Any) -> np.generic
         raise MetadataError(f"fill_value: expected a {name} value, got {value!r}")
     try:
         # Date strings, "NaT", datetime objects and NumPy times of any unit.
-        return cast("np.generic", np.asarray(value).astype(dtype)[()])
+        time = cast("np.generic", np.asarray(value).astype(dtype)[()])
     except (TypeError, ValueError, OverflowError) as exc:
         raise MetadataError(f"fill_value: {value!r} is not a {name} value for {dtype} ({exc})") from exc
+    _refuse_generic_time(name, dtype, not np.isnat(time), "fill_value")
+    return time
+
+
+def _refuse_generic_time(name: str, dtype: np.dtype[Any], is_time: bool, field: str) -> None:
+    """A time of no unit (``M8``, ``m8``) holds only NaT: NumPy converts no other value of it
+    (``ValueError`` wherever it is read), and zarr-python refuses the array."""
+    if is_time and np.datetime_data(dtype)[0] == "generic":
+        raise MetadataError(f"{field}: a {name} of generic unit ({dtype}) holds only NaT; give the type a unit")
 
 
 def full(shape: tuple[int, ...], fill: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:

@@ -72,8 +72,7 @@ def parse_v2_dtype(
     """
     if isinstance(value, list):
         try:
-            # JSON gives a subarray field's shape as a list; NumPy wants a tuple.
-            npdt = np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else tuple(f) for f in value])
+            npdt = np.dtype(_numpy_fields(value))
         except Exception as exc:  # NumPy's dtype parser: TypeError, ValueError, SyntaxError, ...
             raise MetadataError(f"{field_name}: invalid structured dtype {value!r} ({exc})") from exc
         if npdt.itemsize == 0 or npdt.hasobject:
@@ -142,6 +141,19 @@ def _named_v2_dtype(value: str, npdt: np.dtype[Any], field_name: str) -> tuple[D
     assert named is not None
     endian = None if npdt.kind == "S" else ("little" if value[0] == "<" else "big")
     return DataType(*named), endian
+
+
+def _numpy_fields(fields: list[Any] | tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """A v2 structured dtype's JSON fields as NumPy takes them: JSON gives lists where NumPy
+    wants tuples, for each field, a subarray field's shape and, in turn, the fields of a nested
+    structure (``[["a", "u1"], ["n", [["x", "<f4"]]]]``, which zarr-python 2 wrote)."""
+    out: list[tuple[Any, ...]] = []
+    for f in fields:
+        if not isinstance(f, (list, tuple)) or len(f) not in (2, 3):
+            raise ValueError(f"field {f!r} is not [name, dtype] or [name, dtype, shape]")
+        dtype = _numpy_fields(f[1]) if isinstance(f[1], (list, tuple)) else f[1]
+        out.append((f[0], dtype) if len(f) == 2 else (f[0], dtype, tuple(f[2])))
+    return out
 
 
 def v2_dtype_string(data_type: DataType, endian: str | None) -> Any:
@@ -213,13 +225,53 @@ def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:
     if dt.fields is not None or data_type.fill_kind == "r" or data_type.name in _V2_BASE64_FILL_TYPES:
         return base64.standard_b64encode(np.asarray(value, dtype=dt).tobytes()).decode()
     if data_type.fill_kind == "f":
-        f = float(value)
-        if math.isnan(f):
-            return "NaN"
-        if math.isinf(f):
-            return "Infinity" if f > 0 else "-Infinity"
-        return f
+        return _float_to_v2(float(value))
+    if data_type.fill_kind == "c":
+        # Each part as a real fill is written: v2 has no hex bit patterns (the v3 form), which
+        # zarr-python refuses and TensorStore's zarr2 driver reads as a number.
+        number = complex(value)
+        return [_float_to_v2(number.real), _float_to_v2(number.imag)]
     return data_type.fill_value_to_json(value)
+
+
+def _float_to_v2(f: float) -> Any:
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "Infinity" if f > 0 else "-Infinity"
+    return f
+
+
+def v2_fill_from_python(value: Any, data_type: DataType) -> np.generic | None:
+    """A fill value given to a create, as the v2 metadata will hold it: what ``.zarray`` says,
+    read back. The handle that creates an array and every later one then agree (a NaN's
+    payload, which v2's ``"NaN"`` does not keep, made the creating handle skip writing chunks of
+    that NaN, which read back as another one)."""
+    if value is None:
+        return None
+    dt = data_type.numpy_dtype
+    fill = _record_from_python(value, dt) if dt.fields is not None else data_type.fill_value_from_python(value)
+    return _fill_from_v2(_fill_to_v2(fill, data_type), data_type)
+
+
+def _record_from_python(value: Any, dt: np.dtype[Any]) -> np.generic:
+    """A structured type's fill value: a record (a tuple or list of one value per field, a
+    NumPy record) or its bytes."""
+    if isinstance(value, bytes):
+        if len(value) != dt.itemsize:
+            raise MetadataError(f"fill_value: {len(value)} bytes given for a record of {dt.itemsize} bytes")
+        return cast("np.generic", np.frombuffer(value, dtype=dt)[0])
+    if isinstance(value, list) and dt.names is not None and len(value) == len(dt.names):
+        value = tuple(value)  # JSON's record: NumPy takes a list for many records
+    try:
+        record = np.asarray(value, dtype=dt)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MetadataError(f"fill_value: {value!r} is not a record of {dt} ({exc})") from exc
+    if record.shape != ():
+        raise MetadataError(
+            f"fill_value: expected one record of {dt} (a tuple of one value per field), got {value!r}"
+        )
+    return cast("np.generic", record[()])
 
 
 #: The largest element size c-blosc shuffles (larger elements are taken as single bytes).

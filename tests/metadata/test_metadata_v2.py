@@ -90,3 +90,73 @@ def test_a_filter_dtype_numpy_cannot_parse_is_refused(tmp_path: Path, dtype: str
     (tmp_path / ".zarray").write_text(json.dumps(zarray(filters=[filters[member]])))
     with pytest.raises(MetadataError, match="invalid configuration"):
         gpuzarr.open(tmp_path, mode="r")
+
+
+# -- fill values given to a create, as .zarray will hold them ---------------------------------------------
+
+_RECORD = np.dtype([("a", "<i4"), ("b", ">f8")])
+
+
+@pytest.mark.parametrize("fill_value", [[3, -1.5], (3, -1.5), np.array((3, -1.5), _RECORD)[()]])
+def test_a_structured_fill_given_as_a_list_or_tuple_is_one_record(tmp_path: Path, fill_value: Any) -> None:
+    # A list of one value per field is JSON's record: NumPy made it two records, which read as
+    # alternating records in the creating handle and wrote a fill of twice the record's size.
+    path = tmp_path / "r.zarr"
+    a = gpuzarr.create(path, shape=(4,), chunks=(2,), dtype=_RECORD, fill_value=fill_value, zarr_format=2)
+    expected = np.full(4, np.array((3, -1.5), _RECORD))
+    assert a.fill_value == expected[0]
+    np.testing.assert_array_equal(a[...], expected)
+    np.testing.assert_array_equal(gpuzarr.open(path, mode="r")[...], expected)
+
+
+def test_a_structured_fill_given_as_bytes_is_the_record_of_those_bytes(tmp_path: Path) -> None:
+    raw = np.array((7, 2.5), _RECORD).tobytes()
+    a = gpuzarr.create(tmp_path / "r.zarr", shape=(2,), dtype=_RECORD, fill_value=raw, zarr_format=2)
+    assert a.fill_value.tobytes() == raw
+    with pytest.raises(MetadataError, match="fill_value: 3 bytes given for a record of 12 bytes"):
+        gpuzarr.create(tmp_path / "s.zarr", shape=(2,), dtype=_RECORD, fill_value=b"abc", zarr_format=2)
+
+
+@pytest.mark.parametrize("fill_value", [[(1, 2.0), (3, 4.0)], "AAAAAAAAAAAAAAAA", [1, 2, 3]])
+def test_a_structured_fill_that_is_no_one_record_is_refused(tmp_path: Path, fill_value: Any) -> None:
+    with pytest.raises(MetadataError, match="fill_value"):
+        gpuzarr.create(tmp_path / "r.zarr", shape=(2,), dtype=_RECORD, fill_value=fill_value, zarr_format=2)
+
+
+def test_a_nan_fill_with_a_payload_is_held_as_v2_writes_it(tmp_path: Path) -> None:
+    # .zarray says "NaN": the creating handle kept the payload, so chunks of that NaN were
+    # taken for fill and not written, and read back as the plain NaN.
+    payload = np.array(0x7FC00001, np.uint32).view(np.float32)[()]
+    a = gpuzarr.create(tmp_path / "n.zarr", shape=(4,), chunks=(2,), dtype="f4", fill_value=payload, zarr_format=2)
+    assert np.array(a.fill_value, np.float32).view(np.uint32) == 0x7FC00000
+    a[...] = np.full(4, payload)
+    got = gpuzarr.open(tmp_path / "n.zarr", mode="r")[...]
+    assert (got.view(np.uint32) == 0x7FC00001).all()
+
+
+def test_a_complex_nan_fill_with_a_payload_is_written_as_v2_names_it(tmp_path: Path) -> None:
+    # The v3 form (hex bits), which zarr-python refuses and TensorStore's zarr2 driver read as a number.
+    real = np.array(0xFFC00000, np.uint32).view(np.float32)[()]
+    fill = np.complex64(complex(real, 1.5))
+    gpuzarr.create(tmp_path / "c.zarr", shape=(2,), dtype="c8", fill_value=fill, zarr_format=2)
+    assert json.loads((tmp_path / "c.zarr" / ".zarray").read_text())["fill_value"] == ["NaN", 1.5]
+    got = gpuzarr.open(tmp_path / "c.zarr", mode="r")[...]
+    assert np.isnan(got.real).all() and (got.imag == 1.5).all()
+
+
+def test_nested_structured_dtypes_are_read_and_written(tmp_path: Path) -> None:
+    # zarr-python 2 wrote them; the fields of a nested structure were left as JSON lists.
+    dtype = np.dtype([("a", "u1"), ("n", [("x", "<f4"), ("y", "S2")]), ("s", "<i2", (2,))])
+    data = np.array([(1, (1.5, b"ab"), (3, 4)), (2, (2.5, b"c"), (5, 6))], dtype)
+    a = gpuzarr.create(tmp_path / "n.zarr", shape=(2,), dtype=dtype, zarr_format=2)
+    a[...] = data
+    zarray = json.loads((tmp_path / "n.zarr" / ".zarray").read_text())
+    assert zarray["dtype"] == [["a", "|u1"], ["n", [["x", "<f4"], ["y", "|S2"]]], ["s", "<i2", [2]]]
+    again = gpuzarr.open(tmp_path / "n.zarr", mode="r")
+    assert again.dtype == dtype
+    np.testing.assert_array_equal(again[...], data)
+
+
+def test_a_structured_dtype_in_v3_points_to_v2(tmp_path: Path) -> None:
+    with pytest.raises(MetadataError, match=r"zarr_format=2"):
+        gpuzarr.create(tmp_path / "s.zarr", shape=(2,), dtype=_RECORD)

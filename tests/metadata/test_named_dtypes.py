@@ -6,15 +6,19 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
+import gpuzarr
 from gpuzarr.errors import MetadataError
 from gpuzarr.metadata.dtypes import DataType, fill_value_bytes_equal
 from gpuzarr.metadata.named_dtypes import full
 from gpuzarr.metadata.v2 import ArrayMetadataV2, object_codec_of, parse_v2_dtype, v2_dtype_string
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 STRING = np.dtypes.StringDType()
 NAT = -(2**63)
@@ -439,3 +443,16 @@ def test_v2_null_fill_reads_as_the_types_default() -> None:
     assert ArrayMetadataV2.from_json(zarray()).fill_value == ""
     times = ArrayMetadataV2.from_json(zarray(dtype="<M8[s]", filters=None))
     assert times.fill_value_v2 is None and np.isnat(times.fill_value)
+
+
+@pytest.mark.parametrize("dtype", ["M8", "m8"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_time_of_generic_unit_holds_only_nat(tmp_path: Path, dtype: str, zarr_format: int) -> None:
+    # NumPy converts no other value of it: the array was created, and reading its fill_value
+    # raised a bare ValueError ever after (zarr-python refuses such arrays).
+    value = np.datetime64("2000-01-01") if dtype == "M8" else np.timedelta64(3, "D")
+    for fill in (value, 10957):
+        with pytest.raises(MetadataError, match=r"generic unit .* holds only NaT"):
+            gpuzarr.create(tmp_path / "t.zarr", shape=(2,), dtype=dtype, fill_value=fill, zarr_format=zarr_format)
+    a = gpuzarr.create(tmp_path / "t.zarr", shape=(2,), dtype=dtype, fill_value="NaT", zarr_format=zarr_format)
+    assert np.isnat(a.fill_value) and np.isnat(a[...]).all()
