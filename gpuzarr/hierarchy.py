@@ -9,12 +9,11 @@ zarr-python's modes and the TensorStore open flags they mean.
 from __future__ import annotations
 
 import collections
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
-from .metadata.json_util import check_attributes
+from .metadata.json_util import check_attributes, document_bytes
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 from .parallel import io_runner
@@ -244,19 +243,19 @@ def node_exists(store: Store, path: str) -> bool:
 # -- writing ----------------------------------------------------------------------------------------
 
 
-def group_documents(attributes: Mapping[str, Any], zarr_format: int) -> dict[str, bytes]:
+def group_documents(
+    attributes: Mapping[str, Any], zarr_format: int, stored: Mapping[str, Any] | None = None
+) -> dict[str, bytes]:
     """The metadata documents of a group: v3 zarr.json, or v2 .zgroup and .zattrs.
 
-    Raises MetadataError when the attributes cannot be written as JSON.
+    Raises MetadataError when the attributes cannot be written as JSON (``stored``: the
+    attributes a document held before, whose NaN and infinite numbers are kept; see
+    :func:`check_attributes`).
     """
-    check_attributes(attributes)
+    check_attributes(attributes, stored)
     if zarr_format == 2:
-        return {ZGROUP: b'{\n  "zarr_format": 2\n}', ZATTRS: _json_bytes(attributes)}
-    return {ZARR_JSON: _json_bytes({"zarr_format": 3, "node_type": "group", "attributes": attributes})}
-
-
-def _json_bytes(doc: Any) -> bytes:
-    return json.dumps(doc, indent=2, allow_nan=False).encode()
+        return {ZGROUP: b'{\n  "zarr_format": 2\n}', ZATTRS: document_bytes(dict(attributes), None)}
+    return {ZARR_JSON: document_bytes({"zarr_format": 3, "node_type": "group", "attributes": attributes})}
 
 
 def write_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> None:

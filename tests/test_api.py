@@ -4,6 +4,7 @@ handling, devices, and what ``import gpuzarr`` loads."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -542,25 +543,46 @@ def test_a_new_node_inside_an_existing_zip_archive_is_written_there(tmp_path: Pa
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_a_resize_gpuzarr_cannot_record_changes_nothing(tmp_path: Path, zarr_format: int) -> None:
-    """Attributes with NaN (zarr-python writes them; gpuzarr writes strict JSON) cannot be
-    written back: the resize erased the chunks outside the new shape first, then failed to
-    write the metadata, and the data was lost under the old shape."""
+def test_attributes_with_nan_a_document_held_are_kept_by_resizes_and_attribute_changes(
+    tmp_path: Path, zarr_format: int
+) -> None:
+    """zarr-python writes NaN and infinite numbers into attributes (no JSON); gpuzarr refused
+    to write such a document back, so the array could not be resized, appended to or have
+    other attributes changed. Those the document held are kept; gpuzarr writes none of its own."""
     path = tmp_path / "a.zarr"
-    array = gpuzarr.create(str(path), data=np.arange(1, 5, dtype="f4"), chunks=(2,), zarr_format=zarr_format)
+    gpuzarr.create(str(path), data=np.arange(1, 5, dtype="f4"), chunks=(2,), zarr_format=zarr_format)
     document = path / (".zattrs" if zarr_format == 2 else "zarr.json")
     if zarr_format == 2:
-        document.write_text('{"_FillValue": NaN}')
+        document.write_text('{"valid_max": Infinity, "m": [NaN]}')
     else:
         doc = json.loads(document.read_text())
-        doc["attributes"] = {"_FillValue": float("nan")}
-        document.write_text(json.dumps(doc))  # NaN, as zarr-python writes it
+        doc["attributes"] = {"valid_max": float("inf"), "m": [float("nan")]}
+        document.write_text(json.dumps(doc))  # Infinity and NaN, as zarr-python writes them
     array = gpuzarr.open_array(str(path), mode="r+", device="cpu")
-    for change in (lambda: array.resize((1,)), lambda: array.append([5.0])):
-        with pytest.raises(MetadataError, match="attributes: NaN and infinite numbers are not JSON"):
-            change()
-        assert array.shape == (4,)
-        np.testing.assert_array_equal(gpuzarr.open_array(str(path), mode="r", device="cpu")[...], [1, 2, 3, 4])
+    array.resize((3,))
+    array.append([5.0])
+    array.attrs["units"] = "K"
+    for bad in ({"new": float("nan")}, {"valid_max": float("-inf")}, {"m": [float("inf")]}):
+        with pytest.raises(MetadataError, match=r"attributes\['\w+'\].*: NaN and infinite numbers are not JSON"):
+            array.attrs.update(bad)
+    again = gpuzarr.open_array(str(path), mode="r", device="cpu")
+    np.testing.assert_array_equal(again[...], [1, 2, 3, 5])
+    attrs = dict(again.attrs)
+    assert math.isnan(attrs.pop("m")[0]) and attrs == {"valid_max": float("inf"), "units": "K"}
+    assert "Infinity" in document.read_text()
+
+
+def test_a_group_keeps_the_nan_attributes_its_document_held(tmp_path: Path) -> None:
+    group = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    document = tmp_path / "g.zarr" / "zarr.json"
+    doc = json.loads(document.read_text())
+    doc["attributes"] = {"lo": float("-inf")}
+    document.write_text(json.dumps(doc))
+    group = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    group.attrs["title"] = "t"
+    with pytest.raises(MetadataError, match="not JSON"):
+        group.attrs["hi"] = float("inf")
+    assert dict(gpuzarr.open_group(str(tmp_path / "g.zarr")).attrs) == {"lo": float("-inf"), "title": "t"}
 
 
 @pytest.mark.parametrize("opener", ["open", "open_group", "open_array"])

@@ -143,6 +143,7 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
             chunks=[list(c) if isinstance(c, tuple) else c for c in chunks],
             shards=shards,
             zarr_format=zarr_format,
+            kept_attributes=dict(source.attrs),
             **arguments,
         )
     except MetadataError as exc:

@@ -86,10 +86,11 @@ def prepare_nodes(
 
 
 def _check_attributes_of(node: Array | Group, name: str) -> None:
-    """Refuse, before anything is written, attributes gpuzarr cannot write (NaN or infinite
-    numbers, which are no JSON, though zarr-python writes them)."""
+    """Refuse, before anything is written, attributes gpuzarr cannot write (too deep to be read
+    back; NaN and infinite numbers are copied as the source's document holds them)."""
+    attributes = dict(node.attrs)
     try:
-        check_attributes(dict(node.attrs))
+        check_attributes(attributes, attributes)
     except MetadataError as exc:
         raise MetadataError(f"{name}: {exc}") from None
 
@@ -112,7 +113,9 @@ def _prepare_group(store: Store, path: str, source: Group, zarr_format: int, ove
     attributes = dict(source.attrs)
     found = read_node(store, path)
     if found is None or found.implicit or overwrite:
-        create_group_node(store, path, attributes, overwrite=overwrite, zarr_format=zarr_format)
+        create_group_node(
+            store, path, attributes, overwrite=overwrite, zarr_format=zarr_format, kept_attributes=attributes
+        )
         return
     if found.node_type != "group" or found.zarr_format != zarr_format:
         raise ContainsNodeError(

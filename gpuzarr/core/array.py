@@ -630,7 +630,7 @@ class Array:
         record_metadata_write(self.store, self.path)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
-        check_attributes(attrs)
+        check_attributes(attrs, self._metadata.attributes)
         self._write_metadata(self._metadata.evolve(attributes=attrs))
 
     def resize(self, *shape: Any) -> None:
@@ -659,9 +659,8 @@ class Array:
         else:
             new_metadata = self._metadata.evolve(shape=new_shape)
         # The new documents are made before anything is erased: metadata that cannot be written
-        # (attributes with NaN, which zarr-python writes and gpuzarr does not) stops the resize
-        # with the data intact, instead of after the chunks outside the new shape are gone.
-        check_attributes(new_metadata.attributes)
+        # stops the resize with the data intact, instead of after the chunks outside the new
+        # shape are gone.
         new_metadata.documents()
         for axis, (new, old, dim) in enumerate(
             zip(new_shape, old_shape, self._metadata.chunk_grid.dimensions(old_shape), strict=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ..errors import MetadataError
@@ -103,16 +104,56 @@ def split_name_configuration(value: Any, field: str) -> tuple[str, dict[str, Any
     return name, expect_dict(value.get("configuration"), f"{field}.configuration")
 
 
-def check_attributes(attributes: Any) -> None:
-    """Raise MetadataError unless ``attributes`` can be written as strict JSON (no NaN), and
-    read back from every document that holds them (see ``ATTRIBUTES_NESTED_BY``)."""
+def check_attributes(attributes: Any, stored: Any = None) -> None:
+    """Raise MetadataError unless ``attributes`` can be written as JSON and read back from every
+    document that holds them (see ``ATTRIBUTES_NESTED_BY``).
+
+    NaN and infinite numbers are no JSON: gpuzarr writes none of its own, but keeps those of
+    ``stored`` (the attributes as a document held them: zarr-python writes ``NaN`` and
+    ``Infinity``, xarray's ``valid_max: inf`` among them) at the places they held them, so
+    that a resize, an attribute change or a copy of such a node leaves its document no less
+    readable than it was.
+    """
     check_depth(attributes, "attributes", MAX_JSON_DEPTH - ATTRIBUTES_NESTED_BY)
     try:
         json.dumps(attributes, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        if "Out of range float" in str(exc):
+        if "Out of range float" not in str(exc):
+            raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+        kept = non_finite_places(stored) if stored is not None else {}
+        new = [place for place, token in non_finite_places(attributes).items() if kept.get(place) != token]
+        if new:
+            where = "attributes" + "".join(f"[{key!r}]" for key in new[0])
             raise MetadataError(
-                "attributes: NaN and infinite numbers are not JSON, and gpuzarr writes strict JSON "
+                f"{where}: NaN and infinite numbers are not JSON, and gpuzarr writes none of its own "
                 '(zarr-python writes them as NaN and Infinity); store them as strings, e.g. "NaN"'
             ) from exc
-        raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
+
+
+def non_finite_places(value: Any) -> dict[tuple[Any, ...], str]:
+    """Where ``value`` (JSON values) holds NaN or infinite numbers: the keys and indices that
+    lead to each, and the token zarr-python writes for it (``NaN``, ``Infinity``, ``-Infinity``)."""
+    places: dict[tuple[Any, ...], str] = {}
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, place = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            places[place] = "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
+        elif isinstance(item, dict):
+            stack.extend((v, (*place, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, (*place, k)) for k, v in enumerate(item))
+    return places
+
+
+def document_bytes(document: dict[str, Any], attributes_member: str | None = "attributes") -> bytes:
+    """A metadata document as JSON bytes (indented, as zarr-python writes them). NaN and
+    infinite numbers, which :func:`check_attributes` lets through where a document held them,
+    are written as zarr-python writes them in the attributes (the ``attributes_member`` of
+    ``document``; None: ``document`` is attributes, ``.zattrs``) and are an error anywhere else."""
+    attributes = document if attributes_member is None else document.get(attributes_member)
+    if not attributes or not non_finite_places(attributes):
+        return json.dumps(document, indent=2, allow_nan=False).encode()
+    if attributes_member is not None:
+        json.dumps({**document, attributes_member: None}, allow_nan=False)
+    return json.dumps(document, indent=2, allow_nan=True).encode()

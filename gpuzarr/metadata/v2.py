@@ -31,7 +31,7 @@ from . import named_dtypes
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
-from .json_util import expect_dict, expect_int_list
+from .json_util import document_bytes, expect_dict, expect_int_list
 from .limits import check_chunk_bytes, check_shape
 
 if TYPE_CHECKING:
@@ -476,5 +476,5 @@ class ArrayMetadataV2:
     def documents(self) -> dict[str, bytes]:
         """The metadata documents to store, by key relative to the array."""
         docs = {ZARRAY: json.dumps(self.to_json(), indent=2, allow_nan=False).encode()}
-        docs[ZATTRS] = json.dumps(self.attributes, indent=2, allow_nan=False).encode()
+        docs[ZATTRS] = document_bytes(self.attributes, attributes_member=None)
         return docs

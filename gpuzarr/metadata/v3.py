@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -12,7 +11,7 @@ from .chain import normalize_codec_json as normalize_codec_json  # re-exported: 
 from .chunk_grid import RegularChunkGrid
 from .chunk_key_encoding import ChunkKeyEncoding
 from .dtypes import DataType
-from .json_util import expect_dict, expect_int_list, loads_document, split_name_configuration
+from .json_util import document_bytes, expect_dict, expect_int_list, loads_document, split_name_configuration
 from .limits import check_chunk_bytes, check_shape
 from .rectilinear import RectilinearChunkGrid
 
@@ -200,7 +199,7 @@ class ArrayMetadata:
         return copy.deepcopy(self.to_json())
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.to_json(), indent=2, allow_nan=False).encode()
+        return document_bytes(cast("dict[str, Any]", self.to_json()))
 
     def documents(self) -> dict[str, bytes]:
         """The metadata documents to store, by key relative to the array."""

@@ -4,6 +4,7 @@ resuming, parallel regions, and the stores at both ends."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -367,21 +368,24 @@ def test_an_opaque_fill_value_survives_v2_to_v3_and_back(tmp_path: Path, cli: Cl
     assert back[...].tobytes() == b"abcdefgh" * 2 + b"12345678" * 2
 
 
-def test_attributes_gpuzarr_cannot_write_stop_a_copy_before_anything_is_written(tmp_path: Path, cli: Cli) -> None:
-    """zarr-python writes NaN and infinite numbers into attributes (no JSON); gpuzarr writes
-    strict JSON: the copy says so, naming the node, with DST untouched (a traceback, and the
-    group's zarr.json written, before)."""
+@pytest.mark.parametrize("command", ["copy", "convert"])
+def test_attributes_with_nan_are_copied_as_the_source_holds_them(tmp_path: Path, cli: Cli, command: str) -> None:
+    """zarr-python writes NaN and infinite numbers into attributes (no JSON; xarray's
+    ``valid_max: inf``); the copy stopped before anything was written. It now writes them as
+    the source's document holds them (convert: into the other format's documents)."""
     source = tmp_path / "nan.zarr"
     group = gpuzarr.open_group(str(source), mode="w")
     group.create_array("x", shape=(3,), dtype="f4")
-    document = source / "x" / "zarr.json"
-    doc = json.loads(document.read_text())
-    doc["attributes"] = {"scale_factor": float("nan"), "valid_max": float("-inf")}
-    document.write_text(json.dumps(doc))  # as zarr-python writes them: NaN, -Infinity
-    status, _, err = cli("copy", source, tmp_path / "copy.zarr")
-    assert status == 1
-    assert "/x: attributes: NaN and infinite numbers are not JSON" in err and "Traceback" not in err
-    assert not (tmp_path / "copy.zarr").exists()
+    for document in (source / "zarr.json", source / "x" / "zarr.json"):
+        doc = json.loads(document.read_text())
+        doc["attributes"] = {"scale_factor": float("nan"), "valid": [0.0, float("-inf")]}
+        document.write_text(json.dumps(doc))  # as zarr-python writes them: NaN, -Infinity
+    options = ["--zarr-format", "2"] if command == "convert" else []
+    status, _, err = cli(command, source, tmp_path / "copy.zarr", *options)
+    assert status == 0, err
+    for node in (gpuzarr.open_group(str(tmp_path / "copy.zarr")), gpuzarr.open(str(tmp_path / "copy.zarr/x"))):
+        attrs = dict(node.attrs)
+        assert math.isnan(attrs.pop("scale_factor")) and attrs == {"valid": [0.0, float("-inf")]}
 
 
 @pytest.mark.parametrize("option", [["--compressor", "gzip"], ["--chunks", "5"]], ids=["compressor", "chunks"])
