@@ -507,6 +507,48 @@ def test_resize_takes_integers_only(size: Any) -> None:
     assert array.shape == (5,)
 
 
+@pytest.mark.parametrize("shape", [np.array([5, 4]), range(5, 3, -1), [np.int64(5), np.int32(4)]])
+def test_resize_takes_a_sequence_of_sizes(shape: Any) -> None:
+    # resize(np.array(a.shape) * 2) is a common idiom; zarr-python takes it.
+    array = gpuzarr.create(None, data=np.arange(12).reshape(3, 4), chunks=(2, 2), device="cpu")
+    array.resize(shape)
+    assert array.shape == (5, 4)
+    np.testing.assert_array_equal(array[:3], np.arange(12).reshape(3, 4))
+
+
+def test_a_resize_refused_for_assume_metadata_erases_nothing(tmp_path: Path) -> None:
+    """The refusal came from the metadata write, after the chunks outside the new shape were
+    erased and the straddling one cleared: the stored array kept its shape and lost its data."""
+    path = tmp_path / "a.zarr"
+    gpuzarr.create_array(str(path), data=np.arange(1, 11, dtype="i4"), chunks=(4,), compressors=None)
+    metadata = {"shape": [10], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+                "data_type": "int32"}  # fmt: skip
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}, "assume_metadata": True,
+            "metadata": metadata}  # fmt: skip
+    assumed = gpuzarr.open(spec)
+    for change in (lambda: assumed.resize((3,)), lambda: assumed.append(np.zeros(2, "i4"))):
+        with pytest.raises(MetadataError, match="assume_metadata"):
+            change()
+        np.testing.assert_array_equal(gpuzarr.open_array(str(path), mode="r")[...], np.arange(1, 11))
+
+
+@pytest.mark.parametrize("shards", [None, (4, 8)])
+def test_a_shrink_with_write_empty_chunks_stores_no_chunk_of_fill(tmp_path: Path, shards: Any) -> None:
+    """Clearing the chunks across the new edge went through the array's writes, which with
+    write_empty_chunks stored every absent chunk (shard) along the edge, full of fill."""
+    path = tmp_path / "a.zarr"
+    array = gpuzarr.create_array(str(path), shape=(10, 16), chunks=(4, 4), shards=shards, dtype="i4", fill_value=0,
+                                 config={"write_empty_chunks": True})  # fmt: skip
+    array[0, 0] = 1
+    array[5, 9] = 2
+    array.resize((6, 16))
+    stored = sorted(str(p.relative_to(path / "c")) for p in (path / "c").rglob("*") if p.is_file())
+    assert stored == (["0/0", "1/2"] if shards is None else ["0/0", "1/1"])
+    expected = np.zeros((6, 16), "i4")
+    expected[0, 0], expected[5, 9] = 1, 2
+    np.testing.assert_array_equal(gpuzarr.open_array(str(path), mode="r")[...], expected)
+
+
 def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -> None:
     """The array grew before the value was converted: a failed append left it longer by rows
     of fill value (zarr-python's does too)."""

@@ -639,7 +639,13 @@ class Array:
         Growing reads the new region as fill; shrinking erases the data outside the new shape
         (so it never reappears when the array grows again).
         """
-        given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if not self._metadata_writable:  # before anything is erased
+            raise MetadataError(
+                "assume_metadata: the array was opened without its stored metadata; resizing is not supported"
+            )
+        one = shape[0] if len(shape) == 1 else None
+        # A sequence of the sizes: a tuple, a list, a NumPy array (``resize(np.array(a.shape) * 2)``), a range.
+        given = tuple(one) if isinstance(one, (tuple, list, np.ndarray, range)) else shape
         for s in given:
             # int() would cut 5.7 down to 5 and erase what lies beyond (zarr-python refuses it).
             if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
@@ -669,10 +675,13 @@ class Array:
                 edge = int(dim.chunk_of(new))
                 edge_start = int(dim.chunk_start(edge))
                 if edge_start != new:
-                    # Clear the tail of the stored chunk that straddles the new edge.
+                    # Clear the tail of the stored chunk that straddles the new edge, through a
+                    # handle that erases chunks left all fill and stores none that were absent
+                    # (with ``write_empty_chunks``, this one would store every absent chunk
+                    # along the edge, full of fill).
                     edge_stop = min(old, edge_start + dim.chunk_extent(edge))
                     sel = tuple(slice(new, edge_stop) if a == axis else slice(None) for a in range(self.ndim))
-                    self[sel] = self._metadata.fill_value
+                    Array(self.store, self.path, self._metadata, "cpu")[sel] = self._metadata.fill_value
         old_grid = self._metadata.chunk_grid.grid_shape(old_shape)
         new_grid = new_metadata.chunk_grid.grid_shape(new_shape)
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
