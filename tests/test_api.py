@@ -549,6 +549,24 @@ def test_a_shrink_with_write_empty_chunks_stores_no_chunk_of_fill(tmp_path: Path
     np.testing.assert_array_equal(gpuzarr.open_array(str(path), mode="r")[...], expected)
 
 
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda a: a.__setitem__((slice(0, 2), slice(0, 3)), np.ones((1, 2, 3))),
+        lambda a: a.oindex.__setitem__(([0, 1], [0, 1, 2]), np.ones((1, 1, 2, 3))),
+        lambda a: a.vindex.__setitem__(([0, 1], [0, 1]), np.ones((1, 2))),
+    ],
+    ids=["basic", "oindex", "vindex"],
+)
+def test_a_value_with_leading_axes_of_length_one_writes_as_numpy_does(write: Any) -> None:
+    # NumPy's assignment drops them, and so does zarr-python's.
+    array = gpuzarr.create(None, shape=(4, 6), chunks=(2, 4), dtype="i4", device="cpu")
+    write(array)
+    assert int(array[...].sum()) in (6, 2) and array[0, 0] == 1
+    with pytest.raises(gpuzarr.errors.InvalidArgumentError, match="could not broadcast"):
+        array[0:2, 0:3] = np.ones((2, 2, 3))
+
+
 def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -> None:
     """The array grew before the value was converted: a failed append left it longer by rows
     of fill value (zarr-python's does too)."""

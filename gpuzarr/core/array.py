@@ -55,6 +55,35 @@ if TYPE_CHECKING:
 WALKED_RESIZE_POSITIONS = 1 << 16
 
 
+def written_value(value: Any, dtype: np.dtype[Any], where: str) -> np.ndarray[Any, Any]:
+    """``value`` as a host array of ``dtype``, to write.
+
+    UnwritableValueError (naming ``where``) for one NumPy cannot convert.
+    """
+    try:
+        return as_host_array(value, dtype)
+    except GpuZarrError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:  # NumPy's conversion refused it
+        raise UnwritableValueError(f"{where}: cannot write {_described(value)} as {dtype} ({exc})") from exc
+
+
+def broadcast_value(arr: np.ndarray[Any, Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """``arr`` broadcast to a selection's ``shape`` as NumPy's assignment broadcasts it.
+
+    Leading axes of length 1 beyond the selection's are dropped (``a[0:2, 0:3] =
+    np.ones((1, 2, 3))``); a value that does not broadcast is an InvalidArgumentError.
+    """
+    extra = arr.ndim - len(shape)
+    if extra > 0 and all(n == 1 for n in arr.shape[:extra]):
+        arr = arr.reshape(arr.shape[extra:])
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError as exc:
+        message = f"could not broadcast value of shape {arr.shape} to selection shape {shape}"
+        raise InvalidArgumentError(message) from exc
+
+
 def _described(value: Any) -> str:
     """A short description of a value to write, for a message.
 
@@ -564,20 +593,7 @@ class Array:
     def _execute_write(self, plan: SelectionPlan, value: Any) -> None:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        try:
-            arr = as_host_array(value, self.dtype)
-        except GpuZarrError:
-            raise
-        except (TypeError, ValueError, OverflowError) as exc:  # NumPy's conversion refused it
-            raise UnwritableValueError(
-                f"array {self.path or '/'!r}: cannot write {_described(value)} as {self.dtype} ({exc})"
-            ) from exc
-        try:
-            arr = np.broadcast_to(arr, plan.shape)
-        except ValueError as exc:
-            raise InvalidArgumentError(
-                f"could not broadcast value of shape {arr.shape} to selection shape {plan.shape}"
-            ) from exc
+        arr = broadcast_value(written_value(value, self.dtype, f"array {self.path or '/'!r}"), plan.shape)
         if plan.buffer_shape != plan.shape:
             arr = arr.reshape(plan.buffer_shape)
         try:

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidSelectionError, MetadataError
+from ..errors import BoundsCheckError, InvalidSelectionError, MetadataError
 from ..plan.selection import expand_ellipsis
+from .array import broadcast_value, written_value
 
 if TYPE_CHECKING:
     from .array import Array
@@ -82,14 +83,21 @@ class FieldArray:
                 raise InvalidSelectionError(
                     f"field {self.field!r}: subarray dimensions take integers and slices, got {s!r}"
                 )
+        for s in outer:
+            if not isinstance(s, (slice, int, np.integer, list, tuple, np.ndarray)) or (
+                isinstance(s, np.ndarray) and s.dtype.kind not in "biu"
+            ):
+                raise InvalidSelectionError(
+                    f"field {self.field!r}: expected integers, slices, integer arrays or masks, got {s!r}"
+                )
         return outer, inner
 
     def __getitem__(self, selection: Any) -> Any:
         outer, inner = self._split(selection)
         if _has_index_array(outer):
-            cover, local = _covering(outer)
+            cover, local = _covering(outer, self.array.shape, self.field)
             values = np.asarray(self.array.oindex[cover])[self.field]
-            return values[(*local, *inner)]
+            return _taken(values, (*local, *inner), self.field)
         records = self.array[outer]
         values = np.asarray(records)[self.field]
         return values[(Ellipsis, *inner)] if inner else values
@@ -104,18 +112,19 @@ class FieldArray:
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         outer, inner = self._split(selection)
+        arr = written_value(value, self._dtype, f"field {self.field!r} of array {self.array.path or '/'!r}")
         if _has_index_array(outer):
-            cover, local = _covering(outer)
+            cover, local = _covering(outer, self.array.shape, self.field)
             covered = np.array(self.array.oindex[cover], copy=True)
-            covered[self.field][(*local, *inner)] = value
+            target = (*local, *inner)
+            shape = _taken(covered[self.field], target, self.field).shape
+            covered[self.field][target] = broadcast_value(arr, shape)
             self.array.oindex[cover] = covered
             return
         records = np.array(self.array[outer], copy=True)
         view = records[self.field]
-        if inner:
-            view[(Ellipsis, *inner)] = value
-        else:
-            view[...] = value
+        where = (Ellipsis, *inner) if inner else Ellipsis
+        view[where] = broadcast_value(arr, view[where].shape)
         self.array[outer] = records
 
     def spec(self) -> dict[str, Any]:
@@ -127,7 +136,18 @@ def _has_index_array(outer: tuple[Any, ...]) -> bool:
     return any(not isinstance(s, (slice, int, np.integer)) for s in outer)
 
 
-def _covering(outer: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def _taken(values: np.ndarray[Any, Any], selection: tuple[Any, ...], field: str) -> np.ndarray[Any, Any]:
+    """``values[selection]``; index arrays that do not broadcast together are an
+    InvalidSelectionError, as for the array itself."""
+    try:
+        return values[selection]  # type: ignore[no-any-return]
+    except IndexError as exc:
+        raise InvalidSelectionError(f"field {field!r}: {exc}") from exc
+
+
+def _covering(
+    outer: tuple[Any, ...], shape: tuple[int, ...], field: str
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """For array axes indexed with index arrays (or masks): the outer selection of the
     records that cover them, and the selection of the field in those records that stands for
     ``outer``, index for index (an integer for an integer, an array of the same shape for an
@@ -137,7 +157,7 @@ def _covering(outer: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]
     subarray integer came back with its axes in another order."""
     cover: list[Any] = []
     local: list[Any] = []
-    for s in outer:
+    for axis, (s, size) in enumerate(zip(outer, shape, strict=True)):
         if isinstance(s, slice):
             cover.append(s)
             local.append(slice(None))
@@ -150,7 +170,14 @@ def _covering(outer: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]
                 cover.append(index)
                 local.append(np.arange(int(index.sum())))
             else:
-                values, positions = np.unique(index, return_inverse=True)
+                if index.dtype.kind not in "iu":
+                    raise InvalidSelectionError(f"field {field!r}: index arrays must hold integers, got {index.dtype}")
+                if index.size and not (-size <= int(index.min()) and int(index.max()) < size):
+                    raise BoundsCheckError(
+                        f"field {field!r}: an index of axis {axis} is out of range [-{size}, {size})"
+                    )
+                # One entry per record: -1 and size-1 are one record, which NumPy writes last value first.
+                values, positions = np.unique(np.where(index < 0, index + size, index), return_inverse=True)
                 cover.append(values)
                 local.append(positions.reshape(index.shape))
     return tuple(cover), tuple(local)

@@ -54,3 +54,41 @@ def test_writes_order_axes_as_numpy_does_and_keep_the_other_fields(field: Any, s
     field[selection] = value
     np.testing.assert_array_equal(field[...], expected["y"])
     np.testing.assert_array_equal(field.array[...]["z"], RECORDS["z"])
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [np.s_[[3, -1], 0], np.s_[[0, -4, 2, -2], :], np.s_[[-3, 1, 1], 2]],
+    ids=["pair", "two-pairs", "repeat"],
+)
+def test_a_negative_and_a_positive_index_of_one_record_write_as_numpy_does(field: Any, selection: Any) -> None:
+    """-1 and 3 name one record: they were two entries of the records read and written back,
+    and whichever came last in index order won, not the last value (NumPy's rule)."""
+    expected = RECORDS.copy()
+    shape = expected["y"][selection].shape
+    value = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape) + 1000
+    expected["y"][selection] = value
+    field[selection] = value
+    np.testing.assert_array_equal(field[...], expected["y"])
+
+
+def test_bad_writes_and_selections_raise_gpuzarr_errors(field: Any) -> None:
+    """They raised NumPy's bare ValueError and IndexError, where the array raises these."""
+    with pytest.raises(gpuzarr.errors.InvalidArgumentError, match="could not broadcast"):
+        field[0:2] = np.ones(4)
+    with pytest.raises(gpuzarr.errors.UnwritableValueError, match=r"field 'y'.*cannot write 'abc'"):
+        field[0:2] = "abc"
+    with pytest.raises(gpuzarr.errors.InvalidSelectionError, match="could not be broadcast"):
+        field[[0, 1], [0, 1, 2]]
+    with pytest.raises(gpuzarr.errors.BoundsCheckError, match="out of range"):
+        field[[0, 4]] = 1
+    with pytest.raises(gpuzarr.errors.InvalidSelectionError, match=r"got 1\.5"):
+        field[1.5]
+    np.testing.assert_array_equal(field[...], RECORDS["y"])
+
+
+def test_a_value_with_leading_axes_of_length_one_writes_as_numpy_does(field: Any) -> None:
+    field[0:2, 1] = np.full((1, 1, 2, 2, 5), 7)
+    expected = RECORDS["y"].copy()
+    expected[0:2, 1] = 7
+    np.testing.assert_array_equal(field[...], expected)
