@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .consolidated import consolidate
 from .core.array import Array
+from .core.array_config import with_write_empty_chunks
 from .core.group import Group, create_group_node, new_array, open_node, refuse_v3_memory_order
 from .errors import (
     ArrayNotFoundError,
@@ -167,8 +168,12 @@ def open(  # noqa: A001
     elif not flags.open or (flags.create and _creates_array(create_kwargs) and not node_exists(s, full)):
         node = create(s, path=full, overwrite=flags.delete_existing, device=device, **create_kwargs)
     else:
-        # Creation arguments with mode "a" only apply when nothing exists yet.
+        # Creation arguments with mode "a" only apply when nothing exists yet; ``config`` (and
+        # its ``write_empty_chunks``) applies to the array opened, as in zarr-python's open.
         node = open_node(s, full, device=device)
+        config = with_write_empty_chunks(create_kwargs.get("config"), create_kwargs.get("write_empty_chunks"))
+        if config is not None and isinstance(node, Array):
+            node = node.with_config(config)
     if field is None:
         return node  # type: ignore[no-any-return]
     if not isinstance(node, Array):

@@ -567,6 +567,37 @@ def test_a_value_with_leading_axes_of_length_one_writes_as_numpy_does(write: Any
         array[0:2, 0:3] = np.ones((2, 2, 3))
 
 
+@pytest.mark.parametrize("opener", ["open", "open_array"])
+@pytest.mark.parametrize("mode", ["r+", "a"])
+@pytest.mark.parametrize("option", [{"config": {"write_empty_chunks": True}}, {"write_empty_chunks": True}])
+def test_config_given_to_open_applies_to_the_existing_array(
+    tmp_path: Path, opener: str, mode: str, option: dict[str, Any]
+) -> None:
+    """It was ignored: chunks of fill were still erased (zarr.open applies it)."""
+    path = tmp_path / "a.zarr"
+    gpuzarr.create_array(str(path), shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    array = getattr(gpuzarr, opener)(str(path), mode=mode, **option)
+    assert array.config == {"order": "C", "write_empty_chunks": True}
+    array[...] = 0
+    assert sorted(p.name for p in (path / "c").iterdir()) == ["0", "1"]
+
+
+def test_with_config_gives_a_handle_with_the_keys_given_and_the_others_kept(tmp_path: Path) -> None:
+    import zarr
+
+    array = gpuzarr.create_array(str(tmp_path / "a.zarr"), shape=(4,), chunks=(2,), dtype="i4", fill_value=0,
+                                 config={"write_empty_chunks": True})  # fmt: skip
+    assert array.with_config({"order": "C"}).config["write_empty_chunks"] is True
+    erasing = array.with_config(zarr.core.array_spec.ArrayConfig(order="C", write_empty_chunks=False))
+    assert erasing.config["write_empty_chunks"] is False and array.config["write_empty_chunks"] is True
+    erasing[...] = 0
+    assert not (tmp_path / "a.zarr" / "c").exists() or not any((tmp_path / "a.zarr" / "c").iterdir())
+    with pytest.raises(InvalidArgumentError, match="unknown key"):
+        array.with_config({"write_empty": True})
+    with pytest.raises(InvalidArgumentError, match="order 'F'"):
+        array.with_config({"order": "F"})
+
+
 def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -> None:
     """The array grew before the value was converted: a failed append left it longer by rows
     of fill value (zarr-python's does too)."""

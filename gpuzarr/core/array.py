@@ -40,6 +40,7 @@ from ..plan.selection import (
     plan_selection,
     plan_vectorized,
 )
+from .array_config import write_empty_chunks_of
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
@@ -224,6 +225,32 @@ class Array:
                 self._fill_missing_data_reads,
                 self._store_data_equal_to_fill_value,
             )
+        )
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """zarr-python's ``config`` of this array.
+
+        ``write_empty_chunks``: whether chunks equal to the fill value are stored; ``order``:
+        always "C" (reads return C-ordered arrays).
+        """
+        return {"order": "C", "write_empty_chunks": self._store_data_equal_to_fill_value}
+
+    def with_config(self, config: Any) -> Array:
+        """A new handle of this array with zarr-python's ``config``, as zarr-python's ``with_config``.
+
+        ``config`` is an ``ArrayConfig``, or a dict of some of its keys (the others as they are here).
+        """
+        merged = {**self.config, **config} if isinstance(config, dict) else config
+        return Array(
+            self.store,
+            self.path,
+            self._metadata,
+            self._requested_device,
+            fill_missing_data_reads=self._fill_missing_data_reads,
+            store_data_equal_to_fill_value=write_empty_chunks_of(merged),
+            strict=self.strict,
+            metadata_writable=self._metadata_writable,
         )
 
     @property

@@ -46,6 +46,7 @@ from ..metadata.v2 import ZATTRS, ArrayMetadataV2
 from ..parallel import io_runner
 from ..store import make_store
 from .array import Array
+from .array_config import with_write_empty_chunks, write_empty_chunks_of
 from .from_data import as_data, shape_and_dtype
 from .from_data import write_data as write_data_into
 from .info import GroupInfo
@@ -557,10 +558,6 @@ class Group:
         return self.create_group(name)
 
 
-#: The keys of zarr-python's ``ArrayConfig`` (``config=`` of ``create_array``).
-ARRAY_CONFIG_KEYS = ("order", "write_empty_chunks")
-
-
 def chunk_key_encoding_json(encoding: Any) -> Any:
     """zarr-python's forms of a chunk key encoding as Zarr v3 JSON.
 
@@ -600,27 +597,6 @@ def v2_separator(encoding: Any) -> str:
     return str(separator)
 
 
-def with_write_empty_chunks(config: Any, write_empty_chunks: bool | None) -> Any:
-    """``config`` with zarr-python's ``write_empty_chunks`` keyword in it.
-
-    ``zarr.create`` takes both; the two disagreeing raise InvalidArgumentError.
-    """
-    if write_empty_chunks is None:
-        return config
-    value = bool(write_empty_chunks)
-    if config is None:
-        return {"write_empty_chunks": value}
-    if isinstance(config, dict):
-        if config.get("write_empty_chunks", value) != value:
-            raise InvalidArgumentError(
-                f"write_empty_chunks={write_empty_chunks!r} and config {config!r}: they disagree"
-            )
-        return {**config, "write_empty_chunks": value}
-    if write_empty_chunks_of(config) != value:
-        raise InvalidArgumentError(f"write_empty_chunks={write_empty_chunks!r} and config {config!r}: they disagree")
-    return config
-
-
 def refuse_v3_memory_order(zarr_format: int, order: Any) -> None:
     """Refuse ``create_array``'s ``order`` for a Zarr v3 array unless it is C.
 
@@ -633,38 +609,6 @@ def refuse_v3_memory_order(zarr_format: int, order: Any) -> None:
             f"order {order!r}: a Zarr v3 array keeps no memory order and gpuzarr returns C-ordered arrays; "
             "to store chunks transposed give a transpose filter, or use gpuzarr.create(order='F')"
         )
-
-
-def write_empty_chunks_of(config: Any) -> bool:
-    """Whether zarr-python's ``config`` asks to store chunks equal to the fill value.
-
-    ``config`` is an ``ArrayConfig``, a dict of its keys, or None. ``write_empty_chunks``
-    (default False) says whether chunks equal to the fill value are stored; where not, a
-    stored one is erased.
-
-    Its ``order`` is the memory order of the arrays reads return, which gpuzarr keeps C:
-    "F" raises rather than being ignored (a Zarr v3 array's stored order is its codecs'; a
-    ``transpose`` filter or ``gpuzarr.create(order="F")`` stores chunks transposed).
-    """
-    if config is None:
-        return False
-    if isinstance(config, dict):
-        unknown = sorted(set(config) - set(ARRAY_CONFIG_KEYS))
-        if unknown:
-            raise InvalidArgumentError(f"config: unknown key(s) {unknown}; expected some of {list(ARRAY_CONFIG_KEYS)}")
-        order, write_empty = config.get("order", "C"), config.get("write_empty_chunks", False)
-    elif all(hasattr(config, key) for key in ARRAY_CONFIG_KEYS):  # zarr.core.array_spec.ArrayConfig
-        order, write_empty = config.order, config.write_empty_chunks
-    else:
-        raise InvalidArgumentError(f"config: expected a dict or zarr-python's ArrayConfig, got {config!r}")
-    if order not in (None, "C"):
-        raise InvalidArgumentError(
-            f"config: order {order!r}: gpuzarr returns C-ordered arrays; to store chunks in another "
-            "order, give a transpose filter (or gpuzarr.create(order='F'))"
-        )
-    if not isinstance(write_empty, bool):
-        raise InvalidArgumentError(f"config: write_empty_chunks must be True or False, got {write_empty!r}")
-    return write_empty
 
 
 def new_array(
