@@ -598,6 +598,19 @@ def test_with_config_gives_a_handle_with_the_keys_given_and_the_others_kept(tmp_
         array.with_config({"order": "F"})
 
 
+@pytest.mark.parametrize("layout", [{"zarr_format": 2}, {"shards": (4, 4, 6)}, {}], ids=["v2", "sharded", "v3"])
+def test_mixes_of_index_arrays_masks_and_slices_read_and_write_as_numpy_does(layout: dict[str, Any]) -> None:
+    data = np.arange(5 * 8 * 6, dtype="i4").reshape(5, 8, 6)
+    array = gpuzarr.create(None, data=data, chunks=(2, 2, 3), device="cpu", **layout)
+    expected = data.copy()
+    for sel in [([0, 4], slice(None), [5, 0]), (data[..., 0] % 3 == 0,), (slice(1, 4), [[7], [0]], [2, 2, 1])]:
+        np.testing.assert_array_equal(array[sel], expected[sel])
+        value = np.arange(expected[sel].size, dtype="i4").reshape(expected[sel].shape) + 1000
+        expected[sel] = value
+        array[sel] = value
+        np.testing.assert_array_equal(array[...], expected)
+
+
 def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -> None:
     """The array grew before the value was converted: a failed append left it longer by rows
     of fill value (zarr-python's does too)."""

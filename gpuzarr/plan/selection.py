@@ -552,8 +552,8 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
 
     Basic selections and selections with a single index array are orthogonal (where NumPy agrees);
     selections made only of integer arrays and integers are vectorised, as in NumPy. Other mixes
-    of several arrays with slices have no unambiguous chunked meaning here and raise, pointing at
-    ``oindex`` / ``vindex``.
+    of several index arrays (or masks over some axes) with slices are planned point by point
+    (:func:`_plan_advanced`), with NumPy's axis order.
     """
     box = plan_box(selection, dims)
     if box is not None:
@@ -572,7 +572,56 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
         return _plan_one_index_array_of_any_rank(entries, dims)
     if len(entries) == len(dims) and all(_is_array_like(s) or _is_integer(s) for s in entries):
         return plan_vectorized(selection, dims)
-    raise InvalidSelectionError(
-        "this mix of index arrays and slices is ambiguous for a chunked array: "
-        "use .oindex[...] for an outer product or .vindex[...] for points"
-    )
+    return _plan_advanced(entries, dims)
+
+
+def _plan_advanced(entries: tuple[Any, ...], dims: tuple[DimensionGrid, ...]) -> SelectionPlan:
+    """NumPy's advanced indexing in general: several index arrays (a mask standing for its
+    ``nonzero()`` arrays, over as many axes as it has) with integers and slices. The arrays and
+    integers broadcast together; their axes of the result go where NumPy puts them (in place of
+    the indexed axes where these are adjacent, else first), and the slices' axes keep their
+    order around them. Planned as points (each element of the result one point), so its cost
+    grows with the result's size; ``oindex`` and one-array selections plan by chunk instead."""
+    expanded: list[Any] = []
+    for s in entries:
+        if _is_array_like(s) and np.asarray(s).dtype == bool:
+            mask = np.asarray(s)
+            if mask.ndim == 0:
+                raise InvalidSelectionError("a 0-d boolean index (it adds an axis in NumPy) is not supported")
+            expanded.extend(np.nonzero(mask))
+        elif _is_array_like(s) and np.asarray(s).ndim == 0:
+            expanded.append(np.asarray(s)[()])  # NumPy takes a 0-d array for the integer it holds
+        else:
+            expanded.append(s)
+    sel = expand_ellipsis(tuple(expanded), len(dims))
+    advanced = [axis for axis, s in enumerate(sel) if _is_array_like(s) or _is_integer(s)]
+    for axis in advanced:
+        index = np.asarray(sel[axis])
+        if index.dtype.kind not in "iu" and index.size:
+            raise InvalidSelectionError(f"axis {axis}: index arrays must hold integers, got {index.dtype}")
+    try:
+        points_shape = np.broadcast_shapes(*(np.shape(sel[axis]) for axis in advanced))
+    except ValueError as exc:
+        raise InvalidSelectionError(f"index arrays do not broadcast together ({exc})") from exc
+    sliced = [axis for axis in range(len(dims)) if axis not in advanced]
+    for axis in sliced:
+        if not isinstance(sel[axis], slice):
+            raise InvalidSelectionError(
+                f"axis {axis}: expected an integer, a slice or an index array, got {sel[axis]!r}"
+            )
+    adjacent = advanced[-1] - advanced[0] == len(advanced) - 1
+    at = sum(1 for axis in sliced if axis < advanced[0]) if adjacent else 0  # where the points' axes go
+    ranges = {axis: range(*sel[axis].indices(dims[axis].size)) for axis in sliced}
+    result_ndim = len(sliced) + len(points_shape)
+    coords: list[np.ndarray[Any, Any]] = []
+    for axis in range(len(dims)):
+        if axis in ranges:
+            k = sliced.index(axis)
+            position = k if k < at else k + len(points_shape)
+            shape = [1] * result_ndim
+            shape[position] = len(ranges[axis])
+            coords.append(np.arange(ranges[axis].start, ranges[axis].stop, ranges[axis].step).reshape(shape))
+        else:
+            points = np.broadcast_to(np.asarray(sel[axis]), points_shape)
+            coords.append(points.reshape((1,) * at + points_shape + (1,) * (result_ndim - at - len(points_shape))))
+    return plan_vectorized(tuple(coords), dims)

@@ -1,6 +1,7 @@
 """An integer index array of any rank with slices and integers, as NumPy takes it: a 0-d one is
 an integer, one of several dimensions gives the result its shape in place of its axis (or first,
-where an integer stands apart from it). Reads on the CPU and the (emulated) GPU path; writes."""
+where an integer stands apart from it); several of them, masks over some axes among them, with
+slices and integers. Reads on the CPU and the (emulated) GPU path; writes."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ SELECTIONS = [
     (Ellipsis, IDX2),
     (IDX2, Ellipsis, 0),
     (slice(0, 2), IDX3, 4),
+    # several index arrays (a mask standing for its nonzero() arrays) with slices
+    ([0, 2], slice(None), [4, 0]),
+    (DATA[..., 0] % 3 == 0,),
+    (np.array(1), slice(None), [1, 2]),
+    (slice(1, 3), [[3], [0]], [2, 2, 1]),
 ]
 IDS = [str(i) for i in range(len(SELECTIONS))]
 

@@ -737,12 +737,65 @@ def test_selection_examples_match_numpy(sel: tuple[Any, ...]) -> None:
     np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
 
 
-def test_selection_ambiguous_mix_raises() -> None:
-    dims = dims_of((4, 5, 6), (3, 2, 4))
-    with pytest.raises(IndexError, match="oindex"):
-        plan_selection(([0, 1], slice(None), [1, 2]), dims)
-    with pytest.raises(IndexError, match="oindex"):
-        plan_selection(([0, 1], [1, 2]), dims)
+MIXED_ADVANCED = [
+    ([0, 1], slice(None), [1, 2]),  # apart: the points' axis first
+    ([0, 1], [1, 2]),  # adjacent, trailing axis left out
+    (slice(1, 4), [3, 0], [[1], [2]]),  # adjacent after a slice: in place
+    (np.array(0), slice(None), [1, 2]),  # a 0-d array is the integer it holds
+    (np.arange(20).reshape(4, 5) % 3 == 0,),  # a mask over the first two axes
+    (Ellipsis, np.arange(30).reshape(5, 6) % 4 == 1),  # over the last two
+    (np.arange(120).reshape(4, 5, 6) > 100, Ellipsis),
+    ([[0], [3]], slice(None, None, -2), [-1, 0, 5]),  # negative step, negative index
+    (2, [1, 4], slice(1, 5)),  # an integer with an array: NumPy takes both as advanced
+    ([1, 1, 1], slice(0, 0), [0, 1, 2]),  # an empty slice
+]
+
+
+@pytest.mark.parametrize("sel", MIXED_ADVANCED, ids=[str(i) for i in range(len(MIXED_ADVANCED))])
+def test_mixes_of_index_arrays_masks_and_slices_read_as_numpy_does(sel: tuple[Any, ...]) -> None:
+    """Several index arrays (masks over some axes, 0-d arrays) with slices were refused as
+    ambiguous; NumPy's rule places the points' axes."""
+    shape, chunks = (4, 5, 6), (3, 2, 4)
+    a = values_of(shape)
+    expected = a[sel]
+    plan = plan_selection(sel, dims_of(shape, chunks))
+    assert plan.shape == expected.shape
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@given(data=st.data())
+@settings(max_examples=120, deadline=None)
+def test_random_mixes_of_index_arrays_and_slices_read_as_numpy_does(data: st.DataObject) -> None:
+    shape, chunks = (5, 4, 6), (2, 3, 4)
+    sel: list[Any] = []
+    for size in shape:
+        kind = data.draw(st.sampled_from(["array", "array", "slice", "int"]))
+        if kind == "slice":
+            start, stop = data.draw(st.integers(-size, size)), data.draw(st.integers(-size, size))
+            sel.append(slice(start, stop, data.draw(st.sampled_from([None, 1, 2, -1, -3]))))
+        elif kind == "int":
+            sel.append(data.draw(st.integers(-size, size - 1)))
+        else:
+            n = data.draw(st.sampled_from([(2,), (3,), (1, 2), (2, 1)]))
+            sel.append(np.array(data.draw(st.lists(st.integers(-size, size - 1), min_size=math.prod(n),
+                                                   max_size=math.prod(n)))).reshape(n))  # fmt: skip
+    a = values_of(shape)
+    try:
+        expected = a[tuple(sel)]
+    except IndexError:  # arrays that do not broadcast together
+        with pytest.raises(InvalidSelectionError):
+            plan_selection(tuple(sel), dims_of(shape, chunks))
+        return
+    plan = plan_selection(tuple(sel), dims_of(shape, chunks))
+    assert plan.shape == expected.shape
+    np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+def test_index_arrays_that_do_not_broadcast_are_refused() -> None:
+    with pytest.raises(InvalidSelectionError, match="do not broadcast"):
+        plan_selection(([0, 1], slice(None), [1, 2, 3]), dims_of((4, 5, 6), (3, 2, 4)))
+    with pytest.raises(InvalidSelectionError, match="0-d boolean"):
+        plan_selection((np.array(True), slice(None), [0, 1]), dims_of((4, 5, 6), (3, 2, 4)))
 
 
 def test_selection_one_dimensional_mask_is_orthogonal() -> None:
