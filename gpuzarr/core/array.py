@@ -574,6 +574,10 @@ class Array:
             elif isinstance(entry, slice):
                 if entry.step not in (None, 1):
                     raise BoundsCheckError(f"blocks: axis {axis}: only slices of step 1 select blocks, got {entry}")
+                if isinstance(entry.start, (int, np.integer)) and not -nblocks <= int(entry.start) < nblocks:
+                    # As zarr-python: a slice starting past the blocks is a mistake, which
+                    # read nothing and, written to, wrote nothing (its stop is clipped).
+                    raise BoundsCheckError(f"blocks: slice {entry} on axis {axis}, which has {nblocks} blocks")
                 first, end, _ = entry.indices(nblocks)
                 end = max(end, first)
             else:

@@ -256,9 +256,14 @@ def test_blocks_read_and_write_as_zarr_python(tmp_path: Path, shards: tuple[int,
         theirs.blocks[selection] = value
     np.testing.assert_array_equal(ours[...], theirs[...])
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours.zarr"), mode="r")[...], theirs[...])
-    for bad in (7, (0, 0, 0), (slice(0, 2, 2),), ([0, 1],)):
+    # A slice starting past the blocks (or before them) read nothing and wrote nothing.
+    for bad in (7, (0, 0, 0), (slice(0, 2, 2),), ([0, 1],), slice(5, 9), slice(-6, 2), (0, slice(4, None))):
         with pytest.raises(IndexError):
             ours.blocks[bad]
+        with pytest.raises(IndexError):
+            theirs.blocks[bad]
+        with pytest.raises(IndexError):
+            ours.blocks[bad] = 0
 
 
 def test_names_order_and_attributes_as_zarr_python(tmp_path: Path) -> None:
