@@ -508,7 +508,8 @@ class Array:
         for i, p in enumerate(plans):
             if p.buffer_shape != p.shape:
                 raise InvalidArgumentError(
-                    f"read_batch: selection {i} is not a box selection (integers and slices only)"
+                    f"read_batch: selection {i} selects points (several index arrays, or one of "
+                    "several dimensions); read_batch takes integers, slices and one 1-d index array or mask an axis"
                 )
             if p.shape != shape:
                 raise InvalidArgumentError(

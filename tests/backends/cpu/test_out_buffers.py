@@ -107,5 +107,5 @@ def test_read_batch_names_the_crop_that_differs(arr: gpuzarr.Array) -> None:
         arr.read_batch(crops)
     # Points of the crops' shape: the right shape, but not a box.
     rows, cols = np.indices((2, 4))
-    with pytest.raises(InvalidArgumentError, match="selection 1 is not a box selection"):
+    with pytest.raises(InvalidArgumentError, match="selection 1 selects points"):
         arr.read_batch([(slice(0, 2), slice(0, 4)), (rows, cols)])
