@@ -611,6 +611,13 @@ def test_mixes_of_index_arrays_masks_and_slices_read_and_write_as_numpy_does(lay
         np.testing.assert_array_equal(array[...], expected)
 
 
+def test_an_array_appended_to_itself_doubles(tmp_path: Path) -> None:
+    # It was read after it grew, in its new shape ("could not broadcast"); zarr-python fails too.
+    array = gpuzarr.create(str(tmp_path / "a.zarr"), data=np.arange(4), chunks=(3,))
+    assert array.append(array) == (8,)
+    np.testing.assert_array_equal(array[...], np.concatenate([np.arange(4), np.arange(4)]))
+
+
 def test_append_of_a_value_that_cannot_be_written_leaves_the_array_as_it_was() -> None:
     """The array grew before the value was converted: a failed append left it longer by rows
     of fill value (zarr-python's does too)."""

@@ -770,6 +770,9 @@ class Array:
         from .from_data import as_data  # it imports this module
 
         values = as_data(data)
+        if values is self:
+            # Read before the array grows: read during the write, it would have its new shape.
+            values = self[...]
         shape = tuple(int(n) for n in values.shape)
         ndim = self.ndim
         if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
