@@ -44,7 +44,6 @@ from .array_config import write_empty_chunks_of
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
 
     from ..metadata.json_types import CodecJSON, TensorStoreSpecJSON
     from ..metadata.v3 import ArrayMetadata
@@ -749,12 +748,17 @@ class Array:
         if self.store.supports_listing and outside > WALKED_RESIZE_POSITIONS:
             from .info import stored_chunk_coords
 
-            stored: Iterable[tuple[int, ...]] = stored_chunk_coords(self)
-        else:
-            # A few positions: each one is erased, whatever a listing (which may lag behind
-            # writes, or be cached) would say.
-            stored = itertools.product(*(range(o) for o in old))
-        return [c for c in stored if any(i >= n for i, n in zip(c, grid, strict=True))]
+            stored = stored_chunk_coords(self)
+            return [c for c in stored if any(i >= n for i, n in zip(c, grid, strict=True))]
+        # A few positions: each one is erased, whatever a listing (which may lag behind writes,
+        # or be cached) would say. Only those cut off are walked, one slab an axis (each
+        # position once: the axes before the slab's stay inside), not the whole old grid.
+        kept = [min(n, o) for n, o in zip(grid, old, strict=True)]
+        slabs = (
+            itertools.product(*map(range, kept[:k]), range(kept[k], old[k]), *map(range, old[k + 1 :]))
+            for k in range(len(old))
+        )
+        return list(itertools.chain.from_iterable(slabs))
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow the array along ``axis`` and write ``data`` into the new part, as zarr-python's ``append``.
