@@ -97,6 +97,16 @@ class FormatOptions:
         )
 
 
+def _kept_chunks(source: Array) -> Any:
+    """``source``'s chunks as ``create`` takes them: an unsharded rectilinear grid as its listed
+    sizes per axis (``Array.chunks`` cuts them at the array's edge, ``(0,)`` on an empty axis,
+    which lost the sizes a shrink left listed, or was refused)."""
+    grid = source.metadata.chunk_grid
+    if source.shards is None and isinstance(grid, RectilinearChunkGrid):
+        return tuple(grid.chunk_shapes)
+    return source.chunks
+
+
 def _kept_shards(source: Array) -> Any:
     """``source``'s shards as ``create`` takes them: a rectilinear grid of shards as its sizes
     per axis (``Array.shards`` gives the largest shard, which would make the copy regular)."""
@@ -111,7 +121,9 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
     if options.keeps_encoding_of(source):
         return source.metadata
     zarr_format = options.zarr_format or source.zarr_format
-    chunks: Any = source.chunks if options.chunks is None else for_rank(options.chunks, source.ndim, "chunks", where)
+    chunks: Any = (
+        _kept_chunks(source) if options.chunks is None else for_rank(options.chunks, source.ndim, "chunks", where)
+    )
     if options.shards is KEEP:
         shards = _kept_shards(source) if zarr_format == 3 else None
     elif options.shards is None:

@@ -334,9 +334,11 @@ class Array:
     def shards(self) -> tuple[Any, ...] | None:
         """The shard shape, or None when the array is not sharded.
 
-        For a rectilinear grid of shards, each axis is its shard size or the tuple of its
-        shards' sizes within the array, as :attr:`chunks` gives an unsharded one (the largest
-        shard, given before, made ``create(..., shards=a.shards)`` a regular grid).
+        For a rectilinear grid of shards, each axis is its shard size or the tuple of the sizes
+        of its shards that start within the array, whole (the last may reach past the edge):
+        ``create(..., chunks=a.chunks, shards=a.shards)`` makes the same grid. (The largest
+        shard, given before, made it regular; shards cut at the edge, after a resize, were not
+        multiples of the inner chunk.)
         """
         if self._layout.sharding is None:
             return None
@@ -345,7 +347,7 @@ class Array:
         if listed is None:
             return self._metadata.chunk_shape
         return tuple(
-            sizes if isinstance(sizes, int) else (dim.valid_extents() or (0,))
+            sizes if isinstance(sizes, int) else sizes[: max(dim.nchunks, 1)]
             for sizes, dim in zip(listed, grid.dimensions(self.shape), strict=True)
         )
 

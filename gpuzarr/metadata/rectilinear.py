@@ -62,25 +62,24 @@ class VariableDimensionGrid:
 
 AxisChunks = int | tuple[int, ...]
 
-#: The most chunks an axis may list past the array's extent. A shrinking resize leaves the
-#: sizes of the chunks it cut off listed (they come back when the array grows again); more than
-#: this many is refused rather than expanded, since a ``[size, count]`` run of a few bytes of
-#: JSON could otherwise ask for terabytes of sizes before any check.
-MAX_CHUNKS_PAST_EXTENT = 1 << 20
+#: The largest extent an axis's chunk sizes may add up to: grid positions are int64.
+MAX_LISTED_EXTENT = 2**63 - 1
 
 
 def _expand_axis(value: Any, field: str, extent: int, budget: int) -> AxisChunks:
     """One axis of ``chunk_shapes``: a regular size, or every chunk's size with the
-    ``[size, count]`` runs expanded, at most ``extent`` (each chunk holds one element or more)
-    and :data:`MAX_CHUNKS_PAST_EXTENT` past it, and at most ``budget`` (what is left of the
-    ``max_rectilinear_chunks`` setting: the extent comes from the same untrusted document)."""
+    ``[size, count]`` runs expanded, at most ``budget`` of them (what is left of the
+    ``max_rectilinear_chunks`` setting, checked before a run is expanded: a run of a few bytes
+    of JSON may ask for terabytes of sizes). Chunks past the array's extent are allowed ("Overflowing
+    L by multiple chunks is permitted"; a shrinking resize leaves the sizes of those it cut
+    off listed, and they come back when the array grows again); an empty list suits an axis
+    of extent 0 only."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
             raise MetadataError(f"{field}: chunk size must be positive, got {value}")
         return value
     if not isinstance(value, list):
         raise MetadataError(f"{field}: expected an integer or a list of sizes, got {value!r}")
-    limit = max(extent, 0) + MAX_CHUNKS_PAST_EXTENT
     sizes: list[int] = []
 
     def refuse_over_budget(where: str, n: int) -> None:
@@ -104,23 +103,16 @@ def _expand_axis(value: Any, field: str, extent: int, budget: int) -> AxisChunks
             size, count = entry
             if size <= 0 or count < 0:
                 raise MetadataError(f"{field}[{i}]: [size, count] needs size > 0 and count >= 0, got {entry}")
-            if len(sizes) + count > limit:
-                raise MetadataError(
-                    f"{field}[{i}]: [{size}, {count}] lists more chunks than an axis of extent {extent} "
-                    f"can hold (with at most {MAX_CHUNKS_PAST_EXTENT} past its end, left by a shrinking resize)"
-                )
             refuse_over_budget(f"{field}[{i}]", len(sizes) + count)
             sizes.extend([size] * count)
         else:
             raise MetadataError(f"{field}[{i}]: expected a size or a [size, count] pair, got {entry!r}")
-        if len(sizes) > limit:
-            raise MetadataError(
-                f"{field}: lists more than {limit} chunks, more than an axis of extent {extent} can "
-                f"hold (with at most {MAX_CHUNKS_PAST_EXTENT} past its end, left by a shrinking resize)"
-            )
         refuse_over_budget(field, len(sizes))
-    if not sizes:
+    if not sizes and extent > 0:
         raise MetadataError(f"{field}: needs at least one chunk size")
+    if sum(sizes) > MAX_LISTED_EXTENT:
+        # The grid's chunk boundaries (int64) would wrap around and name chunks that do not exist.
+        raise MetadataError(f"{field}: chunk sizes add up to {sum(sizes)}, more than {MAX_LISTED_EXTENT}")
     return tuple(sizes)
 
 
@@ -145,8 +137,7 @@ class RectilinearChunkGrid:
 
     @classmethod
     def from_json(cls, value: Any, shape: tuple[int, ...]) -> RectilinearChunkGrid:
-        """The grid of an array of ``shape``'s ``chunk_grid`` object, each axis listing at most
-        :data:`MAX_CHUNKS_PAST_EXTENT` chunks past the array's extent."""
+        """The grid of an array of ``shape``'s ``chunk_grid`` object."""
         ndim = len(shape)
         name, config = split_name_configuration(value, "chunk_grid")
         if name != "rectilinear":
@@ -201,8 +192,8 @@ class RectilinearChunkGrid:
     def grown_to(self, shape: tuple[int, ...], multiples: tuple[int, ...] | None = None) -> RectilinearChunkGrid:
         """This grid for an array grown to ``shape``: an axis whose listed sizes add up to less
         gets one more chunk, of the growth (rounded up to ``multiples``, a sharded grid's inner
-        chunk, which every shard holds a whole number of), as zarr-python's rectilinear grids
-        grow; chunks a shrink left listed past the edge are used first."""
+        chunk, which every shard holds a whole number of): an append adds a chunk, as the data
+        of a series arrives. Chunks a shrink left listed past the edge are used first."""
         axes: list[AxisChunks] = []
         for axis, (n, sizes) in enumerate(zip(shape, self.chunk_shapes, strict=True)):
             listed = 0 if isinstance(sizes, int) else sum(sizes)
@@ -224,7 +215,8 @@ class RectilinearChunkGrid:
     @property
     def chunk_shape(self) -> tuple[int, ...]:
         """The largest chunk along each axis (the shape buffers are sized for)."""
-        return tuple(s if isinstance(s, int) else max(s) for s in self.chunk_shapes)
+        # An axis of extent 0 may list no chunk: nothing is ever read there.
+        return tuple(s if isinstance(s, int) else max(s, default=1) for s in self.chunk_shapes)
 
     @property
     def is_regular(self) -> bool:

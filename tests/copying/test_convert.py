@@ -210,3 +210,16 @@ def test_keep_is_the_default_of_shards_and_compressors() -> None:
 
     parameters = inspect.signature(gpuzarr.convert).parameters
     assert parameters["shards"].default is KEEP and parameters["compressors"].default is KEEP
+
+
+@pytest.mark.parametrize("shape", [(30, 6), (0, 6)], ids=["shrunk", "empty"])
+def test_a_re_encoded_rectilinear_array_keeps_its_listed_sizes(tmp_path: Path, shape: tuple[int, int]) -> None:
+    """The copy's chunks were the source's ``Array.chunks``, cut at the array's edge: the sizes
+    a shrink left listed were lost, and an empty axis's (0,) was refused."""
+    source = gpuzarr.create(str(tmp_path / "s.zarr"), shape=(37, 6), dtype="i2", chunks=[[5, 12, 20], 3])
+    source[...] = np.arange(37 * 6, dtype="i2").reshape(37, 6)
+    source.resize(shape)
+    gpuzarr.convert(str(tmp_path / "s.zarr"), str(tmp_path / "d.zarr"), compressors=None)
+    copy = gpuzarr.open(str(tmp_path / "d.zarr"), mode="r")
+    assert copy.metadata.chunk_grid == source.metadata.chunk_grid
+    np.testing.assert_array_equal(copy[...], source[...])
