@@ -56,6 +56,13 @@ if TYPE_CHECKING:
 
 def numcodecs_impl(codec_id: str, config: dict[str, Any]) -> Any:
     """The numcodecs codec object for ``codec_id`` and a configuration without ``"id"``."""
+    if codec_id in UNSAFE_IDS:
+        # Unpickling runs whatever code the chunk's bytes name; numcodecs refuses to decode
+        # them from 0.15.2, 0.16.6 and 0.17.1 on, and older releases do it silently.
+        raise MetadataError(
+            f"numcodecs codec {codec_id!r}: refused, since decoding its chunks (unpickling) can run any "
+            "code their bytes name"
+        )
     import numcodecs
 
     try:
@@ -74,6 +81,8 @@ def numcodecs_impl(codec_id: str, config: dict[str, Any]) -> Any:
         raise MetadataError(f"numcodecs codec {codec_id!r}: invalid configuration ({exc})") from exc
 
 
+#: numcodecs codecs gpuzarr never decodes nor encodes, whatever the array's data type
+UNSAFE_IDS = frozenset({"pickle"})
 #: codecs whose encoding is compressed: at most :func:`compressed_size_bound` of their input
 COMPRESSOR_IDS = frozenset({"zlib", "gzip", "bz2", "lzma", "lz4", "zstd", "blosc"})
 #: checksums, which add at most 8 bytes (``fletcher32``: 4 after the data, the others 4 before)
@@ -223,7 +232,9 @@ class NumcodecsCodec(BytesToBytesCodec):
         result = decode_bounded(self.codec_id, self._impl, data, out, max_nbytes)
         if result is None:
             result = self._impl.decode(as_uint8(data))
-        arr = np.asarray(result)
+        # Bytes (what zlib, bz2 and lzma give) viewed, not copied: np.asarray made them a 0-d
+        # array of one |S item, a copy of the whole chunk.
+        arr = np.frombuffer(result, np.uint8) if isinstance(result, (bytes, bytearray)) else np.asarray(result)
         if arr.dtype == object:
             raise ValueError(f"numcodecs.{self.codec_id} decoded to objects, which gpuzarr does not support")
         if max_nbytes is not None and arr.nbytes > max_nbytes:

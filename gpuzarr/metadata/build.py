@@ -329,8 +329,8 @@ def build_v2(
             f"filters: a {data_type.name} array needs the object codec {codec_id!r} as its first filter"
         )
     elif codec_id is None and (found := object_codec_of(filter_list, v2_compressor)) is not None:
-        # zarr-python refuses to open such an array ("No Zarr data type found"), and numcodecs
-        # refuses to decode pickled chunks (unpickling may run code).
+        # zarr-python refuses to open such an array ("No Zarr data type found"); pickle is
+        # refused wherever it stands (numcodecs_codec.UNSAFE_IDS).
         raise MetadataError(
             f"filters: {found!r} is an object codec, for arrays of dtype object ('|O'), not {data_type.name}"
         )

@@ -184,6 +184,9 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
     if value is None:
         return None
     dt = data_type.numpy_dtype
+    if data_type.name in named_dtypes.VLEN_BYTES_NAMES and value == 0 and type(value) is int:
+        # zarr-python 2's dtype=bytes wrote 0, which numcodecs' vlen-bytes stores as b"".
+        return data_type.fill_value_from_json("", field_name)
     if data_type.name in named_dtypes.NAMES:
         return data_type.fill_value_from_json(value, field_name)  # the same JSON as in v3
     special = ("NaN", "Infinity", "-Infinity")
@@ -330,6 +333,9 @@ class ArrayMetadataV2:
     dimension_separator: str = "."
     attributes: dict[str, Any] = field(default_factory=dict)
     zarr_format: int = 2
+    #: Members of .zarray this format does not define: ignored, as the v2 spec asks ("Other keys
+    #: SHOULD NOT be present ... and SHOULD be ignored"), and written back unchanged.
+    extra_fields: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if any(s < 0 for s in self.shape):
@@ -414,9 +420,7 @@ class ArrayMetadataV2:
         doc = expect_dict(doc, ZARRAY)
         if doc.get("zarr_format") != 2:
             raise MetadataError(f"zarr_format: expected 2, got {doc.get('zarr_format')!r}")
-        unknown = set(doc) - _V2_FIELDS
-        if unknown:
-            raise MetadataError(f"{sorted(unknown)[0]}: unknown .zarray field")
+        extra = {k: v for k, v in doc.items() if k not in _V2_FIELDS}
         for required in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
             if required not in doc:
                 raise MetadataError(f"{required}: required field is missing")
@@ -453,10 +457,12 @@ class ArrayMetadataV2:
             filters=filters or None,
             dimension_separator=separator,
             attributes=dict(expect_dict(attributes, ZATTRS)) if attributes is not None else {},
+            extra_fields=extra,
         )
 
     def to_json(self) -> ArrayMetadataV2JSON:
         return {
+            **cast("ArrayMetadataV2JSON", self.extra_fields),
             "zarr_format": 2,
             "shape": list(self.shape),
             "chunks": list(self.chunk_shape),
