@@ -76,7 +76,9 @@ class ArrayLayout:
         store_data_equal_to_fill_value: bool = False,
     ) -> ArrayLayout:
         """Resolve ``metadata`` of the array whose keys start with ``prefix``."""
-        pipeline = CodecPipeline.from_codecs(metadata.codecs, cls._spec(metadata, metadata.chunk_shape))
+        pipeline = CodecPipeline.from_codecs(
+            metadata.codecs, cls._spec(metadata, metadata.chunk_shape), fields=_codec_fields(metadata)
+        )
         sharding = pipeline.array_to_bytes[0] if _is_fast_sharded(pipeline) else None
         assert sharding is None or isinstance(sharding, ShardingCodec)
         layout = cls(
@@ -118,7 +120,9 @@ class ArrayLayout:
         """The full chain prepared for a stored chunk (or shard) of ``shape``."""
         pipeline = self._pipelines.get(shape)
         if pipeline is None:
-            pipeline = CodecPipeline.from_codecs(self.metadata.codecs, self._spec(self.metadata, shape))
+            pipeline = CodecPipeline.from_codecs(
+                self.metadata.codecs, self._spec(self.metadata, shape), fields=_codec_fields(self.metadata)
+            )
             with self._lock:
                 self._pipelines[shape] = pipeline
         return pipeline
@@ -233,3 +237,9 @@ class ArrayLayout:
                 raise ValueError(f"inner chunk {coords} lies outside its shard {tuple(shard)}")
             position = position * p + w
         return tuple(shard), position
+
+
+def _codec_fields(metadata: ArrayMetadata | ArrayMetadataV2) -> tuple[str, ...] | None:
+    """Where each codec of a v2 array comes from in its .zarray, for errors (v3: ``codecs[i]``)."""
+    fields: tuple[str, ...] | None = getattr(metadata, "codec_fields", None)
+    return fields

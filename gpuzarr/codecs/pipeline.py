@@ -98,21 +98,28 @@ class CodecPipeline:
 
     @classmethod
     def from_codecs(
-        cls, codecs: Sequence[Codec | CodecJSON | dict[str, Any]], spec: ChunkSpec, field: str = "codecs"
+        cls,
+        codecs: Sequence[Codec | CodecJSON | dict[str, Any]],
+        spec: ChunkSpec,
+        field: str = "codecs",
+        fields: Sequence[str] | None = None,
     ) -> CodecPipeline:
+        """The pipeline of ``codecs`` for chunks of ``spec``. Errors name a codec ``field[i]``,
+        or ``fields[i]`` where given (a v2 array's ``filters[1]``, ``compressor``)."""
         a2a: list[tuple[ArrayToArrayCodec, ChunkSpec]] = []
         a2b: tuple[ArrayToBytesCodec, ChunkSpec] | None = None
         b2b: list[BytesToBytesCodec] = []
         current = spec
         for i, item in enumerate(codecs):
+            where = fields[i] if fields is not None else f"{field}[{i}]"
             # Where a codec stands decides how a numcodecs filter runs (registry.codec_from_json).
             codec = item if isinstance(item, Codec) else codec_from_json(
-                item, f"{field}[{i}]", after_array_to_bytes=a2b is not None
+                item, where, after_array_to_bytes=a2b is not None
             )
             try:
                 current, a2b = _place(codec, current, a2a, a2b, b2b)
             except MetadataError as exc:
-                raise type(exc)(f"{field}[{i}] ({codec.to_json()['name']}): {exc}") from exc
+                raise type(exc)(f"{where} ({codec.to_json()['name']}): {exc}") from exc
         if a2b is None:
             raise MetadataError(f"{field}: the chain needs an array->bytes codec (e.g. 'bytes')")
         return cls(tuple(a2a), a2b, tuple(b2b), spec)

@@ -380,9 +380,18 @@ class ArrayMetadataV2:
 
     @property
     def codecs(self) -> tuple[CodecJSON, ...]:
-        chain: list[CodecJSON] = []
+        return tuple(codec for codec, _ in self._chain())
+
+    @property
+    def codec_fields(self) -> tuple[str, ...]:
+        """The .zarray field each of :attr:`codecs` comes from (``order``, ``dtype``,
+        ``filters[i]``, ``compressor``), which errors about a codec name."""
+        return tuple(where for _, where in self._chain())
+
+    def _chain(self) -> tuple[tuple[CodecJSON, str], ...]:
+        chain: list[tuple[CodecJSON, str]] = []
         if self.order == "F" and self.ndim > 1:
-            chain.append({"name": "transpose", "configuration": {"order": list(range(self.ndim))[::-1]}})
+            chain.append(({"name": "transpose", "configuration": {"order": list(range(self.ndim))[::-1]}}, "order"))
         # (field, numcodecs config) of the filters, then the compressor
         stages = [(f"filters[{i}]", f) for i, f in enumerate(self.filters or ())]
         if self.compressor is not None:
@@ -390,7 +399,7 @@ class ArrayMetadataV2:
         object_codec = self.data_type.object_codec_id
         if object_codec is None:
             bytes_config = {} if self.endian is None else {"endian": self.endian}
-            chain.append({"name": "bytes", "configuration": bytes_config})
+            chain.append(({"name": "bytes", "configuration": bytes_config}, "dtype"))
             typesize = self.dtype.itemsize
         else:
             # The object codec turns the elements into bytes, so it must come first; what
@@ -404,10 +413,10 @@ class ArrayMetadataV2:
             extra = set(first) - {"id"}
             if extra:
                 raise MetadataError(f"{where}: unexpected members {sorted(extra)} of {object_codec!r}")
-            chain.append({"name": object_codec, "configuration": {}})
+            chain.append(({"name": object_codec, "configuration": {}}, where))
             typesize = 1
         for where, config in stages:
-            chain.append(compressor_to_codec(config, typesize, where))
+            chain.append((compressor_to_codec(config, typesize, where), where))
         return tuple(chain)
 
     def evolve(self, **changes: Any) -> ArrayMetadataV2:
