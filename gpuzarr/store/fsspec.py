@@ -129,13 +129,26 @@ class FsspecStore(Store):
         try:
             with self._errors(key, "reading"):
                 try:
-                    return self.fs.cat_file(path, start=start, end=end)
+                    data = self.fs.cat_file(path, start=start, end=end)
                 except AttributeError:
                     if start is None or start >= 0:
                         raise
-                    return self._cat_suffix(path, start, end)
+                    data = self._cat_suffix(path, start, end)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+        return self._checked_length(key, data, start, end)
+
+    def _checked_length(self, key: str, data: Buffer, start: int | None, end: int | None) -> Buffer:
+        """``data`` read for ``[start, end)``, refused where it holds more bytes than that range
+        (fsspec's HTTP file system hands back the whole body of a server that ignores Range:
+        another inner chunk's bytes, decoded as this one's)."""
+        asked = (end - (start or 0)) if end is not None else (-start if start is not None and start < 0 else None)
+        if asked is not None and len(data) > asked:
+            raise StoreError(
+                self.url, key, f"asked for {asked} bytes from offset {start} and got {len(data)}: the ranged read "
+                "was not honoured (a server that ignores Range headers)"
+            )
+        return data
 
     def _cat_suffix(self, path: str, start: int, end: int | None) -> Buffer:
         """``cat_file`` of a suffix (``start`` < 0) from the file's size. fsspec's caching file
@@ -171,7 +184,7 @@ class FsspecStore(Store):
                     finally:
                         value = got = None  # no cycle through this frame, which holds the ranges read
             # Some file systems hand back bytes for empty ranges, some fail on them.
-            out.append(b"" if end is not None and end <= (start or 0) else value)
+            out.append(b"" if end is not None and end <= (start or 0) else self._checked_length(key, value, start, end))
         return out
 
     def exists(self, key: str) -> bool:

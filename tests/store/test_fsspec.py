@@ -207,3 +207,35 @@ def test_threads_writing_parts_of_one_chunk_lose_nothing(shards: tuple[int, ...]
     for thread in threads:
         thread.join()
     np.testing.assert_array_equal(array[...], np.tile(np.arange(1, 9, dtype="i4"), 8))
+
+
+class _IgnoresRange(MemoryFileSystem):  # type: ignore[misc]
+    """A file system in front of a server that answers a ranged request with the whole body
+    (fsspec's HTTPFileSystem hands that back as the range's bytes)."""
+
+    protocol = "ignores-range"
+
+    def cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> Any:
+        return super().cat_file(path)
+
+    def cat_ranges(self, paths: Any, starts: Any, ends: Any, *args: Any, **kwargs: Any) -> Any:
+        return [self.cat_file(p, s, e) for p, s, e in zip(paths, starts, ends, strict=True)]
+
+
+@pytest.mark.parametrize("shards", [(128, 128), None])
+def test_a_ranged_read_answered_with_the_whole_value_is_refused(shards: tuple[int, int] | None) -> None:
+    """A Blosc inner chunk read through such a server decoded as the shard's first inner chunk:
+    another chunk's values, and no error."""
+    data = np.arange(256 * 256, dtype="u2").reshape(256, 256)
+    root = f"/{uuid.uuid4().hex}.zarr"
+    blosc = {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 2}}
+    source = FsspecStore(MemoryFileSystem(), root)
+    gpuzarr.create(source, data=data, chunks=(32, 32), shards=shards, compressors=[blosc])
+    store = FsspecStore(_IgnoresRange(), root)
+    with pytest.raises(StoreError, match="asked for 4 bytes from offset 2 and got"):
+        store.get("zarr.json", ByteRange(2, 4))
+    if shards is not None:
+        with pytest.raises(StoreError, match="the ranged read was not honoured"):
+            gpuzarr.open(store, mode="r")[40:50, 40:50]
+    with pytest.raises(StoreError, match="the ranged read was not honoured"):
+        store.get_ranges("zarr.json", [ByteRange(0, 3), ByteRange(5, 2)])
