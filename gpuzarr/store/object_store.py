@@ -273,8 +273,12 @@ class ObjectStore(Store):
 
     def _check_bucket(self, exc: BaseException, key: str) -> None:
         # A 404 for the bucket itself is a wrong URL, not a missing chunk: never a fill value.
-        if "NoSuchBucket" in str(exc):
-            raise StoreError(self.url, key, "the bucket does not exist (S3 NoSuchBucket)") from exc
+        # S3 and GCS's XML API say NoSuchBucket, Azure ContainerNotFound, GCS's JSON API "The
+        # specified bucket does not exist".
+        text = str(exc)
+        for marker in ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist"):
+            if marker in text:
+                raise StoreError(self.url, key, f"the bucket does not exist ({marker})") from exc
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -477,13 +481,21 @@ class ObjectStore(Store):
         obstore = import_obstore()
         # obstore lists whole path segments: list the prefix's directory, keep what matches.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        keys: list[str] = []
+        seen: set[str] = set()
+        listed = 0
         try:
-            keys = [
-                meta["path"]
-                for batch in obstore.list(self.store, directory or None, chunk_size=1000)
-                for meta in batch
-                if meta["path"].startswith(prefix)
-            ]
+            for batch in obstore.list(self.store, directory or None, chunk_size=1000):
+                paths = [meta["path"] for meta in batch]
+                seen.update(paths)
+                listed += len(paths)
+                if len(seen) < listed:
+                    # A key listed twice: a server handing back a continuation token it gave
+                    # before lists the same page forever (botocore stops so too: "the same next
+                    # token was received twice").
+                    repeated = "the listing repeats keys: the server gave the same continuation twice"
+                    raise StoreError(self.url, prefix, repeated)
+                keys.extend(p for p in paths if p.startswith(prefix))
         except obx.BaseError as exc:
             raise self.error(exc, prefix) from exc
         return iter(sorted(keys))

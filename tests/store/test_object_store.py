@@ -424,3 +424,68 @@ def test_a_cache_asks_no_version_before_a_first_read(s3_bucket: S3Bucket, monkey
     calls.clear()
     np.testing.assert_array_equal(whole[...], data)  # again: each cached version checked, not read
     assert "get" not in calls
+
+
+def _page_of_keys_forever() -> Any:
+    """A handler of an S3 listing server answering every page with the same 1,000 keys and
+    the same continuation token (a server in a loop)."""
+    from http.server import BaseHTTPRequestHandler
+
+    contents = "".join(
+        f"<Contents><Key>r/k{i:04d}</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified>"
+        f'<ETag>"x"</ETag><Size>1</Size></Contents>'
+        for i in range(1000)
+    )
+    page = (
+        '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bk</Name><Prefix>r/</Prefix>'
+        "<KeyCount>1000</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>"
+        f"<NextContinuationToken>SAME</NextContinuationToken>{contents}</ListBucketResult>"
+    ).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        requests = 0
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            type(self).requests += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    return Handler
+
+
+def test_a_listing_that_repeats_its_pages_stops_with_an_error() -> None:
+    """It listed forever (and held every page); botocore stops so too."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    handler = _page_of_keys_forever()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        options = {"endpoint": f"http://127.0.0.1:{server.server_address[1]}", "region": "us-east-1",
+                   "access_key_id": "k", "secret_access_key": "s", "max_retries": 0}  # fmt: skip
+        store = ObjectStore.from_url("s3://bk/r", options)
+        with pytest.raises(StoreError, match="the listing repeats keys"):
+            list(store.list_prefix(""))
+        assert handler.requests <= 3
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["ContainerNotFound: The specified container does not exist", "The specified bucket does not exist"],
+    ids=["azure", "gcs-json"],
+)
+def test_a_missing_azure_container_or_gcs_bucket_is_an_error_not_a_fill_value(message: str) -> None:
+    # Only S3's NoSuchBucket was told from a missing key: the 404 read as the fill value.
+    store = ObjectStore.from_url("s3://bk/r", {"endpoint": "http://127.0.0.1:9", "region": "us-east-1"})
+    with pytest.raises(StoreError, match="the bucket does not exist"):
+        store._check_bucket(RuntimeError(f"Not found: {message}"), "c/0")
