@@ -27,9 +27,11 @@ notebook wants a failing server reported in about a minute, not in three.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import InvalidArgumentError
 
@@ -98,6 +100,8 @@ class ObjectStoreOptions:
         for key in _CLIENT_DURATIONS & set(client):
             client[key] = _duration(client[key], key)
         endpoint = options.get("endpoint", options.get("aws_endpoint"))
+        if endpoint is not None:
+            _check_endpoint(endpoint)
         if isinstance(endpoint, str) and endpoint.startswith("http://"):
             client.setdefault("allow_http", True)
         return cls(options, client, _retry_config(retry), io_concurrency, cache_bytes)
@@ -122,13 +126,35 @@ def _retry_config(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _duration(value: Any, key: str) -> Any:
-    """Seconds (a number) as a timedelta; timedeltas and obstore's strings ("30s") pass."""
-    if isinstance(value, timedelta | str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+#: The longest duration taken (a year): obstore's durations are finite, and a timedelta of
+#: 1e20 seconds overflowed.
+_MAX_SECONDS = 365 * 24 * 3600
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _duration(value: Any, key: str) -> timedelta:
+    """Seconds (a number), a timedelta or a string of a number and a unit ("30s", "500ms",
+    "2m", "1h"), as a timedelta: obstore's retry settings take timedeltas only."""
+    if isinstance(value, str) and (match := _DURATION.match(value)):
+        value = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _MAX_SECONDS:
         return timedelta(seconds=value)
-    raise InvalidArgumentError(f"storage_options[{key!r}]: expected seconds (a number >= 0), got {value!r}")
+    raise InvalidArgumentError(
+        f"storage_options[{key!r}]: expected seconds (a number from 0 to {_MAX_SECONDS}, or a string such as "
+        f"'30s' or '500ms'), got {value!r}"
+    )
+
+
+def _check_endpoint(endpoint: Any) -> None:
+    """An endpoint is an http(s) URL with a host: obstore took "not a url" and panicked at the
+    first request (a ``PanicException``, which ``except Exception`` does not catch)."""
+    parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        expected = "expected an http:// or https:// URL"
+        raise InvalidArgumentError(f"storage_options['endpoint']: {expected}, got {endpoint!r}")
 
 
 def _positive_int(value: Any, key: str) -> int | None:

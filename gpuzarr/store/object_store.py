@@ -46,6 +46,7 @@ then deletes, and a PUT landing between the two is erased.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import importlib
 import threading
@@ -167,8 +168,16 @@ class ObjectStore(Store):
         stores = importlib.import_module("obstore.store")
 
         options = ObjectStoreOptions.from_storage_options(storage_options)
-        target = SCHEMES[scheme.lower()] + "://" + rest
         is_http = scheme.lower() in ("http", "https")
+        given_url = url  # what a pickled copy opens again (its credentials included)
+        credentials = None
+        if is_http:
+            # http://user:password@host/...: Basic authentication, as curl (TensorStore) and
+            # aiohttp (fsspec) send it; obstore ignores it. The password never reaches a
+            # message, a repr or ``url``.
+            rest, credentials = _take_userinfo(rest)
+            url = f"{scheme}://{rest}"
+        target = SCHEMES[scheme.lower()] + "://" + rest
         if is_http and options.config:
             raise InvalidArgumentError(
                 f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
@@ -177,6 +186,11 @@ class ObjectStore(Store):
         if scheme.lower() == "http":
             # An http:// URL already says plain HTTP is meant (obstore refuses it by default).
             client = {"allow_http": True, **client}
+        if credentials is not None:
+            headers = dict(client.get("default_headers") or {})
+            if not any(name.lower() == "authorization" for name in headers):
+                headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+            client = {**client, "default_headers": headers}
 
         def build() -> Any:
             if is_http:
@@ -190,8 +204,10 @@ class ObjectStore(Store):
             inner = shared_store(target, recipe, build)
         except obstore.exceptions.BaseError as exc:
             raise InvalidArgumentError(f"store: cannot open {url!r}: {_first_line(exc)}") from exc
+        except (TypeError, ValueError, OverflowError) as exc:  # obstore's type checks of the options
+            raise InvalidArgumentError(f"storage_options: cannot open {url!r}: {exc}") from exc
         store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
-        store._recipe = (url, storage_options)
+        store._recipe = (given_url, storage_options)
         store.cache_bytes = options.cache_bytes
         return store
 
@@ -798,4 +814,14 @@ def _url_of(store: Any) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _take_userinfo(rest: str) -> tuple[str, str | None]:
+    """``rest`` of an HTTP URL (after ``scheme://``) without its ``user:password@``, and the
+    ``user:password`` it held (percent-decoded), or None."""
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at:
+        return rest, None
+    return host + slash + path, unquote(userinfo)
 

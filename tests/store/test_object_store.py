@@ -21,6 +21,8 @@ from gpuzarr.store.sharding import SHARD_READ_ATTEMPTS
 from .conformance import VALUE, StoreConformance, as_bytes
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuzarr.store.base import Store
     from tests.servers import S3Bucket
 
@@ -489,3 +491,73 @@ def test_a_missing_azure_container_or_gcs_bucket_is_an_error_not_a_fill_value(me
     store = ObjectStore.from_url("s3://bk/r", {"endpoint": "http://127.0.0.1:9", "region": "us-east-1"})
     with pytest.raises(StoreError, match="the bucket does not exist"):
         store._check_bucket(RuntimeError(f"Not found: {message}"), "c/0")
+
+
+@pytest.mark.parametrize(
+    ("options", "seconds"),
+    [({"retry_timeout": "30s"}, 30), ({"init_backoff": "500ms"}, 0.5), ({"max_backoff": "2m"}, 120)],
+)
+def test_durations_given_as_strings_reach_the_retry_settings(options: dict[str, Any], seconds: float) -> None:
+    # Passed through as strings, which obstore's retry settings refuse (a bare TypeError).
+    retry = ObjectStoreOptions.from_storage_options(options).retry_config
+    assert seconds in (retry["retry_timeout"].total_seconds(), retry["backoff"]["init_backoff"].total_seconds(),
+                       retry["backoff"]["max_backoff"].total_seconds())  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"timeout": float("inf")}, "timeout"),
+        ({"timeout": 1e20}, "timeout"),
+        ({"retry_timeout": "soon"}, "retry_timeout"),
+        ({"endpoint": "not a url"}, "endpoint"),
+        ({"endpoint": "ftp://127.0.0.1"}, "endpoint"),
+        ({"region": 5}, "storage_options"),
+        ({"default_headers": 5}, "storage_options"),
+    ],
+)
+def test_storage_options_of_the_wrong_kind_are_named(options: dict[str, Any], named: str) -> None:
+    """They escaped as TypeError or OverflowError, and a bad endpoint as obstore's panic at the
+    first request (a BaseException that ``except Exception`` misses)."""
+    with pytest.raises(InvalidArgumentError, match=named):
+        ObjectStore.from_url("s3://bucket/x.zarr", {"region": "us-east-1", **options})
+
+
+def test_credentials_in_an_http_url_are_sent_and_never_shown(tmp_path: Path) -> None:
+    """obstore ignored them (401), and the password was in the store's url, repr and messages."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    gpuzarr.create(str(tmp_path / "a.zarr"), data=np.arange(3, dtype="i4"), chunks=(3,))
+    files = {f"/a.zarr/{p.relative_to(tmp_path / 'a.zarr')}": p.read_bytes() for p in (tmp_path / "a.zarr").rglob("*")
+             if p.is_file()}  # fmt: skip
+    expected = "Basic " + __import__("base64").b64encode(b"user:p@ss").decode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = files.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://user:p%40ss@127.0.0.1:{server.server_address[1]}/a.zarr"
+        array = gpuzarr.open(url, mode="r", storage_options={"max_retries": 0})
+        np.testing.assert_array_equal(array[...], [0, 1, 2])
+        store = ObjectStore.from_url(url)
+        assert "p%40ss" not in store.url and "p%40ss" not in repr(store) and "user" not in store.url
+        np.testing.assert_array_equal(gpuzarr.open(pickle.loads(pickle.dumps(store)), mode="r")[...], [0, 1, 2])
+    finally:
+        server.shutdown()
+        server.server_close()
