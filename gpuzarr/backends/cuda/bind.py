@@ -40,7 +40,7 @@ from .launches import (
     check_assemble_launch,
     span_read_failure,
 )
-from .routes import reads_directly
+from .routes import c_strides, reads_directly
 from .streams import Algorithm, SplitChunk, UnsupportedStreamError, check_zstd_frame, split_chunk
 from .walked_frames import WALKED_FRAMES
 
@@ -58,11 +58,20 @@ def _swap_bytes(data: npt.NDArray[np.uint8], itemsize: int, width: int) -> npt.N
 
 
 def _host_decode(layout: ArrayLayout, plan: GpuReadPlan, task: ChunkTask, raw: Buffer) -> npt.NDArray[np.uint8]:
-    """The CPU pipeline's decoding of a chunk, as C-ordered bytes in the byte order the assemble
-    launch expects (the stored order when the launch byte-swaps)."""
+    """The CPU pipeline's decoding of a chunk, as the bytes the device's decode would give: laid
+    out as the task's route says (``source_strides``: still transposed where the chunk is stored
+    transposed, since the assemble launch reads every chunk of the batch so, those decoded here
+    after the device failed on them too) and in the byte order the launch expects (the stored
+    order when the launch byte-swaps)."""
     pipeline = layout.pipeline_at(task.coords)
     chunk = pipeline.decode(raw, task.key)
     native = np.ascontiguousarray(chunk).astype(plan.dtype, copy=False)
+    strides = task.route.source_strides
+    if strides and list(strides) != c_strides(native.shape):
+        laid_out = np.empty(native.size, dtype=native.dtype)
+        byte_strides = tuple(int(s) * native.itemsize for s in strides)
+        np.lib.stride_tricks.as_strided(laid_out, shape=native.shape, strides=byte_strides)[...] = native
+        native = laid_out
     data = np.ascontiguousarray(native).reshape(-1).view(np.uint8)
     if plan.swap_width:
         data = _swap_bytes(data, plan.dtype.itemsize, plan.swap_width)
