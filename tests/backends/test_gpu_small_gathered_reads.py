@@ -49,3 +49,34 @@ def test_a_small_selection_that_is_no_box_is_read_on_the_cpu(
     assert "zstd" in calls, calls
     # a negative step is read ascending and reversed; the others gather from their box
     assert ("gather" in calls) == (name != "negative-step"), calls
+
+
+#: (the read, what NumPy selects)
+UNTOUCHED_INSIDE_THE_BOX = {
+    "oindex-rows": (lambda a: a.oindex[[0, 7], :], np.s_[[0, 7], :]),
+    "index-array": (lambda a: a[[0, 7]], np.s_[[0, 7]]),
+    "vindex-points": (lambda a: a.vindex[[0, 7], [0, 5]], np.s_[[0, 7], [0, 5]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNTOUCHED_INSIDE_THE_BOX))
+@pytest.mark.parametrize("case", ["corrupt", "missing"])
+def test_a_gathered_read_reads_only_the_chunks_its_selection_touches(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, name: str, case: str
+) -> None:
+    """The whole bounding box was read: a corrupt chunk inside it that the selection does not
+    touch failed the GPU read (and a missing one under fill_missing_data_reads=False), where the
+    CPU path reads only the chunks it needs, and every chunk of the box cost its decode."""
+    path = tmp_path / "a.zarr"
+    data = np.arange(48, dtype="<i4").reshape(8, 6)
+    gpuzarr.create(str(path), data=data, chunks=(2, 6), device="cpu")
+    untouched = path / "c" / "1" / "0"  # rows 2 and 3
+    if case == "corrupt":
+        untouched.write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 5)
+    else:
+        untouched.unlink()
+    read, selection = UNTOUCHED_INSIDE_THE_BOX[name]
+    for device in ("cpu", "gpu"):
+        opened = gpuzarr.open(str(path), device=device)
+        array = gpuzarr.Array(opened.store, opened.path, opened.metadata, device=device, fill_missing_data_reads=False)
+        np.testing.assert_array_equal(np.asarray(read(array)), data[selection])

@@ -205,6 +205,13 @@ def _read_gathered(
     if gathered is not None:
         dims: Any = layout.dimensions()
         box_plan = plan_orthogonal(gathered.box, dims, allow_arrays=False)
+        # Only the chunks the selection touches: the gather reads nothing else of the box, and
+        # reading the others read (and refused, corrupt or missing) chunks the CPU path never
+        # reads (rows 0 and 127 of 64 chunks read all 64).
+        touched = {p.chunk_coords for p in plan.projections}
+        box_plan = SelectionPlan(
+            box_plan.shape, box_plan.buffer_shape, [p for p in box_plan.projections if p.chunk_coords in touched]
+        )
         try:
             box_gpu_plan = build_gpu_read_plan(layout, box_plan, budget)
         except GpuPlanError as exc:
