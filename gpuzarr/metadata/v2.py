@@ -380,15 +380,17 @@ class ArrayMetadataV2:
 
     @property
     def codecs(self) -> tuple[CodecJSON, ...]:
-        return tuple(codec for codec, _ in self._chain())
+        return tuple(codec for codec, _ in self._chain)
 
     @property
     def codec_fields(self) -> tuple[str, ...]:
         """The .zarray field each of :attr:`codecs` comes from (``order``, ``dtype``,
         ``filters[i]``, ``compressor``), which errors about a codec name."""
-        return tuple(where for _, where in self._chain())
+        return tuple(where for _, where in self._chain)
 
+    @cached_property
     def _chain(self) -> tuple[tuple[CodecJSON, str], ...]:
+        # Cached: a consolidated group's members() asked for it three times an array.
         chain: list[tuple[CodecJSON, str]] = []
         if self.order == "F" and self.ndim > 1:
             chain.append(({"name": "transpose", "configuration": {"order": list(range(self.ndim))[::-1]}}, "order"))
