@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
+
+import numpy as np
 
 from ..errors import MetadataError
 
@@ -43,17 +46,60 @@ def check_depth(value: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
 
 
+#: An escape in a JSON string (``\\"``, ``\\\\``, ...): left out, every quote left delimits a string.
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NESTING = np.zeros(256, np.int8)
+_NESTING[[ord("["), ord("{")]] = 1
+_NESTING[[ord("]"), ord("}")]] = -1
+_QUOTE = ord('"')
+#: Bytes of a document's text counted at once by :func:`text_depth`.
+_DEPTH_BLOCK = 1 << 23
+
+
+def text_depth(raw: bytes | str) -> int:
+    """How deeply the JSON text ``raw`` nests arrays and objects (1: one container), counted
+    on the text in C (NumPy) with the brackets inside strings left out: walking the parsed
+    document took 23 ms for an 870 KB consolidated zarr.json, a regular expression over its
+    strings 5 ms."""
+    text = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if b"\\" in text:
+        text = _ESCAPE.sub(b"", text)
+    deepest = level = 0
+    in_string = False
+    for start in range(0, len(text), _DEPTH_BLOCK):
+        block = np.frombuffer(text, np.uint8, min(_DEPTH_BLOCK, len(text) - start), start)
+        # The count of quotes so far, mod 256 (its parity is all that counts): odd, inside a
+        # string (where the block began outside one).
+        inside = (np.cumsum(block == _QUOTE, dtype=np.uint8) & 1).astype(bool)
+        if in_string:
+            inside = ~inside
+        steps = _NESTING[block]
+        steps[inside] = 0
+        levels = np.cumsum(steps, dtype=np.int32)
+        if levels.size:
+            deepest, level = max(deepest, level + int(levels.max())), level + int(levels[-1])
+            in_string = bool(inside[-1])
+    return deepest
+
+
+def check_text_depth(raw: bytes | str, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """:func:`check_depth` of the JSON text ``raw`` (see :func:`text_depth`)."""
+    if text_depth(raw) > limit:
+        raise MetadataError(f"{where}: JSON nests deeper than {limit} levels")
+
+
 def loads_document(raw: bytes, key: str) -> Any:
     """Decode the JSON text of the document stored at ``key``; MetadataError naming ``key``
     when it is not JSON, or nests deeper than MAX_JSON_DEPTH."""
     try:
+        # Before decoding: json's decoder recurses once a level, and the text says it at once.
+        check_text_depth(raw, key)
         doc = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
         raise MetadataError(f"{key}: not valid JSON ({exc})") from exc
     except RecursionError as exc:
         # json's decoder recurses once per level of nesting.
         raise MetadataError(f"{key}: JSON nests deeper than {MAX_JSON_DEPTH} levels") from exc
-    check_depth(doc, key)
     return doc
 
 

@@ -4,12 +4,16 @@ never a RecursionError from json or from a walker of the document (json_util.MAX
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpuzarr
 from gpuzarr.errors import MetadataError
+from gpuzarr.metadata import json_util
 from gpuzarr.metadata.json_util import MAX_JSON_DEPTH, check_depth, loads_document
 
 
@@ -134,3 +138,30 @@ def test_the_depth_check_takes_no_memory_per_number() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20, peak
+
+
+def _walked_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_walked_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_walked_depth(v) for v in value), default=0)
+    return 0
+
+
+_LEAVES = st.one_of(st.integers(), st.none(), st.text(alphabet='[]{}"\\ab', max_size=6))
+_DOCUMENTS = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@given(doc=_DOCUMENTS, block=st.sampled_from([1, 2, 5, 1 << 23]))
+@settings(max_examples=300, deadline=None)
+def test_the_depth_counted_on_the_text_is_the_documents(doc: Any, block: int) -> None:
+    """Brackets inside strings (escaped quotes and backslashes among them) are no nesting, and
+    the count carries over the blocks the text is counted in."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(json_util, "_DEPTH_BLOCK", block)
+        assert json_util.text_depth(json.dumps(doc)) == _walked_depth(doc)
