@@ -22,6 +22,7 @@ and xarray, which trust consolidated metadata, see the change.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import unicodedata
 import weakref
@@ -239,6 +240,40 @@ def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, Node
     return None if raw is None else _entries_of(raw, key, zarr_format)
 
 
+#: A v3 document with a consolidated member (an object): a key in quotes cannot stand inside a
+#: JSON string, whose quotes are escaped.
+_V3_MEMBER = re.compile(rb'"consolidated_metadata"\s*:\s*\{')
+
+
+def _holds_consolidated(store: Store, path: str, zarr_format: int) -> bool:
+    """Whether the group at ``path`` may hold consolidated metadata of ``zarr_format``, told
+    without parsing it (each write in a group of 1,000 arrays parsed its 870 KB zarr.json once
+    more to learn that); :func:`_update_recorded` reads it, under the lock."""
+    key = _consolidated_key(path, zarr_format)
+    if zarr_format == 2:
+        return store.exists(key)
+    raw = get_document(store, key)
+    return raw is not None and _V3_MEMBER.search(bytes(raw)) is not None
+
+
+def _group_and_entries(store: Store, path: str, zarr_format: int) -> tuple[NodeInfo, dict[str, NodeInfo]] | None:
+    """The group at ``path`` and the nodes of its consolidated metadata of ``zarr_format``, or
+    None; a v3 group's zarr.json, which holds both, is read and parsed once."""
+    if zarr_format == 2:
+        entries = _stored_entries(store, path, 2)
+        group = read_node(store, path, allow_implicit=False)
+        return None if entries is None or group is None else (group, entries)
+    key = _consolidated_key(path, 3)
+    raw = get_document(store, key)
+    if raw is None:
+        return None
+    doc = parse_json_document(bytes(raw), key)
+    member = doc.get(MEMBER) if isinstance(doc, dict) else None
+    if member is None or doc.get("node_type") != "group":
+        return None
+    return v3_node_info(doc, f"{key}: "), parse_v3_member(member, key)
+
+
 def _entries_of(raw: Any, key: str, zarr_format: int) -> dict[str, NodeInfo] | None:
     if zarr_format == 3:
         doc = parse_json_document(bytes(raw), key)
@@ -367,9 +402,9 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
                 return
         raise MetadataError(f"{key}: another writer changed it during each of {RECORD_ATTEMPTS} updates")
     with store.lock(key):
-        entries = _stored_entries(store, ancestor, zarr_format)
-        group = read_node(store, ancestor, allow_implicit=False)
-        if entries is not None and group is not None:
+        found = _group_and_entries(store, ancestor, zarr_format)
+        if found is not None:
+            group, entries = found
             change.apply(entries, ancestor)
             _write(store, ancestor, _entry(group), entries)
 
@@ -545,7 +580,7 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
     outer, path, lift = _outermost(store, path, zarr_format)
     parts = path.split("/") if path else []
     ancestors = ["/".join(parts[:i]) for i in range(len(parts))]
-    stored = {a: e for a in ancestors if (e := _stored_entries(outer, a, zarr_format)) is not None}
+    stored = [a for a in ancestors if _holds_consolidated(outer, a, zarr_format)]
     with _live_lock:
         views = list(_live_views)
     # Each view with its root as a path of ``outer``; views of other stores are left alone.
