@@ -518,6 +518,12 @@ def test_resize_takes_a_sequence_of_sizes(shape: Any) -> None:
     np.testing.assert_array_equal(array[:3], np.arange(12).reshape(3, 4))
 
 
+def test_resize_takes_a_0_d_array_as_a_size() -> None:
+    array = gpuzarr.create(None, data=np.arange(6), chunks=(4,), device="cpu")
+    array.resize(np.array(4))  # iterated as a sequence: a bare TypeError
+    np.testing.assert_array_equal(array[...], np.arange(4))
+
+
 def test_a_resize_refused_for_assume_metadata_erases_nothing(tmp_path: Path) -> None:
     """The refusal came from the metadata write, after the chunks outside the new shape were
     erased and the straddling one cleared: the stored array kept its shape and lost its data."""

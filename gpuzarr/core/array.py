@@ -692,9 +692,13 @@ class Array:
             raise MetadataError(
                 "assume_metadata: the array was opened without its stored metadata; resizing is not supported"
             )
-        one = shape[0] if len(shape) == 1 else None
-        # A sequence of the sizes: a tuple, a list, a NumPy array (``resize(np.array(a.shape) * 2)``), a range.
-        given = tuple(one) if isinstance(one, (tuple, list, np.ndarray, range)) else shape
+        one: Any = shape[0] if len(shape) == 1 else None
+        # A sequence of the sizes: a tuple, a list, a NumPy array (``resize(np.array(a.shape) * 2)``,
+        # not a 0-d one, which is a size), a range.
+        is_sequence = isinstance(one, (tuple, list, range)) or (isinstance(one, np.ndarray) and one.ndim > 0)
+        given = tuple(one) if is_sequence else shape
+        # A 0-d integer array is the integer it holds, as NumPy takes it.
+        given = tuple(s[()] if isinstance(s, np.ndarray) and s.ndim == 0 and s.dtype.kind in "iu" else s for s in given)
         for s in given:
             # int() would cut 5.7 down to 5 and erase what lies beyond (zarr-python refuses it).
             if isinstance(s, bool) or not isinstance(s, (int, np.integer)):

@@ -473,7 +473,6 @@ class ArrayMetadataV2:
 
     def to_json(self) -> ArrayMetadataV2JSON:
         return {
-            **cast("ArrayMetadataV2JSON", self.extra_fields),
             "zarr_format": 2,
             "shape": list(self.shape),
             "chunks": list(self.chunk_shape),
@@ -492,6 +491,9 @@ class ArrayMetadataV2:
 
     def documents(self) -> dict[str, bytes]:
         """The metadata documents to store, by key relative to the array."""
-        docs = {ZARRAY: json.dumps(self.to_json(), indent=2, allow_nan=False).encode()}
+        # Members the format does not define go back where they were (not into to_json(), which
+        # specs and comparisons take: TensorStore refuses extra members there).
+        zarray = {**self.extra_fields, **self.to_json()}
+        docs = {ZARRAY: json.dumps(zarray, indent=2, allow_nan=False).encode()}
         docs[ZATTRS] = document_bytes(self.attributes, attributes_member=None)
         return docs

@@ -106,7 +106,17 @@ class ArrayMetadata:
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:
-        return self.chunk_grid.chunk_shape
+        shape = self.chunk_grid.chunk_shape
+        listed = getattr(self.chunk_grid, "chunk_shapes", None)
+        if listed is not None and any(s == () for s in listed) and self.codecs:
+            # An axis of extent 0 listing no chunk: under sharding, a shard of one inner chunk
+            # there (1 divided no inner chunk but 1).
+            first = self.codecs[0]
+            configuration = first.get("configuration") or {}
+            inner = configuration.get("chunk_shape") if first.get("name") == "sharding_indexed" else None
+            if isinstance(inner, list) and len(inner) == len(shape):
+                shape = tuple(int(c) if s == () else n for s, n, c in zip(listed, shape, inner, strict=True))
+        return shape
 
     def chunk_key(self, coords: tuple[int, ...]) -> str:
         return self.chunk_key_encoding.encode(coords)

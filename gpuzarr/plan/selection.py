@@ -570,9 +570,54 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
         return _numpy_axis_order(plan_orthogonal(selection, dims), selection, len(dims))
     if len(arrays) == 1 and np.asarray(arrays[0]).dtype.kind in "iu":
         return _plan_one_index_array_of_any_rank(entries, dims)
-    if len(entries) == len(dims) and all(_is_array_like(s) or _is_integer(s) for s in entries):
+    if (
+        len(entries) == len(dims)
+        and all(_is_array_like(s) or _is_integer(s) for s in entries)
+        and not any(_is_array_like(s) and np.asarray(s).dtype == bool for s in entries)
+    ):
         return plan_vectorized(selection, dims)
     return _plan_advanced(entries, dims)
+
+
+def _expand_advanced(entries: tuple[Any, ...], dims: tuple[DimensionGrid, ...]) -> tuple[tuple[Any, ...], bool]:
+    """``entries`` as one entry an axis (a mask as the ``nonzero()`` arrays of the axes it
+    covers, checked to have their extents; a 0-d array as its integer; an Ellipsis and missing
+    trailing axes as whole slices), and whether the advanced entries (arrays, masks, integers)
+    stand together: an Ellipsis between two of them parts them, even where it stands for no
+    axis, as in NumPy."""
+    masks = [np.asarray(s) if _is_array_like(s) and np.asarray(s).dtype == bool else None for s in entries]
+    taken = [0 if s is Ellipsis else (m.ndim if m is not None else 1) for s, m in zip(entries, masks, strict=True)]
+    if sum(s is Ellipsis for s in entries) > 1:
+        raise InvalidSelectionError("an index can only have a single ellipsis ('...')")
+    spare = len(dims) - sum(taken)
+    if spare < 0:
+        raise InvalidSelectionError(
+            f"too many indices for array: array is {len(dims)}-dimensional, but {sum(taken)} were indexed"
+        )
+    sel: list[Any] = []
+    marks: list[bool | None] = []  # per entry: advanced, basic, or None for an Ellipsis
+    for s, mask in zip(entries, masks, strict=True):
+        if s is Ellipsis:
+            sel.extend([slice(None)] * spare)
+            marks.append(None)
+        elif mask is not None:
+            if mask.ndim == 0:
+                raise InvalidSelectionError("a 0-d boolean index (it adds an axis in NumPy) is not supported")
+            extents = tuple(d.size for d in dims[len(sel) : len(sel) + mask.ndim])
+            if mask.shape != extents:
+                raise BoundsCheckError(f"a boolean index of shape {mask.shape} for axes of extents {extents}")
+            sel.extend(np.nonzero(mask))
+            marks.append(True)
+        elif _is_array_like(s) and np.asarray(s).ndim == 0:
+            sel.append(np.asarray(s)[()])  # NumPy takes a 0-d array for the integer it holds
+            marks.append(True)
+        else:
+            sel.append(s)
+            marks.append(_is_array_like(s) or _is_integer(s))
+    sel.extend([slice(None)] * (len(dims) - len(sel)))
+    flagged = [i for i, m in enumerate(marks) if m]
+    adjacent = flagged[-1] - flagged[0] == len(flagged) - 1
+    return tuple(sel), adjacent
 
 
 def _plan_advanced(entries: tuple[Any, ...], dims: tuple[DimensionGrid, ...]) -> SelectionPlan:
@@ -582,18 +627,7 @@ def _plan_advanced(entries: tuple[Any, ...], dims: tuple[DimensionGrid, ...]) ->
     the indexed axes where these are adjacent, else first), and the slices' axes keep their
     order around them. Planned as points (each element of the result one point), so its cost
     grows with the result's size; ``oindex`` and one-array selections plan by chunk instead."""
-    expanded: list[Any] = []
-    for s in entries:
-        if _is_array_like(s) and np.asarray(s).dtype == bool:
-            mask = np.asarray(s)
-            if mask.ndim == 0:
-                raise InvalidSelectionError("a 0-d boolean index (it adds an axis in NumPy) is not supported")
-            expanded.extend(np.nonzero(mask))
-        elif _is_array_like(s) and np.asarray(s).ndim == 0:
-            expanded.append(np.asarray(s)[()])  # NumPy takes a 0-d array for the integer it holds
-        else:
-            expanded.append(s)
-    sel = expand_ellipsis(tuple(expanded), len(dims))
+    sel, adjacent = _expand_advanced(entries, dims)
     advanced = [axis for axis, s in enumerate(sel) if _is_array_like(s) or _is_integer(s)]
     for axis in advanced:
         index = np.asarray(sel[axis])
@@ -609,7 +643,6 @@ def _plan_advanced(entries: tuple[Any, ...], dims: tuple[DimensionGrid, ...]) ->
             raise InvalidSelectionError(
                 f"axis {axis}: expected an integer, a slice or an index array, got {sel[axis]!r}"
             )
-    adjacent = advanced[-1] - advanced[0] == len(advanced) - 1
     at = sum(1 for axis in sliced if axis < advanced[0]) if adjacent else 0  # where the points' axes go
     ranges = {axis: range(*sel[axis].indices(dims[axis].size)) for axis in sliced}
     result_ndim = len(sliced) + len(points_shape)

@@ -98,7 +98,7 @@ class ObjectStoreOptions:
         retry = {**DEFAULT_RETRY, **{k: options.pop(k) for k in list(options) if k in RETRY_KEYS}}
         client = {**DEFAULT_CLIENT_OPTIONS, **{k: options.pop(k) for k in list(options) if k in CLIENT_KEYS}}
         for key in _CLIENT_DURATIONS & set(client):
-            client[key] = _duration(client[key], key)
+            client[key] = _duration(client[key], key, keep_strings=True)
         endpoint = options.get("endpoint", options.get("aws_endpoint"))
         if endpoint is not None:
             _check_endpoint(endpoint)
@@ -129,22 +129,49 @@ def _retry_config(values: dict[str, Any]) -> dict[str, Any]:
 #: The longest duration taken (a year): obstore's durations are finite, and a timedelta of
 #: 1e20 seconds overflowed.
 _MAX_SECONDS = 365 * 24 * 3600
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
-_UNIT_SECONDS = {"ms": 1e-3, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+#: A duration as obstore (humantime) writes it: numbers with units, "30s", "1m 30s", "2 minutes", "1h30m".
+_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Zµ]*)")
+_UNIT_SECONDS = {
+    **dict.fromkeys(("ns", "nsec", "nanos", "nanosecond", "nanoseconds"), 1e-9),
+    **dict.fromkeys(("us", "µs", "usec", "micros", "microsecond", "microseconds"), 1e-6),
+    **dict.fromkeys(("ms", "msec", "millis", "millisecond", "milliseconds"), 1e-3),
+    **dict.fromkeys(("", "s", "sec", "secs", "second", "seconds"), 1.0),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600.0),
+    **dict.fromkeys(("d", "day", "days"), 86400.0),
+    **dict.fromkeys(("w", "week", "weeks"), 7 * 86400.0),
+}
 
 
-def _duration(value: Any, key: str) -> timedelta:
-    """Seconds (a number), a timedelta or a string of a number and a unit ("30s", "500ms",
-    "2m", "1h"), as a timedelta: obstore's retry settings take timedeltas only."""
-    if isinstance(value, str) and (match := _DURATION.match(value)):
-        value = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+def _seconds_of(text: str) -> float | None:
+    """The seconds a duration string says, or None where it is no duration."""
+    total, at, parts = 0.0, 0, 0
+    for match in _PART.finditer(text):
+        if match.start() != at or match.end() == match.start():
+            return None
+        unit = _UNIT_SECONDS.get(match.group(2))
+        if unit is None or (match.group(2) == "" and parts):
+            return None
+        total += float(match.group(1)) * unit
+        at, parts = match.end(), parts + 1
+    return total if parts and text[at:].strip() == "" else None
+
+
+def _duration(value: Any, key: str, keep_strings: bool = False) -> Any:
+    """Seconds (a number), a timedelta or a string of numbers and units ("30s", "500ms", "1m 30s",
+    "2 minutes"), checked; as a timedelta, or the string itself with ``keep_strings`` (obstore's
+    client options parse them; its retry settings take timedeltas only)."""
+    if isinstance(value, str):
+        seconds = _seconds_of(value)
+        if seconds is not None and seconds <= _MAX_SECONDS:
+            return value if keep_strings else timedelta(seconds=seconds)
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= _MAX_SECONDS:
         return timedelta(seconds=value)
     raise InvalidArgumentError(
-        f"storage_options[{key!r}]: expected seconds (a number from 0 to {_MAX_SECONDS}, or a string such as "
-        f"'30s' or '500ms'), got {value!r}"
+        f"storage_options[{key!r}]: expected seconds (a number from 0 to {_MAX_SECONDS}) or a duration such as "
+        f"'30s', '500ms' or '1m 30s' (at most a year), got {value!r}"
     )
 
 

@@ -498,19 +498,18 @@ class ObjectStore(Store):
         # obstore lists whole path segments: list the prefix's directory, keep what matches.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         keys: list[str] = []
-        seen: set[str] = set()
-        listed = 0
+        firsts: set[str] = set()  # the first key of each batch (the keys of all: ~120 B each)
         try:
             for batch in obstore.list(self.store, directory or None, chunk_size=1000):
                 paths = [meta["path"] for meta in batch]
-                seen.update(paths)
-                listed += len(paths)
-                if len(seen) < listed:
-                    # A key listed twice: a server handing back a continuation token it gave
-                    # before lists the same page forever (botocore stops so too: "the same next
-                    # token was received twice").
+                if paths and (paths[0] in firsts or len(set(paths)) < len(paths)):
+                    # A server handing back a continuation token it gave before lists the same
+                    # page forever (botocore stops so too: "the same next token was received
+                    # twice"): the page comes again within a batch, or as a whole batch.
                     repeated = "the listing repeats keys: the server gave the same continuation twice"
                     raise StoreError(self.url, prefix, repeated)
+                if paths:
+                    firsts.add(paths[0])
                 keys.extend(p for p in paths if p.startswith(prefix))
         except obx.BaseError as exc:
             raise self.error(exc, prefix) from exc

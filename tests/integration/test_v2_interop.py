@@ -722,6 +722,8 @@ def test_zarray_members_the_format_does_not_define_are_ignored_and_kept(tmp_path
     zarray = json.loads((path / ".zarray").read_text())
     assert zarray["surprise"] == {"a": 1} and zarray["writer"] == "old-tool" and zarray["shape"] == [6, 4]
     np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[:4], np.full((4, 4), 7))
+    # A spec has none of them (TensorStore refuses extra members there), and reopens the array.
+    np.testing.assert_array_equal(gpuzarr.open(array.spec(), mode="r")[:4], np.full((4, 4), 7))
 
 
 @pytest.mark.parametrize(

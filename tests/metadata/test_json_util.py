@@ -165,3 +165,15 @@ def test_the_depth_counted_on_the_text_is_the_documents(doc: Any, block: int) ->
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(json_util, "_DEPTH_BLOCK", block)
         assert json_util.text_depth(json.dumps(doc)) == _walked_depth(doc)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16", "utf-32-be"])
+def test_a_deep_document_in_utf16_or_utf32_is_refused(encoding: str) -> None:
+    """json.loads reads them; counted as UTF-8 bytes, a character holding a quote's byte
+    (U+2200) hid the nesting, and the attributes' depth later raised RecursionError."""
+    doc = {"zarr_format": 3, "node_type": "group", "attributes": {"k": "\u2200", "deep": [[[]]]}}
+    text = json.dumps(doc, ensure_ascii=False)
+    deep = text.replace("[[[]]]", "[" * 300 + "]" * 300)
+    with pytest.raises(MetadataError, match="nests deeper than 128"):
+        loads_document(deep.encode(encoding), "zarr.json")
+    assert json_util.text_depth(text.encode(encoding)) == 5

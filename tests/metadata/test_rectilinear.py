@@ -529,6 +529,12 @@ def test_an_empty_list_suits_an_axis_of_extent_zero_only(store: gpuzarr.Store) -
     put_document(store, v3_document([1, 3], [[], 3]))
     with pytest.raises(MetadataError, match="needs at least one chunk size"):
         gpuzarr.open(store, mode="r", device="cpu")
+    # Under sharding too: the empty axis's shard was taken to be 1, which no inner chunk divides.
+    sharded = v3_document([0, 4], [[], [4]])
+    sharded["codecs"] = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2, 2], "codecs": [
+        {"name": "bytes", "configuration": {"endian": "little"}}]}}]  # fmt: skip
+    put_document(store, sharded)
+    assert gpuzarr.open(store, mode="r", device="cpu")[...].shape == (0, 4)
 
 
 @pytest.mark.parametrize("where", ["one-run", "two-axes"])

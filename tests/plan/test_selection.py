@@ -741,6 +741,9 @@ MIXED_ADVANCED = [
     ([0, 1], slice(None), [1, 2]),  # apart: the points' axis first
     ([0, 1], [1, 2]),  # adjacent, trailing axis left out
     (slice(1, 4), [3, 0], [[1], [2]]),  # adjacent after a slice: in place
+    (slice(None), [0, 1], Ellipsis, [0, 1]),  # an Ellipsis between parts them, though it stands for no axis
+    ([0, 3], np.array([True, False, False, True, False]), slice(None)),  # a mask among arrays
+    (np.arange(20).reshape(4, 5) % 2 == 0, [1, 0, 5, 2, 3, 4, 0, 1, 2, 3]),
     (np.array(0), slice(None), [1, 2]),  # a 0-d array is the integer it holds
     (np.arange(20).reshape(4, 5) % 3 == 0,),  # a mask over the first two axes
     (Ellipsis, np.arange(30).reshape(5, 6) % 4 == 1),  # over the last two
@@ -789,6 +792,13 @@ def test_random_mixes_of_index_arrays_and_slices_read_as_numpy_does(data: st.Dat
     plan = plan_selection(tuple(sel), dims_of(shape, chunks))
     assert plan.shape == expected.shape
     np.testing.assert_array_equal(check_plan(plan, a, chunks), expected)
+
+
+@pytest.mark.parametrize("mask", [np.array([True]), np.array([True, False, True, True])])
+def test_a_mask_of_other_extents_than_its_axes_is_refused(mask: np.ndarray[Any, Any]) -> None:
+    # Its length was never checked: NumPy raises, gpuzarr read and wrote its nonzero() points.
+    with pytest.raises(BoundsCheckError, match="a boolean index of shape"):
+        plan_selection(([0, 1], slice(None), mask), dims_of((4, 5, 6), (3, 2, 4)))
 
 
 def test_index_arrays_that_do_not_broadcast_are_refused() -> None:

@@ -495,13 +495,21 @@ def test_a_missing_azure_container_or_gcs_bucket_is_an_error_not_a_fill_value(me
 
 @pytest.mark.parametrize(
     ("options", "seconds"),
-    [({"retry_timeout": "30s"}, 30), ({"init_backoff": "500ms"}, 0.5), ({"max_backoff": "2m"}, 120)],
-)
+    [({"retry_timeout": "30s"}, 30), ({"init_backoff": "500ms"}, 0.5), ({"max_backoff": "2m"}, 120),
+     ({"retry_timeout": "1m 30s"}, 90), ({"retry_timeout": "2 minutes"}, 120), ({"retry_timeout": "1h30m"}, 5400)],
+)  # fmt: skip
 def test_durations_given_as_strings_reach_the_retry_settings(options: dict[str, Any], seconds: float) -> None:
     # Passed through as strings, which obstore's retry settings refuse (a bare TypeError).
     retry = ObjectStoreOptions.from_storage_options(options).retry_config
     assert seconds in (retry["retry_timeout"].total_seconds(), retry["backoff"]["init_backoff"].total_seconds(),
                        retry["backoff"]["max_backoff"].total_seconds())  # fmt: skip
+
+
+@pytest.mark.parametrize("timeout", ["1m 30s", "2 minutes", "1d", "90sec", "1h30m"])
+def test_client_durations_obstore_reads_pass_as_they_are(timeout: str) -> None:
+    # obstore's client options read humantime's forms; a narrower check of ours refused them.
+    assert ObjectStoreOptions.from_storage_options({"timeout": timeout}).client_options["timeout"] == timeout
+    ObjectStore.from_url("s3://bucket/x.zarr", {"region": "us-east-1", "timeout": timeout})
 
 
 @pytest.mark.parametrize(
