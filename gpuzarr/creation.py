@@ -18,6 +18,7 @@ from .api import create, create_array, open_array
 from .core.from_data import as_data, data_chunks
 from .core.like import like_args, like_arguments, zarr_document
 from .errors import InvalidArgumentError
+from .metadata.json_util import keeping_attributes
 
 if TYPE_CHECKING:
     from .core.array import Array
@@ -261,18 +262,22 @@ def from_array(
         options["chunk_key_encoding"] = chunk_key_encoding
     if same_format and target_format == 2 and document is not None and isinstance(document.get("dtype"), str):
         options["dtype"] = document["dtype"]  # with its byte order (">i4"), which ``source.dtype`` may drop
-    return create_array(
-        store,
-        name=name,
-        data=source,
-        write_data=write_data,
-        zarr_format=target_format,
-        storage_options=storage_options,
-        overwrite=overwrite,
-        config=config,
-        device=device,
-        **options,
-    )
+    # The source's own attributes keep the NaN and infinite numbers its document held (xarray's
+    # ``valid_max: inf``, written by zarr-python), as copy and convert keep them.
+    held = options["attributes"] if attributes is None else None
+    with keeping_attributes(held):
+        return create_array(
+            store,
+            name=name,
+            data=source,
+            write_data=write_data,
+            zarr_format=target_format,
+            storage_options=storage_options,
+            overwrite=overwrite,
+            config=config,
+            device=device,
+            **options,
+        )
 
 
 def _grid_of(source: Any, document: dict[str, Any] | None) -> tuple[Any, Any]:

@@ -4,13 +4,16 @@ tests/integration/test_interop_conveniences.py."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import gpuzarr
 from gpuzarr.errors import GroupNotFoundError, InvalidArgumentError, MetadataError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 zarr = pytest.importorskip("zarr")
 
@@ -192,3 +195,20 @@ def test_constructors_reject_bad_arguments() -> None:
         gpuzarr.ones((4, 4), chunks=(2, 2, 2))
     with pytest.raises(TypeError, match="nonsense"):
         gpuzarr.zeros((4,), nonsense=1)
+
+
+def test_from_array_keeps_the_nan_attributes_its_source_held(tmp_path: Path) -> None:
+    """xarray's ``valid_max: inf`` (written by zarr-python) stopped from_array, where copy and
+    convert keep it; attributes given with NaN are still refused."""
+    import json
+
+    source = gpuzarr.create(str(tmp_path / "s.zarr"), data=np.ones(4, "f4"), chunks=(2,))
+    document = tmp_path / "s.zarr" / "zarr.json"
+    doc = json.loads(document.read_text())
+    doc["attributes"] = {"valid_max": float("inf")}
+    document.write_text(json.dumps(doc))  # Infinity, as zarr-python writes it
+    copy = gpuzarr.from_array(str(tmp_path / "c.zarr"), data=gpuzarr.open(str(tmp_path / "s.zarr")))
+    assert dict(copy.attrs) == {"valid_max": float("inf")}
+    np.testing.assert_array_equal(copy[...], source[...])
+    with pytest.raises(MetadataError, match="not JSON"):
+        gpuzarr.from_array(str(tmp_path / "d.zarr"), data=source, attributes={"x": float("nan")})

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MetadataError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: How deeply metadata JSON may nest. Everything that walks a document (json.dumps, deepcopy,
 #: consolidated metadata's nested groups, users' own code) recurses once or twice per level, and
@@ -180,6 +185,8 @@ def check_attributes(attributes: Any, stored: Any = None) -> None:
         if "Out of range float" not in str(exc):
             raise MetadataError(f"attributes: values must be JSON-serialisable ({exc})") from exc
         kept = non_finite_places(stored) if stored is not None else {}
+        if _KEPT.get() is not None:
+            kept = {**non_finite_places(_KEPT.get()), **kept}
         new = [place for place, token in non_finite_places(attributes).items() if kept.get(place) != token]
         if new:
             where = "attributes" + "".join(f"[{key!r}]" for key in new[0])
@@ -187,6 +194,22 @@ def check_attributes(attributes: Any, stored: Any = None) -> None:
                 f"{where}: NaN and infinite numbers are not JSON, and gpuzarr writes none of its own "
                 '(zarr-python writes them as NaN and Infinity); store them as strings, e.g. "NaN"'
             ) from exc
+
+
+#: Attributes a document held, whose NaN and infinite numbers are kept by what is written in
+#: :func:`keeping_attributes`'s block (``from_array`` of an array zarr-python wrote).
+_KEPT: ContextVar[Any] = ContextVar("gpuzarr_kept_attributes", default=None)
+
+
+@contextlib.contextmanager
+def keeping_attributes(attributes: Any) -> Iterator[None]:
+    """Within the block, :func:`check_attributes` keeps the NaN and infinite numbers of
+    ``attributes`` (a node's, copied) where they stand, as its ``stored`` argument does."""
+    token = _KEPT.set(attributes)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
 
 
 def non_finite_places(value: Any) -> dict[tuple[Any, ...], str]:
