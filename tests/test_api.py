@@ -585,7 +585,8 @@ def test_config_given_to_open_applies_to_the_existing_array(
     path = tmp_path / "a.zarr"
     gpuzarr.create_array(str(path), shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
     array = getattr(gpuzarr, opener)(str(path), mode=mode, **option)
-    assert array.config == {"order": "C", "write_empty_chunks": True}
+    assert array.config.write_empty_chunks is True and array.config.order == "C"  # as zarr-python's ArrayConfig
+    assert array.config.to_dict() == {"order": "C", "write_empty_chunks": True}
     array[...] = 0
     assert sorted(p.name for p in (path / "c").iterdir()) == ["0", "1"]
 
@@ -595,9 +596,10 @@ def test_with_config_gives_a_handle_with_the_keys_given_and_the_others_kept(tmp_
 
     array = gpuzarr.create_array(str(tmp_path / "a.zarr"), shape=(4,), chunks=(2,), dtype="i4", fill_value=0,
                                  config={"write_empty_chunks": True})  # fmt: skip
-    assert array.with_config({"order": "C"}).config["write_empty_chunks"] is True
+    assert array.with_config({"order": "C"}).config.write_empty_chunks is True
+    assert array.with_config(array.config).config == array.config
     erasing = array.with_config(zarr.core.array_spec.ArrayConfig(order="C", write_empty_chunks=False))
-    assert erasing.config["write_empty_chunks"] is False and array.config["write_empty_chunks"] is True
+    assert erasing.config.write_empty_chunks is False and array.config.write_empty_chunks is True
     erasing[...] = 0
     assert not (tmp_path / "a.zarr" / "c").exists() or not any((tmp_path / "a.zarr" / "c").iterdir())
     with pytest.raises(InvalidArgumentError, match="unknown key"):

@@ -40,7 +40,7 @@ from ..plan.selection import (
     plan_selection,
     plan_vectorized,
 )
-from .array_config import write_empty_chunks_of
+from .array_config import ArrayConfig, write_empty_chunks_of
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 
 if TYPE_CHECKING:
@@ -227,20 +227,20 @@ class Array:
         )
 
     @property
-    def config(self) -> dict[str, Any]:
-        """zarr-python's ``config`` of this array.
+    def config(self) -> ArrayConfig:
+        """zarr-python's ``config`` of this array (``a.config.write_empty_chunks``).
 
         ``write_empty_chunks``: whether chunks equal to the fill value are stored; ``order``:
         always "C" (reads return C-ordered arrays).
         """
-        return {"order": "C", "write_empty_chunks": self._store_data_equal_to_fill_value}
+        return ArrayConfig(write_empty_chunks=self._store_data_equal_to_fill_value)
 
     def with_config(self, config: Any) -> Array:
         """A new handle of this array with zarr-python's ``config``, as zarr-python's ``with_config``.
 
         ``config`` is an ``ArrayConfig``, or a dict of some of its keys (the others as they are here).
         """
-        merged = {**self.config, **config} if isinstance(config, dict) else config
+        merged = {**self.config.to_dict(), **config} if isinstance(config, dict) else config
         return Array(
             self.store,
             self.path,

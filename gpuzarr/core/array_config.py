@@ -3,9 +3,25 @@ gpuzarr takes of it, ``write_empty_chunks``."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class ArrayConfig:
+    """An array's ``config``, read as zarr-python's ``ArrayConfig`` is (``a.config.write_empty_chunks``).
+
+    ``write_empty_chunks``: whether chunks equal to the fill value are stored; ``order``:
+    always "C" (reads return C-ordered arrays).
+    """
+
+    order: str = "C"
+    write_empty_chunks: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 #: The keys of zarr-python's ``ArrayConfig`` (``config=`` of ``create_array``).
 ARRAY_CONFIG_KEYS = ("order", "write_empty_chunks")
@@ -45,6 +61,8 @@ def write_empty_chunks_of(config: Any) -> bool:
     """
     if config is None:
         return False
+    if isinstance(config, ArrayConfig):
+        config = config.to_dict()
     if isinstance(config, dict):
         unknown = sorted(set(config) - set(ARRAY_CONFIG_KEYS))
         if unknown:
