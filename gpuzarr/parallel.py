@@ -47,16 +47,21 @@ def _passes_running(counted: bool) -> Iterator[int]:
     if not counted or config.in_pool_thread():
         yield 1
         return
-    with _running_lock:
-        _running += 1
-        running = _running
-    _share.running = running
+    counted_here = False
     try:
+        with _running_lock:
+            _running += 1
+            counted_here = True
+            running = _running
+        _share.running = running
         yield running
     finally:
+        # Counted down whatever ends the pass (an interrupt among them): a count left up
+        # would halve every later pass's workers.
         _share.running = None
-        with _running_lock:
-            _running -= 1
+        if counted_here:
+            with _running_lock:
+                _running -= 1
 
 
 @contextlib.contextmanager

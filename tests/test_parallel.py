@@ -202,6 +202,13 @@ def test_passes_of_several_caller_threads_at_once_share_the_workers() -> None:
             other.join()
         assert len(_threads_used(24)) == 4  # alone again
 
+        def fail(_: int) -> None:
+            raise RuntimeError("a task's error")
+
+        with pytest.raises(RuntimeError):
+            run_tasks(fail, list(range(8)))
+        assert len(_threads_used(24)) == 4  # a pass that failed is no longer counted
+
 
 def test_a_worker_share_caps_a_number_of_workers_within_the_cpu_pool(three_workers: None) -> None:
     from gpuzarr.parallel import worker_share
