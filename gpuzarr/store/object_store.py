@@ -365,6 +365,7 @@ class ObjectStore(Store):
         try:
             if (start, stop) != want:
                 raise self._mismatch(key, want, size, f"bytes {start}-{stop}")
+            _refuse_encoded(self.url, key, result)
             target = None
             if isinstance(buffer_for, BoundedBufferFor):  # its caller takes obstore's memory too
                 buffer_for.check(stop - start)
@@ -824,3 +825,16 @@ def _take_userinfo(rest: str) -> tuple[str, str | None]:
         return rest, None
     return host + slash + path, unquote(userinfo)
 
+
+def _refuse_encoded(url: str, key: str, result: Any) -> None:
+    """Refuse an answer whose body is encoded (``Content-Encoding: gzip``, sent unasked where an
+    object was stored with it): its bytes are not the stored value, and ranges of it are no
+    ranges of the value. obstore does not decode it; read as the value, a zarr.json was "not
+    valid JSON" and a chunk would be corrupt."""
+    attributes = getattr(result, "attributes", None) or {}
+    encoding = next((str(v) for k, v in attributes.items() if str(k).lower() == "content-encoding"), None)
+    if encoding is not None and encoding.lower() not in ("", "identity"):
+        raise StoreError(
+            url, key, f"the server sent the object encoded (Content-Encoding: {encoding}), which gpuzarr does not "
+            "decode: store it without a Content-Encoding"
+        )

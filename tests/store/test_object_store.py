@@ -569,3 +569,35 @@ def test_credentials_in_an_http_url_are_sent_and_never_shown(tmp_path: Path) -> 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_answer_sent_encoded_is_refused_naming_the_encoding() -> None:
+    """A server that sends an object gzip-encoded unasked (S3 and GCS objects stored with that
+    header): obstore hands the encoded bytes on, which read as "not valid JSON"."""
+    import gzip
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = gzip.compress(b'{"zarr_format": 3, "node_type": "group"}')
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        store = ObjectStore.from_url(f"http://127.0.0.1:{server.server_address[1]}/g.zarr", {"max_retries": 0})
+        encoded = r"zarr.json: the server sent the object encoded \(Content-Encoding: gzip\)"
+        with pytest.raises(StoreError, match=encoded):
+            store.get("zarr.json")
+    finally:
+        server.shutdown()
+        server.server_close()
