@@ -747,3 +747,14 @@ def test_vlen_bytes_with_zarr_python_2s_fill_value_0_read_it_as_empty_bytes(tmp_
     array = gpuzarr.open(str(path), mode="r", device="cpu")
     assert array.fill_value == b""
     assert array[0, 0] == b""
+
+
+def test_a_v3_numcodecs_pickle_codec_is_refused_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "p3.zarr"
+    gpuzarr.create(str(path), shape=(4,), chunks=(2,), dtype="i4", device="cpu")
+    document = path / "zarr.json"
+    doc = json.loads(document.read_text())
+    doc["codecs"] = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "numcodecs.pickle"}]
+    document.write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match="numcodecs codec 'pickle': refused"):
+        gpuzarr.open(str(path), mode="r", device="cpu")
