@@ -242,7 +242,7 @@ def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, Node
 
 #: A v3 document with a consolidated member (an object): a key in quotes cannot stand inside a
 #: JSON string, whose quotes are escaped.
-_V3_MEMBER = re.compile(rb'"consolidated_metadata"\s*:\s*\{')
+_V3_MEMBER = re.compile(rb'"' + MEMBER.encode() + rb'"\s*:\s*\{')
 
 
 def _holds_consolidated(store: Store, path: str, zarr_format: int) -> bool:
@@ -259,28 +259,39 @@ def _holds_consolidated(store: Store, path: str, zarr_format: int) -> bool:
 def _group_and_entries(store: Store, path: str, zarr_format: int) -> tuple[NodeInfo, dict[str, NodeInfo]] | None:
     """The group at ``path`` and the nodes of its consolidated metadata of ``zarr_format``, or
     None; a v3 group's zarr.json, which holds both, is read and parsed once."""
-    if zarr_format == 2:
-        entries = _stored_entries(store, path, 2)
-        group = read_node(store, path, allow_implicit=False)
-        return None if entries is None or group is None else (group, entries)
-    key = _consolidated_key(path, 3)
-    raw = get_document(store, key)
+    return _group_and_entries_of(store, path, zarr_format, get_document(store, _consolidated_key(path, zarr_format)))
+
+
+def _group_and_entries_of(
+    store: Store, path: str, zarr_format: int, raw: Any
+) -> tuple[NodeInfo, dict[str, NodeInfo]] | None:
+    """:func:`_group_and_entries` of the consolidated document ``raw`` read (None: absent)."""
     if raw is None:
         return None
+    key = _consolidated_key(path, zarr_format)
+    if zarr_format == 2:
+        group = read_node(store, path, allow_implicit=False)
+        return None if group is None else (group, parse_v2_document(bytes(raw), key))
+    found = _v3_consolidated(raw, key)
+    if found is None:
+        return None
+    doc, member = found
+    return v3_node_info(doc, f"{key}: "), parse_v3_member(member, key)
+
+
+def _v3_consolidated(raw: Any, key: str) -> tuple[dict[str, Any], Any] | None:
+    """A v3 zarr.json parsed, and its consolidated member; None where it is no group holding one."""
     doc = parse_json_document(bytes(raw), key)
     member = doc.get(MEMBER) if isinstance(doc, dict) else None
     if member is None or doc.get("node_type") != "group":
         return None
-    return v3_node_info(doc, f"{key}: "), parse_v3_member(member, key)
+    return doc, member
 
 
 def _entries_of(raw: Any, key: str, zarr_format: int) -> dict[str, NodeInfo] | None:
     if zarr_format == 3:
-        doc = parse_json_document(bytes(raw), key)
-        member = doc.get(MEMBER)
-        if doc.get("node_type") != "group" or member is None:
-            return None
-        return parse_v3_member(member, key)
+        found = _v3_consolidated(raw, key)
+        return None if found is None else parse_v3_member(found[1], key)
     return parse_v2_document(bytes(raw), key)
 
 
@@ -393,10 +404,10 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
     if store.supports_conditional_writes:
         for _ in range(RECORD_ATTEMPTS):
             raw, version = store.get_versioned(key)
-            group = read_node(store, ancestor, allow_implicit=False)
-            entries = None if raw is None or group is None else _entries_of(raw, key, zarr_format)
-            if entries is None or group is None:
+            found = _group_and_entries_of(store, ancestor, zarr_format, raw)
+            if found is None:
                 return
+            group, entries = found
             change.apply(entries, ancestor)
             if store.set_if(key, _encoded(_entry(group), entries), version):
                 return

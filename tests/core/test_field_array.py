@@ -45,13 +45,19 @@ def test_reads_order_axes_as_numpy_does(field: Any, selection: Any) -> None:
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("selection", SELECTIONS, ids=[str(i) for i in range(len(SELECTIONS))])
-def test_writes_order_axes_as_numpy_does_and_keep_the_other_fields(field: Any, selection: Any) -> None:
+def _write_numbered(field: Any, selection: Any) -> np.ndarray[Any, Any]:
+    """Write numbered values through ``field[selection]``; the records NumPy's same write makes."""
     expected = RECORDS.copy()
     shape = expected["y"][selection].shape
     value = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape) + 1000
     expected["y"][selection] = value
     field[selection] = value
+    return expected
+
+
+@pytest.mark.parametrize("selection", SELECTIONS, ids=[str(i) for i in range(len(SELECTIONS))])
+def test_writes_order_axes_as_numpy_does_and_keep_the_other_fields(field: Any, selection: Any) -> None:
+    expected = _write_numbered(field, selection)
     np.testing.assert_array_equal(field[...], expected["y"])
     np.testing.assert_array_equal(field.array[...]["z"], RECORDS["z"])
 
@@ -64,11 +70,7 @@ def test_writes_order_axes_as_numpy_does_and_keep_the_other_fields(field: Any, s
 def test_a_negative_and_a_positive_index_of_one_record_write_as_numpy_does(field: Any, selection: Any) -> None:
     """-1 and 3 name one record: they were two entries of the records read and written back,
     and whichever came last in index order won, not the last value (NumPy's rule)."""
-    expected = RECORDS.copy()
-    shape = expected["y"][selection].shape
-    value = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape) + 1000
-    expected["y"][selection] = value
-    field[selection] = value
+    expected = _write_numbered(field, selection)
     np.testing.assert_array_equal(field[...], expected["y"])
 
 
