@@ -32,6 +32,7 @@ from ..errors import InvalidArgumentError, MetadataError
 from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
 from ..metadata.dtypes import DataType
+from ..metadata.json_util import keeping_attributes
 from ..metadata.named_dtypes import NAMES
 from ..metadata.rectilinear import RectilinearChunkGrid
 from ..metadata.v2 import ArrayMetadataV2
@@ -150,14 +151,15 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
     if options.compressors is not None:
         arguments["compressors"] = options.compressors
     try:
-        return build_metadata(
-            shape=source.shape,
-            chunks=[list(c) if isinstance(c, tuple) else c for c in chunks],
-            shards=shards,
-            zarr_format=zarr_format,
-            kept_attributes=dict(source.attrs),
-            **arguments,
-        )
+        # The source's attributes keep the NaN and infinite numbers its document held.
+        with keeping_attributes(dict(source.attrs)):
+            return build_metadata(
+                shape=source.shape,
+                chunks=[list(c) if isinstance(c, tuple) else c for c in chunks],
+                shards=shards,
+                zarr_format=zarr_format,
+                **arguments,
+            )
     except MetadataError as exc:
         raise type(exc)(f"{where}: {exc}") from exc
 

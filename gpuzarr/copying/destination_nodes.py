@@ -15,7 +15,7 @@ from ..core.array import Array
 from ..core.group import Group, create_array_node, create_group_node, open_node
 from ..errors import ContainsNodeError, MetadataError
 from ..hierarchy import node_prefix, read_node
-from ..metadata.json_util import check_attributes
+from ..metadata.json_util import check_attributes, keeping_attributes
 from .destination import target_metadata
 from .nodes import node_name, walk
 
@@ -113,9 +113,8 @@ def _prepare_group(store: Store, path: str, source: Group, zarr_format: int, ove
     attributes = dict(source.attrs)
     found = read_node(store, path)
     if found is None or found.implicit or overwrite:
-        create_group_node(
-            store, path, attributes, overwrite=overwrite, zarr_format=zarr_format, kept_attributes=attributes
-        )
+        with keeping_attributes(attributes):  # their NaN and infinite numbers, as the source holds them
+            create_group_node(store, path, attributes, overwrite=overwrite, zarr_format=zarr_format)
         return
     if found.node_type != "group" or found.zarr_format != zarr_format:
         raise ContainsNodeError(

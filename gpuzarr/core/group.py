@@ -779,16 +779,14 @@ def create_group_node(
     device: str = "auto",
     zarr_format: int = 3,
     consolidated: ConsolidatedView | None = None,
-    kept_attributes: dict[str, Any] | None = None,
 ) -> Group:
     """Write a new group at ``path`` of ``store`` (see :func:`gpuzarr.hierarchy.write_node`).
 
     The groups above that record their descendants in consolidated metadata record it too;
     ``consolidated`` is the view of the group it is created through, which the new group shares.
-    ``kept_attributes``: those of a group copied, whose NaN and infinite numbers are kept.
     """
     attrs = dict(attributes or {})
-    documents = group_documents(attrs, zarr_format, kept_attributes)
+    documents = group_documents(attrs, zarr_format)
     replaced = write_node(store, path, documents, overwrite=overwrite, zarr_format=zarr_format)
     record_metadata_write(store, path, new_node=True, replaced=replaced)
     return Group(store, path, attrs, device=device, zarr_format=zarr_format, consolidated=consolidated)

@@ -405,13 +405,12 @@ def build_metadata(
     dimension_separator: str | None = None,
     compressors: Any = "auto",
     serializer: Any = "auto",
-    kept_attributes: dict[str, Any] | None = None,
 ) -> ArrayMetadata | ArrayMetadataV2:
     """v3 or v2 metadata from ``gpuzarr.create``'s arguments (:func:`build_v3`, :func:`build_v2`).
 
     Raises MetadataError for a v3-only argument with ``zarr_format=2``, an unknown format, or
-    attributes that cannot be written as JSON (``kept_attributes``: those of a node copied,
-    whose NaN and infinite numbers are kept; see :func:`check_attributes`).
+    attributes that cannot be written as JSON (see :func:`check_attributes`; those of a node
+    copied keep their NaN and infinite numbers in :func:`keeping_attributes`'s block).
     """
     metadata: ArrayMetadata | ArrayMetadataV2
     if zarr_format == 3:
@@ -452,7 +451,7 @@ def build_metadata(
         )
     else:
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
-    check_attributes(metadata.attributes, kept_attributes)
+    check_attributes(metadata.attributes)
     return metadata
 
 
