@@ -89,11 +89,19 @@ class ChunkCache:
         with self._lock:
             self._misses += count
 
-    def put(self, key: ChunkKey, value: Any) -> bool:
+    def put(self, key: ChunkKey, value: Any, generation: int | None = None) -> bool:
         """Keep ``value`` under ``key``, evicting the least recently used chunks to make room;
-        False when it is larger than the whole budget (then nothing is evicted)."""
+        False when it is larger than the whole budget (then nothing is evicted).
+
+        ``generation``: the volume's ``Array.data_generation`` when ``value`` was read. Where
+        this cache has noted another one since (:meth:`note_generation`: a write through the
+        Array ended, and a batch on another thread dropped the volume's chunks), the value may
+        be the old data and is not kept (False): kept, it would pass for current from then on.
+        """
         size = int(value.nbytes)
         with self._lock:
+            if generation is not None and self._generations.get((key[0], key[1]), generation) != generation:
+                return False
             old = self._entries.pop(key, None)
             if old is not None:
                 self._nbytes -= int(old.nbytes)

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from .sampling import Crops
     from .volumes import Volumes
 
+    #: a chunk for the device cache, and its volume's ``data_generation`` when it was read
+    _DevicePut = tuple[ChunkKey, Any, int]
+
 
 def regular_chunks(array: Array, label: str, option: str = "cache_bytes/device_cache_bytes") -> tuple[int, ...]:
     """The chunk shape a cache keys by; InvalidArgumentError naming ``option`` for a
@@ -90,8 +93,9 @@ class DecodedWindow:
     #: the event recorded on the lane's stream after its reads (None: read on the loader's stream)
     ready: Any = None
     #: the chunks for the device cache, put there by :meth:`ChunkAssembler.use_window` on the
-    #: loader's stream (a lane's chunks may not be complete on it before then)
-    device_puts: list[tuple[ChunkKey, Any]] = dataclasses.field(default_factory=list)
+    #: loader's stream (a lane's chunks may not be complete on it before then), each with its
+    #: volume's ``data_generation`` when it was read
+    device_puts: list[_DevicePut] = dataclasses.field(default_factory=list)
 
 
 class ChunkAssembler:
@@ -129,7 +133,7 @@ class ChunkAssembler:
         """Fill ``out`` (``(len(origins), *crop_shape)`` on the loader's device) with the crops
         of ``volumes.arrays[field][volume]`` at ``origins``."""
         array = self.volumes.arrays[field][volume]
-        self._forget_if_written(field, volume, array)
+        generation = self._forget_if_written(field, volume, array)
         chunk = self.chunks[field][volume]
         key = (field, volume, origins.tobytes())
         pieces = self._pieces.pop(key, None)
@@ -140,7 +144,7 @@ class ChunkAssembler:
         needed = pieces.chunk_keys()
         with self.ordering.producing():
             with phase("loader-look-up"):
-                found = self._look_up(field, volume, needed)
+                found = self._look_up(field, volume, needed, generation)
             missing = [c for c in needed if c not in found]
             found.update(self._read_chunks(field, volume, array, chunk, missing))
             with phase("loader-assemble"):
@@ -206,7 +210,7 @@ class ChunkAssembler:
         recorded there after them, and the chunks for the device cache are put there by
         :meth:`use_window`, after the loader's stream has waited for that event."""
         ordering = self.ordering if lane is None else lane
-        deferred: list[tuple[ChunkKey, Any]] | None = None if ordering is self.ordering else []
+        deferred: list[_DevicePut] | None = None if ordering is self.ordering else []
         pieces: dict[tuple[str, int, bytes], CropPieces] = {}
         copies: dict[tuple[str, int, bytes], Any] = {}
         wanted: dict[tuple[str, int], set[tuple[int, ...]]] = {}
@@ -280,8 +284,8 @@ class ChunkAssembler:
         self.ordering.wait_for(window.ready)
         if window.device_puts and self.device_cache is not None:
             with self.ordering.producing():
-                for key, value in window.device_puts:
-                    self.device_cache.put(key, value.copy())
+                for key, value, generation in window.device_puts:
+                    self.device_cache.put(key, value.copy(), generation)
         self._ahead, self._pieces, self._copies = window.chunks, window.pieces, window.copies
         self._ahead_lane = window.lane
         return window.taken
@@ -302,10 +306,11 @@ class ChunkAssembler:
         if lane is not None:
             lane.wait_for(self.ordering.record())
 
-    def _forget_if_written(self, field: str, volume: int, array: Any) -> None:
+    def _forget_if_written(self, field: str, volume: int, array: Any) -> int:
         """Drop the cached and decoded-ahead chunks of a volume written through its Array since
         they were read: the caches served the old data (TensorStore's cache sees such writes).
-        Writes through another Array object, or another process, are not seen (docs/loader.md)."""
+        Writes through another Array object, or another process, are not seen (docs/loader.md).
+        Returns the volume's generation now: what the chunks found in the caches belong to."""
         generation = data_generation(array)
         for cache in (self.device_cache, self.host_cache):
             if cache is not None:  # the caches live from pass to pass: each keeps what it saw
@@ -315,6 +320,7 @@ class ChunkAssembler:
             self._generations[(field, volume)] = generation
             for key in [k for k in self._ahead if k[0] == field and k[1] == volume]:
                 del self._ahead[key]
+        return generation
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)
@@ -324,9 +330,12 @@ class ChunkAssembler:
     def _chunk_nbytes(self, field: str, volume: int) -> int:
         return math.prod(self.chunks[field][volume]) * self.volumes.arrays[field][volume].dtype.itemsize
 
-    def _look_up(self, field: str, volume: int, needed: list[tuple[int, ...]]) -> dict[tuple[int, ...], Any]:
+    def _look_up(
+        self, field: str, volume: int, needed: list[tuple[int, ...]], generation: int
+    ) -> dict[tuple[int, ...], Any]:
         """The chunks of ``needed`` decoded ahead or in a cache: the device cache, then the host
-        cache (whose chunks a GPU loader copies to the device, and into the device cache)."""
+        cache (whose chunks a GPU loader copies to the device, and into the device cache, as
+        of the volume's ``generation``)."""
         found: dict[tuple[int, ...], Any] = {}
         rest = needed  # a window of cached chunks read nothing ahead
         if self._ahead:
@@ -349,7 +358,7 @@ class ChunkAssembler:
                 if cache is self.host_cache and self.ordering.on_device:
                     value = self.ordering.from_host(value)
                     if self.device_cache is not None:
-                        self.device_cache.put(key, value)
+                        self.device_cache.put(key, value, generation)
                 found[key[2]] = value
             rest = missing
         return found
@@ -362,13 +371,18 @@ class ChunkAssembler:
         chunk: tuple[int, ...],
         missing: list[tuple[int, ...]],
         ordering: HostOrdering | None = None,
-        device_puts: list[tuple[ChunkKey, Any]] | None = None,
+        device_puts: list[_DevicePut] | None = None,
     ) -> dict[tuple[int, ...], Any]:
         """Read the ``missing`` chunks whole (one read_batch per chunk shape, on ``ordering``'s
         stream: by default the loader's) and cache them; the chunks returned are views of the
         arrays read into. With ``device_puts`` the chunks for the device cache go there instead
-        (see :meth:`decode_window`)."""
+        (see :meth:`decode_window`).
+
+        The chunks are cached as of the volume's ``data_generation`` before the reads: where a
+        write through the Array ends meanwhile and another thread's batch drops the volume's
+        cached chunks, they may be the old data, and the caches refuse them."""
         ordering = self.ordering if ordering is None else ordering
+        generation = data_generation(array)
         boxes: dict[tuple[int, ...], list[tuple[tuple[int, ...], tuple[slice, ...]]]] = {}
         for coords in missing:
             box = tuple(slice(k * c, min((k + 1) * c, n)) for k, c, n in zip(coords, chunk, array.shape, strict=True))
@@ -383,12 +397,14 @@ class ChunkAssembler:
                 # batch alive.
                 if self.device_cache is not None:
                     if device_puts is None:
-                        self.device_cache.put(key, value.copy())
+                        self.device_cache.put(key, value.copy(), generation)
                     else:
-                        device_puts.append((key, value))
+                        device_puts.append((key, value, generation))
                 if self.host_cache is not None:
                     # On a device, a copy to the host on the reads' stream (current here), waited for.
-                    self.host_cache.put(key, ordering.to_host(value) if ordering.on_device else value.copy())
+                    self.host_cache.put(
+                        key, ordering.to_host(value) if ordering.on_device else value.copy(), generation
+                    )
                 read[coords] = value
         return read
 

@@ -65,3 +65,17 @@ def test_get_many_looks_up_in_order_counts_and_refreshes_like_get() -> None:
     assert cache.get_many([("f", 0, (1,))]) == [None]
     assert ("f", 0, (0,)) in cache and ("f", 0, (2,)) in cache
     assert cache.get_many([]) == []
+
+
+def test_a_chunk_read_before_a_noted_write_is_not_kept() -> None:
+    """A chunk read at one generation of its volume and put after the cache noted a later one
+    may hold the old data: kept, it passed for current from then on."""
+    cache = ChunkCache(1 << 20)
+    cache.note_generation("data", 0, 1)
+    assert cache.put(("data", 0, (0,)), np.zeros(4), generation=1)
+    cache.note_generation("data", 0, 2)  # a write ended; the volume's chunks went
+    assert not cache.put(("data", 0, (1,)), np.zeros(4), generation=1)
+    assert ("data", 0, (1,)) not in cache
+    assert cache.put(("data", 1, (1,)), np.zeros(4), generation=1)  # another volume: unaffected
+    assert cache.put(("data", 0, (1,)), np.zeros(4), generation=2)
+    assert len(cache) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import pickle
+import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -530,3 +531,38 @@ def test_an_epoch_of_more_crops_than_it_holds_is_refused_by_name(sampler: str, c
         CropLoader(volume, (64, 64, 64), 4, sampler=sampler, crops_per_epoch=crops_per_epoch, output="numpy")
     loader = CropLoader(volume, (64, 64, 64), 4, crops_per_epoch=8, output="numpy", prefetch=0)
     assert len(loader) == 2 and next(iter(loader)).data.shape == (4, 64, 64, 64)
+
+
+def test_a_chunk_read_while_its_volume_is_written_is_not_cached_as_current() -> None:
+    """One batch's thread read a chunk, a write through the same Array ended, another batch
+    dropped the volume's cached chunks, and only then the first thread cached what it read:
+    the old data, served by every later pass."""
+    array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(64, 64), dtype="i4", chunks=(16, 16), device="cpu")
+    array[...] = 1
+    loader = CropLoader(array, (16, 16), 2, sampler=[(0, (0, 0))] * 32, shuffle=False, output="numpy",
+                        cache_bytes=1 << 20, prefetch=4, concurrent_batches=4)  # fmt: skip
+    held, released = threading.Event(), threading.Event()
+    taken = threading.Lock()
+    read_batch = array.read_batch
+
+    def holding_read_batch(*args: Any, **kwargs: Any) -> Any:
+        out = read_batch(*args, **kwargs)
+        if taken.acquire(blocking=False):  # the first read only: held before it is cached
+            held.set()
+            released.wait(5)
+        return out
+
+    array.read_batch = holding_read_batch  # type: ignore[method-assign]
+
+    def write_then_release() -> None:
+        held.wait(5)
+        array[0:16, 0:16] = 2
+        time.sleep(0.3)  # the other threads' batches see the write and drop the volume's chunks
+        released.set()
+
+    writer = threading.Thread(target=write_then_release)
+    writer.start()
+    list(loader)
+    writer.join()
+    assert held.is_set()
+    assert {int(v) for b in loader for v in np.unique(b.data)} == {2}

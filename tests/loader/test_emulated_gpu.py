@@ -464,10 +464,10 @@ def test_a_second_lane_decodes_on_its_own_stream_and_hands_windows_over_with_eve
     puts: list[str] = []
     put, decode_window = ChunkCache.put, ChunkAssembler.decode_window
 
-    def logged_put(self: ChunkCache, key: Any, value: Any) -> bool:
+    def logged_put(self: ChunkCache, key: Any, value: Any, generation: int | None = None) -> bool:
         puts.append(threading.current_thread().name)
         note("put", None)
-        return put(self, key, value)
+        return put(self, key, value, generation)
 
     def logged_window(self: ChunkAssembler, batches: Any, budget: int, lane: Any = None) -> Any:
         note("window", None)
