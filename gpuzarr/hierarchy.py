@@ -303,7 +303,14 @@ def write_node(
     # Written explicitly: v2 has no implicit groups, and zarr-python warns about directories
     # without metadata. Written after the child, so a child that fails leaves nothing behind.
     for ancestor in missing if parents else ():
-        _prepare_new_node(store, ancestor, False)
+        # Another thread or process creating nodes below the same group may have written it
+        # meanwhile: a group there is the parent wanted (six threads creating arrays in an
+        # empty store raised ContainsNodeError in most trials, each after writing its array).
+        info = read_node(store, ancestor, allow_implicit=False)
+        if info is not None:
+            if info.node_type == "array" and ancestor:
+                raise ContainsNodeError(f"{ancestor!r} is an array: it cannot contain {path!r}")
+            continue
         write_documents(store, ancestor, group_documents({}, zarr_format))
     return replaced
 

@@ -546,3 +546,56 @@ def test_members_and_tree_of_a_hierarchy_deeper_than_the_recursion_limit() -> No
     assert [path for path, _ in members][:3] == ["g", "g/g", "g/g/g"]
     assert len(members) == depth
     assert gpuzarr.open_group(store, mode="r").tree(max_nodes=depth).text.count("g") >= depth
+
+
+def test_a_parent_made_meanwhile_by_another_writer_is_taken(
+    store: gpuzarr.Store, zarr_format: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads creating nodes below one missing group: each found it missing, one wrote it,
+    and the others raised ContainsNodeError after writing their own node. Here the other
+    writer's group (with attributes of its own) lands while the child is written."""
+    from gpuzarr import hierarchy
+
+    write_documents = hierarchy.write_documents
+
+    def racing_write(store_: gpuzarr.Store, path: str, documents: Any) -> None:
+        if path == "sub/a":
+            gpuzarr.open_group(store, zarr_format=zarr_format).create_group("sub", attributes={"by": "other"})
+        write_documents(store_, path, documents)
+
+    root = gpuzarr.create_group(store, zarr_format=zarr_format)
+    monkeypatch.setattr(hierarchy, "write_documents", racing_write)
+    root.create_array("sub/a", shape=(4,), dtype="i4", chunks=(2,))
+    monkeypatch.undo()
+    sub = gpuzarr.open_group(store, path="sub", mode="r")
+    assert dict(sub.attrs) == {"by": "other"} and list(sub) == ["a"]
+
+
+@pytest.mark.parametrize("kind", ["group", "array"])
+def test_require_takes_the_node_another_writer_made_meanwhile(
+    store: gpuzarr.Store, zarr_format: int, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads requiring one name: both found it missing, and the second one's create
+    raised ContainsNodeError."""
+    root = gpuzarr.create_group(store, zarr_format=zarr_format)
+    other = gpuzarr.open_group(store, mode="r+")
+    contains = type(root).__contains__
+    made: list[bool] = []
+
+    def racing_contains(self: gpuzarr.Group, name: object) -> bool:
+        found = contains(self, name)
+        if not made:  # the first look finds nothing; the other writer creates it then
+            made.append(True)
+            if kind == "group":
+                other.create_group("same", attributes={"by": "other"})
+            else:
+                other.create_array("same", shape=(4,), dtype="i4", chunks=(2,))
+        return found
+
+    monkeypatch.setattr(type(root), "__contains__", racing_contains)
+    if kind == "group":
+        node: Any = root.require_group("same")
+        assert dict(node.attrs) == {"by": "other"}
+    else:
+        node = root.require_array("same", shape=(4,), dtype="i4")
+        assert node.shape == (4,)

@@ -23,6 +23,7 @@ from ..consolidated import (
     record_node_erased,
 )
 from ..errors import (
+    ContainsNodeError,
     GroupNotFoundError,
     IncompatibleNodeError,
     InvalidArgumentError,
@@ -482,7 +483,11 @@ class Group:
         and a ``TypeError``, as zarr-python raises).
         """
         if name not in self:
-            return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+            try:
+                return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+            except ContainsNodeError:
+                if name not in self:  # not a node made meanwhile by another thread or process
+                    raise
         node = self[name]
         where = self._child_path(name, existing=True)
         if not isinstance(node, Array):
@@ -550,12 +555,16 @@ class Group:
 
     def require_group(self, name: str) -> Group:
         """The child group ``name``, created when it does not exist."""
-        if name in self:
-            node = self[name]
-            if isinstance(node, Group):
-                return node
-            raise IncompatibleNodeError(f"{self._child_path(name, existing=True)!r} is an array, not a group")
-        return self.create_group(name)
+        if name not in self:
+            try:
+                return self.create_group(name)
+            except ContainsNodeError:
+                if name not in self:  # not a node made meanwhile by another thread or process
+                    raise
+        node = self[name]
+        if isinstance(node, Group):
+            return node
+        raise IncompatibleNodeError(f"{self._child_path(name, existing=True)!r} is an array, not a group")
 
 
 def chunk_key_encoding_json(encoding: Any) -> Any:
