@@ -30,7 +30,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
-from .hierarchy import CHILDREN_READ_AT_ONCE, NodeInfo, get_document, node_prefix, read_node, v3_node_info
+from .hierarchy import (
+    CHILDREN_READ_AT_ONCE,
+    NodeInfo,
+    get_document,
+    node_prefix,
+    read_node,
+    v3_node_info,
+    write_documents,
+)
 from .metadata.json_util import check_text_depth
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
 from .metadata.v3 import ZARR_JSON, parse_json_document
@@ -39,7 +47,7 @@ from .store.base import validate_key
 from .store.local import LocalStore
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
     from .store.base import Store
@@ -52,9 +60,9 @@ __all__ = [
     "ZMETADATA",
     "ConsolidatedView",
     "consolidate",
-    "keep_consolidated_member",
     "load_view",
     "record_metadata_write",
+    "write_group_documents",
 ]
 
 
@@ -395,29 +403,38 @@ RECORD_ATTEMPTS = 16
 
 
 def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Change) -> None:
-    """Apply ``change`` to the consolidated metadata of the group at ``ancestor``: read, changed
-    and written back under the store's lock of its key, or conditional on the version read where
-    the store has conditional writes (an object store, whose lock holds in this process only).
-    Two nodes created at once below one group each lost the other's entry (3 of 16 left), and
-    the group's own listing then hid them."""
-    key = _consolidated_key(ancestor, zarr_format)
+    """Apply ``change`` to the consolidated metadata of the group at ``ancestor`` (see
+    :func:`_rewrite`). Two nodes created at once below one group each lost the other's entry
+    (3 of 16 left), and the group's own listing then hid them."""
+
+    def rewrite(raw: Any) -> bytes | None:
+        found = _group_and_entries_of(store, ancestor, zarr_format, raw)
+        if found is None:
+            return None
+        group, entries = found
+        change.apply(entries, ancestor)
+        return _encoded(_entry(group), entries)
+
+    _rewrite(store, _consolidated_key(ancestor, zarr_format), rewrite)
+
+
+def _rewrite(store: Store, key: str, rewrite: Callable[[Any], bytes | None]) -> None:
+    """Store ``rewrite(document)`` (None: nothing) of the document at ``key`` (None where
+    absent) as one update: read, changed and written back under the store's lock of the key, or
+    conditional on the version read where the store has conditional writes (an object store,
+    whose lock holds in this process only). Every update of a document that holds consolidated
+    metadata goes through here, so none of them loses another's."""
     if store.supports_conditional_writes:
         for _ in range(RECORD_ATTEMPTS):
             raw, version = store.get_versioned(key)
-            found = _group_and_entries_of(store, ancestor, zarr_format, raw)
-            if found is None:
-                return
-            group, entries = found
-            change.apply(entries, ancestor)
-            if store.set_if(key, _encoded(_entry(group), entries), version):
+            new = rewrite(raw)
+            if new is None or store.set_if(key, new, version):
                 return
         raise MetadataError(f"{key}: another writer changed it during each of {RECORD_ATTEMPTS} updates")
     with store.lock(key):
-        found = _group_and_entries(store, ancestor, zarr_format)
-        if found is not None:
-            group, entries = found
-            change.apply(entries, ancestor)
-            _write(store, ancestor, _entry(group), entries)
+        new = rewrite(get_document(store, key))
+        if new is not None:
+            store.set(key, new)
 
 
 def _walk(store: Store, group: str, zarr_format: int, rel: str, out: dict[str, NodeInfo]) -> None:
@@ -460,25 +477,30 @@ def consolidate(store: Store, path: str, zarr_format: int | None = None) -> tupl
     return info, ConsolidatedView(store, path, info.zarr_format, entries)
 
 
-def keep_consolidated_member(store: Store, path: str, documents: Mapping[str, bytes]) -> dict[str, bytes]:
-    """New v3 group ``documents`` for ``path``, carrying the stored consolidated member and any
-    other field over (extensions that say ``"must_understand": false``).
+def write_group_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> None:
+    """Store a group's new metadata ``documents`` (its attributes changed); a v3 zarr.json
+    carries the stored consolidated member and any other field over (extensions that say
+    ``"must_understand": false``).
 
     A group's attributes are rewritten with its whole zarr.json: without this, a change of
     attributes would drop the consolidated metadata of its descendants, and fields that other
-    writers keep.
+    writers keep. The zarr.json is read and written back as one update (:func:`_rewrite`): a
+    member resized by another thread meanwhile was dropped from the stored consolidated
+    metadata, and reopened with its old shape.
     """
-    out = dict(documents)
-    new = out.get(ZARR_JSON)
-    stored = get_document(store, node_prefix(path) + ZARR_JSON) if new is not None else None
-    if new is None or stored is None:
-        return out
-    old = parse_json_document(bytes(stored), node_prefix(path) + ZARR_JSON)
-    kept = {key: value for key, value in old.items() if key not in _REWRITTEN and value is not None}
-    if not kept:
-        return out
-    out[ZARR_JSON] = _v3_document_bytes({**json.loads(new), **kept})
-    return out
+    rest = dict(documents)
+    new = rest.pop(ZARR_JSON, None)
+    if new is not None:
+        key = node_prefix(path) + ZARR_JSON
+        _rewrite(store, key, lambda stored: new if stored is None else _keeping_fields(stored, new, key))
+    write_documents(store, path, rest)
+
+
+def _keeping_fields(stored: Any, new: bytes, key: str) -> bytes:
+    """The group's ``new`` zarr.json with the fields of the ``stored`` one it does not rewrite."""
+    old = parse_json_document(bytes(stored), key)
+    kept = {k: value for k, value in old.items() if k not in _REWRITTEN and value is not None}
+    return _v3_document_bytes({**json.loads(new), **kept}) if kept else new
 
 
 #: The fields of a group's zarr.json that an attributes change writes anew.
@@ -601,7 +623,8 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
             if root == path or root.startswith(node_prefix(path)):
                 view._apply(_Clear(), root)
     elif info is not None and info.zarr_format == 2 and info.node_type == "group":
-        _refresh_own_attributes(outer, path, info)
+        # A v2 group's .zmetadata repeats its own .zattrs: written again with those stored now.
+        _update_recorded(outer, path, 2, _Change(path, {}, False))
     # The views that record the node: it lies strictly below their root, in their format.
     covering = [(v, r) for v, r in placed if r in ancestors and v.zarr_format == zarr_format]
     roots = [*stored, *(r for _, r in covering)]
@@ -656,8 +679,3 @@ class _Clear(_Change):
         entries.clear()
 
 
-def _refresh_own_attributes(store: Store, path: str, info: NodeInfo) -> None:
-    """A v2 group's ``.zmetadata`` repeats its own ``.zattrs``: rewrite it with the new ones."""
-    entries = _stored_entries(store, path, 2)
-    if entries is not None:
-        _write(store, path, info, entries)

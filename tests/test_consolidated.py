@@ -584,3 +584,40 @@ def test_consolidate_reads_children_at_once(monkeypatch: pytest.MonkeyPatch) -> 
     assert sorted(name for name, _ in reopened.members(max_depth=None)) == sorted(
         [f"a{i:02d}" for i in range(40)] + ["g"] + [f"g/b{i}" for i in range(3)]
     )
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_groups_attribute_change_keeps_a_member_update_made_meanwhile(zarr_format: int) -> None:
+    """A group's attributes changed in one thread while another resized a member: the
+    attribute write read the consolidated document, the member's update of it landed, and
+    the attribute write put the old member back (reopened, the array had its old shape and
+    the rows written past it read as the fill value)."""
+    import threading
+
+    own = ".zmetadata" if zarr_format == 2 else "zarr.json"
+    resized = threading.Event()
+
+    class RacingStore(gpuzarr.MemoryStore):
+        racing = False
+
+        def set(self, key: str, value: Any) -> None:
+            if self.racing and key == own:
+                self.racing = False
+                # Another thread resizes the member now; with the document's update held as
+                # one, it waits for this write to end.
+                threading.Thread(target=lambda: (member.resize((8,)), resized.set())).start()
+                resized.wait(0.3)
+            super().set(key, value)
+
+    store = RacingStore()
+    root = gpuzarr.create_group(store, zarr_format=zarr_format)
+    root.create_array("x", shape=(4,), dtype="i4", chunks=(2,), fill_value=0)
+    gpuzarr.consolidate_metadata(store)
+    root = gpuzarr.open_group(store, mode="r+")
+    member = gpuzarr.open_array(store, path="x", mode="r+")
+    store.racing = True
+    root.attrs["title"] = "t"
+    assert resized.wait(5)
+    reopened = gpuzarr.open_group(store, mode="r")
+    assert reopened["x"].shape == (8,)
+    assert dict(reopened.attrs) == {"title": "t"}

@@ -17,10 +17,10 @@ from ..attributes import Attributes
 from ..codecs.blosc import refuse_unbuilt_blosc
 from ..consolidated import (
     ConsolidatedView,
-    keep_consolidated_member,
     load_view,
     record_metadata_write,
     record_node_erased,
+    write_group_documents,
 )
 from ..errors import (
     ContainsNodeError,
@@ -39,7 +39,6 @@ from ..hierarchy import (
     node_prefix,
     read_node,
     require_node,
-    write_documents,
     write_node,
 )
 from ..metadata.build import build_metadata
@@ -161,9 +160,7 @@ class Group:
         documents = group_documents(attrs, self._zarr_format, self._attributes)
         if self._zarr_format == 2 and not self._implicit:
             documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
-        elif self._zarr_format == 3:
-            documents = keep_consolidated_member(self.store, self.path, documents)
-        write_documents(self.store, self.path, documents)
+        write_group_documents(self.store, self.path, documents)
         self._attributes = dict(attrs)
         # An implicit group made explicit: the nodes below it are its descendants now, which
         # the consolidated metadata above records as for a new group.
