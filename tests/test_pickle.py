@@ -141,3 +141,17 @@ def test_every_error_is_raised_again_with_its_type_across_dataloader_workers() -
         with pytest.raises(cls) as raised:
             wrapped.reraise()
         assert "Caught" in str(raised.value) and cls.__name__ in str(raised.value)
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_a_group_pickles_and_changes_its_attributes_after(tmp_path: Path, consolidated: bool) -> None:
+    """A Group holds a lock of its metadata: the copy makes its own."""
+    root = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    root.create_array("x", shape=(4,), dtype="i4", chunks=(2,))
+    if consolidated:
+        gpuzarr.consolidate_metadata(str(tmp_path / "g.zarr"))
+    group = gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r+")
+    copy = pickle.loads(pickle.dumps(group))
+    copy.attrs["title"] = "t"
+    assert dict(gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="r").attrs) == {"title": "t"}
+    assert list(copy) == ["x"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -143,6 +144,9 @@ class Array:
         self._store_data_equal_to_fill_value = store_data_equal_to_fill_value
         # False for TensorStore's assume_metadata: the metadata was never read, so never write it.
         self._metadata_writable = metadata_writable
+        #: held from reading the metadata to writing its change (attributes, resize, append), so
+        #: that changes made through this handle from several threads keep each other
+        self._metadata_lock = threading.RLock()
         self._set_metadata(metadata, metadata_source)
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2, source: str | None = None) -> None:
@@ -417,11 +421,12 @@ class Array:
     @property
     def attrs(self) -> Attributes:
         """The user attributes, a mutable mapping written through to the store."""
-        return Attributes(lambda: self._metadata.attributes, self._put_attributes)
+        return Attributes(lambda: self._metadata.attributes, self._put_attributes, self._metadata_lock)
 
     def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
         """Merge ``new_attributes`` into the attributes (one metadata write); returns the array."""
-        self._put_attributes({**self._metadata.attributes, **new_attributes})
+        with self._metadata_lock:
+            self._put_attributes({**self._metadata.attributes, **new_attributes})
         return self
 
     @property
@@ -679,8 +684,9 @@ class Array:
         record_metadata_write(self.store, self.path)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
-        check_attributes(attrs, self._metadata.attributes)
-        self._write_metadata(self._metadata.evolve(attributes=attrs))
+        with self._metadata_lock:
+            check_attributes(attrs, self._metadata.attributes)
+            self._write_metadata(self._metadata.evolve(attributes=attrs))
 
     def resize(self, *shape: Any) -> None:
         """Change the shape.
@@ -688,6 +694,10 @@ class Array:
         Growing reads the new region as fill; shrinking erases the data outside the new shape
         (so it never reappears when the array grows again).
         """
+        with self._metadata_lock:  # an attribute change meanwhile wrote the old shape back
+            self._resize(shape)
+
+    def _resize(self, shape: tuple[Any, ...]) -> None:
         if not self._metadata_writable:  # before anything is erased
             raise MetadataError(
                 "assume_metadata: the array was opened without its stored metadata; resizing is not supported"
@@ -788,23 +798,26 @@ class Array:
         if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
             raise InvalidArgumentError(f"append: axis {axis!r} is out of range for an array of {ndim} dimensions")
         axis = int(axis) % ndim
-        old = self.shape
-        if len(shape) != ndim or any(n != m for i, (n, m) in enumerate(zip(shape, old, strict=True)) if i != axis):
-            raise InvalidArgumentError(
-                f"append: data of shape {shape} does not fit an array of shape {old} along axis {axis} "
-                "(every other axis must match)"
-            )
-        new = tuple(n + shape[axis] if i == axis else n for i, n in enumerate(old))
-        self.resize(new)
-        try:
-            self[tuple(slice(old[axis], None) if i == axis else slice(None) for i in range(ndim))] = values
-        except BaseException:
-            # A value that cannot be written (one NumPy cannot cast) leaves the array as it was,
-            # not longer by rows of fill value.
-            with contextlib.suppress(Exception):
-                self.resize(old)
-            raise
-        return new
+        # The shape read, grown and written into under the metadata lock: appends from several
+        # threads through this handle each get rows of their own.
+        with self._metadata_lock:
+            old = self.shape
+            if len(shape) != ndim or any(n != m for i, (n, m) in enumerate(zip(shape, old, strict=True)) if i != axis):
+                raise InvalidArgumentError(
+                    f"append: data of shape {shape} does not fit an array of shape {old} along axis {axis} "
+                    "(every other axis must match)"
+                )
+            new = tuple(n + shape[axis] if i == axis else n for i, n in enumerate(old))
+            self.resize(new)
+            try:
+                self[tuple(slice(old[axis], None) if i == axis else slice(None) for i in range(ndim))] = values
+            except BaseException:
+                # A value that cannot be written (one NumPy cannot cast) leaves the array as it was,
+                # not longer by rows of fill value.
+                with contextlib.suppress(Exception):
+                    self.resize(old)
+                raise
+            return new
 
     def spec(self) -> TensorStoreSpecJSON:
         """A TensorStore-style JSON spec (driver, kvstore, metadata) that reopens this array.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -135,6 +136,19 @@ class Group:
         self._consolidated = consolidated
         #: no metadata document of its own (yet): setting attributes writes its group documents
         self._implicit = implicit
+        #: held from reading the attributes to writing their change, so that changes made
+        #: through this handle from several threads keep each other
+        self._metadata_lock = threading.RLock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled Group carries no lock: its copy makes its own."""
+        state = dict(self.__dict__)
+        del state["_metadata_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._metadata_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"<gpuzarr.Group {self.store!r} path={self.path or '/'!r}>"
@@ -147,7 +161,7 @@ class Group:
     @property
     def attrs(self) -> Attributes:
         """The user attributes, a mutable mapping written through to the store."""
-        return Attributes(lambda: self._attributes, self._put_attributes)
+        return Attributes(lambda: self._attributes, self._put_attributes, self._metadata_lock)
 
     @property
     def consolidated(self) -> bool:
@@ -155,17 +169,18 @@ class Group:
         return self._consolidated is not None
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
-        if self.store.read_only:
-            raise ReadOnlyError(f"group {self.path or '/'!r} is read-only")
-        documents = group_documents(attrs, self._zarr_format, self._attributes)
-        if self._zarr_format == 2 and not self._implicit:
-            documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
-        write_group_documents(self.store, self.path, documents)
-        self._attributes = dict(attrs)
-        # An implicit group made explicit: the nodes below it are its descendants now, which
-        # the consolidated metadata above records as for a new group.
-        record_metadata_write(self.store, self.path, new_node=self._implicit)
-        self._implicit = False
+        with self._metadata_lock:
+            if self.store.read_only:
+                raise ReadOnlyError(f"group {self.path or '/'!r} is read-only")
+            documents = group_documents(attrs, self._zarr_format, self._attributes)
+            if self._zarr_format == 2 and not self._implicit:
+                documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
+            write_group_documents(self.store, self.path, documents)
+            self._attributes = dict(attrs)
+            # An implicit group made explicit: the nodes below it are its descendants now, which
+            # the consolidated metadata above records as for a new group.
+            record_metadata_write(self.store, self.path, new_node=self._implicit)
+            self._implicit = False
 
     def _child_path(self, name: str, *, existing: bool = False) -> str:
         """The path of the descendant ``name`` ("a/b").
@@ -333,7 +348,8 @@ class Group:
 
     def update_attributes(self, new_attributes: dict[str, Any]) -> Group:
         """Merge ``new_attributes`` into the attributes (one metadata write); returns the group."""
-        self._put_attributes({**self._attributes, **new_attributes})
+        with self._metadata_lock:
+            self._put_attributes({**self._attributes, **new_attributes})
         return self
 
     def get(self, name: str, default: Any = None) -> Any:
