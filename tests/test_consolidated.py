@@ -621,3 +621,18 @@ def test_a_groups_attribute_change_keeps_a_member_update_made_meanwhile(zarr_for
     reopened = gpuzarr.open_group(store, mode="r")
     assert reopened["x"].shape == (8,)
     assert dict(reopened.attrs) == {"title": "t"}
+
+
+def test_a_child_erased_while_the_members_are_walked_is_left_out() -> None:
+    """Another thread erased a child between the listing of the names and its look-up: the
+    walk raised KeyError (a group read from the store leaves it out)."""
+    store = gpuzarr.MemoryStore()
+    root = gpuzarr.create_group(store)
+    for name in ("a", "b", "c"):
+        root.create_array(name, shape=(2,), dtype="i4")
+    gpuzarr.consolidate_metadata(store)
+    group = gpuzarr.open_group(store, mode="r+")
+    walk = group.arrays()
+    first_name, _ = next(walk)
+    del group["b"]
+    assert [first_name] + [name for name, _ in walk] == ["a", "c"]

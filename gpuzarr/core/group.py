@@ -306,12 +306,26 @@ class Group:
         A child group comes with its own consolidated metadata where ``consolidated_children``.
         """
         if self._consolidated is not None:
-            return ((name, self[name]) for name in self)
+            return self._recorded_children()
         # Each child's metadata read once (it was read again to open the child).
         return (
             (path.rsplit("/", 1)[-1], _opened(self.store, path, info, self._device, consolidated_children))
             for path, info in self._child_nodes()
         )
+
+    def _recorded_children(self) -> Iterator[tuple[str, Array | Group]]:
+        """:meth:`_children` from the consolidated metadata.
+
+        A child erased by another thread after the names were listed is left out, as a listing
+        of the store leaves it out (its look-up raised KeyError inside the iteration).
+        """
+        view = self._consolidated
+        assert view is not None
+        for name in view.children(self.path):
+            path = self._child_path(name, existing=True)
+            info = view.lookup(path)
+            if info is not None:
+                yield name, _node(self.store, path, info, self._device, view, recorded=True)
 
     @property
     def name(self) -> str:
