@@ -37,12 +37,16 @@ from ..errors import (
     StorePermissionError,
     UnsupportedOperationError,
 )
+from .locks import process_locks
 from .paths import path_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence
 
 Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
+
+#: The first part of the keys of :meth:`Store.lock`'s default locks in ``process_locks``.
+_STORE_LOCKS = "Store.lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,16 +352,19 @@ class Store(ABC):
         While one writer holds it, no other writer that takes the lock of the same key (in
         this process or, where the store supports it, in another) gets it: a value read under
         the lock is still the stored one when it is written back. Writes that replace a value
-        whole need no lock. This base implementation locks nothing (``locks_across_processes``
-        and ``locks_across_threads`` are False): stores without a lock make no promise about
-        concurrent read-modify-writes of one key.
+        whole need no lock. This base implementation is a lock of this process per store
+        object and key (``locks_across_threads``; not ``locks_across_processes``): writers in
+        other threads through the same store object wait for it. It locked nothing before, and
+        threads writing inner chunks of one shard through a store of a user's own lost each
+        other's (gpuzarr's shard writes are such read-modify-writes).
         """
         self._check_writable()
-        validate_key(key)
-        yield
+        with process_locks.hold((_STORE_LOCKS, id(self), validate_key(key))):
+            yield
 
-    #: whether :meth:`lock` excludes writers in other threads of this process
-    locks_across_threads: bool = False
+    #: whether :meth:`lock` excludes writers in other threads of this process (through the
+    #: same store object, at least)
+    locks_across_threads: bool = True
     #: whether :meth:`lock` excludes writers in other processes (on the same host)
     locks_across_processes: bool = False
     #: whether :meth:`get_versioned`, :meth:`set_if` and :meth:`erase_if` work: gpuzarr's own

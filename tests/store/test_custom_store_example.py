@@ -36,3 +36,50 @@ def test_the_usage_example_runs(capsys: Any) -> None:
     a = namespace["gpuzarr"].open(namespace["store"], mode="r")
     np.testing.assert_array_equal(np.asarray(a[...]), np.ones((100, 100), dtype="float32"))
     assert "c/0/0" in namespace["store"].data  # a chunk key of the dict store
+
+
+def test_the_default_lock_keeps_read_modify_writes_of_threads_apart() -> None:
+    """A store of a user's own got a lock that locked nothing: threads writing inner chunks of
+    one shard through it (each write a read-modify-write of the shard) lost each other's."""
+    import threading
+    import time
+
+    store = DictStore()
+    assert store.locks_across_threads
+    store.set("counter", b"0")
+
+    def add() -> None:
+        for _ in range(5):
+            with store.lock("counter"):
+                value = int(bytes(store.get("counter")))
+                time.sleep(0.001)  # another thread's turn, if it may take it
+                store.set("counter", str(value + 1).encode())
+
+    threads = [threading.Thread(target=add) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert bytes(store.get("counter")) == b"30"
+
+
+def test_inner_chunks_of_one_shard_written_from_threads_are_all_kept() -> None:
+    import threading
+
+    import gpuzarr
+
+    array = gpuzarr.create_array(DictStore(), shape=(64, 64), dtype="i4", chunks=(8, 8), shards=(64, 64))
+    barrier = threading.Barrier(8)
+
+    def write(k: int) -> None:
+        barrier.wait()
+        for j in range(8):
+            array[k * 8 : (k + 1) * 8, j * 8 : (j + 1) * 8] = k * 8 + j
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = np.repeat(np.repeat(np.arange(64).reshape(8, 8), 8, axis=0), 8, axis=1)
+    np.testing.assert_array_equal(array[...], expected)
