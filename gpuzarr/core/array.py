@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import math
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -171,8 +172,27 @@ class Array:
 
     def _bump_generation(self) -> None:
         #: Counts the changes made through this object (writes, new metadata): caches of its
-        #: decoded chunks (the loader's) drop what they hold of it when it moves.
+        #: decoded chunks (the loader's) drop what they hold of it when it moves. Its twins
+        #: (:meth:`_twin_on`) count them too.
         self.data_generation = getattr(self, "data_generation", 0) + 1
+        for twin in list(getattr(self, "_twins", ())):
+            twin._bump_generation()
+
+    def _twin_on(self, device: str) -> Array:
+        """A twin of the array on ``device``, whose ``data_generation`` follows this one's.
+
+        The same store, path, metadata and options, rebuilt through the pickling state, so
+        nothing is read again. Every change made through this array moves the twin's
+        ``data_generation`` too: a loader reading a CPU-opened array on the GPU reads through
+        such a twin, and its caches must see the user's writes.
+        """
+        state = self.__getstate__()
+        state["device"] = device
+        twin = Array.__new__(Array)
+        twin.__setstate__(state)
+        twins = self.__dict__.setdefault("_twins", weakref.WeakSet())
+        twins.add(twin)
+        return twin
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickled Array carries: the store, path, metadata and options.

@@ -93,14 +93,15 @@ class ChunkCache:
         """Keep ``value`` under ``key``, evicting the least recently used chunks to make room;
         False when it is larger than the whole budget (then nothing is evicted).
 
-        ``generation``: the volume's ``Array.data_generation`` when ``value`` was read. Where
-        this cache has noted another one since (:meth:`note_generation`: a write through the
-        Array ended, and a batch on another thread dropped the volume's chunks), the value may
-        be the old data and is not kept (False): kept, it would pass for current from then on.
+        ``generation``: the volume's ``Array.data_generation`` when ``value`` was read, noted as
+        :meth:`note_generation` notes it. Where this cache has noted a later one (a write
+        through the Array ended, and a batch on another thread dropped the volume's chunks),
+        the value may be the old data and is not kept (False): kept, it would pass for current
+        from then on.
         """
         size = int(value.nbytes)
         with self._lock:
-            if generation is not None and self._generations.get((key[0], key[1]), generation) != generation:
+            if generation is not None and not self._noted(key[0], key[1], generation):
                 return False
             old = self._entries.pop(key, None)
             if old is not None:
@@ -119,12 +120,22 @@ class ChunkCache:
         """Drop the chunks of a volume whose Array's ``data_generation`` moved since this cache
         last saw it (written since they were read); not counted as evictions."""
         with self._lock:
-            seen = self._generations.setdefault((field, volume), generation)
-            if seen == generation:
-                return
+            self._noted(field, volume, generation)
+
+    def _noted(self, field: str, volume: int, generation: int) -> bool:
+        """Note ``generation`` of a volume (under the lock): a later one than noted before drops
+        the volume's chunks. Whether it is the latest noted: an earlier one comes from a
+        thread that looked before a write another thread has seen end (generations only grow),
+        whose chunks may be the old data. The first one noted is the volume's first
+        generation seen, whether a batch or a chunk read ahead of any batch brought it."""
+        seen = self._generations.setdefault((field, volume), generation)
+        if generation < seen:
+            return False
+        if generation > seen:
             self._generations[(field, volume)] = generation
             for key in [k for k in self._entries if k[0] == field and k[1] == volume]:
                 self._nbytes -= int(self._entries.pop(key).nbytes)
+        return True
 
     def clear(self) -> None:
         """Drop every chunk (the counters stay)."""

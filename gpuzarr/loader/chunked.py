@@ -96,6 +96,8 @@ class DecodedWindow:
     #: loader's stream (a lane's chunks may not be complete on it before then), each with its
     #: volume's ``data_generation`` when it was read
     device_puts: list[_DevicePut] = dataclasses.field(default_factory=list)
+    #: each volume's ``data_generation`` before its chunks were read, by (field, volume)
+    generations: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
 
 
 class ChunkAssembler:
@@ -220,15 +222,21 @@ class ChunkAssembler:
             if cache is not None:
                 cache.count_misses(sum(len(chunks) for chunks in wanted.values()))
         chunks: dict[ChunkKey, Any] = {}
+        generations: dict[tuple[str, int], int] = {}
         with ordering.producing():
             for (field, volume), coords in wanted.items():
                 array = self.volumes.arrays[field][volume]
                 chunk = self.chunks[field][volume]
-                read = self._read_chunks(field, volume, array, chunk, sorted(coords), ordering, deferred)
+                generations[(field, volume)] = data_generation(array)
+                read = self._read_chunks(
+                    field, volume, array, chunk, sorted(coords), ordering, deferred, generations[(field, volume)]
+                )
                 chunks.update({(field, volume, c): value for c, value in read.items()})
             if deferred is None:
-                return DecodedWindow(taken, chunks, pieces, copies)
-            return DecodedWindow(taken, chunks, pieces, copies, ordering, ordering.record(), deferred)
+                return DecodedWindow(taken, chunks, pieces, copies, generations=generations)
+            return DecodedWindow(
+                taken, chunks, pieces, copies, ordering, ordering.record(), deferred, generations=generations
+            )
 
     def _plan_window(
         self,
@@ -282,6 +290,11 @@ class ChunkAssembler:
         the loader's stream first, and its chunks for the device cache are copied there on it."""
         self._release_ahead()
         self.ordering.wait_for(window.ready)
+        for (field, volume), generation in window.generations.items():
+            if not self._note_generation(field, volume, generation):
+                # Read before a write that a batch here has seen end: maybe the old data.
+                for key in [k for k in window.chunks if k[0] == field and k[1] == volume]:
+                    del window.chunks[key]
         if window.device_puts and self.device_cache is not None:
             with self.ordering.producing():
                 for key, value, generation in window.device_puts:
@@ -315,12 +328,22 @@ class ChunkAssembler:
         for cache in (self.device_cache, self.host_cache):
             if cache is not None:  # the caches live from pass to pass: each keeps what it saw
                 cache.note_generation(field, volume, generation)
+        self._note_generation(field, volume, generation)
+        return generation
+
+    def _note_generation(self, field: str, volume: int, generation: int) -> bool:
+        """Note ``generation`` of a volume, as ``ChunkCache.note_generation`` does for the chunks
+        decoded ahead: a later one than noted before drops the volume's; whether it is the latest
+        noted. The first one noted is the first seen, by a batch or by a window read ahead of
+        the volume's first batch (a write between the two left the window's chunks current)."""
         seen = self._generations.setdefault((field, volume), generation)
-        if seen != generation:
+        if generation < seen:
+            return False
+        if generation > seen:
             self._generations[(field, volume)] = generation
             for key in [k for k in self._ahead if k[0] == field and k[1] == volume]:
                 del self._ahead[key]
-        return generation
+        return True
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)
@@ -372,6 +395,7 @@ class ChunkAssembler:
         missing: list[tuple[int, ...]],
         ordering: HostOrdering | None = None,
         device_puts: list[_DevicePut] | None = None,
+        generation: int | None = None,
     ) -> dict[tuple[int, ...], Any]:
         """Read the ``missing`` chunks whole (one read_batch per chunk shape, on ``ordering``'s
         stream: by default the loader's) and cache them; the chunks returned are views of the
@@ -382,7 +406,8 @@ class ChunkAssembler:
         write through the Array ends meanwhile and another thread's batch drops the volume's
         cached chunks, they may be the old data, and the caches refuse them."""
         ordering = self.ordering if ordering is None else ordering
-        generation = data_generation(array)
+        if generation is None:
+            generation = data_generation(array)
         boxes: dict[tuple[int, ...], list[tuple[tuple[int, ...], tuple[slice, ...]]]] = {}
         for coords in missing:
             box = tuple(slice(k * c, min((k + 1) * c, n)) for k, c, n in zip(coords, chunk, array.shape, strict=True))

@@ -72,15 +72,10 @@ def _as_list(value: Any, what: str) -> list[Array]:
 
 
 def on_device(array: Array, device: str) -> Array:
-    """``array``, or a twin of it opened on ``device`` (the same store, path, metadata and
-    options, rebuilt through its pickling state, so nothing is read again)."""
-    if array.device == device:
-        return array
-    state = array.__getstate__()
-    state["device"] = device
-    twin = Array.__new__(Array)
-    twin.__setstate__(state)
-    return twin
+    """``array``, or a twin of it opened on ``device`` whose ``data_generation`` follows the
+    writes made through ``array`` (``Array._twin_on``): the loader's caches drop what such a
+    write changed, as they do for the arrays they read themselves."""
+    return array if array.device == device else array._twin_on(device)
 
 
 def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, tuple[int, ...]]:

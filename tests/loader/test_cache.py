@@ -79,3 +79,15 @@ def test_a_chunk_read_before_a_noted_write_is_not_kept() -> None:
     assert cache.put(("data", 1, (1,)), np.zeros(4), generation=1)  # another volume: unaffected
     assert cache.put(("data", 0, (1,)), np.zeros(4), generation=2)
     assert len(cache) == 2
+
+
+def test_generations_only_grow() -> None:
+    """A note from a thread that looked before a write another thread has seen end must not
+    take the volume back to its old generation (dropping the new chunks, keeping old ones)."""
+    cache = ChunkCache(1 << 20)
+    assert cache.put(("data", 0, (0,)), np.zeros(4), generation=2)  # the first seen: noted
+    cache.note_generation("data", 0, 1)  # late: nothing happens
+    assert ("data", 0, (0,)) in cache
+    assert not cache.put(("data", 0, (1,)), np.zeros(4), generation=1)
+    assert cache.put(("data", 0, (2,)), np.zeros(4), generation=3)  # later: the older chunks go
+    assert ("data", 0, (0,)) not in cache and ("data", 0, (2,)) in cache

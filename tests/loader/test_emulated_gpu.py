@@ -623,3 +623,65 @@ def test_untrusted_payloads_are_decoded_on_the_cpu_for_a_gpu_loader(
             assert_batch_matches(batch, sources, CROP)
     assert not [name for name in emulated_gpu.names() if name in ("zstd", "deflate", "lz4")]
     assert "assemble_chunks" in emulated_gpu.names()
+
+
+def _two_filled_volumes(tmp_path: Path, device: str) -> list[gpuzarr.Array]:
+    arrays = []
+    for i in range(2):
+        array = gpuzarr.create(str(tmp_path / f"{i}.zarr"), shape=(16, 16), dtype="i4", chunks=(8, 8), device=device)
+        array[...] = 1
+        arrays.append(array)
+    return arrays
+
+
+def _values_of(batches: Any, volume: int) -> set[int]:
+    return {int(v) for b in batches for v in np.unique(np.asarray(b.data)[b.volume_index == volume])}
+
+
+def test_chunks_read_ahead_of_a_volumes_first_batch_go_when_it_is_written(
+    emulated_gpu: EmulatedGpu, tmp_path: Path
+) -> None:
+    """The first window read volume 1's chunks into the device cache before any batch of it;
+    a write then became the generation its first batch saw, and every later epoch read the
+    old values from the cache."""
+    arrays = _two_filled_volumes(tmp_path, "gpu")
+    crops = [(0, (0, 0))] * 8 + [(1, (0, 0)), (1, (8, 8))]
+    loader = CropLoader(arrays, (8, 8), 2, sampler=crops, shuffle=False, device="gpu", output="numpy",
+                        prefetch=1, device_cache_bytes=1 << 20)  # fmt: skip
+    for _ in loader:
+        break
+    arrays[1][...] = 5
+    for epoch in (1, 2):
+        loader.set_epoch(epoch)
+        assert _values_of(loader, 1) == {5}
+
+
+def test_chunks_decoded_ahead_of_their_batch_go_when_the_volume_is_written(
+    emulated_gpu: EmulatedGpu, tmp_path: Path
+) -> None:
+    """Within one pass: volume 1's later batches, not prefetched when the write came, showed
+    the old values the window had read ahead."""
+    arrays = _two_filled_volumes(tmp_path, "gpu")
+    crops = [(0, (0, 0))] * 8 + [(1, (0, 0)), (1, (8, 8))] * 2
+    loader = CropLoader(arrays, (8, 8), 2, sampler=crops, shuffle=False, device="gpu", output="numpy",
+                        prefetch=1, cache_bytes=1 << 20)  # fmt: skip
+    batches = iter(loader)
+    next(batches)
+    arrays[1][...] = 5
+    later = [b for b in batches if b.index >= 4]
+    assert [_values_of([b], 1) for b in later] == [{5}, {5}]
+
+
+@pytest.mark.parametrize("cache", ["cache_bytes", "device_cache_bytes"])
+def test_a_gpu_loader_sees_writes_through_cpu_opened_arrays(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, cache: str
+) -> None:
+    """The loader reads CPU-opened arrays through twins opened on the GPU: a write through the
+    Array the user gave never moved the twin's generation, and the caches served the old data."""
+    arrays = _two_filled_volumes(tmp_path, "cpu")
+    loader = CropLoader(arrays, (8, 8), 4, sampler="grid", shuffle=False, device="gpu", output="numpy",
+                        **{cache: 1 << 20})  # fmt: skip
+    assert loader.volumes.arrays[""][0] is not arrays[0]
+    assert _values_of(loader, 0) == {1}
+    arrays[0][...] = 2
+    assert _values_of(loader, 0) == {2}
