@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
+from ..backends.cuda.launch_checks import MAX_NDIM
 from ..backends.cuda.phases import phase
 from ..errors import DeviceError, InvalidArgumentError
 from ..store.memory import MemoryStore
@@ -145,6 +146,24 @@ def _decode_ahead_lanes(lanes: int, device: str, prefetch: int, ahead_bytes: int
             f"{prefetch}, decode_ahead_bytes {ahead_bytes}); pass 1"
         )
     return lanes
+
+
+#: The most dimensions a GPU loader's crops have where it puts them together from chunks (a
+#: cache, decoding ahead): its box copies write batches of at most ``MAX_NDIM`` dimensions.
+MAX_ASSEMBLED_NDIM = MAX_NDIM - 1
+
+
+def _check_assembled_on_the_device(ndim: int) -> None:
+    """Refuse caches and decoding ahead on a GPU for crops of more dimensions than it assembles.
+
+    An 8-d volume raised a bare ValueError at the first batch, naming neither volume nor crop.
+    """
+    if ndim > MAX_ASSEMBLED_NDIM:
+        raise InvalidArgumentError(
+            f"cache_bytes, device_cache_bytes, decode_ahead_bytes: on a GPU these put crops together from "
+            f"chunks, which takes crops of at most {MAX_ASSEMBLED_NDIM} dimensions; these have {ndim} (pass 0 "
+            "for each, or read on the CPU)"
+        )
 
 
 def _check_concurrent_batches(device: str, prefetch: int, workers: int) -> None:
@@ -390,6 +409,8 @@ class CropLoader:
         }
         if cache or self.device_cache is not None:
             check_cacheable(self.volumes)
+        if self.device != "cpu" and (cache or device_cache or decode_ahead_bytes):
+            _check_assembled_on_the_device(len(self.crop_shape))
         self._ordering: HostOrdering | None = None
         self._epoch = 0
         #: batches handed out by the current (or last, unfinished) pass; 0 after a whole pass
@@ -626,7 +647,9 @@ class CropLoader:
             return 0
         if self._decode_ahead_bytes is not None:
             return self._decode_ahead_bytes
-        return min(ordering.batch_budget(), DEFAULT_AHEAD_BYTES) if all_regular(self.volumes) else 0
+        if not all_regular(self.volumes) or len(self.crop_shape) > MAX_ASSEMBLED_NDIM:
+            return 0
+        return min(ordering.batch_budget(), DEFAULT_AHEAD_BYTES)
 
     def _lanes(self, ordering: HostOrdering, ahead_bytes: int) -> int:
         """How many batches a pass on threads reads at once (see ``concurrent_batches``)."""

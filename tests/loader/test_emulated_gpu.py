@@ -685,3 +685,25 @@ def test_a_gpu_loader_sees_writes_through_cpu_opened_arrays(
     assert _values_of(loader, 0) == {1}
     arrays[0][...] = 2
     assert _values_of(loader, 0) == {2}
+
+
+@pytest.mark.parametrize(
+    "options", [{"device_cache_bytes": 1 << 16}, {"cache_bytes": 1 << 16}, {"decode_ahead_bytes": 1 << 16}]
+)
+def test_eight_dimensional_crops_are_read_on_the_gpu_without_assembly(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, options: dict[str, int]
+) -> None:
+    """Crops of 8 dimensions: decoding ahead (the default) and the caches put them together with
+    copies of at most 8 dimensions, the batch's among them, and the first batch raised a bare
+    ValueError. Decoding ahead is off by default for them; asked for, it is refused by name."""
+    shape = (3, 3, 2, 2, 2, 2, 2, 2)
+    data = np.arange(np.prod(shape), dtype="i4").reshape(shape)
+    array = gpuzarr.create(str(tmp_path / "v.zarr"), shape=shape, dtype="i4", chunks=(2,) * 8, device="gpu")
+    array[...] = data
+    crop = (2,) * 8
+    loader = CropLoader(array, crop, 2, crops_per_epoch=4, device="gpu", output="numpy")
+    for batch in loader:
+        for origin, got in zip(batch.origins, batch.data, strict=True):
+            np.testing.assert_array_equal(got, data[tuple(slice(o, o + 2) for o in origin)])
+    with pytest.raises(InvalidArgumentError, match="at most 7 dimensions; these have 8"):
+        CropLoader(array, crop, 2, crops_per_epoch=4, device="gpu", output="numpy", **options)
