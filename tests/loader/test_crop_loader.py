@@ -279,6 +279,14 @@ def test_a_loop_that_drops_its_batches_reuses_a_small_pool(sources: list[np.ndar
     assert 2 <= len(addresses) <= 2 + 3  # prefetch + 3
 
 
+def test_a_loop_without_prefetch_reuses_its_few_buffers_over_a_long_epoch(sources: list[np.ndarray[Any, Any]]) -> None:
+    """The pool's threads held the batch's buffer a moment after its read returned (through the
+    task they had run), and the loader made a new one for about one batch in twenty."""
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=600, output="numpy", prefetch=0)
+    addresses = {batch.data.__array_interface__["data"][0] for batch in loader}
+    assert len(addresses) <= 0 + 3  # prefetch + 3
+
+
 @pytest.mark.parametrize("output", OUTPUTS)
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_kept_batches_and_views_of_them_are_never_overwritten(
