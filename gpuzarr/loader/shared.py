@@ -31,8 +31,18 @@ class _Segment(SharedMemory):
     """A segment whose mapping may outlive this object.
 
     The arrays over it hold the mapping; closing it while they still do raises ``BufferError``,
-    and the mapping then goes with the last of them instead.
+    and the mapping then goes with the last of them instead. Its file descriptor is closed as
+    soon as it is mapped (the mapping needs none): ``close`` releases the buffer first, and where
+    that raised, the descriptor stayed open, and with it the unlinked segment's memory in
+    ``/dev/shm``, for the life of the process (32 MiB a loader left with a batch referenced).
     """
+
+    def __init__(self, name: str | None = None, create: bool = False, size: int = 0) -> None:
+        super().__init__(name=name, create=create, size=size)
+        fd = getattr(self, "_fd", -1)  # POSIX only
+        if fd >= 0:
+            self._fd = -1
+            os.close(fd)
 
     def __del__(self) -> None:
         with contextlib.suppress(BufferError, OSError):
