@@ -183,6 +183,11 @@ def read_one(reader: BatchReader, ordering: HostOrdering, index: int, crops: Cro
     return Ready(index, crops, slot, views, ordering.record())
 
 
+#: How long :meth:`Background.stop` waits for a thread whose start an interrupt cut short to
+#: begin: one that was started begins within milliseconds.
+START_WAIT_S = 2.0
+
+
 class Background:
     """Background threads (``threads`` of them) that queue finished batches for the consumer (at
     most ``depth`` wait): what each thread does is :meth:`_run`'s, handing over with :meth:`_put`."""
@@ -191,16 +196,32 @@ class Background:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: set by each thread as it begins (see :meth:`_begin`)
+        self._began: dict[threading.Thread, threading.Event] = {}
         try:
             for _ in range(threads):
-                thread = threading.Thread(target=self._run, name="gpuzarr-loader", daemon=True)
-                thread.start()
-                self._threads.append(thread)
+                thread = threading.Thread(target=self._begin, name="gpuzarr-loader", daemon=True)
+                self._began[thread] = threading.Event()
+                try:
+                    thread.start()
+                except RuntimeError:  # "can't start new thread": it never runs
+                    del self._began[thread]
+                    raise
+                finally:
+                    # Listed whether start() returned or not: an interrupt (Ctrl-C) inside it
+                    # usually comes once the thread runs, and a thread left off the list read on
+                    # beside the next pass, answering its worker processes' batches (wrong
+                    # batches, or a worker killed).
+                    if thread in self._began:
+                        self._threads.append(thread)
         except BaseException:
-            # A thread that cannot start ("can't start new thread"): the ones already running
-            # would otherwise read on with nothing left to stop them.
+            # The threads already running would otherwise read on with nothing to stop them.
             self.stop()
             raise
+
+    def _begin(self) -> None:
+        self._began[threading.current_thread()].set()
+        self._run()
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -257,7 +278,10 @@ class Background:
                 break
         if wait:
             for thread in self._threads:
-                if thread is not threading.current_thread():
+                if thread is threading.current_thread():
+                    continue
+                # A thread whose start() an interrupt cut short begins at once, or never did.
+                if self._began[thread].wait(START_WAIT_S):
                     thread.join()
 
 

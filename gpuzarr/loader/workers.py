@@ -178,10 +178,17 @@ class WorkerProcesses:
             )
             try:
                 process.start()  # pickles the spec: the arrays and their stores
-            except Exception as exc:
+            except BaseException as exc:
+                # An interrupt (Ctrl-C) too: the workers started so far would be left running,
+                # and this one's pipe ends open.
                 ours.close()
                 theirs.close()
                 self.close()
+                if process.pid is not None:  # started before the interrupt came
+                    process.terminate()
+                    process.join(EXIT_S)
+                if not isinstance(exc, Exception):
+                    raise
                 if isinstance(exc, OSError):  # out of processes, memory or descriptors
                     raise WorkerProcessError(f"loader worker process {worker} could not start: {exc!r}") from None
                 raise InvalidArgumentError(

@@ -574,3 +574,40 @@ def test_a_chunk_read_while_its_volume_is_written_is_not_cached_as_current() -> 
     writer.join()
     assert held.is_set()
     assert {int(v) for b in loader for v in np.unique(b.data)} == {2}
+
+
+def test_an_interrupt_inside_a_pass_threads_start_leaves_no_thread_reading(
+    sources: list[np.ndarray[Any, Any]],
+) -> None:
+    """Ctrl-C inside ``Thread.start()`` of a pass's thread comes once the thread runs: it was
+    not yet listed, so stopping the pass left it reading on beside the next pass (with worker
+    processes: answering their batches, and the next pass got wrong batches or a killed worker)."""
+    import sys
+
+    loader = CropLoader(_volumes(sources), CROP, 4, crops_per_epoch=64, output="numpy", prefetch=2)
+    expected = [b.data.copy() for b in loader]
+    before = len(loader_threads())
+
+    def interrupt_the_start(frame: Any, event: str, arg: Any) -> Any:
+        caller = frame.f_back
+        if (
+            event == "call"
+            and frame.f_code is threading.Event.wait.__code__
+            and caller is not None
+            and caller.f_code is threading.Thread.start.__code__
+            and caller.f_locals["self"].name == "gpuzarr-loader"
+        ):
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return None
+
+    sys.settrace(interrupt_the_start)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in loader:
+                pass
+    finally:
+        sys.settrace(None)
+    assert len(loader_threads()) == before
+    got = [b.data.copy() for b in loader]
+    assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))

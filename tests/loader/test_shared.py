@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -17,10 +18,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 def _open_segments() -> list[str]:
     links = []
     for fd in os.listdir("/proc/self/fd"):
-        try:
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own descriptor)
             links.append(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:  # closed meanwhile (the listing's own descriptor)
-            pass
     return [link for link in links if link.startswith("/dev/shm/")]
 
 

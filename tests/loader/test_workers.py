@@ -466,3 +466,32 @@ def test_a_workers_error_crosses_as_itself_or_as_a_description() -> None:
     text = str(described)
     assert text.startswith("_Unpicklable: odd (raised in loader worker process 1") and "Traceback" in text
     assert "test_a_workers_error_crosses_as_itself_or_as_a_description" in text
+
+
+def test_an_interrupt_while_a_worker_starts_leaves_no_worker_running(
+    arrays: dict[str, list[gpuzarr.Array]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the second worker started: only errors (``Exception``) stopped the workers
+    started so far, which were left running with their pipes open."""
+    import multiprocessing
+
+    process_class = type(multiprocessing.get_context("spawn").Process())
+    start = process_class.start
+    started: list[Any] = []
+
+    def start_then_interrupt(self: Any) -> None:
+        start(self)
+        started.append(self)
+        if len(started) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(process_class, "start", start_then_interrupt)
+    loader = CropLoader(arrays["image"], (4, 4, 4), 2, crops_per_epoch=8, output="numpy", workers=3)
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        next(iter(loader))
+    # While the interrupt is held (its traceback holds the half-made set's pipe ends, as a
+    # notebook holds the last error), no worker waits on them.
+    assert interrupted.value is not None and len(started) == 2
+    for process in started:
+        process.join(10)
+        assert not process.is_alive()
