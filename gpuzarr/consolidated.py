@@ -21,6 +21,7 @@ and xarray, which trust consolidated metadata, see the change.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -47,7 +48,7 @@ from .store.base import validate_key
 from .store.local import LocalStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
 
     from .store.base import Store
@@ -62,6 +63,7 @@ __all__ = [
     "consolidate",
     "load_view",
     "record_metadata_write",
+    "recorded_if_interrupted",
     "write_group_documents",
 ]
 
@@ -598,6 +600,33 @@ def record_metadata_write(
     for old_format in replaced - {info.zarr_format}:
         _record(store, path, old_format, None, True)
     _record(store, path, info.zarr_format, info, new_node)
+
+
+@contextlib.contextmanager
+def recorded_if_interrupted(
+    store: Store, path: str, *, erased: int | None = None, new_node: bool = False
+) -> Iterator[None]:
+    """Around a metadata write of the node at ``path`` and its :func:`record_metadata_write`
+    (with ``erased``: its erasure, of that format, and :func:`record_node_erased`): where an
+    interrupt (Ctrl-C) stops the block, the node is recorded as it is stored now. Between the
+    write and its record, it left the consolidated metadata above stale until the node's next
+    change (a resized array reopened with its old shape, an erased one still listed).
+
+    Errors (``Exception``) are left alone: they come before the store changed, or the change
+    they stopped is the caller's to report (and a node the write was refused over must not be
+    recorded as new).
+    """
+    try:
+        yield
+    except Exception:
+        raise
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if erased is None:
+                record_metadata_write(store, path, new_node=new_node)
+            elif read_node(store, path, allow_implicit=False) is None:
+                record_node_erased(store, path, erased)
+        raise
 
 
 def record_node_erased(store: Store, path: str, zarr_format: int) -> None:

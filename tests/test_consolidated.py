@@ -636,3 +636,47 @@ def test_a_child_erased_while_the_members_are_walked_is_left_out() -> None:
     first_name, _ = next(walk)
     del group["b"]
     assert [first_name] + [name for name, _ in walk] == ["a", "c"]
+
+
+def _interrupt_at_call_of(name: str) -> None:
+    """Raise KeyboardInterrupt at the next call of a function named ``name`` (a function's entry
+    is where CPython delivers a signal, as a Ctrl-C would land)."""
+    import sys
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == name:
+            sys.settrace(None)
+            raise KeyboardInterrupt
+
+    sys.settrace(tracer)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("change", ["resize", "erase"])
+def test_an_interrupt_between_a_metadata_write_and_its_record_leaves_consolidated_metadata_true(
+    zarr_format: int, change: str
+) -> None:
+    """Ctrl-C after a node's own document changed and before the consolidated metadata above
+    recorded it: the group reopened the array with its old shape (or listed the erased one)
+    until the node's next change."""
+    import sys
+
+    store = gpuzarr.MemoryStore()
+    root = gpuzarr.create_group(store, zarr_format=zarr_format)
+    root.create_array("a", shape=(4, 8), dtype="i4", chunks=(2, 8))
+    gpuzarr.consolidate_metadata(store)
+    group = gpuzarr.open_group(store, mode="r+")
+    _interrupt_at_call_of("record_metadata_write" if change == "resize" else "record_node_erased")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if change == "resize":
+                group["a"].resize((8, 8))
+            else:
+                del group["a"]
+    finally:
+        sys.settrace(None)
+    reopened = gpuzarr.open_group(store, mode="r")
+    if change == "resize":
+        assert reopened["a"].shape == (8, 8)
+    else:
+        assert list(reopened) == []

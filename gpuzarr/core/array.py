@@ -19,7 +19,7 @@ from .. import backends, config
 from ..attributes import Attributes
 from ..backends.cpu import as_host_array, write_plan
 from ..backends.select import resolve_device_for
-from ..consolidated import record_metadata_write
+from ..consolidated import record_metadata_write, recorded_if_interrupted
 from ..errors import (
     ArrayNotFoundError,
     BoundsCheckError,
@@ -699,9 +699,10 @@ class Array:
             )
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        write_documents(self.store, self.path, metadata.documents())
-        self._set_metadata(metadata)
-        record_metadata_write(self.store, self.path)
+        with recorded_if_interrupted(self.store, self.path):
+            write_documents(self.store, self.path, metadata.documents())
+            self._set_metadata(metadata)
+            record_metadata_write(self.store, self.path)
 
     def _put_attributes(self, attrs: dict[str, Any]) -> None:
         with self._metadata_lock:

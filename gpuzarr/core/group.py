@@ -21,6 +21,7 @@ from ..consolidated import (
     load_view,
     record_metadata_write,
     record_node_erased,
+    recorded_if_interrupted,
     write_group_documents,
 )
 from ..errors import (
@@ -175,11 +176,12 @@ class Group:
             documents = group_documents(attrs, self._zarr_format, self._attributes)
             if self._zarr_format == 2 and not self._implicit:
                 documents = {ZATTRS: documents[ZATTRS]}  # .zgroup never changes
-            write_group_documents(self.store, self.path, documents)
-            self._attributes = dict(attrs)
             # An implicit group made explicit: the nodes below it are its descendants now, which
             # the consolidated metadata above records as for a new group.
-            record_metadata_write(self.store, self.path, new_node=self._implicit)
+            with recorded_if_interrupted(self.store, self.path, new_node=self._implicit):
+                write_group_documents(self.store, self.path, documents)
+                self._attributes = dict(attrs)
+                record_metadata_write(self.store, self.path, new_node=self._implicit)
             self._implicit = False
 
     def _child_path(self, name: str, *, existing: bool = False) -> str:
@@ -575,10 +577,12 @@ class Group:
             info = self._consolidated.lookup(path)  # recorded, though its metadata is gone
         if info is None:
             raise KeyError(name)
-        self.store.erase_prefix(node_prefix(path))
         # An implicit group (a directory with nodes below it, no metadata) has no format of its
         # own: it is recorded in the format of the hierarchy it lies in.
-        record_node_erased(self.store, path, self._zarr_format if info.implicit else info.zarr_format)
+        zarr_format = self._zarr_format if info.implicit else info.zarr_format
+        with recorded_if_interrupted(self.store, path, erased=zarr_format):
+            self.store.erase_prefix(node_prefix(path))
+            record_node_erased(self.store, path, zarr_format)
 
     def require_group(self, name: str) -> Group:
         """The child group ``name``, created when it does not exist."""
@@ -823,8 +827,9 @@ def create_group_node(
     """
     attrs = dict(attributes or {})
     documents = group_documents(attrs, zarr_format)
-    replaced = write_node(store, path, documents, overwrite=overwrite, zarr_format=zarr_format)
-    record_metadata_write(store, path, new_node=True, replaced=replaced)
+    with recorded_if_interrupted(store, path, new_node=True):
+        replaced = write_node(store, path, documents, overwrite=overwrite, zarr_format=zarr_format)
+        record_metadata_write(store, path, new_node=True, replaced=replaced)
     return Group(store, path, attrs, device=device, zarr_format=zarr_format, consolidated=consolidated)
 
 
@@ -841,6 +846,7 @@ def create_array_node(
     # Resolve the codec chain before touching the store: bad codecs fail without side effects.
     array = Array(store, path, metadata, device=device, store_data_equal_to_fill_value=store_data_equal_to_fill_value)
     refuse_unwritable_codecs(metadata)
-    replaced = write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
-    record_metadata_write(store, path, new_node=True, replaced=replaced)
+    with recorded_if_interrupted(store, path, new_node=True):
+        replaced = write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
+        record_metadata_write(store, path, new_node=True, replaced=replaced)
     return array
