@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import threading
 from concurrent.futures import as_completed, wait
+from concurrent.futures import thread as _futures_thread
 from typing import TYPE_CHECKING, TypeVar
 
 from . import config
@@ -86,9 +87,19 @@ def worker_share(workers: int) -> Iterator[None]:
 def cpu_workers() -> int:
     """The CPU workers a parallel pass started on this thread uses: ``concurrency``, or less
     within a :func:`worker_share` block."""
+    if pools_shut_down():
+        return 1
     concurrency = int(config.get("concurrency"))
     share: int | None = getattr(_share, "workers", None)
     return concurrency if share is None else min(share, concurrency)
+
+
+def pools_shut_down() -> bool:
+    """Whether the thread pools take no more tasks: the interpreter is exiting, and a thread
+    Python waits for (not a daemon) runs on after the main thread returned. Python shuts every
+    ``ThreadPoolExecutor`` down before it waits for such threads, and their reads and writes
+    failed (``cannot schedule new futures after shutdown``); they run on their own thread."""
+    return bool(getattr(_futures_thread, "_shutdown", False))
 
 
 def io_workers(store: Store) -> int | None:
@@ -177,6 +188,8 @@ def _run_tasks(
 ) -> list[R]:
     """:func:`run_tasks`, with ``running`` the passes of other threads' calls running now (this
     one's included), which share the pool's workers."""
+    if pools_shut_down():
+        return [func(x) for x in items]
     share = max(1, cpu_workers() // running)
     # A number of workers that fits the CPU pool (a remote store's fetches where its
     # io_concurrency is no more than concurrency) keeps to this thread's share too.
@@ -330,6 +343,10 @@ def each_as_completed(func: Callable[[T], R], items: Sequence[T], then: Callable
     in flight. The first exception (of a call or of ``then``) cancels the calls not yet started
     and is raised once those running have finished, so none outlives this function.
     """
+    if pools_shut_down():
+        for x in items:
+            then(x, func(x))
+        return
     pool = config.io_thread_pool(workers)
     futures = {pool.submit(func, x): x for x in items}
     try:

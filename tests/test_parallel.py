@@ -325,3 +325,38 @@ def test_an_interrupt_inside_a_submit_leaves_no_fetch_ahead_worker_waiting(
             orphan.result(timeout=10)  # type: ignore[attr-defined]  # it got its stop and ended
         monkeypatch.undo()
         assert (array[100:300, 100:400] == 7).all()
+
+
+def test_a_thread_running_on_after_the_main_thread_returned_reads_and_writes(tmp_path: Path) -> None:
+    """Python shuts the thread pools down before it waits for the threads that are not daemons:
+    their reads and writes after that raised RuntimeError (cannot schedule new futures)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import threading
+        import time
+        import gpuzarr
+
+        a = gpuzarr.create({str(tmp_path / "a.zarr")!r}, shape=(64, 64, 64), dtype="u2", chunks=(16, 16, 16),
+                           device="cpu")
+        main_returned = threading.Event()
+
+        def work():
+            main_returned.wait()
+            while threading.main_thread().is_alive():
+                time.sleep(0.01)
+            time.sleep(0.2)  # the pools are shut down once the main thread has stopped
+            a[...] = 7
+            assert (a[...] == 7).all()
+            print("done")
+
+        threading.Thread(target=work).start()
+        main_returned.set()
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
