@@ -600,6 +600,9 @@ class LocalStore(Store):
             inside = self._inside(os.readlink(f"/proc/self/fd/{fd}"))
         except OSError:
             inside = False
+        except BaseException:  # an interrupt (Ctrl-C): the descriptor goes
+            os.close(fd)
+            raise
         if not inside:
             os.close(fd)
             return None
@@ -809,8 +812,8 @@ class _FileReader(RangeReader):
     """A key's file held open for :meth:`LocalStore.open_reader`."""
 
     def __init__(self, fd: int, size: int, url: str, key: str) -> None:
+        self._fd = fd  # first: whatever stops the rest, close() closes it
         super().__init__(size)
-        self._fd = fd
         self._url, self._key = url, key
 
     def read_into(self, start: int, target: Buffer) -> int:
@@ -823,7 +826,7 @@ class _FileReader(RangeReader):
         # Forgotten before it is closed: an interrupt between the two then leaks it at worst,
         # where the other order let ``__del__`` close the number again, by then maybe another
         # thread's file.
-        fd, self._fd = self._fd, -1
+        fd, self._fd = getattr(self, "_fd", -1), -1  # none where an interrupt cut __init__ short
         if fd >= 0:
             os.close(fd)
 
@@ -974,15 +977,25 @@ def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
             except FileNotFoundError:  # its writer renamed it meanwhile: try again
                 continue
             leftover = True
-        if _lock(fd) and _names_same_file(dir_fd, temp, fd):
-            if leftover:  # of a killed writer: its bytes go
-                os.ftruncate(fd, 0)
-            return fd, temp
+        try:
+            if _lock(fd) and _names_same_file(dir_fd, temp, fd):
+                if leftover:  # of a killed writer: its bytes go
+                    os.ftruncate(fd, 0)
+                return fd, temp
+        except BaseException:  # an interrupt (Ctrl-C) or a failure: the descriptor goes
+            os.close(fd)
+            raise
         os.close(fd)
         break
     own = f"{temp}{os.getpid()}_{secrets.token_hex(4)}"
     fd = os.open(own, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
-    _lock(fd)  # so that remove_partial_writes sees a live writer
+    try:
+        _lock(fd)  # so that remove_partial_writes sees a live writer
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(own, dir_fd=dir_fd)
+        raise
     return fd, own
 
 
@@ -997,8 +1010,10 @@ def _link_over(fd: int, source: str, dir_fd: int, name: str) -> None:
     """
     _lock(fd)
     temp = f"{_temp_name(name)}{os.getpid()}_{secrets.token_hex(4)}"
-    os.link(source, temp, dst_dir_fd=dir_fd, follow_symlinks=True)
     try:
+        # Inside: an interrupt (Ctrl-C) just after the link left the hidden file, a whole copy
+        # of the value, behind. The name is this writer's own (pid and random part).
+        os.link(source, temp, dst_dir_fd=dir_fd, follow_symlinks=True)
         os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -309,3 +309,66 @@ def test_a_reader_never_sees_part_of_a_value(tmp_path: Path, unnamed: bool) -> N
         writer.join()
     assert seen <= {b"a", b"b"}
     assert _leftovers(tmp_path) == []
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_an_interrupt_just_after_the_link_leaves_no_hidden_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unnamed file is linked under a hidden name, then renamed over the key: a Ctrl-C
+    landing just after the link (before the block that removes it on failure) left the hidden
+    name, a whole copy of the value, behind."""
+    store = LocalStore(tmp_path)
+    if not store._unnamed_temp_files:
+        pytest.skip("no unnamed temporary files (O_TMPFILE, /proc) here")
+    store.set("c/0", b"old")
+    link = os.link
+
+    def link_then_interrupt(*args: Any, **kwargs: Any) -> None:
+        link(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "link", link_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        store.set("c/0", b"new")
+    monkeypatch.undo()
+    assert _leftovers(tmp_path) == []
+    assert store.get("c/0") == b"old"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+@pytest.mark.parametrize("step", ["_lock", "_names_same_file"])
+def test_an_interrupt_while_a_named_temporary_file_is_taken_closes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """Where there are no unnamed files: a Ctrl-C between the temporary file's open and its
+    lock (or the check that its name is its own) kept the descriptor open."""
+    import gpuzarr.store.local as local
+
+    directory = os.open(tmp_path, os.O_RDONLY)
+    try:
+        before = _open_descriptors()
+        real = getattr(local, step)
+
+        def interrupted(*args: Any) -> Any:
+            real(*args)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(local, step, interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            _create_temp(directory, "k")
+        monkeypatch.undo()
+        assert _open_descriptors() == before
+    finally:
+        os.close(directory)
+
+
+def test_a_reader_whose_construction_was_cut_short_closes_quietly() -> None:
+    """An interrupt inside the reader's construction, before it held its descriptor: its
+    finaliser printed "Exception ignored ... no attribute '_fd'"."""
+    from gpuzarr.store.local import _FileReader
+
+    _FileReader.__new__(_FileReader).close()
