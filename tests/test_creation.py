@@ -4,6 +4,7 @@ tests/integration/test_interop_conveniences.py."""
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -212,3 +213,29 @@ def test_from_array_keeps_the_nan_attributes_its_source_held(tmp_path: Path) -> 
     np.testing.assert_array_equal(copy[...], source[...])
     with pytest.raises(MetadataError, match="not JSON"):
         gpuzarr.from_array(str(tmp_path / "d.zarr"), data=source, attributes={"x": float("nan")})
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_zarr_pythons_data_type_objects(zarr_format: int) -> None:
+    """zarr-python 3.1's data type objects (its guide: ``dtype=zarr.dtype.Int8()``) raised
+    'is not a data type'."""
+    zdtype = pytest.importorskip("zarr.core.dtype")
+    cases = [
+        (zdtype.Int16(endianness="big"), np.dtype(">i2")),
+        (zdtype.DateTime64(unit="s"), np.dtype("M8[s]")),
+        (zdtype.Bool(), np.dtype("?")),
+        (zdtype.FixedLengthUTF32(length=4), np.dtype("<U4")),
+    ]
+    for given, expected in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zarr-python's unstable-specification warnings
+            array = gpuzarr.create_array(gpuzarr.MemoryStore(), shape=(3,), dtype=given, zarr_format=zarr_format)
+        assert array.dtype == expected.newbyteorder("=")
+    store = gpuzarr.MemoryStore()
+    strings = gpuzarr.create_array(store, name="s", shape=(2,), dtype=zdtype.VariableLengthUTF8(),
+                                   zarr_format=zarr_format)
+    strings[...] = ["a", "bc"]
+    assert strings[...].tolist() == ["a", "bc"]
+    raw = gpuzarr.create_array(store, name="b", shape=(2,), dtype=zdtype.VariableLengthBytes(), zarr_format=zarr_format)
+    raw[...] = np.array([b"a", b"bc"], dtype=object)
+    assert raw[...].tolist() == [b"a", b"bc"]

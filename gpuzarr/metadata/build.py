@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -387,6 +388,22 @@ def _dimension_names(value: Any) -> tuple[str | None, ...]:
     return names
 
 
+def zarr_python_data_type(dtype: Any) -> Any:
+    """``dtype``, or what a data type object of zarr-python's (``zarr.dtype.Int8()``,
+    ``VariableLengthUTF8()``, ``DateTime64(unit="s")``, ...) stands for: its NumPy dtype (which
+    keeps a byte order), or its Zarr v3 JSON where that dtype is ``object`` (variable-length
+    bytes). Anything else is returned as it is."""
+    module = type(dtype).__module__ or ""
+    if not module.startswith("zarr.core.dtype") or not callable(getattr(dtype, "to_native_dtype", None)):
+        return dtype
+    native = np.dtype(dtype.to_native_dtype())
+    if native.kind != "O":
+        return native
+    with warnings.catch_warnings():  # zarr-python's warning that its v3 form may change
+        warnings.simplefilter("ignore")
+        return dtype.to_json(zarr_format=3)
+
+
 def build_metadata(
     *,
     shape: Any,
@@ -413,6 +430,7 @@ def build_metadata(
     copied keep their NaN and infinite numbers in :func:`keeping_attributes`'s block).
     """
     metadata: ArrayMetadata | ArrayMetadataV2
+    dtype = zarr_python_data_type(dtype)
     if zarr_format == 3:
         metadata = build_v3(
             shape=shape,

@@ -4,6 +4,7 @@ and the shard reader."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -21,7 +22,7 @@ from .zip import ZipStore
 _named_memory: dict[str, dict[str, bytes]] = {}
 _named_lock = threading.Lock()
 
-StoreLike = Any  # str | os.PathLike | Store | dict (kvstore spec)
+StoreLike = Any  # str | os.PathLike | Store | dict (of keys, or a kvstore spec) | fsspec mapper
 
 
 def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
@@ -57,7 +58,9 @@ def make_store(
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options: expected a dict or None, got {type(storage_options).__name__}")
     if isinstance(store, dict):
-        return _from_kvstore(store, read_only, storage_options)
+        if isinstance(store.get("driver"), str):
+            return _from_kvstore(store, read_only, storage_options)
+        return _memory_of(store, read_only, storage_options), ""
     if isinstance(store, Store):
         refuse_options(storage_options, f"a {type(store).__name__} object")
         return (read_only_view(store) if read_only else store), ""
@@ -74,7 +77,34 @@ def make_store(
         return LocalStore(store, read_only=read_only), ""
     if isinstance(store, str):
         return _from_string(store, read_only, storage_options), ""
-    raise TypeError(f"store: expected a path, URL, Store or kvstore dict, got {type(store).__name__}")
+    if _is_fsspec_mapper(store):
+        refuse_options(storage_options, "an fsspec mapper")
+        return FsspecStore(store.fs, store.root, read_only=read_only), ""
+    raise TypeError(
+        f"store: expected a path, URL, Store, dict (of keys, or a kvstore spec) or fsspec mapper, "
+        f"got {type(store).__name__}"
+    )
+
+
+def _memory_of(data: dict[Any, Any], read_only: bool, storage_options: dict[str, Any] | None) -> MemoryStore:
+    """A MemoryStore over the dict ``data`` (shared: writes go into it), as zarr-python takes a
+    dict for a store (``store={}``). Its keys must be strings and its values bytes: a dict that
+    zarr-python's MemoryStore filled holds its Buffer objects, which gpuzarr does not read."""
+    refuse_options(storage_options, "a dict")
+    for key, value in data.items():
+        if not isinstance(key, str) or not isinstance(value, bytes):
+            raise InvalidArgumentError(
+                f"store: a dict used as a store holds str keys and bytes values; key {key!r} holds a "
+                f"{type(value).__name__} (a dict filled by another library's store?)"
+            )
+    return MemoryStore(data, read_only=read_only)
+
+
+def _is_fsspec_mapper(store: object) -> bool:
+    """Whether ``store`` is an fsspec mapper (``fsspec.get_mapper(url)``, an ``FSMap``): told
+    without importing fsspec, which only a program that made one has imported."""
+    mapping = sys.modules.get("fsspec.mapping")
+    return mapping is not None and isinstance(store, mapping.FSMap)
 
 
 def _from_kvstore(

@@ -19,7 +19,7 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError, StorePermissionError
+from ..errors import InvalidArgumentError, StoreError, StorePermissionError
 from .base import Buffer, ByteRange, Store, validate_key, validate_prefix
 from .locks import process_locks
 
@@ -51,6 +51,9 @@ class FsspecStore(Store):
         form (its protocol is stripped).
     read_only
         Refuse writes.
+    path
+        ``root`` by zarr-python's name for it; ``FsspecStore(fs, True)`` is read-only, as
+        zarr-python's positional ``read_only`` is.
     """
 
     supports_partial_reads = True
@@ -59,10 +62,22 @@ class FsspecStore(Store):
     # processes.
     locks_across_threads = True
 
-    def __init__(self, fs: Any, root: str = "", read_only: bool = False) -> None:
+    def __init__(
+        self, fs: Any, root: str | bool = "", read_only: bool = False, *, path: str | None = None
+    ) -> None:
+        # zarr-python's signature is (fs, read_only=False, path="/"): its positional read_only
+        # and its ``path`` keyword are taken too.
+        if isinstance(root, bool):
+            where, read_only = "", root
+        else:
+            where = root
+        if path is not None:
+            if where:
+                raise InvalidArgumentError("FsspecStore: give root or path (the same thing), not both")
+            where = path
         super().__init__(read_only)
         self.fs = fs
-        self.root = fs._strip_protocol(root).rstrip("/") if root else ""
+        self.root = fs._strip_protocol(where).rstrip("/") if where else ""
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         #: the URL errors name
         self.url = f"{protocol}://{self.root.lstrip('/')}"

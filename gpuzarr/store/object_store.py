@@ -796,10 +796,13 @@ def _http_range(byte_range: ByteRange) -> Any:
 def _url_of(store: Any) -> str:
     """A URL naming an obstore store, for messages (and kvstore specs)."""
     name = type(store).__name__
-    prefix = (getattr(store, "prefix", None) or "").strip("/")
+    # A path object for obstore's LocalStore (its root directory), a string for the others.
+    prefix = str(getattr(store, "prefix", None) or "").strip("/")
     cfg: dict[str, Any] = dict(getattr(store, "config", None) or {})
     if name == "HTTPStore":
         return str(store.url).rstrip("/")
+    if name == "LocalStore":
+        return f"file:///{prefix}"
     if name == "S3Store":
         base = f"s3://{cfg.get('bucket', '')}"
     elif name == "GCSStore":

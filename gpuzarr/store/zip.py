@@ -30,6 +30,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import (
+    ContainsNodeError,
     CorruptChunkError,
     InvalidArgumentError,
     InvalidKeyError,
@@ -340,10 +341,29 @@ class ZipStore(Store):
     reads_sizes_first = True
 
     def __init__(
-        self, path: str | os.PathLike[str], mode: ZipMode = "r", compression: int = zipfile.ZIP_STORED
+        self,
+        path: str | os.PathLike[str],
+        mode: ZipMode | Literal["x"] = "r",
+        compression: int = zipfile.ZIP_STORED,
+        *,
+        read_only: bool | None = None,
+        allowZip64: bool = True,
     ) -> None:
+        # zarr-python's keywords: ``read_only`` (True: mode "r"), mode "x" (a new archive; it
+        # must not exist) and ``allowZip64`` (ZIP64 records are written where needed: only True).
+        if read_only is not None:
+            if read_only and mode not in ("r",):
+                raise InvalidArgumentError(f"ZipStore: read_only=True opens with mode 'r', not {mode!r}")
+            if not read_only and mode == "r":
+                mode = "a"
+        if not allowZip64:
+            raise InvalidArgumentError("ZipStore: allowZip64=False is not supported (ZIP64 records go where needed)")
+        if mode == "x":
+            if _exists(os.fspath(path)):
+                raise ContainsNodeError(f"ZipStore: mode 'x' makes a new archive, and {os.fspath(path)!r} exists")
+            mode = "w"
         if mode not in ("r", "w", "a"):
-            raise InvalidArgumentError(f"ZipStore: mode must be 'r', 'w' or 'a', got {mode!r}")
+            raise InvalidArgumentError(f"ZipStore: mode must be 'r', 'w', 'a' or 'x', got {mode!r}")
         if compression not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise InvalidArgumentError(
                 f"ZipStore: compression must be zipfile.ZIP_STORED or ZIP_DEFLATED, got {compression!r}"

@@ -239,3 +239,21 @@ def test_a_ranged_read_answered_with_the_whole_value_is_refused(shards: tuple[in
             gpuzarr.open(store, mode="r")[40:50, 40:50]
     with pytest.raises(StoreError, match="the ranged read was not honoured"):
         store.get_ranges("zarr.json", [ByteRange(0, 3), ByteRange(5, 2)])
+
+
+def test_an_fsspec_mapper_and_zarr_pythons_constructor_forms(tmp_path: Path) -> None:
+    """zarr-python takes ``fsspec.get_mapper(url)`` for a store and ``FsspecStore(fs,
+    read_only, path)``: gpuzarr raised TypeError for the mapper, for ``path=``, and an
+    AttributeError for ``FsspecStore(fs, True)``."""
+    mapper = fsspec.get_mapper(str(tmp_path / "m.zarr"))
+    array = gpuzarr.create_array(mapper, shape=(4,), dtype="i4", chunks=(2,))
+    array[...] = [1, 2, 3, 4]
+    assert isinstance(array.store, FsspecStore)
+    assert gpuzarr.open_array(str(tmp_path / "m.zarr"), mode="r")[...].tolist() == [1, 2, 3, 4]
+    fs = fsspec.filesystem("file")
+    read_only = FsspecStore(fs, True)
+    assert read_only.read_only and read_only.root == ""
+    by_path = FsspecStore(fs, path=str(tmp_path / "m.zarr"), read_only=True)
+    assert gpuzarr.open_array(by_path, mode="r")[...].tolist() == [1, 2, 3, 4]
+    with pytest.raises(gpuzarr.errors.InvalidArgumentError, match="root or path"):
+        FsspecStore(fs, "a", path="b")

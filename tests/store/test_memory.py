@@ -60,3 +60,24 @@ def test_make_store_read_only_wraps_without_mutating() -> None:
     assert ro.read_only and not store.read_only
     store.set("k", b"v")
     assert ro.get("k") == b"v"
+
+
+def test_a_dict_is_a_memory_store_over_it() -> None:
+    """zarr-python takes a dict for a store (``store={}``, its guide's examples); gpuzarr read
+    every dict as a TensorStore kvstore spec and raised 'kvstore: required member is missing'."""
+    import numpy as np
+
+    import gpuzarr
+    from gpuzarr.errors import InvalidArgumentError
+
+    data: dict[str, bytes] = {}
+    array = gpuzarr.create_array(data, shape=(4, 4), dtype="i4", chunks=(2, 2))
+    array[...] = np.arange(16).reshape(4, 4)
+    assert "zarr.json" in data and "c/1/1" in data  # written into the caller's dict
+    np.testing.assert_array_equal(gpuzarr.open_array(data, mode="r")[...], np.arange(16).reshape(4, 4))
+    group = gpuzarr.open_group({}, mode="w", zarr_format=2)
+    assert group.zarr_format == 2
+    # A kvstore spec names its driver; a dict of other values is no store gpuzarr can read.
+    assert list(gpuzarr.open_group({"driver": "memory"}, mode="w").store.data) == ["zarr.json"]
+    with pytest.raises(InvalidArgumentError, match=r"key 'zarr\.json' holds a int"):
+        gpuzarr.open_array({"zarr.json": 1}, mode="r")

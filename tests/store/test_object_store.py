@@ -601,3 +601,14 @@ def test_an_answer_sent_encoded_is_refused_naming_the_encoding() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_obstore_local_store(tmp_path: Path) -> None:
+    """obstore's LocalStore names its root with a path object: naming the store raised
+    AttributeError ('PosixPath' object has no attribute 'strip')."""
+    obstore = pytest.importorskip("obstore")
+    store = ObjectStore(obstore.store.LocalStore(str(tmp_path)))
+    assert str(tmp_path).strip("/") in repr(store)
+    array = gpuzarr.create_array(store, shape=(4, 4), dtype="i4", chunks=(2, 2))
+    array[...] = np.arange(16).reshape(4, 4)
+    np.testing.assert_array_equal(gpuzarr.open_array(str(tmp_path), mode="r")[...], np.arange(16).reshape(4, 4))

@@ -285,3 +285,24 @@ def test_an_archive_the_file_system_refuses_raises_a_permission_error_naming_it(
         ZipStore(path, mode=mode).set("k", b"v")
     assert caught.value.url == str(path) and caught.value.errno == errno.EACCES
     assert ZipStore(path, mode="r").get("zarr.json") == b"{}"
+
+
+def test_zarr_pythons_keywords(tmp_path: Path) -> None:
+    """zarr-python's ``ZipStore(path, read_only=True)`` (its quick start), ``mode="x"`` and
+    ``allowZip64`` raised TypeError or InvalidArgumentError."""
+    import gpuzarr
+    from gpuzarr.errors import ContainsNodeError, InvalidArgumentError
+
+    path = tmp_path / "a.zip"
+    with ZipStore(path, mode="x") as store:
+        gpuzarr.create_array(store, shape=(3,), dtype="i4")[...] = [1, 2, 3]
+    with pytest.raises(ContainsNodeError, match="mode 'x' makes a new archive"):
+        ZipStore(path, mode="x")
+    with ZipStore(path, read_only=True) as store:
+        assert store.read_only and gpuzarr.open_array(store, mode="r")[...].tolist() == [1, 2, 3]
+    with ZipStore(path, read_only=False, allowZip64=True) as store:  # mode "r" and writable: appends
+        assert not store.read_only and store.mode == "a"
+    with pytest.raises(InvalidArgumentError, match="allowZip64=False"):
+        ZipStore(path, allowZip64=False)
+    with pytest.raises(InvalidArgumentError, match="read_only=True opens with mode 'r'"):
+        ZipStore(path, mode="a", read_only=True)
