@@ -41,15 +41,22 @@ MIN_POOLED_BYTES = 64 * 1024
 _BYTE = np.dtype(np.uint8)
 #: buffers of one size checked for reuse per request, oldest first
 _CHECKED_PER_REQUEST = 4
+#: An idle buffer not handed out in this many requests is let go of (looked for every
+#: ``_TRIM_EVERY`` requests): reads of many shapes (random crops, a loader's cache misses) left
+#: buffers of sizes never asked for again idle up to the bound, 256 MiB by default.
+_IDLE_REQUESTS = 1024
+_TRIM_EVERY = 64
 
 
 class _Buffer:
     """One page-aligned allocation, as the bytes :func:`aligned_empty` gives."""
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "last")
 
     def __init__(self, nbytes: int) -> None:
         self.data = aligned_empty(nbytes)
+        #: the pool's request count when it was last handed out
+        self.last = 0
 
     @property
     def nbytes(self) -> int:
@@ -57,8 +64,9 @@ class _Buffer:
 
     def view(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         # every view's ``base`` is the array that owns the memory (NumPy collapses chains of
-        # views to it), which :func:`_references` counts
-        return self.data.view(dtype).reshape(shape)
+        # views to it), which :func:`_references` counts; the buffer may be larger (a size class)
+        nbytes = dtype.itemsize * math.prod(shape)
+        return self.data[:nbytes].view(dtype).reshape(shape)
 
 
 def _references(buffer: _Buffer) -> int:
@@ -90,6 +98,7 @@ class HostOutputPool:
         #: buffers past the bound, still in use: let go once they are not (see the module)
         self._retiring: list[_Buffer] = []
         self._held = 0
+        self._requests = 0
         self._idle_refs = _idle_references() if _supported() else -1
 
     @property
@@ -106,7 +115,9 @@ class HostOutputPool:
             return sum(b.nbytes for b in self._order if _references(b) <= self._idle_refs)
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-        """An uninitialised C-order array of ``shape`` whose data starts on a page boundary."""
+        """An uninitialised C-order array of ``shape`` whose data starts on a page boundary, cut
+        from a buffer of :func:`size_class` bytes (so that outputs of sizes a little apart share
+        buffers)."""
         nbytes = dtype.itemsize * math.prod(shape)
         limit = config.get("host_output_pool_bytes")
         if self._held > limit:  # the setting was lowered (0: off): what it holds goes now
@@ -114,18 +125,29 @@ class HostOutputPool:
                 self._shrink_to(limit)
         if not self.enabled or nbytes < MIN_POOLED_BYTES or nbytes > limit:
             return aligned_empty(shape, dtype)
+        size = min(size_class(nbytes), limit)
         with self._lock:
             self._let_go_of_retired()
-            buffer = self._take_idle(nbytes)
+            self._requests += 1
+            if self._requests % _TRIM_EVERY == 0:
+                self._let_go_of_unused()
+            buffer = self._take_idle(size)
             if buffer is None:
-                buffer = _Buffer(nbytes)
+                buffer = _Buffer(size)
                 self._add(buffer, limit)
+            buffer.last = self._requests
             return buffer.view(shape, dtype)
 
     def bytes_buffer(self, nbytes: int) -> np.ndarray[Any, Any]:
-        """A uint8 buffer of ``nbytes`` (for reads of encoded bytes), cut from a pooled buffer of
-        :func:`size_class` bytes, so that reads of lengths that differ a little share buffers."""
-        return self.empty((size_class(nbytes),), _BYTE)[:nbytes]
+        """A uint8 buffer of ``nbytes`` (for reads of encoded bytes), cut from a pooled buffer."""
+        return self.empty((nbytes,), _BYTE)
+
+    def _let_go_of_unused(self) -> None:
+        """Drop the idle buffers not handed out in the last :data:`_IDLE_REQUESTS` requests."""
+        since = self._requests - _IDLE_REQUESTS
+        for buffer in [b for b in self._order if b.last < since]:
+            if _references(buffer) <= self._idle_refs:
+                self._drop(buffer)
 
     def _take_idle(self, nbytes: int) -> _Buffer | None:
         same = self._by_size.get(nbytes)

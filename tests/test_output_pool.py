@@ -14,7 +14,7 @@ import pytest
 
 import gpuzarr
 from gpuzarr import config
-from gpuzarr.output_pool import MIN_POOLED_BYTES, HostOutputPool
+from gpuzarr.output_pool import MIN_POOLED_BYTES, HostOutputPool, size_class
 from gpuzarr.output_pool import pool as process_pool
 
 if TYPE_CHECKING:
@@ -102,7 +102,26 @@ def test_other_sizes_get_their_own_buffers(pool: HostOutputPool) -> None:
     a = pool.empty(SHAPE, U16)
     b = pool.empty((64, 64, 17), U16)
     assert _address(a) != _address(b)
-    assert pool.held_bytes() == NBYTES + 64 * 64 * 17 * 2
+    assert pool.held_bytes() == size_class(NBYTES) + size_class(64 * 64 * 17 * 2)
+
+
+def test_sizes_a_little_apart_share_a_buffer(pool: HostOutputPool) -> None:
+    """Outputs of many shapes (random crops) each got a buffer of exactly their size, and the
+    pool filled with idle buffers no later output fitted."""
+    a = pool.empty((64, 64, 64), U16)
+    address = _address(a)
+    del a
+    b = pool.empty((64, 64, 60), U16)  # within the same size class
+    assert _address(b) == address and b.shape == (64, 64, 60)
+    assert pool.held_bytes() == size_class(64 * 64 * 64 * 2)
+
+
+def test_buffers_not_asked_for_again_go(pool: HostOutputPool) -> None:
+    odd = pool.empty((64, 64, 33), U16)
+    del odd
+    for _ in range(1100):  # other outputs: the odd size's buffer is idle all along
+        pool.empty(SHAPE, U16)
+    assert pool.held_bytes() == size_class(NBYTES)
 
 
 def test_small_outputs_are_not_pooled(pool: HostOutputPool) -> None:
