@@ -45,6 +45,7 @@ from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
 from .metadata.v3 import ZARR_JSON, parse_json_document
 from .parallel import io_runner
 from .store.base import validate_key
+from .store.held_locks import held, released_on_interrupt
 from .store.local import LocalStore
 
 if TYPE_CHECKING:
@@ -433,7 +434,7 @@ def _rewrite(store: Store, key: str, rewrite: Callable[[Any], bytes | None]) -> 
             if new is None or store.set_if(key, new, version):
                 return
         raise MetadataError(f"{key}: another writer changed it during each of {RECORD_ATTEMPTS} updates")
-    with store.lock(key):
+    with released_on_interrupt(), held(store, key):
         new = rewrite(get_document(store, key))
         if new is not None:
             store.set(key, new)

@@ -123,3 +123,39 @@ def test_a_reader_closed_by_an_interrupted_close_is_not_closed_again(
     reader.close()
     del reader
     assert closed == [fd]
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_an_interrupt_as_a_chunks_lock_is_let_go_of_leaves_it_free_while_the_exception_is_kept(
+    tmp_path: Path, sharded: bool
+) -> None:
+    """Ctrl-C at the entry of the lock's ``__exit__`` (where CPython delivers signals) skipped
+    the release: the lock stayed held while the exception lived, and a REPL keeps the last one
+    (``sys.last_value``): the next write of that chunk waited for ever."""
+    options: dict[str, Any] = {"shards": (8, 8)} if sharded else {}
+    array = gpuzarr.create(str(tmp_path / "a.zarr"), shape=(8, 8), dtype="u2", chunks=(4, 4), device="cpu", **options)
+    array[...] = 1
+    exit_code = contextlib._GeneratorContextManager.__exit__.__code__
+
+    def interrupt_the_release(frame: Any, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_code is exit_code and frame.f_locals["self"].gen.gi_code.co_name == "lock":
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return None
+
+    sys.settrace(interrupt_the_release)
+    try:
+        with pytest.raises(KeyboardInterrupt) as kept:  # a partly covered chunk: written under its lock
+            array[0:2, 0:2] = 2
+    finally:
+        sys.settrace(None)
+    assert kept.value is not None  # still referenced, as a REPL keeps it
+    done = threading.Event()
+
+    def write_again() -> None:
+        array[0:1, 0:1] = 3
+        done.set()
+
+    threading.Thread(target=write_again, daemon=True).start()
+    assert done.wait(10), "the next write of the chunk waited on the lock the interrupt left held"
+    assert array[0, 0] == 3 and array[1, 1] == 2

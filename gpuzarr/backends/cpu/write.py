@@ -41,6 +41,7 @@ from ...errors import CorruptChunkError, StoreError
 from ...metadata.dtypes import fill_value_bytes_equal
 from ...parallel import batches_by_bytes, chunks_per_task, run_coding_tasks, run_tasks
 from ...store.base import BoundedBufferFor
+from ...store.held_locks import held, released_on_interrupt
 from ...store.sharding import (
     ShardTooLargeToReadWhole,
     encode_shard,
@@ -175,10 +176,12 @@ def write_plan(layout: ArrayLayout, store: Store, plan: SelectionPlan, value: np
     """Write ``value`` (shape ``plan.buffer_shape``) to the selection ``plan`` describes."""
     if not plan.projections:
         return
-    if layout.sharding is None:
-        _write_chunks(layout, store, plan.projections, value)
-    else:
-        _write_sharded(layout, store, plan.projections, value)
+    # A Ctrl-C landing as a chunk's lock is let go of left it held while the exception lived.
+    with released_on_interrupt():
+        if layout.sharding is None:
+            _write_chunks(layout, store, plan.projections, value)
+        else:
+            _write_sharded(layout, store, plan.projections, value)
 
 
 def _write_chunks(
@@ -199,7 +202,7 @@ def _write_chunks(
             return _encode_or_none(layout, p.chunk_coords, _new_chunk(layout, p, value, old))
 
         # A partly covered chunk is read, modified and written back under its lock.
-        with store.lock(key):
+        with held(store, key):
             _read_modify_write(store, key, build, layout.pipeline_at(p.chunk_coords).max_stored_nbytes)
 
     run_coding_tasks(layout.chunk_pipeline, work, projections)
@@ -288,9 +291,9 @@ def _write_sharded(
     modified.sort(key=lambda item: layout.key(item[0]))
     for start in range(0, len(modified), LOCKED_SHARDS):
         group = modified[start : start + LOCKED_SHARDS]
-        with contextlib.ExitStack() as held:
+        with contextlib.ExitStack() as locks:
             for shard, _ in group:
-                held.enter_context(store.lock(layout.key(shard)))
+                locks.enter_context(held(store, layout.key(shard)))
             _write_shards_retrying(layout, store, group, value)
 
 
