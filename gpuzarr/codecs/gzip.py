@@ -56,7 +56,7 @@ class GzipCodec(BytesToBytesCodec):
     def decode(
         self, data: Buffer, out: np.ndarray[Any, Any] | None = None, max_nbytes: int | None = None
     ) -> Buffer:
-        return decode_gzip(data, max_nbytes)
+        return decode_gzip(data, max_nbytes, out)
 
     def one_thread_pays(self, nbytes: int) -> bool:
         return nbytes <= ONE_THREAD_DECODE_NBYTES

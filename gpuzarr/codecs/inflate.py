@@ -25,7 +25,9 @@ import functools
 import zlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from .bounded import inflate
+import numpy as np
+
+from .bounded import inflate, inflate_into
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,6 +83,12 @@ def check_gzip_flags(member: Buffer) -> None:
         raise ValueError(f"gzip: reserved flag bits set ({view[3]:#04x})")
 
 
+#: Outputs from this size on are inflated a piece at a time into the chunk's buffer
+#: (``bounded.inflate_into``), not into bytes copied there after: the copy doubled the memory a
+#: large chunk takes. Smaller ones keep the one call.
+INTO_MIN_NBYTES = 16 << 20
+
+
 def _decode(
     name: str,
     wbits: int,
@@ -88,29 +96,35 @@ def _decode(
     max_nbytes: int | None,
     members: bool,
     check_member: Callable[[Buffer], None] | None = None,
-) -> bytes:
+    out: np.ndarray[Any, Any] | None = None,
+) -> Buffer:
     module = _module()
     try:
+        if out is not None and out.nbytes >= INTO_MIN_NBYTES and out.flags.c_contiguous:
+            target = out.reshape(-1).view(np.uint8)
+            return inflate_into(name, lambda: module.decompressobj(wbits), data, target, members, check_member)
         return inflate(name, lambda: module.decompressobj(wbits), data, max_nbytes, members, check_member)
     except module.error as exc:
         # zlib.error and isal_zlib.error are no ValueError: give decoders' callers one kind.
         raise ValueError(f"{name}: corrupt stream ({exc})") from exc
 
 
-def decode_gzip(data: Buffer, max_nbytes: int | None) -> bytes:
-    """Decode a gzip stream of one or more members (RFC 1952), at most ``max_nbytes`` bytes.
+def decode_gzip(data: Buffer, max_nbytes: int | None, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+    """Decode a gzip stream of one or more members (RFC 1952), at most ``max_nbytes`` bytes
+    (into ``out``, whose size is then the bound, where it is large: see ``INTO_MIN_NBYTES``).
 
     Raises ValueError when a member is corrupt (a CRC-32 or size trailer included), truncated
     or followed by bytes that are no member, or when the output would exceed ``max_nbytes``.
     """
-    return _decode("gzip", GZIP_WBITS, data, max_nbytes, members=True, check_member=check_gzip_flags)
+    return _decode("gzip", GZIP_WBITS, data, max_nbytes, members=True, check_member=check_gzip_flags, out=out)
 
 
-def decode_zlib(data: Buffer, max_nbytes: int | None) -> bytes:
-    """Decode a zlib stream (RFC 1950), at most ``max_nbytes`` bytes; bytes after its end are
-    ignored, as ``zlib.decompress`` (numcodecs' Zlib) ignores them.
+def decode_zlib(data: Buffer, max_nbytes: int | None, out: np.ndarray[Any, Any] | None = None) -> Buffer:
+    """Decode a zlib stream (RFC 1950), at most ``max_nbytes`` bytes (into a large ``out``, as
+    :func:`decode_gzip`); bytes after its end are ignored, as ``zlib.decompress`` (numcodecs'
+    Zlib) ignores them.
 
     Raises ValueError when the stream is corrupt (its Adler-32 trailer included) or truncated, or
     when the output would exceed ``max_nbytes``.
     """
-    return _decode("zlib", ZLIB_WBITS, data, max_nbytes, members=False)
+    return _decode("zlib", ZLIB_WBITS, data, max_nbytes, members=False, out=out)

@@ -122,9 +122,9 @@ def decode_bounded(
     """Decode with numcodecs' ``impl`` of a compressor, its sizes checked against the bound
     first (None when ``codec_id`` is not one of :data:`COMPRESSOR_IDS`)."""
     if codec_id == "zlib":
-        return decode_zlib(data, max_nbytes)
+        return decode_zlib(data, max_nbytes, out)
     if codec_id == "gzip":
-        return decode_gzip(data, max_nbytes)
+        return decode_gzip(data, max_nbytes, out)
     if codec_id == "bz2":
         return inflate("bz2", bz2.BZ2Decompressor, data, max_nbytes, members=True)
     if codec_id == "lzma":

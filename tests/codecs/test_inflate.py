@@ -281,3 +281,70 @@ def test_a_corrupt_chunk_names_its_key(
     with pytest.raises(CorruptChunkError, match=message) as caught:
         a[...]
     assert caught.value.key == key
+
+
+# -- large outputs, a piece at a time ------------------------------------------------------------
+
+
+def _decode_both(decode: Any, data: bytes, size: int) -> tuple[Any, Any]:
+    """What ``decode`` gives as bytes (bounded by ``size``) and into an output of ``size``, or
+    the error each raised."""
+    results = []
+    for out in (None, np.full(size, 0xAB, dtype=np.uint8)):
+        try:
+            got = decode(data, size, out)
+            results.append(bytes(memoryview(got).cast("B")))
+        except ValueError as exc:
+            results.append(type(exc))
+    return results[0], results[1]
+
+
+@pytest.mark.parametrize("case", ["one", "members", "truncated", "trailing", "bomb", "short", "zlib", "zlib-trailing"])
+def test_a_large_output_is_inflated_into_it_as_into_bytes(
+    library: str, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """Outputs from ``INTO_MIN_NBYTES`` on are inflated a piece at a time into the chunk's
+    buffer (bytes copied there after took twice the chunk's size): the same bytes, and the
+    same errors, as one call into bytes. Small pieces here, to cross many of them."""
+    from gpuzarr.codecs import bounded
+
+    monkeypatch.setattr(inflate, "INTO_MIN_NBYTES", 0)
+    raw = RAW * 3
+    half = len(raw) // 2
+    decode = decode_zlib if case.startswith("zlib") else decode_gzip
+    data, size = {
+        "one": (gzip_member(raw), len(raw)),
+        "members": (gzip_member(raw[:half]) + gzip_member(raw[half:]), len(raw)),
+        "truncated": (gzip_member(raw)[:-20], len(raw)),
+        "trailing": (gzip_member(raw) + b"junk", len(raw)),
+        "bomb": (gzip_member(bytes(len(raw) * 4)), len(raw)),
+        "short": (gzip_member(raw[:half]), len(raw)),
+        "zlib": (zlib.compress(raw, 6), len(raw)),
+        "zlib-trailing": (zlib.compress(raw, 6) + b"more", len(raw)),
+    }[case]
+    for piece, given in ((1000, 1 << 20), (4093, 333), (1 << 22, 7)):  # output and input pieces
+        monkeypatch.setattr(bounded, "INFLATE_PIECE_NBYTES", piece)
+        monkeypatch.setattr(bounded, "INFLATE_INPUT_NBYTES", given)
+        as_bytes, into = _decode_both(decode, data, size)
+        assert into == as_bytes, (piece, given)
+        if case in ("one", "members", "zlib", "zlib-trailing"):
+            assert into == raw
+        if case == "short":
+            assert into == raw[:half]  # the pipeline refuses its size: see the next test
+
+
+def test_a_large_gzip_chunk_reads_whole_and_in_part(tmp_path: Path) -> None:
+    """A chunk above INTO_MIN_NBYTES through the array API: whole and in part, and one of the
+    wrong size named as corrupt."""
+    values = (np.arange(9 * 1024 * 1024, dtype="<u2") % 65521).reshape(3072, 3072)
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}}]
+    path = str(tmp_path / "g.zarr")
+    array = gpuzarr.create(path, shape=values.shape, dtype="<u2", chunks=values.shape, codecs=codecs)
+    array[...] = values
+    assert array.layout.chunk_pipeline.spec.nbytes >= inflate.INTO_MIN_NBYTES
+    np.testing.assert_array_equal(array[...], values)
+    np.testing.assert_array_equal(array[100:200, 3000:], values[100:200, 3000:])
+    key = tmp_path / "g.zarr" / "c" / "0" / "0"
+    key.write_bytes(gzip_member(values[:1536].tobytes()))  # half the chunk's bytes
+    with pytest.raises(CorruptChunkError, match="expected"):
+        gpuzarr.open(str(tmp_path / "g.zarr"), mode="r")[...]
