@@ -239,3 +239,14 @@ def test_zarr_pythons_data_type_objects(zarr_format: int) -> None:
     raw = gpuzarr.create_array(store, name="b", shape=(2,), dtype=zdtype.VariableLengthBytes(), zarr_format=zarr_format)
     raw[...] = np.array([b"a", b"bc"], dtype=object)
     assert raw[...].tolist() == [b"a", b"bc"]
+
+
+@pytest.mark.parametrize(
+    "compressor",
+    [{"id": "packbits"}, {"id": "astype", "encode_dtype": "f4", "decode_dtype": "f8"}, {"id": "delta", "dtype": "f8"}],
+)
+def test_a_filter_given_as_a_v2_compressor_is_refused(compressor: dict[str, Any]) -> None:
+    """A filter reads the chunk's bytes as other values: ``packbits`` as the compressor of
+    float64 data stored 7.7e-304 for every value (zarr-python takes it too)."""
+    with pytest.raises(InvalidArgumentError, match=f"'{compressor['id']}' is a filter"):
+        gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="f8", zarr_format=2, compressor=compressor)

@@ -259,6 +259,20 @@ def v3_chain(
     return with_zarr_python_defaults([*array_to_array, array_to_bytes, *bytes_to_bytes], dtype)
 
 
+def _refuse_filter_as_compressor(compressor: NumcodecsJSON) -> None:
+    """Refuse a filter (an array -> array codec: ``packbits``, ``astype``, ``fixedscaleoffset``,
+    ...) given as a new v2 array's compressor. The compressor takes the chunk's bytes, which a
+    filter reads as other values: ``packbits`` as the compressor of float64 data stored
+    ``7.7e-304`` for every value, and a copy to such a target reported success (zarr-python
+    takes them too)."""
+    name = compressor_to_codec(compressor, 1, "compressor")["name"]
+    if codec_kind(name) == "array_to_array":
+        raise InvalidArgumentError(
+            f"compressor: {compressor['id']!r} is a filter (it changes the array's values or type), not a "
+            "compressor: give it in filters=, and a compressor of bytes (zstd, blosc, gzip, ...) here"
+        )
+
+
 def v2_encoding(
     *, compressors: Any, filters: Any, serializer: Any, default_compressor: NumcodecsJSON
 ) -> tuple[NumcodecsJSON | None, list[NumcodecsJSON] | None]:
@@ -273,6 +287,8 @@ def v2_encoding(
         if len(listed) > 1:
             raise InvalidArgumentError(f"compressors: Zarr v2 arrays have one compressor, got {len(listed)}")
         compressor = codec_json_v2(listed[0], "compressor") if listed else None
+        if compressor is not None:
+            _refuse_filter_as_compressor(compressor)
         if compressor is not None and compressor["id"] == "zstd" and not compressor.get("checksum", True):
             # As zarr-python writes it: TensorStore's zarr2 driver refuses a "checksum" member.
             del compressor["checksum"]

@@ -223,3 +223,14 @@ def test_a_re_encoded_rectilinear_array_keeps_its_listed_sizes(tmp_path: Path, s
     copy = gpuzarr.open(str(tmp_path / "d.zarr"), mode="r")
     assert copy.metadata.chunk_grid == source.metadata.chunk_grid
     np.testing.assert_array_equal(copy[...], source[...])
+
+
+def test_a_filter_as_the_v2_compressor_of_a_copy_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """The copy exited 0 and every value read back as 7.7e-304."""
+    import gpuzarr
+
+    source = gpuzarr.create(str(tmp_path / "src.zarr"), shape=(4,), dtype="f8", chunks=(2,), zarr_format=2)
+    source[...] = [2.5, 1.0, -3.0, 7.0]
+    with pytest.raises(InvalidArgumentError, match="'packbits' is a filter"):
+        gpuzarr.convert(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), compressors=[{"id": "packbits"}])
+    assert not (tmp_path / "dst.zarr").exists()
