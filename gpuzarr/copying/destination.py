@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, MetadataError
+from ..layout import ArrayLayout
 from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
 from ..metadata.dtypes import DataType
@@ -153,15 +154,20 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
     try:
         # The source's attributes keep the NaN and infinite numbers its document held.
         with keeping_attributes(dict(source.attrs)):
-            return build_metadata(
+            metadata = build_metadata(
                 shape=source.shape,
                 chunks=[list(c) if isinstance(c, tuple) else c for c in chunks],
                 shards=shards,
                 zarr_format=zarr_format,
                 **arguments,
             )
+        # The codec chain resolved too (the array's is, when the copy creates it): a chain that
+        # does not fit (inner chunks that do not divide a shard the source's serializer names)
+        # stopped the copy half-written, naming a key of DST instead of the array.
+        ArrayLayout.from_metadata(metadata)
     except MetadataError as exc:
         raise type(exc)(f"{where}: {exc}") from exc
+    return metadata
 
 
 def _v3_arguments(source: Array) -> dict[str, Any]:

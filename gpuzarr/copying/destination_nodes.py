@@ -20,6 +20,7 @@ from .destination import target_metadata
 from .nodes import node_name, walk
 
 if TYPE_CHECKING:
+    from ..hierarchy import NodeInfo
     from ..metadata.v2 import ArrayMetadataV2
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
@@ -69,6 +70,16 @@ def prepare_nodes(
         _check_attributes_of(node, node_name(relative))
     if overwrite:
         _refuse_to_erase_other_data(store, base)
+    else:
+        # Every node DST has that the copy could not take, refused before any is written (a
+        # refused copy had replaced DST's root attributes and made nodes before it).
+        for relative, node, metadata in nodes:
+            path, name = _join(base, relative), node_name(relative)
+            if isinstance(node, Group):
+                _refuse_other_group(read_node(store, path), options.zarr_format or node.zarr_format, name)
+            else:
+                assert metadata is not None
+                _refuse_other_array(store, path, metadata, name)
     copies = []
     for relative, node, metadata in nodes:
         path = _join(base, relative)
@@ -116,26 +127,29 @@ def _prepare_group(store: Store, path: str, source: Group, zarr_format: int, ove
         with keeping_attributes(attributes):  # their NaN and infinite numbers, as the source holds them
             create_group_node(store, path, attributes, overwrite=overwrite, zarr_format=zarr_format)
         return
-    if found.node_type != "group" or found.zarr_format != zarr_format:
-        raise ContainsNodeError(
-            f"DST {name}: a Zarr v{found.zarr_format} {found.node_type} is there, the copy is a Zarr "
-            f"v{zarr_format} group (pass overwrite=True, or --overwrite, to replace DST)"
-        )
+    _refuse_other_group(found, zarr_format, name)
     if found.attributes != attributes:
         existing = open_node(store, path, device="cpu")
         existing.attrs.put(attributes)
 
 
-def _encoding(metadata: ArrayMetadata | ArrayMetadataV2) -> dict[str, Any]:
-    return {k: v for k, v in metadata.to_json().items() if k != "attributes"}
+def _refuse_other_group(found: NodeInfo | None, zarr_format: int, name: str) -> None:
+    """ContainsNodeError where DST holds another node than a group of ``zarr_format`` there."""
+    if found is None or found.implicit:
+        return
+    if found.node_type != "group" or found.zarr_format != zarr_format:
+        raise ContainsNodeError(
+            f"DST {name}: a Zarr v{found.zarr_format} {found.node_type} is there, the copy is a Zarr "
+            f"v{zarr_format} group (pass overwrite=True, or --overwrite, to replace DST)"
+        )
 
 
-def _prepare_array(
-    store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, overwrite: bool, name: str
-) -> Array:
+def _refuse_other_array(store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, name: str) -> None:
+    """ContainsNodeError where DST holds another node than an array of ``metadata``'s encoding
+    at ``path`` (its attributes may differ: they are written over)."""
     found = read_node(store, path)
-    if found is None or found.implicit or overwrite:
-        return create_array_node(store, path, metadata, overwrite=overwrite, device="cpu")
+    if found is None or found.implicit:
+        return
     existing = open_node(store, path, device="cpu")
     if not isinstance(existing, Array):
         raise ContainsNodeError(
@@ -148,6 +162,21 @@ def _prepare_array(
             f"DST {name}: an array with other metadata is there ({', '.join(fields)} differ); "
             "pass overwrite=True, or --overwrite, to replace DST"
         )
+
+
+def _encoding(metadata: ArrayMetadata | ArrayMetadataV2) -> dict[str, Any]:
+    return {k: v for k, v in metadata.to_json().items() if k != "attributes"}
+
+
+def _prepare_array(
+    store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, overwrite: bool, name: str
+) -> Array:
+    found = read_node(store, path)
+    if found is None or found.implicit or overwrite:
+        return create_array_node(store, path, metadata, overwrite=overwrite, device="cpu")
+    _refuse_other_array(store, path, metadata, name)
+    existing = open_node(store, path, device="cpu")
+    assert isinstance(existing, Array)
     if dict(existing.attrs) != metadata.attributes:
         existing.attrs.put(metadata.attributes)
     return existing

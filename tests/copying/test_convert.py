@@ -234,3 +234,42 @@ def test_a_filter_as_the_v2_compressor_of_a_copy_is_refused_before_anything_is_w
     with pytest.raises(InvalidArgumentError, match="'packbits' is a filter"):
         gpuzarr.convert(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), compressors=[{"id": "packbits"}])
     assert not (tmp_path / "dst.zarr").exists()
+
+
+def test_a_copy_refused_over_an_other_dst_array_changes_nothing_in_dst(tmp_path: Path) -> None:
+    """DST's array z has other chunks: the refusal came after DST's root attributes were
+    replaced and the other nodes made."""
+    import gpuzarr
+
+    source = gpuzarr.open_group(str(tmp_path / "src.zarr"), mode="w", attributes={"v": 2})
+    source.create_array("a", shape=(4,), chunks=(2,), dtype="i1")[...] = 1
+    source.create_array("z", shape=(4,), chunks=(2,), dtype="i1")[...] = 2
+    dst = gpuzarr.open_group(str(tmp_path / "dst.zarr"), mode="w", attributes={"v": 1})
+    dst.create_array("z", shape=(4,), chunks=(4,), dtype="i1")[...] = 9
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "dst.zarr").rglob("*"))
+    with pytest.raises(ContainsNodeError, match="DST /z: an array with other metadata"):
+        gpuzarr.convert(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"))
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "dst.zarr").rglob("*")) == before
+    assert dict(gpuzarr.open_group(str(tmp_path / "dst.zarr"), mode="r").attrs) == {"v": 1}
+
+
+def test_a_target_whose_codecs_do_not_fit_is_refused_by_name_before_anything_is_written(tmp_path: Path) -> None:
+    """A source whose serializer is a sharding codec (zarr-python's ``serializer=ShardingCodec``)
+    copied with other chunks: the chain was first resolved as DST's nodes were made, and the
+    copy stopped half-written naming a key of DST."""
+    import warnings
+
+    import zarr
+    from zarr.codecs import ShardingCodec
+
+    import gpuzarr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = zarr.open_group(str(tmp_path / "src.zarr"), mode="w")
+        group.create_array("a_ok", shape=(4,), chunks=(2,), dtype="i2")[:] = 1
+        sharding = ShardingCodec(chunk_shape=(2, 5))
+        group.create_array("w", shape=(12, 10), chunks=(6, 10), dtype="i2", serializer=sharding)
+    with pytest.raises(gpuzarr.errors.MetadataError, match=r"^/w: "):
+        gpuzarr.convert(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), chunks=2)
+    assert not (tmp_path / "dst.zarr").exists()
