@@ -250,3 +250,21 @@ def test_a_filter_given_as_a_v2_compressor_is_refused(compressor: dict[str, Any]
     float64 data stored 7.7e-304 for every value (zarr-python takes it too)."""
     with pytest.raises(InvalidArgumentError, match=f"'{compressor['id']}' is a filter"):
         gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), dtype="f8", zarr_format=2, compressor=compressor)
+
+
+@pytest.mark.parametrize("dtype", ["string", "variable_length_bytes"])
+def test_variable_length_data_with_a_filter_keeps_its_serializer(dtype: str) -> None:
+    """A filter (a transpose) with variable-length strings or bytes: the serializer became
+    ``bytes``, which refuses them ('bytes cannot encode the variable-length data type');
+    zarr-python writes transpose, vlen-utf8 (or vlen-bytes), zstd."""
+    transpose = {"name": "transpose", "configuration": {"order": [1, 0]}}
+    array = gpuzarr.create_array(gpuzarr.MemoryStore(), shape=(2, 3), dtype=dtype, filters=[transpose])
+    assert [c["name"] for c in array.metadata.to_json()["codecs"]][:2] == [
+        "transpose",
+        "vlen-utf8" if dtype == "string" else "vlen-bytes",
+    ]
+    values = np.array([["a", "bc", ""], ["d", "e", "fgh"]], dtype=object)
+    if dtype != "string":
+        values = np.array([[v.encode() for v in row] for row in values], dtype=object)
+    array[...] = values
+    assert array[...].tolist() == values.tolist()

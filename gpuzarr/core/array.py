@@ -781,6 +781,10 @@ class Array:
         grid outside it.
         """
         old = self._metadata.chunk_grid.grid_shape(self.shape)
+        if math.prod(old) == 0:
+            # No position on the grid (an axis of length 0): nothing stored to erase. The slabs
+            # below walked the other axes' ranges first (10**8 of them: a MemoryError).
+            return []
         outside = math.prod(old) - math.prod(min(n, o) for n, o in zip(grid, old, strict=True))
         if self.store.supports_listing and outside > WALKED_RESIZE_POSITIONS:
             from .info import stored_chunk_coords

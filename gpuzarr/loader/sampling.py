@@ -72,7 +72,8 @@ def grid_origins(shape: Sequence[int], crop_shape: Sequence[int]) -> Int64Array:
     every = itertools.product(*(starts + ([edge] if edge is not None else []) for starts, edge in per_axis))
     on_grid = set(regular)
     edges = [origin for origin in every if origin not in on_grid]
-    return np.array(regular + edges, dtype=np.int64).reshape(-1, len(shape))
+    # The count given, not -1: a 0-d volume's one origin is () (NumPy cannot work out -1 of 0).
+    return np.array(regular + edges, dtype=np.int64).reshape(len(regular) + len(edges), len(shape))
 
 
 def grid_tile_count(shapes: Sequence[Sequence[int]], crop_shape: Sequence[int]) -> int:

@@ -238,7 +238,9 @@ def v3_chain(
     array_to_array = [codec_json_v3(f, f"filters[{i}]", itemsize) for i, f in enumerate(filter_list)]
     for i, codec in enumerate(array_to_array):
         _check_kind(codec, f"filters[{i}]", "array_to_array")
-    if _is_auto(serializer) and own_serializer is not None and not array_to_array:
+    if _is_auto(serializer) and own_serializer is not None and _filtered_dtype(array_to_array, dtype) == dtype:
+        # Filters that keep the data type (a transpose) keep its own serializer too: strings
+        # with a transpose filter got ``bytes``, which refuses variable-length types.
         array_to_bytes = own_serializer
     elif _is_auto(serializer):
         # zarr-python picks the byte order by the array's type; a filter that widens a one-byte

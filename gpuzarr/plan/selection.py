@@ -238,6 +238,9 @@ def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
     selection = _whole_axes_filled(selection, len(dims))
     if selection is None or len(selection) != len(dims) or not dims:
         return None
+    empty = _empty_box(selection, dims)
+    if empty is not None:
+        return empty
     per_axis = []
     for sel, dim in zip(selection, dims, strict=True):
         if type(dim) is not DimensionGrid:
@@ -258,6 +261,59 @@ def plan_box(selection: Any, dims: tuple[Any, ...]) -> SelectionPlan | None:
             outs = tuple(o for o in outs if o is not None)
         projections.append(ChunkProjection(chunks, selections, outs, all(complete)))
     return SelectionPlan(shape, shape, projections)
+
+
+def _slice_length(sel: Any, size: int) -> int | None:
+    """How many elements the slice ``sel`` selects of an axis of ``size`` (None: no slice, or
+    one the planners refuse)."""
+    if type(sel) is not slice:
+        return None
+    try:
+        return len(range(*sel.indices(size)))
+    except (TypeError, ValueError):
+        return None
+
+
+def _empty_crop_shape(selection: tuple[Any, ...], dims: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The shape of a crop (slices without a step, one per axis) that selects nothing; None
+    for any other selection."""
+    if not all(type(sel) is slice and sel.step in (None, 1) for sel in selection):
+        return None
+    lengths = [_slice_length(sel, dim.size) for sel, dim in zip(selection, dims, strict=True)]
+    if 0 not in lengths or None in lengths:
+        return None
+    return tuple(n for n in lengths if n is not None)
+
+
+def _empty_crops(selections: Sequence[Any], dims: tuple[Any, ...]) -> SelectionPlan | None:
+    """:func:`plan_box_batch`'s plan of crops that all select nothing, of one shape: no chunk
+    (their other axes were split into chunks for nothing); None for any other batch."""
+    shapes = {
+        _empty_crop_shape(s, dims) if type(s) is tuple and len(s) == len(dims) else None for s in selections
+    }
+    if len(shapes) != 1 or None in shapes:
+        return None
+    (shape,) = shapes
+    assert shape is not None
+    stacked = (len(selections), *shape)
+    return SelectionPlan(stacked, stacked, [])
+
+
+def _empty_box(selection: tuple[Any, ...], dims: tuple[Any, ...]) -> SelectionPlan | None:
+    """The plan of a box (ints and slices) one of whose slices selects nothing: no chunk, and
+    the shape NumPy gives; None for any other selection. The axes were split into chunks one by
+    one before the empty one was seen: a (10**6, 0) array of (1, 1) chunks took 2 s to read
+    as empty, a (2 * 10**7, 0) one was refused as touching too many chunks."""
+    lengths = [_slice_length(sel, dim.size) for sel, dim in zip(selection, dims, strict=True)]
+    if 0 not in lengths:
+        return None
+    for sel, dim in zip(selection, dims, strict=True):
+        if type(sel) is int and not -dim.size <= sel < dim.size:
+            return None  # the general planner raises the bounds error
+        if type(sel) is not int and type(sel) is not slice:
+            return None
+    shape = tuple(n for n in lengths if n is not None)
+    return SelectionPlan(shape, shape, [])
 
 
 def _whole_axes_filled(selection: Any, ndim: int) -> tuple[Any, ...] | None:
@@ -328,6 +384,9 @@ def plan_box_batch(selections: Sequence[Any], dims: tuple[Any, ...]) -> Selectio
     volume takes 60-75 ms)."""
     if not dims or any(type(dim) is not DimensionGrid for dim in dims):
         return None
+    empty = _empty_crops(selections, dims)
+    if empty is not None:
+        return empty
     ndim = len(dims)
     shape: tuple[int, ...] | None = None
     projections: list[ChunkProjection] = []
@@ -375,8 +434,22 @@ def plan_orthogonal(
     sel = expand_ellipsis(selection, len(dims))
     per_axis: list[list[DimensionProjection]] = []
     out_lengths: list[int | None] = []
+    # A slice that selects nothing empties the result: the other slices are not split into
+    # chunks (an axis of millions of them took seconds), the other entries still checked.
+    # The other entries (integers, index arrays: a few chunks at most) are projected first.
+    slice_lengths = [_slice_length(s, dim.size) for s, dim in zip(sel, dims, strict=True)]
+    projected: dict[int, tuple[list[DimensionProjection], int | None]] = {}
     for axis, (s, dim) in enumerate(zip(sel, dims, strict=True)):
-        projections, length = _project_axis(s, dim, axis, allow_arrays)
+        if slice_lengths[axis] is None:
+            projected[axis] = _project_axis(s, dim, axis, allow_arrays)
+    nothing = 0 in slice_lengths or any(length == 0 for _, length in projected.values())
+    for axis, (s, dim) in enumerate(zip(sel, dims, strict=True)):
+        if axis in projected:
+            projections, length = projected[axis]
+        elif nothing:
+            projections, length = [], slice_lengths[axis]
+        else:
+            projections, length = _project_axis(s, dim, axis, allow_arrays)
         per_axis.append(projections)
         out_lengths.append(length)
     shape = tuple(n for n in out_lengths if n is not None)

@@ -132,3 +132,11 @@ def test_listed_crops_are_checked_naming_the_crop() -> None:
         listed_sampler([(0, (0, 0, 0))], shapes, (4, 4), None)
     with pytest.raises(InvalidArgumentError, match="empty"):
         listed_sampler([], shapes, (4, 4), None)
+
+
+def test_the_grid_of_a_0_d_volume_is_its_one_origin() -> None:
+    """NumPy cannot work out ``reshape(-1, 0)`` of no elements: a 0-d volume's grid raised."""
+    from gpuzarr.loader.sampling import grid_origins
+
+    origins = grid_origins((), ())
+    assert origins.shape == (1, 0) and origins.dtype == np.int64

@@ -899,3 +899,20 @@ def test_a_read_of_more_chunks_than_one_read_plans_is_refused_at_once(selection:
     refused = rf"touches \d+ chunks, more than one read plans \({MAX_PLANNED_CHUNKS}\)"
     with pytest.raises(InvalidSelectionError, match=refused):
         array[selection]
+
+
+def test_a_selection_of_nothing_splits_no_other_axis_into_chunks() -> None:
+    """An axis of length 0 beside one of 2 * 10**7 chunks: every read, write and batch was
+    refused as touching 2 * 10**7 chunks (10**6 of them took 2 s to plan)."""
+    import gpuzarr
+
+    array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(2 * 10**7, 0), dtype="u1", chunks=(1, 1), device="cpu")
+    assert array[...].shape == (2 * 10**7, 0)
+    assert array[5:, :].shape == (2 * 10**7 - 5, 0)
+    assert array.oindex[:, []].shape == (2 * 10**7, 0)
+    assert array.oindex[[1, 2], :].shape == (2, 0)
+    assert array.read_batch([(slice(0, 3), slice(None)), (slice(4, 7), slice(None))]).shape == (2, 3, 0)
+    array[...] = 0
+    array[:, :] = np.zeros((2 * 10**7, 0), dtype="u1")
+    with pytest.raises(gpuzarr.errors.BoundsCheckError):  # the other entries are still checked
+        array.oindex[[2 * 10**7], :]
