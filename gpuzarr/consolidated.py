@@ -244,13 +244,6 @@ def _consolidated_key(path: str, zarr_format: int) -> str:
     return node_prefix(path) + (ZARR_JSON if zarr_format == 3 else ZMETADATA)
 
 
-def _stored_entries(store: Store, path: str, zarr_format: int) -> dict[str, NodeInfo] | None:
-    """The nodes of the consolidated metadata stored at ``path`` in ``zarr_format``, or None."""
-    key = _consolidated_key(path, zarr_format)
-    raw = get_document(store, key)
-    return None if raw is None else _entries_of(raw, key, zarr_format)
-
-
 #: A v3 document with a consolidated member (an object): a key in quotes cannot stand inside a
 #: JSON string, whose quotes are escaped.
 _V3_MEMBER = re.compile(rb'"' + MEMBER.encode() + rb'"\s*:\s*\{')
@@ -267,16 +260,11 @@ def _holds_consolidated(store: Store, path: str, zarr_format: int) -> bool:
     return raw is not None and _V3_MEMBER.search(bytes(raw)) is not None
 
 
-def _group_and_entries(store: Store, path: str, zarr_format: int) -> tuple[NodeInfo, dict[str, NodeInfo]] | None:
-    """The group at ``path`` and the nodes of its consolidated metadata of ``zarr_format``, or
-    None; a v3 group's zarr.json, which holds both, is read and parsed once."""
-    return _group_and_entries_of(store, path, zarr_format, get_document(store, _consolidated_key(path, zarr_format)))
-
-
 def _group_and_entries_of(
     store: Store, path: str, zarr_format: int, raw: Any
 ) -> tuple[NodeInfo, dict[str, NodeInfo]] | None:
-    """:func:`_group_and_entries` of the consolidated document ``raw`` read (None: absent)."""
+    """The group at ``path`` and the nodes of its consolidated metadata of ``zarr_format``, from
+    the consolidated document ``raw`` read (None: absent); a v3 group's zarr.json holds both."""
     if raw is None:
         return None
     key = _consolidated_key(path, zarr_format)
