@@ -41,6 +41,22 @@ class CacheStats:
     capacity: int
 
 
+def note_generation_in(generations: dict[tuple[str, int], int], volume: tuple[str, int], generation: int) -> int:
+    """Note ``generation`` (an ``Array.data_generation``) of ``volume`` in ``generations``: 1
+    where it is later than the one noted before (now noted: what was kept of the volume is
+    older), 0 where it is that one, -1 where it is earlier. An earlier one comes from a thread
+    that looked before a write another thread has seen end (generations only grow), and what
+    it read may be the old data. The first one noted is the volume's first seen, whether a batch
+    or a chunk read ahead of any batch brought it."""
+    seen = generations.setdefault(volume, generation)
+    if generation == seen:
+        return 0
+    if generation < seen:
+        return -1
+    generations[volume] = generation
+    return 1
+
+
 class ChunkCache:
     """Decoded chunks by key, the least recently used dropped first once ``capacity`` bytes are
     held. Safe to use from several threads."""
@@ -123,19 +139,13 @@ class ChunkCache:
             self._noted(field, volume, generation)
 
     def _noted(self, field: str, volume: int, generation: int) -> bool:
-        """Note ``generation`` of a volume (under the lock): a later one than noted before drops
-        the volume's chunks. Whether it is the latest noted: an earlier one comes from a
-        thread that looked before a write another thread has seen end (generations only grow),
-        whose chunks may be the old data. The first one noted is the volume's first
-        generation seen, whether a batch or a chunk read ahead of any batch brought it."""
-        seen = self._generations.setdefault((field, volume), generation)
-        if generation < seen:
-            return False
-        if generation > seen:
-            self._generations[(field, volume)] = generation
+        """:func:`note_generation_in` this cache's generations (under the lock); a later one
+        drops the volume's chunks."""
+        moved = note_generation_in(self._generations, (field, volume), generation)
+        if moved > 0:
             for key in [k for k in self._entries if k[0] == field and k[1] == volume]:
                 self._nbytes -= int(self._entries.pop(key).nbytes)
-        return True
+        return moved >= 0
 
     def clear(self) -> None:
         """Drop every chunk (the counters stay)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.cuda.phases import phase
 from ..errors import InvalidArgumentError
+from .cache import note_generation_in
 from .pieces import crop_pieces, crop_pieces_of_runs
 from .sampling import volume_runs
 from .volumes import data_generation
@@ -332,18 +333,13 @@ class ChunkAssembler:
         return generation
 
     def _note_generation(self, field: str, volume: int, generation: int) -> bool:
-        """Note ``generation`` of a volume, as ``ChunkCache.note_generation`` does for the chunks
-        decoded ahead: a later one than noted before drops the volume's; whether it is the latest
-        noted. The first one noted is the first seen, by a batch or by a window read ahead of
-        the volume's first batch (a write between the two left the window's chunks current)."""
-        seen = self._generations.setdefault((field, volume), generation)
-        if generation < seen:
-            return False
-        if generation > seen:
-            self._generations[(field, volume)] = generation
+        """``note_generation_in`` the generations of the chunks decoded ahead: a later one drops
+        the volume's; whether it is the latest noted."""
+        moved = note_generation_in(self._generations, (field, volume), generation)
+        if moved > 0:
             for key in [k for k in self._ahead if k[0] == field and k[1] == volume]:
                 del self._ahead[key]
-        return True
+        return moved >= 0
 
     def _cached(self, key: tuple[str, int], coords: tuple[int, ...]) -> bool:
         full: ChunkKey = (key[0], key[1], coords)
