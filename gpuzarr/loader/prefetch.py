@@ -195,8 +195,10 @@ class Background:
     def __init__(self, depth: int, threads: int = 1) -> None:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        #: set by each thread as it begins (see :meth:`_begin`)
+        #: the threads, each with what it sets as it begins (see :meth:`_begin`); listed before
+        #: it starts: an interrupt (Ctrl-C) inside ``start()`` usually comes once the thread runs,
+        #: and a thread left off the list read on beside the next pass, answering its worker
+        #: processes' batches (wrong batches, or a worker killed)
         self._began: dict[threading.Thread, threading.Event] = {}
         try:
             for _ in range(threads):
@@ -207,13 +209,6 @@ class Background:
                 except RuntimeError:  # "can't start new thread": it never runs
                     del self._began[thread]
                     raise
-                finally:
-                    # Listed whether start() returned or not: an interrupt (Ctrl-C) inside it
-                    # usually comes once the thread runs, and a thread left off the list read on
-                    # beside the next pass, answering its worker processes' batches (wrong
-                    # batches, or a worker killed).
-                    if thread in self._began:
-                        self._threads.append(thread)
         except BaseException:
             # The threads already running would otherwise read on with nothing to stop them.
             self.stop()
@@ -277,11 +272,11 @@ class Background:
             except queue.Empty:
                 break
         if wait:
-            for thread in self._threads:
+            for thread, began in self._began.items():
                 if thread is threading.current_thread():
                     continue
                 # A thread whose start() an interrupt cut short begins at once, or never did.
-                if self._began[thread].wait(START_WAIT_S):
+                if began.wait(START_WAIT_S):
                     thread.join()
 
 
