@@ -144,12 +144,15 @@ def _refuse_other_group(found: NodeInfo | None, zarr_format: int, name: str) -> 
         )
 
 
-def _refuse_other_array(store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, name: str) -> None:
-    """ContainsNodeError where DST holds another node than an array of ``metadata``'s encoding
-    at ``path`` (its attributes may differ: they are written over)."""
+def _refuse_other_array(
+    store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, name: str
+) -> Array | None:
+    """The array of ``metadata``'s encoding DST holds at ``path`` (its attributes may differ:
+    they are written over), None where there is no node; ContainsNodeError where another node
+    is there."""
     found = read_node(store, path)
     if found is None or found.implicit:
-        return
+        return None
     existing = open_node(store, path, device="cpu")
     if not isinstance(existing, Array):
         raise ContainsNodeError(
@@ -162,6 +165,7 @@ def _refuse_other_array(store: Store, path: str, metadata: ArrayMetadata | Array
             f"DST {name}: an array with other metadata is there ({', '.join(fields)} differ); "
             "pass overwrite=True, or --overwrite, to replace DST"
         )
+    return existing
 
 
 def _encoding(metadata: ArrayMetadata | ArrayMetadataV2) -> dict[str, Any]:
@@ -171,12 +175,9 @@ def _encoding(metadata: ArrayMetadata | ArrayMetadataV2) -> dict[str, Any]:
 def _prepare_array(
     store: Store, path: str, metadata: ArrayMetadata | ArrayMetadataV2, overwrite: bool, name: str
 ) -> Array:
-    found = read_node(store, path)
-    if found is None or found.implicit or overwrite:
+    existing = None if overwrite else _refuse_other_array(store, path, metadata, name)
+    if existing is None:
         return create_array_node(store, path, metadata, overwrite=overwrite, device="cpu")
-    _refuse_other_array(store, path, metadata, name)
-    existing = open_node(store, path, device="cpu")
-    assert isinstance(existing, Array)
     if dict(existing.attrs) != metadata.attributes:
         existing.attrs.put(metadata.attributes)
     return existing
