@@ -274,23 +274,11 @@ def _slice_length(sel: Any, size: int) -> int | None:
         return None
 
 
-def _empty_crop_shape(selection: tuple[Any, ...], dims: tuple[Any, ...]) -> tuple[int, ...] | None:
-    """The shape of a crop (slices without a step, one per axis) that selects nothing; None
-    for any other selection."""
-    if not all(type(sel) is slice and sel.step in (None, 1) for sel in selection):
-        return None
-    lengths = [_slice_length(sel, dim.size) for sel, dim in zip(selection, dims, strict=True)]
-    if 0 not in lengths or None in lengths:
-        return None
-    return tuple(n for n in lengths if n is not None)
-
-
 def _empty_crops(selections: Sequence[Any], dims: tuple[Any, ...]) -> SelectionPlan | None:
     """:func:`plan_box_batch`'s plan of crops that all select nothing, of one shape: no chunk
     (their other axes were split into chunks for nothing); None for any other batch."""
-    shapes = {
-        _empty_crop_shape(s, dims) if type(s) is tuple and len(s) == len(dims) else None for s in selections
-    }
+    plans = [_empty_box(s, dims) if type(s) is tuple and len(s) == len(dims) else None for s in selections]
+    shapes = {None if plan is None else plan.shape for plan in plans}
     if len(shapes) != 1 or None in shapes:
         return None
     (shape,) = shapes
