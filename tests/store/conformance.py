@@ -14,6 +14,7 @@ be written (``supports_writes`` False) is tested against data its own tests put 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,28 @@ VALUE = bytes(range(16))
 
 def as_bytes(value: Any) -> bytes | None:
     return None if value is None else bytes(memoryview(value).cast("B"))
+
+
+def count_under_lock(store: Store, key: str, threads: int, times: int, pause: float = 0.0) -> bytes | None:
+    """Increment a counter stored at ``key`` (from 0) ``times`` times in each of ``threads``
+    threads, each increment a read-modify-write under ``store.lock(key)``, sleeping ``pause``
+    seconds between the read and the write; the value stored at the end."""
+    store.set(key, b"0")
+
+    def add() -> None:
+        for _ in range(times):
+            with store.lock(key):
+                value = int(bytes(store.get(key)))
+                if pause:
+                    time.sleep(pause)  # another thread's turn, if it may take it
+                store.set(key, str(value + 1).encode())
+
+    started = [threading.Thread(target=add) for _ in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    return as_bytes(store.get(key))
 
 
 def require(store: Store, capability: str) -> None:
@@ -321,22 +344,9 @@ class StoreConformance:
 
     def test_lock_serialises_threads(self, store: Store) -> None:
         # Increments of one stored counter from many threads, each a read-modify-write.
-        store.set("counter", b"0")
         if not store.locks_across_threads:
             pytest.skip(f"{type(store).__name__} makes no promise")
-
-        def add() -> None:
-            for _ in range(20):
-                with store.lock("counter"):
-                    value = int(bytes(store.get("counter")))
-                    store.set("counter", str(value + 1).encode())
-
-        threads = [threading.Thread(target=add) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert as_bytes(store.get("counter")) == b"160"
+        assert count_under_lock(store, "counter", threads=8, times=20) == b"160"
         assert listed(store) in (["counter"], None)
 
     def test_lock_of_a_read_only_store(self, store: Store) -> None:

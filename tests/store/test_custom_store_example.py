@@ -41,26 +41,11 @@ def test_the_usage_example_runs(capsys: Any) -> None:
 def test_the_default_lock_keeps_read_modify_writes_of_threads_apart() -> None:
     """A store of a user's own got a lock that locked nothing: threads writing inner chunks of
     one shard through it (each write a read-modify-write of the shard) lost each other's."""
-    import threading
-    import time
+    from .conformance import count_under_lock
 
     store = DictStore()
     assert store.locks_across_threads
-    store.set("counter", b"0")
-
-    def add() -> None:
-        for _ in range(5):
-            with store.lock("counter"):
-                value = int(bytes(store.get("counter")))
-                time.sleep(0.001)  # another thread's turn, if it may take it
-                store.set("counter", str(value + 1).encode())
-
-    threads = [threading.Thread(target=add) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert bytes(store.get("counter")) == b"30"
+    assert count_under_lock(store, "counter", threads=6, times=5, pause=0.001) == b"30"
 
 
 def test_inner_chunks_of_one_shard_written_from_threads_are_all_kept() -> None:
