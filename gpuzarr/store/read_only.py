@@ -109,10 +109,12 @@ class ReadOnlyStore(Store):
 def read_only_view(store: Store) -> Store:
     """The same data as ``store``, refusing writes, without changing the caller's object:
     the store's own read-only variant where it has one (sharing its files, connections or
-    memory), else a :class:`ReadOnlyStore` around it."""
+    memory), else (a subclass too) a :class:`ReadOnlyStore` around it."""
     if store.read_only:
         return store
-    if isinstance(store, (LocalStore, ObjectStore)):
+    # Exactly these classes: a subclass's own methods (a get_into that counts what is read)
+    # would be lost in a new plain store; it is wrapped instead.
+    if type(store) in (LocalStore, ObjectStore):
         return store.with_options(read_only=True)
     if type(store) is MemoryStore:
         return MemoryStore(store.data, read_only=True, name=store.name)
