@@ -104,12 +104,12 @@ def _block_nsplits(flags: int, typesize: int, blocksize: int, block_nbytes: int)
 
 def parse_blosc_header(data: Buffer) -> BloscHeader:
     """Parse and sanity-check a Blosc1 frame header against the frame's length."""
-    raw = as_uint8(data)
-    if raw.size < BLOSC_HEADER_NBYTES:
-        raise ValueError(f"blosc frame of {raw.size} bytes is shorter than its 16-byte header")
-    header = BloscHeader(*_HEADER.unpack_from(raw.data))
-    if header.cbytes != raw.size:
-        raise ValueError(f"blosc header says {header.cbytes} compressed bytes, frame has {raw.size}")
+    size = memoryview(data).nbytes  # a buffer's bytes, whatever its item type (as_uint8's size)
+    if size < BLOSC_HEADER_NBYTES:
+        raise ValueError(f"blosc frame of {size} bytes is shorter than its 16-byte header")
+    header = BloscHeader._make(_HEADER.unpack_from(data))
+    if header.cbytes != size:
+        raise ValueError(f"blosc header says {header.cbytes} compressed bytes, frame has {size}")
     if header.typesize == 0 or (header.nbytes and header.blocksize == 0):
         raise ValueError(f"blosc header is invalid: {header}")
     # c-blosc never writes a block larger than the data (it shrinks the block to fit), and

@@ -253,6 +253,30 @@ class CodecPipeline:
         return self._chunk_of(scratch)
 
     @cached_property
+    def decodes_in_buffer(self) -> bool:
+        """Whether :meth:`decode_in` takes chunks of this pipeline: the chain is ``bytes`` in
+        native order, after compressors or alone, so a chunk's decoded bytes are its elements."""
+        bc = self.bytes_codec
+        return self._decodes_to_raw_bytes or (self.is_uncompressed and bc is not None and bc.is_native)
+
+    def decode_in(self, raw: Buffer, key: str, buffer: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+        """Decode the chunk ``raw`` (its stored bytes, whole) into ``buffer`` (uint8 of exactly
+        the chunk's bytes, which the caller may reuse chunk after chunk, viewing it once with
+        :meth:`chunk_in`, or point into its output): None. Uncompressed, nothing is written:
+        the chunk viewing ``raw`` itself. Only where :attr:`decodes_in_buffer`."""
+        if not self.bytes_to_bytes:
+            stored = np.frombuffer(raw, np.uint8)
+            if stored.size != self.spec.nbytes:
+                raise CorruptChunkError(key, f"uncompressed chunk has {stored.size} bytes, expected {self.spec.nbytes}")
+            return self._chunk_of(stored)
+        self._decode_bytes_into(raw, key, buffer)
+        return None
+
+    def chunk_in(self, buffer: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The chunk array viewing ``buffer``, which :meth:`decode_in` decodes chunks into."""
+        return self._chunk_of(buffer)
+
+    @cached_property
     def codes_on_one_thread(self) -> bool:
         """Whether chunks of this pipeline are read and written faster on one thread than spread
         over several: small chunks of fast codecs, one call each (see

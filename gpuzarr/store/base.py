@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import buffers
 from ..errors import (
     GpuZarrError,
     InvalidArgumentError,
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence
 
 Buffer = Any  # bytes, bytearray, memoryview or a C-contiguous NumPy array
+if TYPE_CHECKING:
+    #: ``Store.value_reader``'s ``read(key)``: the value of ``key`` (None: absent), valid until
+    #: the next call.
+    ValueReader = Callable[[str], Buffer | None]
 
 #: The first part of the keys of :meth:`Store.lock`'s default locks in ``process_locks``.
 _STORE_LOCKS = "Store.lock"
@@ -278,6 +283,18 @@ class Store(ABC):
         target[:] = part
         return target, len(view)
 
+    @contextlib.contextmanager
+    def value_reader(self, limit: int | None, refuse: Callable[[str, int], Exception]) -> Iterator[ValueReader]:
+        """A reader of many small values one after the other (a run of chunk files).
+
+        It does less work a value than a :meth:`get_into` each where the store can: ``read(key)``
+        is the whole value of ``key``, or None where the key is absent. A value of more than ``limit``
+        bytes (None: no bound) raises ``refuse(key, size)``, before memory is taken for it where
+        the store learns sizes first. A value is valid until the next call of a reader on the
+        same thread: it may live in a buffer the thread reuses. Use a reader on one thread.
+        """
+        yield lambda key: read_value(self, key, limit, refuse)
+
     def open_reader(self, key: str) -> RangeReader | None:
         """The value of ``key`` held for reads of byte ranges, or None when the key is absent.
 
@@ -416,6 +433,21 @@ class Store(ABC):
 
 def _fresh(n: int) -> Any:
     return np.empty(n, np.uint8)  # every byte is read into it: no zeroing
+
+
+def read_value(store: Store, key: str, limit: int | None, refuse: Callable[[str, int], Exception]) -> Buffer | None:
+    """One value as :meth:`Store.value_reader` reads it, through ``store.get_into``."""
+    bounded = BoundedBufferFor(limit, lambda n: refuse(key, n), _growable_for_values)
+    got = store.get_into(key, bounded)
+    if got is None:
+        return None
+    bounded.check(got[0].nbytes)  # a store that handed out its own memory asked for none
+    return got[0]
+
+
+def _growable_for_values(n: int) -> Any:
+    """The calling thread's buffer of :meth:`Store.value_reader` values, grown as needed."""
+    return buffers.growable(n, "values")
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import buffers
 from ..errors import GpuZarrError, InvalidKeyError, StoreError, SymlinkEscapeError
 from ..output_pool import pooled_bytes
 from .base import (
@@ -88,6 +89,7 @@ from .base import (
     Store,
     os_errors,
     os_failure,
+    read_value,
     validate_key,
     validate_prefix,
 )
@@ -96,6 +98,8 @@ from .no_links_open import open_without_links
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
+
+    from .base import ValueReader
 
 #: Marks in-progress writes; listing skips them so readers never see a half-written key.
 TEMP_MARKER = ".__gpuzarr_partial_"
@@ -109,6 +113,8 @@ _NO_UNNAMED_FILES = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
 #: O_NONBLOCK: opening a FIFO planted in a store must not wait for a writer (it is then not a
 #: regular file, so not a key); regular files ignore the flag.
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+#: A value_reader's files, opened relative to their directory: a link is not followed there.
+_VALUE_FLAGS = _READ_FLAGS | os.O_NOFOLLOW
 #: What opening a key's file raises where the key holds no value (a directory is not one).
 _ABSENT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
@@ -382,6 +388,80 @@ class LocalStore(Store):
     def open_reader(self, key: str) -> RangeReader | None:
         opened = self._open_fd(key)
         return None if opened is None else _FileReader(*opened, str(self.root), key)
+
+    @contextlib.contextmanager
+    def value_reader(self, limit: int | None, refuse: Callable[[str, int], Exception]) -> Iterator[ValueReader]:
+        """As :meth:`Store.value_reader`. Each key's directory is opened once for the reader
+        (with no link on its way, as a read checks a path) and each file relative to it, its
+        name not followed where it is a link: an open, an ``fstat`` and a read a value. A
+        :meth:`get_into` a file walks the whole path and picks its buffer through two more
+        calls: 12 µs against 5 for a 2 KiB chunk file (2 cores). A key whose directory is
+        missing or reached through a link, or whose file is a link, is read as
+        :meth:`get_into` reads it. A subclass that reads in a :meth:`get_into` of its own
+        (counting or changing what is read) is read through it, a value at a time."""
+        if type(self).get_into is not LocalStore.get_into:
+            with super().value_reader(limit, refuse) as read:
+                yield read
+            return
+        directories: dict[str, int | None] = {}
+        try:
+            yield functools.partial(self._read_value, directories, limit, refuse)
+        finally:
+            for fd in directories.values():
+                if fd is not None:
+                    os.close(fd)
+
+    def _read_value(
+        self,
+        directories: dict[str, int | None],
+        limit: int | None,
+        refuse: Callable[[str, int], Exception],
+        key: str,
+    ) -> Buffer | None:
+        directory, _, name = validate_key(key).rpartition("/")
+        if directory in directories:
+            dir_fd = directories[directory]
+        else:
+            dir_fd = directories[directory] = self._values_directory(directory)
+        if dir_fd is None:
+            return read_value(self, key, limit, refuse)
+        try:
+            fd = os.open(name, _VALUE_FLAGS, dir_fd=dir_fd)
+        except _ABSENT:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # the file is a link: checked where it leads
+                return read_value(self, key, limit, refuse)
+            raise self._failure(key, "open", exc) from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # a directory (or a FIFO) is not a key
+                return None
+            if limit is not None and info.st_size > limit:
+                raise refuse(key, info.st_size)
+            size = info.st_size
+            target = buffers.growable(size, "values")
+            got = os.preadv(fd, [target.data], 0) if size else 0
+            if got == size:  # the whole file at once, as a regular file is read
+                return target
+            got += _preadv_into(fd, target[got:], got) if got else 0
+        except OSError as exc:
+            raise self._failure(key, "read", exc) from exc
+        finally:
+            os.close(fd)
+        return target[:got]  # shorter where the file shrank meanwhile: what is there
+
+    def _values_directory(self, directory: str) -> int | None:
+        """A descriptor of ``directory`` (below the root) for :meth:`value_reader`, or None
+        where it is missing, reached through a link, or cannot be opened with no link on its
+        way here (no ``openat2``): its keys are then read one by one by path."""
+        path = self._inside_prefix + directory
+        try:
+            if self.follow_symlinks:
+                return os.open(path, _DIRECTORY_FLAGS)
+            return open_without_links(path, _DIRECTORY_FLAGS)
+        except OSError:
+            return None
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
         with self._open(key) as opened:

@@ -161,6 +161,30 @@ class StoreConformance:
             assert tail[:3].tobytes() == VALUE[-3:]
             assert reader.read_into(len(VALUE) + 5, bytearray(2)) == 0
 
+    def test_value_reader_reads_whole_values_one_after_another(self, store: Store) -> None:
+        values = {"k": VALUE, "a/b/c": VALUE[::-1] * 3, "a/b/d": b"", "a/e": VALUE[:5]}
+        for key, value in values.items():
+            store.set(key, value)
+        store.set("a/big", bytes(100))
+        refused: list[tuple[str, int]] = []
+
+        def refuse(key: str, n: int) -> Exception:
+            refused.append((key, n))
+            return ValueError(f"{key}: {n} bytes")
+
+        with store.value_reader(64, refuse) as read:
+            # Each value is taken before the next read (it may live in a reused buffer).
+            for key in ["a/b/c", "missing", "a/b/d", "k", "a/b/missing", "a", "a/e", "a/b/c"]:
+                assert as_bytes(read(key)) == values.get(key), key
+            with pytest.raises(ValueError, match="a/big: 100 bytes"):
+                read("a/big")
+            assert refused == [("a/big", 100)]
+            for key in INVALID_KEYS:
+                with pytest.raises(InvalidKeyError):
+                    read(key)
+        with store.value_reader(None, refuse) as read:
+            assert as_bytes(read("a/big")) == bytes(100)
+
     def test_get_of_a_prefix_is_none(self, store: Store) -> None:
         store.set("dir/k", VALUE)
         assert store.get("dir") is None

@@ -634,3 +634,57 @@ def test_a_link_planted_at_a_lock_files_name_is_refused_not_followed(tmp_path: P
     assert isinstance(outcome[0], StoreError)
     if planted == "to a file":
         assert target.read_bytes() == b"mine"
+
+
+def _open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_value_reader_skips_what_is_no_file_and_closes_what_it_opened(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.set("c/0/0", b"v00")
+    store.set("c/1/0", b"v10")
+    (tmp_path / "c" / "0" / "dir").mkdir()
+    os.mkfifo(tmp_path / "c" / "0" / "fifo")  # opened without waiting for a writer
+    before = _open_descriptors()
+    with store.value_reader(3, lambda key, n: ValueError(f"{key}: {n}")) as read:
+        assert bytes(read("c/0/0")) == b"v00"
+        assert read("c/0/dir") is None
+        assert read("c/0/fifo") is None
+        assert read("c/2/0") is None  # its directory is missing: every key of it is absent
+        store.set("c/2/0", b"new")  # the directory made meanwhile: read by its path
+        assert bytes(read("c/2/0")) == b"new"
+        assert bytes(read("c/1/0")) == b"v10"
+        store.set("c/1/1", b"long")
+        with pytest.raises(ValueError, match="c/1/1: 4"):
+            read("c/1/1")
+        assert len(_open_descriptors() - before) >= 2  # the directories c/0 and c/1, held
+    assert _open_descriptors() == before
+    with pytest.raises(ValueError), store.value_reader(3, lambda key, n: ValueError(key)) as read:
+        read("c/0/0")
+        read("c/1/1")
+    assert _open_descriptors() == before
+
+
+def test_a_subclass_reading_through_its_own_get_into_sees_every_chunk_read(tmp_path: Path) -> None:
+    # Runs of small chunks read files their own way (LocalStore.value_reader), except where a
+    # subclass reads in a get_into of its own: it is then asked for every chunk.
+    class Counting(LocalStore):
+        def __init__(self, root: Path) -> None:
+            super().__init__(root)
+            self.keys: list[str] = []
+
+        def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
+            self.keys.append(key)
+            return super().get_into(key, buffer_for, start, length)
+
+    x = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
+    gzip = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip"}]
+    a = gpuzarr.create(tmp_path, shape=x.shape, dtype="uint16", chunks=(8, 8), codecs=gzip)
+    a[...] = x
+    store = Counting(tmp_path)
+    b = gpuzarr.open_array(store, mode="r")
+    np.testing.assert_array_equal(b[...], x)
+    chunks = sorted(f"c/{i}/{j}" for i in range(8) for j in range(8))
+    assert sorted(k for k in store.keys if k.startswith("c/")) == chunks

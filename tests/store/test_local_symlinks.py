@@ -209,3 +209,26 @@ def test_options_survive_a_read_only_reopen(root: Path) -> None:
     ro, _ = make_store(store, read_only=True)
     assert isinstance(ro, LocalStore)
     assert (ro.read_only, ro.follow_symlinks, ro.durable) == (True, True, True)
+
+
+def _read_values(store: LocalStore, keys: list[str]) -> list[bytes | None]:
+    with store.value_reader(None, lambda key, n: ValueError(key)) as read:
+        return [None if (value := read(key)) is None else bytes(value) for key in keys]
+
+
+def test_a_value_reader_goes_through_links_only_inside_the_root(root: Path, outside: Path) -> None:
+    # A run of chunk files opens each directory once and each file relative to it: a link on
+    # the way, as a file or as a directory, is checked where it leads as any read checks it.
+    (root / "a").mkdir()
+    (root / "a" / "k").write_bytes(b"kept")
+    (root / "a" / "inside").symlink_to(root / "a" / "k")
+    (root / "a" / "out").symlink_to(outside / "secret")
+    (root / "in").symlink_to(root / "a")
+    (root / "out").symlink_to(outside)
+    store = LocalStore(root)
+    assert _read_values(store, ["a/k", "a/inside", "in/k", "in/inside", "a/missing"]) == [b"kept"] * 4 + [None]
+    for key in ["a/out", "out/secret", "in/out"]:
+        with pytest.raises(SymlinkEscapeError, match=f"^{key}: a symbolic link leads outside"):
+            _read_values(store, ["a/k", key])
+    follow = LocalStore(root, follow_symlinks=True)
+    assert _read_values(follow, ["a/out", "out/secret", "a/k"]) == [SECRET, SECRET, b"kept"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ from ...store.sharding import (
     shard_index,
 )
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
+from .placement import is_direct
+from .small_chunks import read_run, reads_in_runs
 
 if TYPE_CHECKING:
     from collections.abc import Callable, MutableMapping, Sequence
@@ -64,35 +67,6 @@ CHUNKWISE_SHARDS = 16
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
 
 
-def _is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:
-    """Whether the whole chunk maps onto a C-contiguous region of ``out``."""
-    if not p.is_complete or (out.ndim == len(chunk_shape) and not _spans_trailing_axes(out.shape, chunk_shape)):
-        return False
-    if not all(isinstance(s, slice) for s in p.out_selection):
-        return False
-    # The chunk must be taken whole and in order (a complete selection may still reverse it).
-    if not all(
-        isinstance(s, slice) and s.indices(n) == (0, n, 1)
-        for s, n in zip(p.chunk_selection, chunk_shape, strict=True)
-    ):
-        return False
-    # The trailing Ellipsis keeps ``target`` a view where ``out`` is 0-d: ``out[()]`` of an array
-    # of objects (strings, bytes) is the element itself.
-    target = out[(*p.out_selection, Ellipsis)]
-    return target.shape == chunk_shape and bool(target.flags.c_contiguous)
-
-
-def _spans_trailing_axes(out_shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> bool:
-    """Whether a chunk has the extent of ``out`` (of as many axes) on every axis after its first
-    one longer than 1: else no whole chunk lands in a C-contiguous region of ``out``. Checked
-    first, since it rules out at once the inner chunks of a crop, which take ``_is_direct``'s
-    walk over the selections otherwise (a few µs each, many thousands of small inner chunks)."""
-    first = 0
-    while first < len(chunk_shape) and chunk_shape[first] == 1:
-        first += 1
-    return out_shape[first + 1 :] == chunk_shape[first + 1 :]
-
-
 #: ``_store_chunk_into``'s ``span`` when the caller has not found it.
 _SPAN_UNKNOWN = (-1, -1)
 
@@ -114,7 +88,7 @@ def _store_chunk_into(
             out[p.out_selection] = layout.metadata.fill_value
         return
     pipeline = layout.pipeline_at(targets[0].chunk_coords)
-    if len(targets) == 1 and _is_direct(out, targets[0], pipeline.spec.shape):
+    if len(targets) == 1 and is_direct(out, targets[0], pipeline.spec.shape):
         # A trailing Ellipsis makes ``out[selection]`` a view even for a 0-d ``out`` (where
         # ``out[()]`` is a scalar copy, and decoding into it would be lost).
         p = targets[0]
@@ -199,7 +173,7 @@ def _decode_fetched(layout: ArrayLayout, out: np.ndarray[Any, Any], item: Fetche
         _store_chunk_into(layout, data, key, out, targets, None)
         return
     pipeline = layout.pipeline_at(targets[0].chunk_coords)
-    if len(targets) == 1 and _is_direct(out, targets[0], pipeline.spec.shape):
+    if len(targets) == 1 and is_direct(out, targets[0], pipeline.spec.shape):
         # The whole chunk is wanted in one C-ordered place of ``out``: decoded straight there.
         region = out[(*targets[0].out_selection, Ellipsis)]
         pipeline.decode_read_part(data, plan, key, into=region.reshape(-1).view(np.uint8))
@@ -292,6 +266,9 @@ def _read_chunks(
         runs = [groups[k : k + per_run] for k in range(0, len(groups), per_run)]
         run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs)
         return
+    if not inline and io_workers(store) is None and reads_in_runs(layout):
+        _read_small_chunks(layout, store, groups, out, alone)
+        return
     # Where the codec reads only what a part of a chunk needs and ranged reads of the store
     # are cheap (local files), a chunk needed in part is read in part.
     ranged = store.cheap_ranged_reads
@@ -300,7 +277,7 @@ def _read_chunks(
         key = layout.key(targets[0].chunk_coords)
         pipeline = layout.pipeline_at(targets[0].chunk_coords)
         if pipeline.is_uncompressed and pipeline.bytes_codec is not None and pipeline.bytes_codec.is_native:
-            if len(targets) == 1 and _is_direct(out, targets[0], pipeline.spec.shape):
+            if len(targets) == 1 and is_direct(out, targets[0], pipeline.spec.shape):
                 _read_uncompressed_direct(layout, pipeline, store, key, out, targets[0])
                 return
             if inline:
@@ -328,6 +305,30 @@ def _read_chunks(
         run_coding_tasks(layout.chunk_pipeline, work, groups, workers=io_workers(store))
 
 
+def _read_small_chunks(
+    layout: ArrayLayout,
+    store: Store,
+    groups: list[list[ChunkProjection]],
+    out: np.ndarray[Any, Any],
+    alone: contextlib.AbstractContextManager[object] | None,
+) -> None:
+    """Small chunks of a local or in-memory store (``small_chunks.reads_in_runs``), in runs:
+    all on this thread where ``alone`` is its context (a fast decoder: see
+    ``CodecPipeline.alone``), else a run a task."""
+    pipeline = layout.chunk_pipeline
+    refuse = functools.partial(_larger_than_written, pipeline)
+    if alone is not None:
+        with alone:
+            read_run(layout, store, groups, out, refuse)
+        return
+    per_run = chunks_per_task(pipeline.spec.nbytes, len(groups))
+    runs = [groups[k : k + per_run] for k in range(0, len(groups), per_run)]
+    # Where a codec's own threads were asked for (numcodecs' Blosc ``use_threads``), the pool
+    # decodes even a single run: this thread would decode with them.
+    least = 1 if pipeline.beside_pool() is None else 2
+    run_coding_tasks(pipeline, lambda run: read_run(layout, store, run, out, refuse), runs, min_parallel=least)
+
+
 def _read_chunk_run(
     layout: ArrayLayout, store: Store, run: list[list[ChunkProjection]], out: np.ndarray[Any, Any]
 ) -> None:
@@ -336,13 +337,22 @@ def _read_chunk_run(
     keys = [layout.key(targets[0].chunk_coords) for targets in run]
     pipelines = [layout.pipeline_at(targets[0].chunk_coords) for targets in run]
     raws: list[Buffer | None] = []
-    for key, pipeline in zip(keys, pipelines, strict=True):
-        got = store.get_into(key, _bounded(pipeline, key, _fresh_buffer))
-        if got is not None:  # a store that hands out its own memory asked for no buffer
-            _refuse_larger(pipeline, key, got[0].nbytes)
-        raws.append(None if got is None else got[0])
     # Chunks of one shape (a rectilinear grid's differ) go together.
     together = all(pipeline is pipelines[0] for pipeline in pipelines)
+    if together:
+        # One reader for the run (a local store opens the directories once); each value is
+        # copied out of its reused buffer, to be decoded with the others.
+        refuse = functools.partial(_larger_than_written, pipelines[0])
+        with store.value_reader(pipelines[0].max_stored_nbytes, refuse) as read:
+            for key in keys:
+                value = read(key)
+                raws.append(None if value is None else bytes(value))
+    else:
+        for key, pipeline in zip(keys, pipelines, strict=True):
+            got = store.get_into(key, _bounded(pipeline, key, _fresh_buffer))
+            if got is not None:  # a store that hands out its own memory asked for no buffer
+                _refuse_larger(pipeline, key, got[0].nbytes)
+            raws.append(None if got is None else got[0])
     done = together and _decode_together(pipelines[0], raws, run, out)
     for key, raw, targets in zip(keys, raws, run, strict=True):
         if raw is None or not done:

@@ -10,6 +10,7 @@ import pytest
 
 import gpuzarr
 from gpuzarr import buffers
+from gpuzarr.backends.cpu import placement, small_chunks
 from gpuzarr.backends.cpu import read as read_module
 from gpuzarr.codecs import zstd as zstd_module
 from gpuzarr.codecs.pipeline import CodecPipeline
@@ -37,6 +38,7 @@ def test_image_stack_reads_straight_into_output(store, codecs, monkeypatch) -> N
     # (1, H, W) chunks of a (N, H, W) stack land whole and contiguous in a full read. (Chunks
     # small enough to be decoded a run at a time are not: see the test after this one.)
     monkeypatch.setattr(zstd_module, "MANY_FRAMES_NBYTES", 0)
+    monkeypatch.setattr(small_chunks, "SMALL_CHUNK_NBYTES", 0)  # the path of larger chunks
     x = np.random.default_rng(0).integers(0, 2**16, (6, 16, 12), dtype=np.uint16)
     a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 16, 12), codecs=codecs)
     a[...] = x
@@ -235,8 +237,8 @@ def _lands_contiguous(out: np.ndarray, out_selection: tuple[slice, ...], chunk_s
 def test_a_whole_chunk_goes_straight_into_the_output_exactly_where_it_lands_contiguous(
     out_shape: tuple[int, ...], chunk_shape: tuple[int, ...]
 ) -> None:
-    """``_is_direct`` rules out a chunk by the output's shape before walking its selections
-    (``_spans_trailing_axes``): every place of the chunk in the output gives what the walk gives."""
+    """``is_direct`` rules out a chunk by the output's shape before walking its selections
+    (``spans_trailing_axes``): every place of the chunk in the output gives what the walk gives."""
     from gpuzarr.plan.selection import ChunkProjection
 
     out = np.empty(out_shape, np.uint8)
@@ -247,7 +249,7 @@ def test_a_whole_chunk_goes_straight_into_the_output_exactly_where_it_lands_cont
         sel = tuple(slice(o, o + c) for o, c in zip(origin, chunk_shape, strict=True))
         p = ChunkProjection(origin, whole, sel, True)
         expected = _lands_contiguous(out, sel, chunk_shape)
-        assert read_module._is_direct(out, p, chunk_shape) == expected, sel
+        assert placement.is_direct(out, p, chunk_shape) == expected, sel
         seen.add(expected)
     assert seen  # some place was checked
 
@@ -299,6 +301,7 @@ def test_small_chunks_of_fast_decoders_are_read_on_the_calling_thread(
         ),
     ]
     decode = CodecPipeline.decode_scratch
+    decode_in = CodecPipeline.decode_in
     for a in arrays:
         a[...] = x
         assert a.layout.chunk_pipeline.codes_on_one_thread == alone
@@ -308,8 +311,13 @@ def test_small_chunks_of_fast_decoders_are_read_on_the_calling_thread(
             threads.add(threading.current_thread().name)
             return decode(self, raw, key)
 
+        def spy_in(self, raw, key, buffer, threads=threads):  # type: ignore[no-untyped-def]
+            threads.add(threading.current_thread().name)
+            return decode_in(self, raw, key, buffer)
+
         with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
             mp.setattr(CodecPipeline, "decode_scratch", spy)
+            mp.setattr(CodecPipeline, "decode_in", spy_in)
             np.testing.assert_array_equal(a[3:250, 1:509], x[3:250, 1:509])
         if alone:
             assert threads == {threading.current_thread().name}
