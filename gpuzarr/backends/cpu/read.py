@@ -43,7 +43,7 @@ from ...store.sharding import (
 )
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 from .placement import is_direct
-from .small_chunks import read_run, reads_in_runs
+from .small_chunks import ChunkPlacer, decodes_in_runs, read_run, reads_in_runs
 
 if TYPE_CHECKING:
     from collections.abc import Callable, MutableMapping, Sequence
@@ -665,8 +665,14 @@ def _decode_run(
     place in ``out`` their projections name: the stored ones together in one call where the
     codec can (``CodecPipeline.decode_many``), else one by one."""
     done = _decode_together(layout.chunk_pipeline, blobs, [targets for _, targets in run], out)
+    placer = None if done or not decodes_in_runs(layout.chunk_pipeline) else ChunkPlacer(layout.chunk_pipeline, out)
     for (i, targets), raw in zip(run, blobs, strict=True):
-        if raw is None or not done:
+        if raw is not None and placer is not None:  # small inner chunks: little Python each
+            try:
+                placer.place(raw, key, targets)
+            except CorruptChunkError as exc:
+                raise CorruptChunkError(key, f"inner chunk {i}: {exc.reason}") from exc
+        elif raw is None or not done:
             _decode_inner(layout, key, i, raw, out, targets)
 
 

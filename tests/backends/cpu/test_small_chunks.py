@@ -181,3 +181,50 @@ def test_what_does_not_go_in_runs_still_reads(
     np.testing.assert_array_equal(a[...], x)
     np.testing.assert_array_equal(a[3:131, 7:171:3], x[3:131, 7:171:3])
     assert not runs, why
+
+
+@pytest.fixture
+def placed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys of the chunks and inner chunks ``ChunkPlacer.place`` decoded."""
+    seen: list[str] = []
+    original = small_chunks.ChunkPlacer.place
+
+    def recording(self: Any, raw: Any, key: str, targets: Any) -> None:
+        seen.append(key)
+        original(self, raw, key, targets)
+
+    monkeypatch.setattr(small_chunks.ChunkPlacer, "place", recording)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize("chain", ["blosc-lz4", "gzip", "uncompressed", "blosc-crc32c"])
+def test_small_inner_chunks_of_shards_read_as_numpy(tmp_path: Path, kind: str, chain: str, placed: list[str]) -> None:
+    a = gpuzarr.create(
+        _store(kind, tmp_path), shape=DATA.shape, dtype="int32", chunks=(8, 10), shards=(16, 30), codecs=CHAINS[chain],
+        fill_value=-1,
+    )
+    a[...] = DATA
+    a[32:48, 30:60] = -1  # two shards of nothing but the fill value: not stored
+    expected = DATA.copy()
+    expected[32:48, 30:60] = -1
+    for selection in SELECTIONS:
+        np.testing.assert_array_equal(a[selection], expected[selection], err_msg=str(selection))
+    crops = [(slice(k, k + 20), slice(k, k + 30)) for k in range(0, 50, 7)]
+    for crop, got in zip(crops, a.read_batch(crops), strict=True):
+        np.testing.assert_array_equal(got, expected[crop])
+    if chain != "uncompressed":  # uncompressed inner chunks are read straight into the output
+        assert placed
+
+
+def test_a_corrupt_small_inner_chunk_is_named_with_its_shard(tmp_path: Path, placed: list[str]) -> None:
+    a = gpuzarr.create(tmp_path / "a", shape=DATA.shape, dtype="int32", chunks=(8, 10), shards=(16, 30), codecs=GZIP)
+    a[...] = DATA
+    shard = tmp_path / "a" / "c" / "1" / "1"
+    stored = bytearray(shard.read_bytes())
+    stored[40:48] = bytes(8)  # inside the first inner chunk's deflate stream
+    shard.write_bytes(bytes(stored))
+    with pytest.raises(CorruptChunkError, match=r"^c/1/1: inner chunk \d+: cannot decode chunk"):
+        a[...]
+    np.testing.assert_array_equal(a[:16, :30], DATA[:16, :30])
+    assert placed
