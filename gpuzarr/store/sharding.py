@@ -33,6 +33,7 @@ from ..errors import CorruptChunkError
 from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, get_at_most, sizes_first
 
 EMPTY = np.uint64(2**64 - 1)
+_EMPTY_INT = int(EMPTY)
 
 #: Two wanted byte ranges closer than this are fetched as one request.
 COALESCE_GAP_BYTES = 64 * 1024
@@ -161,26 +162,25 @@ class ShardLayout:
 def inner_views(shard: memoryview, index: ShardIndex, positions: Sequence[int]) -> list[memoryview | None]:
     """Views of the inner chunks at ``positions`` of a shard held whole (None where the index
     says empty); the index must have been checked against this shard's size."""
-    return [
-        None if index.is_empty(i) else shard[int(index.offsets[i]) : int(index.offsets[i] + index.nbytes[i])]
-        for i in positions
-    ]
+    # Python ints, taken out of the index once: NumPy scalar indexing of each entry cost a
+    # shard of 10^5 inner chunks about 0.18 s a read-modify-write.
+    offsets = index.offsets.tolist()
+    nbytes = index.nbytes.tolist()
+    return [None if offsets[i] == _EMPTY_INT else shard[offsets[i] : offsets[i] + nbytes[i]] for i in positions]
 
 
 def encode_shard(parts: Sequence[Buffer | None], layout: ShardLayout) -> bytes:
     """A shard from the encoded bytes of its inner chunks (C order; None = empty), with its
     index placed where ``layout`` says."""
+    # The index is filled in NumPy from the parts' sizes (an item assignment per inner chunk
+    # cost a shard of 10^5 inner chunks about 0.2 s a write).
+    blobs = [memoryview(part).cast("B") for part in parts if part is not None]
+    stored = np.fromiter((part is not None for part in parts), dtype=bool, count=len(parts))
+    sizes = np.fromiter((blob.nbytes for blob in blobs), dtype=np.uint64, count=len(blobs))
+    first = 0 if layout.index_at_end else layout.index_nbytes
     index = ShardIndex.empty(layout.n_inner)
-    offset = 0 if layout.index_at_end else layout.index_nbytes
-    blobs = []
-    for i, part in enumerate(parts):
-        if part is None:
-            continue
-        raw = memoryview(part).cast("B")
-        index.offsets[i] = offset
-        index.nbytes[i] = len(raw)
-        offset += len(raw)
-        blobs.append(raw)
+    index.nbytes[: len(parts)][stored] = sizes
+    index.offsets[: len(parts)][stored] = np.uint64(first) + np.cumsum(sizes) - sizes
     encoded_index = layout.encode_index(index.table(layout.chunks_per_shard))
     if layout.index_at_end:
         return b"".join([*blobs, encoded_index])
