@@ -138,7 +138,7 @@ def _copy_object(item: ArrayCopy, coords: tuple[int, ...]) -> tuple[int, int, in
 def _regions_to_visit(item: ArrayCopy) -> tuple[list[tuple[Region, bool]], int]:
     """The destination's regions to look at, each with whether DST stores anything in it, and
     the decoded bytes of the regions neither side stores anything in."""
-    plan = RegionPlan(item.destination)
+    plan = RegionPlan(item.destination, read_from=item.source)
     src_boxes, dst_boxes = stored_boxes(item.source), stored_boxes(item.destination)
     if src_boxes is None or dst_boxes is None:
         return [(r, True) for r in plan.regions], 0

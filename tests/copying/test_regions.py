@@ -64,3 +64,22 @@ def test_touching_and_stored_boxes() -> None:
     assert len(plan.touching([((5, 15), (5, 15))])) == 4
     assert object_box(plan.dims, (3, 2)) == ((30, 40), (20, 30))
     assert chunks_in(a, (slice(0, 40), slice(5, 15))) == 8
+
+
+def test_regions_read_from_smaller_chunks_cover_at_most_a_bounded_number_of_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A convert to larger chunks reads each region from the source's: a region of the target's
+    # bytes covered millions of a sparse source's tiny chunks (its read plan held 1 GiB).
+    monkeypatch.setattr("gpuzarr.copying.regions.MAX_OBJECTS_PER_REGION", 64)
+    source = gpuzarr.create(shape=(10**6,), dtype="int32", chunks=(10,))
+    target = gpuzarr.create(shape=(10**6,), dtype="int32", chunks=(1000,))
+    alone = RegionPlan(target)
+    assert alone.group == (64,)  # by the target's own objects
+    plan = RegionPlan(target, read_from=source)
+    assert plan.group == (1,)  # one target chunk, 100 source chunks, is the least a region holds
+    assert all(region.size // 10 <= 100 for region in plan.regions[:5])
+    coarse = gpuzarr.create(shape=(10**6,), dtype="int32", chunks=(10_000,))
+    assert RegionPlan(target, read_from=coarse).group == alone.group  # larger source chunks: no change
+    sharded = gpuzarr.create(shape=(10**6,), dtype="int32", chunks=(100,), shards=(10_000,))
+    assert RegionPlan(target, read_from=sharded).group == (64 * 100 // 1000,)  # by the inner chunks read
