@@ -36,7 +36,14 @@ def encoded(
 ) -> tuple[Any, bytes, np.ndarray[Any, Any]]:
     impl = numcodecs.Blosc(cname=cname, clevel=5, shuffle=shuffle, blocksize=blocksize)
     data = WALK.astype(dtype)
-    frame = bytes(impl.encode(data))
+    # On one thread: c-blosc's threads (numcodecs' default on the main thread, until something
+    # imports zarr) lay blocks out in the order they finish, which parts decline to decode.
+    threads = numcodecs.blosc.use_threads
+    numcodecs.blosc.use_threads = False
+    try:
+        frame = bytes(impl.encode(data))
+    finally:
+        numcodecs.blosc.use_threads = threads
     return impl, frame, data.view(np.uint8).reshape(-1)
 
 

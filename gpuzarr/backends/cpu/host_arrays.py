@@ -108,6 +108,8 @@ def host_output(out: Any) -> np.ndarray[Any, Any]:
         except (BufferError, RuntimeError, TypeError, ValueError) as exc:
             name = type(out).__name__
             raise InvalidArgumentError(f"out: cannot write into this {name} through DLPack: {exc}") from exc
+        if not view.flags.writeable:
+            view = _writable_same_memory(out, view)
     else:
         try:
             view = np.asarray(memoryview(out))
@@ -140,3 +142,21 @@ def is_device_array(value: Any) -> bool:
         return int(device()[0]) in _DEVICE_KINDS
     except Exception:
         return False
+
+
+def _writable_same_memory(out: Any, view: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``view`` (``out`` through DLPack, read-only), or a writable array of ``out``'s own
+    ``__array__`` where that is the very same memory: NumPy before 2.3 marks every DLPack
+    import read-only (a PyTorch CPU tensor among them), whose ``__array__`` views it."""
+    try:
+        other = np.asarray(out)
+    except Exception:  # any exporter's failure: keep the read-only view, which is refused
+        return view
+    same = (
+        other.flags.writeable
+        and other.dtype == view.dtype
+        and other.shape == view.shape
+        and other.strides == view.strides
+        and (other.size == 0 or other.__array_interface__["data"][0] == view.__array_interface__["data"][0])
+    )
+    return other if same else view

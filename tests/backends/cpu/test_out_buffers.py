@@ -109,3 +109,32 @@ def test_read_batch_names_the_crop_that_differs(arr: gpuzarr.Array) -> None:
     rows, cols = np.indices((2, 4))
     with pytest.raises(InvalidArgumentError, match="selection 1 selects points"):
         arr.read_batch([(slice(0, 2), slice(0, 4)), (rows, cols)])
+
+
+def test_a_read_only_dlpack_view_is_replaced_by_the_same_memory_writable() -> None:
+    # NumPy before 2.3 marks every DLPack import read-only; an exporter whose __array__ views
+    # the same memory (a PyTorch CPU tensor) is written through that instead. A copy is not.
+    from gpuzarr.backends.cpu.host_arrays import _writable_same_memory
+
+    base = np.zeros((3, 4), np.float32)
+    read_only = base.view()
+    read_only.flags.writeable = False
+
+    class Viewing:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # type: ignore[type-arg]
+            return base
+
+    class Copying:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # type: ignore[type-arg]
+            return base.copy()
+
+    class Failing:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # type: ignore[type-arg]
+            raise RuntimeError("no")
+
+    assert _writable_same_memory(Viewing(), read_only) is base
+    assert _writable_same_memory(Copying(), read_only) is read_only
+    assert _writable_same_memory(Failing(), read_only) is read_only
+    shifted = base[1:].view()
+    shifted.flags.writeable = False
+    assert _writable_same_memory(Viewing(), shifted) is shifted  # another shape and start: kept
