@@ -228,3 +228,26 @@ def test_a_corrupt_small_inner_chunk_is_named_with_its_shard(tmp_path: Path, pla
         a[...]
     np.testing.assert_array_equal(a[:16, :30], DATA[:16, :30])
     assert placed
+
+
+def test_small_uncompressed_chunks_are_read_on_the_calling_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from gpuzarr.codecs.pipeline import CodecPipeline
+
+    threads: set[str] = set()
+    decode_in = CodecPipeline.decode_in
+
+    def spy(self: Any, raw: Any, key: str, buffer: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        return decode_in(self, raw, key, buffer)
+
+    monkeypatch.setattr(CodecPipeline, "decode_in", spy)
+    x = np.arange(512 * 500, dtype=np.int32).reshape(512, 500)  # 3,200 chunks: a dozen runs
+    a = gpuzarr.create(tmp_path / "a", shape=x.shape, dtype="int32", chunks=(8, 10), codecs=RAW)
+    a[...] = x
+    with gpuzarr.config.set(concurrency=2):
+        np.testing.assert_array_equal(a[...], x)
+    assert threads == {threading.current_thread().name}
