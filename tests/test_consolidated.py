@@ -159,6 +159,23 @@ def test_members_open_from_one_document(zarr_format: int) -> None:
     assert _reads(store) == (opening, 0)
 
 
+def test_array_and_group_names_come_from_the_record_without_opening_the_nodes(
+    zarr_format: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = gpuzarr.MemoryStore()
+    root = _build(store, zarr_format)
+    root.create_array("z", shape=(2,), dtype="int8")
+    gpuzarr.consolidate_metadata(store)
+    plain = gpuzarr.open_group(store, mode="r", use_consolidated=False)
+    expected = (list(plain.array_keys()), list(plain.group_keys()), list(plain["sub"].array_keys()))
+    assert expected == (["a", "z"], ["B", "sub"], ["b"])
+    group = gpuzarr.open_consolidated(store, mode="r")
+    monkeypatch.setattr("gpuzarr.core.group._node", lambda *args, **kwargs: pytest.fail("a node was opened"))
+    assert (list(group.array_keys()), list(group.group_keys())) == expected[:2]
+    monkeypatch.undo()
+    assert list(group["sub"].array_keys()) == expected[2]
+
+
 def test_consolidated_metadata_is_trusted(store: gpuzarr.Store, zarr_format: int) -> None:
     # As in zarr-python: members come from the consolidated document, not from the store.
     _build(store, zarr_format)
