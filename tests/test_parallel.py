@@ -225,13 +225,16 @@ def _interrupted_run(helper_seconds: float, interrupts_at: list[float]) -> tuple
     the main thread at each of ``interrupts_at`` (seconds): how long until KeyboardInterrupt was
     raised, and the event the helper sets when its item is done."""
     helper_done = threading.Event()
+    helper_began = threading.Event()
 
     def task(v: int) -> None:
         if threading.current_thread() is not threading.main_thread():
+            helper_began.set()
             time.sleep(helper_seconds)
             helper_done.set()
-        else:  # slow enough for the helper to take an item before the caller has them all
-            time.sleep(0.05)
+        else:  # the helper takes an item before the caller has them all, however busy the
+            # machine (a sleep of 50 ms was not always enough under load)
+            helper_began.wait(5)
 
     def interrupt() -> None:
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
