@@ -564,8 +564,10 @@ class Group:
     def _recorded_names(self, node_type: str) -> list[str] | None:
         """The sorted names of the children of ``node_type`` that consolidated metadata records.
 
-        They are not opened (an Array each: 10^4 arrays took 0.37 s, zarr-python 0.16 s). None
-        where this group lists its children from the store.
+        They are not opened (an Array each: 10^4 arrays took 0.37 s, zarr-python 0.16 s), so a
+        recorded array whose metadata cannot be opened is named here and refused by
+        ``group[name]``, :meth:`arrays` and :meth:`members`. None where this group lists its
+        children from the store.
         """
         view = self._consolidated
         if view is None:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import buffers
 from ..errors import (
     GpuZarrError,
     InvalidArgumentError,
@@ -436,18 +435,17 @@ def _fresh(n: int) -> Any:
 
 
 def read_value(store: Store, key: str, limit: int | None, refuse: Callable[[str, int], Exception]) -> Buffer | None:
-    """One value as :meth:`Store.value_reader` reads it, through ``store.get_into``."""
-    bounded = BoundedBufferFor(limit, lambda n: refuse(key, n), _growable_for_values)
+    """One value as :meth:`Store.value_reader` reads it, through ``store.get_into``.
+
+    It is read into memory of its own: a store's ``get_into`` may itself read through gpuzarr
+    (another array's chunks, into the thread's buffers), which would overwrite a shared one.
+    """
+    bounded = BoundedBufferFor(limit, lambda n: refuse(key, n), _fresh)
     got = store.get_into(key, bounded)
     if got is None:
         return None
     bounded.check(got[0].nbytes)  # a store that handed out its own memory asked for none
     return got[0]
-
-
-def _growable_for_values(n: int) -> Any:
-    """The calling thread's buffer of :meth:`Store.value_reader` values, grown as needed."""
-    return buffers.growable(n, "values")
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,36 @@ def _is_hidden(name: str) -> bool:
     return TEMP_MARKER in name or name.startswith(LOCK_MARKER)
 
 
+_NOT_HELD = -1
+
+
+class _OpenDirectories:
+    """The directories a :meth:`LocalStore.value_reader` holds open, by their path below the root
+    (None: read by path): at most :attr:`MOST` at once. A run's chunk files come row by row, a
+    directory a row with v3's keys (``c/i/j``): a whole read held one a row and ran out of
+    descriptors. Once the reader is done, none, and a call made after it reads by path (a
+    descriptor number closed here may since name another directory)."""
+
+    MOST = 8
+
+    def __init__(self) -> None:
+        self.held: dict[str, int | None] = {}
+        self.closed = False
+
+    def hold(self, directory: str, fd: int | None) -> int | None:
+        if len(self.held) >= self.MOST:
+            self.close()
+        self.held[directory] = fd
+        return fd
+
+    def close(self, *, for_good: bool = False) -> None:
+        held, self.held = self.held, {}
+        self.closed = self.closed or for_good
+        for fd in held.values():
+            if fd is not None:
+                os.close(fd)
+
+
 class LocalStore(Store):
     """Keys are files below ``root``; '/' in a key is a directory separator.
 
@@ -403,26 +433,23 @@ class LocalStore(Store):
             with super().value_reader(limit, refuse) as read:
                 yield read
             return
-        directories: dict[str, int | None] = {}
+        directories = _OpenDirectories()
         try:
             yield functools.partial(self._read_value, directories, limit, refuse)
         finally:
-            for fd in directories.values():
-                if fd is not None:
-                    os.close(fd)
+            directories.close(for_good=True)
 
     def _read_value(
         self,
-        directories: dict[str, int | None],
+        directories: _OpenDirectories,
         limit: int | None,
         refuse: Callable[[str, int], Exception],
         key: str,
     ) -> Buffer | None:
         directory, _, name = validate_key(key).rpartition("/")
-        if directory in directories:
-            dir_fd = directories[directory]
-        else:
-            dir_fd = directories[directory] = self._values_directory(directory)
+        dir_fd = directories.held.get(directory, _NOT_HELD)
+        if dir_fd is _NOT_HELD:
+            dir_fd = None if directories.closed else directories.hold(directory, self._values_directory(directory))
         if dir_fd is None:
             return read_value(self, key, limit, refuse)
         try:

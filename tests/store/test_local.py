@@ -688,3 +688,69 @@ def test_a_subclass_reading_through_its_own_get_into_sees_every_chunk_read(tmp_p
     np.testing.assert_array_equal(b[...], x)
     chunks = sorted(f"c/{i}/{j}" for i in range(8) for j in range(8))
     assert sorted(k for k in store.keys if k.startswith("c/")) == chunks
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_value_reader_holds_a_few_directories_open_however_many_it_reads(tmp_path: Path) -> None:
+    # A whole read of small chunks is one run on the calling thread, and v3's keys put each
+    # row of chunks in a directory of its own: one descriptor held a row ran out of them.
+    import resource
+
+    store = LocalStore(tmp_path)
+    keys = [f"c/{i}/0" for i in range(300)]
+    for key in keys:
+        store.set(key, key.encode())
+    before = len(_open_descriptors())
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (before + 100, hard))
+    try:
+        with store.value_reader(None, lambda key, n: ValueError(key)) as read:
+            for key in keys:
+                assert bytes(read(key)) == key.encode()
+                assert len(_open_descriptors()) - before <= 8
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_value_reader_called_after_its_block_reads_by_path(tmp_path: Path) -> None:
+    # The directories it held are closed: their descriptor numbers may name other directories
+    # by then (here one outside the root holding a file of the same name).
+    store = LocalStore(tmp_path / "store")
+    store.set("c/0/0", b"inside")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "0").write_bytes(b"outside")
+    with store.value_reader(None, lambda key, n: ValueError(key)) as read:
+        assert bytes(read("c/0/0")) == b"inside"
+    other = os.open(outside, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert bytes(read("c/0/0")) == b"inside"
+    finally:
+        os.close(other)
+
+
+def test_a_store_whose_get_into_reads_another_array_reads_right(tmp_path: Path) -> None:
+    # Its values are read into memory of their own: the inner read's chunks go through the
+    # thread's buffers, which a value sharing one would be overwritten in.
+    blosc = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "blosc", "configuration": {"cname": "lz4"}},
+    ]
+    source = np.arange(160, dtype="<i4") * 3 + 1
+    src = gpuzarr.create(tmp_path / "src", shape=(160,), dtype="<i4", chunks=(2,), codecs=blosc)
+    src[...] = source
+
+    class Cut(gpuzarr.MemoryStore):
+        """Chunk c/i: elements [8i, 8i + 8) of ``src``, read into the caller's buffer."""
+
+        def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
+            if not key.startswith("c/"):
+                return super().get_into(key, buffer_for, start, length)
+            i = int(key.split("/")[1])
+            target = buffer_for(32)
+            src.read(slice(8 * i, 8 * i + 8), out=np.asarray(target).view("<i4"))
+            return memoryview(target).cast("B"), 32
+
+    raw = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    cut = gpuzarr.create(Cut(), shape=(160,), dtype="<i4", chunks=(8,), codecs=raw)
+    np.testing.assert_array_equal(cut[...], source)
