@@ -240,6 +240,9 @@ def _interrupted_run(helper_seconds: float, interrupts_at: list[float]) -> tuple
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
     timers = [threading.Timer(at, interrupt) for at in interrupts_at]
+    # Python's own handler, whatever the process inherited: a shell's background job starts with
+    # SIGINT ignored, and Python then leaves it so (no KeyboardInterrupt ever came).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     with gpuzarr.config.set(concurrency=2):
         start = time.perf_counter()
         for timer in timers:
@@ -251,6 +254,7 @@ def _interrupted_run(helper_seconds: float, interrupts_at: list[float]) -> tuple
         finally:
             for timer in timers:
                 timer.cancel()
+            signal.signal(signal.SIGINT, inherited)
 
 
 def test_an_interrupt_is_raised_once_the_helpers_have_stopped() -> None:
