@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...errors import ChunkNotFoundError
+
 if TYPE_CHECKING:
     import numpy as np
 
+    from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection
+
+
+def place_missing(layout: ArrayLayout, key: str, targets: list[ChunkProjection], out: np.ndarray[Any, Any]) -> None:
+    """What a chunk that is not stored gives every place ``targets`` name: the fill value, or
+    ChunkNotFoundError where the layout says missing chunks are errors."""
+    if not layout.fill_missing_data_reads:
+        raise ChunkNotFoundError(key)
+    for p in targets:
+        out[p.out_selection] = layout.metadata.fill_value
 
 
 def is_direct(out: np.ndarray[Any, Any], p: ChunkProjection, chunk_shape: tuple[int, ...]) -> bool:

@@ -42,7 +42,7 @@ from ...store.sharding import (
     shard_index,
 )
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
-from .placement import is_direct
+from .placement import is_direct, place_missing
 from .small_chunks import ChunkPlacer, decodes_in_runs, read_run, reads_in_runs
 
 if TYPE_CHECKING:
@@ -82,10 +82,7 @@ def _store_chunk_into(
     """Decode one chunk once and copy it to every place in ``out`` that ``targets`` name
     (``span``: the caller's :func:`_part_span` of them, when it has it)."""
     if raw is None:
-        if not layout.fill_missing_data_reads:
-            raise ChunkNotFoundError(key)
-        for p in targets:
-            out[p.out_selection] = layout.metadata.fill_value
+        place_missing(layout, key, targets, out)
         return
     pipeline = layout.pipeline_at(targets[0].chunk_coords)
     if len(targets) == 1 and is_direct(out, targets[0], pipeline.spec.shape):

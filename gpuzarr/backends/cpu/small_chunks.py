@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import buffers
-from ...errors import ChunkNotFoundError
 from ...metadata.chunk_grid import RegularChunkGrid
-from .placement import is_direct, spans_trailing_axes
+from .placement import is_direct, place_missing, spans_trailing_axes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -94,15 +93,11 @@ def read_run(
     value (or ChunkNotFoundError where the layout says so); a corrupt one CorruptChunkError."""
     pipeline = layout.chunk_pipeline
     placer = ChunkPlacer(pipeline, out)
-    fill = layout.metadata.fill_value
     with store.value_reader(pipeline.max_stored_nbytes, refuse) as read:
         for targets in run:
             key = layout.key(targets[0].chunk_coords)
             raw = read(key)
             if raw is None:
-                if not layout.fill_missing_data_reads:
-                    raise ChunkNotFoundError(key)
-                for p in targets:
-                    out[p.out_selection] = fill
+                place_missing(layout, key, targets, out)
             else:
                 placer.place(raw, key, targets)
