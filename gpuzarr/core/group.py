@@ -323,11 +323,19 @@ class Group:
         """
         view = self._consolidated
         assert view is not None
+        for name, path, info in self._recorded_entries(view):
+            yield name, _node(self.store, path, info, self._device, view, recorded=True)
+
+    def _recorded_entries(self, view: ConsolidatedView) -> Iterator[tuple[str, str, NodeInfo]]:
+        """(name, path, record) of each child ``view`` records, sorted by name.
+
+        A child erased by another thread after the names were listed is left out.
+        """
         for name in view.children(self.path):
             path = self._child_path(name, existing=True)
             info = view.lookup(path)
             if info is not None:
-                yield name, _node(self.store, path, info, self._device, view, recorded=True)
+                yield name, path, info
 
     @property
     def name(self) -> str:
@@ -572,12 +580,7 @@ class Group:
         view = self._consolidated
         if view is None:
             return None
-        names = []
-        for name in view.children(self.path):
-            info = view.lookup(self._child_path(name, existing=True))
-            if info is not None and info.node_type == node_type:
-                names.append(name)
-        return names
+        return [name for name, _, info in self._recorded_entries(view) if info.node_type == node_type]
 
     def nmembers(self, max_depth: int | None = 0) -> int:
         """How many nodes :meth:`members` gives for ``max_depth``."""
