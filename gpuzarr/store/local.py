@@ -129,9 +129,6 @@ def _is_hidden(name: str) -> bool:
     return TEMP_MARKER in name or name.startswith(LOCK_MARKER)
 
 
-_NOT_HELD = -1
-
-
 class _OpenDirectories:
     """The directories a :meth:`LocalStore.value_reader` holds open, by their path below the root
     (None: read by path): at most :attr:`MOST` at once. A run's chunk files come row by row, a
@@ -447,8 +444,9 @@ class LocalStore(Store):
         key: str,
     ) -> Buffer | None:
         directory, _, name = validate_key(key).rpartition("/")
-        dir_fd = directories.held.get(directory, _NOT_HELD)
-        if dir_fd is _NOT_HELD:
+        if directory in directories.held:
+            dir_fd = directories.held[directory]
+        else:
             dir_fd = None if directories.closed else directories.hold(directory, self._values_directory(directory))
         if dir_fd is None:
             return read_value(self, key, limit, refuse)
@@ -466,12 +464,8 @@ class LocalStore(Store):
                 return None
             if limit is not None and info.st_size > limit:
                 raise refuse(key, info.st_size)
-            size = info.st_size
-            target = buffers.growable(size, "values")
-            got = os.preadv(fd, [target.data], 0) if size else 0
-            if got == size:  # the whole file at once, as a regular file is read
-                return target
-            got += _preadv_into(fd, target[got:], got) if got else 0
+            target = buffers.growable(info.st_size, "values")
+            got = _preadv_into(fd, target, 0)
         except OSError as exc:
             raise self._failure(key, "read", exc) from exc
         finally:

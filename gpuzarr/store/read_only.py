@@ -114,7 +114,7 @@ def read_only_view(store: Store) -> Store:
         return store
     # Exactly these classes: a subclass's own methods (a get_into that counts what is read)
     # would be lost in a new plain store; it is wrapped instead.
-    if isinstance(store, (LocalStore, ObjectStore)) and type(store) in (LocalStore, ObjectStore):
+    if type(store) is LocalStore or type(store) is ObjectStore:
         return store.with_options(read_only=True)
     if type(store) is MemoryStore:
         return MemoryStore(store.data, read_only=True, name=store.name)
