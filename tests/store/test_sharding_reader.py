@@ -71,7 +71,9 @@ class CountingStore(Store):
         raise AssertionError("the reader must not write")
 
 
-def sharding_codec(location: str = "end", index_codecs: list[Any] | None = None) -> ShardingCodec:
+def sharding_codec(
+    location: str = "end", index_codecs: list[Any] | None = None, shard_shape: tuple[int, int] = (4, 4)
+) -> ShardingCodec:
     config: dict[str, Any] = {
         "chunk_shape": [1, 1],
         # A compressor, so that the inner parts these tests store (INNER_NBYTES each) are within
@@ -82,7 +84,7 @@ def sharding_codec(location: str = "end", index_codecs: list[Any] | None = None)
     if index_codecs is not None:
         config["index_codecs"] = index_codecs
     codec = codec_from_json({"name": "sharding_indexed", "configuration": config})
-    resolved = codec.resolve(ChunkSpec((4, 4), np.dtype(np.uint8), 0))
+    resolved = codec.resolve(ChunkSpec(shard_shape, np.dtype(np.uint8), 0))
     assert isinstance(resolved, ShardingCodec)
     return resolved
 

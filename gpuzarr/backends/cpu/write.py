@@ -8,8 +8,8 @@ Sharded arrays are written shard by shard in three parallel phases: gather (read
 when some of its inner chunks are only partly overwritten), encode (all new inner chunks of all
 shards; each is built, from the value and the old chunk where it is partly overwritten, right
 before it is encoded, so they are never all held decoded at once), assemble (keep untouched
-inner chunks' bytes verbatim, write the shard with a fresh index, or erase it when nothing but
-fill remains).
+inner chunks' bytes verbatim, as slices of the old shard a run of neighbours at a time
+(``ShardEdit``), write the shard with a fresh index, or erase it when nothing but fill remains).
 
 Every read-modify-write (a partly covered chunk, a shard not rewritten whole) holds the key's
 :meth:`Store.lock` from the read to the write, so that writers of disjoint chunks of one shard
@@ -43,8 +43,8 @@ from ...parallel import batches_by_bytes, chunks_per_task, run_coding_tasks, run
 from ...store.base import BoundedBufferFor
 from ...store.held_locks import held, released_on_interrupt
 from ...store.sharding import (
+    ShardEdit,
     ShardTooLargeToReadWhole,
-    encode_shard,
     get_bounded,
     get_whole_shard,
     read_inner_chunks,
@@ -212,7 +212,8 @@ def _write_chunks(
 class _ShardWrite:
     key: str
     codec: ShardingCodec
-    parts: list[Buffer | None]
+    #: the inner chunks it keeps and those written
+    content: ShardEdit
     #: whether a shard was stored before, and its version (conditional writes only)
     existed: bool = False
     version: Any = None
@@ -223,7 +224,7 @@ class _ShardWrite:
 
 
 def _read_old_shard(store: Store, work: _ShardWrite, conditional: bool) -> None:
-    """Fill ``work.parts`` with the stored shard's inner chunks (with its version, for a
+    """Fill ``work.content`` with the stored shard's inner chunks (with its version, for a
     ``conditional`` write): the shard read whole, or, where it is larger than its index and
     inner chunks at their largest (dead space a writer left), by its index's ranges."""
     key, shard_layout = work.key, work.codec.layout
@@ -242,10 +243,10 @@ def _read_old_shard(store: Store, work: _ShardWrite, conditional: bool) -> None:
         except ShardTooLargeToReadWhole:
             index = read_shard_index(store, key, shard_layout)
             if index is not None:
-                work.parts[:] = read_inner_chunks(store, key, index, range(shard_layout.n_inner), shard_layout)
+                work.content.keep_parts(read_inner_chunks(store, key, index, range(shard_layout.n_inner), shard_layout))
             return
     if old_shard is not None:
-        work.parts[:] = shard_layout.split(old_shard, key)
+        work.content.keep_shard(old_shard, key)
 
 
 def _gather_versioned_by_ranges(store: Store, work: _ShardWrite, shard_layout: ShardLayout) -> None:
@@ -259,7 +260,9 @@ def _gather_versioned_by_ranges(store: Store, work: _ShardWrite, shard_layout: S
         try:
             index = read_shard_index(snapshot, key, shard_layout)
             if index is not None:
-                work.parts[:] = read_inner_chunks(snapshot, key, index, range(shard_layout.n_inner), shard_layout)
+                work.content.keep_parts(
+                    read_inner_chunks(snapshot, key, index, range(shard_layout.n_inner), shard_layout)
+                )
         except CorruptChunkError:
             if not snapshot.changed():
                 raise
@@ -324,7 +327,7 @@ def _write_shards(
     def gather(item: _ShardItem) -> _ShardWrite:
         shard = item[0]
         codec = layout.sharding_at(shard)
-        work = _ShardWrite(layout.key(shard), codec, [None] * codec.layout.n_inner)
+        work = _ShardWrite(layout.key(shard), codec, ShardEdit(codec.layout))
         if read_old:
             _read_old_shard(store, work, conditional)
         return work
@@ -338,7 +341,7 @@ def _write_shards(
         # held decoded, not all of them at once.
         w, i, p = edit
         old = None
-        part = w.parts[i]
+        part = w.content[i]
         if not p.is_complete and part is not None:
             try:
                 old = layout.pipeline_at(p.chunk_coords).decode(part, w.key)
@@ -350,7 +353,7 @@ def _write_shards(
         chunks = [new_chunk(edit) for edit in run]
         encoded = _encode_all_or_none(layout, [p for _, _, p in run], chunks)
         for (w, i, _), data in zip(run, encoded, strict=True):
-            w.parts[i] = data
+            w.content[i] = data
 
     # Small inner chunks a run a task, encoded together where the codec can (one zstd call for
     # the run, without the GIL); others a chunk a task.
@@ -371,16 +374,16 @@ def _write_shards(
         if w.lost:
             w.done = False
             return
-        empty = all(part is None for part in w.parts)
+        shard = w.content.encode()
         if not conditional:
-            if empty:
+            if shard is None:
                 store.erase(w.key)
             else:
-                store.set(w.key, encode_shard(w.parts, w.codec.layout))
-        elif empty:
+                store.set(w.key, shard)
+        elif shard is None:
             w.done = not w.existed or store.erase_if(w.key, w.version)
         else:
-            w.done = store.set_if(w.key, encode_shard(w.parts, w.codec.layout), w.version)
+            w.done = store.set_if(w.key, shard, w.version)
 
     run_tasks(assemble, shard_writes)
     return {w.key for w in shard_writes if not w.done}
