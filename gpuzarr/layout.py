@@ -14,7 +14,7 @@ codec pipelines are prepared once per distinct shape and cached.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from .store.shard_indexes import ShardIndexCache
 if TYPE_CHECKING:
     import numpy as np
 
+    from .metadata.json_types import CodecJSON
     from .metadata.v2 import ArrayMetadataV2
     from .metadata.v3 import ArrayMetadata
 
@@ -243,3 +244,33 @@ def _codec_fields(metadata: ArrayMetadata | ArrayMetadataV2) -> tuple[str, ...] 
     """Where each codec of a v2 array comes from in its .zarray, for errors (v3: ``codecs[i]``)."""
     fields: tuple[str, ...] | None = getattr(metadata, "codec_fields", None)
     return fields
+
+
+def with_complete_codecs(metadata: ArrayMetadata) -> ArrayMetadata:
+    """``metadata`` of a new v3 array with each codec's configuration written out whole: every
+    member its codec resolved (defaults, Blosc's ``typesize``), as zarr-python and TensorStore
+    write them. A chain given in part (``compressors="zstd"``, ``{"name": "blosc"}``) read as
+    gpuzarr meant it everywhere: TensorStore refuses a zstd codec without its ``level`` or a
+    Blosc codec without ``cname``, ``clevel`` and ``shuffle``. Codecs marked
+    ``must_understand`` are kept as given (their resolved form may leave one out)."""
+    spec = ArrayLayout._spec(metadata, metadata.chunk_shape)
+    written = CodecPipeline.from_codecs(metadata.codecs, spec, fields=_codec_fields(metadata)).to_json()
+    if [c["name"] for c in written] != [c["name"] for c in metadata.codecs]:
+        return metadata
+    codecs: list[CodecJSON] = []
+    for given, complete in zip(metadata.codecs, written, strict=True):
+        codec = given
+        if "configuration" in complete and not _marks_must_understand(given):
+            codec = given.copy()
+            codec["configuration"] = complete["configuration"]
+        codecs.append(codec)
+    return replace(metadata, codecs=tuple(codecs))
+
+
+def _marks_must_understand(codec: Any) -> bool:
+    """Whether a codec's JSON, or a codec nested in it (a shard's chain), has ``must_understand``."""
+    if isinstance(codec, dict):
+        return "must_understand" in codec or any(_marks_must_understand(v) for v in codec.values())
+    if isinstance(codec, list):
+        return any(_marks_must_understand(v) for v in codec)
+    return False

@@ -125,7 +125,9 @@ class BloscCodec(BytesToBytesCodec):
     name = "blosc"
     cname: str = "lz4"
     clevel: int = 5
-    shuffle: str = "noshuffle"
+    #: None: not given, chosen by the data type when resolved (zarr-python's and TensorStore's
+    #: default: bit-shuffle for 1-byte elements, byte-shuffle otherwise)
+    shuffle: str | None = "noshuffle"
     typesize: int | None = None
     blocksize: int = 0
     _impl: Any = field(default=None, compare=False, repr=False)
@@ -137,7 +139,7 @@ class BloscCodec(BytesToBytesCodec):
         impl = Blosc(
             cname=self.cname,
             clevel=self.clevel,
-            shuffle=SHUFFLES[self.shuffle],
+            shuffle=SHUFFLES[self.shuffle or "noshuffle"],
             blocksize=self.blocksize,
             typesize=self.typesize,
         )
@@ -154,8 +156,8 @@ class BloscCodec(BytesToBytesCodec):
         clevel = config.get("clevel", 5)
         if isinstance(clevel, bool) or not isinstance(clevel, int) or not 0 <= clevel <= 9:
             raise MetadataError(f"configuration.clevel: expected an integer 0-9, got {clevel!r}")
-        shuffle = config.get("shuffle", "noshuffle")
-        if not isinstance(shuffle, str) or shuffle not in SHUFFLES:
+        shuffle = config.get("shuffle")
+        if shuffle is not None and (not isinstance(shuffle, str) or shuffle not in SHUFFLES):
             raise MetadataError(
                 f"configuration.shuffle: expected one of {list(SHUFFLES)}, got {shuffle!r}"
             )
@@ -173,22 +175,25 @@ class BloscCodec(BytesToBytesCodec):
         return cls(cname, clevel, shuffle, typesize, blocksize)
 
     def configuration(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "cname": self.cname,
-            "clevel": self.clevel,
-            "shuffle": self.shuffle,
-            "blocksize": self.blocksize,
-        }
+        config: dict[str, Any] = {"cname": self.cname, "clevel": self.clevel}
+        if self.shuffle is not None:
+            config["shuffle"] = self.shuffle
+        config["blocksize"] = self.blocksize
         if self.typesize is not None:
             config["typesize"] = self.typesize
         return config
 
     def resolve(self, spec: ChunkSpec) -> BloscCodec:
-        if self.typesize is not None:
+        if self.typesize is not None and self.shuffle is not None:
             return self
         # After vlen-utf8/vlen-bytes the stream is plain bytes (zarr-python's typesize 1 too).
-        typesize = 1 if is_variable_length(spec.dtype) else spec.dtype.itemsize
-        return BloscCodec(self.cname, self.clevel, self.shuffle, typesize, self.blocksize)
+        typesize = self.typesize
+        if typesize is None:
+            typesize = 1 if is_variable_length(spec.dtype) else spec.dtype.itemsize
+        shuffle = self.shuffle
+        if shuffle is None:
+            shuffle = "bitshuffle" if typesize == 1 else "shuffle"
+        return BloscCodec(self.cname, self.clevel, shuffle, typesize, self.blocksize)
 
     def max_encoded_size(self, input_nbytes: int) -> int:
         return compressed_size_bound(input_nbytes)

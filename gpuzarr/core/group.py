@@ -43,6 +43,7 @@ from ..hierarchy import (
     require_node,
     write_node,
 )
+from ..layout import with_complete_codecs
 from ..metadata.build import build_metadata
 from ..metadata.v2 import ZATTRS, ArrayMetadataV2
 from ..parallel import io_runner
@@ -728,6 +729,8 @@ def new_array(
     elif shape is None:
         raise InvalidArgumentError("shape: required when no data is given")
     metadata = build_metadata(shape=shape, dtype="float64" if dtype is None else dtype, **metadata_options)
+    if not isinstance(metadata, ArrayMetadataV2):
+        metadata = with_complete_codecs(metadata)
     array = create_array_node(
         store, path, metadata, overwrite=overwrite, device=device, store_data_equal_to_fill_value=write_empty_chunks
     )

@@ -249,6 +249,30 @@ def test_blosc_typesize_resolved_from_dtype(dtype: str, typesize: int) -> None:
     assert p.to_json()[1]["configuration"]["typesize"] == typesize
 
 
+@pytest.mark.parametrize(
+    ("config", "dtype", "shuffle", "flags"),
+    [
+        ({}, "<u2", "shuffle", 0x01),
+        ({}, "|u1", "bitshuffle", 0x04),
+        ({"typesize": 1}, "<u2", "bitshuffle", 0x04),
+        ({"shuffle": "noshuffle"}, "<u2", "noshuffle", 0x00),
+        ({"shuffle": "bitshuffle"}, "<f8", "bitshuffle", 0x04),
+    ],
+)
+def test_blosc_shuffle_left_out_is_chosen_by_the_element_size(
+    config: dict[str, Any], dtype: str, shuffle: str, flags: int
+) -> None:
+    """As zarr-python's BloscCodec() and TensorStore choose it; a shuffle given is kept."""
+    codec = codec_from_json({"name": "blosc", "configuration": config})
+    assert codec.to_json()["configuration"].get("shuffle") == config.get("shuffle")
+    resolved = codec.resolve(ChunkSpec((4,), np.dtype(dtype), 0))
+    assert isinstance(resolved, BloscCodec)
+    assert resolved.to_json()["configuration"]["shuffle"] == shuffle
+    encoded = assert_roundtrip([LITTLE if np.dtype(dtype).itemsize > 1 else {"name": "bytes"}, codec.to_json()],
+                               sample((64,), dtype))  # fmt: skip
+    assert parse_blosc_header(encoded).flags & 0x05 == flags
+
+
 def test_blosc_explicit_typesize_is_kept() -> None:
     cfg = {"name": "blosc", "configuration": {"cname": "lz4", "shuffle": "shuffle", "typesize": 4}}
     data = sample((64,), "<u2")

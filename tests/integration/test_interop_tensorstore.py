@@ -103,3 +103,68 @@ def test_tensorstore_opens_gpuzarr_spec(tmp_path: Path) -> None:
     t = ts.open(spec, open=True).result()
     a = gpuzarr.open(spec["kvstore"], mode="r")
     assert_same(a[...], np.asarray(t.read().result()))
+
+
+# Codecs given in part (a name alone, a configuration with members left out) are written out
+# whole, with the members gpuzarr resolved: TensorStore refuses a zstd codec without its level
+# and a Blosc codec without cname, clevel and shuffle.
+SHORTHAND_COMPRESSORS = [
+    "zstd",
+    "gzip",
+    "blosc",
+    {"name": "zstd"},
+    {"name": "zstd", "configuration": {"checksum": True}},
+    {"name": "blosc", "configuration": {"cname": "zstd"}},
+    ["crc32c"],
+]
+
+
+@pytest.mark.parametrize("shards", [None, (8, 16)], ids=["chunked", "sharded"])
+@pytest.mark.parametrize("compressors", SHORTHAND_COMPRESSORS, ids=repr)
+def test_tensorstore_reads_an_array_created_with_codecs_given_in_part(
+    compressors: Any, shards: tuple[int, int] | None, tmp_path: Path
+) -> None:
+    data = np.arange(16 * 16, dtype=np.uint16).reshape(16, 16)
+    a = gpuzarr.create_array(
+        str(tmp_path / "a"), shape=data.shape, dtype=data.dtype, chunks=(4, 8), shards=shards, compressors=compressors
+    )
+    a[...] = data
+    np.testing.assert_array_equal(np.asarray(_open_tensorstore(tmp_path / "a").read().result()), data)
+    chain = stored_metadata(tmp_path / "a")["codecs"]
+    if shards is not None:
+        chain = chain[0]["configuration"]["codecs"]
+    required = {
+        "zstd": {"level", "checksum"},
+        "gzip": {"level"},
+        "blosc": {"cname", "clevel", "shuffle", "typesize", "blocksize"},
+    }
+    for codec in chain:
+        assert required.get(codec["name"], set()) <= set(codec.get("configuration", {})), codec
+
+
+@pytest.mark.parametrize(("dtype", "shuffle"), [("uint8", "bitshuffle"), ("uint16", "shuffle"), ("float64", "shuffle")])
+def test_blosc_without_a_shuffle_shuffles_by_the_data_type_as_zarr_python_and_tensorstore(
+    dtype: str, shuffle: str, tmp_path: Path
+) -> None:
+    zarr = pytest.importorskip("zarr")
+    from zarr.codecs import BloscCodec
+
+    ours = gpuzarr.create_array(str(tmp_path / "g"), shape=(8,), dtype=dtype, compressors={"name": "blosc"})
+    theirs = zarr.create_array(str(tmp_path / "z"), shape=(8,), dtype=dtype, compressors=BloscCodec())
+    chain = [{"name": "bytes"}, {"name": "blosc"}]
+    spec = {"driver": "zarr3", "kvstore": {"driver": "memory"}, "create": True,
+            "metadata": {"shape": [8], "data_type": dtype, "codecs": chain}}  # fmt: skip
+    by_tensorstore = ts.open(spec).result().spec().to_json()["metadata"]["codecs"][1]["configuration"]
+    by_zarr_python = theirs.metadata.to_dict()["codecs"][1]["configuration"]
+    config = stored_metadata(tmp_path / "g")["codecs"][1]["configuration"]
+    assert config["shuffle"] == by_tensorstore["shuffle"] == by_zarr_python["shuffle"] == shuffle
+    assert config["typesize"] == np.dtype(dtype).itemsize
+    data = np.arange(8).astype(dtype)
+    ours[...] = data
+    np.testing.assert_array_equal(ours[...], data)
+
+
+def test_a_codec_marked_must_understand_is_kept_as_given(tmp_path: Path) -> None:
+    blosc = {"name": "blosc", "configuration": {"cname": "lz4"}, "must_understand": False}
+    gpuzarr.create_array(str(tmp_path / "a"), shape=(8,), dtype="uint16", compressors=blosc)
+    assert stored_metadata(tmp_path / "a")["codecs"][1] == blosc
