@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +17,6 @@ from gpuzarr.errors import GroupNotFoundError, InvalidArgumentError, MetadataErr
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
 
 def _json(store: gpuzarr.Store, key: str) -> Any:
@@ -697,3 +697,120 @@ def test_an_interrupt_between_a_metadata_write_and_its_record_leaves_consolidate
         assert reopened["a"].shape == (8, 8)
     else:
         assert list(reopened) == []
+
+
+# -- updates of a large record: parsed and encoded once, then changed entry by entry ----------
+
+
+def _large_record(path: str, n: int) -> gpuzarr.Group:
+    """A consolidated group at ``path`` of ``n`` arrays created one by one (its zarr.json past
+    INDENTED_MAX_BYTES well before the end), some with attributes JSON writes specially."""
+    group = gpuzarr.open_group(path, mode="w", attributes={"title": "ünï"})
+    gpuzarr.consolidate_metadata(path)
+    group = gpuzarr.open_group(path, mode="r+")
+    for i in range(n):
+        attributes = {"i": i, "text": 'q"\\é\n'} if i % 7 == 0 else {}
+        group.create_array(f"a{i}", shape=(i + 1,), dtype="int16", attributes=attributes)
+        if i % 50 == 0:
+            group.create_group(f"g{i}").create_array("inner", shape=(2,), dtype="u1")
+    return group
+
+
+def _consolidated_afresh(path: str) -> bytes:
+    """The group's zarr.json as consolidating from scratch writes it."""
+    from gpuzarr import consolidated
+
+    raw = Path(path, "zarr.json").read_bytes()
+    gpuzarr.consolidate_metadata(path)
+    again = Path(path, "zarr.json").read_bytes()
+    assert len(again) > consolidated.INDENTED_MAX_BYTES
+    return raw if raw == again else again
+
+
+def test_a_record_updated_array_by_array_is_the_one_consolidating_writes(tmp_path: Path) -> None:
+    path = str(tmp_path / "g.zarr")
+    _large_record(path, 260)
+    written = Path(path, "zarr.json").read_bytes()
+    assert written == json.dumps(json.loads(written)).encode()
+    assert written == _consolidated_afresh(path)
+    doc = json.loads(written)["consolidated_metadata"]["metadata"]
+    assert len(doc) == 260 + 2 * 6
+    assert doc["a7"]["attributes"] == {"i": 7, "text": 'q"\\é\n'} and doc["g50/inner"]["shape"] == [2]
+    zarr = pytest.importorskip("zarr")
+    assert len(list(zarr.open_group(path, mode="r", use_consolidated=True).array_keys())) == 260
+
+
+def test_a_record_another_writer_changed_is_read_again(tmp_path: Path) -> None:
+    """The record kept from the last update is used only while the stored document is the one
+    written: another writer's change (here zarr-python's attributes and a node it recorded)
+    is read, and kept."""
+    path = str(tmp_path / "g.zarr")
+    group = _large_record(path, 200)
+    with open(f"{path}/zarr.json") as f:
+        doc = json.load(f)
+    doc["attributes"]["by"] = "another writer"
+    doc["attributes"]["nan"] = float("nan")  # as zarr-python writes it: NaN
+    doc["consolidated_metadata"]["metadata"]["a3"]["attributes"] = {"changed": True}
+    with open(f"{path}/zarr.json", "w") as f:
+        json.dump(doc, f)
+    group.create_array("after", shape=(3,), dtype="f4")
+    reopened = gpuzarr.open_group(path, mode="r", use_consolidated=True)
+    assert reopened.attrs["by"] == "another writer"
+    assert dict(reopened["a3"].attrs) == {"changed": True}
+    assert reopened["after"].shape == (3,) and "a199" in reopened
+    assert np.isnan(reopened.attrs["nan"])
+    group.create_array("later", shape=(1,), dtype="f4")  # from the record kept, NaN and all
+    written = Path(path, "zarr.json").read_bytes()
+    # What json writes of the document, byte for byte (not what consolidating afresh writes:
+    # the other writer's change to a3's record is not in a3's own zarr.json).
+    assert written == json.dumps(json.loads(written), allow_nan=True).encode()
+    assert "later" in json.loads(written)["consolidated_metadata"]["metadata"]
+
+
+def test_a_node_others_nested_too_deep_is_refused_in_a_kept_record(tmp_path: Path) -> None:
+    """The nesting of a changed entry is checked where the rest of a kept record is not: a node
+    another library wrote with attributes 125 deep, recorded, would nest the group's zarr.json
+    deeper than readers take."""
+    path = str(tmp_path / "g.zarr")
+    group = _large_record(path, 3)
+    group.create_array("deep", shape=(2,), dtype="i1")  # the record is kept from here
+    key = f"{path}/deep/zarr.json"
+    with open(key) as f:
+        doc = json.load(f)
+    doc["attributes"] = {"d": "@"}
+    with open(key, "w") as f:
+        f.write(json.dumps(doc).replace('"@"', "[" * 125 + "]" * 125))
+    with pytest.raises(MetadataError, match=r"consolidated metadata \(zarr.json\): JSON nests deeper"):
+        gpuzarr.open_array(f"{path}/deep", mode="r+").resize((4,))
+    recorded = json.loads(Path(path, "zarr.json").read_text())["consolidated_metadata"]["metadata"]["deep"]
+    assert "d" not in recorded["attributes"]
+
+
+def test_a_kept_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """Each array created in a consolidated group parsed the group's whole zarr.json (twice:
+    its parent checked too) and encoded every entry again: the record written last is kept,
+    and only the new entry is encoded."""
+    from gpuzarr import consolidated
+
+    path = str(tmp_path / "g.zarr")
+    group = _large_record(path, 220)  # compact: past INDENTED_MAX_BYTES (indented, encoded whole)
+    parsed: list[int] = []
+    encoded: list[str] = []
+    real_parse, real_dumps = consolidated.parse_json_document, consolidated._dumps
+
+    def counting_parse(raw: bytes, key: str) -> Any:
+        parsed.append(len(raw))
+        return real_parse(raw, key)
+
+    def counting_dumps(doc: Any, indent: int | None) -> bytes:
+        encoded.append(next(iter(doc)) if isinstance(doc, dict) and doc else repr(doc))
+        return real_dumps(doc, indent)
+
+    monkeypatch.setattr(consolidated, "parse_json_document", counting_parse)
+    monkeypatch.setattr(consolidated, "_dumps", counting_dumps)
+    monkeypatch.setattr(gpuzarr.hierarchy, "parse_json_document", counting_parse)
+    for i in range(10):
+        group.create_array(f"new{i}", shape=(2,), dtype="u1")
+    assert not [n for n in parsed if n > consolidated.INDENTED_MAX_BYTES]
+    # Per array: its path, its document, and the group's document without entries.
+    assert len(encoded) == 10 * 3, "|".join(encoded)
