@@ -148,6 +148,12 @@ def array(data: Any, **kwargs: Any) -> Array:
         defaults = {**like_args(data), "fill_value": data.fill_value}
         defaults.pop("shape", None)
         defaults.pop("dtype", None)
+        if kwargs.get("zarr_format", defaults["zarr_format"]) != defaults["zarr_format"]:
+            # Into the other format: its regular chunks and fill value only (a codec chain of one
+            # format has no form in the other in general; from_array does the same).
+            chunks = defaults.get("chunks")
+            regular = isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks)
+            defaults = {"fill_value": defaults["fill_value"], **({"chunks": chunks} if regular else {})}
     else:
         chunks = data_chunks(data)
         if chunks is not None:

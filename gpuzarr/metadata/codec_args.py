@@ -23,7 +23,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
-from .chain import bytes_codec, codec_kind, normalize_codec_json, with_array_to_bytes
+from .chain import DEFAULT_INDEX_CODECS, bytes_codec, codec_kind, normalize_codec_json, with_array_to_bytes
 from .numcodecs_v3 import encoded_dtype, numcodecs_id, with_dtype_defaults
 from .v2 import compressor_to_codec
 
@@ -194,11 +194,28 @@ def with_zarr_python_defaults(chain: Sequence[CodecJSON], dtype: np.dtype[Any]) 
         codec_id = numcodecs_id(codec["name"])
         if codec_id is not None:
             codec = {**codec, "configuration": with_dtype_defaults(codec_id, config, dtype)}
-        elif codec["name"] == "sharding_indexed" and isinstance(config.get("codecs"), list):
-            inner = [normalize_codec_json(c, "sharding_indexed.codecs") for c in config["codecs"]]
-            codec = {**codec, "configuration": {**config, "codecs": with_zarr_python_defaults(inner, dtype)}}
+        elif codec["name"] == "bytes" and "endian" not in config and dtype.byteorder != "|":
+            # zarr-python's BytesCodec() is little endian (its machine's order) where a type has
+            # a byte order (NumPy's "|": none, for one-byte, raw and object types).
+            codec = {**codec, "configuration": {**config, "endian": "little"}}
+        elif codec["name"] == "sharding_indexed" and isinstance(config, dict):
+            codec = {**codec, "configuration": _sharding_defaults(config, dtype)}
         out.append(codec)
     return out
+
+
+def _sharding_defaults(config: dict[str, Any], dtype: np.dtype[Any]) -> dict[str, Any]:
+    """A ``sharding_indexed`` configuration given in part with what zarr-python's
+    ``ShardingCodec`` and TensorStore fill in: inner chunks as ``bytes``, the index as ``bytes``
+    and ``crc32c``, at the shard's end."""
+    config = dict(config)
+    inner = config.get("codecs", [bytes_codec(dtype.itemsize)])
+    if isinstance(inner, list):
+        inner = [normalize_codec_json(c, "sharding_indexed.codecs") for c in inner]
+        config["codecs"] = with_zarr_python_defaults(inner, dtype)
+    config.setdefault("index_codecs", [dict(codec) for codec in DEFAULT_INDEX_CODECS])
+    config.setdefault("index_location", "end")
+    return config
 
 
 def v3_chain(
@@ -291,10 +308,28 @@ def v2_encoding(
         compressor = codec_json_v2(listed[0], "compressor") if listed else None
         if compressor is not None:
             _refuse_filter_as_compressor(compressor)
+            compressor = _with_numcodecs_defaults(compressor)
         if compressor is not None and compressor["id"] == "zstd" and not compressor.get("checksum", True):
             # As zarr-python writes it: TensorStore's zarr2 driver refuses a "checksum" member.
             del compressor["checksum"]
     filter_list = [] if _is_auto(filters) else _as_list(filters)
-    v2_filters = [codec_json_v2(f, f"filters[{i}]") for i, f in enumerate(filter_list)]
+    v2_filters = [_with_numcodecs_defaults(codec_json_v2(f, f"filters[{i}]")) for i, f in enumerate(filter_list)]
     return compressor, v2_filters or None
+
+
+def _with_numcodecs_defaults(codec: NumcodecsJSON) -> NumcodecsJSON:
+    """A v2 codec given in part (``{"id": "blosc"}``) with every member numcodecs fills in, as
+    zarr-python writes a codec it built from such JSON: a reader without numcodecs' defaults
+    (TensorStore's differ: zstd level 1, Blosc shuffle -1) reads what was meant. Members given
+    keep their values; a codec numcodecs does not know or refuses is kept as given (the chain's
+    checks name what is wrong with it)."""
+    import numcodecs
+
+    try:
+        complete = numcodecs.get_codec(dict(codec)).get_config()
+    except (ValueError, TypeError, KeyError):
+        return codec
+    if not isinstance(complete, dict) or complete.get("id") != codec["id"]:
+        return codec
+    return {**complete, **codec}
 

@@ -76,7 +76,7 @@ def test_info_of_v2_and_transposed_arrays() -> None:
     )
     lines = _lines(v2.info)
     assert lines["Zarr format"] == "2" and lines["Data type"] == ">u2" and lines["Order"] == "F"
-    assert lines["Filters"] == "({'id': 'delta', 'dtype': '>u2'},)"
+    assert lines["Filters"] == "({'id': 'delta', 'dtype': '>u2', 'astype': '>u2'},)"
     assert "Serializer" not in lines
     assert lines["Compressors"] == "({'id': 'zstd', 'level': 0},)"
     v3 = gpuzarr.create(shape=(6, 4), dtype="u2", order="F")

@@ -185,7 +185,14 @@ def test_malformed_codec_json_raises_metadata_error() -> None:
         ({"compressor": nc("lz4", acceleration=2)}, {"id": "lz4", "acceleration": 2}, None),
         ({"filters": numcodecs.Delta(dtype="<i4")}, {"id": "zstd", "level": 0},
          [{"id": "delta", "dtype": "<i4", "astype": "<i4"}]),
-        ({"filters": [nc("delta", dtype="<i4")], "compressor": None}, None, [{"id": "delta", "dtype": "<i4"}]),
+        # Given in part: written with what numcodecs fills in, as zarr-python writes them.
+        ({"filters": [nc("delta", dtype="<i4")], "compressor": None}, None,
+         [{"id": "delta", "dtype": "<i4", "astype": "<i4"}]),
+        ({"compressor": {"id": "blosc"}}, {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
+         None),
+        ({"compressor": {"id": "gzip"}}, {"id": "gzip", "level": 1}, None),
+        ({"compressor": {"id": "zstd"}}, {"id": "zstd", "level": 0}, None),
+        ({"compressor": {"id": "lz4"}}, {"id": "lz4", "acceleration": 1}, None),
         ({"filters": "auto", "compressor": None}, None, None),
     ],
 )  # fmt: skip
