@@ -30,7 +30,6 @@ from .store.shard_indexes import ShardIndexCache
 if TYPE_CHECKING:
     import numpy as np
 
-    from .metadata.json_types import CodecJSON
     from .metadata.v2 import ArrayMetadataV2
     from .metadata.v3 import ArrayMetadata
 
@@ -251,26 +250,32 @@ def with_complete_codecs(metadata: ArrayMetadata) -> ArrayMetadata:
     member its codec resolved (defaults, Blosc's ``typesize``), as zarr-python and TensorStore
     write them. A chain given in part (``compressors="zstd"``, ``{"name": "blosc"}``) read as
     gpuzarr meant it everywhere: TensorStore refuses a zstd codec without its ``level`` or a
-    Blosc codec without ``cname``, ``clevel`` and ``shuffle``. Codecs marked
-    ``must_understand`` are kept as given (their resolved form may leave one out)."""
+    Blosc codec without ``cname``, ``clevel`` and ``shuffle``. A codec marked
+    ``must_understand`` is kept as given (its resolved form may leave one out); the others
+    beside it, and in a shard's chains, are written whole all the same."""
     spec = ArrayLayout._spec(metadata, metadata.chunk_shape)
     written = CodecPipeline.from_codecs(metadata.codecs, spec, fields=_codec_fields(metadata)).to_json()
-    if [c["name"] for c in written] != [c["name"] for c in metadata.codecs]:
-        return metadata
-    codecs: list[CodecJSON] = []
-    for given, complete in zip(metadata.codecs, written, strict=True):
-        codec = given
-        if "configuration" in complete and not _marks_must_understand(given):
-            codec = given.copy()
-            codec["configuration"] = complete["configuration"]
-        codecs.append(codec)
-    return replace(metadata, codecs=tuple(codecs))
+    return replace(metadata, codecs=tuple(_completed_chain(list(metadata.codecs), written)))
 
 
-def _marks_must_understand(codec: Any) -> bool:
-    """Whether a codec's JSON, or a codec nested in it (a shard's chain), has ``must_understand``."""
-    if isinstance(codec, dict):
-        return "must_understand" in codec or any(_marks_must_understand(v) for v in codec.values())
-    if isinstance(codec, list):
-        return any(_marks_must_understand(v) for v in codec)
-    return False
+#: The members of a codec's configuration that hold codec chains of their own (sharding's).
+_NESTED_CHAINS = ("codecs", "index_codecs")
+
+
+def _completed_chain(given: list[Any], written: list[Any]) -> list[Any]:
+    """``given`` codec by codec with the configurations of ``written`` (the same chain resolved),
+    where the two line up by name."""
+    if [c.get("name") if isinstance(c, dict) else None for c in given] != [c.get("name") for c in written]:
+        return given
+    return [_completed(codec, complete) for codec, complete in zip(given, written, strict=True)]
+
+
+def _completed(given: Any, complete: Any) -> Any:
+    if not isinstance(given, dict) or "must_understand" in given or "configuration" not in complete:
+        return given
+    config = dict(complete["configuration"])
+    given_config = given.get("configuration") or {}
+    for key in _NESTED_CHAINS:
+        if isinstance(given_config.get(key), list) and isinstance(config.get(key), list):
+            config[key] = _completed_chain(given_config[key], config[key])
+    return {**given, "configuration": config}

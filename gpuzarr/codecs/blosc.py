@@ -187,12 +187,11 @@ class BloscCodec(BytesToBytesCodec):
         if self.typesize is not None and self.shuffle is not None:
             return self
         # After vlen-utf8/vlen-bytes the stream is plain bytes (zarr-python's typesize 1 too).
-        typesize = self.typesize
-        if typesize is None:
-            typesize = 1 if is_variable_length(spec.dtype) else spec.dtype.itemsize
+        element = 1 if is_variable_length(spec.dtype) else spec.dtype.itemsize
+        typesize = element if self.typesize is None else self.typesize
         shuffle = self.shuffle
-        if shuffle is None:
-            shuffle = "bitshuffle" if typesize == 1 else "shuffle"
+        if shuffle is None:  # by the element's size, as zarr-python chooses it, whatever typesize says
+            shuffle = "bitshuffle" if element == 1 else "shuffle"
         return BloscCodec(self.cname, self.clevel, shuffle, typesize, self.blocksize)
 
     def max_encoded_size(self, input_nbytes: int) -> int:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, MetadataError
-from ..layout import ArrayLayout
+from ..layout import ArrayLayout, with_complete_codecs
 from ..metadata.build import build_metadata
 from ..metadata.codec_args import codec_json_v2
 from ..metadata.dtypes import DataType
@@ -163,7 +163,10 @@ def target_metadata(source: Array, options: FormatOptions, where: str) -> ArrayM
             )
         # The codec chain resolved too (the array's is, when the copy creates it): a chain that
         # does not fit (inner chunks that do not divide a shard the source's serializer names)
-        # stopped the copy half-written, naming a key of DST instead of the array.
+        # stopped the copy half-written, naming a key of DST instead of the array. Codecs given
+        # in part are written whole, as creation writes them (TensorStore refuses some).
+        if not isinstance(metadata, ArrayMetadataV2):
+            metadata = with_complete_codecs(metadata)
         ArrayLayout.from_metadata(metadata)
     except MetadataError as exc:
         raise type(exc)(f"{where}: {exc}") from exc

@@ -254,7 +254,7 @@ def test_blosc_typesize_resolved_from_dtype(dtype: str, typesize: int) -> None:
     [
         ({}, "<u2", "shuffle", 0x01),
         ({}, "|u1", "bitshuffle", 0x04),
-        ({"typesize": 1}, "<u2", "bitshuffle", 0x04),
+        ({"typesize": 1}, "<u2", "shuffle", 0x01),
         ({"shuffle": "noshuffle"}, "<u2", "noshuffle", 0x00),
         ({"shuffle": "bitshuffle"}, "<f8", "bitshuffle", 0x04),
     ],
@@ -400,3 +400,10 @@ def test_a_blosc_compressor_numcodecs_lacks_is_refused_before_anything_is_writte
         codec.encode(np.arange(8, dtype="<i4").view(np.uint8))
     assert gpuzarr.create(str(tmp_path / "ok.zarr"), shape=(8,), chunks=(2,), dtype="<i4",
                           compressors=[{"name": "blosc", "configuration": {"cname": "zstd"}}]) is not None  # fmt: skip
+
+
+def test_blosc_shuffle_left_out_follows_the_element_size_not_the_typesize() -> None:
+    """As zarr-python chooses it: 8-byte elements with ``typesize`` 1 are byte-shuffled."""
+    codec = codec_from_json({"name": "blosc", "configuration": {"typesize": 1}})
+    resolved = codec.resolve(ChunkSpec((4,), np.dtype("<f8"), 0))
+    assert resolved.to_json()["configuration"]["shuffle"] == "shuffle"

@@ -4,6 +4,7 @@ by zarr-python, resumed where an earlier copy stopped, and refused where they ca
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -273,3 +274,31 @@ def test_a_target_whose_codecs_do_not_fit_is_refused_by_name_before_anything_is_
     with pytest.raises(gpuzarr.errors.MetadataError, match=r"^/w: "):
         gpuzarr.convert(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"), chunks=2)
     assert not (tmp_path / "dst.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"compressors": [{"name": "zstd"}]},
+        {"compressors": [{"name": "gzip"}]},
+        {"shards": (16, 16), "chunks": (8, 8), "compressors": [{"name": "blosc"}]},
+    ],
+    ids=["zstd", "gzip", "sharded-blosc"],
+)
+def test_codecs_given_in_part_are_written_whole(tmp_path: Path, options: dict[str, Any]) -> None:
+    """As creation writes them: TensorStore refused the copy ("Error parsing object member
+    codecs": a zstd without level, a Blosc without cname, clevel, shuffle)."""
+    ts = pytest.importorskip("tensorstore")
+    source = gpuzarr.create_array(str(tmp_path / "src"), shape=(16, 16), chunks=(8, 8), dtype="f8", compressors=None)
+    source[...] = np.arange(256.0).reshape(16, 16)
+    gpuzarr.convert(str(tmp_path / "src"), str(tmp_path / "dst"), **options)
+    chain = json.loads((tmp_path / "dst" / "zarr.json").read_text())["codecs"]
+    if chain[0]["name"] == "sharding_indexed":
+        chain = chain[0]["configuration"]["codecs"]
+    assert chain[-1]["configuration"] == {
+        "zstd": {"level": 0, "checksum": False},
+        "gzip": {"level": 5},
+        "blosc": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0, "typesize": 8},
+    }[chain[-1]["name"]]
+    opened = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "dst")}}).result()
+    np.testing.assert_array_equal(opened.read().result(), source[...])

@@ -168,3 +168,12 @@ def test_a_codec_marked_must_understand_is_kept_as_given(tmp_path: Path) -> None
     blosc = {"name": "blosc", "configuration": {"cname": "lz4"}, "must_understand": False}
     gpuzarr.create_array(str(tmp_path / "a"), shape=(8,), dtype="uint16", compressors=blosc)
     assert stored_metadata(tmp_path / "a")["codecs"][1] == blosc
+
+
+def test_codecs_beside_one_marked_must_understand_are_written_whole(tmp_path: Path) -> None:
+    crc = {"name": "crc32c", "must_understand": False}
+    gpuzarr.create_array(str(tmp_path / "a"), shape=(8,), dtype="uint16", chunks=(2,), shards=(4,),
+                         compressors=[{"name": "zstd"}, crc])  # fmt: skip
+    inner = stored_metadata(tmp_path / "a")["codecs"][0]["configuration"]["codecs"]
+    assert inner[1] == {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
+    assert inner[2]["name"] == "crc32c" and inner[2]["must_understand"] is False
