@@ -40,3 +40,30 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
 def zarr_format(request: pytest.FixtureRequest) -> int:
     """Both Zarr formats, for tests of what v2 and v3 hierarchies share."""
     return int(request.param)
+
+
+#: Optional test dependencies: a test that needs one that is missing is skipped, not failed.
+OPTIONAL_TEST_MODULES = frozenset({"obstore", "moto", "fsspec", "s3fs", "aiohttp", "requests", "zarrs"})
+
+
+def _missing_optional_module(exc: BaseException | None) -> str | None:
+    """The optional module whose absence ``exc`` (or an exception it was raised from) reports."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+        if name is not None and name.split(".")[0] in OPTIONAL_TEST_MODULES:
+            return name.split(".")[0]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
+    try:
+        return (yield)
+    except ImportError as exc:
+        missing = _missing_optional_module(exc)
+        if missing is None:
+            raise
+        pytest.skip(f"{missing} is not installed (an optional test dependency)")

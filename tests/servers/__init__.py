@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
+    # Optional test dependencies: the server (moto) and the client gpuzarr's ObjectStore uses.
+    pytest.importorskip("moto.server", reason="moto (the S3-compatible test server) is not installed")
+    pytest.importorskip("obstore", reason="obstore (ObjectStore's client) is not installed")
     server = S3Server()
     yield server
     server.stop()
