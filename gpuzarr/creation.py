@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import create, create_array, open_array
 from .core.from_data import as_data, data_chunks
-from .core.like import like_args, like_arguments, zarr_document
+from .core.like import like_args, like_arguments, number_fill, zarr_document
 from .errors import InvalidArgumentError
 from .metadata.json_util import keeping_attributes
 
@@ -59,7 +59,7 @@ def zeros(shape: Any, *, store: StoreLike = None, **kwargs: Any) -> Array:
     -------
     Array
     """
-    return _create(shape, store, fill_value=0, **kwargs)
+    return _create(shape, store, fill_value=number_fill(0, kwargs.get("dtype")), **kwargs)
 
 
 def ones(shape: Any, *, store: StoreLike = None, **kwargs: Any) -> Array:
@@ -78,7 +78,7 @@ def ones(shape: Any, *, store: StoreLike = None, **kwargs: Any) -> Array:
     -------
     Array
     """
-    return _create(shape, store, fill_value=1, **kwargs)
+    return _create(shape, store, fill_value=number_fill(1, kwargs.get("dtype")), **kwargs)
 
 
 def full(shape: Any, fill_value: Any, *, store: StoreLike = None, **kwargs: Any) -> Array:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from .from_data import as_data, data_chunks
 
 
@@ -47,7 +49,7 @@ def like_arguments(kind: str, a: Any, overrides: dict[str, Any], zarr_format: in
     if keep_fill_value and zarr_document(a) is not None:
         like["fill_value"] = a.fill_value
     elif fill_value is not None:
-        like["fill_value"] = fill_value
+        like["fill_value"] = number_fill(fill_value, overrides.get("dtype", like.get("dtype")))
     if zarr_format is not None and like.get("zarr_format", zarr_format) != zarr_format:
         kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
         kept["dtype"] = as_data(a).dtype
@@ -58,6 +60,17 @@ def like_arguments(kind: str, a: Any, overrides: dict[str, Any], zarr_format: in
     if "chunk_shape" in overrides:
         like.pop("chunks", None)
     return {**like, **overrides}
+
+
+def number_fill(value: int, dtype: Any) -> Any:
+    """The fill value ``zeros`` or ``ones`` (``value``: 0 or 1) gives ``dtype``: its digit as
+    bytes for a fixed-length bytes type (``b"0"``, as zarr-python, and as text types take
+    ``"0"``), else ``value`` itself."""
+    try:
+        kind = np.dtype(dtype).kind
+    except (TypeError, ValueError):  # a Zarr type name NumPy does not know: taken as given
+        return value
+    return str(value).encode() if kind == "S" else value
 
 
 def zarr_document(a: Any) -> dict[str, Any] | None:
