@@ -328,6 +328,24 @@ def _subarray_shape(v2_dtype: Any, field_name: str | None) -> tuple[int, ...]:
     return tuple(npdt.fields[field_name][0].shape)
 
 
+#: The members TensorStore's zarr2 driver fills in of a compressor given in part (what it writes).
+_ZARR2_COMPRESSOR_DEFAULTS: dict[str, dict[str, Any]] = {
+    "blosc": {"cname": "lz4", "clevel": 5, "shuffle": -1, "blocksize": 0},
+    "zstd": {"level": 1},
+    "zlib": {"level": 1},
+    "gzip": {"level": 1},
+    "bz2": {"level": 1},
+}
+
+
+def _zarr2_compressor(compressor: Any) -> Any:
+    """``compressor`` written whole with TensorStore's defaults, as TensorStore writes one given
+    in part (``{"id": "blosc"}``); others as given."""
+    if isinstance(compressor, dict) and compressor.get("id") in _ZARR2_COMPRESSOR_DEFAULTS:
+        return {"id": compressor["id"], **_ZARR2_COMPRESSOR_DEFAULTS[compressor["id"]], **compressor}
+    return compressor
+
+
 def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
     md, schema = spec.metadata, spec.schema
     v2_dtype = md.get("dtype")
@@ -374,7 +392,9 @@ def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
     chosen = choose_chunk_shapes(tuple(shape), ChunkLayoutConstraints.from_json(layout), zarr_format=2)
     order = "F" if len(shape) > 1 and chosen.inner_order == tuple(range(len(shape)))[::-1] else "C"
     codec = {k: v for k, v in (schema.codec or {}).items() if k != "driver"}
-    compressor = md["compressor"] if "compressor" in md else codec.get("compressor", TENSORSTORE_DEFAULTS.v2_compressor)
+    compressor = _zarr2_compressor(
+        md["compressor"] if "compressor" in md else codec.get("compressor", TENSORSTORE_DEFAULTS.v2_compressor)
+    )
     filters = md["filters"] if "filters" in md else codec.get("filters")
     fill = md.get("fill_value", schema.fill_value)
     if "fill_value" in md and schema.fill_value is not None and spec.field is None:

@@ -226,3 +226,23 @@ def test_a_v2_float4_fill_value_is_base64_as_tensorstore_reads_and_writes_it(tmp
     opened = gpuzarr.open_array(str(theirs), mode="r")
     assert float(opened.fill_value) == 1.0
     np.testing.assert_array_equal(opened[...].astype("f4"), [1.0] * 4)
+
+
+@pytest.mark.parametrize(
+    "compressor",
+    [{"id": "blosc"}, {"id": "blosc", "cname": "zstd"}, {"id": "zstd"}, {"id": "zlib"}, {"id": "gzip"}, {"id": "bz2"}],
+    ids=lambda c: "-".join(str(v) for v in c.values()),
+)
+def test_a_zarr2_compressor_given_in_part_is_written_as_tensorstore_writes_it(
+    tmp_path: Path, compressor: dict[str, Any]
+) -> None:
+    def spec(path: Path) -> dict[str, Any]:
+        return {"driver": "zarr", "kvstore": {"driver": "file", "path": str(path)}, "create": True,
+                "metadata": {"shape": [4], "dtype": "<i4", "compressor": compressor}}  # fmt: skip
+
+    ts.open(spec(tmp_path / "theirs")).result()
+    gpuzarr.open(spec(tmp_path / "ours"), device="cpu")[...] = np.arange(4)
+    written = json.loads((tmp_path / "ours" / ".zarray").read_text())["compressor"]
+    assert written == json.loads((tmp_path / "theirs" / ".zarray").read_text())["compressor"]
+    ours = ts.open({"driver": "zarr", "kvstore": {"driver": "file", "path": str(tmp_path / "ours")}}).result()
+    np.testing.assert_array_equal(ours.read().result(), np.arange(4))
