@@ -22,6 +22,7 @@ and xarray, which trust consolidated metadata, see the change.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 import threading
@@ -36,6 +37,7 @@ from .hierarchy import (
     NodeInfo,
     get_document,
     node_prefix,
+    note_written_group,
     read_node,
     v3_node_info,
     write_documents,
@@ -447,6 +449,14 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
     (3 of 16 left), and the group's own listing then hid them."""
 
     key = _consolidated_key(ancestor, zarr_format)
+    # The record keeps its entries from one update to the next (_LastRecords): copies of the
+    # nodes, whose documents the open views hand out to arrays and groups, whose attributes a
+    # caller may change in place without writing them.
+    change = _Change(
+        change.path,
+        {path: None if info is None else copy.deepcopy(info) for path, info in change.nodes.items()},
+        change.new_node,
+    )
 
     def rewrite(raw: Any) -> bytes | None:
         last = None if raw is None or zarr_format != 3 else _last_records.get(store, key, bytes(raw))
@@ -466,6 +476,7 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
             return _encoded(group, entries)
         new = _encoded(group, entries, changed, fragments)
         _last_records.put(store, key, new, group, entries, fragments)
+        note_written_group(store, key, new)
         return new
 
     _rewrite(store, key, rewrite)

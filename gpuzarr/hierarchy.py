@@ -9,6 +9,8 @@ zarr-python's modes and the TensorStore open flags they mean.
 from __future__ import annotations
 
 import collections
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -325,10 +327,10 @@ def _missing_parents(store: Store, path: str) -> list[str]:
     """
     parts = path.split("/") if path else []
     missing = []
-    if parts and not _has_node_metadata(store, ""):
-        missing.append("")
-    for i in range(1, len(parts)):
+    for i in range(len(parts)):
         ancestor = "/".join(parts[:i])
+        if _written_documents.holds_group(store, node_prefix(ancestor) + ZARR_JSON):
+            continue
         info = read_node(store, ancestor, allow_implicit=False)
         if info is None:
             missing.append(ancestor)
@@ -337,12 +339,46 @@ def _missing_parents(store: Store, path: str) -> list[str]:
     return missing
 
 
-def _has_node_metadata(store: Store, path: str) -> bool:
-    """Whether a node's metadata document of either format is stored at ``path``, told without
-    reading it: the root of a consolidated group of 1,000 arrays is a zarr.json of 870 KB, which
-    each array created below it parsed to learn that it is there."""
-    prefix = node_prefix(path)
-    return any(store.exists(prefix + key) for key in (ZARR_JSON, ZGROUP, ZARRAY))
+class _WrittenDocuments:
+    """The group documents this process wrote last (a few, by store and key): a parent checked
+    before a node is created below it, found stored byte for byte as written, is a group without
+    parsing it again. The zarr.json of a consolidated group of 1,000 arrays is 870 KB, which
+    each array created in it parsed once more to learn that; a document that differs in any
+    byte (another writer's, or damaged) is read and checked as before."""
+
+    MOST = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[tuple[weakref.ref[Store], str, bytes]] = []
+
+    def note_group(self, store: Store, key: str, written: bytes) -> None:
+        try:
+            ref = weakref.ref(store)
+        except TypeError:  # a store class without weak references: not kept
+            return
+        with self._lock:
+            kept = [item for item in self._held if item[0]() not in (None, store) or item[1] != key]
+            kept = [item for item in kept if item[0]() is not None]
+            self._held = [*kept[-(self.MOST - 1) :], (ref, key, written)]
+
+    def holds_group(self, store: Store, key: str) -> bool:
+        """Whether the document at ``key`` is the group document noted there last."""
+        with self._lock:
+            written = next((w for ref, k, w in self._held if ref() is store and k == key), None)
+        if written is None:
+            return False
+        raw = get_document(store, key)
+        return raw is not None and bytes(raw) == written
+
+
+_written_documents = _WrittenDocuments()
+
+
+def note_written_group(store: Store, key: str, written: bytes) -> None:
+    """Note that ``written``, a valid v3 group document, was stored at ``key`` of ``store`` (see
+    :class:`_WrittenDocuments`)."""
+    _written_documents.note_group(store, key, written)
 
 
 def _prepare_new_node(store: Store, path: str, overwrite: bool) -> frozenset[int]:

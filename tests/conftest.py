@@ -6,6 +6,7 @@ On a GPU host ``device="auto"`` would give CuPy arrays; the suite compares with 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -47,14 +48,15 @@ OPTIONAL_TEST_MODULES = frozenset({"obstore", "moto", "fsspec", "s3fs", "aiohttp
 
 
 def _missing_optional_module(exc: BaseException | None) -> str | None:
-    """The optional module whose absence ``exc`` (or an exception it was raised from) reports."""
+    """The optional module whose absence ``exc`` reports: a ModuleNotFoundError naming it (an
+    optional module itself, not one of its submodules or names), or an ImportError raised from
+    one (gpuzarr's "install obstore" errors); and one that really cannot be found."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
-        if name is not None and name.split(".")[0] in OPTIONAL_TEST_MODULES:
-            return name.split(".")[0]
-        exc = exc.__cause__ or exc.__context__
+        if isinstance(exc, ModuleNotFoundError) and exc.name in OPTIONAL_TEST_MODULES:
+            return exc.name if importlib.util.find_spec(exc.name) is None else None
+        exc = exc.__cause__  # raised from it, not while handling it
     return None
 
 

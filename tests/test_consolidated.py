@@ -814,3 +814,31 @@ def test_a_kept_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Path,
     assert not [n for n in parsed if n > consolidated.INDENTED_MAX_BYTES]
     # Per array: its path, its document, and the group's document without entries.
     assert len(encoded) == 10 * 3, "|".join(encoded)
+
+
+@pytest.mark.parametrize("arrays", [0, 220], ids=["indented", "compact"])
+def test_attributes_changed_in_memory_only_stay_out_of_the_record(tmp_path: Path, arrays: int) -> None:
+    """The record kept from one update to the next holds copies: attributes an open group or
+    array hands out, changed in place and never written, are not recorded by a later update."""
+    path = str(tmp_path / "g.zarr")
+    group = _large_record(path, arrays)
+    group.create_group("sub", attributes={"d": {"k": 1}})
+    group.create_array("arr", shape=(1,), dtype="u1", attributes={"lst": [1]})
+    group["sub"].attrs["d"]["k"] = "changed in memory"
+    group["arr"].attrs["lst"].append(2)
+    group.create_array("x", shape=(1,), dtype="u1")
+    group.create_array("y", shape=(1,), dtype="u1")
+    recorded = json.loads(Path(path, "zarr.json").read_text())["consolidated_metadata"]["metadata"]
+    assert recorded["sub"]["attributes"] == {"d": {"k": 1}}
+    assert recorded["arr"]["attributes"] == {"lst": [1]}
+
+
+@pytest.mark.parametrize("root", ["{not json", "", '{"zarr_format": 7, "node_type": "group"}'])
+def test_a_damaged_root_document_stops_a_node_created_below_it(tmp_path: Path, root: str) -> None:
+    """Before anything is written, even where this process wrote the root last."""
+    path = tmp_path / "g.zarr"
+    group = _large_record(str(path), 2)
+    (path / "zarr.json").write_text(root)
+    with pytest.raises(MetadataError, match="zarr.json"):
+        group.create_array("a/child", shape=(2,), dtype="u1")
+    assert not (path / "a").exists()
