@@ -336,3 +336,27 @@ def test_zeros_and_ones_of_fixed_length_bytes_as_zarr_python(make: str, zarr_for
     np.testing.assert_array_equal(ours[...], theirs[...])
     like = getattr(gpuzarr, f"{make}_like")(ours)
     assert like.fill_value == theirs.fill_value
+
+
+def test_a_shard_index_bytes_codec_given_without_endian_is_little_endian(tmp_path: Path) -> None:
+    """The index is a table of uint64 (refused before: "configuration.endian: required")."""
+    path = str(tmp_path / "a")
+    sharding = {"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "index_codecs": [{"name": "bytes"}]}}
+    a = gpuzarr.create(store=path, shape=(8,), dtype="i4", chunks=(4,), codecs=[sharding])
+    a[...] = np.arange(8)
+    config = json.loads(Path(path, "zarr.json").read_text())["codecs"][0]["configuration"]
+    assert config["index_codecs"] == [{"name": "bytes", "configuration": {"endian": "little"}}]
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...], np.arange(8))
+
+
+def test_bytes_after_a_filter_that_widens_the_type_gets_a_byte_order(tmp_path: Path) -> None:
+    """The serializer sees the filter's type (uint16 from uint8), as the default serializer
+    already did: given without ``endian``, it was refused."""
+    path = str(tmp_path / "a")
+    widen = {"name": "numcodecs.fixedscaleoffset",
+             "configuration": {"offset": 0, "scale": 1, "dtype": "|u1", "astype": "<u2"}}  # fmt: skip
+    a = gpuzarr.create(store=path, shape=(8,), dtype="u1", chunks=(4,), filters=[widen], serializer={"name": "bytes"})
+    a[...] = np.arange(8)
+    assert json.loads(Path(path, "zarr.json").read_text())["codecs"][1] == {
+        "name": "bytes", "configuration": {"endian": "little"}}  # fmt: skip
+    np.testing.assert_array_equal(gpuzarr.open(path, mode="r")[...], np.arange(8))

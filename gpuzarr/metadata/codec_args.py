@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import InvalidArgumentError
 from .chain import DEFAULT_INDEX_CODECS, bytes_codec, codec_kind, normalize_codec_json, with_array_to_bytes
 from .numcodecs_v3 import encoded_dtype, numcodecs_id, with_dtype_defaults
@@ -29,8 +31,6 @@ from .v2 import compressor_to_codec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    import numpy as np
 
     from .json_types import CodecJSON, NumcodecsJSON
 
@@ -189,12 +189,15 @@ def with_zarr_python_defaults(chain: Sequence[CodecJSON], dtype: np.dtype[Any]) 
     """``chain`` with the members zarr-python derives from the array's data type written out
     (numcodecs ``dtype``, ``decode_dtype``, ``elementsize``), in a sharding codec's chain too."""
     out: list[CodecJSON] = []
-    for codec in chain:
+    serialized = dtype  # what the array->bytes codec receives, after numcodecs filters
+    for i, codec in enumerate(chain):
         config = codec.get("configuration") or {}
         codec_id = numcodecs_id(codec["name"])
         if codec_id is not None:
             codec = {**codec, "configuration": with_dtype_defaults(codec_id, config, dtype)}
-        elif codec["name"] == "bytes" and "endian" not in config and dtype.byteorder != "|":
+            if codec_kind(codec["name"]) == "array_to_array":
+                serialized = encoded_dtype(codec_id, codec["configuration"], serialized, f"codecs[{i}].configuration")
+        elif codec["name"] == "bytes" and "endian" not in config and serialized.byteorder != "|":
             # zarr-python's BytesCodec() is little endian (its machine's order) where a type has
             # a byte order (NumPy's "|": none, for one-byte, raw and object types).
             codec = {**codec, "configuration": {**config, "endian": "little"}}
@@ -213,7 +216,11 @@ def _sharding_defaults(config: dict[str, Any], dtype: np.dtype[Any]) -> dict[str
     if isinstance(inner, list):
         inner = [normalize_codec_json(c, "sharding_indexed.codecs") for c in inner]
         config["codecs"] = with_zarr_python_defaults(inner, dtype)
-    config.setdefault("index_codecs", [dict(codec) for codec in DEFAULT_INDEX_CODECS])
+    index = config.get("index_codecs", [dict(codec) for codec in DEFAULT_INDEX_CODECS])
+    if isinstance(index, list):
+        # The index is a table of uint64: its ``bytes`` given without ``endian`` is little endian.
+        index = [c if isinstance(c, dict) else normalize_codec_json(c, "sharding_indexed.index_codecs") for c in index]
+        config["index_codecs"] = with_zarr_python_defaults(index, np.dtype("<u8"))
     config.setdefault("index_location", "end")
     return config
 
