@@ -429,13 +429,15 @@ def create_group(
     attributes: dict[str, Any] | None = None,
     overwrite: bool = False,
     device: str = "auto",
-    zarr_format: int = 3,
+    zarr_format: int | None = 3,
     storage_options: dict[str, Any] | None = None,
 ) -> Group:
     """Create a group: v3 (zarr.json with node_type "group") or v2 (.zgroup + .zattrs).
 
     ``storage_options`` configure an object store URL or kvstore (see :func:`open`).
     """
+    if zarr_format is None:  # zarr-python's: its default format
+        zarr_format = 3
     if zarr_format not in (2, 3):
         raise MetadataError(f"zarr_format: expected 2 or 3, got {zarr_format!r}")
     s, base = _store(store, storage_options=storage_options)
@@ -451,7 +453,7 @@ def create(
     data: Any = None,
     chunks: Any = None,
     shards: Any = None,
-    zarr_format: int = 3,
+    zarr_format: int | None = 3,
     codecs: Any = None,
     compressor: Any = "auto",
     filters: Any = None,
@@ -598,7 +600,7 @@ def create_array(
     serializer: Any = "auto",
     fill_value: Any = None,
     order: str | None = None,
-    zarr_format: int = 3,
+    zarr_format: int | None = 3,
     attributes: dict[str, Any] | None = None,
     chunk_key_encoding: Any = None,
     dimension_names: Any = None,
@@ -626,7 +628,7 @@ def create_array(
     -------
     Array
     """
-    refuse_v3_memory_order(zarr_format, order)
+    refuse_v3_memory_order(3 if zarr_format is None else zarr_format, order)
     s, base = _store(store, storage_options=storage_options)
     return new_array(
         s,

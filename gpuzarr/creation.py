@@ -143,6 +143,8 @@ def array(data: Any, **kwargs: Any) -> Array:
     Array
     """
     data = as_data(data)
+    if kwargs.get("zarr_format", 0) is None:  # zarr-python's "as the source, else the default"
+        del kwargs["zarr_format"]
     defaults: dict[str, Any] = {}
     if zarr_document(data) is not None:
         defaults = {**like_args(data), "fill_value": data.fill_value}

@@ -360,3 +360,13 @@ def test_bytes_after_a_filter_that_widens_the_type_gets_a_byte_order(tmp_path: P
     assert json.loads(Path(path, "zarr.json").read_text())["codecs"][1] == {
         "name": "bytes", "configuration": {"endian": "little"}}  # fmt: skip
     np.testing.assert_array_equal(gpuzarr.open(path, mode="r")[...], np.arange(8))
+
+
+def test_zarr_format_none_is_the_default_or_the_sources() -> None:
+    """As zarr-python takes it: the default format (3), or the source's for ``array``."""
+    assert gpuzarr.create(shape=(2,), zarr_format=None).metadata.zarr_format == 3
+    assert gpuzarr.create_array(None, shape=(2,), dtype="i4", zarr_format=None).metadata.zarr_format == 3
+    assert gpuzarr.zeros((2,), zarr_format=None).metadata.zarr_format == 3
+    assert gpuzarr.create_group(None, zarr_format=None).zarr_format == 3
+    source = gpuzarr.create(shape=(2,), zarr_format=2)
+    assert gpuzarr.array(source, zarr_format=None).metadata.zarr_format == 2

@@ -708,6 +708,8 @@ def new_array(
         metadata_options["chunks"] = chunk_shape
     if metadata_options.get("order", "C") is None:  # zarr-python's default: C
         metadata_options["order"] = "C"
+    if "zarr_format" in metadata_options and metadata_options["zarr_format"] is None:
+        metadata_options["zarr_format"] = 3  # zarr-python's: its default format
     encoding = metadata_options.get("chunk_key_encoding")
     if encoding is not None:
         if metadata_options.get("zarr_format", 3) == 2:  # v2 keeps the separator alone
