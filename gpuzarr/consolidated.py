@@ -36,9 +36,11 @@ from .hierarchy import (
     CHILDREN_READ_AT_ONCE,
     NodeInfo,
     get_document,
+    held_store,
     node_prefix,
     note_written_group,
     read_node,
+    same_store,
     v3_node_info,
     write_documents,
 )
@@ -494,14 +496,17 @@ class _LastRecords:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: list[tuple[weakref.ref[Store], str, bytes, NodeInfo, dict[str, NodeInfo], Fragments]] = []
+        self._held: list[
+            tuple[Callable[[], Store | None], str, bytes, NodeInfo, dict[str, NodeInfo], Fragments]
+        ] = []
 
     def get(self, store: Store, key: str, raw: bytes) -> tuple[NodeInfo, dict[str, NodeInfo], Fragments] | None:
-        """The record ``raw`` is, if it is the one last written at ``key`` of ``store``: copies
-        of its entries and texts, which the caller changes."""
+        """The record ``raw`` is, if it is the one last written at ``key`` of ``store`` (or of
+        a LocalStore of its directory): copies of its entries and texts, which the caller
+        changes."""
         with self._lock:
             for ref, held_key, written, group, entries, fragments in self._held:
-                if ref() is store and held_key == key and written == raw:
+                if held_key == key and same_store(ref, store) and written == raw:
                     return group, dict(entries), dict(fragments)
         return None
 
@@ -515,12 +520,15 @@ class _LastRecords:
         fragments: Fragments,
     ) -> None:
         try:
-            ref = weakref.ref(store)
+            ref = held_store(store)
         except TypeError:  # a store class without weak references: not kept
             return
         with self._lock:
-            kept = [item for item in self._held if item[0]() not in (None, store) or item[1] != key]
-            kept = [item for item in kept if item[0]() is not None]
+            kept = [
+                item
+                for item in self._held
+                if item[0]() is not None and not (item[1] == key and same_store(item[0], store))
+            ]
             self._held = [*kept[-(self.MOST - 1) :], (ref, key, written, group, dict(entries), dict(fragments))]
 
 

@@ -20,9 +20,10 @@ from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 from .parallel import io_runner
 from .store.base import get_at_most, validate_path
+from .store.local import LocalStore
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from .store.base import Buffer, Store
 
@@ -339,6 +340,23 @@ def _missing_parents(store: Store, path: str) -> list[str]:
     return missing
 
 
+def held_store(store: Store) -> Callable[[], Store | None]:
+    """A reference to ``store`` for the small caches of documents written last: a LocalStore
+    itself (cheap to keep, and an equal one, opened again from the same path, is the same
+    directory: :func:`same_store`), any other store weakly (a MemoryStore may hold much); None
+    where it cannot be referred to weakly."""
+    if isinstance(store, LocalStore):
+        return lambda: store
+    return weakref.ref(store)
+
+
+def same_store(held: Callable[[], Store | None], store: Store) -> bool:
+    """Whether ``held`` (:func:`held_store`) refers to ``store``, or to a LocalStore of its
+    directory: ``create_array(path, name=...)`` opens the path anew for each array."""
+    kept = held()
+    return kept is store or (isinstance(kept, LocalStore) and isinstance(store, LocalStore) and kept == store)
+
+
 class _WrittenDocuments:
     """The group documents this process wrote last (a few, by store and key): a parent checked
     before a node is created below it, found stored byte for byte as written, is a group without
@@ -350,22 +368,25 @@ class _WrittenDocuments:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: list[tuple[weakref.ref[Store], str, bytes]] = []
+        self._held: list[tuple[Callable[[], Store | None], str, bytes]] = []
 
     def note_group(self, store: Store, key: str, written: bytes) -> None:
         try:
-            ref = weakref.ref(store)
+            ref = held_store(store)
         except TypeError:  # a store class without weak references: not kept
             return
         with self._lock:
-            kept = [item for item in self._held if item[0]() not in (None, store) or item[1] != key]
-            kept = [item for item in kept if item[0]() is not None]
+            kept = [
+                item
+                for item in self._held
+                if item[0]() is not None and not (item[1] == key and same_store(item[0], store))
+            ]
             self._held = [*kept[-(self.MOST - 1) :], (ref, key, written)]
 
     def holds_group(self, store: Store, key: str) -> bool:
         """Whether the document at ``key`` is the group document noted there last."""
         with self._lock:
-            written = next((w for ref, k, w in self._held if ref() is store and k == key), None)
+            written = next((w for ref, k, w in self._held if k == key and same_store(ref, store)), None)
         if written is None:
             return False
         raw = get_document(store, key)

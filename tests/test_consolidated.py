@@ -842,3 +842,26 @@ def test_a_damaged_root_document_stops_a_node_created_below_it(tmp_path: Path, r
     with pytest.raises(MetadataError, match=r"zarr\.json"):
         group.create_array("a/child", shape=(2,), dtype="u1")
     assert not (path / "a").exists()
+
+
+def test_a_kept_record_serves_arrays_created_by_path(tmp_path: Path, monkeypatch: Any) -> None:
+    """``create_array(path, name=...)`` opens the path anew for each array: a LocalStore of the
+    same directory finds the record kept all the same (it parsed the whole zarr.json each time)."""
+    from gpuzarr import consolidated
+
+    path = str(tmp_path / "g.zarr")
+    _large_record(path, 220)
+    parsed: list[int] = []
+    real_parse = consolidated.parse_json_document
+
+    def counting_parse(raw: bytes, key: str) -> Any:
+        parsed.append(len(raw))
+        return real_parse(raw, key)
+
+    monkeypatch.setattr(consolidated, "parse_json_document", counting_parse)
+    monkeypatch.setattr(gpuzarr.hierarchy, "parse_json_document", counting_parse)
+    for i in range(5):
+        gpuzarr.create_array(path, name=f"by_path{i}", shape=(2,), dtype="u1")
+    assert len([n for n in parsed if n > consolidated.INDENTED_MAX_BYTES]) <= 1  # the first, at most
+    recorded = json.loads(Path(path, "zarr.json").read_text())["consolidated_metadata"]["metadata"]
+    assert all(f"by_path{i}" in recorded for i in range(5))
