@@ -370,3 +370,25 @@ def test_zarr_format_none_is_the_default_or_the_sources() -> None:
     assert gpuzarr.create_group(None, zarr_format=None).zarr_format == 3
     source = gpuzarr.create(shape=(2,), zarr_format=2)
     assert gpuzarr.array(source, zarr_format=None).metadata.zarr_format == 2
+
+
+@pytest.mark.parametrize(("dtype", "encoded", "endian"), [("u1", "float64", "little"), ("f8", "uint8", None)])
+def test_a_sharding_codec_after_a_filter_takes_the_filters_type(
+    tmp_path: Path, dtype: str, encoded: str, endian: str | None
+) -> None:
+    """Its inner chunks are what the filter gives: a byte order where that type has one."""
+    path = str(tmp_path / "a")
+    astype = {"name": "numcodecs.astype", "configuration": {"encode_dtype": encoded, "decode_dtype": dtype}}
+    sharding = {"name": "sharding_indexed", "configuration": {"chunk_shape": [2]}}
+    a = gpuzarr.create(store=path, shape=(4,), chunks=(4,), dtype=dtype, codecs=[astype, sharding])
+    a[...] = np.arange(4)
+    inner = json.loads(Path(path, "zarr.json").read_text())["codecs"][1]["configuration"]["codecs"]
+    assert inner[0]["name"] == "bytes" and inner[0].get("configuration", {}).get("endian") == endian
+    np.testing.assert_array_equal(gpuzarr.open(path, mode="r")[...], np.arange(4))
+
+
+@pytest.mark.parametrize("entry", [{"id": "crc32c"}, {"configuration": {}}, 7])
+def test_a_shard_index_codec_without_a_name_is_refused_naming_the_field(entry: Any) -> None:
+    sharding = {"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "index_codecs": [entry]}}
+    with pytest.raises(MetadataError, match="index_codecs"):
+        gpuzarr.create(shape=(4,), chunks=(4,), dtype="i4", codecs=[sharding])

@@ -125,9 +125,9 @@ class BloscCodec(BytesToBytesCodec):
     name = "blosc"
     cname: str = "lz4"
     clevel: int = 5
-    #: None: not given, chosen by the data type when resolved (zarr-python's and TensorStore's
-    #: default: bit-shuffle for 1-byte elements, byte-shuffle otherwise)
-    shuffle: str | None = "noshuffle"
+    #: None: not given, chosen by the element size when resolved (zarr-python's and
+    #: TensorStore's default: bit-shuffle for 1-byte elements, byte-shuffle otherwise)
+    shuffle: str | None = None
     typesize: int | None = None
     blocksize: int = 0
     _impl: Any = field(default=None, compare=False, repr=False)
@@ -156,8 +156,8 @@ class BloscCodec(BytesToBytesCodec):
         clevel = config.get("clevel", 5)
         if isinstance(clevel, bool) or not isinstance(clevel, int) or not 0 <= clevel <= 9:
             raise MetadataError(f"configuration.clevel: expected an integer 0-9, got {clevel!r}")
-        shuffle = config.get("shuffle")
-        if shuffle is not None and (not isinstance(shuffle, str) or shuffle not in SHUFFLES):
+        shuffle = config.get("shuffle")  # left out: chosen by the element size (``resolve``)
+        if "shuffle" in config and (not isinstance(shuffle, str) or shuffle not in SHUFFLES):
             raise MetadataError(
                 f"configuration.shuffle: expected one of {list(SHUFFLES)}, got {shuffle!r}"
             )

@@ -202,7 +202,8 @@ def with_zarr_python_defaults(chain: Sequence[CodecJSON], dtype: np.dtype[Any]) 
             # a byte order (NumPy's "|": none, for one-byte, raw and object types).
             codec = {**codec, "configuration": {**config, "endian": "little"}}
         elif codec["name"] == "sharding_indexed" and isinstance(config, dict):
-            codec = {**codec, "configuration": _sharding_defaults(config, dtype)}
+            # Its inner chunks are what the filters before it give.
+            codec = {**codec, "configuration": _sharding_defaults(config, serialized)}
         out.append(codec)
     return out
 
@@ -212,14 +213,18 @@ def _sharding_defaults(config: dict[str, Any], dtype: np.dtype[Any]) -> dict[str
     ``ShardingCodec`` and TensorStore fill in: inner chunks as ``bytes``, the index as ``bytes``
     and ``crc32c``, at the shard's end."""
     config = dict(config)
-    inner = config.get("codecs", [bytes_codec(dtype.itemsize)])
+    inner = config.get("codecs", [{"name": "bytes", "configuration": {}}])  # its byte order below
     if isinstance(inner, list):
         inner = [normalize_codec_json(c, "sharding_indexed.codecs") for c in inner]
         config["codecs"] = with_zarr_python_defaults(inner, dtype)
     index = config.get("index_codecs", [dict(codec) for codec in DEFAULT_INDEX_CODECS])
     if isinstance(index, list):
         # The index is a table of uint64: its ``bytes`` given without ``endian`` is little endian.
-        index = [c if isinstance(c, dict) else normalize_codec_json(c, "sharding_indexed.index_codecs") for c in index]
+        # As given where it names its codec (a crc32c without configuration stays so); anything
+        # else is checked, and refused naming the field.
+        field = "sharding_indexed.index_codecs"
+        named = [isinstance(c, dict) and isinstance(c.get("name"), str) for c in index]
+        index = [c if ok else normalize_codec_json(c, field) for c, ok in zip(index, named, strict=True)]
         config["index_codecs"] = with_zarr_python_defaults(index, np.dtype("<u8"))
     config.setdefault("index_location", "end")
     return config

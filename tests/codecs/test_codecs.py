@@ -407,3 +407,9 @@ def test_blosc_shuffle_left_out_follows_the_element_size_not_the_typesize() -> N
     codec = codec_from_json({"name": "blosc", "configuration": {"typesize": 1}})
     resolved = codec.resolve(ChunkSpec((4,), np.dtype("<f8"), 0))
     assert resolved.to_json()["configuration"]["shuffle"] == "shuffle"
+
+
+def test_blosc_shuffle_null_in_metadata_is_refused() -> None:
+    """Left out it is chosen by the element size; written as null it is no shuffle the spec names."""
+    with pytest.raises(MetadataError, match="shuffle"):
+        codec_from_json({"name": "blosc", "configuration": {"cname": "lz4", "shuffle": None}})
