@@ -28,21 +28,20 @@ import re
 import threading
 import unicodedata
 import weakref
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import GroupNotFoundError, InvalidKeyError, MetadataError, ReadOnlyError
 from .hierarchy import (
     CHILDREN_READ_AT_ONCE,
     NodeInfo,
+    RecentDocuments,
     get_document,
-    held_store,
     node_prefix,
-    note_written_group,
     read_node,
-    same_store,
     v3_node_info,
     write_documents,
+    written_groups,
 )
 from .metadata.json_util import MAX_JSON_DEPTH, check_depth, check_text_depth
 from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP
@@ -449,90 +448,60 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
     """Apply ``change`` to the consolidated metadata of the group at ``ancestor`` (see
     :func:`_rewrite`). Two nodes created at once below one group each lost the other's entry
     (3 of 16 left), and the group's own listing then hid them."""
-
     key = _consolidated_key(ancestor, zarr_format)
-    # The record keeps its entries from one update to the next (_LastRecords): copies of the
-    # nodes, whose documents the open views hand out to arrays and groups, whose attributes a
-    # caller may change in place without writing them.
-    change = _Change(
-        change.path,
-        {path: None if info is None else copy.deepcopy(info) for path, info in change.nodes.items()},
-        change.new_node,
-    )
 
     def rewrite(raw: Any) -> bytes | None:
-        last = None if raw is None or zarr_format != 3 else _last_records.get(store, key, bytes(raw))
-        fragments: Fragments = {}
-        if last is not None:
-            group, entries, fragments = last
-        else:
-            found = _group_and_entries_of(store, ancestor, zarr_format, raw)
-            if found is None:
-                return None
-            group, entries = found
-        before = dict(entries) if last is not None else {}
+        if zarr_format == 3:
+            return _rewritten_v3(store, ancestor, key, raw, change)
+        found = _group_and_entries_of(store, ancestor, zarr_format, raw)
+        if found is None:
+            return None
+        group, entries = found
         change.apply(entries, ancestor)
-        changed = None if last is None else [info for path, info in entries.items() if before.get(path) is not info]
-        group = _entry(group)
-        if zarr_format == 2:
-            return _encoded(group, entries)
-        new = _encoded(group, entries, changed, fragments)
-        _last_records.put(store, key, new, group, entries, fragments)
-        note_written_group(store, key, new)
-        return new
+        return _encoded(_entry(group), entries)
 
     _rewrite(store, key, rewrite)
 
 
-class _LastRecords:
-    """The v3 consolidated documents this process wrote last, with their parsed group and
-    entries and each entry's text: the next update of one finds it stored byte for byte as
-    written (nobody else wrote it since) and neither parses it nor encodes its unchanged entries
-    again. Creating arrays one by one in a consolidated group parsed its zarr.json, checked
-    and flattened every entry and encoded them all, once per array (1,000 arrays: 37 s). A
-    document that differs in any byte is parsed as before."""
+@dataclass(frozen=True)
+class _KeptRecord:
+    """A v3 consolidated record as this process wrote it: its group, entries and each entry's
+    text (:func:`_v3_assembled`). Never changed: each update takes copies of its mappings."""
 
-    MOST = 4
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: list[
-            tuple[Callable[[], Store | None], str, bytes, NodeInfo, dict[str, NodeInfo], Fragments]
-        ] = []
-
-    def get(self, store: Store, key: str, raw: bytes) -> tuple[NodeInfo, dict[str, NodeInfo], Fragments] | None:
-        """The record ``raw`` is, if it is the one last written at ``key`` of ``store`` (or of
-        a LocalStore of its directory): copies of its entries and texts, which the caller
-        changes."""
-        with self._lock:
-            for ref, held_key, written, group, entries, fragments in self._held:
-                if held_key == key and same_store(ref, store) and written == raw:
-                    return group, dict(entries), dict(fragments)
-        return None
-
-    def put(
-        self,
-        store: Store,
-        key: str,
-        written: bytes,
-        group: NodeInfo,
-        entries: dict[str, NodeInfo],
-        fragments: Fragments,
-    ) -> None:
-        try:
-            ref = held_store(store)
-        except TypeError:  # a store class without weak references: not kept
-            return
-        with self._lock:
-            kept = [
-                item
-                for item in self._held
-                if item[0]() is not None and not (item[1] == key and same_store(item[0], store))
-            ]
-            self._held = [*kept[-(self.MOST - 1) :], (ref, key, written, group, dict(entries), dict(fragments))]
+    group: NodeInfo
+    entries: dict[str, NodeInfo]
+    fragments: Fragments
 
 
-_last_records = _LastRecords()
+#: The v3 consolidated records this process wrote last: the next update of one reads it back
+#: byte for byte (nobody else wrote it since) and neither parses it nor encodes its unchanged
+#: entries again. Two: a process updates one group's record at a time, and each is large.
+_kept_records: RecentDocuments[_KeptRecord] = RecentDocuments(2)
+
+
+def _rewritten_v3(store: Store, ancestor: str, key: str, raw: Any, change: _Change) -> bytes | None:
+    """The v3 record ``raw`` of the group at ``ancestor`` with ``change`` applied (None where
+    there is none), from the record kept where ``raw`` is one this process wrote last."""
+    kept = None if raw is None else _kept_records.known(bytes(raw))
+    fragments: Fragments = {}
+    if kept is not None:
+        group, entries, fragments = kept.group, dict(kept.entries), dict(kept.fragments)
+    else:
+        found = _group_and_entries_of(store, ancestor, 3, raw)
+        if found is None:
+            return None
+        group, entries = found
+    before = dict(entries) if kept is not None else {}
+    change.apply(entries, ancestor)
+    changed = None if kept is None else [info for path, info in entries.items() if before.get(path) is not info]
+    group = _entry(group)
+    # Entries' texts are joined where the document is written compact (past INDENTED_MAX_BYTES);
+    # a smaller one is encoded whole, indented.
+    large = len(raw) > INDENTED_MAX_BYTES
+    new = _encoded(group, entries, changed, fragments if large else None)
+    _kept_records.note(new, _KeptRecord(group, entries, fragments))
+    written_groups.note(new, True)
+    return new
 
 
 def _rewrite(store: Store, key: str, rewrite: Callable[[Any], bytes | None]) -> None:
@@ -634,6 +603,11 @@ class _Change:
         self.path = path
         self.nodes = nodes
         self.new_node = new_node
+
+    def copied(self) -> _Change:
+        """This change with copies of its nodes."""
+        nodes = {path: None if info is None else copy.deepcopy(info) for path, info in self.nodes.items()}
+        return _Change(self.path, nodes, self.new_node)
 
     def apply(self, entries: dict[str, NodeInfo], root: str) -> None:
         """Update ``entries``, the consolidated metadata of the group at ``root``."""
@@ -787,8 +761,12 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
         _walk(outer, path, zarr_format, "", below)
         nodes.update({_join(path, name): node for name, node in below.items()})
     change = _Change(path, nodes, new_node)
+    # A v3 record is kept from one update to the next (_kept_records): it takes copies of the
+    # nodes, whose documents the open views hand out to arrays and groups, whose attributes a
+    # caller may change in place without writing them.
+    recorded = change.copied() if stored and zarr_format == 3 else change
     for ancestor in stored:
-        _update_recorded(outer, ancestor, zarr_format, change)
+        _update_recorded(outer, ancestor, zarr_format, recorded)
     for view, root in covering:
         view._apply(change, root)
 

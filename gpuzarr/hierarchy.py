@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import collections
 import threading
-import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
 from .metadata.json_util import check_attributes, document_bytes
@@ -20,14 +19,16 @@ from .metadata.v2 import ZARRAY, ZATTRS, ZGROUP, ArrayMetadataV2
 from .metadata.v3 import ZARR_JSON, ArrayMetadata, parse_json_document
 from .parallel import io_runner
 from .store.base import get_at_most, validate_path
-from .store.local import LocalStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from .store.base import Buffer, Store
 
 METADATA_KEYS = (ZARR_JSON, ZARRAY, ZGROUP)
+
+#: what a :class:`RecentDocuments` knows of each document
+Known = TypeVar("Known")
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ def _missing_parents(store: Store, path: str) -> list[str]:
     missing = []
     for i in range(len(parts)):
         ancestor = "/".join(parts[:i])
-        if _written_documents.holds_group(store, node_prefix(ancestor) + ZARR_JSON):
+        if _known_group(store, ancestor):
             continue
         info = read_node(store, ancestor, allow_implicit=False)
         if info is None:
@@ -340,66 +341,46 @@ def _missing_parents(store: Store, path: str) -> list[str]:
     return missing
 
 
-def held_store(store: Store) -> Callable[[], Store | None]:
-    """A reference to ``store`` for the small caches of documents written last: a LocalStore
-    itself (cheap to keep, and an equal one, opened again from the same path, is the same
-    directory: :func:`same_store`), any other store weakly (a MemoryStore may hold much); None
-    where it cannot be referred to weakly."""
-    if isinstance(store, LocalStore):
-        return lambda: store
-    return weakref.ref(store)
+class RecentDocuments(Generic[Known]):
+    """The metadata documents this process wrote last, a few, each with what it knows of it
+    (``Known``): a later update that reads one back byte for byte uses that instead of parsing
+    it again. What is known of a document follows from its bytes alone, so a match is sound
+    whatever store or key it was read from; any other bytes are parsed as usual.
 
+    A consolidated group of 1,000 arrays has an 870 KB zarr.json, which each array created in it
+    parsed, checked and encoded again (twice parsed: as the new array's parent, then as the
+    record to update)."""
 
-def same_store(held: Callable[[], Store | None], store: Store) -> bool:
-    """Whether ``held`` (:func:`held_store`) refers to ``store``, or to a LocalStore of its
-    directory: ``create_array(path, name=...)`` opens the path anew for each array."""
-    kept = held()
-    return kept is store or (isinstance(kept, LocalStore) and isinstance(store, LocalStore) and kept == store)
-
-
-class _WrittenDocuments:
-    """The group documents this process wrote last (a few, by store and key): a parent checked
-    before a node is created below it, found stored byte for byte as written, is a group without
-    parsing it again. The zarr.json of a consolidated group of 1,000 arrays is 870 KB, which
-    each array created in it parsed once more to learn that; a document that differs in any
-    byte (another writer's, or damaged) is read and checked as before."""
-
-    MOST = 4
-
-    def __init__(self) -> None:
+    def __init__(self, most: int) -> None:
+        self._most = most
         self._lock = threading.Lock()
-        self._held: list[tuple[Callable[[], Store | None], str, bytes]] = []
+        self._held: list[tuple[bytes, Known]] = []
 
-    def note_group(self, store: Store, key: str, written: bytes) -> None:
-        try:
-            ref = held_store(store)
-        except TypeError:  # a store class without weak references: not kept
-            return
+    def note(self, written: bytes, known: Known) -> None:
         with self._lock:
-            kept = [
-                item
-                for item in self._held
-                if item[0]() is not None and not (item[1] == key and same_store(item[0], store))
-            ]
-            self._held = [*kept[-(self.MOST - 1) :], (ref, key, written)]
+            kept = [(doc, k) for doc, k in self._held if doc != written]
+            self._held = [*kept[-(self._most - 1) :], (written, known)]
 
-    def holds_group(self, store: Store, key: str) -> bool:
-        """Whether the document at ``key`` is the group document noted there last."""
+    def known(self, raw: bytes) -> Known | None:
+        """What is known of ``raw``, if it is one of the documents written last."""
         with self._lock:
-            written = next((w for ref, k, w in self._held if k == key and same_store(ref, store)), None)
-        if written is None:
-            return False
-        raw = get_document(store, key)
-        return raw is not None and bytes(raw) == written
+            return next((known for written, known in self._held if written == raw), None)
+
+    def __bool__(self) -> bool:
+        return bool(self._held)
 
 
-_written_documents = _WrittenDocuments()
+#: The group documents this process wrote last (consolidated records), for the parent check of
+#: a new node (:func:`_missing_parents`).
+written_groups: RecentDocuments[bool] = RecentDocuments(4)
 
 
-def note_written_group(store: Store, key: str, written: bytes) -> None:
-    """Note that ``written``, a valid v3 group document, was stored at ``key`` of ``store`` (see
-    :class:`_WrittenDocuments`)."""
-    _written_documents.note_group(store, key, written)
+def _known_group(store: Store, path: str) -> bool:
+    """Whether the node at ``path`` is a v3 group whose document this process wrote last."""
+    if not written_groups:
+        return False
+    raw = get_document(store, node_prefix(path) + ZARR_JSON)
+    return raw is not None and written_groups.known(bytes(raw)) is not None
 
 
 def _prepare_new_node(store: Store, path: str, overwrite: bool) -> frozenset[int]:
