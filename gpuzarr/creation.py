@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import create, create_array, open_array
 from .core.from_data import as_data, data_chunks
-from .core.like import like_args, like_arguments, number_fill, zarr_document
+from .core.like import across_formats, like_args, like_arguments, number_fill, zarr_document
 from .errors import InvalidArgumentError
 from .metadata.json_util import keeping_attributes
 
@@ -148,14 +148,10 @@ def array(data: Any, **kwargs: Any) -> Array:
     defaults: dict[str, Any] = {}
     if zarr_document(data) is not None:
         defaults = {**like_args(data), "fill_value": data.fill_value}
+        if kwargs.get("zarr_format", defaults["zarr_format"]) != defaults["zarr_format"]:
+            defaults = across_formats(defaults)  # from_array does the same
         defaults.pop("shape", None)
         defaults.pop("dtype", None)
-        if kwargs.get("zarr_format", defaults["zarr_format"]) != defaults["zarr_format"]:
-            # Into the other format: its regular chunks and fill value only (a codec chain of one
-            # format has no form in the other in general; from_array does the same).
-            chunks = defaults.get("chunks")
-            regular = isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks)
-            defaults = {"fill_value": defaults["fill_value"], **({"chunks": chunks} if regular else {})}
     else:
         chunks = data_chunks(data)
         if chunks is not None:

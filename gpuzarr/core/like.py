@@ -51,15 +51,21 @@ def like_arguments(kind: str, a: Any, overrides: dict[str, Any], zarr_format: in
     elif fill_value is not None:
         like["fill_value"] = number_fill(fill_value, overrides.get("dtype", like.get("dtype")))
     if zarr_format is not None and like.get("zarr_format", zarr_format) != zarr_format:
-        kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
-        kept["dtype"] = as_data(a).dtype
-        chunks = like.get("chunks")
-        if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
-            kept["chunks"] = tuple(chunks)
-        like = kept
+        like = {**across_formats(like), "dtype": as_data(a).dtype}
     if "chunk_shape" in overrides:
         like.pop("chunks", None)
     return {**like, **overrides}
+
+
+def across_formats(like: dict[str, Any]) -> dict[str, Any]:
+    """What of ``like`` (:func:`like_args`) an array of the other Zarr format takes: its shape,
+    fill value and regular chunks; its codecs are of its format (a chain of one format has no
+    form in the other in general)."""
+    kept: dict[str, Any] = {key: like[key] for key in ("shape", "fill_value") if key in like}
+    chunks = like.get("chunks")
+    if isinstance(chunks, (tuple, list)) and all(isinstance(c, int) for c in chunks):
+        kept["chunks"] = tuple(chunks)
+    return kept
 
 
 def number_fill(value: int, dtype: Any) -> Any:

@@ -6,8 +6,9 @@ Sharding lives on the store side as a reader (not as a codec doing I/O), as Tens
 * :class:`ShardIndex` (offsets and byte counts, validated against the shard size, overflow
   included) and :class:`ShardLayout` (where the index is and the callbacks that decode and encode
   it through the index codec chain, built by ``codecs.sharding.ShardingCodec.layout``);
-* :meth:`ShardLayout.split` (a whole shard in memory -> its inner chunks' bytes) and
-  :func:`encode_shard` (inner chunks' bytes -> a shard);
+* :meth:`ShardLayout.split` (a whole shard in memory -> its inner chunks' bytes),
+  :func:`encode_shard` (inner chunks' bytes -> a shard) and :class:`ShardEdit` (a stored shard
+  with some inner chunks replaced -> the new shard, the others copied as runs of the old one);
 
 and the one fetch routine both readers use, :func:`fetch_inner_chunks`: per shard, the index
 with one byte-range request (a suffix when it is at the end; cached per read when the caller
@@ -18,7 +19,7 @@ A writer may replace a shard between the read of its index and the reads of its 
 Both go through one :meth:`Store.snapshot` of the shard, so they see one version of it; a shard
 rewritten in place meanwhile (``Snapshot.changed``) is read again, a bounded number of times.
 ``ArrayLayout.shard_of`` maps an array's inner chunk to its shard (addressing), and the CPU
-writer (``backends/cpu/write.py``) assembles shards with :func:`encode_shard`.
+writer (``backends/cpu/write.py``) assembles shards with :class:`ShardEdit`.
 """
 
 from __future__ import annotations
@@ -181,10 +182,16 @@ def encode_shard(parts: Sequence[Buffer | None], layout: ShardLayout) -> bytes:
     index = ShardIndex.empty(layout.n_inner)
     index.nbytes[: len(parts)][stored] = sizes
     index.offsets[: len(parts)][stored] = np.uint64(first) + np.cumsum(sizes) - sizes
+    return _joined(index, blobs, layout)
+
+
+def _joined(index: ShardIndex, body: Sequence[memoryview], layout: ShardLayout) -> bytes:
+    """A shard of ``body`` (its inner chunks' bytes in order, in pieces) and ``index`` encoded
+    where ``layout`` places it."""
     encoded_index = layout.encode_index(index.table(layout.chunks_per_shard))
     if layout.index_at_end:
-        return b"".join([*blobs, encoded_index])
-    return b"".join([encoded_index, *blobs])
+        return b"".join([*body, encoded_index])
+    return b"".join([encoded_index, *body])
 
 
 class ShardEdit:
@@ -234,11 +241,7 @@ class ShardEdit:
         if rebuilt is None:
             return None
         index, pieces = rebuilt
-        layout = self.layout
-        encoded_index = layout.encode_index(index.table(layout.chunks_per_shard))
-        if layout.index_at_end:
-            return b"".join([*pieces, encoded_index])
-        return b"".join([encoded_index, *pieces])
+        return _joined(index, pieces, self.layout)
 
     def rebuild(self) -> tuple[ShardIndex, list[memoryview]] | None:
         """The new shard's index and its inner chunks' bytes in order, as pieces to join: a
