@@ -366,39 +366,75 @@ def _v3_entry_document(info: NodeInfo) -> dict[str, Any]:
 Fragments = dict[str, tuple[NodeInfo, bytes]]
 
 
-def _v3_assembled(group_doc: Mapping[str, Any], entries: Mapping[str, NodeInfo], fragments: Fragments) -> bytes:
-    """The compact v3 document :func:`_v3_document_bytes` writes above INDENTED_MAX_BYTES, byte
-    for byte, put together from each entry's text: the texts of entries unchanged since the last
-    update (in ``fragments``, which is brought up to date) are not encoded again. A group of
-    1,000 arrays encoded its whole 870 KB document once per array created in it."""
+def _entry_texts(
+    entries: Mapping[str, NodeInfo], fragments: Fragments, text_of: Callable[[str, NodeInfo], bytes]
+) -> list[bytes]:
+    """Each entry's text (``text_of``) in the order a record lists them, taken from
+    ``fragments`` where the entry is the one it was made from, and ``fragments`` brought up to
+    date."""
     texts = []
     for path in sorted(entries, key=_order):
         info = entries[path]
         held = fragments.get(path)
         if held is None or held[0] is not info:
-            held = (info, _dumps(path, None) + b": " + _dumps(_v3_entry_document(info), None))
+            held = (info, text_of(path, info))
             fragments[path] = held
         texts.append(held[1])
     for path in [path for path in fragments if path not in entries]:
         del fragments[path]
+    return texts
+
+
+def _v3_assembled(group_doc: Mapping[str, Any], entries: Mapping[str, NodeInfo], fragments: Fragments) -> bytes:
+    """The compact v3 document :func:`_v3_document_bytes` writes above INDENTED_MAX_BYTES, byte
+    for byte, put together from each entry's text: the texts of entries unchanged since the last
+    update (in ``fragments``, which is brought up to date) are not encoded again. A group of
+    1,000 arrays encoded its whole 870 KB document once per array created in it."""
+
+    def text_of(path: str, info: NodeInfo) -> bytes:
+        return _dumps(path, None) + b": " + _dumps(_v3_entry_document(info), None)
+
+    texts = _entry_texts(entries, fragments, text_of)
     head = _dumps({**group_doc, MEMBER: _empty_member()}, None)
     # The member is the document's last, its ``metadata`` the member's last: ``{}}}`` ends it.
     return head[: -len(b"{}}}")] + b"{" + b", ".join(texts) + b"}}}"
 
 
+def _v2_assembled(
+    group_doc: Mapping[str, Any], attributes: Mapping[str, Any], entries: Mapping[str, NodeInfo], fragments: Fragments
+) -> bytes:
+    """:func:`_v2_document`, byte for byte, put together as :func:`_v3_assembled` is."""
+
+    def text_of(path: str, info: NodeInfo) -> bytes:
+        return b", ".join(_dumps(key, None) + b": " + _dumps(value, None) for key, value in _v2_entry_items(path, info))
+
+    texts = _entry_texts(entries, fragments, text_of)
+    head = _dumps(_v2_record({ZGROUP: dict(group_doc), ZATTRS: dict(attributes)}), None)
+    # The group's own documents are the metadata's first; the format member follows it.
+    tail = b'}, "zarr_consolidated_format": 1}'
+    assert head.endswith(tail)
+    return head[: -len(tail)] + b"".join(b", " + text for text in texts) + tail
+
+
+def _v2_entry_items(path: str, info: NodeInfo) -> list[tuple[str, Any]]:
+    """A node's members of a .zmetadata's ``metadata``: its .zattrs, then its .zarray or .zgroup."""
+    if info.node_type == "array":
+        return [(f"{path}/{ZATTRS}", info.attributes), (f"{path}/{ZARRAY}", info.document)]
+    # zarr-python 3 marks v2 groups as it marks v3 ones; other readers ignore the member.
+    marker = {"metadata": {}, "must_understand": False, "kind": "inline"}
+    return [(f"{path}/{ZATTRS}", info.attributes), (f"{path}/{ZGROUP}", {**info.document, MEMBER: marker})]
+
+
+def _v2_record(metadata: dict[str, Any]) -> dict[str, Any]:
+    # zarr-python writes this document without indentation.
+    return {"metadata": metadata, "zarr_consolidated_format": 1}
+
+
 def _v2_document(group_doc: Mapping[str, Any], attributes: Mapping[str, Any], entries: Mapping[str, NodeInfo]) -> bytes:
     metadata: dict[str, Any] = {ZGROUP: dict(group_doc), ZATTRS: dict(attributes)}
     for path in sorted(entries, key=_order):
-        info = entries[path]
-        metadata[f"{path}/{ZATTRS}"] = info.attributes
-        if info.node_type == "array":
-            metadata[f"{path}/{ZARRAY}"] = info.document
-        else:
-            # zarr-python 3 marks v2 groups as it marks v3 ones; other readers ignore the member.
-            marker = {"metadata": {}, "must_understand": False, "kind": "inline"}
-            metadata[f"{path}/{ZGROUP}"] = {**info.document, MEMBER: marker}
-    # zarr-python writes this document without indentation.
-    return _dumps({"metadata": metadata, "zarr_consolidated_format": 1}, None)
+        metadata.update(_v2_entry_items(path, entries[path]))
+    return _dumps(_v2_record(metadata), None)
 
 
 def _write(store: Store, path: str, info: NodeInfo, entries: Mapping[str, NodeInfo]) -> None:
@@ -409,6 +445,9 @@ def _write(store: Store, path: str, info: NodeInfo, entries: Mapping[str, NodeIn
 #: How much deeper a node's document lies in a v3 consolidated zarr.json: below the group's
 #: document, its ``consolidated_metadata`` and that member's ``metadata``.
 _V3_ENTRY_NESTED_BY = 3
+#: And a node's .zarray, .zgroup or .zattrs in a .zmetadata: below the document and its
+#: ``metadata``.
+_V2_ENTRY_NESTED_BY = 2
 
 
 def _encoded(
@@ -424,7 +463,7 @@ def _encoded(
     ``fragments``: the entries' texts of the last update (see :func:`_v3_assembled`)."""
     if info.zarr_format == 3:
         encoded = b""
-        if fragments is not None and MEMBER not in info.document:
+        if fragments is not None:  # the group's own member is no entry (``_entry`` drops it)
             encoded = _v3_assembled(info.document, entries, fragments)
         if len(encoded) <= INDENTED_MAX_BYTES:
             encoded = _v3_document_bytes({**info.document, MEMBER: _v3_member(entries)})
@@ -435,8 +474,18 @@ def _encoded(
             for entry in changed:
                 check_depth(entry.document, where, MAX_JSON_DEPTH - _V3_ENTRY_NESTED_BY)
         return encoded
-    encoded = _v2_document(info.document, info.attributes, entries)
-    check_text_depth(encoded, f"consolidated metadata ({ZMETADATA})")
+    if fragments is not None:
+        encoded = _v2_assembled(info.document, info.attributes, entries, fragments)
+    else:
+        encoded = _v2_document(info.document, info.attributes, entries)
+    where = f"consolidated metadata ({ZMETADATA})"
+    if changed is None:
+        check_text_depth(encoded, where)
+    else:
+        # The group's own attributes are read afresh for each update: checked with the entries.
+        for entry in (info, *changed):
+            check_depth(entry.attributes, where, MAX_JSON_DEPTH - _V2_ENTRY_NESTED_BY)
+            check_depth(entry.document, where, MAX_JSON_DEPTH - _V2_ENTRY_NESTED_BY)
     return encoded
 
 
@@ -453,14 +502,42 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
     def rewrite(raw: Any) -> bytes | None:
         if zarr_format == 3:
             return _rewritten_v3(store, ancestor, key, raw, change)
-        found = _group_and_entries_of(store, ancestor, zarr_format, raw)
-        if found is None:
-            return None
-        group, entries = found
-        change.apply(entries, ancestor)
-        return _encoded(_entry(group), entries)
+        return _rewritten_v2(store, ancestor, key, raw, change)
 
     _rewrite(store, key, rewrite)
+
+
+def _changed(before: Mapping[str, NodeInfo], entries: Mapping[str, NodeInfo]) -> list[NodeInfo]:
+    """The entries ``entries`` holds that ``before`` did not (new, or replaced)."""
+    return [info for path, info in entries.items() if before.get(path) is not info]
+
+
+#: The v2 consolidated records (.zmetadata) this process wrote last (see
+#: :class:`~gpuzarr.hierarchy.RecentDocuments`); the group's own documents are read afresh.
+_kept_v2_records: RecentDocuments[_KeptRecord] = RecentDocuments(2)
+
+
+def _rewritten_v2(store: Store, ancestor: str, key: str, raw: Any, change: _Change) -> bytes | None:
+    """The v2 record ``raw`` of the group at ``ancestor`` with ``change`` applied (None where
+    there is none), from the entries kept where ``raw`` is one this process wrote last: a group
+    of 1,000 arrays parsed and checked its whole .zmetadata once per array created in it."""
+    if raw is None:
+        return None
+    group = read_node(store, ancestor, allow_implicit=False)
+    if group is None:
+        return None
+    kept = _kept_v2_records.known(bytes(raw))
+    fragments: Fragments = {}
+    if kept is not None:
+        entries, fragments = dict(kept.entries), dict(kept.fragments)
+    else:
+        entries = parse_v2_document(bytes(raw), key)
+    before = dict(entries)
+    change.apply(entries, ancestor)
+    group = _entry(group)
+    new = _encoded(group, entries, None if kept is None else _changed(before, entries), fragments)
+    _kept_v2_records.note(new, _KeptRecord(group, entries, fragments))
+    return new
 
 
 @dataclass(frozen=True)
@@ -491,9 +568,9 @@ def _rewritten_v3(store: Store, ancestor: str, key: str, raw: Any, change: _Chan
         if found is None:
             return None
         group, entries = found
-    before = dict(entries) if kept is not None else {}
+    before = dict(entries)
     change.apply(entries, ancestor)
-    changed = None if kept is None else [info for path, info in entries.items() if before.get(path) is not info]
+    changed = None if kept is None else _changed(before, entries)
     group = _entry(group)
     # Entries' texts are joined where the document is written compact (past INDENTED_MAX_BYTES);
     # a smaller one is encoded whole, indented.
@@ -761,10 +838,10 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
         _walk(outer, path, zarr_format, "", below)
         nodes.update({_join(path, name): node for name, node in below.items()})
     change = _Change(path, nodes, new_node)
-    # A v3 record is kept from one update to the next (_kept_records): it takes copies of the
+    # A record is kept from one update to the next (_kept_records): it takes copies of the
     # nodes, whose documents the open views hand out to arrays and groups, whose attributes a
     # caller may change in place without writing them.
-    recorded = change.copied() if stored and zarr_format == 3 else change
+    recorded = change.copied() if stored else change
     for ancestor in stored:
         _update_recorded(outer, ancestor, zarr_format, recorded)
     for view, root in covering:

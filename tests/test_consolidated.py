@@ -865,3 +865,91 @@ def test_a_kept_record_serves_arrays_created_by_path(tmp_path: Path, monkeypatch
     assert len([n for n in parsed if n > consolidated.INDENTED_MAX_BYTES]) <= 1  # the first, at most
     recorded = json.loads(Path(path, "zarr.json").read_text())["consolidated_metadata"]["metadata"]
     assert all(f"by_path{i}" in recorded for i in range(5))
+
+
+# -- the same for a v2 group's .zmetadata -------------------------------------------------------
+
+
+def _large_v2_record(path: str, n: int) -> gpuzarr.Group:
+    group = gpuzarr.open_group(path, mode="w", zarr_format=2, attributes={"title": "ünï"})
+    gpuzarr.consolidate_metadata(path)
+    group = gpuzarr.open_group(path, mode="r+")
+    for i in range(n):
+        attributes = {"i": i, "text": 'q"\\é\n'} if i % 7 == 0 else {}
+        group.create_array(f"a{i}", shape=(i + 1,), dtype="int16", attributes=attributes)
+        if i % 50 == 0:
+            group.create_group(f"g{i}").create_array("inner", shape=(2,), dtype="u1")
+    return group
+
+
+def test_a_v2_record_updated_array_by_array_is_the_one_consolidating_writes(tmp_path: Path) -> None:
+    path = str(tmp_path / "g.zarr")
+    group = _large_v2_record(path, 120)
+    group.attrs["later"] = [1, 2]  # the group's own attributes, read afresh for each update
+    group.create_array("last", shape=(2,), dtype="f4")
+    written = Path(path, ".zmetadata").read_bytes()
+    assert written == json.dumps(json.loads(written)).encode()
+    gpuzarr.consolidate_metadata(path)
+    assert written == Path(path, ".zmetadata").read_bytes()
+    zarr = pytest.importorskip("zarr")
+    reopened = zarr.open_group(path, mode="r", use_consolidated=True)
+    assert len(list(reopened.array_keys())) == 121 and reopened.attrs["later"] == [1, 2]
+
+
+def test_a_kept_v2_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Path, monkeypatch: Any) -> None:
+    from gpuzarr import consolidated
+
+    path = str(tmp_path / "g.zarr")
+    group = _large_v2_record(path, 150)
+    parsed: list[int] = []
+    encoded: list[int] = []
+    real_parse, real_dumps = consolidated.parse_v2_document, consolidated._dumps
+
+    def counting_parse(raw: bytes, key: str) -> Any:
+        parsed.append(len(raw))
+        return real_parse(raw, key)
+
+    def counting_dumps(doc: Any, indent: int | None) -> bytes:
+        text = real_dumps(doc, indent)
+        encoded.append(len(text))
+        return text
+
+    monkeypatch.setattr(consolidated, "parse_v2_document", counting_parse)
+    monkeypatch.setattr(consolidated, "_dumps", counting_dumps)
+    for i in range(10):
+        group.create_array(f"new{i}", shape=(2,), dtype="u1")
+    assert not parsed
+    assert encoded and max(encoded) < 4096, sorted(encoded)[-3:]
+
+
+def test_a_v2_record_another_writer_changed_is_read_again(tmp_path: Path) -> None:
+    path = str(tmp_path / "g.zarr")
+    group = _large_v2_record(path, 60)
+    document = json.loads(Path(path, ".zmetadata").read_text())
+    document["metadata"]["a3/.zattrs"] = {"changed": True}
+    Path(path, ".zmetadata").write_text(json.dumps(document))
+    group.create_array("after", shape=(3,), dtype="f4")
+    reopened = gpuzarr.open_group(path, mode="r", use_consolidated=True)
+    assert dict(reopened["a3"].attrs) == {"changed": True} and reopened["after"].shape == (3,)
+
+
+def test_v2_attributes_changed_in_memory_only_stay_out_of_the_record(tmp_path: Path) -> None:
+    path = str(tmp_path / "g.zarr")
+    group = _large_v2_record(path, 3)
+    group.create_array("arr", shape=(1,), dtype="u1", attributes={"lst": [1]})
+    group["arr"].attrs["lst"].append(2)
+    group.create_array("x", shape=(1,), dtype="u1")
+    group.create_array("y", shape=(1,), dtype="u1")
+    recorded = json.loads(Path(path, ".zmetadata").read_text())["metadata"]
+    assert recorded["arr/.zattrs"] == {"lst": [1]}
+
+
+def test_a_v2_node_others_nested_too_deep_is_refused_in_a_kept_record(tmp_path: Path) -> None:
+    """Attributes 126 deep in a node's own .zattrs read; recorded, they would nest the
+    .zmetadata deeper than readers take."""
+    path = tmp_path / "g.zarr"
+    group = _large_v2_record(str(path), 3)
+    group.create_array("deep", shape=(2,), dtype="i1")  # the record is kept from here
+    (path / "deep" / ".zattrs").write_text(json.dumps({"d": "@"}).replace('"@"', "[" * 126 + "]" * 126))
+    with pytest.raises(MetadataError, match=r"consolidated metadata \(\.zmetadata\): JSON nests deeper"):
+        gpuzarr.open_array(str(path / "deep"), mode="r+").resize((4,))
