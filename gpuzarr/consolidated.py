@@ -52,7 +52,7 @@ from .store.held_locks import held, released_on_interrupt
 from .store.local import LocalStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from .store.base import Store
@@ -326,9 +326,11 @@ def load_view(store: Store, path: str, info: NodeInfo, use_consolidated: bool | 
 # -- writing ----------------------------------------------------------------------------------------
 
 
-def _order(path: str) -> tuple[int, str]:
-    # zarr-python's order: shallow nodes first, then by case-folded name.
-    return path.count("/"), unicodedata.normalize("NFKC", path).casefold()
+def _order(path: str) -> tuple[int, str, str]:
+    # zarr-python's order: shallow nodes first, then by case-folded name; names that fold alike
+    # ("a" and "A") by the name itself, so that a record kept up to date and one consolidated
+    # afresh list them alike.
+    return path.count("/"), unicodedata.normalize("NFKC", path).casefold(), path
 
 
 def _dumps(doc: Any, indent: int | None) -> bytes:
@@ -472,7 +474,7 @@ def _encoded(
             check_text_depth(encoded, where)
         else:
             for entry in changed:
-                check_depth(entry.document, where, MAX_JSON_DEPTH - _V3_ENTRY_NESTED_BY)
+                _check_nested(entry.document, where, _V3_ENTRY_NESTED_BY)
         return encoded
     if fragments is not None:
         encoded = _v2_assembled(info.document, info.attributes, entries, fragments)
@@ -484,9 +486,18 @@ def _encoded(
     else:
         # The group's own attributes are read afresh for each update: checked with the entries.
         for entry in (info, *changed):
-            check_depth(entry.attributes, where, MAX_JSON_DEPTH - _V2_ENTRY_NESTED_BY)
-            check_depth(entry.document, where, MAX_JSON_DEPTH - _V2_ENTRY_NESTED_BY)
+            _check_nested(entry.attributes, where, _V2_ENTRY_NESTED_BY)
+            _check_nested(entry.document, where, _V2_ENTRY_NESTED_BY)
     return encoded
+
+
+def _check_nested(value: Any, where: str, nested_by: int) -> None:
+    """MetadataError (as the whole document's text check words it) where ``value``, nested
+    ``nested_by`` levels down in the document ``where`` names, takes it past MAX_JSON_DEPTH."""
+    try:
+        check_depth(value, where, MAX_JSON_DEPTH - nested_by)
+    except MetadataError:
+        raise MetadataError(f"{where}: JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
 
 
 #: How many times a conditional update of consolidated metadata is tried before giving up.
@@ -744,7 +755,12 @@ def _outermost(store: Store, path: str, zarr_format: int) -> tuple[Store, str, s
 
 
 def record_metadata_write(
-    store: Store, path: str, *, new_node: bool = False, replaced: frozenset[int] = frozenset()
+    store: Store,
+    path: str,
+    *,
+    new_node: bool = False,
+    replaced: frozenset[int] = frozenset(),
+    new_parents: Sequence[str] = (),
 ) -> None:
     """Keep consolidated metadata true after the metadata of the node at ``path`` was written.
 
@@ -757,7 +773,9 @@ def record_metadata_write(
     emptied. ``replaced``: the formats of the node the new one replaced (``write_node``'s
     answer); the consolidated metadata of another format forgets it and what lay below it (a v2
     group replaced by a v3 one stayed recorded in its v2 parent's, and its arrays read as the
-    fill value).
+    fill value). ``new_parents``: the parent groups written with the node (``write_node``'s
+    answer); one that was an implicit group holds nodes already, recorded with it as
+    consolidating afresh records them.
     """
     path = path.strip("/")
     info = read_node(store, path, allow_implicit=False)
@@ -765,7 +783,7 @@ def record_metadata_write(
         return
     for old_format in replaced - {info.zarr_format}:
         _record(store, path, old_format, None, True)
-    _record(store, path, info.zarr_format, info, new_node)
+    _record(store, path, info.zarr_format, info, new_node, tuple(new_parents))
 
 
 @contextlib.contextmanager
@@ -802,7 +820,9 @@ def record_node_erased(store: Store, path: str, zarr_format: int) -> None:
     _record(store, path.strip("/"), zarr_format, None, True)
 
 
-def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, new_node: bool) -> None:
+def _record(
+    store: Store, path: str, zarr_format: int, info: NodeInfo | None, new_node: bool, new_parents: tuple[str, ...] = ()
+) -> None:
     """:func:`record_metadata_write` (``info``: the node's new metadata) and
     :func:`record_node_erased` (``info`` None)."""
     outer, path, lift = _outermost(store, path, zarr_format)
@@ -830,13 +850,21 @@ def _record(store: Store, path: str, zarr_format: int, info: NodeInfo | None, ne
         # The groups between the topmost root and the node may be new (created as its parents).
         top = min(ancestors.index(r) for r in roots)
         nodes = {a: read_node(outer, a, allow_implicit=False) for a in ancestors[top + 1 :]}
+        for parent in (_join(lift, p) for p in new_parents):
+            written = nodes.get(parent)
+            if written is not None and written.node_type == "group":
+                # Written with the node over nodes already there (an implicit group made
+                # explicit): they are its descendants now, as consolidating afresh records them.
+                below: dict[str, NodeInfo] = {}
+                _walk(outer, parent, zarr_format, "", below)
+                nodes.update({_join(parent, name): node for name, node in below.items()})
     nodes[path] = info
     if new_node and info is not None and info.node_type == "group":
         # A new group over nodes already there (an implicit group made explicit): they are its
         # descendants now, recorded as consolidating afresh records them.
-        below: dict[str, NodeInfo] = {}
-        _walk(outer, path, zarr_format, "", below)
-        nodes.update({_join(path, name): node for name, node in below.items()})
+        descendants: dict[str, NodeInfo] = {}
+        _walk(outer, path, zarr_format, "", descendants)
+        nodes.update({_join(path, name): node for name, node in descendants.items()})
     change = _Change(path, nodes, new_node)
     # A record is kept from one update to the next (_kept_records): it takes copies of the
     # nodes, whose documents the open views hand out to arrays and groups, whose attributes a

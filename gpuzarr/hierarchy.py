@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
 from .errors import ContainsNodeError, InvalidArgumentError, MetadataError, NodeNotFoundError, ReadOnlyError
 from .metadata.json_util import check_attributes, document_bytes
@@ -269,9 +269,22 @@ def write_documents(store: Store, path: str, documents: Mapping[str, bytes]) -> 
         store.set(prefix + key, document)
 
 
+class WrittenNode(NamedTuple):
+    """What :func:`write_node` changed beside the node's own documents."""
+
+    #: The formats of the node it replaced (none, 2, 3, or both for an array migrated in
+    #: place): consolidated metadata of the other format must forget it
+    #: (``record_metadata_write``'s ``replaced``).
+    replaced: frozenset[int]
+    #: The parent groups it wrote, the highest first. One that was an implicit group may hold
+    #: nodes already, which consolidated metadata above it must now record
+    #: (``record_metadata_write``'s ``new_parents``).
+    new_parents: tuple[str, ...] = ()
+
+
 def write_node(
     store: Store, path: str, documents: Mapping[str, bytes], *, overwrite: bool, zarr_format: int, parents: bool = True
-) -> frozenset[int]:
+) -> WrittenNode:
     """Write a new node's metadata ``documents`` at ``path``, creating missing parent groups
     (unless ``parents`` is False: a TensorStore spec creates none, as TensorStore does).
 
@@ -290,10 +303,8 @@ def write_node(
 
     Returns
     -------
-    frozenset of int
-        The formats of the node it replaced (none, 2, 3, or both for an array migrated in
-        place): consolidated metadata of the other format must forget it
-        (``record_metadata_write``'s ``replaced``).
+    WrittenNode
+        The formats of the node it replaced, and the parent groups it wrote.
 
     Raises
     ------
@@ -304,6 +315,7 @@ def write_node(
     missing = _missing_parents(store, path)
     replaced = _prepare_new_node(store, path, overwrite)
     write_documents(store, path, documents)
+    written: list[str] = []
     # Written explicitly: v2 has no implicit groups, and zarr-python warns about directories
     # without metadata. Written after the child, so a child that fails leaves nothing behind.
     for ancestor in missing if parents else ():
@@ -316,7 +328,8 @@ def write_node(
                 raise ContainsNodeError(f"{ancestor!r} is an array: it cannot contain {path!r}")
             continue
         write_documents(store, ancestor, group_documents({}, zarr_format))
-    return replaced
+        written.append(ancestor)
+    return WrittenNode(replaced, tuple(written))
 
 
 def _missing_parents(store: Store, path: str) -> list[str]:
@@ -359,7 +372,7 @@ class RecentDocuments(Generic[Known]):
     def note(self, written: bytes, known: Known) -> None:
         with self._lock:
             kept = [(doc, k) for doc, k in self._held if doc != written]
-            self._held = [*kept[-(self._most - 1) :], (written, known)]
+            self._held = [*kept, (written, known)][-self._most :]
 
     def known(self, raw: bytes) -> Known | None:
         """What is known of ``raw``, if it is one of the documents written last."""

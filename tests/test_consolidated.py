@@ -953,3 +953,36 @@ def test_a_v2_node_others_nested_too_deep_is_refused_in_a_kept_record(tmp_path: 
     (path / "deep" / ".zattrs").write_text(json.dumps({"d": "@"}).replace('"@"', "[" * 126 + "]" * 126))
     with pytest.raises(MetadataError, match=r"consolidated metadata \(\.zmetadata\): JSON nests deeper"):
         gpuzarr.open_array(str(path / "deep"), mode="r+").resize((4,))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_parent_written_over_nodes_already_there_records_them(tmp_path: Path, zarr_format: int) -> None:
+    """An implicit group (nodes below it, no document of its own) made explicit as the parent of
+    a new node: the nodes already below it are recorded with it, as consolidating afresh does."""
+    path = tmp_path / "g.zarr"
+    gpuzarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    gpuzarr.create_array(str(path / "imp" / "arr"), shape=(1,), dtype="u1", zarr_format=zarr_format)
+    for name in (".zgroup", ".zattrs", "zarr.json"):  # "imp" implicit: no document of its own
+        (path / "imp" / name).unlink(missing_ok=True)
+    gpuzarr.consolidate_metadata(str(path))
+    gpuzarr.open_group(str(path), mode="r+").create_array("imp/new", shape=(1,), dtype="u1")
+    key = "zarr.json" if zarr_format == 3 else ".zmetadata"
+    kept = (path / key).read_bytes()
+    gpuzarr.consolidate_metadata(str(path))
+    assert kept == (path / key).read_bytes()
+    reopened = gpuzarr.open_group(str(path), mode="r", use_consolidated=True)
+    assert sorted(reopened["imp"].array_keys()) == ["arr", "new"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_names_that_fold_alike_are_listed_as_consolidating_afresh_lists_them(tmp_path: Path, zarr_format: int) -> None:
+    path = tmp_path / "g.zarr"
+    gpuzarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    gpuzarr.consolidate_metadata(str(path))
+    group = gpuzarr.open_group(str(path), mode="r+")
+    for name in ("a", "A", "\ufb01", "fi", "b"):  # "ﬁ" folds (NFKC) to "fi"
+        group.create_array(name, shape=(1,), dtype="u1")
+    key = "zarr.json" if zarr_format == 3 else ".zmetadata"
+    kept = (path / key).read_bytes()
+    gpuzarr.consolidate_metadata(str(path))
+    assert kept == (path / key).read_bytes()

@@ -599,3 +599,17 @@ def test_require_takes_the_node_another_writer_made_meanwhile(
     else:
         node = root.require_array("same", shape=(4,), dtype="i4")
         assert node.shape == (4,)
+
+
+@pytest.mark.parametrize("most", [1, 2, 4])
+def test_recent_documents_keep_the_last_few_by_their_bytes(most: int) -> None:
+    from gpuzarr.hierarchy import RecentDocuments
+
+    recent: RecentDocuments[int] = RecentDocuments(most)
+    assert not recent and recent.known(b"x") is None
+    for i in range(6):
+        recent.note(b"doc%d" % i, i)
+    recent.note(b"doc5", 50)  # the same document again: what is known of it now, once
+    kept = [i for i in range(6) if recent.known(b"doc%d" % i) is not None]
+    assert kept == list(range(6))[-most:]
+    assert recent.known(b"doc5") == 50

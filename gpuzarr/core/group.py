@@ -856,8 +856,8 @@ def create_group_node(
     attrs = dict(attributes or {})
     documents = group_documents(attrs, zarr_format)
     with recorded_if_interrupted(store, path, new_node=True):
-        replaced = write_node(store, path, documents, overwrite=overwrite, zarr_format=zarr_format)
-        record_metadata_write(store, path, new_node=True, replaced=replaced)
+        written = write_node(store, path, documents, overwrite=overwrite, zarr_format=zarr_format)
+        record_metadata_write(store, path, new_node=True, replaced=written.replaced, new_parents=written.new_parents)
     return Group(store, path, attrs, device=device, zarr_format=zarr_format, consolidated=consolidated)
 
 
@@ -875,6 +875,6 @@ def create_array_node(
     array = Array(store, path, metadata, device=device, store_data_equal_to_fill_value=store_data_equal_to_fill_value)
     refuse_unwritable_codecs(metadata)
     with recorded_if_interrupted(store, path, new_node=True):
-        replaced = write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
-        record_metadata_write(store, path, new_node=True, replaced=replaced)
+        written = write_node(store, path, metadata.documents(), overwrite=overwrite, zarr_format=metadata.zarr_format)
+        record_metadata_write(store, path, new_node=True, replaced=written.replaced, new_parents=written.new_parents)
     return array

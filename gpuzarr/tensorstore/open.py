@@ -169,10 +169,10 @@ def open_parsed(spec: TensorStoreSpec, store: Store, path: str, device: str = "a
     # The rules of every new node (an array among the ancestors is refused; what was there goes
     # with its data), without the parent groups TensorStore does not write either.
     documents = metadata.documents()
-    replaced = write_node(
+    written = write_node(
         store, path, documents, overwrite=spec.delete_existing, zarr_format=spec.zarr_format, parents=False
     )
-    record_metadata_write(store, path, new_node=True, replaced=replaced)
+    record_metadata_write(store, path, new_node=True, replaced=written.replaced)
     return result
 
 
