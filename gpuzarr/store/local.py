@@ -281,6 +281,21 @@ class LocalStore(Store):
         """Whether the link at ``path`` is one this store refuses to go through."""
         return not self.follow_symlinks and not self._inside(os.path.realpath(path))
 
+    def _prefix_leaves(self, top: str) -> bool:
+        """:meth:`_link_leaves` of a listing's directory ``top`` (below the root), told by one
+        ``openat2`` where no link lies on its way: ``realpath`` looks at every component, and
+        listing a hierarchy 300 groups deep took 92,000 ``lstat`` calls (0.8 s)."""
+        if self.follow_symlinks:
+            return False
+        try:
+            fd = open_without_links(top, _DIRECTORY_FLAGS)
+        except OSError:  # a link on the way, or nothing there: looked at component by component
+            fd = None
+        if fd is None:
+            return self._link_leaves(top)
+        os.close(fd)
+        return False
+
     # -- reading ---------------------------------------------------------------------------------
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> Buffer | None:
@@ -515,7 +530,7 @@ class LocalStore(Store):
         remove.
         """
         top = os.path.join(self._real_root, directory)
-        if directory and self._link_leaves(top):
+        if directory and self._prefix_leaves(top):
             return
         try:
             info = os.stat(top)
@@ -571,7 +586,7 @@ class LocalStore(Store):
         if prefix and not prefix.endswith("/"):
             prefix += "/"
         top = os.path.join(self._real_root, prefix)
-        if prefix and self._link_leaves(top):
+        if prefix and self._prefix_leaves(top):
             return [], []
         try:
             entries = list(os.scandir(top))
