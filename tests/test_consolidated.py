@@ -785,6 +785,22 @@ def test_a_node_others_nested_too_deep_is_refused_in_a_kept_record(tmp_path: Pat
     assert "d" not in recorded["attributes"]
 
 
+def _sizes_through(monkeypatch: Any, name: str, *modules: Any, of_result: bool = False) -> list[int]:
+    """Wrap the function ``name`` of ``modules`` (one function, bound in each) so that each call
+    records a size: of its first argument (a document parsed), or ``of_result`` (one encoded)."""
+    real = getattr(modules[0], name)
+    sizes: list[int] = []
+
+    def recording(*args: Any) -> Any:
+        result = real(*args)
+        sizes.append(len(result if of_result else args[0]))
+        return result
+
+    for module in modules:
+        monkeypatch.setattr(module, name, recording)
+    return sizes
+
+
 def test_a_kept_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Path, monkeypatch: Any) -> None:
     """Each array created in a consolidated group parsed the group's whole zarr.json (twice:
     its parent checked too) and encoded every entry again: the record written last is kept,
@@ -793,22 +809,8 @@ def test_a_kept_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Path,
 
     path = str(tmp_path / "g.zarr")
     group = _large_record(path, 220)  # compact: past INDENTED_MAX_BYTES (indented, encoded whole)
-    parsed: list[int] = []
-    encoded: list[int] = []
-    real_parse, real_dumps = consolidated.parse_json_document, consolidated._dumps
-
-    def counting_parse(raw: bytes, key: str) -> Any:
-        parsed.append(len(raw))
-        return real_parse(raw, key)
-
-    def counting_dumps(doc: Any, indent: int | None) -> bytes:
-        text = real_dumps(doc, indent)
-        encoded.append(len(text))
-        return text
-
-    monkeypatch.setattr(consolidated, "parse_json_document", counting_parse)
-    monkeypatch.setattr(consolidated, "_dumps", counting_dumps)
-    monkeypatch.setattr(gpuzarr.hierarchy, "parse_json_document", counting_parse)
+    parsed = _sizes_through(monkeypatch, "parse_json_document", consolidated, gpuzarr.hierarchy)
+    encoded = _sizes_through(monkeypatch, "_dumps", consolidated, of_result=True)
     for i in range(10):
         group.create_array(f"new{i}", shape=(2,), dtype="u1")
     assert not [n for n in parsed if n > consolidated.INDENTED_MAX_BYTES]
@@ -851,15 +853,7 @@ def test_a_kept_record_serves_arrays_created_by_path(tmp_path: Path, monkeypatch
 
     path = str(tmp_path / "g.zarr")
     _large_record(path, 220)
-    parsed: list[int] = []
-    real_parse = consolidated.parse_json_document
-
-    def counting_parse(raw: bytes, key: str) -> Any:
-        parsed.append(len(raw))
-        return real_parse(raw, key)
-
-    monkeypatch.setattr(consolidated, "parse_json_document", counting_parse)
-    monkeypatch.setattr(gpuzarr.hierarchy, "parse_json_document", counting_parse)
+    parsed = _sizes_through(monkeypatch, "parse_json_document", consolidated, gpuzarr.hierarchy)
     for i in range(5):
         gpuzarr.create_array(path, name=f"by_path{i}", shape=(2,), dtype="u1")
     assert len([n for n in parsed if n > consolidated.INDENTED_MAX_BYTES]) <= 1  # the first, at most
@@ -901,21 +895,8 @@ def test_a_kept_v2_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Pa
 
     path = str(tmp_path / "g.zarr")
     group = _large_v2_record(path, 150)
-    parsed: list[int] = []
-    encoded: list[int] = []
-    real_parse, real_dumps = consolidated.parse_v2_document, consolidated._dumps
-
-    def counting_parse(raw: bytes, key: str) -> Any:
-        parsed.append(len(raw))
-        return real_parse(raw, key)
-
-    def counting_dumps(doc: Any, indent: int | None) -> bytes:
-        text = real_dumps(doc, indent)
-        encoded.append(len(text))
-        return text
-
-    monkeypatch.setattr(consolidated, "parse_v2_document", counting_parse)
-    monkeypatch.setattr(consolidated, "_dumps", counting_dumps)
+    parsed = _sizes_through(monkeypatch, "parse_v2_document", consolidated)
+    encoded = _sizes_through(monkeypatch, "_dumps", consolidated, of_result=True)
     for i in range(10):
         group.create_array(f"new{i}", shape=(2,), dtype="u1")
     assert not parsed
