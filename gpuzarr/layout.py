@@ -22,6 +22,7 @@ from .codecs.base import ChunkSpec
 from .codecs.pipeline import CodecPipeline
 from .codecs.sharding import ShardingCodec
 from .errors import MetadataError
+from .metadata.chain import NESTED_CHAINS
 from .metadata.chunk_grid import DimensionGrid
 from .metadata.named_dtypes import full
 from .metadata.rectilinear import VariableDimensionGrid
@@ -258,10 +259,6 @@ def with_complete_codecs(metadata: ArrayMetadata) -> ArrayMetadata:
     return replace(metadata, codecs=tuple(_completed_chain(list(metadata.codecs), written)))
 
 
-#: The members of a codec's configuration that hold codec chains of their own (sharding's).
-_NESTED_CHAINS = ("codecs", "index_codecs")
-
-
 def _completed_chain(given: list[Any], written: list[Any]) -> list[Any]:
     """``given`` codec by codec with the configurations of ``written`` (the same chain resolved),
     where the two line up by name."""
@@ -275,7 +272,7 @@ def _completed(given: Any, complete: Any) -> Any:
         return given
     config = dict(complete["configuration"])
     given_config = given.get("configuration") or {}
-    for key in _NESTED_CHAINS:
+    for key in NESTED_CHAINS:
         if isinstance(given_config.get(key), list) and isinstance(config.get(key), list):
             config[key] = _completed_chain(given_config[key], config[key])
     return {**given, "configuration": config}

@@ -27,6 +27,7 @@ __all__ = [
     "ARRAY_TO_BYTES_NAMES",
     "BYTES_TO_BYTES_NAMES",
     "DEFAULT_INDEX_CODECS",
+    "NESTED_CHAINS",
     "bytes_codec",
     "codec_kind",
     "normalize_codec_json",
@@ -173,7 +174,7 @@ def wrap_in_sharding(
 
 
 #: The members of a codec's configuration that hold codec chains of their own (sharding's).
-_NESTED_CHAINS = ("codecs", "index_codecs")
+NESTED_CHAINS = ("codecs", "index_codecs")
 
 
 def map_codecs(chain: Sequence[Any], change: Callable[[dict[str, Any]], dict[str, Any]]) -> list[Any]:
@@ -183,8 +184,8 @@ def map_codecs(chain: Sequence[Any], change: Callable[[dict[str, Any]], dict[str
     for codec in chain:
         if isinstance(codec, dict):
             config = codec.get("configuration")
-            if isinstance(config, dict) and any(isinstance(config.get(k), list) for k in _NESTED_CHAINS):
-                nested = {k: map_codecs(config[k], change) for k in _NESTED_CHAINS if isinstance(config.get(k), list)}
+            if isinstance(config, dict) and any(isinstance(config.get(k), list) for k in NESTED_CHAINS):
+                nested = {k: map_codecs(config[k], change) for k in NESTED_CHAINS if isinstance(config.get(k), list)}
                 codec = {**codec, "configuration": {**config, **nested}}
             codec = change(codec)
         out.append(codec)
@@ -198,6 +199,6 @@ def iter_codecs(chain: Sequence[Any]) -> Iterator[dict[str, Any]]:
             yield codec
             config = codec.get("configuration")
             if isinstance(config, dict):
-                for key in _NESTED_CHAINS:
+                for key in NESTED_CHAINS:
                     if isinstance(config.get(key), list):
                         yield from iter_codecs(config[key])
