@@ -511,9 +511,7 @@ def _update_recorded(store: Store, ancestor: str, zarr_format: int, change: _Cha
     key = _consolidated_key(ancestor, zarr_format)
 
     def rewrite(raw: Any) -> bytes | None:
-        if zarr_format == 3:
-            return _rewritten_v3(store, ancestor, key, raw, change)
-        return _rewritten_v2(store, ancestor, key, raw, change)
+        return _rewritten(store, ancestor, zarr_format, key, raw, change)
 
     _rewrite(store, key, rewrite)
 
@@ -523,72 +521,56 @@ def _changed(before: Mapping[str, NodeInfo], entries: Mapping[str, NodeInfo]) ->
     return [info for path, info in entries.items() if before.get(path) is not info]
 
 
-#: The v2 consolidated records (.zmetadata) this process wrote last (see
-#: :class:`~gpuzarr.hierarchy.RecentDocuments`); the group's own documents are read afresh.
-_kept_v2_records: RecentDocuments[_KeptRecord] = RecentDocuments(2)
-
-
-def _rewritten_v2(store: Store, ancestor: str, key: str, raw: Any, change: _Change) -> bytes | None:
-    """The v2 record ``raw`` of the group at ``ancestor`` with ``change`` applied (None where
-    there is none), from the entries kept where ``raw`` is one this process wrote last: a group
-    of 1,000 arrays parsed and checked its whole .zmetadata once per array created in it."""
-    if raw is None:
-        return None
-    group = read_node(store, ancestor, allow_implicit=False)
-    if group is None:
-        return None
-    kept = _kept_v2_records.known(bytes(raw))
-    fragments: Fragments = {}
-    if kept is not None:
-        entries, fragments = dict(kept.entries), dict(kept.fragments)
-    else:
-        entries = parse_v2_document(bytes(raw), key)
-    before = dict(entries)
-    change.apply(entries, ancestor)
-    group = _entry(group)
-    new = _encoded(group, entries, None if kept is None else _changed(before, entries), fragments)
-    _kept_v2_records.note(new, _KeptRecord(group, entries, fragments))
-    return new
-
-
 @dataclass(frozen=True)
 class _KeptRecord:
-    """A v3 consolidated record as this process wrote it: its group, entries and each entry's
-    text (:func:`_v3_assembled`). Never changed: each update takes copies of its mappings."""
+    """A consolidated record as this process wrote it: its group, entries and each entry's
+    text (:func:`_entry_texts`). Never changed: each update takes copies of its mappings."""
 
     group: NodeInfo
     entries: dict[str, NodeInfo]
     fragments: Fragments
 
 
-#: The v3 consolidated records this process wrote last: the next update of one reads it back
-#: byte for byte (nobody else wrote it since) and neither parses it nor encodes its unchanged
-#: entries again. Two: a process updates one group's record at a time, and each is large.
-_kept_records: RecentDocuments[_KeptRecord] = RecentDocuments(2)
+#: The consolidated records (v3 zarr.json, v2 .zmetadata) this process wrote last, by format:
+#: the next update of one reads it back byte for byte (nobody else wrote it since) and neither
+#: parses it nor encodes its unchanged entries again. Two each: a process updates one group's
+#: record at a time, and each is large.
+_kept_records: dict[int, RecentDocuments[_KeptRecord]] = {2: RecentDocuments(2), 3: RecentDocuments(2)}
 
 
-def _rewritten_v3(store: Store, ancestor: str, key: str, raw: Any, change: _Change) -> bytes | None:
-    """The v3 record ``raw`` of the group at ``ancestor`` with ``change`` applied (None where
-    there is none), from the record kept where ``raw`` is one this process wrote last."""
-    kept = None if raw is None else _kept_records.known(bytes(raw))
+def _rewritten(
+    store: Store, ancestor: str, zarr_format: int, key: str, raw: Any, change: _Change
+) -> bytes | None:
+    """The record ``raw`` of the group at ``ancestor`` with ``change`` applied (None where there
+    is none), from the record kept where ``raw`` is one this process wrote last: a group of
+    1,000 arrays parsed, checked and encoded its whole record once per array created in it."""
+    if raw is None:
+        return None
+    kept = _kept_records[zarr_format].known(bytes(raw))
     fragments: Fragments = {}
-    if kept is not None:
-        group, entries, fragments = kept.group, dict(kept.entries), dict(kept.fragments)
-    else:
-        found = _group_and_entries_of(store, ancestor, 3, raw)
+    if kept is None:
+        found = _group_and_entries_of(store, ancestor, zarr_format, raw)
         if found is None:
             return None
         group, entries = found
+    else:
+        group, entries, fragments = kept.group, dict(kept.entries), dict(kept.fragments)
+        if zarr_format == 2:
+            # A .zmetadata repeats the group's own .zgroup and .zattrs, changed apart from it.
+            fresh = read_node(store, ancestor, allow_implicit=False)
+            if fresh is None:
+                return None
+            group = fresh
     before = dict(entries)
     change.apply(entries, ancestor)
-    changed = None if kept is None else _changed(before, entries)
     group = _entry(group)
-    # Entries' texts are joined where the document is written compact (past INDENTED_MAX_BYTES);
-    # a smaller one is encoded whole, indented.
-    large = len(raw) > INDENTED_MAX_BYTES
-    new = _encoded(group, entries, changed, fragments if large else None)
-    _kept_records.note(new, _KeptRecord(group, entries, fragments))
-    written_groups.note(new, True)
+    # Entries' texts are joined where the document is written compact (v2 always, v3 past
+    # INDENTED_MAX_BYTES); a smaller v3 one is encoded whole, indented.
+    compact = zarr_format == 2 or len(raw) > INDENTED_MAX_BYTES
+    new = _encoded(group, entries, None if kept is None else _changed(before, entries), fragments if compact else None)
+    _kept_records[zarr_format].note(new, _KeptRecord(group, entries, fragments))
+    if zarr_format == 3:
+        written_groups.note(new, True)
     return new
 
 
