@@ -25,6 +25,7 @@ from .errors import (
     MetadataError,
     NodeNotFoundError,
 )
+from .futures import submit
 from .hierarchy import node_exists, node_prefix, parse_mode, read_node
 from .store import MemoryStore, Store, StoreLike, make_store
 from .store.base import validate_path
@@ -32,6 +33,7 @@ from .store.base import validate_path
 if TYPE_CHECKING:
     from .core.field_array import FieldArray
     from .core.tree import TreeRepr
+    from .futures import Future
 
 Mode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -181,6 +183,26 @@ def open(  # noqa: A001
     from .core.field_array import select_field
 
     return select_field(node, field)
+
+
+def open_async(
+    store: StoreLike = None,
+    *,
+    path: str = "",
+    mode: Mode | None = None,
+    device: str = "auto",
+    storage_options: dict[str, Any] | None = None,
+    field: str | None = None,
+    **create_kwargs: Any,
+) -> Future[Array | Group | FieldArray]:
+    """:func:`open`, started and returned at once as a :class:`gpuzarr.futures.Future`.
+
+    ``.result()`` gives the node and raises :func:`open`'s errors; ``await`` waits without
+    blocking an asyncio event loop (an object store's metadata is a request or more away).
+    """
+    return submit(
+        open, store, path=path, mode=mode, device=device, storage_options=storage_options, field=field, **create_kwargs
+    )
 
 
 def _refuse_other_data(store: Store, path: str) -> None:

@@ -72,6 +72,10 @@ bytes are read where the store knows their number first (local files, zip member
 consolidated metadata of a hierarchy of a hundred thousand arrays is far smaller; raise it for
 more: ``gpuzarr.config.set(max_metadata_bytes=2**30)``.
 
+``async_concurrency`` (default 8) is how many reads and writes started by
+``Array.read_async``, ``Array.write_async`` and :func:`gpuzarr.open_async` run at once; more
+wait their turn in order. Each one still decodes on the shared ``concurrency`` threads.
+
 ``max_rectilinear_chunks`` (default 4,194,304) bounds the chunk sizes a rectilinear chunk grid
 lists, all axes together, once its ``[size, count]`` runs are expanded: a run of a few bytes of
 JSON asking for more is a MetadataError naming it, before any memory is taken (each listed chunk
@@ -118,9 +122,13 @@ _settings: dict[str, Any] = {
     "max_metadata_bytes": 256 * 2**20,
     # the most chunk sizes a rectilinear grid may list, all axes together (gpuzarr.metadata.rectilinear)
     "max_rectilinear_chunks": 2**22,
+    # reads and writes of read_async, write_async and open_async running at once (gpuzarr.futures)
+    "async_concurrency": 8,
 }
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_request_pool: ThreadPoolExecutor | None = None
+_request_pool_size = 0
 #: I/O pools by thread count: kept, never replaced, because a read may be submitting to one
 #: while another read asks for a different size (stores of different ``io_concurrency``)
 _io_pools: dict[int, ThreadPoolExecutor] = {}
@@ -184,6 +192,13 @@ def get(name: str) -> Any:
     return value
 
 
+#: settings that are positive integers or None, and those that are positive integers
+_POSITIVE = ("concurrency", "gpu_batch_bytes", "io_threads", "file_handles")
+_REQUIRED_POSITIVE = (
+    "max_chunk_bytes", "remote_concurrency", "max_metadata_bytes", "max_rectilinear_chunks", "async_concurrency",
+)
+
+
 class _Restore:
     """What :func:`set` returns: used as a context manager, it puts the old values back on exit."""
 
@@ -209,15 +224,10 @@ def set(**settings: Any) -> _Restore:  # noqa: A001 - mirrors zarr.config.set
     for name, value in settings.items():
         if name not in _settings:
             raise UnknownSettingError(f"unknown gpuzarr setting {name!r} (known: {sorted(_settings)})")
-        positive = name in (
-            "concurrency", "gpu_batch_bytes", "io_threads", "file_handles", "max_chunk_bytes", "remote_concurrency",
-            "max_metadata_bytes", "max_rectilinear_chunks",
-        )
+        positive = name in _POSITIVE or name in _REQUIRED_POSITIVE
         if positive and value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise InvalidArgumentError(f"{name} must be a positive integer or None, got {value!r}")
-        if name in ("max_chunk_bytes", "remote_concurrency", "max_metadata_bytes", "max_rectilinear_chunks") and (
-            value is None
-        ):
+        if name in _REQUIRED_POSITIVE and value is None:
             raise InvalidArgumentError(f"{name} must be a positive integer, got None")
         if name == "gpu_small_read_chunks" and value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0
@@ -270,6 +280,22 @@ def io_thread_pool(workers: int) -> ThreadPoolExecutor:
         return pool
 
 
+def request_pool() -> ThreadPoolExecutor:
+    """The pool the futures of :mod:`gpuzarr.futures` run on: ``async_concurrency`` threads.
+
+    Separate from :func:`thread_pool` and the I/O pools, which each request uses in turn: a
+    request waiting on a pool it fills itself would never end.
+    """
+    global _request_pool, _request_pool_size
+    size = int(get("async_concurrency"))
+    with _lock:
+        if _request_pool is None or _request_pool_size != size:
+            # Let go of, not shut down, as thread_pool's: requests already queued on it still run.
+            _request_pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gpuzarr-request")
+            _request_pool_size = size
+        return _request_pool
+
+
 _thread_state = threading.local()
 
 
@@ -284,8 +310,9 @@ def in_pool_thread() -> bool:
 
 def _after_fork() -> None:
     # Threads do not survive fork(): a child must build its own pools.
-    global _pool, _pool_size
+    global _pool, _pool_size, _request_pool, _request_pool_size
     _pool, _pool_size = None, 0
+    _request_pool, _request_pool_size = None, 0
     _io_pools.clear()
 
 

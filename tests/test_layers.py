@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.metadata": 20,
     "gpuzarr.errors": 0,
     "gpuzarr.config": 0,
+    "gpuzarr.futures": 0,  # futures of work on the request pool; config only
     "gpuzarr.buffers": 0,
     "gpuzarr.output_pool": 0,  # host output buffers handed out again; config and buffers only
 }

@@ -29,6 +29,7 @@ from ..errors import (
     ReadOnlyError,
     UnwritableValueError,
 )
+from ..futures import Future, submit
 from ..hierarchy import write_documents
 from ..layout import ArrayLayout
 from ..metadata.json_util import check_attributes
@@ -511,6 +512,38 @@ class Array:
         """
         return self._execute_read(plan_selection(selection, self._dims()), out, stream)
 
+    def read_async(self, selection: Any = Ellipsis, *, out: Any = None, stream: Any = None) -> Future[Any]:
+        """:meth:`read`, started and returned at once as a :class:`gpuzarr.futures.Future`.
+
+        ``.result()`` waits for the array (or ``out``); ``await`` waits without blocking an
+        asyncio event loop.
+
+        The selection is checked here (an IndexError or BoundsCheckError raises now); store and
+        decode errors are raised by ``result()``. On a GPU, without ``stream``, the read is
+        ordered on the stream that is current in the calling thread now, as :meth:`read` called
+        here would be; the result is ready for work queued on it once the future is done.
+
+        Many of them run at once (``async_concurrency`` in :mod:`gpuzarr.config`), unordered
+        among themselves and against writes: wait for a write's future before reading what it
+        writes.
+        """
+        plan = plan_selection(selection, self._dims())
+        if stream is None:
+            stream = self._caller_stream()
+        return submit(self._execute_read, plan, out, stream)
+
+    def _caller_stream(self) -> Any:
+        """The stream :meth:`read` called now in this thread would be ordered on.
+
+        CuPy's current stream on the array's device; None on the CPU and on an emulated device.
+        """
+        if self._device == "cpu":
+            return None
+        from ..backends.cuda.handoff import caller_stream
+        from ..backends.cuda.reader import CudaReader
+
+        return caller_stream(self._reader) if isinstance(self._reader, CudaReader) else None
+
     def read_batch(self, selections: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Read many selections of one shape at once and stack them: shape ``(n, *shape)``.
 
@@ -649,11 +682,21 @@ class Array:
     # -- writing ---------------------------------------------------------------------------------
 
     def _execute_write(self, plan: SelectionPlan, value: Any) -> None:
+        self._write_prepared(plan, self._prepared_value(plan, value))
+
+    def _prepared_value(self, plan: SelectionPlan, value: Any) -> np.ndarray[Any, Any]:
+        """``value`` on the host, of the array's type and the plan's buffer shape.
+
+        Its checks raise here, before anything is written.
+        """
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         arr = broadcast_value(written_value(value, self.dtype, f"array {self.path or '/'!r}"), plan.shape)
         if plan.buffer_shape != plan.shape:
             arr = arr.reshape(plan.buffer_shape)
+        return arr
+
+    def _write_prepared(self, plan: SelectionPlan, arr: np.ndarray[Any, Any]) -> None:
         try:
             write_plan(self._layout, self.store, plan, arr)
         finally:  # a failed write may have changed some chunks
@@ -665,6 +708,20 @@ class Array:
     def write(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast to the selection) to a basic selection: ``a[selection] = value``."""
         self._execute_write(plan_selection(selection, self._dims()), value)
+
+    def write_async(self, selection: Any, value: Any) -> Future[None]:
+        """:meth:`write`, started and returned at once as a :class:`gpuzarr.futures.Future` of None.
+
+        ``.result()`` or ``await`` waits for it and raises its error.
+
+        The selection and ``value`` are checked and ``value`` is brought to the host here (a
+        device array is copied on the calling thread's stream, as :meth:`write` does); a NumPy
+        ``value`` of the array's type is read while the write runs, so keep it unchanged until
+        the future is done. Writes run at once, unordered among themselves: two that touch the
+        same elements leave either's values there; wait for one before starting the other.
+        """
+        plan = plan_selection(selection, self._dims())
+        return submit(self._write_prepared, plan, self._prepared_value(plan, value))
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to a basic selection: ``a[selection] = value``."""

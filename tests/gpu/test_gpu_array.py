@@ -400,3 +400,34 @@ def test_transposed_chunks_decoded_on_the_host_match_cpu(tmp_path: Path) -> None
     stored = gzip.decompress((tmp_path / "f.zarr" / "0.0").read_bytes())
     (tmp_path / "f.zarr" / "0.0").write_bytes(gzip.compress(stored[:100]) + gzip.compress(stored[100:]))
     np.testing.assert_array_equal(_host(gpuzarr.open(str(tmp_path / "f.zarr"), device="gpu")[...]), f)
+
+
+def test_read_async_on_the_callers_current_stream() -> None:
+    """``read_async`` under a non-blocking stream of the caller's: ordered on that stream (the
+    request thread's own default stream does not wait for it), equal to the CPU engine once the
+    stream is synchronised; awaited in asyncio too."""
+    import asyncio
+
+    import cupy
+
+    array = make_array("v3-sharded-zstd-crc32c")
+    gpu = _on_gpu(array)
+    box = (slice(3, 41), slice(7, 59))
+    expected = cpu_result(array, box)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        out = cupy.full(expected.shape, 0xAB, dtype=expected.dtype)
+        future = gpu.read_async(box, out=out)
+    assert future.result(60) is out
+    stream.synchronize()
+    assert_bitwise_equal(_host(out), expected)
+
+    async def both() -> list[Any]:
+        with stream:
+            started = [gpu.read_async(box), gpu.read_async(np.s_[::3, 5])]
+        return list(await asyncio.gather(*started))
+
+    whole, column = asyncio.run(both())
+    stream.synchronize()
+    assert_bitwise_equal(_host(whole), expected)
+    assert_bitwise_equal(_host(column), cpu_result(array, np.s_[::3, 5]))

@@ -45,6 +45,15 @@ def current_stream(index: int) -> Any:
         return cupy.cuda.get_current_stream()
 
 
+def caller_stream(reader: CudaReader) -> Any:
+    """The stream a read by ``reader`` started in the calling thread is ordered on: CuPy's
+    current stream on its device, for a read run on another thread (``Array.read_async``); None
+    where the reader's devices are not CuPy devices (the emulated device takes no stream)."""
+    if reader.device_factory is not CudaDevice:
+        return None
+    return current_stream(reader.index)
+
+
 def memory_owner(array: Any) -> Any:
     """The object holding a CuPy array's memory: its ``MemoryPointer``'s ``mem``, which every
     view of the array (and a DLPack capsule made from one) keeps a reference to."""
@@ -53,4 +62,4 @@ def memory_owner(array: Any) -> Any:
     return array if owner is None else owner
 
 
-__all__ = ["current_stream", "device_on", "memory_owner", "side_stream"]
+__all__ = ["caller_stream", "current_stream", "device_on", "memory_owner", "side_stream"]

@@ -1,0 +1,179 @@
+"""``Array.read_async``, ``Array.write_async`` and ``gpuzarr.open_async``: the same results and
+errors as the blocking calls, argument errors raised at the call, many in flight at once, and
+awaited in asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import gpuzarr
+from gpuzarr import config
+from gpuzarr.errors import (
+    BoundsCheckError,
+    CorruptChunkError,
+    InvalidArgumentError,
+    NodeNotFoundError,
+    ReadOnlyError,
+    UnwritableValueError,
+)
+from gpuzarr.futures import Future
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+TIMEOUT = 60
+SHAPE = (70, 90)
+
+
+def _data() -> np.ndarray[Any, Any]:
+    return np.arange(np.prod(SHAPE), dtype="<i4").reshape(SHAPE) % 1009
+
+
+@pytest.fixture(params=["v3", "v3-sharded", "v2"])
+def stored(request: pytest.FixtureRequest, tmp_path: Path) -> gpuzarr.Array:
+    kwargs: dict[str, Any] = {"zarr_format": 3, "chunks": (16, 16)}
+    if request.param == "v3-sharded":
+        kwargs["shards"] = (32, 48)
+    elif request.param == "v2":
+        kwargs = {"zarr_format": 2, "chunks": (16, 16), "compressor": {"id": "zlib", "level": 1}}
+    array = gpuzarr.create(str(tmp_path / "a.zarr"), shape=SHAPE, dtype="<i4", fill_value=0, **kwargs)
+    array[...] = _data()
+    return array
+
+
+SELECTIONS: list[Any] = [
+    Ellipsis,
+    (slice(3, 40), slice(10, 77)),
+    (slice(None, None, -3), 5),
+    (69, slice(None)),
+    (np.array([4, 1, 60]), slice(2, 9)),
+    (slice(5, 5), slice(None)),
+]
+
+
+def test_read_async_gives_what_read_gives(stored: gpuzarr.Array) -> None:
+    truth = _data()
+    started = [stored.read_async(sel) for sel in SELECTIONS]
+    assert all(isinstance(f, Future) for f in started)
+    for sel, future in zip(SELECTIONS, started, strict=True):
+        got = future.result(TIMEOUT)
+        np.testing.assert_array_equal(got, truth[sel])
+        np.testing.assert_array_equal(got, stored.read(sel))
+
+
+def test_many_reads_in_flight_at_once(stored: gpuzarr.Array) -> None:
+    truth = _data()
+    rng = np.random.default_rng(5)
+    boxes = []
+    for _ in range(64):
+        y, x = int(rng.integers(0, 60)), int(rng.integers(0, 80))
+        boxes.append((slice(y, y + 10), slice(x, x + 10)))
+    with config.set(async_concurrency=4, concurrency=2):
+        started = [stored.read_async(box) for box in boxes]
+        done, _ = concurrent.futures.wait(started, timeout=TIMEOUT)
+    assert len(done) == len(started)
+    for box, future in zip(boxes, started, strict=True):
+        np.testing.assert_array_equal(future.result(), truth[box])
+
+
+def test_read_async_into_out(stored: gpuzarr.Array) -> None:
+    out = np.full((20, 30), -1, dtype="<i4")
+    assert stored.read_async((slice(10, 30), slice(50, 80)), out=out).result(TIMEOUT) is out
+    np.testing.assert_array_equal(out, _data()[10:30, 50:80])
+
+
+def test_selection_errors_raise_at_the_call(stored: gpuzarr.Array) -> None:
+    with pytest.raises(BoundsCheckError):
+        stored.read_async((70, 0))
+    with pytest.raises(IndexError):
+        stored.read_async((0, 0, 0))
+    with pytest.raises(BoundsCheckError):
+        stored.write_async((slice(None), 95), 1)
+
+
+def test_a_corrupt_chunk_is_raised_by_result_naming_its_key(tmp_path: Path) -> None:
+    array = gpuzarr.create(
+        str(tmp_path / "c.zarr"), shape=(8, 8), chunks=(4, 4), dtype="<u2", codecs=[{"name": "bytes"}, {"name": "zstd"}]
+    )
+    array[...] = 3
+    (tmp_path / "c.zarr" / "c" / "1" / "0").write_bytes(b"\x28\xb5\x2f\xfd not a frame")
+    future = array.read_async(Ellipsis)
+    with pytest.raises(CorruptChunkError, match="c/1/0"):
+        future.result(TIMEOUT)
+    # The rest of the array still reads.
+    np.testing.assert_array_equal(array.read_async((slice(0, 4), slice(None))).result(TIMEOUT), 3)
+
+
+def test_write_async_writes_what_write_writes(stored: gpuzarr.Array) -> None:
+    model = _data()
+    rng = np.random.default_rng(9)
+    writes = []
+    # Disjoint rows: the writes may run in any order and still give the model.
+    for row in range(0, 70, 7):
+        value = rng.integers(-5000, 5000, size=(7, 90)).astype("<i4")
+        model[row : row + 7] = value
+        writes.append(stored.write_async((slice(row, row + 7), slice(None)), value))
+    generation = stored.data_generation
+    assert all(f.result(TIMEOUT) is None for f in writes)
+    np.testing.assert_array_equal(stored[...], model)
+    assert stored.data_generation > generation  # the loader's caches see writes made this way
+
+
+def test_write_async_broadcasts_and_converts_at_the_call(stored: gpuzarr.Array) -> None:
+    stored.write_async((slice(0, 2), slice(None)), 7).result(TIMEOUT)
+    value = np.arange(90, dtype="<i8")  # another type: converted, so changing it later is safe
+    future = stored.write_async((slice(2, 4), slice(None)), value)
+    value[:] = -1
+    future.result(TIMEOUT)
+    expected = _data()
+    expected[0:2] = 7
+    expected[2:4] = np.arange(90)
+    np.testing.assert_array_equal(stored[...], expected)
+
+
+def test_write_async_checks_value_and_store_at_the_call(stored: gpuzarr.Array, tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="broadcast"):
+        stored.write_async((slice(0, 2), slice(None)), np.zeros((3, 90)))
+    with pytest.raises(UnwritableValueError):
+        stored.write_async((0, 0), "not a number")
+    read_only = gpuzarr.open_array(stored.store.with_options(read_only=True), path=stored.path, mode="r")
+    with pytest.raises(ReadOnlyError):
+        read_only.write_async((0, 0), 1)
+    np.testing.assert_array_equal(stored[...], _data())
+
+
+def test_awaited_in_asyncio(tmp_path: Path) -> None:
+    path = str(tmp_path / "g.zarr")
+
+    async def main() -> np.ndarray[Any, Any]:
+        group = await gpuzarr.open_async(path, mode="w")
+        assert isinstance(group, gpuzarr.Group)
+        array = group.create_array("x", shape=(30, 30), chunks=(8, 8), dtype="f4")
+        await asyncio.gather(*(array.write_async((slice(i, i + 1), slice(None)), float(i)) for i in range(30)))
+        reopened = await gpuzarr.open_async(path, path="x", mode="r")
+        assert isinstance(reopened, gpuzarr.Array)
+        halves = await asyncio.gather(reopened.read_async(np.s_[:15]), reopened.read_async(np.s_[15:]))
+        return np.concatenate(halves)
+
+    result = asyncio.run(main())
+    np.testing.assert_array_equal(result, np.repeat(np.arange(30, dtype="f4")[:, None], 30, axis=1))
+
+
+def test_open_async_errors_are_raised_by_result(tmp_path: Path) -> None:
+    future = gpuzarr.open_async(str(tmp_path / "missing.zarr"), mode="r")
+    with pytest.raises(NodeNotFoundError):
+        future.result(TIMEOUT)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        gpuzarr.open_async(str(tmp_path / "x.zarr"), mode="a", shape=(2,), colour="red").result(TIMEOUT)
+
+
+def test_open_async_gives_the_node_open_gives(stored: gpuzarr.Array) -> None:
+    opened = gpuzarr.open_async(stored.store, path=stored.path, mode="r").result(TIMEOUT)
+    assert isinstance(opened, gpuzarr.Array)
+    assert opened.metadata.documents() == stored.metadata.documents()
+    np.testing.assert_array_equal(opened[...], _data())
