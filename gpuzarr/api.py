@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from .backends.select import callers_device, current_device_of_caller
 from .consolidated import consolidate
 from .core.array import Array
 from .core.array_config import with_write_empty_chunks
@@ -200,9 +201,25 @@ def open_async(
     ``.result()`` gives the node and raises :func:`open`'s errors; ``await`` waits without
     blocking an asyncio event loop (an object store's metadata is a request or more away).
     """
+    # CUDA's current device is a thread's own: the one this thread has now is the one "gpu" means.
     return submit(
-        open, store, path=path, mode=mode, device=device, storage_options=storage_options, field=field, **create_kwargs
+        _open_on,
+        callers_device(device),
+        store,
+        path=path,
+        mode=mode,
+        device=device,
+        storage_options=storage_options,
+        field=field,
+        **create_kwargs,
     )
+
+
+def _open_on(index: int | None, store: StoreLike, **kwargs: Any) -> Array | Group | FieldArray:
+    """:func:`open` on a request thread, with "gpu" meaning the caller's device ``index``."""
+    with current_device_of_caller(index):
+        node: Array | Group | FieldArray = open(store, **kwargs)
+    return node
 
 
 def _refuse_other_data(store: Store, path: str) -> None:

@@ -6,12 +6,17 @@
 TensorStore's futures are both. The work runs on the ``async_concurrency`` threads of
 :func:`gpuzarr.config.request_pool`, in the order it was asked for; each request decodes on the
 shared ``concurrency`` pool as a blocking call would.
+
+A thread that asks for the result of work that has not started yet runs it itself, at once: a
+done-callback or another future's work that waits for a future never waits for a place on the
+request threads it occupies.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING, Any, TypeVar
+import threading
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import config
 
@@ -21,34 +26,83 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class _Work(Generic[T]):
+    """The call a future stands for, taken by the first thread that claims it (the request
+    thread whose turn came, or a thread asking for the result first) and dropped once taken or
+    cancelled, so that a cancelled write does not keep its value alive."""
+
+    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._call: tuple[Callable[..., T], tuple[Any, ...], dict[str, Any]] | None = (fn, args, kwargs)
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[Callable[..., T], tuple[Any, ...], dict[str, Any]] | None:
+        with self._lock:
+            call, self._call = self._call, None
+            return call
+
+
 class Future(concurrent.futures.Future[T]):
     """A :class:`concurrent.futures.Future` that asyncio code may ``await``.
 
     Awaiting it does not block the event loop; cancelling the awaiting task cancels the work if
-    it has not started (work already running finishes, and its result is dropped).
+    it has not started (work already running finishes, and its result is dropped). Every task
+    awaiting one future shares it: a timeout that cancels one awaiter cancels the work for all.
     """
+
+    _work: _Work[T] | None = None
 
     def __await__(self) -> Generator[Any, None, T]:
         import asyncio  # only for callers that await: asyncio is not imported with gpuzarr
 
         return asyncio.wrap_future(self).__await__()
 
+    def result(self, timeout: float | None = None) -> T:
+        self._run_if_waiting()
+        return super().result(timeout)
 
-def submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-    """``fn(*args, **kwargs)`` on the request pool, as a :class:`Future` of its result."""
-    future: Future[T] = Future()
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._run_if_waiting()
+        return super().exception(timeout)
 
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return  # cancelled while it waited its turn
+    def cancel(self) -> bool:
+        cancelled = super().cancel()
+        if cancelled and self._work is not None:
+            self._work.take()
+        return cancelled
+
+    def _run_if_waiting(self) -> None:
+        """Run the work on this thread if no thread has started it."""
+        if self._work is not None and not self.done():
+            self._run()
+
+    def _run(self) -> None:
+        call = self._work.take() if self._work is not None else None
+        if call is None or not self.set_running_or_notify_cancel():
+            return  # taken by another thread, or cancelled while it waited its turn
+        fn, args, kwargs = call
         try:
             result = fn(*args, **kwargs)
+        except StopIteration as exc:
+            # asyncio cannot raise a StopIteration into an awaiting task (it would hang there).
+            self.set_exception(RuntimeError(f"the work raised StopIteration: {exc!r}"))
         except BaseException as exc:  # the caller's result() raises it, whatever it is
-            future.set_exception(exc)
+            self.set_exception(exc)
         else:
-            future.set_result(result)
+            self.set_result(result)
 
-    config.request_pool().submit(run)
+
+def submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """``fn(*args, **kwargs)`` on the request pool, as a :class:`Future` of its result.
+
+    Where the pool takes no more work (the interpreter is shutting down: an ``atexit`` handler),
+    the work runs here, and the future is done when this returns.
+    """
+    future: Future[T] = Future()
+    future._work = _Work(fn, args, kwargs)
+    try:
+        config.request_pool().submit(future._run)
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        future._run()
     return future
 
 

@@ -1,14 +1,17 @@
 """gpuzarr.futures: futures that ``result()`` and ``await`` both wait for, run on the request
-pool (``async_concurrency`` threads), cancelled while queued, and working again after a fork."""
+pool (``async_concurrency`` threads) or by the thread waiting for them, cancelled while queued,
+and working after a fork and at interpreter exit."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import multiprocessing
 import subprocess
 import sys
 import threading
+import weakref
 
 import pytest
 
@@ -177,3 +180,75 @@ def test_importing_gpuzarr_does_not_import_asyncio() -> None:
     code = "import sys, gpuzarr, gpuzarr.futures; print('asyncio' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_waiting_inside_a_callback_or_another_futures_work_runs_the_work_there() -> None:
+    """With every request thread busy waiting for a future that is still queued, the waiting
+    thread runs it itself instead of waiting for a place it holds."""
+    got: list[int] = []
+    with config.set(async_concurrency=1):
+        outer = futures.submit(lambda: futures.submit(lambda: 41).result(TIMEOUT) + 1)
+        assert outer.result(TIMEOUT) == 42
+        first = futures.submit(int, "1")
+        first.add_done_callback(lambda f: got.append(futures.submit(int, "2").result(TIMEOUT)))
+        first.result(TIMEOUT)
+        futures.submit(int, "3").result(TIMEOUT)
+    assert got == [2]
+
+
+def test_work_taken_by_a_waiting_thread_runs_once() -> None:
+    calls: list[int] = []
+    gate = threading.Event()
+    with config.set(async_concurrency=1):
+        blocker = futures.submit(gate.wait, TIMEOUT)
+        queued = futures.submit(calls.append, 1)
+        assert queued.result(TIMEOUT / 10) is None  # run here at once, ahead of its turn
+        gate.set()
+        blocker.result(TIMEOUT)
+        futures.submit(calls.append, 2).result(TIMEOUT)
+    assert calls == [1, 2]
+
+
+def test_stop_iteration_becomes_a_runtime_error_that_await_raises() -> None:
+    future = futures.submit(next, iter(()))
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        future.result(TIMEOUT)
+
+    async def main() -> None:
+        await asyncio.wait_for(futures.submit(next, iter(())), TIMEOUT)
+
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        asyncio.run(main())
+
+
+def test_a_cancelled_future_lets_go_of_its_arguments() -> None:
+    class Value:
+        pass
+
+    value = Value()
+    kept = weakref.ref(value)
+    gate = threading.Event()
+    with config.set(async_concurrency=1):
+        blocker = futures.submit(gate.wait, TIMEOUT)
+        queued = futures.submit(id, value)
+        del value
+        assert queued.cancel()
+        gc.collect()
+        assert kept() is None  # while the cancelled work still waits its turn
+        gate.set()
+        blocker.result(TIMEOUT)
+
+
+def test_at_interpreter_exit_the_work_runs_at_the_call() -> None:
+    code = (
+        "import atexit, numpy as np, gpuzarr\n"
+        "a = gpuzarr.zeros(shape=(4, 4), chunks=(2, 2), dtype='i4', store=gpuzarr.MemoryStore())\n"
+        "def at_exit():\n"
+        "    a.write_async((0, slice(None)), 5).result(30)\n"
+        "    print(a.read_async(np.s_[0:2, 0]).result(30).tolist())\n"
+        "atexit.register(at_exit)\n"
+        "a.read_async(0).result(30)\n"  # the request pool exists before the interpreter ends
+    )
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[5, 0]", done.stderr

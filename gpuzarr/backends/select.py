@@ -15,16 +15,24 @@ machine without the GPU extra pays nothing; it runs once per process.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeviceError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import numpy as np
 
 DEVICES = ("auto", "cpu", "gpu", "cuda")
 ENVIRONMENT_VARIABLE = "GPUZARR_DEVICE"
+
+#: ``device`` of the caller whose call this thread runs (``gpuzarr.open_async``): what "gpu" and
+#: "cuda" take as the current device here, where CUDA's own is this thread's
+_caller = threading.local()
 
 
 def _probe() -> tuple[str | None, int]:
@@ -58,7 +66,8 @@ def _cuda(device: str) -> str:
     if reason is not None:
         raise DeviceError(f"device={device!r}: the GPU read path cannot run here: {reason}")
     if device in ("gpu", "cuda"):
-        return f"cuda:{_current_device()}"
+        index: int | None = getattr(_caller, "device", None)
+        return f"cuda:{_current_device() if index is None else index}"
     index_text = device.partition(":")[2]
     if not index_text.isdigit():
         raise DeviceError(f"device={device!r}: expected 'cuda:N' with a device number N")
@@ -88,6 +97,30 @@ def resolve_device(device: str) -> str:
             raise DeviceError(f"{ENVIRONMENT_VARIABLE}={forced!r}: expected cpu, gpu, cuda or cuda:N")
         return resolve_device(forced)
     return _cuda("cuda") if gpu_available() else "cpu"
+
+
+def callers_device(device: Any) -> int | None:
+    """The CUDA device ``device`` resolves to on this thread now where that is the thread's
+    current device ("gpu", "cuda", "auto" on a GPU); None where it does not depend on the
+    thread (the CPU, "cuda:N") or cannot be resolved (the error is raised where it is opened).
+    """
+    if not isinstance(device, str) or device == "cpu" or device.startswith("cuda:"):
+        return None
+    try:
+        return device_index(resolve_device(device))
+    except DeviceError:
+        return None
+
+
+@contextlib.contextmanager
+def current_device_of_caller(index: int | None) -> Iterator[None]:
+    """Within: "gpu" and "cuda" resolve to device ``index`` on this thread (None: unchanged)."""
+    before = getattr(_caller, "device", None)
+    _caller.device = index if index is not None else before
+    try:
+        yield
+    finally:
+        _caller.device = before
 
 
 def cupy_supports(dtype: np.dtype[Any]) -> bool:

@@ -48,6 +48,7 @@ from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initia
 
 if TYPE_CHECKING:
 
+    from ..backends.cuda.handoff import CallerContext
     from ..metadata.json_types import CodecJSON, TensorStoreSpecJSON
     from ..metadata.v3 import ArrayMetadata
     from ..store.base import Store
@@ -487,8 +488,11 @@ class Array:
     def _strict(self) -> bool:
         return bool(config.get("strict") if self.strict is None else self.strict)
 
-    def _execute_read(self, plan: SelectionPlan, out: Any = None, stream: Any = None) -> Any:
-        return self._reader.read(self._layout, self.store, plan, out, stream=stream, strict=self._strict())
+    def _execute_read(
+        self, plan: SelectionPlan, out: Any = None, stream: Any = None, strict: bool | None = None
+    ) -> Any:
+        strict = self._strict() if strict is None else strict
+        return self._reader.read(self._layout, self.store, plan, out, stream=stream, strict=strict)
 
     def __getitem__(self, selection: Any) -> Any:
         result = self._execute_read(plan_selection(selection, self._dims()))
@@ -518,31 +522,38 @@ class Array:
         ``.result()`` waits for the array (or ``out``); ``await`` waits without blocking an
         asyncio event loop.
 
-        The selection is checked here (an IndexError or BoundsCheckError raises now); store and
-        decode errors are raised by ``result()``. On a GPU, without ``stream``, the read is
-        ordered on the stream that is current in the calling thread now, as :meth:`read` called
-        here would be; the result is ready for work queued on it once the future is done.
+        The selection is checked here (an IndexError or BoundsCheckError raises now); errors of
+        ``out``, the store and decoding are raised by ``result()``. The ``strict`` setting is
+        the one in force now. On a GPU the read runs as :meth:`read` called here would: on this
+        thread's current device, allocator and stream (or ``stream``); the result is ready for
+        work queued on that stream once the future is done.
 
         Many of them run at once (``async_concurrency`` in :mod:`gpuzarr.config`), unordered
         among themselves and against writes: wait for a write's future before reading what it
         writes.
         """
         plan = plan_selection(selection, self._dims())
-        if stream is None:
-            stream = self._caller_stream()
-        return submit(self._execute_read, plan, out, stream)
+        strict = self._strict()
+        context = self._caller_context(stream)
+        if context is None:
+            return submit(self._execute_read, plan, out, stream, strict)
+        return submit(self._read_in, context, plan, out, strict)
 
-    def _caller_stream(self) -> Any:
-        """The stream :meth:`read` called now in this thread would be ordered on.
+    def _caller_context(self, stream: Any) -> CallerContext | None:
+        """What of this thread a GPU read run on another thread keeps.
 
-        CuPy's current stream on the array's device; None on the CPU and on an emulated device.
+        None on the CPU and on an emulated device, which take ``stream`` as it is.
         """
         if self._device == "cpu":
             return None
-        from ..backends.cuda.handoff import caller_stream
+        from ..backends.cuda.handoff import caller_context
         from ..backends.cuda.reader import CudaReader
 
-        return caller_stream(self._reader) if isinstance(self._reader, CudaReader) else None
+        return caller_context(self._reader, stream) if isinstance(self._reader, CudaReader) else None
+
+    def _read_in(self, context: CallerContext, plan: SelectionPlan, out: Any, strict: bool) -> Any:
+        with context.entered():
+            return self._execute_read(plan, out, None, strict)
 
     def read_batch(self, selections: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Read many selections of one shape at once and stack them: shape ``(n, *shape)``.
@@ -684,14 +695,19 @@ class Array:
     def _execute_write(self, plan: SelectionPlan, value: Any) -> None:
         self._write_prepared(plan, self._prepared_value(plan, value))
 
-    def _prepared_value(self, plan: SelectionPlan, value: Any) -> np.ndarray[Any, Any]:
+    def _prepared_value(self, plan: SelectionPlan, value: Any, *, detached: bool = False) -> np.ndarray[Any, Any]:
         """``value`` on the host, of the array's type and the plan's buffer shape.
 
-        Its checks raise here, before anything is written.
+        Its checks raise here, before anything is written. ``detached``: a value that is not a
+        NumPy array (a list, a PyTorch CPU tensor, an ``array.array``, a memmap) is copied where
+        the host array would share its memory, so that changing it afterwards changes nothing.
         """
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
-        arr = broadcast_value(written_value(value, self.dtype, f"array {self.path or '/'!r}"), plan.shape)
+        host = written_value(value, self.dtype, f"array {self.path or '/'!r}")
+        if detached and type(value) is not np.ndarray and not host.flags.owndata:
+            host = host.copy()
+        arr = broadcast_value(host, plan.shape)
         if plan.buffer_shape != plan.shape:
             arr = arr.reshape(plan.buffer_shape)
         return arr
@@ -715,13 +731,15 @@ class Array:
         ``.result()`` or ``await`` waits for it and raises its error.
 
         The selection and ``value`` are checked and ``value`` is brought to the host here (a
-        device array is copied on the calling thread's stream, as :meth:`write` does); a NumPy
-        ``value`` of the array's type is read while the write runs, so keep it unchanged until
-        the future is done. Writes run at once, unordered among themselves: two that touch the
-        same elements leave either's values there; wait for one before starting the other.
+        device array is copied on the calling thread's stream, as :meth:`write` does; any other
+        value that is not a NumPy array is copied where it would be shared). A NumPy ``value``
+        is read while the write runs: keep it unchanged until the future is done. Writes run at
+        once, unordered among themselves and against ``resize`` and ``append``: two that touch
+        the same elements leave either's values there, and a write that runs after a shrink
+        writes its elements again. Wait for one before starting the other.
         """
         plan = plan_selection(selection, self._dims())
-        return submit(self._write_prepared, plan, self._prepared_value(plan, value))
+        return submit(self._write_prepared, plan, self._prepared_value(plan, value, detached=True))
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to a basic selection: ``a[selection] = value``."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr import config
+from gpuzarr import config, futures
 from gpuzarr.errors import (
     BoundsCheckError,
     CorruptChunkError,
@@ -177,3 +178,42 @@ def test_open_async_gives_the_node_open_gives(stored: gpuzarr.Array) -> None:
     assert isinstance(opened, gpuzarr.Array)
     assert opened.metadata.documents() == stored.metadata.documents()
     np.testing.assert_array_equal(opened[...], _data())
+
+
+def _shared_views() -> list[tuple[str, Any, Any]]:
+    """(name, a value that NumPy would view rather than copy, how to change it afterwards)."""
+    import array as std_array
+
+    import torch
+
+    values: list[tuple[str, Any, Any]] = []
+    ints = std_array.array("i", [1, 2, 3, 4])
+    values.append(("array.array", ints, lambda: ints.__setitem__(slice(None), std_array.array("i", [9] * 4))))
+    raw = bytearray(np.array([1, 2, 3, 4], "<i4").tobytes())
+    view = memoryview(raw).cast("i")
+    values.append(("memoryview", view, lambda: raw.__setitem__(slice(None), bytes(16))))
+    tensor = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+    values.append(("torch CPU tensor", tensor, lambda: tensor.fill_(9)))
+
+    class Sub(np.ndarray):  # type: ignore[type-arg]
+        pass
+
+    sub = np.array([1, 2, 3, 4], "<i4").view(Sub)
+    values.append(("ndarray subclass", sub, lambda: sub.fill(9)))
+    return values
+
+
+def test_write_async_copies_values_it_would_share_at_the_call() -> None:
+    """Only a plain NumPy array is read while the write runs; anything else is taken at the call."""
+    pytest.importorskip("torch")
+    for name, value, change in _shared_views():
+        array = gpuzarr.zeros(shape=(4,), chunks=(2,), dtype="<i4", store=gpuzarr.MemoryStore())
+        gate = threading.Event()
+        with config.set(async_concurrency=1):
+            blocker = futures.submit(gate.wait, TIMEOUT)
+            written = array.write_async(slice(None), value)
+            change()  # while the write waits its turn
+            gate.set()
+            blocker.result(TIMEOUT)
+            written.result(TIMEOUT)
+        np.testing.assert_array_equal(array[...], [1, 2, 3, 4], err_msg=name)

@@ -431,3 +431,9 @@ def test_read_async_on_the_callers_current_stream() -> None:
     stream.synchronize()
     assert_bitwise_equal(_host(whole), expected)
     assert_bitwise_equal(_host(column), cpu_result(array, np.s_[::3, 5]))
+
+    # The per-thread default stream is another stream on the request thread: the future is done
+    # once the read has finished there.
+    with cupy.cuda.Stream.ptds:
+        on_ptds = gpu.read_async(box)
+    assert_bitwise_equal(_host(on_ptds.result(60)), expected)

@@ -4,12 +4,15 @@ another wait for them, without importing CuPy outside this package."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from . import kernels
-from .cupy_device import CudaDevice, keep_stream_codecs
+from .cupy_device import CudaDevice, as_cupy_stream, keep_stream_codecs
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .device import Device
     from .reader import CudaReader
 
@@ -45,13 +48,60 @@ def current_stream(index: int) -> Any:
         return cupy.cuda.get_current_stream()
 
 
-def caller_stream(reader: CudaReader) -> Any:
-    """The stream a read by ``reader`` started in the calling thread is ordered on: CuPy's
-    current stream on its device, for a read run on another thread (``Array.read_async``); None
-    where the reader's devices are not CuPy devices (the emulated device takes no stream)."""
+#: ``cudaStreamPerThread``: a handle each host thread resolves to its own default stream
+PER_THREAD_STREAM = 2
+
+
+class CallerContext:
+    """What a read asked for on one thread and run on another keeps of the first.
+
+    That is its device, the stream it is ordered on and CuPy's allocator (kept per thread).
+
+    A per-thread default stream (``cupy.cuda.Stream.ptds``, CuPy's default under
+    ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``) means another stream on the thread that runs the
+    read. There an event recorded on the caller's stream at the call orders the read after the
+    caller's work, on a stream of its own that is waited for before the read ends: the result is
+    complete when the future is done.
+    """
+
+    def __init__(self, index: int, stream: Any, allocator: Any, event: Any) -> None:
+        self.index = index
+        self.stream = stream
+        self.allocator = allocator
+        self.event = event
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        """The device, allocator and stream current on this thread for the read inside."""
+        cupy = kernels.import_cupy()
+        with cupy.cuda.Device(self.index), cupy.cuda.using_allocator(self.allocator):
+            if self.event is None:
+                with self.stream:
+                    yield
+                return
+            own = cupy.cuda.Stream(non_blocking=True)
+            own.wait_event(self.event)
+            try:
+                with own:
+                    yield
+            finally:  # a failed read too: nothing of it may still write into ``out`` afterwards
+                own.synchronize()
+
+
+def caller_context(reader: CudaReader, stream: Any = None) -> CallerContext | None:
+    """The :class:`CallerContext` of a read by ``reader`` asked for on this thread.
+
+    The read is ordered on ``stream`` (None: CuPy's current stream on the reader's device).
+    None where the reader's devices are not CuPy devices (the emulated device takes no stream).
+    """
     if reader.device_factory is not CudaDevice:
         return None
-    return current_stream(reader.index)
+    cupy = kernels.import_cupy()
+    with cupy.cuda.Device(reader.index):
+        ordered_on = cupy.cuda.get_current_stream() if stream is None else as_cupy_stream(stream, reader.index)
+        allocator = cupy.cuda.get_allocator()
+        event = ordered_on.record() if int(ordered_on.ptr) == PER_THREAD_STREAM else None
+    return CallerContext(reader.index, ordered_on, allocator, event)
 
 
 def memory_owner(array: Any) -> Any:
@@ -62,4 +112,4 @@ def memory_owner(array: Any) -> Any:
     return array if owner is None else owner
 
 
-__all__ = ["caller_stream", "current_stream", "device_on", "memory_owner", "side_stream"]
+__all__ = ["CallerContext", "caller_context", "current_stream", "device_on", "memory_owner", "side_stream"]
