@@ -532,7 +532,9 @@ class Array:
         among themselves and against writes: wait for a write's future before reading what it
         writes.
         """
-        plan = plan_selection(selection, self._dims())
+        return self._read_plan_async(plan_selection(selection, self._dims()), out, stream)
+
+    def _read_plan_async(self, plan: SelectionPlan, out: Any, stream: Any) -> Future[Any]:
         strict = self._strict()
         context = self._caller_context(stream)
         if context is None:
@@ -562,6 +564,18 @@ class Array:
         parallel pass (on a GPU: one batched decode and one assemble launch), so a batch costs
         little more than its chunks.
         """
+        return self._execute_read(self._batch_plan(selections), out, stream)
+
+    def read_batch_async(self, selections: Any, *, out: Any = None, stream: Any = None) -> Future[Any]:
+        """:meth:`read_batch`, started and returned at once as a :class:`gpuzarr.futures.Future`.
+
+        The selections are checked here; the rest is as :meth:`read_async`: a loader of its own
+        asks for the next batch while the last one trains.
+        """
+        return self._read_plan_async(self._batch_plan(selections), out, stream)
+
+    def _batch_plan(self, selections: Any) -> SelectionPlan:
+        """One plan of ``selections`` stacked (read_batch's)."""
         try:
             selections = list(selections)
         except TypeError:
@@ -572,7 +586,7 @@ class Array:
             raise InvalidArgumentError("read_batch: no selections given")
         batched = plan_box_batch(selections, self._dims())
         if batched is not None:  # crops: planned together, in one pass
-            return self._execute_read(batched, out, stream)
+            return batched
         plans = [plan_selection(s, self._dims()) for s in selections]
         shape = plans[0].shape
         for i, p in enumerate(plans):
@@ -587,7 +601,7 @@ class Array:
                     f"selection 0); every crop must have the same shape"
                 )
         full_shape = (len(plans), *shape)
-        batched = SelectionPlan(
+        return SelectionPlan(
             full_shape,
             full_shape,
             [
@@ -598,7 +612,6 @@ class Array:
                 for p in plan.projections
             ],
         )
-        return self._execute_read(batched, out, stream)
 
     def get_basic_selection(self, selection: Any = Ellipsis, *, out: Any = None) -> Any:
         """Read a basic selection (integers, slices, ``...``): ``a[selection]``, into ``out`` when given."""

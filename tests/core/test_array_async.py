@@ -217,3 +217,20 @@ def test_write_async_copies_values_it_would_share_at_the_call() -> None:
             blocker.result(TIMEOUT)
             written.result(TIMEOUT)
         np.testing.assert_array_equal(array[...], [1, 2, 3, 4], err_msg=name)
+
+
+def test_read_batch_async_gives_what_read_batch_gives(stored: gpuzarr.Array) -> None:
+    truth = _data()
+    crops = [(slice(y, y + 12), slice(x, x + 20)) for y, x in [(0, 0), (30, 41), (58, 70), (7, 3)]]
+    index_rows = [(np.array([1, 5, 9]), slice(10, 14)), (np.array([60, 2, 33]), slice(0, 4))]
+    for selections in (crops, index_rows):
+        future = stored.read_batch_async(selections)
+        expected = np.stack([truth[sel] for sel in selections])
+        np.testing.assert_array_equal(future.result(TIMEOUT), expected)
+        np.testing.assert_array_equal(stored.read_batch(selections), expected)
+    out = np.empty((4, 12, 20), "<i4")
+    assert stored.read_batch_async(crops, out=out).result(TIMEOUT) is out
+    with pytest.raises(InvalidArgumentError, match="shape"):
+        stored.read_batch_async([np.s_[0:2, 0:2], np.s_[0:3, 0:2]])
+    with pytest.raises(InvalidArgumentError, match="no selections"):
+        stored.read_batch_async([])
