@@ -7,9 +7,10 @@ TensorStore's futures are both. The work runs on the ``async_concurrency`` threa
 :func:`gpuzarr.config.request_pool`, in the order it was asked for; each request decodes on the
 shared ``concurrency`` pool as a blocking call would.
 
-A thread that asks for the result of work that has not started yet runs it itself, at once: a
-done-callback or another future's work that waits for a future never waits for a place on the
-request threads it occupies.
+Work that waits for a future whose work has not started yet (another future's work, or a
+done-callback, which runs where the future's work ended) runs that work itself, at once: it
+never waits for a place on the request threads it occupies. Any other thread waits, with its
+timeout, as for any :class:`concurrent.futures.Future`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
 T = TypeVar("T")
+
+#: ``depth``: how many futures' work this thread is running (0 or absent: none)
+_running = threading.local()
 
 
 class _Work(Generic[T]):
@@ -66,13 +70,15 @@ class Future(concurrent.futures.Future[T]):
 
     def cancel(self) -> bool:
         cancelled = super().cancel()
-        if cancelled and self._work is not None:
-            self._work.take()
+        if cancelled and self._work is not None and self._work.take() is not None:
+            # Told here, by the one thread that took the work: concurrent.futures.wait and
+            # as_completed count a cancelled future as done only once it is notified.
+            self.set_running_or_notify_cancel()
         return cancelled
 
     def _run_if_waiting(self) -> None:
-        """Run the work on this thread if no thread has started it."""
-        if self._work is not None and not self.done():
+        """Run the work here if it has not started and this thread runs a future's work."""
+        if self._work is not None and getattr(_running, "depth", 0) > 0 and not self.done():
             self._run()
 
     def _run(self) -> None:
@@ -80,6 +86,7 @@ class Future(concurrent.futures.Future[T]):
         if call is None or not self.set_running_or_notify_cancel():
             return  # taken by another thread, or cancelled while it waited its turn
         fn, args, kwargs = call
+        _running.depth = getattr(_running, "depth", 0) + 1
         try:
             result = fn(*args, **kwargs)
         except StopIteration as exc:
@@ -87,8 +94,12 @@ class Future(concurrent.futures.Future[T]):
             self.set_exception(RuntimeError(f"the work raised StopIteration: {exc!r}"))
         except BaseException as exc:  # the caller's result() raises it, whatever it is
             self.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: the thread that ran it stops too
         else:
-            self.set_result(result)
+            self.set_result(result)  # its done-callbacks run here, inside the work
+        finally:
+            _running.depth -= 1
 
 
 def submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:

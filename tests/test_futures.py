@@ -196,17 +196,36 @@ def test_waiting_inside_a_callback_or_another_futures_work_runs_the_work_there()
     assert got == [2]
 
 
-def test_work_taken_by_a_waiting_thread_runs_once() -> None:
+def test_any_other_thread_waits_with_its_timeout_and_the_work_runs_once_in_its_turn() -> None:
     calls: list[int] = []
     gate = threading.Event()
     with config.set(async_concurrency=1):
         blocker = futures.submit(gate.wait, TIMEOUT)
         queued = futures.submit(calls.append, 1)
-        assert queued.result(TIMEOUT / 10) is None  # run here at once, ahead of its turn
+        with pytest.raises(concurrent.futures.TimeoutError):
+            queued.result(0.05)  # not run here: this thread runs no future's work
+        with pytest.raises(concurrent.futures.TimeoutError):
+            queued.exception(0)  # a poll neither runs it nor waits
+        assert calls == [] and not queued.done()
+        gate.set()
+        assert queued.result(TIMEOUT) is None
+        blocker.result(TIMEOUT)
+    assert calls == [1]
+
+
+def test_a_cancelled_queued_future_counts_as_done_for_wait_and_as_completed() -> None:
+    gate = threading.Event()
+    with config.set(async_concurrency=1):
+        blocker = futures.submit(gate.wait, TIMEOUT)
+        queued = futures.submit(int, "1")
+        assert queued.cancel()
+        done, not_done = concurrent.futures.wait([queued], timeout=TIMEOUT)
+        assert done == {queued} and not not_done
+        assert list(concurrent.futures.as_completed([queued], timeout=TIMEOUT)) == [queued]
         gate.set()
         blocker.result(TIMEOUT)
-        futures.submit(calls.append, 2).result(TIMEOUT)
-    assert calls == [1, 2]
+        futures.submit(int, "2").result(TIMEOUT)  # the pool passes over the cancelled work
+    assert queued.cancelled()
 
 
 def test_stop_iteration_becomes_a_runtime_error_that_await_raises() -> None:

@@ -72,6 +72,20 @@ def written_value(value: Any, dtype: np.dtype[Any], where: str) -> np.ndarray[An
         raise UnwritableValueError(f"{where}: cannot write {_described(value)} as {dtype} ({exc})") from exc
 
 
+#: values whose conversion to an array makes a new one, which nothing else holds
+_FRESH_VALUES = (bool, int, float, complex, str, bytes, list, tuple, np.generic)
+
+
+def _own_copy(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A copy of ``host`` that shares no memory with it, no larger than its distinct elements.
+
+    An axis of stride 0 (a broadcast, a PyTorch ``expand``) is copied once and broadcast again.
+    """
+    strides = zip(host.strides, host.shape, strict=True)
+    repeated = tuple(slice(0, 1) if stride == 0 and n > 1 else slice(None) for stride, n in strides)
+    return np.broadcast_to(host[repeated].copy(), host.shape)
+
+
 def broadcast_value(arr: np.ndarray[Any, Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
     """``arr`` broadcast to a selection's ``shape`` as NumPy's assignment broadcasts it.
 
@@ -539,6 +553,8 @@ class Array:
         context = self._caller_context(stream)
         if context is None:
             return submit(self._execute_read, plan, out, stream, strict)
+        if out is None and context.needs_output:
+            out = context.output(plan.shape, self.dtype)
         return submit(self._read_in, context, plan, out, strict)
 
     def _caller_context(self, stream: Any) -> CallerContext | None:
@@ -554,8 +570,8 @@ class Array:
         return caller_context(self._reader, stream) if isinstance(self._reader, CudaReader) else None
 
     def _read_in(self, context: CallerContext, plan: SelectionPlan, out: Any, strict: bool) -> Any:
-        with context.entered():
-            return self._execute_read(plan, out, None, strict)
+        with context.entered() as stream:
+            return self._execute_read(plan, out, stream, strict)
 
     def read_batch(self, selections: Any, *, out: Any = None, stream: Any = None) -> Any:
         """Read many selections of one shape at once and stack them: shape ``(n, *shape)``.
@@ -712,14 +728,15 @@ class Array:
         """``value`` on the host, of the array's type and the plan's buffer shape.
 
         Its checks raise here, before anything is written. ``detached``: a value that is not a
-        NumPy array (a list, a PyTorch CPU tensor, an ``array.array``, a memmap) is copied where
-        the host array would share its memory, so that changing it afterwards changes nothing.
+        NumPy array (a PyTorch CPU tensor, an ``array.array``, a memmap, anything with
+        ``__array__``) is copied, so that changing it afterwards changes nothing; Python
+        scalars, lists and tuples are converted to new arrays anyway.
         """
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         host = written_value(value, self.dtype, f"array {self.path or '/'!r}")
-        if detached and type(value) is not np.ndarray and not host.flags.owndata:
-            host = host.copy()
+        if detached and type(value) is not np.ndarray and not isinstance(value, _FRESH_VALUES):
+            host = _own_copy(host)
         arr = broadcast_value(host, plan.shape)
         if plan.buffer_shape != plan.shape:
             arr = arr.reshape(plan.buffer_shape)

@@ -46,16 +46,18 @@ class _Context:
     #: whether the calling thread is inside one of them
     inside = threading.local()
 
+    needs_output = False
+
     def __init__(self, stream: Any) -> None:
         self.stream = stream
         self.entered_on: list[str] = []
 
     @contextlib.contextmanager
-    def entered(self) -> Iterator[None]:
+    def entered(self) -> Iterator[Any]:
         self.entered_on.append(threading.current_thread().name)
         self.inside.yes = True
         try:
-            yield
+            yield None  # the emulated device takes no stream
         finally:
             self.inside.yes = False
 
@@ -88,6 +90,32 @@ def test_read_async_runs_inside_the_callers_context(emulated_gpu: EmulatedGpu, m
     assert all(len(c.entered_on) == 1 for c in contexts)
     # Every device of the reads was made inside the context, on its current stream (None).
     assert made_inside and all(inside and stream is None for inside, stream in made_inside)
+
+
+def test_a_context_that_needs_an_output_makes_it_at_the_call(
+    emulated_gpu: EmulatedGpu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a per-thread default stream the result is made on the caller's thread (its stream's
+    memory pool), and the read fills it."""
+    array = make_array("v3-zstd-f4")
+    gpu = open_on_gpu(array)
+    made: list[tuple[str, np.ndarray[Any, Any]]] = []
+
+    class Needs(_Context):
+        needs_output = True
+
+        def output(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+            made.append((threading.current_thread().name, np.full(shape, -1, dtype)))
+            return made[-1][1]
+
+    monkeypatch.setattr(handoff, "caller_context", lambda reader, stream=None: Needs(stream))
+    result = gpu.read_async(np.s_[2:30, 4:50]).result(TIMEOUT)
+    assert [name for name, _ in made] == [threading.current_thread().name]
+    assert result is made[0][1]
+    assert_bitwise_equal(np.asarray(result), cpu_result(array, np.s_[2:30, 4:50]))
+    given = np.zeros((28, 46), "<f4")
+    assert gpu.read_async(np.s_[2:30, 4:50], out=given).result(TIMEOUT) is given
+    assert len(made) == 1  # an out= of the caller's is used as it is
 
 
 def test_strict_is_the_setting_at_the_call(emulated_gpu: EmulatedGpu) -> None:
@@ -167,6 +195,11 @@ def _fake_cupy(current_ptr: int, log: list[str]) -> Any:
         yield
 
     current = _FakeStream(current_ptr, log, "current")
+
+    def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+        log.append(f"empty {shape}")
+        return np.empty(shape, dtype)
+
     cuda = types.SimpleNamespace(
         Device=device,
         using_allocator=using_allocator,
@@ -174,7 +207,7 @@ def _fake_cupy(current_ptr: int, log: list[str]) -> Any:
         get_current_stream=lambda: current,
         Stream=lambda non_blocking: _FakeStream(0x99, log, f"own non_blocking={non_blocking}"),
     )
-    return types.SimpleNamespace(cuda=cuda)
+    return types.SimpleNamespace(cuda=cuda, empty=empty)
 
 
 def test_caller_context_enters_the_callers_device_allocator_and_stream(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,9 +217,11 @@ def test_caller_context_enters_the_callers_device_allocator_and_stream(monkeypat
     context = handoff.caller_context(reader)  # type: ignore[arg-type]
     assert context is not None and context.event is None
     log.clear()
-    with context.entered():
+    with context.entered() as stream:
         log.append("read")
+    assert stream is context.stream
     assert log == ["device 1", "allocator caller's allocator", "enter current", "read", "exit current"]
+    assert not context.needs_output
     emulated = types.SimpleNamespace(device_factory=lambda index, stream: None, index=0)
     assert handoff.caller_context(emulated) is None  # type: ignore[arg-type]
 
@@ -203,8 +238,12 @@ def test_a_per_thread_default_stream_is_ordered_by_an_event(monkeypatch: pytest.
     assert context is not None
     assert log == ["device 0", "record on current"]
     log.clear()
-    with contextlib.suppress(RuntimeError), context.entered():
-        log.append("read")
+    assert context.needs_output
+    assert context.output((2, 3), "<f4").shape == (2, 3)
+    assert log == ["device 0", "allocator caller's allocator", "enter current", "empty (2, 3)", "exit current"]
+    log.clear()
+    with contextlib.suppress(RuntimeError), context.entered() as stream:
+        log.append(f"read on {stream.name}")
         if fails:
             raise RuntimeError("the read failed")
     own = "own non_blocking=True"
@@ -213,7 +252,7 @@ def test_a_per_thread_default_stream_is_ordered_by_an_event(monkeypatch: pytest.
         "allocator caller's allocator",
         f"{own} waits for event of current",
         f"enter {own}",
-        "read",
+        f"read on {own}",
         f"exit {own}",
         f"synchronize {own}",
     ]

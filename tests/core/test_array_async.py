@@ -14,6 +14,7 @@ import pytest
 
 import gpuzarr
 from gpuzarr import config, futures
+from gpuzarr.core.array import _own_copy
 from gpuzarr.errors import (
     BoundsCheckError,
     CorruptChunkError,
@@ -200,6 +201,16 @@ def _shared_views() -> list[tuple[str, Any, Any]]:
 
     sub = np.array([1, 2, 3, 4], "<i4").view(Sub)
     values.append(("ndarray subclass", sub, lambda: sub.fill(9)))
+
+    class Holder:  # hands out the array it holds, which owns its data
+        def __init__(self) -> None:
+            self.data = np.array([1, 2, 3, 4], "<i4")
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+            return self.data
+
+    holder = Holder()
+    values.append(("__array__ of an owning array", holder, lambda: holder.data.fill(9)))
     return values
 
 
@@ -234,3 +245,15 @@ def test_read_batch_async_gives_what_read_batch_gives(stored: gpuzarr.Array) -> 
         stored.read_batch_async([np.s_[0:2, 0:2], np.s_[0:3, 0:2]])
     with pytest.raises(InvalidArgumentError, match="no selections"):
         stored.read_batch_async([])
+
+
+def test_a_broadcast_value_is_copied_no_larger_than_its_distinct_elements() -> None:
+    wide = np.broadcast_to(np.arange(3, dtype="<i4"), (100_000, 3))
+    copied = _own_copy(wide)
+    assert not np.shares_memory(copied, wide)
+    np.testing.assert_array_equal(copied, wide)
+    assert copied.base is not None and copied.base.nbytes == 12
+    torch = pytest.importorskip("torch")
+    array = gpuzarr.zeros(shape=(100_000, 3), chunks=(50_000, 3), dtype="<i4", store=gpuzarr.MemoryStore())
+    array.write_async(Ellipsis, torch.arange(3, dtype=torch.int32).expand(100_000, 3)).result(TIMEOUT)
+    np.testing.assert_array_equal(array[-2:], [[0, 1, 2], [0, 1, 2]])

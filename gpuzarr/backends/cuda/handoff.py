@@ -70,22 +70,46 @@ class CallerContext:
         self.allocator = allocator
         self.event = event
 
+    @property
+    def needs_output(self) -> bool:
+        """Whether a read without ``out`` must be given one made by :meth:`output` here.
+
+        Memory CuPy hands out on a stream goes back to that stream's pool; a result made on the
+        read's own stream (a per-thread default stream's case) would be handed out again there,
+        unordered with the caller's work on it.
+        """
+        return self.event is not None
+
+    def output(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A new CuPy array for the read's result, made on the calling thread's stream and allocator."""
+        cupy = kernels.import_cupy()
+        with cupy.cuda.Device(self.index), cupy.cuda.using_allocator(self.allocator), self.stream:
+            return cupy.empty(shape, dtype)
+
     @contextlib.contextmanager
-    def entered(self) -> Iterator[None]:
-        """The device, allocator and stream current on this thread for the read inside."""
+    def entered(self) -> Iterator[Any]:
+        """The device, allocator and stream current on this thread for the read inside.
+
+        It yields the stream, which the read is given as ``stream`` too.
+        """
         cupy = kernels.import_cupy()
         with cupy.cuda.Device(self.index), cupy.cuda.using_allocator(self.allocator):
             if self.event is None:
                 with self.stream:
-                    yield
+                    yield self.stream
                 return
             own = cupy.cuda.Stream(non_blocking=True)
             own.wait_event(self.event)
             try:
                 with own:
-                    yield
-            finally:  # a failed read too: nothing of it may still write into ``out`` afterwards
-                own.synchronize()
+                    yield own
+            except BaseException:
+                # Nothing of a failed read may write into ``out`` afterwards either; its own
+                # error is the one raised.
+                with contextlib.suppress(Exception):
+                    own.synchronize()
+                raise
+            own.synchronize()
 
 
 def caller_context(reader: CudaReader, stream: Any = None) -> CallerContext | None:
