@@ -65,7 +65,7 @@ class HttpServer:
         #: that refuses a value from its headers closes the connection long before its end
         self.bytes_sent: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
@@ -183,6 +183,12 @@ def _span(header: str, size: int) -> tuple[int, int] | None:
         start = int(first)
         stop = min(int(last) + 1, size) if last else size
     return None if start >= size or start >= stop else (start, stop)
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: clients opening more connections at once than that had
+    # some dropped and retried by TCP a second later, as no real server makes them.
+    request_queue_size = 128
 
 
 class _Handler(BaseHTTPRequestHandler):
