@@ -85,8 +85,16 @@ class GpuZarrBackendArray(BackendArray):
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.VECTORIZED, self._read(key))
 
     async def async_getitem(self, key: ExplicitIndexer) -> Any:
-        """``ds.load_async()``: the same read, on a worker thread (gpuzarr reads synchronously,
-        with its own thread pool), so that the event loop keeps running."""
+        """``ds.load_async()``: the same read, on another thread, so that the event loop keeps
+        running.
+
+        Integers and slices (what loading a variable or a ``ds.isel`` of slices asks) are
+        :meth:`~gpuzarr.Array.read_async`: they share gpuzarr's request threads with the
+        caller's other futures and, on a GPU, run on the caller's device and stream. Index
+        arrays run on asyncio's default executor.
+        """
+        if type(key) is indexing.BasicIndexer:
+            return self._as_array(await self.array.read_async(key.tuple))
         return await asyncio.to_thread(self.__getitem__, key)
 
     def _read(self, key: ExplicitIndexer) -> Any:

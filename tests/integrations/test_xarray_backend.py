@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -280,17 +281,23 @@ class CountingStore(gpuzarr.LocalStore):
     def __init__(self, root: Path) -> None:
         super().__init__(root, read_only=True)
         self.keys: list[str] = []
+        #: the name of the thread of each read, in the order of ``keys``
+        self.threads: list[str] = []
+
+    def _note(self, key: str) -> None:
+        self.keys.append(key)
+        self.threads.append(threading.current_thread().name)
 
     def get(self, key, byte_range=None):  # type: ignore[no-untyped-def]
-        self.keys.append(key)
+        self._note(key)
         return super().get(key, byte_range)
 
     def get_ranges(self, key, ranges):  # type: ignore[no-untyped-def]
-        self.keys.append(key)
+        self._note(key)
         return super().get_ranges(key, ranges)
 
     def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
-        self.keys.append(key)
+        self._note(key)
         return super().get_into(key, buffer_for, start, length)
 
     def chunks_read(self, name: str) -> set[str]:
@@ -310,6 +317,7 @@ def counted(tmp_path: Path, zarr_format: int) -> tuple[Any, CountingStore, Any]:
     store = CountingStore(path)
     ds = xr.open_dataset(store, engine="gpuzarr")
     store.keys.clear()
+    store.threads.clear()
     return ds, store, values
 
 
@@ -366,6 +374,21 @@ def test_load_async_reads_only_the_selected_chunks(counted: tuple[Any, CountingS
     loaded = asyncio.run(selected.load_async())
     np.testing.assert_array_equal(loaded.values, values[0:3, [19]])
     assert store.chunks_read("v") == {_key(zarr_format, 0, 3)}
+
+
+def test_load_async_of_slices_reads_through_gpuzarrs_futures(
+    counted: tuple[Any, CountingStore, Any], zarr_format: int
+) -> None:
+    """Slices go to Array.read_async: gpuzarr's request threads (and its decode pool), not
+    asyncio's default executor, read their chunks."""
+    import asyncio
+
+    ds, store, values = counted
+    loaded = asyncio.run(ds["v"].isel(t=slice(2, 9), x=slice(3, 17)).load_async())
+    np.testing.assert_array_equal(loaded.values, values[2:9, 3:17])
+    threads = {name for key, name in zip(store.keys, store.threads, strict=True) if key in store.chunks_read("v")}
+    assert threads and all(name.startswith("gpuzarr") for name in threads), threads
+    assert any(name.startswith("gpuzarr-request") for name in threads), threads
 
 
 def test_a_vectorised_key_with_slices_reads_as_numpy_does(tmp_path: Path) -> None:
