@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import multiprocessing
 import subprocess
@@ -271,3 +272,60 @@ def test_at_interpreter_exit_the_work_runs_at_the_call() -> None:
     done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[5, 0]", done.stderr
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_many_threads_submitting_waiting_and_cancelling(seed: int) -> None:
+    """Submits, cancels and waits from several threads, some inside other futures' work: every
+    future ends exactly once, done, with its own value, its error, or cancelled and never run."""
+    import random
+
+    ran: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def work(i: int, nested: list[futures.Future[int]]) -> int:
+        with lock:
+            ran[i] = ran.get(i, 0) + 1
+        if i % 11 == 0:
+            raise ValueError(i)
+        for f in nested:  # waiting inside a future's work: may run the others here
+            with contextlib.suppress(ValueError, concurrent.futures.CancelledError):
+                f.result(TIMEOUT)
+        return i * 2
+
+    made: list[futures.Future[int]] = []
+    made_lock = threading.Lock()
+
+    def client(k: int) -> None:
+        rng = random.Random(seed * 100 + k)
+        for j in range(150):
+            i = k * 1000 + j
+            with made_lock:
+                nested = rng.sample(made, min(len(made), rng.randrange(3)))
+            future = futures.submit(work, i, nested)
+            with made_lock:
+                made.append(future)
+            if rng.random() < 0.2:
+                future.cancel()
+
+    with config.set(async_concurrency=2):
+        clients = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join(TIMEOUT)
+        _, not_done = concurrent.futures.wait(made, timeout=TIMEOUT)
+    assert not not_done
+    by_value: dict[int, bool] = {}
+    for f in made:
+        if f.cancelled():
+            continue
+        exc = f.exception()
+        if exc is not None:
+            assert isinstance(exc, ValueError) and exc.args[0] % 11 == 0
+            by_value[exc.args[0]] = True
+        else:
+            assert f.result() % 2 == 0
+            by_value[f.result() // 2] = True
+    assert all(count == 1 for count in ran.values())
+    assert set(ran) == set(by_value)  # run exactly the futures that were not cancelled
