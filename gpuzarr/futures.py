@@ -7,10 +7,12 @@ TensorStore's futures are both. The work runs on the ``async_concurrency`` threa
 :func:`gpuzarr.config.request_pool`, in the order it was asked for; each request decodes on the
 shared ``concurrency`` pool as a blocking call would.
 
-Work that waits for a future whose work has not started yet (another future's work, or a
-done-callback, which runs where the future's work ended) runs that work itself, at once: it
-never waits for a place on the request threads it occupies. Any other thread waits, with its
-timeout, as for any :class:`concurrent.futures.Future`.
+Work that asks for the ``result()`` or ``exception()`` of a future whose work has not started
+yet (another future's work, or a done-callback, which runs where the future's work ended) runs
+that work itself, at once, whatever its timeout: it never waits for a place on the request
+threads it occupies. Any other thread waits, with its timeout, as for any
+:class:`concurrent.futures.Future`. (``concurrent.futures.wait`` and ``as_completed`` inside a
+future's work wait for a thread like any other caller.)
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ class Future(concurrent.futures.Future[T]):
         except BaseException as exc:  # the caller's result() raises it, whatever it is
             self.set_exception(exc)
             if not isinstance(exc, Exception):
-                raise  # KeyboardInterrupt, SystemExit: the thread that ran it stops too
+                # KeyboardInterrupt, SystemExit: on where the work ran inline (a waiting thread,
+                # an atexit call); a pool thread drops it and goes on.
+                raise
         else:
             self.set_result(result)  # its done-callbacks run here, inside the work
         finally:
@@ -112,7 +116,9 @@ def submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
     future._work = _Work(fn, args, kwargs)
     try:
         config.request_pool().submit(future._run)
-    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+    except RuntimeError:
+        # "cannot schedule new futures after interpreter shutdown" (or no thread could start):
+        # the work is still this future's alone to run, once (``_Work.take``).
         future._run()
     return future
 

@@ -18,6 +18,7 @@ import numpy as np
 from .. import backends, config
 from ..attributes import Attributes
 from ..backends.cpu import as_host_array, write_plan
+from ..backends.cpu.host_arrays import is_device_array
 from ..backends.select import resolve_device_for
 from ..consolidated import record_metadata_write, recorded_if_interrupted
 from ..errors import (
@@ -735,7 +736,9 @@ class Array:
         if self.read_only:
             raise ReadOnlyError(f"array {self.path or '/'!r} is read-only")
         host = written_value(value, self.dtype, f"array {self.path or '/'!r}")
-        if detached and type(value) is not np.ndarray and not isinstance(value, _FRESH_VALUES):
+        if detached and type(value) is not np.ndarray and not isinstance(value, _FRESH_VALUES) and not (
+            is_device_array(value)  # copied to the host already
+        ):
             host = _own_copy(host)
         arr = broadcast_value(host, plan.shape)
         if plan.buffer_shape != plan.shape:

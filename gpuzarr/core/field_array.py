@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BoundsCheckError, InvalidSelectionError, MetadataError
+from ..futures import Future, submit
 from ..plan.selection import expand_ellipsis
 from .array import broadcast_value, written_value
 
@@ -105,6 +106,12 @@ class FieldArray:
     def read(self, selection: Any = Ellipsis) -> Any:
         """Read ``selection`` of the field (NumPy array)."""
         return self[selection]
+
+    def read_async(self, selection: Any = Ellipsis) -> Future[Any]:
+        """:meth:`read`, started and returned at once as a :class:`gpuzarr.futures.Future`
+        (see ``Array.read_async``); the selection's axes are checked here."""
+        self._split(selection)
+        return submit(self.read, selection)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
         data: np.ndarray[Any, Any] = self[...]

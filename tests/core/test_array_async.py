@@ -19,6 +19,7 @@ from gpuzarr.errors import (
     BoundsCheckError,
     CorruptChunkError,
     InvalidArgumentError,
+    InvalidSelectionError,
     NodeNotFoundError,
     ReadOnlyError,
     UnwritableValueError,
@@ -185,16 +186,19 @@ def _shared_views() -> list[tuple[str, Any, Any]]:
     """(name, a value that NumPy would view rather than copy, how to change it afterwards)."""
     import array as std_array
 
-    import torch
-
     values: list[tuple[str, Any, Any]] = []
     ints = std_array.array("i", [1, 2, 3, 4])
     values.append(("array.array", ints, lambda: ints.__setitem__(slice(None), std_array.array("i", [9] * 4))))
     raw = bytearray(np.array([1, 2, 3, 4], "<i4").tobytes())
     view = memoryview(raw).cast("i")
     values.append(("memoryview", view, lambda: raw.__setitem__(slice(None), bytes(16))))
-    tensor = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
-    values.append(("torch CPU tensor", tensor, lambda: tensor.fill_(9)))
+    try:
+        import torch
+    except ImportError:
+        pass
+    else:
+        tensor = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+        values.append(("torch CPU tensor", tensor, lambda: tensor.fill_(9)))
 
     class Sub(np.ndarray):  # type: ignore[type-arg]
         pass
@@ -216,7 +220,6 @@ def _shared_views() -> list[tuple[str, Any, Any]]:
 
 def test_write_async_copies_values_it_would_share_at_the_call() -> None:
     """Only a plain NumPy array is read while the write runs; anything else is taken at the call."""
-    pytest.importorskip("torch")
     for name, value, change in _shared_views():
         array = gpuzarr.zeros(shape=(4,), chunks=(2,), dtype="<i4", store=gpuzarr.MemoryStore())
         gate = threading.Event()
@@ -257,3 +260,16 @@ def test_a_broadcast_value_is_copied_no_larger_than_its_distinct_elements() -> N
     array = gpuzarr.zeros(shape=(100_000, 3), chunks=(50_000, 3), dtype="<i4", store=gpuzarr.MemoryStore())
     array.write_async(Ellipsis, torch.arange(3, dtype=torch.int32).expand(100_000, 3)).result(TIMEOUT)
     np.testing.assert_array_equal(array[-2:], [[0, 1, 2], [0, 1, 2]])
+
+
+def test_field_read_async_gives_what_read_gives(tmp_path: Path) -> None:
+    dtype = np.dtype([("x", "<i4"), ("y", "<f8")])
+    records = np.zeros((6, 5), dtype)
+    records["x"] = np.arange(30).reshape(6, 5)
+    records["y"] = records["x"] / 4
+    gpuzarr.array(records, store=str(tmp_path / "s.zarr"), zarr_format=2, chunks=(4, 4))
+    field = gpuzarr.open_async(str(tmp_path / "s.zarr"), mode="r", field="y").result(TIMEOUT)
+    assert not isinstance(field, gpuzarr.Array | gpuzarr.Group)
+    np.testing.assert_array_equal(field.read_async(np.s_[1:5, ::2]).result(TIMEOUT), records["y"][1:5, ::2])
+    with pytest.raises(InvalidSelectionError):
+        field.read_async((0, 0.5))

@@ -1,6 +1,7 @@
-"""What a caller that reads on a side stream and hands results to another stream needs (the data
-loader): the side stream itself, and device objects to record events on one stream and make
-another wait for them, without importing CuPy outside this package."""
+"""What reads that run on one stream or thread and hand results to another need, without importing
+CuPy outside this package: the data loader's side stream and device objects to record events on
+one stream and make another wait for them; and the caller's device, allocator and stream that a
+read started on one thread and run on another (``Array.read_async``) keeps (``CallerContext``)."""
 
 from __future__ import annotations
 
@@ -121,8 +122,8 @@ def caller_context(reader: CudaReader, stream: Any = None) -> CallerContext | No
     if reader.device_factory is not CudaDevice:
         return None
     cupy = kernels.import_cupy()
+    ordered_on = current_stream(reader.index) if stream is None else as_cupy_stream(stream, reader.index)
     with cupy.cuda.Device(reader.index):
-        ordered_on = cupy.cuda.get_current_stream() if stream is None else as_cupy_stream(stream, reader.index)
         allocator = cupy.cuda.get_allocator()
         event = ordered_on.record() if int(ordered_on.ptr) == PER_THREAD_STREAM else None
     return CallerContext(reader.index, ordered_on, allocator, event)
