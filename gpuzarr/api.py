@@ -198,10 +198,14 @@ def open_async(
 ) -> Future[Array | Group | FieldArray]:
     """:func:`open`, started and returned at once as a :class:`gpuzarr.futures.Future`.
 
-    ``.result()`` gives the node and raises :func:`open`'s errors; ``await`` waits without
-    blocking an asyncio event loop (an object store's metadata is a request or more away).
+    A ``mode`` or ``device`` that names nothing raises here. ``.result()`` gives the node and
+    raises :func:`open`'s other errors; ``await`` waits without blocking an asyncio event loop
+    (an object store's metadata is a request or more away).
     """
+    if mode is not None:
+        parse_mode(mode)
     # CUDA's current device is a thread's own: the one this thread has now is the one "gpu" means.
+    # (A device string that names nothing raises here too.)
     return submit(
         _open_on,
         callers_device(device),

@@ -102,9 +102,12 @@ def resolve_device(device: str) -> str:
 def callers_device(device: Any) -> int | None:
     """The CUDA device ``device`` resolves to on this thread now where that is the thread's
     current device ("gpu", "cuda", "auto" on a GPU); None where it does not depend on the
-    thread (the CPU, "cuda:N") or cannot be resolved (the error is raised where it is opened).
+    thread (the CPU, "cuda:N") or the GPU path cannot run (the DeviceError is raised where it
+    is opened). A device string that names nothing raises DeviceError here.
     """
-    if not isinstance(device, str) or device == "cpu" or device.startswith("cuda:"):
+    if not isinstance(device, str) or (device not in DEVICES and not device.startswith("cuda:")):
+        resolve_device(device)  # raises, naming what is wrong
+    if device == "cpu" or device.startswith("cuda:"):
         return None
     try:
         return device_index(resolve_device(device))

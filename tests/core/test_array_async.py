@@ -273,3 +273,14 @@ def test_field_read_async_gives_what_read_gives(tmp_path: Path) -> None:
     np.testing.assert_array_equal(field.read_async(np.s_[1:5, ::2]).result(TIMEOUT), records["y"][1:5, ::2])
     with pytest.raises(InvalidSelectionError):
         field.read_async((0, 0.5))
+
+
+def test_open_async_refuses_a_mode_or_device_that_names_nothing_at_the_call(tmp_path: Path) -> None:
+    from gpuzarr.errors import DeviceError
+
+    with pytest.raises(InvalidArgumentError, match="mode"):
+        gpuzarr.open_async(str(tmp_path / "x.zarr"), mode="rw")
+    with pytest.raises(DeviceError, match="device"):
+        gpuzarr.open_async(str(tmp_path / "x.zarr"), device="tpu")
+    with pytest.raises(DeviceError, match="device"):
+        gpuzarr.open_async(str(tmp_path / "x.zarr"), device=0)  # type: ignore[arg-type]
