@@ -284,3 +284,29 @@ def test_open_async_refuses_a_mode_or_device_that_names_nothing_at_the_call(tmp_
         gpuzarr.open_async(str(tmp_path / "x.zarr"), device="tpu")
     with pytest.raises(DeviceError, match="device"):
         gpuzarr.open_async(str(tmp_path / "x.zarr"), device=0)  # type: ignore[arg-type]
+
+
+def test_write_async_does_not_copy_a_device_value_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device value comes to the host as a new array already: no second copy of it."""
+    from gpuzarr.backends.cuda import host
+    from gpuzarr.core import array as array_module
+
+    class DeviceValue:  # what the write path sees of a CuPy array
+        @property
+        def __cuda_array_interface__(self) -> dict[str, Any]:
+            return {"shape": (4,), "typestr": "<i4", "data": (0, False), "version": 3}
+
+    monkeypatch.setattr(host, "device_to_host", lambda value: np.array([5, 6, 7, 8], "<i4"))
+    copies: list[int] = []
+
+    def counted_copy(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        copies.append(values.size)
+        return _own_copy(values)
+
+    monkeypatch.setattr(array_module, "_own_copy", counted_copy)
+    array = gpuzarr.zeros(shape=(4,), chunks=(2,), dtype="<i4", store=gpuzarr.MemoryStore())
+    array.write_async(slice(None), DeviceValue()).result(TIMEOUT)
+    np.testing.assert_array_equal(array[...], [5, 6, 7, 8])
+    assert copies == []
+    array.write_async(slice(None), memoryview(np.array([1, 2, 3, 4], "<i4"))).result(TIMEOUT)
+    assert copies == [4]  # a host value that is not NumPy's is copied
