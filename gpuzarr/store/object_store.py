@@ -126,7 +126,10 @@ class ObjectStore(Store):
         is_http = type(store).__name__ == "HTTPStore"
         super().__init__(read_only=read_only or is_http)
         self.store = store
-        self.url = url if url is not None else _url_of(store)
+        #: the store's configuration (bucket, endpoint, region, ...); None where obstore cannot
+        #: give it (see :func:`_store_config`)
+        self._config = _store_config(store)
+        self.url = url if url is not None else _url_of(store, self._config)
         self.is_http = is_http
         # An HTTP server has no listing: callers check the capability before they list.
         self.supports_listing = not is_http
@@ -227,6 +230,13 @@ class ObjectStore(Store):
         state: dict[str, Any] = {"read_only": self.read_only, "url": self.url, "io_concurrency": self._io_concurrency}
         if self._recipe is not None:
             state["recipe"] = self._recipe
+        elif self._config is None:
+            # obstore pickles a store by its configuration, which it cannot give for this one.
+            raise InvalidArgumentError(
+                f"{self!r} cannot be pickled: obstore cannot give the configuration of its {type(self.store).__name__} "
+                "(made with a client option such as allow_http among its configuration keys). Give client options "
+                "in client_options={...}, or open the data by URL with storage_options"
+            )
         else:
             state["store"] = self.store
         return state
@@ -261,7 +271,12 @@ class ObjectStore(Store):
         doc: dict[str, Any]
         if url.scheme in ("s3", "s3a"):
             doc = {"driver": "s3", "bucket": url.netloc}
-            settings = dict(getattr(self.store, "config", None) or {})
+            settings = self._config
+            if settings is None:
+                raise MetadataError(
+                    f"spec: the configuration of {self!r} cannot be read (obstore fails on a store given a "
+                    "client option such as allow_http as a configuration key: give it in client_options)"
+                )
             for ours, theirs in (("endpoint", "endpoint"), ("aws_region", "region")):
                 value = settings.get(theirs, settings.get("aws_" + theirs))
                 if value:
@@ -793,12 +808,30 @@ def _http_range(byte_range: ByteRange) -> Any:
     return (byte_range.offset, byte_range.offset + byte_range.length)
 
 
-def _url_of(store: Any) -> str:
-    """A URL naming an obstore store, for messages (and kvstore specs)."""
+def _store_config(store: Any) -> dict[str, Any] | None:
+    """An obstore store's ``config``, or None where obstore cannot give it.
+
+    obstore 0.12 panics (``pyo3_runtime.PanicException``, a BaseException, so not caught as an
+    error) reading the configuration of an ``S3Store`` made with a client option among its
+    configuration keys (``S3Store(bucket, allow_http=True)``), a store that reads and writes as
+    any other.
+    """
+    try:
+        return dict(getattr(store, "config", None) or {})
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        return None
+
+
+def _url_of(store: Any, cfg: dict[str, Any] | None) -> str:
+    """A URL naming an obstore store, for messages (and kvstore specs); ``cfg``: its
+    configuration (None: not known, and the bucket named as unknown)."""
     name = type(store).__name__
     # A path object for obstore's LocalStore (its root directory), a string for the others.
     prefix = str(getattr(store, "prefix", None) or "").strip("/")
-    cfg: dict[str, Any] = dict(getattr(store, "config", None) or {})
+    if cfg is None:
+        cfg = {"bucket": "(bucket unknown)", "container_name": "(container unknown)"}
     if name == "HTTPStore":
         return str(store.url).rstrip("/")
     if name == "LocalStore":

@@ -612,3 +612,27 @@ def test_an_obstore_local_store(tmp_path: Path) -> None:
     array = gpuzarr.create_array(store, shape=(4, 4), dtype="i4", chunks=(2, 2))
     array[...] = np.arange(16).reshape(4, 4)
     np.testing.assert_array_equal(gpuzarr.open_array(str(tmp_path), mode="r")[...], np.arange(16).reshape(4, 4))
+
+
+def test_a_store_whose_configuration_obstore_cannot_give(s3_bucket: S3Bucket) -> None:
+    """obstore panics reading the configuration of an S3Store given a client option among its
+    configuration keys (``allow_http=True``): the store still reads and writes, its URL names the
+    bucket as unknown, and a spec or a pickle of it is refused with a GpuZarrError (the panic
+    is a BaseException, which escaped every ``except Exception``)."""
+    from obstore.store import S3Store
+
+    from tests.servers.s3 import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
+
+    raw = S3Store(
+        s3_bucket.name, prefix="panicky.zarr", endpoint=s3_bucket.endpoint, region=REGION,
+        access_key_id=ACCESS_KEY_ID, secret_access_key=SECRET_ACCESS_KEY, allow_http=True,
+    )  # fmt: skip
+    store = ObjectStore(raw)
+    assert store.url == "s3://(bucket unknown)/panicky.zarr"
+    array = gpuzarr.create(store, shape=(4,), chunks=(2,), dtype="i2")
+    array[...] = np.arange(4)
+    np.testing.assert_array_equal(gpuzarr.open_array(store, mode="r")[...], np.arange(4))
+    with pytest.raises(gpuzarr.errors.MetadataError, match="configuration"):
+        store.kvstore_json()
+    with pytest.raises(InvalidArgumentError, match="cannot be pickled"):
+        pickle.dumps(store)
