@@ -99,9 +99,16 @@ class ObjectStoreOptions:
         client = {**DEFAULT_CLIENT_OPTIONS, **{k: options.pop(k) for k in list(options) if k in CLIENT_KEYS}}
         for key in _CLIENT_DURATIONS & set(client):
             client[key] = _duration(client[key], key, keep_strings=True)
-        endpoint = options.get("endpoint", options.get("aws_endpoint"))
-        if endpoint is not None:
-            _check_endpoint(endpoint)
+        for key, value in options.items():
+            if isinstance(value, str) and _CONTROL.search(value):
+                # obstore turns such a value into a request header and panics on it (a
+                # PanicException, which no ``except Exception`` catches): a key read from a
+                # file with its newline.
+                raise InvalidArgumentError(f"storage_options[{key!r}]: the value holds a control character")
+        endpoints = [k for k in ("endpoint", "aws_endpoint", "endpoint_url", "aws_endpoint_url") if k in options]
+        endpoint = options[endpoints[0]] if endpoints else None
+        for key in endpoints:  # every spelling obstore takes
+            _check_endpoint(options[key], key)
         if isinstance(endpoint, str) and endpoint.startswith("http://"):
             client.setdefault("allow_http", True)
         return cls(options, client, _retry_config(retry), io_concurrency, cache_bytes)
@@ -125,6 +132,9 @@ def _retry_config(values: dict[str, Any]) -> dict[str, Any]:
         },
     }
 
+
+#: Characters no configuration value (credential, region, endpoint) may hold.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 #: The longest duration taken (a year): obstore's durations are finite, and a timedelta of
 #: 1e20 seconds overflowed.
@@ -175,13 +185,13 @@ def _duration(value: Any, key: str, keep_strings: bool = False) -> Any:
     )
 
 
-def _check_endpoint(endpoint: Any) -> None:
+def _check_endpoint(endpoint: Any, key: str = "endpoint") -> None:
     """An endpoint is an http(s) URL with a host: obstore took "not a url" and panicked at the
     first request (a ``PanicException``, which ``except Exception`` does not catch)."""
     parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         expected = "expected an http:// or https:// URL"
-        raise InvalidArgumentError(f"storage_options['endpoint']: {expected}, got {endpoint!r}")
+        raise InvalidArgumentError(f"storage_options[{key!r}]: {expected}, got {endpoint!r}")
 
 
 def _positive_int(value: Any, key: str) -> int | None:

@@ -48,11 +48,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import importlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote, unquote, urlsplit
 
 import numpy as np
 
@@ -65,6 +66,8 @@ from .object_options import ObjectStoreOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence
+
+T = TypeVar("T")
 
 #: URL schemes :meth:`ObjectStore.from_url` reads, and the scheme obstore knows them by.
 SCHEMES = {
@@ -96,6 +99,35 @@ def import_obstore() -> Any:
     return obstore
 
 
+def _panics_as_store_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """``method`` of an ObjectStore, with obstore's panics raised as StoreError naming the store
+    and the key (its first argument, or its ``what``).
+
+    obstore panics (``pyo3_runtime.PanicException``, a BaseException that no ``except
+    Exception`` catches) on some values it was configured with: a credential or region holding
+    a character no HTTP header may hold, an endpoint it cannot parse given to a store made by
+    the user.
+    """
+
+    @functools.wraps(method)
+    def guarded(self: ObjectStore, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as exc:
+            if type(exc).__name__ != "PanicException":
+                raise
+            key = kwargs.get("what", args[-1] if method.__name__ == "_delete" else args[0] if args else "")
+            raise StoreError(
+                self.url, str(key), f"obstore failed ({_first_line(exc)}): a storage option it cannot use?"
+            ) from exc
+
+    return guarded
+
+
+#: ``ObjectStore(_config=...)`` not given: the store's configuration is read from it
+_UNREAD: Any = object()
+
+
 class ObjectStore(Store):
     """A store on an object store or HTTP server, wrapping an obstore store.
 
@@ -121,15 +153,31 @@ class ObjectStore(Store):
     reads_sizes_first = True
 
     def __init__(
-        self, store: Any, *, read_only: bool = False, url: str | None = None, io_concurrency: int | None = None
+        self,
+        store: Any,
+        *,
+        read_only: bool = False,
+        url: str | None = None,
+        io_concurrency: int | None = None,
+        _config: Any = _UNREAD,
     ) -> None:
+        if type(store).__module__.split(".")[0] != "obstore":
+            hint = " (zarr-python's ObjectStore: pass its .store)" if hasattr(store, "store") else ""
+            raise InvalidArgumentError(
+                f"ObjectStore: expected an obstore store (obstore.store.S3Store, ...), got {type(store).__name__}"
+                f"{hint}; for a URL use ObjectStore.from_url or gpuzarr.open(url)"
+            )
         is_http = type(store).__name__ == "HTTPStore"
         super().__init__(read_only=read_only or is_http)
         self.store = store
         #: the store's configuration (bucket, endpoint, region, ...); None where obstore cannot
         #: give it (see :func:`_store_config`)
-        self._config = _store_config(store)
+        # Read once per store: where obstore cannot give it, it prints its panic each time.
+        self._config: dict[str, Any] | None = _store_config(store) if _config is _UNREAD else _config
         self.url = url if url is not None else _url_of(store, self._config)
+        # obstore's local file system has no conditional PUT (PutMode::Update): read-modify-writes
+        # take this process's locks there, as for an fsspec file system.
+        self.supports_conditional_writes = type(store).__name__ != "LocalStore"
         self.is_http = is_http
         # An HTTP server has no listing: callers check the capability before they list.
         self.supports_listing = not is_http
@@ -217,11 +265,22 @@ class ObjectStore(Store):
     def __repr__(self) -> str:
         return f"ObjectStore({self.url!r}{', read_only=True' if self.read_only else ''})"
 
+    def _identity(self) -> tuple[Any, ...]:
+        """What makes two stores the same place: a URL names no endpoint (the same bucket on
+        MinIO and on AWS) nor, for a wrapped obstore store, which one: the options made from,
+        or the obstore store itself."""
+        if self._recipe is not None:
+            url, options = self._recipe
+            made_from: Any = (url, repr(sorted((options or {}).items(), key=lambda kv: kv[0])))
+        else:
+            made_from = id(self.store)
+        return (self.url, self.read_only, made_from)
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ObjectStore) and (self.url, self.read_only) == (other.url, other.read_only)
+        return isinstance(other, ObjectStore) and self._identity() == other._identity()
 
     def __hash__(self) -> int:
-        return hash((self.url, self.read_only))
+        return hash(self._identity())
 
     def __getstate__(self) -> dict[str, Any]:
         # A store made from a URL travels as its URL and options, so that the other process
@@ -253,7 +312,9 @@ class ObjectStore(Store):
 
     def with_options(self, read_only: bool) -> ObjectStore:
         """The same objects, refusing writes when ``read_only``."""
-        other = ObjectStore(self.store, read_only=read_only, url=self.url, io_concurrency=self._io_concurrency)
+        other = ObjectStore(
+            self.store, read_only=read_only, url=self.url, io_concurrency=self._io_concurrency, _config=self._config
+        )
         other._recipe = self._recipe
         other.cache_bytes = self.cache_bytes
         return other
@@ -269,14 +330,15 @@ class ObjectStore(Store):
         ``http`` kvstore for this store; MetadataError for Azure, which TensorStore lacks."""
         url = urlsplit(self.url)
         doc: dict[str, Any]
+        settings = self._config
+        if settings is None and url.scheme not in ("http", "https"):
+            raise MetadataError(
+                f"spec: the configuration of {self!r} cannot be read (obstore fails on a store given a "
+                "client option such as allow_http as a configuration key: give it in client_options)"
+            )
         if url.scheme in ("s3", "s3a"):
             doc = {"driver": "s3", "bucket": url.netloc}
-            settings = self._config
-            if settings is None:
-                raise MetadataError(
-                    f"spec: the configuration of {self!r} cannot be read (obstore fails on a store given a "
-                    "client option such as allow_http as a configuration key: give it in client_options)"
-                )
+            assert settings is not None
             for ours, theirs in (("endpoint", "endpoint"), ("aws_region", "region")):
                 value = settings.get(theirs, settings.get("aws_" + theirs))
                 if value:
@@ -340,6 +402,7 @@ class ObjectStore(Store):
     def exists(self, key: str) -> bool:
         return self._head(validate_key(key)) is not None
 
+    @_panics_as_store_errors
     def _head(self, key: str) -> dict[str, Any] | None:
         import obstore.exceptions as obx
 
@@ -353,6 +416,7 @@ class ObjectStore(Store):
             raise self.error(exc, key) from exc
         return meta
 
+    @_panics_as_store_errors
     def _read(
         self,
         key: str,
@@ -412,6 +476,7 @@ class ObjectStore(Store):
             raise _Replaced(key)
         return _Got(memoryview(b"") if buffer_for is not None else b"", int(meta["size"]), meta.get("e_tag"))
 
+    @_panics_as_store_errors
     def _request(
         self, key: str, byte_range: ByteRange | None, if_match: str | None
     ) -> tuple[Any, int, tuple[int, int]] | _Got | None:
@@ -504,6 +569,7 @@ class ObjectStore(Store):
 
     # -- listing -----------------------------------------------------------------------------------
 
+    @_panics_as_store_errors
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)
         if self.is_http:
@@ -531,6 +597,7 @@ class ObjectStore(Store):
             raise self.error(exc, prefix) from exc
         return iter(sorted(keys))
 
+    @_panics_as_store_errors
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         validate_prefix(prefix)
         if self.is_http:
@@ -583,6 +650,7 @@ class ObjectStore(Store):
             raise self.error(exc, key) from exc
         return True
 
+    @_panics_as_store_errors
     def _put(self, key: str, value: Buffer, mode: Any) -> None:
         import obstore.exceptions as obx
 
@@ -628,6 +696,7 @@ class ObjectStore(Store):
         for i in range(0, len(keys), DELETE_BATCH):
             self._delete(keys[i : i + DELETE_BATCH], prefix)
 
+    @_panics_as_store_errors
     def _delete(self, keys: list[str], what: str) -> None:
         import obstore.exceptions as obx
 
@@ -830,10 +899,14 @@ def _url_of(store: Any, cfg: dict[str, Any] | None) -> str:
     name = type(store).__name__
     # A path object for obstore's LocalStore (its root directory), a string for the others.
     prefix = str(getattr(store, "prefix", None) or "").strip("/")
+    # Escaped as a URL's path: kvstore_json unescapes it, and a "#" or "?" ended the path.
+    prefix = quote(prefix, safe="/")
     if cfg is None:
         cfg = {"bucket": "(bucket unknown)", "container_name": "(container unknown)"}
     if name == "HTTPStore":
-        return str(store.url).rstrip("/")
+        scheme, sep, rest = str(store.url).rstrip("/").partition("://")
+        # No "user:password@" in messages and specs (obstore does not send it either).
+        return scheme + sep + _take_userinfo(rest)[0] if sep else str(store.url).rstrip("/")
     if name == "LocalStore":
         return f"file:///{prefix}"
     if name == "S3Store":

@@ -636,3 +636,111 @@ def test_a_store_whose_configuration_obstore_cannot_give(s3_bucket: S3Bucket) ->
         store.kvstore_json()
     with pytest.raises(InvalidArgumentError, match="cannot be pickled"):
         pickle.dumps(store)
+
+
+def test_an_obstore_local_store_takes_partial_and_consolidated_writes(tmp_path: Path) -> None:
+    """obstore's local file system has no conditional PUT: read-modify-writes raised its
+    NotImplementedError half-way (a new node's zarr.json written, the consolidated record not)."""
+    obstore = pytest.importorskip("obstore")
+    store = ObjectStore(obstore.store.LocalStore(str(tmp_path)))
+    assert not store.supports_conditional_writes
+    group = gpuzarr.open_group(store, mode="w")
+    array = group.create_array("a", shape=(4, 4), dtype="i4", chunks=(2, 2), shards=(4, 4))
+    array[...] = np.arange(16).reshape(4, 4)
+    array[1, 1] = -1  # a partial write of a shard
+    gpuzarr.consolidate_metadata(store)
+    gpuzarr.open_group(store, mode="r+").create_array("b", shape=(2,), dtype="u1")  # updates the record
+    reopened = gpuzarr.open_consolidated(store)
+    assert sorted(reopened.array_keys()) == ["a", "b"]
+    expected = np.arange(16).reshape(4, 4)
+    expected[1, 1] = -1
+    np.testing.assert_array_equal(reopened["a"][...], expected)
+
+
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"access_key_id": "key-read-from-a-file\n"}, "access_key_id"),
+        ({"region": "eu-west-1\r"}, "region"),
+        ({"endpoint_url": "not a url"}, "endpoint_url"),
+        ({"aws_endpoint_url": "ftp://host"}, "aws_endpoint_url"),
+    ],
+)
+def test_storage_options_obstore_would_panic_on_are_refused(options: dict[str, Any], key: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=key):
+        ObjectStore.from_url("s3://bucket/x.zarr", options)
+
+
+def test_a_wrapped_store_whose_requests_obstore_panics_on_raises_store_errors(s3_bucket: S3Bucket) -> None:
+    from obstore.store import S3Store
+
+    raw = S3Store(
+        s3_bucket.name, endpoint=s3_bucket.endpoint, region="us-east-1", access_key_id="key\n",
+        secret_access_key="secret", client_options={"allow_http": True},
+    )  # fmt: skip
+    store = ObjectStore(raw)
+    with pytest.raises(StoreError, match="obstore failed"):
+        store.get("zarr.json")
+    with pytest.raises(StoreError, match="obstore failed"):
+        store.set("zarr.json", b"{}")
+    with pytest.raises(StoreError, match="obstore failed"):
+        list(store.list_prefix(""))
+
+
+def test_stores_of_one_url_on_two_endpoints_are_not_the_same_store() -> None:
+    one = ObjectStore.from_url("s3://bucket/x.zarr", {"endpoint": "http://127.0.0.1:1", "region": "r"})
+    other = ObjectStore.from_url("s3://bucket/x.zarr", {"endpoint": "http://127.0.0.1:2", "region": "r"})
+    again = ObjectStore.from_url("s3://bucket/x.zarr", {"endpoint": "http://127.0.0.1:1", "region": "r"})
+    assert one != other and one == again and hash(one) == hash(again)
+    assert one.with_options(read_only=True) != one
+    from obstore.store import MemoryStore
+
+    assert ObjectStore(MemoryStore()) != ObjectStore(MemoryStore())  # both 'MemoryStore://'
+    raw = MemoryStore()
+    assert ObjectStore(raw) == ObjectStore(raw)
+
+
+def test_a_wrapped_prefix_with_url_characters_keeps_its_place_in_the_spec() -> None:
+    from obstore.store import S3Store
+
+    store = ObjectStore(S3Store("bucket", prefix="run#1 a%20b?.zarr", region="us-east-1"))
+    assert store.kvstore_json()["path"] == "run#1 a%20b?.zarr/"
+
+
+def test_a_gcs_store_whose_configuration_obstore_cannot_give_has_no_spec() -> None:
+    from obstore.store import GCSStore
+
+    store = ObjectStore(GCSStore("real-bucket", allow_http=True))
+    with pytest.raises(gpuzarr.errors.MetadataError, match="configuration"):
+        store.kvstore_json()
+
+
+def test_object_store_takes_obstore_stores_only() -> None:
+    with pytest.raises(InvalidArgumentError, match="from_url"):
+        ObjectStore("s3://bucket/x")
+    zarr_storage = pytest.importorskip("zarr.storage")
+    from obstore.store import MemoryStore
+
+    with pytest.raises(InvalidArgumentError, match=r"pass its \.store"):
+        ObjectStore(zarr_storage.ObjectStore(MemoryStore()))
+
+
+def test_a_wrapped_store_reads_its_configuration_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from obstore.store import S3Store
+
+    from gpuzarr.store import object_store
+
+    reads: list[str] = []
+    real = object_store._store_config
+    monkeypatch.setattr(object_store, "_store_config", lambda store: reads.append("read") or real(store))
+    store = ObjectStore(S3Store("bucket", region="us-east-1"))
+    store.with_options(read_only=True).with_options(read_only=False)
+    assert reads == ["read"]
+
+
+def test_an_http_stores_password_stays_out_of_names_and_specs() -> None:
+    from obstore.store import HTTPStore
+
+    store = ObjectStore(HTTPStore.from_url("https://user:secret-pw@example.com/data"))
+    assert "secret-pw" not in repr(store) and "secret-pw" not in str(store.kvstore_json())
+    assert store.url == "https://example.com/data"
