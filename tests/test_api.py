@@ -831,3 +831,13 @@ def test_save_array_takes_what_zarr_python_hands_to_create(tmp_path: Path) -> No
     assert document["compressor"] == {"id": "zlib", "level": 2} and document["dimension_separator"] == "/"
     assert document["chunks"] == [5]
     np.testing.assert_array_equal(gpuzarr.load(tmp_path / "a.zarr"), data)
+
+
+def test_a_tensor_pytorch_cannot_turn_into_values_is_an_unwritable_value() -> None:
+    torch = pytest.importorskip("torch")
+    from gpuzarr.errors import UnwritableValueError
+
+    array = gpuzarr.zeros(shape=(4,), chunks=(2,), dtype="f4", store=gpuzarr.MemoryStore())
+    with pytest.raises(UnwritableValueError):
+        array[...] = torch.empty(4, device="meta")  # has no data: NotImplementedError in PyTorch
+    np.testing.assert_array_equal(array[...], 0)

@@ -392,3 +392,14 @@ def test_a_shard_index_codec_without_a_name_is_refused_naming_the_field(entry: A
     sharding = {"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "index_codecs": [entry]}}
     with pytest.raises(MetadataError, match="index_codecs"):
         gpuzarr.create(shape=(4,), chunks=(4,), dtype="i4", codecs=[sharding])
+
+
+@pytest.mark.parametrize("fill_value", [np.array([1.5]), 1 + 2j, "not a number"])
+def test_a_fill_value_the_type_cannot_hold_is_a_metadata_error(fill_value: Any) -> None:
+    with pytest.raises(gpuzarr.errors.MetadataError, match="fill_value"):
+        gpuzarr.create(gpuzarr.MemoryStore(), shape=(4,), chunks=(2,), dtype="f4", fill_value=fill_value)
+
+
+def test_a_shape_of_non_integers_is_refused_not_truncated() -> None:
+    with pytest.raises(gpuzarr.errors.MetadataError, match="shape"):
+        gpuzarr.create(gpuzarr.MemoryStore(), shape=(4.5,), chunks=(2,), dtype="f4")

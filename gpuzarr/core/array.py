@@ -69,7 +69,9 @@ def written_value(value: Any, dtype: np.dtype[Any], where: str) -> np.ndarray[An
         return as_host_array(value, dtype)
     except GpuZarrError:
         raise
-    except (TypeError, ValueError, OverflowError) as exc:  # NumPy's conversion refused it
+    # NumPy's conversion refused it; or PyTorch's (a meta tensor's NotImplementedError, a nested
+    # tensor's RuntimeError).
+    except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
         raise UnwritableValueError(f"{where}: cannot write {_described(value)} as {dtype} ({exc})") from exc
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,8 @@ def _shape_tuple(value: Any, field: str) -> tuple[int, ...]:
     if isinstance(value, int):
         return (value,)
     try:
-        shape = tuple(int(v) for v in value)
+        # operator.index, not int: a shape of (4.5,) was cut to (4,) without a word.
+        shape = tuple(operator.index(v) for v in value)
     except TypeError as exc:
         raise MetadataError(f"{field}: expected a sequence of integers, got {value!r}") from exc
     return shape

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..errors import MetadataError
+from ..errors import GpuZarrError, MetadataError
 from . import named_dtypes
 
 CORE_DATA_TYPES: dict[str, str] = {
@@ -278,7 +278,22 @@ class DataType:
         return _scalar(np.zeros((), dtype=self.numpy_dtype))
 
     def fill_value_from_python(self, value: Any) -> np.generic:
-        """A fill value given by a user: a Python/NumPy scalar, or any JSON form."""
+        """A fill value given by a user: a Python/NumPy scalar, or any JSON form.
+
+        MetadataError for one this type cannot hold (NumPy's own TypeError or ValueError, for a
+        complex number given to a float type, an array, ``pd.NA``, is named as the fill value's).
+        """
+        try:
+            fill = self._fill_value_from_python(value)
+        except GpuZarrError:
+            raise
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise MetadataError(f"fill_value: {value!r} is no value of {self.name} ({exc})") from exc
+        if isinstance(fill, np.ndarray):  # NumPy's float32(array([1.5])) is an array
+            raise MetadataError(f"fill_value: expected one value of {self.name}, got {value!r}")
+        return fill
+
+    def _fill_value_from_python(self, value: Any) -> np.generic:
         if value is None:
             return self.default_fill_value()
         if self.name in named_dtypes.NAMES:
