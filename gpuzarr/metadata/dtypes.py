@@ -284,7 +284,7 @@ class DataType:
         complex number given to a float type, an array, ``pd.NA``, is named as the fill value's).
         """
         try:
-            fill = self._fill_value_from_python(value)
+            fill: Any = self._fill_value_from_python(value)
         except GpuZarrError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:
