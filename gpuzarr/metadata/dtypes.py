@@ -291,7 +291,7 @@ class DataType:
             raise MetadataError(f"fill_value: {value!r} is no value of {self.name} ({exc})") from exc
         if isinstance(fill, np.ndarray):  # NumPy's float32(array([1.5])) is an array
             raise MetadataError(f"fill_value: expected one value of {self.name}, got {value!r}")
-        return fill
+        return cast("np.generic", fill)
 
     def _fill_value_from_python(self, value: Any) -> np.generic:
         if value is None:
