@@ -841,3 +841,14 @@ def test_a_tensor_pytorch_cannot_turn_into_values_is_an_unwritable_value() -> No
     with pytest.raises(UnwritableValueError):
         array[...] = torch.empty(4, device="meta")  # has no data: NotImplementedError in PyTorch
     np.testing.assert_array_equal(array[...], 0)
+
+
+@pytest.mark.parametrize("key", [1, 1.5, True, None])
+def test_attribute_keys_that_are_not_strings_are_refused(key: Any) -> None:
+    """JSON writes such keys as strings: {1: ..., "1": ...} became one key twice in zarr.json."""
+    group = gpuzarr.open_group(gpuzarr.MemoryStore(), mode="w")
+    with pytest.raises(gpuzarr.errors.MetadataError, match="keys must be strings"):
+        group.attrs[key] = "x"
+    with pytest.raises(gpuzarr.errors.MetadataError, match="keys must be strings"):
+        group.attrs["nested"] = {"ok": [{key: 1}]}
+    assert dict(group.attrs) == {}

@@ -54,7 +54,7 @@ def add_parser(subparsers: Any) -> None:
         help="all (default): the CPU, and the GPU when usable; gpu: fail when it is not",
     )
     parser.add_argument("--no-full-read", action="store_true", help="skip the full read (arrays larger than memory)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the crop origins (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the crop origins (default 0)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
     add_storage_options(parser)
     parser.set_defaults(run=run)

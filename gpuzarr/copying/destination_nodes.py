@@ -68,9 +68,10 @@ def prepare_nodes(
     ]
     for relative, node, _ in nodes:
         _check_attributes_of(node, node_name(relative))
-    if overwrite:
-        _refuse_to_erase_other_data(store, base)
-    else:
+    # Only a Zarr node, or nothing, at DST: a copy made into a directory of other files gave it a
+    # zarr.json, and a later --overwrite erased those files with the copy.
+    _refuse_other_data(store, base, overwrite=overwrite)
+    if not overwrite:
         # Every node DST has that the copy could not take, refused before any is written (a
         # refused copy had replaced DST's root attributes and made nodes before it).
         for relative, node, metadata in nodes:
@@ -106,17 +107,22 @@ def _check_attributes_of(node: Array | Group, name: str) -> None:
         raise MetadataError(f"{name}: {exc}") from None
 
 
-def _refuse_to_erase_other_data(store: Store, base: str) -> None:
-    """``--overwrite`` erases everything below DST's root: only a Zarr node, or nothing, may be
-    there, so that a mistyped DST never deletes a directory of other files."""
+def _refuse_other_data(store: Store, base: str, *, overwrite: bool) -> None:
+    """Refuse a DST whose root is no Zarr node but holds other data.
+
+    ``--overwrite`` erases everything below DST's root, so that a mistyped DST never deletes a
+    directory of other files; and a copy without it would make such a directory a Zarr node,
+    which a later ``--overwrite`` then erased whole.
+    """
     if read_node(store, base) is not None or not store.supports_listing:
         return
     keys = list(itertools.islice(store.list_prefix(node_prefix(base)), 3))
     if keys:
         shown = ", ".join(repr(k) for k in keys[:2]) + (", ..." if len(keys) > 2 else "")
+        what = "overwrite (--overwrite) replaces only a Zarr node" if overwrite else "a copy goes to a new place"
         raise ContainsNodeError(
-            f"DST holds data that is not a Zarr array or group ({shown}); overwrite (--overwrite) replaces only a "
-            "Zarr node: remove that data yourself, or copy to another place"
+            f"DST holds data that is not a Zarr array or group ({shown}); {what}: remove that data yourself, or "
+            "copy to another place"
         )
 
 

@@ -103,7 +103,9 @@ def _raw_objects(item: ArrayCopy) -> tuple[list[tuple[int, ...]], int]:
     if not (item.source.store.supports_listing and item.destination.store.supports_listing):
         grid = item.source.metadata.chunk_grid.grid_shape(item.source.shape)
         return list(itertools.product(*(range(n) for n in grid))), 0
-    listed = set(stored_chunk_coords(item.source)) | set(stored_chunk_coords(item.destination))
+    listed = set(stored_chunk_coords(item.source, complete=True)) | set(
+        stored_chunk_coords(item.destination, complete=True)
+    )
     objects = sorted(listed)
     visited = sum(_object_nbytes(item.source, c) for c in objects)
     return objects, item.source.nbytes - visited

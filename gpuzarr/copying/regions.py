@@ -153,7 +153,7 @@ def stored_boxes(array: Array) -> list[Box] | None:
     if not array.store.supports_listing:
         return None
     dims = array.metadata.chunk_grid.dimensions(array.shape)
-    return [object_box(dims, coords) for coords in stored_chunk_coords(array)]
+    return [object_box(dims, coords) for coords in stored_chunk_coords(array, complete=True)]
 
 
 def slices(box: Box) -> tuple[slice, ...]:

@@ -899,7 +899,7 @@ class Array:
         if self.store.supports_listing and outside > WALKED_RESIZE_POSITIONS:
             from .info import stored_chunk_coords
 
-            stored = stored_chunk_coords(self)
+            stored = stored_chunk_coords(self, complete=True)
             return [c for c in stored if any(i >= n for i, n in zip(c, grid, strict=True))]
         # A few positions: each one is erased, whatever a listing (which may lag behind writes,
         # or be cached) would say. Only those cut off are walked, one slab an axis (each

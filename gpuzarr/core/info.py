@@ -256,7 +256,7 @@ def count_chunks(array: Array) -> int:
     return math.prod(d.nchunks for d in array.layout.dimensions())
 
 
-def stored_chunk_coords(array: Array) -> Iterator[tuple[int, ...]]:
+def stored_chunk_coords(array: Array, *, complete: bool = False) -> Iterator[tuple[int, ...]]:
     """Grid coordinates of every chunk (or shard, when sharded) stored.
 
     They come from a listing of the store's keys under the array's path.
@@ -265,6 +265,10 @@ def stored_chunk_coords(array: Array) -> Iterator[tuple[int, ...]]:
     ----------
     array
         The array whose stored objects are listed.
+    complete
+        Raise StorePermissionError where a local folder of the array's chunks may not be
+        listed (a listing skips it): what copies, counts and shrinks would otherwise take for
+        missing chunks. ``gpuzarr verify`` lists without, and reports those folders itself.
 
     Yields
     ------
@@ -275,7 +279,10 @@ def stored_chunk_coords(array: Array) -> Iterator[tuple[int, ...]]:
     encoding = metadata.chunk_key_encoding
     grid = metadata.chunk_grid.grid_shape(array.shape)
     prefix = _prefix(array)
-    for key in array.store.list_prefix(prefix):
+    keys = array.store.list_prefix(prefix)
+    if complete:
+        _refuse_unlisted_folders(array, prefix)
+    for key in keys:
         rest = key[len(prefix) :]
         parts = rest.split(encoding.separator)
         if encoding.name == "default":
@@ -293,6 +300,25 @@ def stored_chunk_coords(array: Array) -> Iterator[tuple[int, ...]]:
             yield coords
 
 
+def _refuse_unlisted_folders(array: Array, prefix: str) -> None:
+    from ..errors import StorePermissionError
+    from ..store.caching import CachingStore
+    from ..store.local import LocalStore
+    from ..store.read_only import ReadOnlyStore
+
+    store = array.store
+    while isinstance(store, ReadOnlyStore | CachingStore):  # the store a view shows
+        store = store.inner
+    if not isinstance(store, LocalStore):
+        return
+    folders = store.unlisted_folders(prefix)  # "" or the array's "path/"
+    if folders:
+        shown = ", ".join(repr(f) for f in folders[:3]) + (", ..." if len(folders) > 3 else "")
+        raise StorePermissionError(
+            str(store.root), folders[0], f"this process may not list {shown}: the chunks there cannot be found"
+        )
+
+
 def count_initialized(array: Array, *, in_bounds: bool = False) -> tuple[int, int]:
     """(stored objects, chunks in them): shards and their inner chunks when sharded.
 
@@ -303,7 +329,7 @@ def count_initialized(array: Array, *, in_bounds: bool = False) -> tuple[int, in
     layout = array.layout
     sharding = layout.sharding
     objects = chunks = 0
-    for coords in stored_chunk_coords(array):
+    for coords in stored_chunk_coords(array, complete=True):
         objects += 1
         if sharding is None:
             chunks += 1

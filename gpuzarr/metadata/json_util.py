@@ -168,6 +168,20 @@ def split_name_configuration(value: Any, field: str) -> tuple[str, dict[str, Any
     return name, expect_dict(value.get("configuration"), f"{field}.configuration")
 
 
+def _refuse_keys_not_strings(value: Any, where: str) -> None:
+    """JSON's object keys are strings: ``json.dumps`` writes 1, 1.5, True and None as "1",
+    "1.5", "true" and "null", so ``{1: ..., "1": ...}`` became a document with one key twice
+    (and the handle and the stored document disagreed)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise MetadataError(f"{where}: keys must be strings, got {key!r}")
+            _refuse_keys_not_strings(item, f"{where}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_keys_not_strings(item, f"{where}[{i}]")
+
+
 def check_attributes(attributes: Any, stored: Any = None) -> None:
     """Raise MetadataError unless ``attributes`` can be written as JSON and read back from every
     document that holds them (see ``ATTRIBUTES_NESTED_BY``).
@@ -179,6 +193,7 @@ def check_attributes(attributes: Any, stored: Any = None) -> None:
     readable than it was.
     """
     check_depth(attributes, "attributes", MAX_JSON_DEPTH - ATTRIBUTES_NESTED_BY)
+    _refuse_keys_not_strings(attributes, "attributes")
     try:
         json.dumps(attributes, allow_nan=False)
     except (TypeError, ValueError) as exc:

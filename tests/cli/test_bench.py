@@ -72,3 +72,9 @@ def test_random_crops_stay_inside_the_array() -> None:
     for a, b in crops:
         assert a.start >= 0 and a.stop <= 10 and a.stop - a.start == 4
         assert (b.start, b.stop) == (0, 5)  # clipped to the axis
+
+
+def test_a_negative_seed_is_a_usage_error(cli: Callable[..., tuple[int, str, str]]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli("bench", "memory://nothing", "--seed", "-1")
+    assert exited.value.code == 2

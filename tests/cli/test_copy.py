@@ -411,3 +411,59 @@ def test_shards_for_a_rectilinear_array_ask_for_inner_chunks(tmp_path: Path, cli
     assert "chunks: /: the array's chunk grid is rectilinear" in err and "--chunks" in err
     assert cli("convert", source, tmp_path / "x.zarr", "--shards", "50,20", "--chunks", "10,20")[0] == 0
     np.testing.assert_array_equal(gpuzarr.open(str(tmp_path / "x.zarr"))[...], np.arange(4000).reshape(100, 40))
+
+
+def test_a_copy_into_a_folder_of_other_files_is_refused_so_that_overwrite_never_erases_them(
+    tmp_path: Path, cli: Any
+) -> None:
+    """A plain copy into a folder of the user's files made it a Zarr node, and the next
+    ``--overwrite`` then erased the folder with the user's files."""
+    src = tmp_path / "src.zarr"
+    gpuzarr.create_array(str(src), shape=(4,), chunks=(2,), dtype="u1")[...] = 1
+    project = tmp_path / "project"
+    (project / "photos").mkdir(parents=True)
+    (project / "notes.txt").write_text("keep")
+    (project / "photos" / "cat.jpg").write_text("keep")
+    for extra in ([], ["--overwrite"]):
+        status, _, err = cli("copy", src, project, *extra)
+        assert status == 1 and "DST holds data that is not a Zarr array or group" in err
+    assert (project / "notes.txt").read_text() == "keep" and (project / "photos" / "cat.jpg").exists()
+    assert not (project / "zarr.json").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli("copy", src, empty)[0] == 0  # an empty folder takes a copy
+
+
+def test_chunks_in_a_folder_this_process_may_not_list_stop_a_copy_and_a_count(tmp_path: Path, cli: Any) -> None:
+    """Copies, conversions and chunk counts found chunks by listing, which skips a folder it may
+    not list: they copied nothing and said so with exit 0."""
+    import shutil
+    import tempfile
+
+    from gpuzarr.errors import StorePermissionError
+    from tests.permissions import without_permission
+
+    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
+    try:
+        base.chmod(0o777)
+        src = base / "s.zarr"
+        array = gpuzarr.create_array(str(src), shape=(8, 8), chunks=(4, 4), dtype="u2")
+        array[...] = np.arange(64).reshape(8, 8)
+        for path in [src, *src.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        (base / "out").mkdir(mode=0o777)
+        (base / "out").chmod(0o777)
+        assert cli("info", src)[0] == 0  # imports what it needs, as root
+        (src / "c").chmod(0o711)  # searchable, not listable
+        with without_permission(src / "c"):
+            copied = cli("copy", src, base / "out" / "d.zarr")
+            converted = cli("convert", src, base / "out" / "e.zarr", "--compressor", "gzip")
+            opened = gpuzarr.open_array(str(src), mode="r")
+            with pytest.raises(StorePermissionError, match="may not list"):
+                _ = opened.nchunks_initialized
+        for status, _, err in (copied, converted):
+            assert status == 1 and "may not list" in err
+    finally:
+        for path in [base, *base.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        shutil.rmtree(base)
