@@ -613,3 +613,17 @@ def test_recent_documents_keep_the_last_few_by_their_bytes(most: int) -> None:
     kept = [i for i in range(6) if recent.known(b"doc%d" % i) is not None]
     assert kept == list(range(6))[-most:]
     assert recent.known(b"doc5") == 50
+
+
+@pytest.mark.parametrize("name", [Ellipsis, 0, b"x", None])
+def test_a_member_name_that_is_no_string_is_a_metadata_error(name: Any) -> None:
+    """``group[...]`` (meant for an array) raised a bare AttributeError from deep inside."""
+    group = gpuzarr.open_group(gpuzarr.MemoryStore(), mode="w")
+    for call in (
+        lambda: group[name],
+        lambda: group.create_array(name, shape=(2,), dtype="i1"),
+        lambda: group.create_group(name),
+        lambda: group.__delitem__(name),
+    ):
+        with pytest.raises(gpuzarr.errors.MetadataError, match="expected a string"):
+            call()

@@ -191,6 +191,11 @@ class Group:
         That of a node to create, or (``existing``) of one to open, which may have a name
         reserved for new nodes.
         """
+        if not isinstance(name, str):  # g[...], g[0], g[b"x"]: a bare AttributeError came out
+            raise MetadataError(
+                f"node name: expected a string naming a member, got {name!r} (an array's elements are read "
+                "as group[name][...])"
+            )
         parts = [validate_node_name(p, existing=existing) for p in name.strip("/").split("/")]
         return "/".join([self.path, *parts]) if self.path else "/".join(parts)
 
