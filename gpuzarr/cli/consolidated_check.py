@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..consolidated import MEMBER, load_view
 from ..copying.nodes import node_name
 from ..core.group import Group
-from ..errors import MetadataError
+from ..errors import MetadataError, StoreError, StorePermissionError
 from ..hierarchy import read_node, require_node
 
 if TYPE_CHECKING:
@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from ..hierarchy import NodeInfo
 
 
-def consolidated_problems(root: Node) -> list[tuple[str, str]]:
-    """(node, what is wrong) for each node recorded in ``root``'s consolidated metadata whose
-    own metadata document is missing, unreadable or different; [] without consolidated metadata."""
+def consolidated_problems(root: Node) -> list[tuple[str, str, bool]]:
+    """(node, what is wrong, whether the store refused it) for each node recorded in ``root``'s
+    consolidated metadata whose own metadata document is missing, unreadable or different; []
+    without consolidated metadata. A document the store refuses (permission denied) is
+    unreadable, not corrupt, and the nodes after it are checked all the same."""
     if not isinstance(root, Group) or not root.consolidated:
         return []
     store = root.store
@@ -40,18 +42,21 @@ def consolidated_problems(root: Node) -> list[tuple[str, str]]:
         try:
             found = read_node(store, path, allow_implicit=False)
         except MetadataError as exc:
-            problems.append((name, f"its own metadata document cannot be read: {exc}"))
+            problems.append((name, f"its own metadata document cannot be read: {exc}", False))
+            continue
+        except (StoreError, StorePermissionError) as exc:  # refused (permission denied), or the store failed
+            problems.append((name, str(exc), True))
             continue
         if found is None:
             problems.append(
                 (name, f"the consolidated metadata records a Zarr v{recorded.zarr_format} {recorded.node_type}, "
-                 "but its own metadata document is missing")
+                 "but its own metadata document is missing", False)
             )
             continue
         differing = _differing_fields(recorded, found)
         if differing:
             problems.append(
-                (name, f"its metadata document and the consolidated metadata differ in {', '.join(differing)}")
+                (name, f"its metadata document and the consolidated metadata differ in {', '.join(differing)}", False)
             )
     return problems
 

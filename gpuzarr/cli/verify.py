@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         # unreadable, not corrupt.
         refusals = (StorePermissionError, UnsupportedOperationError)
         metadata = [(name, str(exc), isinstance(exc, refusals)) for name, exc in unreadable]
-        metadata += [(name, reason, False) for name, reason in consolidated_problems(root)]
+        metadata += consolidated_problems(root)
         with Progress(sum(a.nbytes for _, a in arrays), "verify", args.progress) as progress:
             reports = [
                 verify_array(name, array, args.jobs, progress, gpu=device != "cpu", list_missing=args.list_missing)

@@ -283,3 +283,29 @@ def test_verify_and_convert_of_an_array_declaring_a_trillion_chunks_end(tmp_path
     copy = gpuzarr.open(str(tmp_path / "copy.zarr"), mode="r")
     assert copy[[5, 10**12 - 1]].tolist() == [7, 7]
     assert copy.nchunks_initialized == 2
+
+
+def test_a_consolidated_groups_unreadable_node_is_reported_and_the_rest_verified(cli: Cli) -> None:
+    """A consolidated group stopped at the first node whose own metadata the store refused."""
+    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
+    try:
+        base.chmod(0o777)
+        root = gpuzarr.open_group(base / "h.zarr", mode="w")
+        root.create_group("labels").create_array("x", shape=(4,), dtype="i1", chunks=(2,))[...] = 1
+        root.create_array("raw", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
+        gpuzarr.consolidate_metadata(base / "h.zarr")
+        for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        assert cli("verify", base / "h.zarr", "--json")[0] == 0  # imports what it needs, as root
+        (base / "h.zarr" / "labels").chmod(0o700)
+        with without_permission(base / "h.zarr" / "labels"):
+            status, out, err = cli("verify", base / "h.zarr", "--json")
+        assert status == 1, err
+        doc = json.loads(out)
+        assert doc["ok"] is False
+        assert any(u["node"] == "/labels" for u in doc["unreadable_metadata"])
+        assert {a["name"]: a for a in doc["arrays"]}["/raw"]["stored"] == 2  # verified all the same
+    finally:
+        for path in [base, *base.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        shutil.rmtree(base)
