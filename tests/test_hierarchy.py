@@ -627,3 +627,14 @@ def test_a_member_name_that_is_no_string_is_a_metadata_error(name: Any) -> None:
     ):
         with pytest.raises(gpuzarr.errors.MetadataError, match="expected a string"):
             call()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("name", ["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"])
+def test_a_new_member_may_not_take_a_metadata_documents_name(zarr_format: int, name: str) -> None:
+    group = gpuzarr.open_group(gpuzarr.MemoryStore(), mode="w", zarr_format=zarr_format)
+    with pytest.raises(gpuzarr.errors.MetadataError, match="metadata document"):
+        group.create_array(name, shape=(2,), dtype="i1")
+    with pytest.raises(gpuzarr.errors.MetadataError, match="metadata document"):
+        group.create_group(name)
+    assert list(group) == []

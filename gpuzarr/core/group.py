@@ -79,7 +79,15 @@ def validate_node_name(name: str, *, existing: bool = False) -> str:
         raise MetadataError(f"node name {name!r}: must not consist only of periods")
     if name.startswith("__") and not existing:
         raise MetadataError(f"node name {name!r}: names starting with '__' are reserved")
+    if name in METADATA_NAMES and not existing:
+        # The key of its parent's own document: the write failed late with an OSError, or (a
+        # v2 '.zmetadata') made a child that broke consolidating and that zarr-python does not list.
+        raise MetadataError(f"node name {name!r}: the name of a metadata document")
     return name
+
+
+#: names of metadata documents, which no node of a group may take
+METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
 
 class Group:
