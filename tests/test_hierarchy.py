@@ -638,3 +638,26 @@ def test_a_new_member_may_not_take_a_metadata_documents_name(zarr_format: int, n
     with pytest.raises(gpuzarr.errors.MetadataError, match="metadata document"):
         group.create_group(name)
     assert list(group) == []
+
+
+def test_require_on_a_consolidated_handle_takes_what_another_process_made(tmp_path: Path) -> None:
+    """The handle's record did not have the node another process made since, so require_group
+    and require_array raised ContainsNodeError instead of returning it."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "g.zarr")
+    gpuzarr.open_group(path, mode="w")
+    gpuzarr.consolidate_metadata(path)
+    handle = gpuzarr.open_group(path, mode="a")
+    assert handle.consolidated is not None
+    code = (
+        "import gpuzarr\n"
+        f"g = gpuzarr.open_group({path!r}, mode='a')\n"
+        "g.require_group('x')\n"
+        "g.require_array('y', shape=(3,), dtype='i2')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert isinstance(handle.require_group("x"), gpuzarr.Group)
+    made = handle.require_array("y", shape=(3,), dtype="i2")
+    assert made.shape == (3,) and made.dtype == np.dtype("i2")

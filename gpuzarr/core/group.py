@@ -533,13 +533,15 @@ class Group:
         otherwise, or where a group is there, IncompatibleNodeError (a ``ContainsNodeError``
         and a ``TypeError``, as zarr-python raises).
         """
+        node: Array | Group | None = None
         if name not in self:
             try:
                 return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
             except ContainsNodeError:
-                if name not in self:  # not a node made meanwhile by another thread or process
+                node = self._made_meanwhile(name)
+                if node is None:
                     raise
-        node = self[name]
+        node = self[name] if node is None else node
         where = self._child_path(name, existing=True)
         if not isinstance(node, Array):
             raise IncompatibleNodeError(f"{where!r} is a group, not an array")
@@ -621,15 +623,26 @@ class Group:
             self.store.erase_prefix(node_prefix(path))
             record_node_erased(self.store, path, zarr_format)
 
+    def _made_meanwhile(self, name: str) -> Array | Group | None:
+        """The child ``name`` another thread or process made since this group looked, or None.
+
+        It is read from the store: a consolidated group's record may not have it yet.
+        """
+        path = self._child_path(name, existing=True)
+        info = read_node(self.store, path)
+        return None if info is None else _opened(self.store, path, info, self._device, True)
+
     def require_group(self, name: str) -> Group:
         """The child group ``name``, created when it does not exist."""
+        node: Array | Group | None = None
         if name not in self:
             try:
                 return self.create_group(name)
             except ContainsNodeError:
-                if name not in self:  # not a node made meanwhile by another thread or process
+                node = self._made_meanwhile(name)
+                if node is None:
                     raise
-        node = self[name]
+        node = self[name] if node is None else node
         if isinstance(node, Group):
             return node
         raise IncompatibleNodeError(f"{self._child_path(name, existing=True)!r} is an array, not a group")
