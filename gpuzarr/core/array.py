@@ -677,6 +677,8 @@ class Array:
             elif isinstance(entry, slice):
                 if entry.step not in (None, 1):
                     raise BoundsCheckError(f"blocks: axis {axis}: only slices of step 1 select blocks, got {entry}")
+                if any(b is not None and not isinstance(b, (int, np.integer)) for b in (entry.start, entry.stop)):
+                    raise BoundsCheckError(f"blocks: axis {axis}: a slice of block numbers takes integers, got {entry}")
                 if isinstance(entry.start, (int, np.integer)) and not -nblocks <= int(entry.start) < nblocks:
                     # As zarr-python: a slice starting past the blocks is a mistake, which
                     # read nothing and, written to, wrote nothing (its stop is clipped).

@@ -742,3 +742,12 @@ def test_classmethods_and_tree_by_zarr_python_names(tmp_path: Path) -> None:
         gpuzarr.Group.open(str(tmp_path / "g.zarr"), zarr_format=4)
     with pytest.raises(TypeError):
         gpuzarr.tree(their_group)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", [slice(0, 1.5), slice("a", None), (slice(None, 2.0),)])
+def test_blocks_of_a_slice_of_non_integers_is_a_bounds_check_error(key: Any) -> None:
+    from gpuzarr.errors import BoundsCheckError
+
+    array = gpuzarr.zeros(shape=(8,), chunks=(2,), dtype="i1", store=gpuzarr.MemoryStore())
+    with pytest.raises(BoundsCheckError, match="takes integers"):
+        array.blocks[key]
