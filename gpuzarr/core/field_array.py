@@ -101,7 +101,12 @@ class FieldArray:
             return _taken(values, (*local, *inner), self.field)
         records = self.array[outer]
         values = np.asarray(records)[self.field]
-        return values[(Ellipsis, *inner)] if inner else values
+        if not inner:
+            return values
+        try:
+            return values[(Ellipsis, *inner)]
+        except IndexError as exc:  # the field's own (subarray) axes, which NumPy checks
+            raise BoundsCheckError(f"field {self.field!r}: {exc}") from None
 
     def read(self, selection: Any = Ellipsis) -> Any:
         """Read ``selection`` of the field (NumPy array)."""

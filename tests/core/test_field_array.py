@@ -94,3 +94,14 @@ def test_a_value_with_leading_axes_of_length_one_writes_as_numpy_does(field: Any
     expected = RECORDS["y"].copy()
     expected[0:2, 1] = 7
     np.testing.assert_array_equal(field[...], expected)
+
+
+def test_a_subarray_index_out_of_range_is_a_bounds_check_error() -> None:
+    from gpuzarr.errors import BoundsCheckError
+
+    records = np.zeros((3,), dtype=[("v", "<i4", (2,))])
+    array = gpuzarr.array(records, store=gpuzarr.MemoryStore(), zarr_format=2, chunks=(2,))
+    field = gpuzarr.open(array.store, field="v")
+    with pytest.raises(BoundsCheckError, match="'v'"):
+        field[:, 5]
+    np.testing.assert_array_equal(field[:, 1], [0, 0, 0])
