@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..copying.nodes import node_name, open_path, walk
-from ..copying.places import innermost
 from ..copying.progress import Progress, run_parallel
 from ..copying.regions import Box, Region, RegionPlan, chunks_in, object_box, slices, stored_chunks
 from ..core.array import Array
 from ..core.info import stored_chunk_coords
 from ..errors import CorruptChunkError, StoreError, StorePermissionError, UnsupportedOperationError
 from ..hierarchy import node_prefix
+from ..store import innermost
 from ..store.local import LocalStore
 from ..store.sharding import EMPTY, read_shard_index
 from .consolidated_check import consolidated_problems

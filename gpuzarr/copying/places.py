@@ -7,21 +7,13 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgumentError
-from ..store.caching import CachingStore
+from ..store import innermost
 from ..store.local import LocalStore
 from ..store.memory import MemoryStore
-from ..store.read_only import ReadOnlyStore
 from ..store.zip import ZipStore
 
 if TYPE_CHECKING:
     from ..store.base import Store
-
-
-def innermost(store: Store) -> Store:
-    """The store a view (read only, cached) shows; any other store itself."""
-    while isinstance(store, (ReadOnlyStore, CachingStore)):
-        store = store.inner
-    return store
 
 
 def node_place(store: Store, path: str) -> tuple[str, tuple[str, ...]]:

@@ -16,7 +16,7 @@ from ..metadata.limits import format_bytes
 from ..metadata.v2 import ArrayMetadataV2
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
     from ..metadata.json_types import CodecJSON
     from .array import Array
@@ -279,9 +279,7 @@ def stored_chunk_coords(array: Array, *, complete: bool = False) -> Iterator[tup
     encoding = metadata.chunk_key_encoding
     grid = metadata.chunk_grid.grid_shape(array.shape)
     prefix = _prefix(array)
-    keys = array.store.list_prefix(prefix)
-    if complete:
-        _refuse_unlisted_folders(array, prefix)
+    keys = _complete_listing(array, prefix) if complete else array.store.list_prefix(prefix)
     for key in keys:
         rest = key[len(prefix) :]
         parts = rest.split(encoding.separator)
@@ -300,23 +298,25 @@ def stored_chunk_coords(array: Array, *, complete: bool = False) -> Iterator[tup
             yield coords
 
 
-def _refuse_unlisted_folders(array: Array, prefix: str) -> None:
-    from ..errors import StorePermissionError
-    from ..store.caching import CachingStore
-    from ..store.local import LocalStore
-    from ..store.read_only import ReadOnlyStore
+def _complete_listing(array: Array, prefix: str) -> Iterable[str]:
+    """The keys under ``prefix``, from a listing that missed none.
 
-    store = array.store
-    while isinstance(store, ReadOnlyStore | CachingStore):  # the store a view shows
-        store = store.inner
+    StorePermissionError where a local folder of them may not be listed (one walk finds both).
+    """
+    from ..errors import StorePermissionError
+    from ..store import innermost
+    from ..store.local import LocalStore
+
+    store = innermost(array.store)
     if not isinstance(store, LocalStore):
-        return
-    folders = store.unlisted_folders(prefix)  # "" or the array's "path/"
+        return array.store.list_prefix(prefix)
+    keys, folders = store.listing(prefix)  # prefix: "" or the array's "path/"
     if folders:
         shown = ", ".join(repr(f) for f in folders[:3]) + (", ..." if len(folders) > 3 else "")
         raise StorePermissionError(
             str(store.root), folders[0], f"this process may not list {shown}: the chunks there cannot be found"
         )
+    return keys
 
 
 def count_initialized(array: Array, *, in_bounds: bool = False) -> tuple[int, int]:

@@ -25,6 +25,13 @@ _named_lock = threading.Lock()
 StoreLike = Any  # str | os.PathLike | Store | dict (of keys, or a kvstore spec) | fsspec mapper
 
 
+def innermost(store: Store) -> Store:
+    """The store a view (read only, cached) shows; any other store itself."""
+    while isinstance(store, (ReadOnlyStore, CachingStore)):
+        store = store.inner
+    return store
+
+
 def memory_store(name: str = "", read_only: bool = False) -> MemoryStore:
     """A memory store; the same non-empty ``name`` gives stores sharing one dict in a process."""
     if not name:
@@ -209,6 +216,7 @@ def _object_store(url: str, storage_options: dict[str, Any] | None, read_only: b
 
 
 __all__ = [
+    "innermost",
     "ByteRange",
     "CachingStore",
     "FsspecStore",

@@ -575,11 +575,15 @@ class LocalStore(Store):
         not let this process list, sorted, ``lost+found`` left out: where :meth:`list_prefix`
         (which skips them, as ``os.walk`` does) may have missed keys. A check such as
         ``gpuzarr verify`` asks, so as not to take what it could not see for missing."""
+        return self.listing(prefix)[1]
+
+    def listing(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(:meth:`list_prefix`, :meth:`unlisted_folders`) of ``prefix`` (ending in '/', or ""),
+        from one walk: what a listing that must be complete asks."""
         validate_prefix(prefix)
         refused: list[str] = []
-        for _ in self._walk(prefix, refused=refused):
-            pass
-        return sorted(refused)
+        keys = sorted(self._walk(prefix, refused=refused))
+        return keys, sorted(refused)
 
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         validate_prefix(prefix)
