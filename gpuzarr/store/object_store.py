@@ -99,6 +99,11 @@ def import_obstore() -> Any:
     return obstore
 
 
+def _is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is obstore's panic (``pyo3_runtime.PanicException``, not importable by name)."""
+    return type(exc).__name__ == "PanicException"
+
+
 def _panics_as_store_errors(method: Callable[..., T]) -> Callable[..., T]:
     """``method`` of an ObjectStore, with obstore's panics raised as StoreError naming the store
     and the key (its first argument, or its ``what``).
@@ -114,7 +119,7 @@ def _panics_as_store_errors(method: Callable[..., T]) -> Callable[..., T]:
         try:
             return method(self, *args, **kwargs)
         except BaseException as exc:
-            if type(exc).__name__ != "PanicException":
+            if not _is_panic(exc):
                 raise
             key = kwargs.get("what", args[-1] if method.__name__ == "_delete" else args[0] if args else "")
             raise StoreError(
@@ -888,7 +893,7 @@ def _store_config(store: Any) -> dict[str, Any] | None:
     try:
         return dict(getattr(store, "config", None) or {})
     except BaseException as exc:
-        if type(exc).__name__ != "PanicException":
+        if not _is_panic(exc):
             raise
         return None
 
