@@ -702,10 +702,10 @@ def test_an_interrupt_between_a_metadata_write_and_its_record_leaves_consolidate
 # -- updates of a large record: parsed and encoded once, then changed entry by entry ----------
 
 
-def _large_record(path: str, n: int) -> gpuzarr.Group:
+def _large_record(path: str, n: int, zarr_format: int = 3) -> gpuzarr.Group:
     """A consolidated group at ``path`` of ``n`` arrays created one by one (its zarr.json past
     INDENTED_MAX_BYTES well before the end), some with attributes JSON writes specially."""
-    group = gpuzarr.open_group(path, mode="w", attributes={"title": "ünï"})
+    group = gpuzarr.open_group(path, mode="w", zarr_format=zarr_format, attributes={"title": "ünï"})
     gpuzarr.consolidate_metadata(path)
     group = gpuzarr.open_group(path, mode="r+")
     for i in range(n):
@@ -864,21 +864,9 @@ def test_a_kept_record_serves_arrays_created_by_path(tmp_path: Path, monkeypatch
 # -- the same for a v2 group's .zmetadata -------------------------------------------------------
 
 
-def _large_v2_record(path: str, n: int) -> gpuzarr.Group:
-    group = gpuzarr.open_group(path, mode="w", zarr_format=2, attributes={"title": "ünï"})
-    gpuzarr.consolidate_metadata(path)
-    group = gpuzarr.open_group(path, mode="r+")
-    for i in range(n):
-        attributes = {"i": i, "text": 'q"\\é\n'} if i % 7 == 0 else {}
-        group.create_array(f"a{i}", shape=(i + 1,), dtype="int16", attributes=attributes)
-        if i % 50 == 0:
-            group.create_group(f"g{i}").create_array("inner", shape=(2,), dtype="u1")
-    return group
-
-
 def test_a_v2_record_updated_array_by_array_is_the_one_consolidating_writes(tmp_path: Path) -> None:
     path = str(tmp_path / "g.zarr")
-    group = _large_v2_record(path, 120)
+    group = _large_record(path, 120, zarr_format=2)
     group.attrs["later"] = [1, 2]  # the group's own attributes, read afresh for each update
     group.create_array("last", shape=(2,), dtype="f4")
     written = Path(path, ".zmetadata").read_bytes()
@@ -894,7 +882,7 @@ def test_a_kept_v2_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Pa
     from gpuzarr import consolidated
 
     path = str(tmp_path / "g.zarr")
-    group = _large_v2_record(path, 150)
+    group = _large_record(path, 150, zarr_format=2)
     parsed = _sizes_through(monkeypatch, "parse_v2_document", consolidated)
     encoded = _sizes_through(monkeypatch, "_dumps", consolidated, of_result=True)
     for i in range(10):
@@ -905,7 +893,7 @@ def test_a_kept_v2_record_is_neither_parsed_nor_encoded_whole_again(tmp_path: Pa
 
 def test_a_v2_record_another_writer_changed_is_read_again(tmp_path: Path) -> None:
     path = str(tmp_path / "g.zarr")
-    group = _large_v2_record(path, 60)
+    group = _large_record(path, 60, zarr_format=2)
     document = json.loads(Path(path, ".zmetadata").read_text())
     document["metadata"]["a3/.zattrs"] = {"changed": True}
     Path(path, ".zmetadata").write_text(json.dumps(document))
@@ -916,7 +904,7 @@ def test_a_v2_record_another_writer_changed_is_read_again(tmp_path: Path) -> Non
 
 def test_v2_attributes_changed_in_memory_only_stay_out_of_the_record(tmp_path: Path) -> None:
     path = str(tmp_path / "g.zarr")
-    group = _large_v2_record(path, 3)
+    group = _large_record(path, 3, zarr_format=2)
     group.create_array("arr", shape=(1,), dtype="u1", attributes={"lst": [1]})
     group["arr"].attrs["lst"].append(2)
     group.create_array("x", shape=(1,), dtype="u1")
@@ -929,7 +917,7 @@ def test_a_v2_node_others_nested_too_deep_is_refused_in_a_kept_record(tmp_path: 
     """Attributes 126 deep in a node's own .zattrs read; recorded, they would nest the
     .zmetadata deeper than readers take."""
     path = tmp_path / "g.zarr"
-    group = _large_v2_record(str(path), 3)
+    group = _large_record(str(path), 3, zarr_format=2)
     group.create_array("deep", shape=(2,), dtype="i1")  # the record is kept from here
     (path / "deep" / ".zattrs").write_text(json.dumps({"d": "@"}).replace('"@"', "[" * 126 + "]" * 126))
     with pytest.raises(MetadataError, match=r"consolidated metadata \(\.zmetadata\): JSON nests deeper"):
