@@ -48,3 +48,11 @@ def without_permission(*paths: Path) -> Iterator[None]:
         yield
     finally:
         os.seteuid(0)
+
+
+def open_to_all(root: Path) -> None:
+    """``root`` and everything below it readable and writable by every user (folders 0777, files
+    0666): what the user switched to in :func:`without_permission` needs, short of what a test
+    takes away."""
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)

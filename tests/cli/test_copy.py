@@ -441,7 +441,7 @@ def test_chunks_in_a_folder_this_process_may_not_list_stop_a_copy_and_a_count(tm
     import tempfile
 
     from gpuzarr.errors import StorePermissionError
-    from tests.permissions import without_permission
+    from tests.permissions import open_to_all, without_permission
 
     base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
     try:
@@ -449,8 +449,7 @@ def test_chunks_in_a_folder_this_process_may_not_list_stop_a_copy_and_a_count(tm
         src = base / "s.zarr"
         array = gpuzarr.create_array(str(src), shape=(8, 8), chunks=(4, 4), dtype="u2")
         array[...] = np.arange(64).reshape(8, 8)
-        for path in [src, *src.rglob("*")]:
-            path.chmod(0o777 if path.is_dir() else 0o666)
+        open_to_all(src)
         (base / "out").mkdir(mode=0o777)
         (base / "out").chmod(0o777)
         assert cli("info", src)[0] == 0  # imports what it needs, as root
@@ -464,6 +463,5 @@ def test_chunks_in_a_folder_this_process_may_not_list_stop_a_copy_and_a_count(tm
         for status, _, err in (copied, converted):
             assert status == 1 and "may not list" in err
     finally:
-        for path in [base, *base.rglob("*")]:
-            path.chmod(0o777 if path.is_dir() else 0o666)
+        open_to_all(base)
         shutil.rmtree(base)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import gpuzarr
-from tests.permissions import without_permission
+from tests.permissions import open_to_all, without_permission
 
 from .conftest import run_module
 
@@ -61,8 +61,7 @@ def test_a_child_that_cannot_be_read_is_drawn_with_why_and_the_rest_after_it(
         root.create_group("private").create_array("x", shape=(4,), dtype="i1")
         root.create_array("public", shape=(4,), dtype="i1")
         (base / "h.zarr" / "broken" / "zarr.json").write_text("{not json")
-        for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
-            path.chmod(0o777 if path.is_dir() else 0o666)
+        open_to_all(base / "h.zarr")
         (base / "h.zarr" / "private").chmod(0o700)
         assert cli("tree", base / "h.zarr", "--plain")[0] == 0  # imports what it needs, as root
         with without_permission(base / "h.zarr" / "private"):
@@ -84,8 +83,7 @@ def _searchable_hierarchy(base: Path) -> Path:
     root.create_array("b", shape=(2,), dtype="i1")
     root.create_group("m").create_array("inner", shape=(2,), dtype="i1")
     root.create_array("zz", shape=(2,), dtype="i1")
-    for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o666)
+    open_to_all(base / "h.zarr")
     return base / "h.zarr"
 
 

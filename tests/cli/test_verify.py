@@ -14,7 +14,7 @@ import pytest
 
 import gpuzarr
 from gpuzarr.store.sharding import ShardIndex
-from tests.permissions import without_permission
+from tests.permissions import open_to_all, without_permission
 
 from .conftest import run_module
 
@@ -246,8 +246,7 @@ def test_what_this_process_may_not_read_is_reported_and_the_rest_verified(cli: C
         root = gpuzarr.open_group(base / "h.zarr", mode="w")
         root.create_group("private").create_array("x", shape=(4,), dtype="i1", chunks=(2,))[...] = 1
         root.create_array("public", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
-        for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
-            path.chmod(0o777 if path.is_dir() else 0o666)
+        open_to_all(base / "h.zarr")
         assert cli("verify", base / "h.zarr", "--json")[0] == 0  # imports what it needs, as root
         (base / "h.zarr" / where).chmod(mode)
         with without_permission(base / "h.zarr" / where):
@@ -294,8 +293,7 @@ def test_a_consolidated_groups_unreadable_node_is_reported_and_the_rest_verified
         root.create_group("labels").create_array("x", shape=(4,), dtype="i1", chunks=(2,))[...] = 1
         root.create_array("raw", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
         gpuzarr.consolidate_metadata(base / "h.zarr")
-        for path in [base / "h.zarr", *(base / "h.zarr").rglob("*")]:
-            path.chmod(0o777 if path.is_dir() else 0o666)
+        open_to_all(base / "h.zarr")
         assert cli("verify", base / "h.zarr", "--json")[0] == 0  # imports what it needs, as root
         (base / "h.zarr" / "labels").chmod(0o700)
         with without_permission(base / "h.zarr" / "labels"):
@@ -306,6 +304,5 @@ def test_a_consolidated_groups_unreadable_node_is_reported_and_the_rest_verified
         assert any(u["node"] == "/labels" for u in doc["unreadable_metadata"])
         assert {a["name"]: a for a in doc["arrays"]}["/raw"]["stored"] == 2  # verified all the same
     finally:
-        for path in [base, *base.rglob("*")]:
-            path.chmod(0o777 if path.is_dir() else 0o666)
+        open_to_all(base)
         shutil.rmtree(base)
