@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
+from ..backends.cpu import torch_types
 from ..backends.cuda.launch_checks import MAX_NDIM
 from ..backends.cuda.phases import phase
 from ..errors import DeviceError, InvalidArgumentError
@@ -98,6 +99,24 @@ class Batch:
 
     def __len__(self) -> int:
         return int(self.volume_index.shape[0])
+
+
+def _check_torch_types(dtypes: dict[str, np.dtype[Any]]) -> None:
+    """Refuse ``output="torch"`` at once where PyTorch is missing or lacks a field's type.
+
+    The field is named. PyTorch has none of strings, datetimes, ``int4`` or ``float8_e3m4``. Its machine-learning
+    floats (``bfloat16``, ``float8_e4m3fn`` ...) come as tensors of their type.
+    """
+    try:
+        import torch  # noqa: F401  (needed by every batch; asked for here to fail at once)
+    except ImportError as exc:
+        raise InvalidArgumentError(f"output='torch' needs PyTorch ({exc}); install it, or pass output='numpy'") from exc
+    for name, dtype in dtypes.items():
+        if not torch_types.supports(dtype):
+            field = "" if name == UNNAMED else f"field {name!r}: "
+            raise InvalidArgumentError(
+                f"output='torch': {field}PyTorch has no tensor type for the data type {dtype}; pass output='numpy'"
+            )
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -347,6 +366,8 @@ class CropLoader:
             raise InvalidArgumentError(f"output: expected one of {list(OUTPUTS)}, got {output!r}")
         if output == "cupy" and self.device == "cpu":
             raise InvalidArgumentError("output='cupy' needs a GPU device; this loader reads on the CPU")
+        if output == "torch":
+            _check_torch_types(self.volumes.dtypes)
         self.output = output
         self.rank, self.world_size = _distributed(rank, world_size)
         self._sampler = self._make_sampler(sampler, crops_per_epoch)

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import backends
 from ..backends.cpu import empty as host_empty
+from ..backends.cpu import torch_types
 from ..backends.select import device_index
 from ..parallel import run_tasks
 from .pieces import copy_pieces
@@ -294,10 +295,8 @@ def convert(buffer: Any, output: str, ordering: HostOrdering) -> Any:
         return ordering.to_host(buffer)
     if output == "cupy":
         return buffer
-    import torch
-
     if isinstance(buffer, np.ndarray):
-        return torch.from_numpy(buffer)
+        return torch_types.as_tensor(buffer)  # bfloat16 and float8 batches too
     from torch.utils.dlpack import from_dlpack
 
     return from_dlpack(buffer)

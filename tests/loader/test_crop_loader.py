@@ -47,7 +47,6 @@ def _volumes(sources: list[np.ndarray[Any, Any]], layout: str = "v3-sharded-zstd
     return [make_volume(gpuzarr.MemoryStore(), s, layout) for s in sources]
 
 
-
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("output", OUTPUTS)
 @pytest.mark.parametrize("prefetch", [0, 2])
@@ -135,7 +134,6 @@ def test_dict_keys_naming_one_field_are_refused(sources: list[np.ndarray[Any, An
         CropLoader({1: volumes, "1": volumes}, CROP, 1, crops_per_epoch=2, output="numpy")
     loader = CropLoader({0: volumes, 1: volumes}, CROP, 2, crops_per_epoch=2, output="numpy")
     assert set(next(iter(loader)).data) == {"0", "1"}  # names are strings, as before
-
 
 
 def test_two_runs_give_identical_batches_and_epochs_differ(sources: list[np.ndarray[Any, Any]]) -> None:
@@ -246,9 +244,7 @@ def test_a_state_of_another_loader_is_refused(sources: list[np.ndarray[Any, Any]
         loader.load_state_dict(state)
 
 
-def test_a_pickled_loader_stands_where_the_original_stands(
-    sources: list[np.ndarray[Any, Any]], tmp_path: Path
-) -> None:
+def test_a_pickled_loader_stands_where_the_original_stands(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> None:
     volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"{i}.zarr"), s) for i, s in enumerate(sources)]
     loader = CropLoader(volumes, CROP, 3, crops_per_epoch=12, seed=4, output="numpy", cache_bytes=1 << 20)
     loader.set_epoch(3)
@@ -611,3 +607,46 @@ def test_an_interrupt_inside_a_pass_threads_start_leaves_no_thread_reading(
     assert len(loader_threads()) == before
     got = [b.data.copy() for b in loader]
     assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+@needs_torch
+@pytest.mark.parametrize("layout", ["v3-sharded-zstd", "v2-blosc-lz4"])
+def test_machine_learning_floats_come_as_tensors_of_their_type(layout: str) -> None:
+    """bfloat16 and float8 volumes (TensorStore and JAX checkpoints write them) give tensors of
+    those types, sharing the batch's memory: torch.from_numpy refuses ml_dtypes' arrays."""
+    import ml_dtypes
+    import torch
+
+    shape = (14, 12, 11)
+    image = (values(shape, "<u2", salt=5).astype("float32") / 8).astype(ml_dtypes.bfloat16)
+    label = (values(shape, "<u2", salt=6) % 7).astype("float32").astype(ml_dtypes.float8_e4m3fn)
+    data = {
+        "image": make_volume(gpuzarr.MemoryStore(), image, layout),
+        "label": make_volume(gpuzarr.MemoryStore(), label, layout),
+    }
+    for output in ("torch", "numpy"):
+        loader = CropLoader(data, CROP, 4, crops_per_epoch=12, output=output, device="cpu")
+        for batch in loader:
+            got_image, got_label = batch.data["image"], batch.data["label"]
+            if output == "torch":
+                assert got_image.dtype == torch.bfloat16 and got_label.dtype == torch.float8_e4m3fn
+                got_image, got_label = got_image.float().numpy(), got_label.float().numpy()
+            else:
+                assert got_image.dtype == image.dtype and got_label.dtype == label.dtype
+            for got, source in ((got_image, image), (got_label, label)):
+                as_f32 = Batch(got.astype("float32"), batch.origins, batch.volume_index, 0)
+                assert_batch_matches(as_f32, [source.astype("float32")], CROP)
+
+
+@needs_torch
+def test_types_pytorch_has_no_tensor_of_are_refused_when_the_loader_is_made() -> None:
+    import ml_dtypes
+
+    shape = (10, 10, 10)
+    padded = make_volume(gpuzarr.MemoryStore(), (values(shape) % 7).astype(ml_dtypes.int4), "v3-gzip")
+    unsigned = make_volume(gpuzarr.MemoryStore(), values(shape), "v3-gzip")
+    with pytest.raises(InvalidArgumentError, match=r"field 'mask': PyTorch has no tensor type for the data type int4"):
+        CropLoader({"image": unsigned, "mask": padded}, CROP, 2, device="cpu")
+    # NumPy output takes them all.
+    loader = CropLoader({"image": unsigned, "mask": padded}, CROP, 2, crops_per_epoch=4, output="numpy", device="cpu")
+    assert sum(len(b) for b in loader) == 4

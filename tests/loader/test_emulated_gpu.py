@@ -44,7 +44,6 @@ def cpu_volumes(sources: list[np.ndarray[Any, Any]], tmp_path: Path) -> list[gpu
     ]
 
 
-
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_every_batch_equals_numpy_slicing_on_the_gpu_path(
     emulated_gpu: EmulatedGpu, cpu_volumes: list[gpuzarr.Array], sources: list[np.ndarray[Any, Any]], prefetch: int
@@ -707,3 +706,18 @@ def test_eight_dimensional_crops_are_read_on_the_gpu_without_assembly(
             np.testing.assert_array_equal(got, data[tuple(slice(o, o + 2) for o in origin)])
     with pytest.raises(InvalidArgumentError, match="at most 7 dimensions; these have 8"):
         CropLoader(array, crop, 2, crops_per_epoch=4, device="gpu", output="numpy", **options)
+
+
+def test_types_cupy_cannot_hold_stay_on_the_cpu_or_are_refused(emulated_gpu: EmulatedGpu) -> None:
+    """bfloat16 volumes: device="auto" reads them on the CPU; device="gpu" names the type."""
+    import ml_dtypes
+
+    data = (values((12, 12, 12), salt=9).astype("float32") / 4).astype(ml_dtypes.bfloat16)
+    volume = make_volume(gpuzarr.MemoryStore(), data, "v3-sharded-zstd", device="cpu")
+    loader = CropLoader(volume, CROP, 3, crops_per_epoch=6, device="auto", output="numpy")
+    assert loader.device == "cpu"
+    for batch in loader:
+        assert batch.data.dtype == data.dtype
+        assert_batch_matches(batch, [data], CROP)
+    with pytest.raises(DeviceError, match="bfloat16"):
+        CropLoader(volume, CROP, 3, device="gpu", output="numpy")

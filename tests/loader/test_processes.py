@@ -131,3 +131,26 @@ def test_a_gpu_loader_in_a_forked_dataloader_worker_says_what_to_do(
         warnings.simplefilter("ignore", DeprecationWarning)  # fork of a process with threads
         with pytest.raises(DeviceError, match=r"forked process.*needs no workers.*spawn"):
             list(workers)
+
+
+def test_torch_output_without_torch_is_refused_when_the_loader_is_made(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["torch"] = None  # as if it were not installed
+        import numpy as np
+        import gpuzarr
+        from gpuzarr.errors import InvalidArgumentError
+        from gpuzarr.loader import CropLoader
+
+        a = gpuzarr.create({str(tmp_path / "a.zarr")!r}, shape=(16, 12, 10), dtype="u2", chunks=(8, 8, 8))
+        try:
+            CropLoader(a, (4, 6, 5), 3)
+        except InvalidArgumentError as exc:
+            print(exc)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUZARR_DEVICE": "cpu"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "output='torch' needs PyTorch" in done.stdout and "output='numpy'" in done.stdout

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ...errors import InvalidArgumentError
 from ...metadata.dtypes import is_variable_length
 from ...output_pool import pooled_empty
+from . import torch_types
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
@@ -45,10 +45,6 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     return np.asarray(value, dtype=dtype)
 
 
-#: Integer types of each size, to carry a PyTorch tensor's bits NumPy has no type for.
-_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
 def _torch_values(value: Any) -> np.ndarray[Any, Any]:
     """A PyTorch tensor's values as a NumPy array of its own type, on the host.
 
@@ -74,19 +70,16 @@ def _torch_values(value: Any) -> np.ndarray[Any, Any]:
     if not (tensor.is_floating_point() or tensor.is_complex()):
         # PyTorch's sub-byte integer types are placeholders whose bytes hold no values.
         raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: it has no values NumPy can take")
-    name = str(tensor.dtype).removeprefix("torch.")
-    same = getattr(ml_dtypes, name, None)
-    carrier = _BITS.get(tensor.element_size())
-    if same is None or carrier is None:
-        # Widened exactly (float32 holds every bfloat16 and float8 value; complex64 every
-        # complex32), where this ml_dtypes has no type of the name.
-        try:
-            wider: np.ndarray[Any, Any] = tensor.to(torch.complex64 if tensor.is_complex() else torch.float32).numpy()
-        except (NotImplementedError, RuntimeError) as exc:  # packed types (float4_e2m1fn_x2)
-            raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: {exc}") from exc
-        return wider
-    bits: np.ndarray[Any, Any] = tensor.contiguous().view(getattr(torch, carrier)).numpy()
-    return bits.view(np.dtype(same))
+    values = torch_types.host_view(tensor)
+    if values is not None:
+        return values
+    # Widened exactly (float32 holds every bfloat16 and float8 value; complex64 every
+    # complex32), where this ml_dtypes has no type of the name.
+    try:
+        wider: np.ndarray[Any, Any] = tensor.to(torch.complex64 if tensor.is_complex() else torch.float32).numpy()
+    except (NotImplementedError, RuntimeError) as exc:  # packed types (float4_e2m1fn_x2)
+        raise TypeError(f"cannot write a PyTorch tensor of {tensor.dtype}: {exc}") from exc
+    return wider
 
 
 def host_output(out: Any) -> np.ndarray[Any, Any]:
@@ -106,8 +99,13 @@ def host_output(out: Any) -> np.ndarray[Any, Any]:
         try:
             view = np.from_dlpack(out)
         except (BufferError, RuntimeError, TypeError, ValueError) as exc:
-            name = type(out).__name__
-            raise InvalidArgumentError(f"out: cannot write into this {name} through DLPack: {exc}") from exc
+            # A tensor of bfloat16 or a float8 type: NumPy's DLPack has no such types, ml_dtypes
+            # has them, and the tensor's bits are viewed as those.
+            bits = torch_types.host_view(out)
+            if bits is None:
+                name = type(out).__name__
+                raise InvalidArgumentError(f"out: cannot write into this {name} through DLPack: {exc}") from exc
+            view = bits
         if not view.flags.writeable:
             view = _writable_same_memory(out, view)
     else:

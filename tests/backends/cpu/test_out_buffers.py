@@ -138,3 +138,29 @@ def test_a_read_only_dlpack_view_is_replaced_by_the_same_memory_writable() -> No
     shifted = base[1:].view()
     shifted.flags.writeable = False
     assert _writable_same_memory(Viewing(), shifted) is shifted  # another shape and start: kept
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_tensors_of_machine_learning_floats_are_filled_in_place(store: gpuzarr.Store, name: str) -> None:
+    """NumPy's DLPack has no bfloat16 or float8: such a tensor is filled through its bits."""
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = (np.arange(8 * 6, dtype="float32").reshape(8, 6) / 4).astype(getattr(ml_dtypes, name))
+    a = gpuzarr.create(store, shape=values.shape, dtype=values.dtype, chunks=(3, 4), device="cpu")
+    a[...] = values
+    out = torch.full((5, 4), -1.0, dtype=getattr(torch, name))
+    pointer = out.data_ptr()
+    assert a.read((slice(2, 7), slice(1, 5)), out=out) is out
+    assert out.data_ptr() == pointer
+    np.testing.assert_array_equal(out.float().numpy(), values[2:7, 1:5].astype("float32"))
+    batch = torch.empty((2, 2, 6), dtype=getattr(torch, name))
+    crops = [(slice(0, 2), slice(None)), (slice(5, 7), slice(None))]
+    assert a.read_batch(crops, out=batch) is batch
+    np.testing.assert_array_equal(batch.float().numpy(), np.stack([values[c] for c in crops]).astype("float32"))
+    # What a tensor of any other type gets: a mismatch named, a gradient refused.
+    with pytest.raises(InvalidArgumentError, match=rf"dtype {name}, got \(5, 4\) and float16"):
+        a.read((slice(2, 7), slice(1, 5)), out=torch.empty((5, 4), dtype=torch.float16))
+    with pytest.raises(InvalidArgumentError, match="C-contiguous"):
+        a.read((slice(2, 7), slice(1, 5)), out=torch.empty((4, 5), dtype=getattr(torch, name)).t())
+    with pytest.raises(InvalidArgumentError, match="DLPack"):
+        a.read((slice(2, 7), slice(1, 5)), out=torch.empty((5, 4), dtype=getattr(torch, name), requires_grad=True))
