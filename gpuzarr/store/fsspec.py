@@ -16,6 +16,8 @@ store for local directories).
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -82,15 +84,18 @@ class FsspecStore(Store):
         #: the URL errors name
         self.url = f"{protocol}://{self.root.lstrip('/')}"
         self._calls = _call_guard(fs)
+        self._sync = _sync_interface(fs)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         del state["_calls"]  # a lock does not pickle; the copy makes its own
+        del state["_sync"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._calls = _call_guard(self.fs)
+        self._sync = _sync_interface(self.fs)
 
     @classmethod
     def from_url(cls, url: str, storage_options: dict[str, Any] | None = None, read_only: bool = False) -> FsspecStore:
@@ -144,7 +149,7 @@ class FsspecStore(Store):
         try:
             with self._errors(key, "reading"):
                 try:
-                    data = self.fs.cat_file(path, start=start, end=end)
+                    data = self._sync.cat_file(path, start=start, end=end)
                 except AttributeError:
                     if start is None or start >= 0:
                         raise
@@ -169,8 +174,8 @@ class FsspecStore(Store):
         """``cat_file`` of a suffix (``start`` < 0) from the file's size. fsspec's caching file
         systems (``simplecache::``, ``filecache::``) open their local copy as a plain Python
         file, which has no ``size`` for ``cat_file`` to seek from the end with (fsspec 2026.9)."""
-        size = int(self.fs.size(path))
-        data: Buffer = self.fs.cat_file(path, start=max(size + start, 0), end=end)
+        size = int(self._sync.size(path))
+        data: Buffer = self._sync.cat_file(path, start=max(size + start, 0), end=end)
         return data
 
     def get_ranges(self, key: str, ranges: Sequence[ByteRange]) -> list[Buffer] | None:
@@ -182,7 +187,7 @@ class FsspecStore(Store):
             return []
         bounds = [_bounds(r) for r in ranges]
         with self._errors(key, "reading"):
-            got = self.fs.cat_ranges(
+            got = self._sync.cat_ranges(
                 [path] * len(bounds), [s for s, _ in bounds], [e for _, e in bounds], on_error="return"
             )
         out: list[Buffer] = []
@@ -206,7 +211,7 @@ class FsspecStore(Store):
         """Whether a file (not a directory) is at ``key``."""
         path = self._path(validate_key(key))
         with self._errors(key, "checking"):
-            return bool(self.fs.isfile(path))
+            return bool(self._sync.isfile(path))
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         """Every file below the root whose key starts with ``prefix``."""
@@ -216,7 +221,7 @@ class FsspecStore(Store):
         base = self._path(directory) if directory else (self.root or "/")
         with self._errors(prefix, "listing"):
             try:
-                found = self.fs.find(base)
+                found = self._sync.find(base)
             except FileNotFoundError:
                 found = []
         cut = len(self.root) + 1 if self.root else 0
@@ -234,11 +239,11 @@ class FsspecStore(Store):
         data = bytes(memoryview(value).cast("B"))
         with self._errors(key, "writing"):
             try:
-                self.fs.pipe_file(path, data)
+                self._sync.pipe_file(path, data)
             except FileNotFoundError:
                 # Local-like file systems need the directory first; object stores never do.
-                self.fs.makedirs(self.fs._parent(path), exist_ok=True)
-                self.fs.pipe_file(path, data)
+                self._sync.makedirs(self.fs._parent(path), exist_ok=True)
+                self._sync.pipe_file(path, data)
 
     def erase(self, key: str) -> None:
         """Remove the file at ``key``, and directories left empty up to the root."""
@@ -246,19 +251,50 @@ class FsspecStore(Store):
         path = self._path(validate_key(key))
         with self._errors(key, "erasing"):
             try:
-                self.fs.rm_file(path)
+                self._sync.rm_file(path)
             except FileNotFoundError:
                 return
             # A directory emptied here would still show in list_dir on local-like systems.
             parent = self.fs._parent(path)
             while parent.rstrip("/") != self.root.rstrip("/") and len(parent) > len(self.root):
                 try:
-                    if self.fs.ls(parent, detail=False):
+                    if self._sync.ls(parent, detail=False):
                         break
-                    self.fs.rmdir(parent)
+                    self._sync.rmdir(parent)
                 except (FileNotFoundError, OSError):
                     break
                 parent = self.fs._parent(parent)
+
+
+def _sync_interface(fs: Any) -> Any:
+    """``fs``, or, for an fsspec file system made with ``asynchronous=True`` (as zarr-python's
+    FsspecStore asks for), an object whose methods of the same names run its coroutines on
+    fsspec's own I/O loop: the sync methods of such an instance raise "Loop is not running"."""
+    if not getattr(fs, "asynchronous", False):
+        return fs
+    try:
+        from fsspec.asyn import AsyncFileSystem
+    except ImportError:  # an fs that is not fsspec's (a duck-typed one)
+        return fs
+    return _OnFsspecLoop(fs) if isinstance(fs, AsyncFileSystem) else fs
+
+
+class _OnFsspecLoop:
+    """The sync calls FsspecStore makes, on an asynchronous file system: each runs the
+    coroutine of the same name (``cat_file`` -> ``_cat_file``) on fsspec's I/O loop and waits
+    for it, from whichever thread calls (gpuzarr's decode threads among them). The file
+    system's sessions are then made on, and used from, that one loop."""
+
+    def __init__(self, fs: Any) -> None:
+        self._fs = fs
+
+    def __getattr__(self, name: str) -> Any:
+        coroutine = getattr(self._fs, f"_{name}", None)
+        if coroutine is None or not inspect.iscoroutinefunction(coroutine):
+            return getattr(self._fs, name)  # _parent; rmdir where the file system has no folders
+        from fsspec.asyn import get_loop, sync
+
+        return functools.partial(sync, get_loop(), coroutine)
 
 
 def _call_guard(fs: Any) -> contextlib.AbstractContextManager[object]:

@@ -45,6 +45,35 @@ class TestFsspecLocalStore(TestFsspecMemoryStore):
         return FsspecStore(fsspec.filesystem("file"), str(tmp_path / "store"))
 
 
+def _asynchronous(fs: Any) -> Any:
+    """``fs`` as an asynchronous file system made with ``asynchronous=True``, as zarr-python's
+    FsspecStore asks for (s3fs, gcsfs and fsspec's HTTP one are such): its sync methods raise
+    "Loop is not running"; its coroutines (``_cat_file`` ...) are what works."""
+    wrapper = pytest.importorskip("fsspec.implementations.asyn_wrapper")
+    return wrapper.AsyncFileSystemWrapper(fs, asynchronous=True)
+
+
+class TestAsynchronousFileSystemStore(TestFsspecMemoryStore):
+    @pytest.fixture
+    def make_store(self, tmp_path: Any) -> Store:
+        return FsspecStore(_asynchronous(fsspec.filesystem("file")), str(tmp_path / "store"))
+
+
+def test_an_array_in_an_asynchronous_file_system_is_read_written_and_pickled(tmp_path: Path) -> None:
+    fs = _asynchronous(fsspec.filesystem("file"))
+    with pytest.raises(RuntimeError, match="Loop is not running"):
+        fs.cat_file(str(tmp_path))  # what every call of the store met before
+    store = FsspecStore(fs, str(tmp_path / "a.zarr"))
+    data = np.arange(12 * 10, dtype="i4").reshape(12, 10)
+    array = gpuzarr.create(store, shape=data.shape, dtype=data.dtype, chunks=(5, 4))
+    array[...] = data
+    np.testing.assert_array_equal(gpuzarr.open_array(store)[...], data)
+    copy = pickle.loads(pickle.dumps(store))
+    np.testing.assert_array_equal(gpuzarr.open_array(copy)[3:9, 2:7], data[3:9, 2:7])
+    array.resize((4, 4))  # erases the chunks outside, and their folders
+    assert sorted(store.list_prefix("")) == ["c/0/0", "zarr.json"]
+
+
 class CountingFileSystem(MemoryFileSystem):  # type: ignore[misc]
     """A file system of the user's own: fsspec's memory one, counting what it is asked."""
 
