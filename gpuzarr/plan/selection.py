@@ -80,6 +80,26 @@ def _is_array_like(x: Any) -> bool:
     )
 
 
+def _index_arrays_on_the_host(selection: Any) -> Any:
+    """``selection`` with its index arrays of other libraries (Dask, xarray, PyTorch, anything
+    with ``__array__``) made NumPy arrays, once: planning looks at an index array several times,
+    and each ``np.asarray`` of a Dask array computes its graph again."""
+    entries = selection if isinstance(selection, tuple) else (selection,)
+    if not any(_is_foreign_array(s) for s in entries):
+        return selection
+    arrays: dict[int, np.ndarray[Any, Any]] = {}
+    for s in entries:
+        if _is_foreign_array(s) and id(s) not in arrays:  # one object given twice: once
+            arrays[id(s)] = np.asarray(s)
+    converted = tuple(arrays.get(id(s), s) for s in entries)
+    return converted if isinstance(selection, tuple) else converted[0]
+
+
+def _is_foreign_array(x: Any) -> bool:
+    # Device arrays are left as they are: their host copy is the reader's to make (or refuse).
+    return _is_array_like(x) and not isinstance(x, (list, np.ndarray)) and not hasattr(x, "__cuda_array_interface__")
+
+
 def _check_integer(index: int, size: int, axis: int) -> int:
     i = int(index)
     if i < -size or i >= size:
@@ -419,7 +439,7 @@ def plan_orthogonal(
     selection: Any, dims: tuple[DimensionGrid, ...], allow_arrays: bool = True
 ) -> SelectionPlan:
     """Plan a basic (``allow_arrays=False``) or orthogonal selection."""
-    sel = expand_ellipsis(selection, len(dims))
+    sel = expand_ellipsis(_index_arrays_on_the_host(selection), len(dims))
     per_axis: list[list[DimensionProjection]] = []
     out_lengths: list[int | None] = []
     # A slice that selects nothing empties the result: the other slices are not split into
@@ -466,6 +486,7 @@ def plan_vectorized(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selectio
     if ndim == 0:
         raise InvalidSelectionError("vectorised selection: a 0-d array has no axes to index with arrays")
     shape_of_array = tuple(d.size for d in dims)
+    selection = _index_arrays_on_the_host(selection)
     if not isinstance(selection, tuple):
         selection = (selection,)
     if len(selection) == 1 and _is_array_like(selection[0]):
@@ -619,6 +640,7 @@ def plan_selection(selection: Any, dims: tuple[DimensionGrid, ...]) -> Selection
     box = plan_box(selection, dims)
     if box is not None:
         return box
+    selection = _index_arrays_on_the_host(selection)
     entries = selection if isinstance(selection, tuple) else (selection,)
     arrays = [s for s in entries if _is_array_like(s)]
     if not arrays:

@@ -916,3 +916,42 @@ def test_a_selection_of_nothing_splits_no_other_axis_into_chunks() -> None:
     array[:, :] = np.zeros((2 * 10**7, 0), dtype="u1")
     with pytest.raises(gpuzarr.errors.BoundsCheckError):  # the other entries are still checked
         array.oindex[[2 * 10**7], :]
+
+
+class CountingIndex:
+    """An index array of another library (a Dask array computes its graph at each
+    ``np.asarray``): counts how often it is made a NumPy array."""
+
+    def __init__(self, values: Any) -> None:
+        self.values = np.asarray(values)
+        self.conversions = 0
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        self.conversions += 1
+        return self.values if dtype is None else self.values.astype(dtype)
+
+
+@pytest.mark.parametrize(
+    ("make", "planner"),
+    [
+        (lambda i: i, plan_selection),  # one index array
+        (lambda i: (i, slice(1, 4)), plan_selection),
+        (lambda i: (slice(None), i), plan_orthogonal),
+        (lambda i: (i, i), plan_vectorized),
+        (lambda i: (i, 2), plan_selection),  # vectorised with an integer
+    ],
+)
+def test_an_index_array_of_another_library_is_converted_once(make: Any, planner: Any) -> None:
+    dims = dims_of((10, 8), (3, 3))
+    index = CountingIndex([[1, 7], [4, 2]] if planner is plan_vectorized else [1, 7, 4])
+    plan = planner(make(index), dims)
+    assert index.conversions == 1
+    expected = planner(make(index.values), dims)
+    assert plan.shape == expected.shape and len(plan.projections) == len(expected.projections)
+
+
+def test_a_mask_of_another_library_is_converted_once() -> None:
+    dims = dims_of((6, 5), (3, 3))
+    mask = CountingIndex(np.arange(30).reshape(6, 5) % 4 == 0)
+    assert plan_selection(mask, dims).shape == (8,)
+    assert mask.conversions == 1
