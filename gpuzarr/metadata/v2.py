@@ -20,6 +20,7 @@ import base64
 import copy
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
@@ -213,7 +214,14 @@ def _fill_from_v2(value: Any, data_type: DataType, field_name: str = "fill_value
         return dt.type(real)  # type: ignore[no-any-return]
     if dt.kind == "b" and isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return np.bool_(value)
+    if data_type.fill_kind == "f" and isinstance(value, str) and _DECIMAL.fullmatch(value):
+        # A number written as a string ("1.5"): zarr-python and TensorStore's zarr2 driver read it.
+        return data_type.fill_value_from_json(float(value), field_name)
     return data_type.fill_value_from_json(value, field_name)
+
+
+#: A JSON number's form, as a v2 float fill written as a string may hold one
+_DECIMAL = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def _fill_to_v2(value: np.generic | None, data_type: DataType) -> Any:

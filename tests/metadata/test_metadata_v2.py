@@ -160,3 +160,19 @@ def test_nested_structured_dtypes_are_read_and_written(tmp_path: Path) -> None:
 def test_a_structured_dtype_in_v3_points_to_v2(tmp_path: Path) -> None:
     with pytest.raises(MetadataError, match=r"zarr_format=2"):
         gpuzarr.create(tmp_path / "s.zarr", shape=(2,), dtype=_RECORD)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1.5", 1.5), ("-2", -2.0), ("1e3", 1000.0), (".25", 0.25), ("-7.E-1", -0.7)]
+)
+def test_a_float_fill_value_written_as_a_numeric_string_is_read(text: str, expected: float) -> None:
+    # zarr-python and TensorStore's zarr2 driver read these; the value is written back a number.
+    metadata = ArrayMetadataV2.from_json(zarray(dtype="<f4", fill_value=text))
+    assert metadata.fill_value == np.float32(expected)
+    assert metadata.to_json()["fill_value"] == float(np.float32(expected))
+
+
+@pytest.mark.parametrize("text", ["1_000", " 1.5", "1.5x", "nan", "", "1e"])
+def test_other_strings_are_no_float_fill_value(text: str) -> None:
+    with pytest.raises(MetadataError, match="fill_value"):
+        ArrayMetadataV2.from_json(zarray(dtype="<f4", fill_value=text))

@@ -42,7 +42,22 @@ def as_host_array(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         value = device_to_host(value)
     elif not hasattr(value, "__array__") and hasattr(value, "__dlpack__"):
         value = np.from_dlpack(value)
-    return np.asarray(value, dtype=dtype)
+    values = np.asarray(value, dtype=dtype)
+    return _canonical_bools(values) if values.dtype == np.bool_ else values
+
+
+def _canonical_bools(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``values`` with every true element the byte 1, as Zarr stores booleans.
+
+    A NumPy bool array made by a view of other bytes (``.view(bool)``, ``np.frombuffer``)
+    holds them as they are, and NumPy copies them through; TensorStore refuses a chunk holding
+    a byte other than 0 and 1.
+    """
+    bits = values.view(np.uint8)
+    if values.size == 0 or int(bits.max()) <= 1:
+        return values
+    canonical: np.ndarray[Any, Any] = np.not_equal(bits, 0)
+    return canonical
 
 
 def _torch_values(value: Any) -> np.ndarray[Any, Any]:

@@ -537,3 +537,21 @@ def test_reads_over_shards_never_written_give_the_fill_value(tmp_path: Path, sel
                            "fill_missing_data_reads": False})  # fmt: skip
     with pytest.raises(ChunkNotFoundError, match="c/1/0"):
         strict[20:24, 0:4]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_booleans_are_stored_as_the_bytes_0_and_1(zarr_format: int) -> None:
+    """A NumPy bool array viewed from other bytes holds them as they are; Zarr stores true as 1
+    (TensorStore refuses a chunk holding another byte)."""
+    store = gpuzarr.MemoryStore()
+    codecs = {"compressor": None} if zarr_format == 2 else {"codecs": [{"name": "bytes"}]}
+    a = gpuzarr.create(store, shape=(8,), chunks=(4,), dtype=bool, zarr_format=zarr_format, **codecs)
+    raw = np.array([0, 2, 1, 255, 7, 0, 128, 1], dtype="u1")
+    a[...] = raw.view(bool)
+    a[5:7] = np.frombuffer(b"\x09\x00", dtype=bool)  # a partial write too
+    expected = np.array([0, 1, 1, 1, 1, 1, 0, 1], dtype="u1")
+    np.testing.assert_array_equal(a[...].view("u1"), expected)
+    stored = b"".join(bytes(store.get(a.layout.key((i,)))) for i in range(2))
+    assert stored == expected.tobytes()
+    a[...] = np.bool_(True)  # canonical values are taken as they are
+    np.testing.assert_array_equal(a[...].view("u1"), np.ones(8, "u1"))
