@@ -7,6 +7,7 @@ or metadata field and say what was expected and what was found.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -47,6 +48,19 @@ class ReadOnlyError(GpuZarrError, PermissionError):
     """A write was attempted on a store or array opened read-only."""
 
 
+_KEY_AND_REASON = r"(.+?): (.*)"
+_MISSING_TEXT = "chunk is missing (fill_missing_data_reads is false)"
+_MISSING = rf"(.+): {re.escape(_MISSING_TEXT)}"
+
+
+def _last_line_of(text: str, name: str, fields: str) -> re.Match[str] | None:
+    """The fields of the last line of a traceback in ``text`` that shows the error ``name``
+    (``gpuzarr.errors.CorruptChunkError: c/1/0: ...``), as PyTorch's DataLoader re-raises a
+    worker's error with the worker's traceback for its message."""
+    matches = list(re.finditer(rf"^(?:[\w.]+\.)?{name}: {fields}$", text, re.MULTILINE))
+    return matches[-1] if matches else None
+
+
 class CorruptChunkError(GpuZarrError, ValueError):
     """Stored chunk or shard bytes cannot be decoded into what the metadata promises."""
 
@@ -54,8 +68,12 @@ class CorruptChunkError(GpuZarrError, ValueError):
         if reason is None:
             # One argument is a whole message: PyTorch's DataLoader raises a worker's error
             # again as ``type(error)(text)``, and would fall back to RuntimeError otherwise.
-            key, reason = "", key
-            super().__init__(reason)
+            # The text holds the worker's traceback, whose last line is this error's: the key
+            # and the reason are taken back from it (a key holding ": " is cut at it).
+            text = key
+            found = _last_line_of(text, "CorruptChunkError", _KEY_AND_REASON)
+            key, reason = found.groups() if found else ("", text)
+            super().__init__(text)
         else:
             super().__init__(f"{key}: {reason}")
         self.key = key
@@ -71,7 +89,12 @@ class ChunkNotFoundError(GpuZarrError, FileNotFoundError):
     """A chunk is missing and the array was opened with ``fill_missing_data_reads=False``."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"{key}: chunk is missing (fill_missing_data_reads is false)")
+        found = _last_line_of(key, "ChunkNotFoundError", _MISSING) if "\n" in key else None
+        if found:  # a worker's traceback (see CorruptChunkError)
+            super().__init__(key)
+            self.key = found.group(1)
+            return
+        super().__init__(f"{key}: {_MISSING_TEXT}")
         self.key = key
 
     def __reduce__(self) -> tuple[type[ChunkNotFoundError], tuple[str], dict[str, Any]]:

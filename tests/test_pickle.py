@@ -143,6 +143,39 @@ def test_every_error_is_raised_again_with_its_type_across_dataloader_workers() -
         assert "Caught" in str(raised.value) and cls.__name__ in str(raised.value)
 
 
+@pytest.mark.parametrize("key", ["c/1/0", "0.3.1", "scan:2/c/0/0"])
+def test_the_key_of_a_chunk_error_crosses_dataloader_workers(key: str) -> None:
+    """The README promises ``CorruptChunkError.key`` (and ``ChunkNotFoundError.key``): raised
+    again from its worker's traceback text, the error takes them back from the text's last line
+    of its type (notes printed after it, and other errors before it, are passed over)."""
+    pytest.importorskip("torch")
+    from torch._utils import ExceptionWrapper
+
+    from gpuzarr import errors
+
+    def fail() -> None:
+        raise errors.CorruptChunkError("other", "an earlier error")
+
+    def raise_after_another(made: errors.GpuZarrError) -> None:
+        try:
+            fail()
+        except errors.CorruptChunkError as earlier:
+            raise made from earlier
+
+    for made in (errors.CorruptChunkError(key, "zstd: bad frame: 3 bytes"), errors.ChunkNotFoundError(key)):
+        try:
+            raise_after_another(made)
+        except errors.GpuZarrError as exc:
+            exc.add_note("volume 0, crops [(8, 0)]")
+            wrapped = ExceptionWrapper(where="in DataLoader worker process 0")
+        with pytest.raises(type(made)) as raised:
+            wrapped.reraise()
+        assert raised.value.key == key
+        if isinstance(made, errors.CorruptChunkError):
+            assert isinstance(raised.value, errors.CorruptChunkError)
+            assert raised.value.reason == "zstd: bad frame: 3 bytes"
+
+
 @pytest.mark.parametrize("consolidated", [False, True])
 def test_a_group_pickles_and_changes_its_attributes_after(tmp_path: Path, consolidated: bool) -> None:
     """A Group holds a lock of its metadata: the copy makes its own."""
