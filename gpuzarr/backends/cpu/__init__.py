@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import InvalidArgumentError
-from .host_arrays import as_host_array, empty, host_output, is_device_array
+from .host_arrays import as_host_array, empty, host_output, is_device_array, mark_written
 from .read import read_plan
 from .write import write_plan
 
@@ -41,6 +41,7 @@ class CpuReader:
         buffer = empty(plan.buffer_shape, dtype) if out is None else _output_buffer(out, plan, dtype)
         read_plan(layout, store, plan, buffer)
         if out is not None:
+            mark_written(out)
             return out
         return buffer.reshape(plan.shape) if buffer.shape != plan.shape else buffer
 

@@ -108,6 +108,7 @@ def host_output(out: Any) -> np.ndarray[Any, Any]:
     if isinstance(out, np.ndarray):
         return out
     view: np.ndarray[Any, Any]
+    _refuse_lazy_negation(out)
     if hasattr(out, "__dlpack__"):
         if is_device_array(out):
             raise TypeError(f"out: expected host memory on device 'cpu', got a GPU {type(out).__name__}")
@@ -136,6 +137,26 @@ def host_output(out: Any) -> np.ndarray[Any, Any]:
             f"out: expected a C-contiguous {type(out).__name__}, got strides {view.strides} for shape {view.shape}"
         )
     return view
+
+
+def _refuse_lazy_negation(out: Any) -> None:
+    """A PyTorch tensor with its negative bit set (``torch._neg_view``) shows its memory negated;
+    DLPack hands over the memory as it is, so values read into it would read back negated."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor) and out.is_neg():
+        raise InvalidArgumentError(
+            "out: the tensor has its negative bit set (a lazy negation, such as torch._neg_view "
+            "makes): values read into its memory would read back negated; pass a tensor without it"
+        )
+
+
+def mark_written(out: Any) -> None:
+    """Tell autograd that ``out``, a PyTorch tensor just read into, changed in place, as
+    ``Tensor.copy_`` does: a graph that saved it for its backward pass then raises "modified by
+    an inplace operation" instead of computing gradients from the new values."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        torch.autograd.graph.increment_version(out)
 
 
 #: DLPack device types whose memory the host cannot read directly (kDLCUDA, kDLCUDAManaged, kDLROCM)

@@ -164,3 +164,27 @@ def test_tensors_of_machine_learning_floats_are_filled_in_place(store: gpuzarr.S
         a.read((slice(2, 7), slice(1, 5)), out=torch.empty((4, 5), dtype=getattr(torch, name)).t())
     with pytest.raises(InvalidArgumentError, match="DLPack"):
         a.read((slice(2, 7), slice(1, 5)), out=torch.empty((5, 4), dtype=getattr(torch, name), requires_grad=True))
+
+
+def test_a_tensor_read_into_is_marked_changed_for_autograd(arr: gpuzarr.Array) -> None:
+    """As ``Tensor.copy_``: a graph that saved the tensor raises instead of giving gradients
+    computed from the values read since."""
+    torch = pytest.importorskip("torch")
+    weights = torch.ones((4, 5), requires_grad=True)
+    out = torch.zeros((4, 5), dtype=torch.float32)
+    loss = (weights * out).sum()  # saves ``out`` for the gradient of ``weights``
+    arr.read((slice(0, 4), slice(0, 5)), out=out)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    batch = torch.zeros((2, 4, 5))
+    before = batch._version
+    arr.read_batch([(slice(0, 4), slice(0, 5)), (slice(4, 8), slice(5, 10))], out=batch)
+    assert batch._version > before
+
+
+def test_a_tensor_with_its_negative_bit_set_is_refused(arr: gpuzarr.Array) -> None:
+    torch = pytest.importorskip("torch")
+    negated = torch.zeros((4, 5), dtype=torch.float32)._neg_view()
+    with pytest.raises(InvalidArgumentError, match="negative bit"):
+        arr.read((slice(0, 4), slice(0, 5)), out=negated)
+    assert not negated.resolve_neg().any()  # nothing was written
