@@ -11,6 +11,7 @@ the buffer pool, :mod:`.ordering` orders the GPU work and hands batches over.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import weakref
@@ -99,6 +100,23 @@ class Batch:
 
     def __len__(self) -> int:
         return int(self.volume_index.shape[0])
+
+    def pin_memory(self) -> Batch:
+        """The batch with its CPU tensors copied into page-locked memory (``Tensor.pin_memory``).
+
+        From there ``.to("cuda", non_blocking=True)`` copies without holding up the host.
+        ``DataLoader(pin_memory=True)`` calls it on each batch of :meth:`CropLoader.as_dataset`.
+        NumPy arrays, CuPy arrays and tensors already on a GPU are kept as they are.
+        """
+        torch = sys.modules.get("torch")  # a tensor exists only where torch is imported
+
+        def pinned(field: Any) -> Any:
+            if torch is not None and isinstance(field, torch.Tensor) and field.device.type == "cpu":
+                return field.pin_memory()
+            return field
+
+        data = {name: pinned(f) for name, f in self.data.items()} if isinstance(self.data, dict) else pinned(self.data)
+        return dataclasses.replace(self, data=data)
 
 
 def _check_torch_types(dtypes: dict[str, np.dtype[Any]]) -> None:

@@ -221,3 +221,16 @@ def test_a_lane_window_is_not_overwritten_while_a_slow_loader_stream_reads_it(
         for batch in loader:
             assert_batch_matches(batch, sources, CROP)
     loader.close()
+
+
+def test_a_cpu_loaders_batch_pins_for_asynchronous_copies(
+    volumes: tuple[list[gpuzarr.Array], list[np.ndarray[Any, Any]]],
+) -> None:
+    torch = _torch_cuda()
+    arrays, sources = volumes
+    batch = next(iter(CropLoader(arrays, CROP, 4, crops_per_epoch=4, device="cpu", output="torch")))
+    pinned = batch.pin_memory()
+    assert pinned.data.is_pinned() and not batch.data.is_pinned()
+    on_gpu = pinned.data.to("cuda", non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    assert_batch_matches(type(batch)(on_gpu.cpu(), batch.origins, batch.volume_index, 0), sources, CROP)

@@ -650,3 +650,35 @@ def test_types_pytorch_has_no_tensor_of_are_refused_when_the_loader_is_made() ->
     # NumPy output takes them all.
     loader = CropLoader({"image": unsigned, "mask": padded}, CROP, 2, crops_per_epoch=4, output="numpy", device="cpu")
     assert sum(len(b) for b in loader) == 4
+
+
+@needs_torch
+def test_dataloaders_pin_memory_pins_the_batchs_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DataLoader(pin_memory=True)`` pins what has a ``pin_memory`` method; a dataclass
+    without one came back unpinned. (Pinning needs a GPU: here ``Tensor.pin_memory`` is
+    recorded, and returns a copy as it would.)"""
+    import torch
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    shape = (12, 12, 12)
+    image, label = values(shape, salt=1), (values(shape, salt=2) % 3).astype("u1")
+    data = {"image": make_volume(gpuzarr.MemoryStore(), image), "label": make_volume(gpuzarr.MemoryStore(), label)}
+    pinned: list[tuple[int, ...]] = []
+
+    def record(self: Any, *args: Any, **kwargs: Any) -> Any:
+        pinned.append(tuple(self.shape))
+        return self.clone()
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", record)
+    for loader_data, expected in ((data, 2), (data["image"], 1)):
+        batch = next(iter(CropLoader(loader_data, CROP, 3, crops_per_epoch=3, device="cpu")))
+        pinned.clear()
+        again = pin_memory(batch)  # what the DataLoader's pinning thread calls
+        assert isinstance(again, Batch) and len(pinned) == expected
+        assert again.index == batch.index and again.origins is batch.origins
+        fields = again.data.values() if isinstance(again.data, dict) else [again.data]
+        assert all(isinstance(f, torch.Tensor) for f in fields)
+        assert_batch_matches(Batch(to_numpy(next(iter(fields))), again.origins, again.volume_index, 0), [image], CROP)
+    numpy_batch = next(iter(CropLoader(data["image"], CROP, 3, crops_per_epoch=3, device="cpu", output="numpy")))
+    pinned.clear()
+    assert pin_memory(numpy_batch).data is numpy_batch.data and not pinned
