@@ -125,6 +125,12 @@ class DeviceError(GpuZarrError, RuntimeError):
     """The requested device cannot be used."""
 
 
+class PassEndedError(GpuZarrError, RuntimeError):
+    """An iteration over a :class:`~gpuzarr.loader.CropLoader` was asked for a batch after a new
+    pass over the same loader (``iter``, ``set_epoch``, ``load_state_dict``) had ended it
+    before its last batch. A loader runs one pass at a time."""
+
+
 class WorkerProcessError(GpuZarrError, RuntimeError):
     """A worker process of a :class:`~gpuzarr.loader.CropLoader` exited while it had batches to
     read, or could not start; the message names the worker, its exit code and the batch."""

@@ -24,7 +24,7 @@ from .. import config
 from ..backends.cpu import torch_types
 from ..backends.cuda.launch_checks import MAX_NDIM
 from ..backends.cuda.phases import phase
-from ..errors import DeviceError, InvalidArgumentError
+from ..errors import DeviceError, InvalidArgumentError, PassEndedError
 from ..store.memory import MemoryStore
 from .cache import CacheStats, ChunkCache
 from .chunked import ChunkAssembler, all_regular, check_cacheable
@@ -590,7 +590,7 @@ class CropLoader:
 
         As ``DistributedSampler.set_epoch``: without it every iteration repeats the same epoch.
         """
-        self._close_pass()
+        self._close_pass(ended_by="set_epoch")
         epoch = _count(epoch, "epoch", 0)
         if self._resume is not None and epoch == self._epoch:
             # A state just loaded for this epoch stays: a training loop resumed at a
@@ -660,7 +660,7 @@ class CropLoader:
             raise InvalidArgumentError(
                 f"load_state_dict: position {position} is past the {len(self)} batches of an epoch"
             )
-        self._close_pass()
+        self._close_pass(ended_by="load_state_dict")
         self._epoch = _count(epoch, "epoch", 0)
         self._position = self._resume = position
 
@@ -707,9 +707,15 @@ class CropLoader:
             assembler = ChunkAssembler(self.volumes, self.crop_shape, ordering, self.host_cache, self.device_cache)
         return BatchReader(self.volumes, self.crop_shape, ordering, assembler)
 
-    def _close_pass(self) -> None:
+    def _close_pass(self, ended_by: str | None = None) -> None:
+        """End the pass under way.
+
+        ``ended_by`` names what started another: the ended pass's next ``next()`` raises
+        PassEndedError naming it. None is :meth:`close`, after which the pass simply stops.
+        """
         current = self._pass() if self._pass is not None else None
         if current is not None:
+            current.ended_by = ended_by
             current.close()
         self._pass = None
         # A pass whose iterator was dropped stopped its thread without waiting for it: that
@@ -733,7 +739,7 @@ class CropLoader:
         them when it has workers and ``processes`` allows them.
         """
         self._check_process()
-        self._close_pass()
+        self._close_pass(ended_by="a new pass (iter)")
         use_workers = bool(self.workers and processes)
         if use_workers:
             workers, segments = self._worker_processes()  # before the resume position is taken
@@ -886,6 +892,8 @@ class _Pass:
         self._keyed = loader.volumes.keyed
         self._pid = os.getpid()
         self._producer = producer
+        #: what ended this pass before its last batch by starting another (see _close_pass)
+        self.ended_by: str | None = None
 
     def __iter__(self) -> _Pass:
         return self
@@ -903,6 +911,12 @@ class _Pass:
         # them to None meanwhile, and reading them again found None.
         loader, producer = self._loader, self._producer
         if loader is None:
+            if self.ended_by is not None:
+                raise PassEndedError(
+                    f"this pass over the CropLoader was ended by {self.ended_by} before its last batch: a loader "
+                    "runs one pass at a time. Finish or leave a pass before starting the next, or make a second "
+                    "CropLoader for a second pass at the same time."
+                )
             raise StopIteration
         if os.getpid() != self._pid:
             raise DeviceError("an iteration of a CropLoader cannot continue in a forked process; start a new one there")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gpuzarr
-from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError
+from gpuzarr.errors import CorruptChunkError, GpuZarrError, InvalidArgumentError, PassEndedError
 from gpuzarr.loader import Batch, CropLoader
 
 from .helpers import (
@@ -329,7 +329,7 @@ def test_a_new_epoch_or_iteration_stops_the_threads_reading_ahead(
     assert len(loader_threads()) == before + lanes
     second = iter(loader)  # replaces the first pass
     assert len(loader_threads()) == before + lanes
-    with pytest.raises(StopIteration):
+    with pytest.raises(PassEndedError, match=r"ended by a new pass \(iter\)"):
         next(first)
     next(second)
     loader.set_epoch(1)
@@ -682,3 +682,34 @@ def test_dataloaders_pin_memory_pins_the_batchs_tensors(monkeypatch: pytest.Monk
     numpy_batch = next(iter(CropLoader(data["image"], CROP, 3, crops_per_epoch=3, device="cpu", output="numpy")))
     pinned.clear()
     assert pin_memory(numpy_batch).data is numpy_batch.data and not pinned
+
+
+def test_a_pass_ended_by_another_says_so_where_it_would_have_stopped_short(sources: list[np.ndarray[Any, Any]]) -> None:
+    """A nested loop over one loader (or set_epoch inside a loop) ended the outer epoch after
+    a few batches, silently; a pass the user closed or finished stops as before."""
+    loader = CropLoader(_volumes(sources), CROP, 2, crops_per_epoch=20, output="numpy")
+    seen = 0
+    with pytest.raises(PassEndedError, match="ended by a new pass"):
+        for _ in loader:
+            seen += 1
+            if seen == 2:
+                next(iter(loader))  # a peek at "the first batch" inside the loop
+    assert seen == 2
+    state = loader.state_dict()
+    ends = {"set_epoch": lambda: loader.set_epoch(3), "load_state_dict": lambda: loader.load_state_dict(state)}
+    for ended_by, end in ends.items():
+        running = iter(loader)
+        next(running)
+        end()
+        with pytest.raises(PassEndedError, match=ended_by):
+            next(running)
+    running = iter(loader)
+    next(running)
+    loader.close()
+    with pytest.raises(StopIteration):
+        next(running)
+    finished = iter(loader)
+    assert sum(1 for _ in finished) == len(loader)
+    next(iter(loader))  # a new pass after a finished one ends nothing
+    with pytest.raises(StopIteration):
+        next(finished)
