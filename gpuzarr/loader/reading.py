@@ -95,6 +95,7 @@ class BatchReader:
         for name in self.volumes.fields:
             for volume, start, stop in volume_runs(crops.volumes):
                 origins = crops.origins[start:stop]
+                self.volumes.check_unchanged(name, volume)
                 try:
                     self._read_run(name, volume, origins, out[name][start:stop])
                 except CorruptChunkError as exc:

@@ -40,6 +40,16 @@ class Volumes:
     def fields(self) -> list[str]:
         return list(self.arrays)
 
+    def check_unchanged(self, field: str, volume: int) -> None:
+        """Refuse to read a volume whose shape changed since the loader was made (a ``resize``
+        or ``append`` through its Array): the loader's crops were drawn inside the old shape."""
+        now = tuple(self.arrays[field][volume].shape)
+        if now != self.shapes[volume]:
+            raise InvalidArgumentError(
+                f"{self.describe(field, volume)} was resized from {self.shapes[volume]} to {now} after the loader "
+                "was made, whose crops were drawn inside the old shape: make a new CropLoader"
+            )
+
     def describe(self, field: str, volume: int) -> str:
         """How errors name a volume: its index, field and path."""
         array = self.arrays[field][volume]

@@ -713,3 +713,18 @@ def test_a_pass_ended_by_another_says_so_where_it_would_have_stopped_short(sourc
     next(iter(loader))  # a new pass after a finished one ends nothing
     with pytest.raises(StopIteration):
         next(finished)
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
+def test_a_volume_resized_after_the_loader_was_made_is_named(
+    sources: list[np.ndarray[Any, Any]], tmp_path: Path, cache_bytes: int
+) -> None:
+    volumes = [make_volume(gpuzarr.LocalStore(tmp_path / f"{i}-{cache_bytes}.zarr"), s) for i, s in enumerate(sources)]
+    loader = CropLoader(volumes, CROP, 4, crops_per_epoch=8, output="numpy", cache_bytes=cache_bytes)
+    assert sum(len(b) for b in loader) == 8
+    volumes[1].resize((6, 24, 9))  # shrunk below the crop: the error named an internal buffer
+    with pytest.raises(InvalidArgumentError, match=r"volume 1 was resized from \(13, 24, 9\) to \(6, 24, 9\)"):
+        list(loader)
+    volumes[1].resize((30, 24, 9))  # grown: the crops would cover only the old part
+    with pytest.raises(InvalidArgumentError, match="make a new CropLoader"):
+        list(loader)
