@@ -33,13 +33,12 @@ from .prefetch import Background, BufferPool, Producer, Ready, read_one
 from .reading import BatchReader
 from .sampling import (
     Crops,
+    EpochBatches,
     RandomSampler,
     Sampler,
-    batch_bounds,
     epoch_rng,
     grid_sampler,
     grid_tile_count,
-    group_by_volume,
     listed_sampler,
     rank_share,
 )
@@ -577,13 +576,12 @@ class CropLoader:
         everything = self._sampler.epoch(epoch_rng(self.seed, e), self.shuffle)
         return rank_share(everything, self.rank, self.world_size, self.drop_last)
 
-    def epoch_batches(self, epoch: int | None = None) -> list[Crops]:
-        """Return the batches of ``epoch`` on this rank: each batch's crops grouped by volume."""
-        crops = self.epoch_crops(epoch)
-        return [
-            group_by_volume(crops.take(slice(a, b)))
-            for a, b in batch_bounds(len(crops), self.batch_size, self.drop_last)
-        ]
+    def epoch_batches(self, epoch: int | None = None) -> EpochBatches:
+        """Return the batches of ``epoch`` on this rank: each batch's crops grouped by volume.
+
+        A sequence whose batches are made when they are asked for.
+        """
+        return EpochBatches(self.epoch_crops(epoch), self.batch_size, self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch the next iteration reads, from its first batch.
@@ -749,7 +747,7 @@ class CropLoader:
         batches = self.epoch_batches()
         start, self._resume = self._resume or 0, None
         self._position = start
-        indices = list(range(start + share, len(batches), shares))
+        indices = range(start + share, len(batches), shares)
         # prefetch queued, one being read, one handed out, one still held by the loop variable
         size = self.prefetch + 3 if reuse_buffers else None
         producer: Background | None = None
@@ -878,8 +876,8 @@ class _Pass:
         reader: BatchReader,
         ordering: HostOrdering,
         pool: BufferPool,
-        batches: list[Crops],
-        indices: list[int],
+        batches: Sequence[Crops],
+        indices: Sequence[int],
         producer: Background | None,
     ) -> None:
         self._loader: CropLoader | None = loader

@@ -9,9 +9,9 @@ import pytest
 from gpuzarr.errors import InvalidArgumentError
 from gpuzarr.loader.sampling import (
     Crops,
+    EpochBatches,
     RandomSampler,
     axis_tiles,
-    batch_bounds,
     epoch_rng,
     grid_origins,
     grid_sampler,
@@ -105,10 +105,21 @@ def test_rank_share_interleaves_like_distributed_sampler() -> None:
     assert rank_share(_crops(10), 3, 4, drop_last=True).origins[:, 0].tolist() == [3, 7]
 
 
-def test_batch_bounds_and_volume_runs() -> None:
-    assert batch_bounds(10, 4, drop_last=False) == [(0, 4), (4, 8), (8, 10)]
-    assert batch_bounds(10, 4, drop_last=True) == [(0, 4), (4, 8)]
-    assert batch_bounds(8, 4, drop_last=False) == [(0, 4), (4, 8)]
+def _bounds(batches: EpochBatches) -> list[tuple[int, int]]:
+    """Each batch's crops as (first, last + 1), by their origins (_crops numbers them)."""
+    return [(int(b.origins[:, 0].min()), int(b.origins[:, 0].max()) + 1) for b in batches]
+
+
+def test_epoch_batches_and_volume_runs() -> None:
+    assert _bounds(EpochBatches(_crops(10), 4, drop_last=False)) == [(0, 4), (4, 8), (8, 10)]
+    assert _bounds(EpochBatches(_crops(10), 4, drop_last=True)) == [(0, 4), (4, 8)]
+    assert _bounds(EpochBatches(_crops(8), 4, drop_last=False)) == [(0, 4), (4, 8)]
+    batches = EpochBatches(_crops(10), 4, drop_last=False)
+    assert len(batches) == 3 and _bounds(batches[1:]) == [(4, 8), (8, 10)] and _bounds([batches[-1]]) == [(8, 10)]
+    for outside in (3, -4):
+        with pytest.raises(IndexError):
+            batches[outside]
+    assert len(EpochBatches(_crops(0), 4, drop_last=False)) == 0
     grouped = group_by_volume(Crops(np.array([2, 0, 2, 1, 0]), np.arange(5).reshape(5, 1)))
     assert grouped.volumes.tolist() == [0, 0, 1, 2, 2]
     assert grouped.origins[:, 0].tolist() == [1, 4, 3, 0, 2]  # stable within a volume
