@@ -104,7 +104,14 @@ class FsspecStore(Store):
         ``storage_options`` are the file system's arguments (``fsspec.core.url_to_fs``).
         """
         fsspec = import_fsspec()
-        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        try:
+            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        except (ImportError, TypeError, ValueError):  # a missing package; options or URL of the wrong form
+            raise
+        except PermissionError as exc:  # a file system that logs in when it is made (ftp, sftp)
+            raise StorePermissionError(url, None, f"opening the file system: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # one that connects when it is made, to a server that is not there
+            raise StoreError(url, None, f"opening the file system failed: {type(exc).__name__}: {exc}") from exc
         store = cls(fs, path, read_only=read_only)
         store.url = url
         return store

@@ -27,6 +27,7 @@ notebook wants a failing server reported in about a minute, not in three.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -87,16 +88,28 @@ class ObjectStoreOptions:
     cache_bytes: int | None = None
 
     @classmethod
-    def from_storage_options(cls, storage_options: dict[str, Any] | None) -> ObjectStoreOptions:
+    def from_storage_options(
+        cls, storage_options: dict[str, Any] | None, environ_prefix: str | None = None
+    ) -> ObjectStoreOptions:
         """Split ``storage_options``, applying gpuzarr's defaults; InvalidArgumentError names a
-        bad value's key."""
+        bad value's key.
+
+        ``environ_prefix`` (``"AWS_"``, ``"GOOGLE_"``, ``"AZURE_"``): the service whose client
+        settings in the environment (``AWS_ALLOW_HTTP``, ``AWS_PROXY_URL``, ...) stand between
+        gpuzarr's defaults and the options given. obstore reads them itself only where no client
+        options are passed, and gpuzarr always passes its timeouts.
+        """
         options = dict(storage_options or {})
         if not all(isinstance(k, str) for k in options):
             raise InvalidArgumentError(f"storage_options: keys must be strings, got {sorted(map(repr, options))}")
         io_concurrency = _positive_int(options.pop("io_concurrency", None), "io_concurrency")
         cache_bytes = _positive_int(options.pop("cache_bytes", None), "cache_bytes")
         retry = {**DEFAULT_RETRY, **{k: options.pop(k) for k in list(options) if k in RETRY_KEYS}}
-        client = {**DEFAULT_CLIENT_OPTIONS, **{k: options.pop(k) for k in list(options) if k in CLIENT_KEYS}}
+        client = {
+            **DEFAULT_CLIENT_OPTIONS,
+            **_client_options_from_environment(environ_prefix),
+            **{k: options.pop(k) for k in list(options) if k in CLIENT_KEYS},
+        }
         for key in _CLIENT_DURATIONS & set(client):
             client[key] = _duration(client[key], key, keep_strings=True)
         for key, value in options.items():
@@ -112,6 +125,27 @@ class ObjectStoreOptions:
         if isinstance(endpoint, str) and endpoint.startswith("http://"):
             client.setdefault("allow_http", True)
         return cls(options, client, _retry_config(retry), io_concurrency, cache_bytes)
+
+
+#: obstore's scheme -> the prefix of its service's environment variables
+ENVIRONMENT_PREFIXES = {
+    "s3": "AWS_",
+    "gs": "GOOGLE_",
+    **dict.fromkeys(("az", "azure", "abfs", "abfss"), "AZURE_"),
+}
+
+
+def _client_options_from_environment(prefix: str | None) -> dict[str, str]:
+    """The client settings of the environment for a service (``AWS_ALLOW_HTTP=true``: allow_http),
+    as obstore's builders read them: a variable of the prefix and the key's name, upper case."""
+    if prefix is None:
+        return {}
+    found = {}
+    for key in CLIENT_KEYS:
+        value = os.environ.get(prefix + key.upper())
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def _retry_config(values: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +226,12 @@ def _check_endpoint(endpoint: Any, key: str = "endpoint") -> None:
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         expected = "expected an http:// or https:// URL"
         raise InvalidArgumentError(f"storage_options[{key!r}]: {expected}, got {endpoint!r}")
+    if "@" in parts.netloc:
+        # Not read by obstore, and shown in every message and spec: the secret is not repeated.
+        raise InvalidArgumentError(
+            f"storage_options[{key!r}]: credentials in the endpoint URL are not read; give them as "
+            "access_key_id and secret_access_key (or in the environment)"
+        )
 
 
 def _positive_int(value: Any, key: str) -> int | None:

@@ -62,7 +62,7 @@ from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, Sto
 from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import KeyLocks
 from .object_clients import shared_store
-from .object_options import ObjectStoreOptions
+from .object_options import ENVIRONMENT_PREFIXES, ObjectStoreOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -219,12 +219,22 @@ class ObjectStore(Store):
                 f"store: {url!r}: a '#' or '?' in a store URL ends its path (a fragment or a query), so "
                 "the keys would go elsewhere; percent-encode it (%23, %3F) or give it as path="
             )
+        is_http = scheme.lower() in ("http", "https")
+        if not is_http and "@" in rest.partition("/")[0]:
+            # obstore ignores credentials in the authority; kept, they reached messages, reprs and
+            # specs (the secret as part of the bucket's name). Not repeated here either.
+            raise InvalidArgumentError(
+                f"store: {scheme}://...@{rest.partition('/')[0].rpartition('@')[2]}/...: credentials in an "
+                f"object store URL are not read; give them in storage_options (e.g. access_key_id and "
+                "secret_access_key) or the environment"
+            )
+        _refuse_dot_segments(_without_userinfo(url), rest)
         obstore = import_obstore()
         # The options are checked by obstore itself, at run time (as untyped dicts here).
         stores = importlib.import_module("obstore.store")
 
-        options = ObjectStoreOptions.from_storage_options(storage_options)
-        is_http = scheme.lower() in ("http", "https")
+        environ_prefix = None if is_http else ENVIRONMENT_PREFIXES.get(SCHEMES[scheme.lower()])
+        options = ObjectStoreOptions.from_storage_options(storage_options, environ_prefix)
         given_url = url  # what a pickled copy opens again (its credentials included)
         credentials = None
         if is_http:
@@ -348,6 +358,10 @@ class ObjectStore(Store):
                 value = settings.get(theirs, settings.get("aws_" + theirs))
                 if value:
                     doc[ours] = value
+            if _is_true(settings.get("skip_signature", settings.get("aws_skip_signature"))):
+                # A public bucket read without credentials: the spec reopens it so elsewhere
+                # (where no credentials are found, a signed request fails).
+                doc["aws_credentials"] = {"type": "anonymous"}
         elif url.scheme in ("gs", "gcs"):
             doc = {"driver": "gcs", "bucket": url.netloc}
         elif url.scheme in ("http", "https"):
@@ -909,9 +923,8 @@ def _url_of(store: Any, cfg: dict[str, Any] | None) -> str:
     if cfg is None:
         cfg = {"bucket": "(bucket unknown)", "container_name": "(container unknown)"}
     if name == "HTTPStore":
-        scheme, sep, rest = str(store.url).rstrip("/").partition("://")
         # No "user:password@" in messages and specs (obstore does not send it either).
-        return scheme + sep + _take_userinfo(rest)[0] if sep else str(store.url).rstrip("/")
+        return _without_userinfo(str(store.url).rstrip("/"))
     if name == "LocalStore":
         return f"file:///{prefix}"
     if name == "S3Store":
@@ -932,12 +945,38 @@ def _first_line(exc: BaseException) -> str:
 
 def _take_userinfo(rest: str) -> tuple[str, str | None]:
     """``rest`` of an HTTP URL (after ``scheme://``) without its ``user:password@``, and the
-    ``user:password`` it held (percent-decoded), or None."""
+    ``user:password`` it held (percent-decoded), or None. A user without a password is
+    ``user:`` (RFC 7617's user-pass has its colon; curl sends it so)."""
     authority, slash, path = rest.partition("/")
     userinfo, at, host = authority.rpartition("@")
     if not at:
         return rest, None
-    return host + slash + path, unquote(userinfo)
+    user, _, password = userinfo.partition(":")
+    return host + slash + path, f"{unquote(user)}:{unquote(password)}"
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without a ``user:password@`` (for messages)."""
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + _take_userinfo(rest)[0] if sep else url
+
+
+def _is_true(value: Any) -> bool:
+    """A configuration flag as obstore reads it: a bool, or a string such as "true"."""
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"))
+
+
+def _refuse_dot_segments(url: str, rest: str) -> None:
+    """Refuse ``.`` and ``..`` path segments (percent-encoded too) in an object store or HTTP
+    URL: the URL parser resolves them, so the keys would go elsewhere than the URL reads, and
+    the spec would name a path no store opens. URLs travel in configuration others wrote."""
+    path = rest.partition("/")[2]
+    for segment in path.split("/"):
+        if unquote(segment) in (".", ".."):
+            raise InvalidArgumentError(
+                f"store: {url!r}: '.' and '..' path segments are refused (the keys would go elsewhere than the URL "
+                "reads); give the path without them"
+            )
 
 
 def _refuse_encoded(url: str, key: str, result: Any) -> None:

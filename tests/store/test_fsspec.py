@@ -286,3 +286,12 @@ def test_an_fsspec_mapper_and_zarr_pythons_constructor_forms(tmp_path: Path) -> 
     assert gpuzarr.open_array(by_path, mode="r")[...].tolist() == [1, 2, 3, 4]
     with pytest.raises(gpuzarr.errors.InvalidArgumentError, match="root or path"):
         FsspecStore(fs, "a", path="b")
+
+
+def test_a_file_system_that_fails_while_it_is_made_is_a_store_error_naming_the_url() -> None:
+    """ftp:// connects when fsspec makes the file system: a server that is not there raised a
+    bare ConnectionRefusedError without the URL."""
+    with pytest.raises(StoreError, match=r"ftp://127.0.0.1:1/x.zarr: opening the file system failed: Connection"):
+        gpuzarr.open("ftp://127.0.0.1:1/x.zarr", mode="r")
+    with pytest.raises(ValueError, match="Protocol not known"):  # not a store's failure: as it was
+        FsspecStore.from_url("nosuchprotocol-x://a/b")

@@ -744,3 +744,85 @@ def test_an_http_stores_password_stays_out_of_names_and_specs() -> None:
     store = ObjectStore(HTTPStore.from_url("https://user:secret-pw@example.com/data"))
     assert "secret-pw" not in repr(store) and "secret-pw" not in str(store.kvstore_json())
     assert store.url == "https://example.com/data"
+
+
+def test_client_settings_of_the_environment_are_read(s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS_ALLOW_HTTP (with the endpoint and credentials in the environment too) is what obstore
+    reads where no client options are passed; gpuzarr passes its timeouts, which replaced them
+    ("builder error")."""
+    options = s3_bucket.storage_options()
+    gpuzarr.create(f"{s3_bucket.url}/env.zarr", storage_options=options, data=np.arange(4), chunks=(2,))
+    for name, value in {
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ENDPOINT_URL": s3_bucket.endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    np.testing.assert_array_equal(gpuzarr.open(f"{s3_bucket.url}/env.zarr", mode="r")[...], np.arange(4))
+    options = ObjectStoreOptions.from_storage_options({"timeout": 7}, "AWS_")
+    assert options.client_options["allow_http"] == "true"  # from the environment
+    assert options.client_options["timeout"].total_seconds() == 7  # given: before the environment
+    monkeypatch.setenv("AWS_TIMEOUT", "3s")
+    assert ObjectStoreOptions.from_storage_options({}, "AWS_").client_options["timeout"] == "3s"  # before the default
+    assert "allow_http" not in ObjectStoreOptions.from_storage_options({}, "GOOGLE_").client_options
+
+
+def test_credentials_in_an_object_store_url_or_endpoint_are_refused_unshown(s3_bucket: S3Bucket) -> None:
+    """obstore ignores them; kept, the secret reached reprs, messages and the spec's bucket."""
+    with pytest.raises(InvalidArgumentError, match="credentials in an object store URL are not read") as refused:
+        ObjectStore.from_url(f"s3://AKIAX:SUPERSECRET@{s3_bucket.name}/a.zarr", s3_bucket.storage_options())
+    assert "SUPERSECRET" not in str(refused.value) and s3_bucket.name in str(refused.value)
+    endpoint = s3_bucket.endpoint.replace("http://", "http://u:EPSECRET@")
+    with pytest.raises(InvalidArgumentError, match=r"storage_options\['endpoint'\]: credentials") as refused:
+        ObjectStore.from_url(f"{s3_bucket.url}/a.zarr", s3_bucket.storage_options(endpoint=endpoint))
+    assert "EPSECRET" not in str(refused.value)
+
+
+@pytest.mark.parametrize("path", ["zzz/../a.zarr", "./a.zarr", "x/%2E%2E/a.zarr", "a.zarr/%2e"])
+def test_dot_segments_in_a_store_url_are_refused(s3_bucket: S3Bucket, path: str) -> None:
+    """The URL parser resolved them: the keys went elsewhere than the URL reads, and the spec
+    named a path no store opens."""
+    with pytest.raises(InvalidArgumentError, match=r"'\.' and '\.\.' path segments are refused"):
+        ObjectStore.from_url(f"{s3_bucket.url}/{path}", s3_bucket.storage_options())
+    with pytest.raises(InvalidArgumentError, match=r"'\.' and '\.\.' path segments are refused"):
+        ObjectStore.from_url(f"http://127.0.0.1:9/{path}")
+    ObjectStore.from_url(f"{s3_bucket.url}/a..b/.c/...", s3_bucket.storage_options())  # names, not segments
+
+
+def test_the_spec_of_an_anonymous_store_reopens_it_anonymously(s3_bucket: S3Bucket) -> None:
+    store = ObjectStore.from_url(f"{s3_bucket.url}/pub.zarr", s3_bucket.storage_options(skip_signature=True))
+    kvstore = store.kvstore_json()
+    assert isinstance(kvstore, dict) and kvstore["aws_credentials"] == {"type": "anonymous"}
+    signed = ObjectStore.from_url(f"{s3_bucket.url}/pub.zarr", s3_bucket.storage_options()).kvstore_json()
+    assert isinstance(signed, dict) and "aws_credentials" not in signed
+
+
+def test_a_user_without_a_password_is_sent_as_rfc_7617_says() -> None:
+    """``http://token@host``: "token:" base64-encoded, as curl sends it (it was "token")."""
+    import base64
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        store = ObjectStore.from_url(f"http://tok%21@127.0.0.1:{server.server_address[1]}/x.zarr")
+        assert store.get("zarr.json") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen and seen[0] == "Basic " + base64.b64encode(b"tok!:").decode()
