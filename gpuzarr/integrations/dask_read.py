@@ -59,8 +59,10 @@ def to_dask(array: Array, chunks: Any = None, *, name: str | None = None, inline
             else ""
         )
         raise InvalidArgumentError(f"to_dask: expected a gpuzarr.Array, got {type(given).__name__}{hint}")
-    stored = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
-    blocks = stored if chunks is None else _normalize(chunks, array, stored)
+    if chunks is None:
+        blocks = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
+    else:
+        blocks = _normalize(chunks, array)
     split = first_split(blocks, array.layout.dimensions())
     if split is not None:
         warnings.warn(
@@ -86,8 +88,12 @@ def to_dask(array: Array, chunks: Any = None, *, name: str | None = None, inline
     return dask_array
 
 
-def _normalize(chunks: Any, array: Array, stored: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
-    def normalize(previous: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+def _normalize(chunks: Any, array: Array) -> tuple[tuple[int, ...], ...]:
+    """``chunks`` as Dask's block sizes. Block sizes given need nothing of the stored grid (an
+    axis of 2**40 chunks read in 1,024 blocks); ``"auto"`` grows blocks from the stored chunks,
+    which must then be few enough for Dask to list (:func:`grid_blocks`)."""
+
+    def normalize(previous: tuple[tuple[int, ...], ...] | None) -> tuple[tuple[int, ...], ...]:
         try:
             blocks = da.core.normalize_chunks(  # type: ignore[no-untyped-call]
                 chunks, array.shape, dtype=array.dtype, previous_chunks=previous
@@ -96,9 +102,17 @@ def _normalize(chunks: Any, array: Array, stored: tuple[tuple[int, ...], ...]) -
             raise InvalidArgumentError(f"to_dask: chunks={chunks!r} for shape {array.shape}: {exc}") from exc
         return tuple(tuple(int(n) for n in sizes) for sizes in blocks)
 
+    if not _mentions_auto(chunks):
+        return normalize(None)
+    try:
+        stored = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(
+            f"{exc}; chunks={chunks!r} grows blocks from them: give block sizes instead"
+        ) from None
     blocks = normalize(stored)
     decoded = array.layout.dimensions()
-    if _mentions_auto(chunks) and first_split(blocks, decoded) is not None:
+    if first_split(blocks, decoded) is not None:
         # Dask grows "auto" blocks in multiples of the previous chunks only while one of those
         # fits its size target; a shard larger than that is cut anywhere. Whole decoded chunks
         # (a shard's inner chunks) are the next best unit: each is still decoded once.

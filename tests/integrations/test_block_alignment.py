@@ -74,3 +74,19 @@ def test_an_axis_of_more_chunks_than_dask_lists_is_refused_by_name() -> None:
     array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(1 << 40,), dtype="u1", chunks=(1,), device="cpu")
     with pytest.raises(InvalidArgumentError, match=r"axis 0 has 1099511627776 chunks, more than a Dask array's blocks"):
         gpuzarr.to_dask(array)
+
+
+def test_block_sizes_given_need_no_listing_of_the_stored_chunks() -> None:
+    """``chunks=`` of sizes lays few blocks over such an axis, as ``da.from_array`` does; it
+    was refused for the stored grid. ``"auto"``, which grows blocks from the stored chunks,
+    says to give sizes."""
+    import gpuzarr
+    from gpuzarr.errors import InvalidArgumentError
+
+    array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(1 << 40,), dtype="u1", chunks=(1,), fill_value=7)
+    blocks = gpuzarr.to_dask(array, chunks=1 << 30)
+    assert blocks.numblocks == (1024,) and blocks.chunks[0][:2] == (1 << 30, 1 << 30)
+    small = gpuzarr.create(gpuzarr.MemoryStore(), shape=(1 << 26,), dtype="u1", chunks=(1,), fill_value=7)
+    np.testing.assert_array_equal(gpuzarr.to_dask(small, chunks={0: 4096})[:3].compute(), [7, 7, 7])
+    with pytest.raises(InvalidArgumentError, match=r"chunks='auto' grows blocks from them: give block sizes"):
+        gpuzarr.to_dask(array, chunks="auto")
