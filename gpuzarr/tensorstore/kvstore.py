@@ -267,8 +267,16 @@ def _remote_from_json(doc: Mapping[str, Any], field_name: str) -> KvStoreSpec:
             raise MetadataError(f"{field_name}.{name}: expected a string, got {doc[name]!r}")
     if driver == "http":
         parts = urlsplit(doc["base_url"])
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             raise MetadataError(f"{field_name}.base_url: expected an http(s)://host/... URL, got {doc['base_url']!r}")
+        if parts.query:
+            # TensorStore adds such a query (a token, a signature) to every request; obstore's
+            # HTTP store, which gpuzarr reads through, would take it for part of the path.
+            raise MetadataError(
+                f"{field_name}.base_url: a query string ({'?' + parts.query!r}), which TensorStore adds to every "
+                "request, is not supported by gpuzarr's HTTP store; serve the data without one, or send the token "
+                "as a header (storage_options={'default_headers': {...}})"
+            )
     credentials = doc.get("aws_credentials")
     if credentials is not None:
         kind = credentials.get("type") if isinstance(credentials, dict) else None
