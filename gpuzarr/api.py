@@ -25,6 +25,7 @@ from .errors import (
     InvalidArgumentError,
     MetadataError,
     NodeNotFoundError,
+    ReadOnlyError,
 )
 from .futures import submit
 from .hierarchy import node_exists, node_prefix, parse_mode, read_node
@@ -75,6 +76,16 @@ def _store(
 ) -> tuple[Store, str]:
     """:func:`make_store`, with zarr-python's default: no store is a new in-memory store."""
     return make_store(MemoryStore() if store is None else store, read_only=read_only, storage_options=storage_options)
+
+
+def _refuse_writing_mode(store: Store, mode: str) -> None:
+    """Mode "r+" on a store that cannot write (an HTTP server, a store made read-only) is
+    refused when it is opened, as zarr-python refuses it ("Store is read-only but mode is
+    'r+'"): the node opened read-only, and the first write failed. Mode "a" (the default of
+    ``open_group``) opens such a store to read, as it always has.
+    """
+    if mode == "r+" and store.read_only:
+        raise ReadOnlyError(f"{store!r} is read-only, but mode 'r+' asks to write to it; open it with mode 'r'")
 
 
 def _creates_array(kwargs: dict[str, Any]) -> bool:
@@ -161,6 +172,7 @@ def open(  # noqa: A001
     if unknown:
         raise TypeError(f"open: unexpected keyword arguments {sorted(unknown)}")
     s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
+    _refuse_writing_mode(s, mode)
     full = _join(base, path)
     if mode == "w-":
         _refuse_other_data(s, full)
@@ -315,6 +327,7 @@ def open_group(
         raise InvalidArgumentError(f"use_consolidated: expected None, True or False, got {use_consolidated!r}")
     flags = parse_mode(mode)
     s, base = _store(store, read_only=flags.read_only, storage_options=storage_options)
+    _refuse_writing_mode(s, mode)
     full = _join(base, path)
     if mode == "w-":
         _refuse_other_data(s, full)

@@ -145,7 +145,13 @@ def test_mode_r_refuses_every_write(tmp_path: Path) -> None:
         gpuzarr.open(path, mode="r").attrs.update(x=1)
     np.testing.assert_array_equal(a[...], np.full((6, 5), 3))
     assert a.shape == (6, 5) and dict(a.attrs) == {}
-    on_read_only_store = gpuzarr.open(gpuzarr.LocalStore(path, read_only=True), mode="r+")
+    # Mode "r+" on a read-only store is refused when it is opened, as zarr-python refuses it
+    # (it opened read-only, and the first write failed); mode "a" opens it to read.
+    with pytest.raises(ReadOnlyError, match="read-only, but mode 'r\\+' asks to write"):
+        gpuzarr.open(gpuzarr.LocalStore(path, read_only=True), mode="r+")
+    with pytest.raises(ReadOnlyError, match="mode 'r\\+'"):
+        gpuzarr.open_group(gpuzarr.LocalStore(str(tmp_path), read_only=True), mode="r+")
+    on_read_only_store = gpuzarr.open(gpuzarr.LocalStore(path, read_only=True), mode="a")
     with pytest.raises(ReadOnlyError):
         on_read_only_store[0, 0] = 1
 

@@ -311,6 +311,12 @@ class ObjectStore(Store):
                 "(made with a client option such as allow_http among its configuration keys). Give client options "
                 "in client_options={...}, or open the data by URL with storage_options"
             )
+        elif type(self.store).__name__ == "MemoryStore":
+            # obstore's in-memory store does not pickle (its objects live in this process).
+            raise InvalidArgumentError(
+                f"{self!r} cannot be pickled: obstore's MemoryStore lives in this process's memory; use a "
+                "gpuzarr.MemoryStore (which travels by value) or a store of files or objects"
+            )
         else:
             state["store"] = self.store
         return state

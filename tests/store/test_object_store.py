@@ -826,3 +826,10 @@ def test_a_user_without_a_password_is_sent_as_rfc_7617_says() -> None:
         server.shutdown()
         server.server_close()
     assert seen and seen[0] == "Basic " + base64.b64encode(b"tok!:").decode()
+
+
+def test_a_wrapped_obstore_memory_store_refuses_pickling_by_name() -> None:
+    from obstore.store import MemoryStore
+
+    with pytest.raises(InvalidArgumentError, match="obstore's MemoryStore lives in this process's memory"):
+        pickle.dumps(ObjectStore(MemoryStore()))
