@@ -79,10 +79,11 @@ def _store(
 
 
 def _refuse_writing_mode(store: Store, mode: str) -> None:
-    """Mode "r+" on a store that cannot write (an HTTP server, a store made read-only) is
-    refused when it is opened, as zarr-python refuses it ("Store is read-only but mode is
-    'r+'"): the node opened read-only, and the first write failed. Mode "a" (the default of
-    ``open_group``) opens such a store to read, as it always has.
+    """Refuse mode "r+" on a store that cannot write (an HTTP server, a store made read-only).
+
+    zarr-python refuses it so ("Store is read-only but mode is 'r+'"); the node opened
+    read-only, and the first write failed. Mode "a" (the default of ``open_group``) opens such
+    a store to read, as it always has.
     """
     if mode == "r+" and store.read_only:
         raise ReadOnlyError(f"{store!r} is read-only, but mode 'r+' asks to write to it; open it with mode 'r'")
