@@ -385,6 +385,16 @@ class ObjectStore(Store):
 
         reason = _first_line(exc)
         denied = isinstance(exc, obx.PermissionDeniedError | obx.UnauthenticatedError)
+        if "169.254.169.254" in reason:
+            # No credentials in the options or the environment: the last place AWS's chain looks
+            # is an EC2 instance's metadata service, and its failure is what obstore reports.
+            return StorePermissionError(
+                self.url,
+                key,
+                "no credentials found (in storage_options, the environment or an instance's metadata service); "
+                "give access_key_id and secret_access_key, or skip_signature=True for a public bucket "
+                f"({reason})",
+            )
         if denied or any(code in reason for code in ("403 Forbidden", "401 Unauthorized")):
             return StorePermissionError(self.url, key, f"permission denied ({reason})")
         return StoreError(self.url, key, reason)

@@ -833,3 +833,18 @@ def test_a_wrapped_obstore_memory_store_refuses_pickling_by_name() -> None:
 
     with pytest.raises(InvalidArgumentError, match="obstore's MemoryStore lives in this process's memory"):
         pickle.dumps(ObjectStore(MemoryStore()))
+
+
+def test_no_credentials_anywhere_is_said_so() -> None:
+    """With no credentials in the options or the environment, AWS's chain last asks an EC2
+    instance's metadata service, and obstore reports that request's failure: the error said
+    "permission denied" quoting it."""
+    store = ObjectStore.from_url("s3://bucket/x.zarr", {"endpoint": "http://127.0.0.1:9", "region": "us-east-1"})
+    imds = RuntimeError(
+        "Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in 1.3ms - "
+        "Server returned non-2xx status code: 403 Forbidden"
+    )
+    error = store.error(imds, "zarr.json")
+    assert isinstance(error, StorePermissionError)
+    assert "no credentials found" in str(error) and "skip_signature=True for a public bucket" in str(error)
+    assert "zarr.json" in str(error) and "169.254.169.254" in str(error)
