@@ -58,7 +58,14 @@ from urllib.parse import quote, unquote, urlsplit
 import numpy as np
 
 from .. import config
-from ..errors import CorruptChunkError, InvalidArgumentError, MetadataError, StoreError, StorePermissionError
+from ..errors import (
+    CorruptChunkError,
+    InvalidArgumentError,
+    MetadataError,
+    StoreError,
+    StorePermissionError,
+    UnsupportedOperationError,
+)
 from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, validate_key, validate_prefix
 from .locks import KeyLocks
 from .object_clients import shared_store
@@ -220,7 +227,8 @@ class ObjectStore(Store):
                 "the keys would go elsewhere; percent-encode it (%23, %3F) or give it as path="
             )
         is_http = scheme.lower() in ("http", "https")
-        if not is_http and "@" in rest.partition("/")[0]:
+        if SCHEMES[scheme.lower()] in ("s3", "gs") and "@" in rest.partition("/")[0]:
+            # (Azure's abfs://container@account.dfs.core.windows.net/ has an "@" of its own.)
             # obstore ignores credentials in the authority; kept, they reached messages, reprs and
             # specs (the secret as part of the bucket's name). Not repeated here either.
             raise InvalidArgumentError(
@@ -608,7 +616,9 @@ class ObjectStore(Store):
     def list_prefix(self, prefix: str) -> Iterator[str]:
         validate_prefix(prefix)
         if self.is_http:
-            raise StoreError(self.url, prefix, "an HTTP server cannot list keys (read metadata by key instead)")
+            raise UnsupportedOperationError(
+                f"{self.url}: {prefix!r}: an HTTP server cannot list keys (read metadata by key instead)"
+            )
         import obstore.exceptions as obx
 
         obstore = import_obstore()
@@ -636,7 +646,9 @@ class ObjectStore(Store):
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         validate_prefix(prefix)
         if self.is_http:
-            raise StoreError(self.url, prefix, "an HTTP server cannot list keys (read metadata by key instead)")
+            raise UnsupportedOperationError(
+                f"{self.url}: {prefix!r}: an HTTP server cannot list keys (read metadata by key instead)"
+            )
         import obstore.exceptions as obx
 
         obstore = import_obstore()

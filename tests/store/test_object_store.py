@@ -774,6 +774,11 @@ def test_credentials_in_an_object_store_url_or_endpoint_are_refused_unshown(s3_b
     with pytest.raises(InvalidArgumentError, match="credentials in an object store URL are not read") as refused:
         ObjectStore.from_url(f"s3://AKIAX:SUPERSECRET@{s3_bucket.name}/a.zarr", s3_bucket.storage_options())
     assert "SUPERSECRET" not in str(refused.value) and s3_bucket.name in str(refused.value)
+    with pytest.raises(InvalidArgumentError, match="credentials in an object store URL"):
+        ObjectStore.from_url("gs://key:secret@bucket/a.zarr")
+    # Azure's form names its account after an "@": no credentials there.
+    azure = ObjectStore.from_url("abfs://container@acct.dfs.core.windows.net/a.zarr", {"account_name": "acct"})
+    assert azure.url.startswith("abfs://container@acct")
     endpoint = s3_bucket.endpoint.replace("http://", "http://u:EPSECRET@")
     with pytest.raises(InvalidArgumentError, match=r"storage_options\['endpoint'\]: credentials") as refused:
         ObjectStore.from_url(f"{s3_bucket.url}/a.zarr", s3_bucket.storage_options(endpoint=endpoint))
