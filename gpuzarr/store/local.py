@@ -1107,16 +1107,35 @@ def _create_temp(dir_fd: int, name: str) -> tuple[int, str]:
             raise
         os.close(fd)
         break
-    own = f"{temp}{os.getpid()}_{secrets.token_hex(4)}"
-    fd = os.open(own, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
-    try:
-        _lock(fd)  # so that remove_partial_writes sees a live writer
-    except BaseException:
+    for _attempt in range(_OWN_NAME_ATTEMPTS):
+        own = f"{temp}{os.getpid()}_{secrets.token_hex(4)}"
+        fd = os.open(own, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dir_fd)
+        try:
+            # Locked so that remove_partial_writes sees a live writer. Between the create and the
+            # lock, a cleanup may have found it unlocked: holding its lock, or having removed it
+            # (a write then failed at its rename). Where the file system has no locks, no
+            # cleanup removes anything.
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a cleanup holds it, to remove it
+                locked = None
+            except OSError:  # no locks here
+                locked = False
+            else:
+                locked = True
+            if locked is False or (locked and _names_same_file(dir_fd, own, fd)):
+                return fd, own
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(own, dir_fd=dir_fd)
+            raise
         os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(own, dir_fd=dir_fd)
-        raise
-    return fd, own
+    raise OSError(errno.EAGAIN, f"{name}: every temporary file made for it was removed before it could be locked")
+
+
+#: Temporary files of a writer's own name tried, each removed by a cleanup before it was locked
+_OWN_NAME_ATTEMPTS = 8
 
 
 def _link_over(fd: int, source: str, dir_fd: int, name: str) -> None:

@@ -6,6 +6,7 @@ the link, durability and named-temporary-file options."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -372,3 +373,58 @@ def test_a_reader_whose_construction_was_cut_short_closes_quietly() -> None:
     from gpuzarr.store.local import _FileReader
 
     _FileReader.__new__(_FileReader).close()
+
+
+@pytest.mark.parametrize("cleanup", ["removed", "locked"])
+def test_a_writers_own_temporary_file_taken_by_a_cleanup_before_its_lock_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cleanup: str
+) -> None:
+    """Where the shared temporary name is a live writer's, a second writer makes a file of its
+    own name and then locks it. In between, remove_partial_writes(older_than=0) may find it
+    unlocked: lock it to remove it, or have removed it. The write failed at its rename ("No such
+    file or directory"); the writer now makes another."""
+    import gpuzarr.store.local as local
+
+    directory = os.open(tmp_path, os.O_RDONLY)
+    live_fd, _ = _create_temp(directory, "k")  # a writer holding the shared name
+    real_open = os.open
+    taken: list[int] = []
+
+    def open_and_lose_the_first(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        shared = local._temp_name("k")
+        if isinstance(path, str) and path.startswith(shared) and path != shared and not taken:
+            if cleanup == "removed":
+                os.unlink(path, dir_fd=kwargs.get("dir_fd"))
+                taken.append(-1)
+            else:  # a cleanup that holds its lock, about to remove it
+                held = real_open(path, os.O_RDONLY, dir_fd=kwargs.get("dir_fd"))
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken.append(held)
+        return fd
+
+    monkeypatch.setattr(local.os, "open", open_and_lose_the_first)
+    try:
+        fd, own = _create_temp(directory, "k")
+        monkeypatch.undo()
+        assert taken and own != local._temp_name("k")
+        assert _names_same_file_of(directory, own, fd)  # its name is its own
+        for held in taken:  # the cleanup lets go: the writer holds the lock of the file it keeps
+            if held >= 0:
+                os.close(held)
+        taken.clear()
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(os.open(own, os.O_RDONLY, dir_fd=directory), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)
+    finally:
+        monkeypatch.undo()
+        for held in taken:
+            if held >= 0:
+                os.close(held)
+        os.close(live_fd)
+        os.close(directory)
+
+
+def _names_same_file_of(directory: int, name: str, fd: int) -> bool:
+    named, opened = os.stat(name, dir_fd=directory), os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
