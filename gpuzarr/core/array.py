@@ -46,8 +46,10 @@ from ..plan.selection import (
 )
 from .array_config import ArrayConfig, write_empty_chunks_of
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
+from .shape_lock import ShapeLock
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
 
     from ..backends.cuda.handoff import CallerContext
     from ..metadata.json_types import CodecJSON, TensorStoreSpecJSON
@@ -167,6 +169,9 @@ class Array:
         #: held from reading the metadata to writing its change (attributes, resize, append), so
         #: that changes made through this handle from several threads keep each other
         self._metadata_lock = threading.RLock()
+        #: shared by writes from plan to last chunk, held alone by resize and append (see
+        #: :mod:`.shape_lock`); taken before the metadata lock
+        self._shape_lock = ShapeLock()
         self._set_metadata(metadata, metadata_source)
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2, source: str | None = None) -> None:
@@ -726,8 +731,11 @@ class Array:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def _execute_write(self, plan: SelectionPlan, value: Any) -> None:
-        self._write_prepared(plan, self._prepared_value(plan, value))
+    def _execute_write(self, make_plan: Callable[[], SelectionPlan], value: Any) -> None:
+        """Plan the write and do it with one shape (see :mod:`.shape_lock`)."""
+        with self._shape_lock.shared():
+            plan = make_plan()
+            self._write_prepared(plan, self._prepared_value(plan, value))
 
     def _prepared_value(self, plan: SelectionPlan, value: Any, *, detached: bool = False) -> np.ndarray[Any, Any]:
         """``value`` on the host, of the array's type and the plan's buffer shape.
@@ -756,11 +764,11 @@ class Array:
             self._bump_generation()
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._execute_write(plan_selection(selection, self._dims()), value)
+        self._execute_write(lambda: plan_selection(selection, self._dims()), value)
 
     def write(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast to the selection) to a basic selection: ``a[selection] = value``."""
-        self._execute_write(plan_selection(selection, self._dims()), value)
+        self._execute_write(lambda: plan_selection(selection, self._dims()), value)
 
     def write_async(self, selection: Any, value: Any) -> Future[None]:
         """:meth:`write`, started and returned at once as a :class:`gpuzarr.futures.Future` of None.
@@ -772,27 +780,48 @@ class Array:
         value that is not a NumPy array is copied where it would be shared). A NumPy ``value``
         is read while the write runs: keep it unchanged until the future is done. Writes run at
         once, unordered among themselves and against ``resize`` and ``append``: two that touch
-        the same elements leave either's values there, and a write that runs after a shrink
-        writes its elements again. Wait for one before starting the other.
+        the same elements leave either's values there. A write that runs after the shape
+        changed is planned with the new shape; where its selection then has another shape (a
+        shrink cut it), ``result()`` raises InvalidArgumentError and nothing is written. Wait
+        for one before starting the other.
         """
         plan = plan_selection(selection, self._dims())
-        return submit(self._write_prepared, plan, self._prepared_value(plan, value, detached=True))
+        arr = self._prepared_value(plan, value, detached=True)
+        return submit(self._write_planned_at_call, selection, self.shape, plan, arr)
+
+    def _write_planned_at_call(
+        self, selection: Any, shape: tuple[int, ...], plan: SelectionPlan, arr: np.ndarray[Any, Any]
+    ) -> None:
+        """A :meth:`write_async`'s write, planned when it was called (under ``shape``).
+
+        It is planned again where the shape changed meanwhile (an edge chunk whole under the
+        old shape is not under the new one), and refused where the selection no longer has
+        the shape of its value.
+        """
+        with self._shape_lock.shared():
+            now = plan_selection(selection, self._dims()) if self.shape != shape else plan
+            if now.shape != plan.shape:
+                raise InvalidArgumentError(
+                    f"write_async: the array was resized to {self.shape} after the call, and the selection "
+                    f"{selection!r} now has shape {now.shape}, not the value's {plan.shape}"
+                )
+            self._write_prepared(now, arr)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to a basic selection: ``a[selection] = value``."""
-        self._execute_write(plan_selection(selection, self._dims()), value)
+        self._execute_write(lambda: plan_selection(selection, self._dims()), value)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to the blocks ``selection`` names: ``a.blocks[selection] = value``."""
-        self._execute_write(plan_selection(self._block_slices(selection), self._dims()), value)
+        self._execute_write(lambda: plan_selection(self._block_slices(selection), self._dims()), value)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to an orthogonal selection: ``a.oindex[selection] = value``."""
-        self._execute_write(plan_orthogonal(selection, self._dims()), value)
+        self._execute_write(lambda: plan_orthogonal(selection, self._dims()), value)
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to a vectorised selection: ``a.vindex[selection] = value``."""
-        self._execute_write(plan_vectorized(selection, self._dims()), value)
+        self._execute_write(lambda: plan_vectorized(selection, self._dims()), value)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write ``value`` where ``mask`` is True: ``a.vindex[mask] = value``.
@@ -827,7 +856,9 @@ class Array:
         Growing reads the new region as fill; shrinking erases the data outside the new shape
         (so it never reappears when the array grows again).
         """
-        with self._metadata_lock:  # an attribute change meanwhile wrote the old shape back
+        # Alone: no write of this handle is planned with the old shape while it changes; then
+        # the metadata lock, as an attribute change meanwhile wrote the old shape back.
+        with self._shape_lock.alone(), self._metadata_lock:
             self._resize(shape)
 
     def _resize(self, shape: tuple[Any, ...]) -> None:
@@ -935,9 +966,10 @@ class Array:
         if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
             raise InvalidArgumentError(f"append: axis {axis!r} is out of range for an array of {ndim} dimensions")
         axis = int(axis) % ndim
-        # The shape read, grown and written into under the metadata lock: appends from several
-        # threads through this handle each get rows of their own.
-        with self._metadata_lock:
+        # The shape read, grown and written into alone and under the metadata lock: appends from
+        # several threads through this handle each get rows of their own, and no write of this
+        # handle planned with the old shape erases them.
+        with self._shape_lock.alone(), self._metadata_lock:
             old = self.shape
             if len(shape) != ndim or any(n != m for i, (n, m) in enumerate(zip(shape, old, strict=True)) if i != axis):
                 raise InvalidArgumentError(
