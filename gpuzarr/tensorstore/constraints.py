@@ -465,7 +465,10 @@ def stored_schema(metadata: ArrayMetadata | ArrayMetadataV2, field_name: str | N
         dtype_name = "structured"
     else:
         dtype_name = metadata.data_type.name
-        fill = metadata.data_type.fill_value_to_json(metadata.fill_value)
+        no_fill = isinstance(metadata, ArrayMetadataV2) and metadata.fill_value_v2 is None
+        # A v2 array of no fill value (null) meets no fill value a schema asks for, as in
+        # TensorStore; its reads fill with the type's default, which no schema named.
+        fill = None if no_fill else metadata.data_type.fill_value_to_json(metadata.fill_value)
     rank = metadata.ndim
     inner_order = list(range(rank))
     codec: dict[str, Any]

@@ -396,22 +396,7 @@ def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
         md["compressor"] if "compressor" in md else codec.get("compressor", TENSORSTORE_DEFAULTS.v2_compressor)
     )
     filters = md["filters"] if "filters" in md else codec.get("filters")
-    fill = md.get("fill_value", schema.fill_value)
-    if "fill_value" in md and schema.fill_value is not None and spec.field is None:
-        _pick(
-            "metadata.fill_value",
-            md["fill_value"],
-            "schema.fill_value",
-            schema.fill_value,
-            same=lambda a, b: (
-                ArrayMetadataV2.from_json(_v2_doc(shape, shape, v2_dtype, None, None, a, "C", ".")).fill_value
-                == ArrayMetadataV2.from_json(
-                    _v2_doc(shape, shape, v2_dtype, None, None, b, "C", ".")
-                ).fill_value
-            ),
-        )
-    if isinstance(fill, float) and not np.isfinite(fill):
-        fill = "NaN" if np.isnan(fill) else ("Infinity" if fill > 0 else "-Infinity")
+    fill = _v2_fill(md, schema.fill_value, spec.field is None, shape, v2_dtype)
     doc = _v2_doc(
         shape,
         list(chosen.write_chunk),
@@ -423,6 +408,36 @@ def _build_v2(spec: TensorStoreSpec) -> ArrayMetadataV2:
         md.get("dimension_separator", "."),
     )
     return ArrayMetadataV2.from_json(doc, {})
+
+
+def _v2_fill(md: dict[str, Any], schema_fill: Any, whole_records: bool, shape: list[int], v2_dtype: Any) -> Any:
+    """The ``fill_value`` of a zarr2 array created from a spec: the metadata's, else the
+    schema's; both given must agree (a structured array's schema fill is one field's, which
+    ``whole_records`` False leaves unchecked)."""
+    fill = md.get("fill_value", schema_fill)
+    if "fill_value" in md and md["fill_value"] is None and schema_fill is not None:
+        # null: no fill value. Taken as "not given", the schema's was dropped, and the array
+        # read as zeros (TensorStore refuses the pair).
+        raise MetadataError(
+            f"schema.fill_value: {schema_fill!r} asks for a fill value, but metadata.fill_value is null "
+            "(no fill value)"
+        )
+    if "fill_value" in md and schema_fill is not None and whole_records:
+        _pick(
+            "metadata.fill_value",
+            md["fill_value"],
+            "schema.fill_value",
+            schema_fill,
+            same=lambda a, b: (
+                ArrayMetadataV2.from_json(_v2_doc(shape, shape, v2_dtype, None, None, a, "C", ".")).fill_value
+                == ArrayMetadataV2.from_json(
+                    _v2_doc(shape, shape, v2_dtype, None, None, b, "C", ".")
+                ).fill_value
+            ),
+        )
+    if isinstance(fill, float) and not np.isfinite(fill):
+        fill = "NaN" if np.isnan(fill) else ("Infinity" if fill > 0 else "-Infinity")
+    return fill
 
 
 def _v2_doc(

@@ -190,6 +190,9 @@ class Schema:
                     f"got {codec.get('driver')!r}"
                 )
         check_ranks(ranks)
+        if "fill_value" in doc and doc["fill_value"] is None:
+            # TensorStore refuses it too; taken as "not given", it dropped nothing but hid a typo.
+            raise MetadataError("schema.fill_value: null is no fill value; leave the member out to give none")
         return cls(
             rank=ranks[0][1] if ranks else None,
             dtype=dtype,

@@ -648,3 +648,22 @@ def test_tensorstore_spec_of_a_subarray_field_reopens_and_field_fill_values_chec
     # Bounds of another rank are refused by the rank check first.
     with pytest.raises(MetadataError, match=r"^rank: expected 1, stored 2"):
         gpuzarr.open({**base, "field": "b", "transform": {"input_shape": [4]}})
+
+
+def test_a_zarr2_fill_value_of_null_meets_no_fill_value_a_schema_asks_for(tmp_path: Path) -> None:
+    """TensorStore refuses these pairs. gpuzarr took metadata.fill_value null for "not given":
+    the schema's fill value was dropped and the array read as zeros."""
+    base = {"driver": "zarr", "kvstore": kv(tmp_path / "a")}
+    null = {"shape": [4], "dtype": "<u2", "fill_value": None}
+    asks = r"schema\.fill_value: 3 asks for a fill value, but metadata\.fill_value is null"
+    with pytest.raises(MetadataError, match=asks):
+        gpuzarr.open({**base, "create": True, "metadata": null, "schema": {"fill_value": 3}})
+    with pytest.raises(MetadataError, match=asks):
+        gpuzarr.open({**base, "create": True, "metadata": null}, fill_value=3)
+    assert not (tmp_path / "a").exists()
+    gpuzarr.open({**base, "create": True, "metadata": null})
+    with pytest.raises(MetadataError, match=r"schema.fill_value: expected 0, stored null"):
+        gpuzarr.open({**base, "schema": {"fill_value": 0}})
+    with pytest.raises(MetadataError, match=r"schema.fill_value: null is no fill value"):
+        gpuzarr.open({**base, "schema": {"fill_value": None}})
+    assert gpuzarr.open(base).fill_value is None  # opened without a schema, as before
