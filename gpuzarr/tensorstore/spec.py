@@ -21,7 +21,8 @@ metadata live in :mod:`~gpuzarr.tensorstore.kvstore`, :mod:`~gpuzarr.tensorstore
 :mod:`~gpuzarr.tensorstore.constraints`; reading and writing in :mod:`gpuzarr.tensorstore.open`.
 
 Not supported: index ``transform``s other than the identity on the whole array, kvstore
-drivers other than ``file`` and ``memory``, and a non-default zarr2 ``metadata_key``.
+drivers other than ``file``, ``memory``, ``zip``, ``s3``, ``gcs`` and ``http`` (see
+:mod:`.kvstore`), and a non-default zarr2 ``metadata_key``.
 """
 
 from __future__ import annotations
