@@ -126,8 +126,13 @@ class KvStoreSpec:
     base: KvStoreSpec | None = None
 
     @classmethod
-    def from_json(cls, value: Any, field_name: str = "kvstore") -> KvStoreSpec:
-        """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member."""
+    def from_json(cls, value: Any, field_name: str = "kvstore", completed: bool = False) -> KvStoreSpec:
+        """Parse a kvstore object or URL; MetadataError names ``field_name`` and the member.
+
+        ``completed``: a spec's ``path`` follows, so a file kvstore may leave its own path
+        empty (the spec's path is then the directory, relative to the working one or
+        absolute), as TensorStore takes it; :meth:`checked_complete` checks the result.
+        """
         if isinstance(value, str):
             return _from_url(value, field_name)
         doc = expect_dict(value, field_name)
@@ -150,6 +155,8 @@ class KvStoreSpec:
             raise MetadataError(f"{field_name}.{sorted(extra)[0]}: unknown kvstore member")
         if driver == "file":
             if not path:
+                if completed:
+                    return cls("file", "")
                 raise MetadataError(f"{field_name}.path: a file kvstore needs a path")
             problem = directory_problem(path)
         else:
@@ -172,6 +179,11 @@ class KvStoreSpec:
         if not path.strip("/"):
             return self
         if self.driver == "file":
+            if not self.path:  # the spec's path is the whole directory (see from_json)
+                problem = directory_problem(path)
+                if problem is not None:
+                    raise MetadataError(f"{field_name}: invalid path {path!r}: {problem}")
+                return KvStoreSpec("file", path.rstrip("/") or "/", None)
             new_path = self.path.rstrip("/") + "/" + path.strip("/")
             return KvStoreSpec("file", new_path, None)
         if self.driver == "zip":

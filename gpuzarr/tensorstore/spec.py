@@ -205,7 +205,9 @@ class TensorStoreSpec:
         path = doc.get("path", "")
         if not isinstance(path, str):
             raise MetadataError(f"path: expected a string, got {path!r}")
-        kvstore = KvStoreSpec.from_json(doc["kvstore"]).joined(path)
+        kvstore = KvStoreSpec.from_json(doc["kvstore"], completed=True).joined(path)
+        if kvstore.driver == "file" and not kvstore.path:
+            raise MetadataError("kvstore.path: a file kvstore needs a path (its own, or the spec's path)")
         flags = parse_open_flags(doc)
 
         schema = Schema.from_json(doc.get("schema"), driver)

@@ -91,3 +91,23 @@ def test_kvstore_dict_given_as_a_store_is_checked(tmp_path: Path) -> None:
     with pytest.raises(MetadataError, match=r"^kvstore\.path"):
         gpuzarr.open({"driver": "file", "path": str(tmp_path / "s") + "/../escape"}, mode="w", shape=(2,), dtype="u1")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_kvstore_without_a_path_takes_the_specs_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As TensorStore: ``{"driver": "file"}`` (or an empty path) with the spec's ``path`` opens
+    that directory, relative to the working one or absolute. Either path must be there."""
+    monkeypatch.chdir(tmp_path)
+    gpuzarr.create("root.zarr/grp/arr", shape=(3,), chunks=(3,), dtype="i4")[...] = [1, 2, 3]
+    relative = gpuzarr.open({"driver": "zarr3", "kvstore": {"driver": "file"}, "path": "root.zarr/grp/arr"})
+    np.testing.assert_array_equal(relative[...], [1, 2, 3])
+    where = str(tmp_path / "root.zarr/grp/arr")
+    absolute = {"driver": "zarr3", "kvstore": {"driver": "file", "path": ""}, "path": where}
+    np.testing.assert_array_equal(gpuzarr.open(absolute)[...], [1, 2, 3])
+    with pytest.raises(MetadataError, match=r"a file kvstore needs a path \(its own, or the spec's path\)"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": {"driver": "file"}})
+    with pytest.raises(MetadataError, match="invalid path"):
+        TensorStoreSpec.from_json({"driver": "zarr3", "kvstore": {"driver": "file"}, "path": "a/../b"})
+    with pytest.raises(MetadataError, match="a file kvstore needs a path"):  # a kvstore alone still needs one
+        gpuzarr.open({"driver": "file"})
