@@ -63,9 +63,22 @@ class ArrayLayout:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _dims_cache: dict[tuple[int, ...], Any] = field(default_factory=dict, repr=False)
     _planning_dims: tuple[AnyDimension, ...] | None = field(default=None, repr=False)
-    #: the shard indexes this array has read, kept across reads (sharded arrays; see
-    #: :mod:`gpuzarr.store.shard_indexes` for when one is used again)
-    shard_indexes: ShardIndexCache = field(default_factory=ShardIndexCache, repr=False)
+    _shard_indexes: ShardIndexCache | None = field(default=None, repr=False)
+
+    @property
+    def shard_indexes(self) -> ShardIndexCache:
+        """The shard indexes this array has read, kept across reads.
+
+        For sharded arrays; :mod:`gpuzarr.store.shard_indexes` says when one is used again.
+        Made on first use: a listed group of unsharded arrays made one each for nothing.
+        """
+        cache = self._shard_indexes
+        if cache is None:
+            with self._lock:
+                if self._shard_indexes is None:
+                    self._shard_indexes = ShardIndexCache()
+                cache = self._shard_indexes
+        return cache
 
     @classmethod
     def from_metadata(

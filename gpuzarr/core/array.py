@@ -166,13 +166,33 @@ class Array:
         self._store_data_equal_to_fill_value = store_data_equal_to_fill_value
         # False for TensorStore's assume_metadata: the metadata was never read, so never write it.
         self._metadata_writable = metadata_writable
-        #: held from reading the metadata to writing its change (attributes, resize, append), so
-        #: that changes made through this handle from several threads keep each other
-        self._metadata_lock = threading.RLock()
-        #: shared by writes from plan to last chunk, held alone by resize and append (see
-        #: :mod:`.shape_lock`); taken before the metadata lock
-        self._shape_lock = ShapeLock()
         self._set_metadata(metadata, metadata_source)
+
+    # The locks are made on first use: a group of 10**4 arrays listed, whose arrays are only
+    # read, made 10**4 of each, which Python's garbage collector then walked again and again.
+
+    @property
+    def _metadata_lock(self) -> threading.RLock:
+        """The lock held from reading the metadata to writing its change.
+
+        Attributes, resize and append take it, so that changes made through this handle from
+        several threads keep each other.
+        """
+        lock: threading.RLock | None = self.__dict__.get("_metadata_lock_made")
+        if lock is None:  # setdefault is atomic: two threads asking at once get the same lock
+            lock = self.__dict__.setdefault("_metadata_lock_made", threading.RLock())
+        return lock
+
+    @property
+    def _shape_lock(self) -> ShapeLock:
+        """The lock writes share from plan to last chunk, and resize and append hold alone.
+
+        See :mod:`.shape_lock`; it is taken before the metadata lock.
+        """
+        lock: ShapeLock | None = self.__dict__.get("_shape_lock_made")
+        if lock is None:
+            lock = self.__dict__.setdefault("_shape_lock_made", ShapeLock())
+        return lock
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2, source: str | None = None) -> None:
         """Take ``metadata``, resolving its codec chain.
