@@ -204,6 +204,8 @@ def has_descendant_nodes(store: Store, prefix: str) -> bool:
     directory, ``/``) is not walked whole (listing every key below ``/`` and sorting them did
     not end), and the nodes of an implicit group lie near its top.
     """
+    if not store.supports_listing:  # an HTTP server: no implicit groups to find
+        return False
     folders = collections.deque([prefix])
     listed = 0
     while folders and listed < IMPLICIT_GROUP_FOLDERS:

@@ -62,6 +62,14 @@ if TYPE_CHECKING:
 WALKED_RESIZE_POSITIONS = 1 << 16
 
 
+def _read_before_writing(plan: SelectionPlan) -> SelectionPlan:
+    """``plan`` with no chunk taken as written whole: each one is read, changed and written."""
+    projections = [
+        ChunkProjection(p.chunk_coords, p.chunk_selection, p.out_selection, False) for p in plan.projections
+    ]
+    return SelectionPlan(plan.shape, plan.buffer_shape, projections)
+
+
 def written_value(value: Any, dtype: np.dtype[Any], where: str) -> np.ndarray[Any, Any]:
     """``value`` as a host array of ``dtype``, to write.
 
@@ -236,6 +244,8 @@ class Array:
         twin.__setstate__(state)
         twins = self.__dict__.setdefault("_twins", weakref.WeakSet())
         twins.add(twin)
+        # the array this twin reads for: a loader checks that its shape did not change
+        twin.__dict__["_twin_of"] = self
         return twin
 
     def __getstate__(self) -> dict[str, Any]:
@@ -800,32 +810,27 @@ class Array:
         value that is not a NumPy array is copied where it would be shared). A NumPy ``value``
         is read while the write runs: keep it unchanged until the future is done. Writes run at
         once, unordered among themselves and against ``resize`` and ``append``: two that touch
-        the same elements leave either's values there. A write that runs after the shape
-        changed is planned with the new shape; where its selection then has another shape (a
-        shrink cut it), ``result()`` raises InvalidArgumentError and nothing is written. Wait
-        for one before starting the other.
+        the same elements leave either's values there. A write that runs after a shape change
+        of this handle writes the elements its selection named at the call, reading each chunk
+        first, so nothing the change wrote is erased; after a shrink, its elements past the new
+        end are written again. Wait for one before starting the other.
         """
-        plan = plan_selection(selection, self._dims())
+        dims = self._dims()  # the plan's shape, taken once: an append meanwhile changes self.shape
+        plan = plan_selection(selection, dims)
         arr = self._prepared_value(plan, value, detached=True)
-        return submit(self._write_planned_at_call, selection, self.shape, plan, arr)
+        return submit(self._write_planned_at_call, tuple(d.size for d in dims), plan, arr)
 
-    def _write_planned_at_call(
-        self, selection: Any, shape: tuple[int, ...], plan: SelectionPlan, arr: np.ndarray[Any, Any]
-    ) -> None:
+    def _write_planned_at_call(self, shape: tuple[int, ...], plan: SelectionPlan, arr: np.ndarray[Any, Any]) -> None:
         """A :meth:`write_async`'s write, planned when it was called (under ``shape``).
 
-        It is planned again where the shape changed meanwhile (an edge chunk whole under the
-        old shape is not under the new one), and refused where the selection no longer has
-        the shape of its value.
+        Where the shape changed meanwhile, every chunk it touches is read first: a chunk whole
+        under the old shape (an edge chunk) may hold what the change wrote since. The elements
+        written are the ones the selection named at the call.
         """
         with self._shape_lock.shared():
-            now = plan_selection(selection, self._dims()) if self.shape != shape else plan
-            if now.shape != plan.shape:
-                raise InvalidArgumentError(
-                    f"write_async: the array was resized to {self.shape} after the call, and the selection "
-                    f"{selection!r} now has shape {now.shape}, not the value's {plan.shape}"
-                )
-            self._write_prepared(now, arr)
+            if self.shape != shape:
+                plan = _read_before_writing(plan)
+            self._write_prepared(plan, arr)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to a basic selection: ``a[selection] = value``."""

@@ -123,6 +123,12 @@ class FieldArray:
         return data if dtype is None else data.astype(dtype, copy=False)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
+        # The records are read and written back with one shape: an append between the two put
+        # the last record's other fields into the appended one (see core/shape_lock.py).
+        with self.array._shape_lock.shared():
+            self._set(selection, value)
+
+    def _set(self, selection: Any, value: Any) -> None:
         outer, inner = self._split(selection)
         arr = written_value(value, self._dtype, f"field {self.field!r} of array {self.array.path or '/'!r}")
         if _has_index_array(outer):

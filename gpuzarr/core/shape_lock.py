@@ -24,24 +24,31 @@ class ShapeLock:
 
     def __init__(self) -> None:
         self._changed = threading.Condition(threading.Lock())
-        self._writers = 0
+        #: threads holding it shared, and how many times each (a write may nest another)
+        self._sharing: dict[int, int] = {}
         self._owner: int | None = None
         self._depth = 0
+        #: shape changes waiting: new writes wait behind them, so that steady writes from
+        #: several threads never keep an append out
+        self._waiting = 0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         """Held by a write from its plan to its last chunk."""
         me = threading.get_ident()
         with self._changed:
-            while self._owner is not None and self._owner != me:
+            while self._owner not in (None, me) or (self._waiting and self._owner != me and me not in self._sharing):
                 self._changed.wait()
-            self._writers += 1
+            self._sharing[me] = self._sharing.get(me, 0) + 1
         try:
             yield
         finally:
             with self._changed:
-                self._writers -= 1
-                if self._writers == 0:
+                if self._sharing[me] == 1:
+                    del self._sharing[me]
+                else:
+                    self._sharing[me] -= 1
+                if not self._sharing:
                     self._changed.notify_all()
 
     @contextlib.contextmanager
@@ -52,8 +59,14 @@ class ShapeLock:
             if self._owner == me:
                 self._depth += 1
             else:
-                while self._owner is not None or self._writers:
-                    self._changed.wait()
+                self._waiting += 1
+                try:
+                    while self._owner is not None or self._sharing:
+                        self._changed.wait()
+                finally:
+                    self._waiting -= 1
+                    if not self._waiting:
+                        self._changed.notify_all()
                 self._owner, self._depth = me, 1
         try:
             yield

@@ -102,14 +102,14 @@ def _normalize(chunks: Any, array: Array) -> tuple[tuple[int, ...], ...]:
             raise InvalidArgumentError(f"to_dask: chunks={chunks!r} for shape {array.shape}: {exc}") from exc
         return tuple(tuple(int(n) for n in sizes) for sizes in blocks)
 
-    if not _mentions_auto(chunks):
-        return normalize(None)
     try:
-        stored = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
+        stored: tuple[tuple[int, ...], ...] | None = grid_blocks(array.metadata.chunk_grid.dimensions(array.shape))
     except InvalidArgumentError as exc:
-        raise InvalidArgumentError(
-            f"{exc}; chunks={chunks!r} grows blocks from them: give block sizes instead"
-        ) from None
+        if _sized_by_dask(chunks):
+            raise InvalidArgumentError(
+                f"{exc}; chunks={chunks!r} grows blocks from them: give block sizes instead"
+            ) from None
+        stored = None  # block sizes given: Dask needs no stored chunks to lay them
     blocks = normalize(stored)
     decoded = array.layout.dimensions()
     if first_split(blocks, decoded) is not None:
@@ -118,6 +118,18 @@ def _normalize(chunks: Any, array: Array) -> tuple[tuple[int, ...], ...]:
         # (a shard's inner chunks) are the next best unit: each is still decoded once.
         blocks = normalize(grid_blocks(decoded))
     return blocks
+
+
+def _sized_by_dask(chunks: Any) -> bool:
+    """Whether Dask chooses some block sizes itself (``"auto"``, a byte size such as ``"1MiB"``,
+    -1 aside), which it does from the stored chunks."""
+    if isinstance(chunks, str):
+        return True
+    if isinstance(chunks, dict):
+        return any(_sized_by_dask(v) for v in chunks.values())
+    if isinstance(chunks, list | tuple):
+        return any(_sized_by_dask(v) for v in chunks)
+    return False
 
 
 def _mentions_auto(chunks: Any) -> bool:

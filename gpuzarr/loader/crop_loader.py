@@ -119,15 +119,17 @@ class Batch:
 
 
 def _check_torch_types(dtypes: dict[str, np.dtype[Any]]) -> None:
-    """Refuse ``output="torch"`` at once where PyTorch is missing or lacks a field's type.
+    """Refuse ``output="torch"`` at once where PyTorch lacks a field's type.
 
     The field is named. PyTorch has none of strings, datetimes, ``int4`` or ``float8_e3m4``. Its machine-learning
     floats (``bfloat16``, ``float8_e4m3fn`` ...) come as tensors of their type.
     """
     try:
-        import torch  # noqa: F401  (needed by every batch; asked for here to fail at once)
-    except ImportError as exc:
-        raise InvalidArgumentError(f"output='torch' needs PyTorch ({exc}); install it, or pass output='numpy'") from exc
+        import torch  # noqa: F401  (needed by every batch)
+    except ImportError:
+        # Said at the first batch (``ordering.convert``): a loader is made, measured and
+        # resumed (``len``, ``state_dict``) without PyTorch too.
+        return
     for name, dtype in dtypes.items():
         if not torch_types.supports(dtype):
             field = "" if name == UNNAMED else f"field {name!r}: "
@@ -713,7 +715,8 @@ class CropLoader:
         """
         current = self._pass() if self._pass is not None else None
         if current is not None:
-            current.ended_by = ended_by
+            if current.batches_left and not current.closed:  # a pass cut short, not one done
+                current.ended_by = ended_by
             current.close()
         self._pass = None
         # A pass whose iterator was dropped stopped its thread without waiting for it: that
@@ -886,6 +889,8 @@ class _Pass:
         self._pool = pool
         self._batches = batches
         self._indices = iter(indices)
+        #: batches of this pass not handed out yet
+        self.batches_left = len(indices)
         self._output = loader.output
         self._keyed = loader.volumes.keyed
         self._pid = os.getpid()
@@ -895,6 +900,11 @@ class _Pass:
 
     def __iter__(self) -> _Pass:
         return self
+
+    @property
+    def closed(self) -> bool:
+        """Whether the pass ended (its last batch, a failure, or ``close``)."""
+        return self._loader is None
 
     def _next_ready(self, producer: Background | None) -> Ready | None:
         if producer is not None:
@@ -936,6 +946,7 @@ class _Pass:
         else:
             self._pool.lend(ready.slot, self._ordering.consumer_stream(self._output))
         loader._handed_out(ready.index)
+        self.batches_left -= 1
         return Batch(
             data if self._keyed else data[UNNAMED],
             ready.crops.origins.copy(),

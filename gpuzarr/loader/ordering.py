@@ -24,6 +24,7 @@ from .. import backends
 from ..backends.cpu import empty as host_empty
 from ..backends.cpu import torch_types
 from ..backends.select import device_index
+from ..errors import InvalidArgumentError
 from ..parallel import run_tasks
 from .pieces import copy_pieces
 
@@ -295,8 +296,11 @@ def convert(buffer: Any, output: str, ordering: HostOrdering) -> Any:
         return ordering.to_host(buffer)
     if output == "cupy":
         return buffer
+    try:
+        from torch.utils.dlpack import from_dlpack
+    except ImportError as exc:
+        raise InvalidArgumentError(f"output='torch' needs PyTorch ({exc}); install it, or pass output='numpy'") from exc
     if isinstance(buffer, np.ndarray):
         return torch_types.as_tensor(buffer)  # bfloat16 and float8 batches too
-    from torch.utils.dlpack import from_dlpack
 
     return from_dlpack(buffer)

@@ -43,7 +43,10 @@ class Volumes:
     def check_unchanged(self, field: str, volume: int) -> None:
         """Refuse to read a volume whose shape changed since the loader was made (a ``resize``
         or ``append`` through its Array): the loader's crops were drawn inside the old shape."""
-        now = tuple(self.arrays[field][volume].shape)
+        array = self.arrays[field][volume]
+        # A GPU twin of a CPU-opened array keeps the metadata it was made with: the user's
+        # handle, which a resize changes, is the one to ask.
+        now = tuple(getattr(array, "_twin_of", array).shape)
         if now != self.shapes[volume]:
             raise InvalidArgumentError(
                 f"{self.describe(field, volume)} was resized from {self.shapes[volume]} to {now} after the loader "

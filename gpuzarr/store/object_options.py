@@ -141,7 +141,7 @@ def _client_options_from_environment(prefix: str | None) -> dict[str, str]:
     if prefix is None:
         return {}
     found = {}
-    for key in CLIENT_KEYS:
+    for key in CLIENT_KEYS - {"default_headers"}:  # a mapping, which no variable holds
         value = os.environ.get(prefix + key.upper())
         if value is not None:
             found[key] = value

@@ -14,7 +14,6 @@ import pytest
 import gpuzarr
 from gpuzarr.core import array as array_module
 from gpuzarr.core.shape_lock import ShapeLock
-from gpuzarr.errors import InvalidArgumentError
 
 WAIT = 10.0
 
@@ -56,19 +55,32 @@ def test_a_write_planned_before_an_append_keeps_the_appended_rows(
     np.testing.assert_array_equal(a[38:48, 0], [1, 1, 2, 2, 2, 2, 2, 7, 7, 7])
 
 
-def test_a_write_async_is_planned_again_after_the_shape_changed() -> None:
+def test_a_write_async_run_after_a_shape_change_reads_before_it_writes() -> None:
     a = _array(sharded=False)
     with a._shape_lock.alone():  # holds the write back until the append is done
-        grown = a.write_async(np.s_[40:45], 2)
+        grown = a.write_async(np.s_[40:44], 2)
+        last = a.write_async(-1, 5)  # the last row at the call: row 44, not the appended 47
         a.append(np.full((3, 4), 7, dtype="int32"))
     grown.result(WAIT)
+    last.result(WAIT)
+    np.testing.assert_array_equal(a[43:48, 0], [2, 5, 7, 7, 7])
+
+
+def test_a_write_async_planned_before_an_append_on_another_thread_keeps_its_rows() -> None:
+    """The shape the write was planned with is the one it compares: an append landing while
+    the value was being converted (after the plan) changed ``a.shape`` before it was read."""
+    a = _array(sharded=False)
+
+    class AppendsWhileConverted:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+            appender = threading.Thread(target=a.append, args=(np.full((3, 4), 7, dtype="int32"),))
+            appender.start()
+            appender.join(WAIT)
+            return np.full((5, 4), 2, dtype="int32")
+
+    a.write_async(np.s_[40:45], AppendsWhileConverted()).result(WAIT)
+    assert a.shape == (48, 4)
     np.testing.assert_array_equal(a[43:48, 0], [2, 2, 7, 7, 7])
-    with a._shape_lock.alone():
-        cut = a.write_async(np.s_[40:45], 3)
-        a.resize((42, 4))
-    with pytest.raises(InvalidArgumentError, match=r"resized to \(42, 4\) after the call"):
-        cut.result(WAIT)
-    np.testing.assert_array_equal(a[38:42, 0], [1, 1, 2, 2])  # nothing of it written
 
 
 def test_writes_share_the_lock_and_a_shape_change_holds_it_alone() -> None:
@@ -100,3 +112,30 @@ def _hold(lock: ShapeLock, order: list[str]) -> None:
 def _write(lock: ShapeLock, order: list[str]) -> None:
     with lock.shared():
         order.append("write")
+
+
+def test_steady_writes_from_several_threads_let_an_append_in() -> None:
+    """New writes wait behind a waiting shape change: writers that overlap one another kept
+    the lock shared without a break, and an append waited for as long as they wrote."""
+    a = gpuzarr.create(gpuzarr.MemoryStore(), shape=(32, 4), dtype="int32", chunks=(8, 4), fill_value=0)
+    stop = threading.Event()
+
+    def write(i: int) -> None:
+        while not stop.is_set():
+            a[8 * i : 8 * i + 8] = i
+
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for w in writers:
+        w.start()
+    try:
+        time.sleep(0.1)
+        appender = threading.Thread(target=a.append, args=(np.full((8, 4), 9, dtype="int32"),))
+        appender.start()
+        appender.join(WAIT)
+        assert not appender.is_alive()  # in, while the writers went on
+        assert a.shape == (40, 4)
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(WAIT)
+    np.testing.assert_array_equal(a[32:40], 9)

@@ -713,6 +713,12 @@ def test_a_pass_ended_by_another_says_so_where_it_would_have_stopped_short(sourc
     next(iter(loader))  # a new pass after a finished one ends nothing
     with pytest.raises(StopIteration):
         next(finished)
+    delivered = iter(loader)  # every batch handed out, the final StopIteration not yet asked
+    for _ in range(len(loader)):
+        next(delivered)
+    loader.set_epoch(4)
+    with pytest.raises(StopIteration):
+        next(delivered)
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20])

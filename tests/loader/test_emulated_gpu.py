@@ -721,3 +721,15 @@ def test_types_cupy_cannot_hold_stay_on_the_cpu_or_are_refused(emulated_gpu: Emu
         assert_batch_matches(batch, [data], CROP)
     with pytest.raises(DeviceError, match="bfloat16"):
         CropLoader(volume, CROP, 3, device="gpu", output="numpy")
+
+
+def test_a_cpu_opened_volume_resized_under_a_gpu_loader_is_named(emulated_gpu: EmulatedGpu) -> None:
+    """The loader reads a CPU-opened array through a GPU twin, which keeps the shape it was
+    made with: a resize of the user's handle went unseen, and the erased rows came as fill."""
+    data = values((16, 12, 10), salt=3)
+    volume = make_volume(gpuzarr.MemoryStore(), data, "v3-sharded-zstd", device="cpu")
+    loader = CropLoader(volume, CROP, 2, crops_per_epoch=4, device="gpu", output="numpy")
+    assert sum(len(b) for b in loader) == 4
+    volume.resize((6, 12, 10))
+    with pytest.raises(InvalidArgumentError, match=r"volume 0 was resized from \(16, 12, 10\) to \(6, 12, 10\)"):
+        list(loader)

@@ -133,7 +133,7 @@ def test_a_gpu_loader_in_a_forked_dataloader_worker_says_what_to_do(
             list(workers)
 
 
-def test_torch_output_without_torch_is_refused_when_the_loader_is_made(tmp_path: Path) -> None:
+def test_torch_output_without_torch_is_refused_at_the_first_batch(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
@@ -144,8 +144,10 @@ def test_torch_output_without_torch_is_refused_when_the_loader_is_made(tmp_path:
         from gpuzarr.loader import CropLoader
 
         a = gpuzarr.create({str(tmp_path / "a.zarr")!r}, shape=(16, 12, 10), dtype="u2", chunks=(8, 8, 8))
+        loader = CropLoader(a, (4, 6, 5), 3)  # made, measured and resumed without PyTorch
+        assert len(loader) > 0 and loader.state_dict()
         try:
-            CropLoader(a, (4, 6, 5), 3)
+            next(iter(loader))
         except InvalidArgumentError as exc:
             print(exc)
         """
