@@ -90,3 +90,14 @@ def test_block_sizes_given_need_no_listing_of_the_stored_chunks() -> None:
     np.testing.assert_array_equal(gpuzarr.to_dask(small, chunks={0: 4096})[:3].compute(), [7, 7, 7])
     with pytest.raises(InvalidArgumentError, match=r"chunks='auto' grows blocks from them: give block sizes"):
         gpuzarr.to_dask(array, chunks="auto")
+
+
+@pytest.mark.parametrize(("chunks", "extent", "stored"), [("1MiB", 1000, 300), (["auto", "auto"], 20000, 3000)])
+def test_sizes_dask_chooses_still_start_from_the_stored_chunks(chunks: Any, extent: int, stored: int) -> None:
+    """A byte size and a list of "auto" are sized by Dask, which lays them in multiples of the
+    stored chunks where it is told them (it cut chunks in two otherwise)."""
+    import gpuzarr
+
+    array = gpuzarr.create(gpuzarr.MemoryStore(), shape=(extent, extent), dtype="f8", chunks=(stored, stored))
+    blocks = gpuzarr.to_dask(array, chunks=chunks)
+    assert all(size % stored == 0 for size in blocks.chunks[0][:-1]), blocks.chunks[0]

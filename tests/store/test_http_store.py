@@ -397,3 +397,15 @@ def test_a_412_to_an_unconditional_read_is_a_store_error_naming_the_key(http_ser
     http_server.fail_next(100, 412)
     with pytest.raises(StoreError, match=rf"{url}/a: zarr.json: .*412"):
         gpuzarr.open(url + "/a", mode="r", storage_options=FAST)
+
+
+def test_a_missing_node_over_http_is_not_found(http_server: HttpServer) -> None:
+    """Looking for an implicit group lists the store, which an HTTP server cannot: that is no
+    group, not an error about listing."""
+    import gpuzarr
+    from gpuzarr.errors import GroupNotFoundError, NodeNotFoundError
+
+    with pytest.raises(NodeNotFoundError):
+        gpuzarr.open(f"{http_server.url}/nothing", mode="r", storage_options=FAST)
+    with pytest.raises(GroupNotFoundError):
+        gpuzarr.open_group(f"{http_server.url}/nothing", mode="r", storage_options=FAST)
