@@ -44,6 +44,8 @@ from ..plan.selection import (
     plan_selection,
     plan_vectorized,
 )
+from ..store.local import LocalStore
+from ..store.memory import MemoryStore
 from .array_config import ArrayConfig, write_empty_chunks_of
 from .info import ArrayInfo, array_info, codec_parts, count_chunks, count_initialized, nbytes_stored
 from .shape_lock import ShapeLock
@@ -60,6 +62,9 @@ if TYPE_CHECKING:
 #: A shrinking resize erases every grid position it cuts off up to this many; beyond, those a
 #: listing of the store finds (a grid of 10**7 empty positions shrinks at once).
 WALKED_RESIZE_POSITIONS = 1 << 16
+#: How many keys a local store lists in the time it erases one missing key (3.6 against 14.2 µs
+#: measured on ext4)
+ERASE_TO_LIST_COST = 4
 
 
 def _read_before_writing(plan: SelectionPlan) -> SelectionPlan:
@@ -954,7 +959,13 @@ class Array:
             # below walked the other axes' ranges first (10**8 of them: a MemoryError).
             return []
         outside = math.prod(old) - math.prod(min(n, o) for n, o in zip(grid, old, strict=True))
-        if self.store.supports_listing and outside > WALKED_RESIZE_POSITIONS:
+        # A local or in-memory store lists exactly what is there, a key several times faster
+        # than a missing key is erased: where even a full grid's listing costs less than the
+        # walk, it is listed (cutting 65,536 positions of a grid of ten stored chunks walked
+        # them all: 1-2 s).
+        exact = type(self.store) in (LocalStore, MemoryStore)
+        listing_pays = exact and math.prod(old) < outside * ERASE_TO_LIST_COST
+        if self.store.supports_listing and (outside > WALKED_RESIZE_POSITIONS or listing_pays):
             from .info import stored_chunk_coords
 
             stored = stored_chunk_coords(self, complete=True)
