@@ -51,10 +51,13 @@ _UNIT_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)?\s*(.*?)
 
 def normalize_unit(value: Any, field_name: str = "dimension_units") -> str | None:
     """A unit in TensorStore's normal form: ``"4nm"`` -> ``"4 nm"``, ``"1 nm"`` -> ``"nm"``,
-    ``""`` -> ``"1"`` (unitless), ``None`` stays None (unknown). ``[4, "nm"]`` is accepted too."""
+    ``""`` -> ``"1"`` (unitless), ``None`` stays None (unknown). ``[4, "nm"]``, ``(4, "nm")`` and
+    ``tensorstore.Unit`` objects are accepted too."""
     if value is None:
         return None
-    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+    if hasattr(value, "multiplier") and hasattr(value, "base_unit"):  # tensorstore.Unit
+        value = [value.multiplier, value.base_unit]
+    if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[1], str):
         multiplier, unit = value[0], value[1]
         if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)):
             raise MetadataError(f"{field_name}: expected [number, unit], got {value!r}")

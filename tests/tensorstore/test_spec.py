@@ -309,3 +309,18 @@ def test_dtype_and_rank_must_agree() -> None:
 )
 def test_normalize_unit(unit: object, expected: str | None) -> None:
     assert normalize_unit(unit) == expected
+
+
+def test_tensorstore_unit_objects_and_tuples_are_units() -> None:
+    """``tensorstore.open(..., dimension_units=["nm", ts.Unit("4nm")])`` takes Unit objects; a
+    spec of gpuzarr's refused them ("expected a unit string or null")."""
+    ts = pytest.importorskip("tensorstore")
+    assert normalize_unit(ts.Unit("4nm")) == "4 nm"
+    assert normalize_unit(ts.Unit("nm")) == "nm"
+    assert normalize_unit((0.5, "um")) == "0.5 um"
+    import gpuzarr
+
+    metadata = {"shape": [4, 4], "data_type": "uint8"}
+    spec = {"driver": "zarr3", "kvstore": {"driver": "memory"}, "create": True, "metadata": metadata}
+    array = gpuzarr.open(spec, dimension_units=["nm", ts.Unit("4nm")])
+    assert array.attrs["dimension_units"] == ["nm", "4 nm"]
