@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 #: the user root runs as meanwhile
 NOBODY = 65534
@@ -56,3 +58,17 @@ def open_to_all(root: Path) -> None:
     takes away."""
     for path in [root, *root.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o666)
+
+
+@contextlib.contextmanager
+def reachable_directory(mode: int = 0o777) -> Iterator[Path]:
+    """A new directory outside pytest's (which only root may enter), of ``mode``, removed after
+    (opened to all first, whatever a test took away): where a test's hierarchy must stay
+    reachable by the user :func:`without_permission` switches to."""
+    base = Path(tempfile.mkdtemp())
+    try:
+        base.chmod(mode)
+        yield base
+    finally:
+        open_to_all(base)
+        shutil.rmtree(base)

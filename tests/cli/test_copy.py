@@ -437,15 +437,11 @@ def test_a_copy_into_a_folder_of_other_files_is_refused_so_that_overwrite_never_
 def test_chunks_in_a_folder_this_process_may_not_list_stop_a_copy_and_a_count(tmp_path: Path, cli: Any) -> None:
     """Copies, conversions and chunk counts found chunks by listing, which skips a folder it may
     not list: they copied nothing and said so with exit 0."""
-    import shutil
-    import tempfile
 
     from gpuzarr.errors import StorePermissionError
-    from tests.permissions import open_to_all, without_permission
+    from tests.permissions import open_to_all, reachable_directory, without_permission
 
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o777)
+    with reachable_directory() as base:
         src = base / "s.zarr"
         array = gpuzarr.create_array(str(src), shape=(8, 8), chunks=(4, 4), dtype="u2")
         array[...] = np.arange(64).reshape(8, 8)
@@ -462,6 +458,3 @@ def test_chunks_in_a_folder_this_process_may_not_list_stop_a_copy_and_a_count(tm
                 _ = opened.nchunks_initialized
         for status, _, err in (copied, converted):
             assert status == 1 and "may not list" in err
-    finally:
-        open_to_all(base)
-        shutil.rmtree(base)

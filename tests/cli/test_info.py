@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,14 +11,16 @@ import pytest
 
 import gpuzarr
 from gpuzarr.store import ZipStore
-from tests.permissions import open_to_all, without_permission
+from tests.permissions import open_to_all, reachable_directory, without_permission
 
 from .conftest import run_module
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from tests.servers import HttpServer
+
 
 def _fields(text: str) -> dict[str, str]:
     return {label.strip(): value.strip() for label, _, value in (line.partition(":") for line in text.splitlines())}
@@ -109,9 +109,7 @@ def test_a_store_that_cannot_list(
 
 
 def test_a_child_that_cannot_be_read_is_listed_with_why(cli: Callable[..., tuple[int, str, str]]) -> None:
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o777)
+    with reachable_directory() as base:
         root = gpuzarr.open_group(base / "h.zarr", mode="w")
         root.create_group("private").create_array("x", shape=(4,), dtype="i1")
         root.create_array("public", shape=(4,), dtype="i1")
@@ -134,8 +132,6 @@ def test_a_child_that_cannot_be_read_is_listed_with_why(cli: Callable[..., tuple
         assert list(doc["arrays"]) == ["/public"]
         assert list(doc["unreadable"]) == ["/private"]  # what --recursive could not describe, said
         assert "== /private: unreadable: " in out
-    finally:
-        shutil.rmtree(base)
 
 
 def test_info_json_is_strict_json_whatever_the_attributes_hold(

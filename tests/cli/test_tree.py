@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import gpuzarr
-from tests.permissions import open_to_all, without_permission
+from tests.permissions import open_to_all, reachable_directory, without_permission
 
 from .conftest import run_module
 
@@ -53,9 +53,7 @@ def test_a_child_that_cannot_be_read_is_drawn_with_why_and_the_rest_after_it(
     cli: Callable[..., tuple[int, str, str]],
 ) -> None:
     # Group.tree() raises at such a child, as zarr-python does; the command shows the rest.
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o777)
+    with reachable_directory() as base:
         root = gpuzarr.open_group(base / "h.zarr", mode="w")
         root.create_group("broken")
         root.create_group("private").create_array("x", shape=(4,), dtype="i1")
@@ -71,8 +69,6 @@ def test_a_child_that_cannot_be_read_is_drawn_with_why_and_the_rest_after_it(
         assert lines[1].startswith("├── broken (unreadable: ")
         assert lines[2].startswith("├── private (unreadable: ") and "Permission denied" in lines[2]
         assert lines[3] == "└── public (4,) int8"
-    finally:
-        shutil.rmtree(base)
 
 
 def _searchable_hierarchy(base: Path) -> Path:

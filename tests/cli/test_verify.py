@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,16 +12,18 @@ import pytest
 
 import gpuzarr
 from gpuzarr.store.sharding import ShardIndex
-from tests.permissions import open_to_all, without_permission
+from tests.permissions import open_to_all, reachable_directory, without_permission
 
 from .conftest import run_module
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from tests.servers import HttpServer
 
     Cli = Callable[..., tuple[int, str, str]]
+
 
 VALUES = np.arange(1, 1601, dtype=np.int32).reshape(40, 40)  # no element equals the fill value
 
@@ -240,9 +240,7 @@ REFUSALS = {
 @pytest.mark.parametrize("refused", list(REFUSALS))
 def test_what_this_process_may_not_read_is_reported_and_the_rest_verified(cli: Cli, refused: str) -> None:
     (where, mode), (node, key) = REFUSALS[refused]
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o777)
+    with reachable_directory() as base:
         root = gpuzarr.open_group(base / "h.zarr", mode="w")
         root.create_group("private").create_array("x", shape=(4,), dtype="i1", chunks=(2,))[...] = 1
         root.create_array("public", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
@@ -264,8 +262,6 @@ def test_what_this_process_may_not_read_is_reported_and_the_rest_verified(cli: C
             assert [u["key"] for u in arrays["/private/x"]["unreadable"]] == [key]
             assert f"UNREADABLE {key}:" in text
         assert "unreadable key(s) or document(s)" in text.splitlines()[-1]
-    finally:
-        shutil.rmtree(base)
 
 
 def test_verify_and_convert_of_an_array_declaring_a_trillion_chunks_end(tmp_path: Path, cli: Cli) -> None:
@@ -286,9 +282,7 @@ def test_verify_and_convert_of_an_array_declaring_a_trillion_chunks_end(tmp_path
 
 def test_a_consolidated_groups_unreadable_node_is_reported_and_the_rest_verified(cli: Cli) -> None:
     """A consolidated group stopped at the first node whose own metadata the store refused."""
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o777)
+    with reachable_directory() as base:
         root = gpuzarr.open_group(base / "h.zarr", mode="w")
         root.create_group("labels").create_array("x", shape=(4,), dtype="i1", chunks=(2,))[...] = 1
         root.create_array("raw", shape=(4,), dtype="i1", chunks=(2,))[...] = 3
@@ -303,6 +297,3 @@ def test_a_consolidated_groups_unreadable_node_is_reported_and_the_rest_verified
         assert doc["ok"] is False
         assert any(u["node"] == "/labels" for u in doc["unreadable_metadata"])
         assert {a["name"]: a for a in doc["arrays"]}["/raw"]["stored"] == 2  # verified all the same
-    finally:
-        open_to_all(base)
-        shutil.rmtree(base)

@@ -6,10 +6,7 @@ import errno
 import fcntl
 import os
 import pickle
-import shutil
-import tempfile
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,11 +19,13 @@ from gpuzarr.store.base import ByteRange
 from gpuzarr.store.local import TEMP_MARKER
 from gpuzarr.store.locks import LOCK_MARKER, lock_path
 from tests.file_times import wait_for_a_new_change_time
-from tests.permissions import without_permission
+from tests.permissions import reachable_directory, without_permission
 
 from .conformance import StoreConformance
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuzarr.store.base import Store
 
 
@@ -563,17 +562,13 @@ def test_an_erase_the_file_system_refuses_raises(tmp_path: Path) -> None:
 
 def test_a_directory_no_one_may_list_does_not_break_listings(tmp_path: Path) -> None:
     """A ``lost+found`` in a volume's root: listings skip it, as os.walk and zarr-python do."""
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o755)
+    with reachable_directory(0o755) as base:
         gpuzarr.group(base / "g.zarr").create_array("x", shape=(2,), dtype="i1")
         private = base / "g.zarr" / "lost+found"
         private.mkdir(mode=0o700)
         with without_permission(private):
             assert [name for name, _ in gpuzarr.open_group(base / "g.zarr", mode="r").members()] == ["x"]
             assert LocalStore(base / "g.zarr").unlisted_folders("") == []  # lost+found: not the store's
-    finally:
-        shutil.rmtree(base)
 
 
 def test_a_node_no_one_may_read_is_an_error_not_left_out_as_in_zarr_python(tmp_path: Path) -> None:
@@ -581,9 +576,7 @@ def test_a_node_no_one_may_read_is_an_error_not_left_out_as_in_zarr_python(tmp_p
     metadata written from it, raise rather than leave it out (which readers of the consolidated
     metadata, who may read it, would then never see). zarr-python 3.1.6 raises PermissionError
     there too (not run here: as another user, its lazy imports of root's files fail)."""
-    base = Path(tempfile.mkdtemp())  # reachable by every user, unlike pytest's directories
-    try:
-        base.chmod(0o777)
+    with reachable_directory() as base:
         root = gpuzarr.group(base / "g.zarr")
         root.create_group("a").create_array("x", shape=(2,), dtype="i1")
         root.create_array("b", shape=(2,), dtype="i1")
@@ -605,8 +598,6 @@ def test_a_node_no_one_may_read_is_an_error_not_left_out_as_in_zarr_python(tmp_p
             assert sorted(k for k in store.list_prefix("")) == ["b/zarr.json", "zarr.json"]  # keys: as before
         assert "consolidated_metadata" not in (base / "g.zarr" / "zarr.json").read_text()
         assert [name for name, _ in gpuzarr.open_group(base / "g.zarr", mode="r").members()] == ["a", "b"]
-    finally:
-        shutil.rmtree(base)
 
 
 @pytest.mark.parametrize("planted", ["dangling", "to a file"])
