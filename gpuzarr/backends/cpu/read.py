@@ -65,6 +65,8 @@ UNCOMPRESSED_INLINE_CHUNKS = 16
 CHUNKWISE_SHARDS = 16
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
+#: Small chunks stored in fewer bytes than this each are read on one thread (:func:`_read_runs`).
+ALONE_STORED_NBYTES = 1024
 
 
 #: ``_store_chunk_into``'s ``span`` when the caller has not found it.
@@ -261,7 +263,7 @@ def _read_chunks(
         # Remote stores keep a chunk a task: their requests run at once.
         per_run = chunks_per_task(layout.chunk_pipeline.spec.nbytes, len(groups))
         runs = [groups[k : k + per_run] for k in range(0, len(groups), per_run)]
-        run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs)
+        _read_runs(layout, store, runs, out)
         return
     if not inline and io_workers(store) is None and reads_in_runs(layout):
         _read_small_chunks(layout, store, groups, out, alone)
@@ -331,11 +333,44 @@ def _read_small_chunks(
     run_coding_tasks(pipeline, lambda run: read_run(layout, store, run, out, refuse), runs, min_parallel=least)
 
 
-def _read_chunk_run(
-    layout: ArrayLayout, store: Store, run: list[list[ChunkProjection]], out: np.ndarray[Any, Any]
+def _read_runs(
+    layout: ArrayLayout, store: Store, runs: list[list[list[ChunkProjection]]], out: np.ndarray[Any, Any]
 ) -> None:
+    """Read ``runs`` of small chunks (see :func:`_read_chunk_run`): the first on this thread,
+    then the rest on the pool, or on this thread too where the first run's chunks were stored
+    in under :data:`ALONE_STORED_NBYTES` each.
+
+    Such chunks hold little but repeats (masks, labels, fields constant over a chunk), which
+    zstd decodes at memory speed: the Python around each chunk (its read, its copy into
+    ``out``) is most of its time, and two threads handing the GIL back and forth over it read
+    them slower than one (2000^2 float32 in 100^2 chunks of 431 bytes: 18.3-18.6 ms on two
+    threads, 14.0 on one; in 50^2 chunks of 140 bytes: 42-49 against 33-34; 2 cores). Chunks
+    of a few KiB of noise (3.7 KiB a 50^2 chunk) decode for longer than that Python, and two
+    threads read them 1.7 times faster than one.
+    """
+    beside = layout.chunk_pipeline.beside_pool()
+    if beside is None:  # a codec's own threads were asked for: this thread stays out of it
+        run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs)
+        return
+    with beside:
+        stored_nbytes, stored = _read_chunk_run(layout, store, runs[0], out)
+        alone = stored > 0 and stored_nbytes < ALONE_STORED_NBYTES * stored
+        if alone:
+            for run in runs[1:]:
+                _read_chunk_run(layout, store, run, out)
+    if not alone:
+        run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs[1:])
+
+
+def _read_chunk_run(
+    layout: ArrayLayout,
+    store: Store,
+    run: list[list[ChunkProjection]],
+    out: np.ndarray[Any, Any],
+) -> tuple[int, int]:
     """Read the chunks of ``run`` (the projections of each) one after the other, and decode them
-    together where their codec can (``CodecPipeline.decode_many``), else one by one."""
+    together where their codec can (``CodecPipeline.decode_many``), else one by one. Returns
+    the bytes its stored chunks took, and how many were stored."""
     keys = [layout.key(targets[0].chunk_coords) for targets in run]
     pipelines = [layout.pipeline_at(targets[0].chunk_coords) for targets in run]
     raws: list[Buffer | None] = []
@@ -359,6 +394,8 @@ def _read_chunk_run(
     for key, raw, targets in zip(keys, raws, run, strict=True):
         if raw is None or not done:
             _store_chunk_into(layout, raw, key, out, targets)
+    stored = [memoryview(raw).nbytes for raw in raws if raw is not None]
+    return sum(stored), len(stored)
 
 
 def _decode_together(

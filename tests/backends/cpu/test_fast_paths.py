@@ -114,6 +114,44 @@ def test_small_chunks_are_decoded_a_run_at_a_time(store, monkeypatch) -> None:
     assert caught.value.key == key and alone
 
 
+@pytest.mark.parametrize(
+    ("content", "alone"),
+    [("constant", True), ("noise", False)],
+    ids=["stored-in-a-few-bytes", "stored-in-kilobytes"],
+)
+def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(store, content, alone) -> None:
+    """Small zstd chunks that compress to under ALONE_STORED_NBYTES each (here 16 bytes of a
+    constant 4 KiB) are read run after run on the calling thread: the Python around each is
+    most of its time, which two threads only hand back and forth. Chunks of noise (about 4 KiB
+    stored each) go to the pool after the first run."""
+    rng = np.random.default_rng(2)
+    x = (
+        np.repeat(np.arange(64, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
+        if content == "constant"
+        else rng.integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
+    )
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
+    a[...] = x
+    threads: list[str] = []
+    read_run = read_module._read_chunk_run
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return read_run(*args)
+
+    with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
+        mp.setattr(read_module, "_read_chunk_run", spy)
+        np.testing.assert_array_equal(a[...], x)
+        np.testing.assert_array_equal(a[3:61, 1:], x[3:61, 1:])
+    assert len(threads) > 4  # several runs a read
+    here = threading.current_thread().name
+    assert threads[0] == here
+    if alone:
+        assert set(threads) == {here}
+    else:  # the pool's threads took runs too (the first went on this thread)
+        assert set(threads) - {here}
+
+
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
 def test_short_chunk_is_corrupt_even_on_the_direct_path(codecs) -> None:
     store = gpuzarr.MemoryStore()
