@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ...codecs.pipeline import CodecPipeline
     from ...layout import ArrayLayout
     from ...plan.selection import ChunkProjection, SelectionPlan
-    from ...store.base import Buffer, Store
+    from ...store.base import Buffer, Store, ValueReader
 
 #: Inner chunks of one shard to decode together: (shard key, [(position in the shard, its
 #: projections)], their bytes).
@@ -352,12 +352,15 @@ def _read_runs(
     if beside is None:  # a codec's own threads were asked for: this thread stays out of it
         run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs)
         return
-    with beside:
-        stored_nbytes, stored = _read_chunk_run(layout, store, runs[0], out)
+    pipeline = layout.chunk_pipeline
+    refuse = functools.partial(_larger_than_written, pipeline)
+    # One reader for the runs read here: a local store opens each directory once, not a run.
+    with beside, store.value_reader(pipeline.max_stored_nbytes, refuse) as read:
+        stored_nbytes, stored = _read_chunk_run(layout, store, runs[0], out, (pipeline, read))
         alone = stored > 0 and stored_nbytes < ALONE_STORED_NBYTES * stored
         if alone:
             for run in runs[1:]:
-                _read_chunk_run(layout, store, run, out)
+                _read_chunk_run(layout, store, run, out, (pipeline, read))
     if not alone:
         run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs[1:])
 
@@ -367,10 +370,12 @@ def _read_chunk_run(
     store: Store,
     run: list[list[ChunkProjection]],
     out: np.ndarray[Any, Any],
+    reader: tuple[CodecPipeline, ValueReader] | None = None,
 ) -> tuple[int, int]:
     """Read the chunks of ``run`` (the projections of each) one after the other, and decode them
-    together where their codec can (``CodecPipeline.decode_many``), else one by one. Returns
-    the bytes its stored chunks took, and how many were stored."""
+    together where their codec can (``CodecPipeline.decode_many``), else one by one. Chunks of
+    ``reader``'s pipeline are read with its value reader (one of this thread's), where given.
+    Returns the bytes its stored chunks took, and how many were stored."""
     keys = [layout.key(targets[0].chunk_coords) for targets in run]
     pipelines = [layout.pipeline_at(targets[0].chunk_coords) for targets in run]
     raws: list[Buffer | None] = []
@@ -379,11 +384,12 @@ def _read_chunk_run(
     if together:
         # One reader for the run (a local store opens the directories once); each value is
         # copied out of its reused buffer, to be decoded with the others.
-        refuse = functools.partial(_larger_than_written, pipelines[0])
-        with store.value_reader(pipelines[0].max_stored_nbytes, refuse) as read:
-            for key in keys:
-                value = read(key)
-                raws.append(None if value is None else bytes(value))
+        if reader is not None and reader[0] is pipelines[0]:
+            _read_values(reader[1], keys, raws)
+        else:
+            refuse = functools.partial(_larger_than_written, pipelines[0])
+            with store.value_reader(pipelines[0].max_stored_nbytes, refuse) as read:
+                _read_values(read, keys, raws)
     else:
         for key, pipeline in zip(keys, pipelines, strict=True):
             got = store.get_into(key, _bounded(pipeline, key, _fresh_buffer))
@@ -396,6 +402,14 @@ def _read_chunk_run(
             _store_chunk_into(layout, raw, key, out, targets)
     stored = [memoryview(raw).nbytes for raw in raws if raw is not None]
     return sum(stored), len(stored)
+
+
+def _read_values(read: ValueReader, keys: list[str], raws: list[Buffer | None]) -> None:
+    """Append the values of ``keys`` (None: absent) to ``raws``, each copied out of the buffer
+    ``read`` reuses, to be decoded with the others."""
+    for key in keys:
+        value = read(key)
+        raws.append(None if value is None else bytes(value))
 
 
 def _decode_together(

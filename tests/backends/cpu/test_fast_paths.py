@@ -133,23 +133,30 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
     a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
     a[...] = x
     threads: list[str] = []
+    pooled: list[int] = []  # the runs each pass handed to the pool
     read_run = read_module._read_chunk_run
+    run_coding_tasks = read_module.run_coding_tasks
 
     def spy(*args):  # type: ignore[no-untyped-def]
         threads.append(threading.current_thread().name)
         return read_run(*args)
 
+    def spy_pool(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
+        pooled.append(len(items))
+        return run_coding_tasks(pipeline, func, items, *rest, **kw)
+
     with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
         mp.setattr(read_module, "_read_chunk_run", spy)
+        mp.setattr(read_module, "run_coding_tasks", spy_pool)
         np.testing.assert_array_equal(a[...], x)
         np.testing.assert_array_equal(a[3:61, 1:], x[3:61, 1:])
     assert len(threads) > 4  # several runs a read
     here = threading.current_thread().name
     assert threads[0] == here
     if alone:
-        assert set(threads) == {here}
-    else:  # the pool's threads took runs too (the first went on this thread)
-        assert set(threads) - {here}
+        assert set(threads) == {here} and not pooled
+    else:  # every run but each pass's first was handed to the pool
+        assert len(pooled) == 2 and sum(pooled) == len(threads) - 2
 
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
