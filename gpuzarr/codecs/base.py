@@ -223,6 +223,15 @@ class BytesToBytesCodec(Codec):
         """
         return None
 
+    def decode_one_of_many(self, frame: Buffer, nbytes: int) -> Buffer | None:
+        """Decode one of the frames :meth:`decode_many` takes, on its own.
+
+        Into memory of its own: for a thread that reads such frames alone, where one call for
+        several would only take more memory at once. None where the codec cannot, or the
+        frame fails: the caller decodes it the usual way, which raises what is wrong with it.
+        """
+        return None
+
     #: whether :meth:`decode_part` may decode less than everything
     decodes_part: ClassVar[bool] = False
 

@@ -327,6 +327,18 @@ class CodecPipeline:
         dtype, shape = self._native_chunk_view
         return [np.frombuffer(d, dtype).reshape(shape) for d in decoded]
 
+    def decode_one_of_many(self, raw: Buffer) -> np.ndarray[Any, Any] | None:
+        """One of the chunks :meth:`decode_many` takes, decoded on its own
+        (``BytesToBytesCodec.decode_one_of_many``): a read-only array, or None where it cannot
+        be (the caller decodes it the usual way, which raises what is wrong with it)."""
+        if not self.decodes_many:
+            return None
+        decoded = self.bytes_to_bytes[0].decode_one_of_many(raw, self.spec.nbytes)
+        if decoded is None:
+            return None
+        dtype, shape = self._native_chunk_view
+        return np.frombuffer(decoded, dtype).reshape(shape)
+
     def _chunk_of(self, decoded: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The chunk array viewing ``decoded``, the chain's decoded bytes of exactly the chunk's
         size (``bytes`` codec in native order: a view, as ``BytesCodec.decode`` makes it)."""

@@ -12,7 +12,13 @@ import pytest
 import zstandard
 
 from gpuzarr.codecs.pipeline import CodecPipeline
-from gpuzarr.codecs.zstd import MANY_FRAMES_NBYTES, decode_small_frames, decode_zstd, is_lone_frame
+from gpuzarr.codecs.zstd import (
+    MANY_FRAMES_NBYTES,
+    decode_lone_frame,
+    decode_small_frames,
+    decode_zstd,
+    is_lone_frame,
+)
 
 NBYTES = 4096
 
@@ -91,6 +97,77 @@ def test_anything_but_a_lone_frame_is_left_to_the_one_by_one_decode(damage: str)
     assert not is_lone_frame(memoryview(other), NBYTES)
     frames = [good, other, good]
     assert decode_small_frames(frames, NBYTES) is None
+
+
+@pytest.mark.parametrize("case", ["plain", "with a checksum", "raw blocks (incompressible)", "an RLE block"])
+def test_one_of_many_decodes_alone_to_its_bytes(case: str) -> None:
+    """``decode_lone_frame``: a frame of a run read on one thread, decoded on its own."""
+    data = {
+        "plain": content(11),
+        "with a checksum": content(12),
+        "raw blocks (incompressible)": np.random.default_rng(13).bytes(NBYTES),
+        "an RLE block": bytes(NBYTES),
+    }[case]
+    good = frame(data, checksum=case == "with a checksum")
+    decoded = decode_lone_frame(memoryview(good)[0:], NBYTES)
+    assert decoded is not None and bytes(memoryview(decoded)) == data
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "bytes after the frame",
+        "a second frame",
+        "a skippable frame after it",
+        "cut short",
+        "another declared size",
+        "a declared size of 2**40",
+        "no declared size",
+        "a dictionary ID",
+        "not a frame",
+        "a reserved block type",
+        "a wrong checksum",
+    ],
+)
+def test_one_of_many_that_is_no_lone_frame_of_the_size_is_left_to_the_usual_decode(damage: str) -> None:
+    """None for anything a one-shot decode of the chunk would not take as it is: the usual
+    decode then raises what is wrong. A declared size other than the chunk's is refused before
+    zstandard allocates it."""
+    data = content(14)
+    good = frame(data, checksum=True)
+    small = bytearray(frame(content(14, 300)))
+    other = {
+        "bytes after the frame": good + b"\x00\x01",
+        "a second frame": good + frame(content(15)),
+        "a skippable frame after it": good + skippable(b"meta"),
+        "cut short": good[:-3],
+        "another declared size": frame(content(14, NBYTES + 2)),
+        "a declared size of 2**40": bytes(_declaring(small, 2**40)),
+        "no declared size": frame(data, size=False),
+        "a dictionary ID": with_dictionary_id(good),
+        "not a frame": b"\x00" * 32,
+        "a reserved block type": reserved_block_type(good),
+        "a wrong checksum": good[:-1] + bytes([good[-1] ^ 0xFF]),
+    }[damage]
+    assert decode_lone_frame(other, NBYTES) is None
+    assert decode_lone_frame(good, NBYTES) is not None
+
+
+def _declaring(good: bytearray, size: int) -> bytearray:
+    """``good``, a single-segment frame (no window byte), declaring ``size`` in an 8-byte field
+    (a bomb: zstandard alone would try to allocate it)."""
+    descriptor = good[4]
+    assert descriptor & 0x20  # single segment: the content size follows the descriptor
+    width = {0: 1, 1: 2, 2: 4, 3: 8}[descriptor >> 6]
+    forged = good[:4] + bytearray([descriptor | 0xC0]) + bytearray(size.to_bytes(8, "little")) + good[5 + width :]
+    assert zstandard.frame_content_size(bytes(forged)) == size
+    return forged
+
+
+def test_one_of_many_is_only_for_small_frames() -> None:
+    data = content(16, MANY_FRAMES_NBYTES + 8)
+    assert decode_lone_frame(frame(data), len(data)) is None
+    assert decode_lone_frame(frame(b""), 0) is None
 
 
 def test_a_run_decodes_to_what_each_frame_does() -> None:

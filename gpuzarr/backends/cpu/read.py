@@ -354,7 +354,8 @@ def _read_runs(
         return
     pipeline = layout.chunk_pipeline
     refuse = functools.partial(_larger_than_written, pipeline)
-    # One reader for the runs read here: a local store opens each directory once, not a run.
+    # One reader for the runs read here (a local store opens each directory once, not a
+    # run), and their chunks decoded one at a time (``_decode_each``).
     with beside, store.value_reader(pipeline.max_stored_nbytes, refuse) as read:
         stored_nbytes, stored = _read_chunk_run(layout, store, runs[0], out, (pipeline, read))
         alone = stored > 0 and stored_nbytes < ALONE_STORED_NBYTES * stored
@@ -373,8 +374,10 @@ def _read_chunk_run(
     reader: tuple[CodecPipeline, ValueReader] | None = None,
 ) -> tuple[int, int]:
     """Read the chunks of ``run`` (the projections of each) one after the other, and decode them
-    together where their codec can (``CodecPipeline.decode_many``), else one by one. Chunks of
-    ``reader``'s pipeline are read with its value reader (one of this thread's), where given.
+    together where their codec can (``CodecPipeline.decode_many``), else one by one.
+
+    ``reader``: this thread reads the runs of a pass alone (:func:`_read_runs`). Chunks of its
+    pipeline are read with its value reader and decoded one at a time (:func:`_decode_each`).
     Returns the bytes its stored chunks took, and how many were stored."""
     keys = [layout.key(targets[0].chunk_coords) for targets in run]
     pipelines = [layout.pipeline_at(targets[0].chunk_coords) for targets in run]
@@ -396,8 +399,11 @@ def _read_chunk_run(
             if got is not None:  # a store that hands out its own memory asked for no buffer
                 _refuse_larger(pipeline, key, got[0].nbytes)
             raws.append(None if got is None else got[0])
-    done = together and _decode_together(pipelines[0], raws, run, out)
-    for key, raw, targets in zip(keys, raws, run, strict=True):
+    if together and reader is not None and reader[0] is pipelines[0]:
+        placed = _decode_each(pipelines[0], raws, run, out)
+    else:
+        placed = [together and _decode_together(pipelines[0], raws, run, out)] * len(run)
+    for key, raw, targets, done in zip(keys, raws, run, placed, strict=True):
         if raw is None or not done:
             _store_chunk_into(layout, raw, key, out, targets)
     stored = [memoryview(raw).nbytes for raw in raws if raw is not None]
@@ -410,6 +416,27 @@ def _read_values(read: ValueReader, keys: list[str], raws: list[Buffer | None]) 
     for key in keys:
         value = read(key)
         raws.append(None if value is None else bytes(value))
+
+
+def _decode_each(
+    pipeline: CodecPipeline,
+    raws: Sequence[Buffer | None],
+    run: Sequence[list[ChunkProjection]],
+    out: np.ndarray[Any, Any],
+) -> list[bool]:
+    """Decode the stored chunks of ``raws`` (None: absent) one at a time
+    (``CodecPipeline.decode_one_of_many``) and copy each to where its projections (``run``) go,
+    each let go of before the next is decoded: whether each was placed. Absent chunks, and
+    those that cannot be decoded so, are the caller's (decoded the usual way, which raises
+    what is wrong with a bad one)."""
+    placed = []
+    for raw, targets in zip(raws, run, strict=True):
+        chunk = None if raw is None else pipeline.decode_one_of_many(raw)
+        if chunk is not None:
+            for p in targets:
+                out[p.out_selection] = chunk[p.chunk_selection]
+        placed.append(chunk is not None)
+    return placed
 
 
 def _decode_together(

@@ -75,22 +75,30 @@ def test_image_stack_reads_straight_into_output(store, codecs, monkeypatch) -> N
 
 def test_small_chunks_are_decoded_a_run_at_a_time(store, monkeypatch) -> None:
     """Small zstd chunks of a local or in-memory store are read a run a task and decoded by one
-    call each run (no chunk decoded alone, into the output or a scratch buffer); absent chunks
-    read as the fill value among them, and a corrupt one names its key."""
-    x = np.random.default_rng(1).integers(0, 2**16, (40, 16, 12), dtype=np.uint16)
-    a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 16, 12), codecs=ZSTD, fill_value=3)
+    call each run (the first run of a pass, on the calling thread, one call a chunk; none
+    decoded the usual way, into the output or a scratch buffer); absent chunks read as the
+    fill value among them, and a corrupt one names its key."""
+    # Noise, 1.5 KiB a chunk: more than ALONE_STORED_NBYTES stored, so the pool takes runs.
+    x = np.random.default_rng(1).integers(0, 2**16, (300, 32, 24), dtype=np.uint16)
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint16", chunks=(1, 32, 24), codecs=ZSTD, fill_value=3)
     a[...] = x
     a[7] = 3  # chunk c/7/0/0 holds only the fill value: not stored
     x[7] = 3
     runs: list[int] = []
+    each: list[int] = []
     alone: list[str] = []
     decode_many = CodecPipeline.decode_many
+    decode_one_of_many = CodecPipeline.decode_one_of_many
     decode_into = CodecPipeline.decode_into
     decode_scratch = CodecPipeline.decode_scratch
 
     def spy_many(self, raws):  # type: ignore[no-untyped-def]
         runs.append(len(raws))
         return decode_many(self, raws)
+
+    def spy_each(self, raw):  # type: ignore[no-untyped-def]
+        each.append(1)
+        return decode_one_of_many(self, raw)
 
     def spy_into(self, raw, key, *rest, **kw):  # type: ignore[no-untyped-def]
         alone.append(key)
@@ -101,12 +109,14 @@ def test_small_chunks_are_decoded_a_run_at_a_time(store, monkeypatch) -> None:
         return decode_scratch(self, raw, key)
 
     monkeypatch.setattr(CodecPipeline, "decode_many", spy_many)
+    monkeypatch.setattr(CodecPipeline, "decode_one_of_many", spy_each)
     monkeypatch.setattr(CodecPipeline, "decode_into", spy_into)
     monkeypatch.setattr(CodecPipeline, "decode_scratch", spy_scratch)
     with gpuzarr.config.set(concurrency=2):
         np.testing.assert_array_equal(a[...], x)
-        np.testing.assert_array_equal(a[3:30, 2:9, 5:], x[3:30, 2:9, 5:])
-    assert not alone and sum(runs) == 39 + 26 and max(runs) > 1  # chunk 7 is not stored
+        np.testing.assert_array_equal(a[3:250, 2:9, 5:], x[3:250, 2:9, 5:])
+    # chunk 7 is not stored; runs of 64 chunks of 1.5 KiB
+    assert not alone and sum(runs) + len(each) == 299 + 246 and max(runs) > 1 and 0 < len(each) <= 2 * 64
     key = "c/9/0/0"
     store.set(key, bytes(store.get(key)) + b"junk")  # more than its frame: refused, alone
     with pytest.raises(CorruptChunkError) as caught:
@@ -134,8 +144,14 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
     a[...] = x
     threads: list[str] = []
     pooled: list[int] = []  # the runs each pass handed to the pool
+    together: list[int] = []  # the chunks decoded a run in one call
     read_run = read_module._read_chunk_run
     run_coding_tasks = read_module.run_coding_tasks
+    decode_many = CodecPipeline.decode_many
+
+    def spy_many(self, raws):  # type: ignore[no-untyped-def]
+        together.append(len(raws))
+        return decode_many(self, raws)
 
     def spy(*args):  # type: ignore[no-untyped-def]
         threads.append(threading.current_thread().name)
@@ -148,15 +164,22 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
     with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
         mp.setattr(read_module, "_read_chunk_run", spy)
         mp.setattr(read_module, "run_coding_tasks", spy_pool)
+        mp.setattr(CodecPipeline, "decode_many", spy_many)
         np.testing.assert_array_equal(a[...], x)
         np.testing.assert_array_equal(a[3:61, 1:], x[3:61, 1:])
     assert len(threads) > 4  # several runs a read
     here = threading.current_thread().name
     assert threads[0] == here
-    if alone:
-        assert set(threads) == {here} and not pooled
-    else:  # every run but each pass's first was handed to the pool
-        assert len(pooled) == 2 and sum(pooled) == len(threads) - 2
+    if alone:  # each chunk decoded on its own, let go of before the next
+        assert set(threads) == {here} and not pooled and not together
+    else:  # every run but each pass's first was handed to the pool, and decoded in one call
+        assert len(pooled) == 2 and sum(pooled) == len(threads) - 2 and len(together) == sum(pooled)
+    # A chunk that is no lone frame of its size, in a later run: named, whichever thread read it.
+    key = "c/40/0/0"
+    store.set(key, bytes(store.get(key)) + b"junk")
+    with pytest.raises(CorruptChunkError) as caught, gpuzarr.config.set(concurrency=2):
+        a[...]
+    assert caught.value.key == key
 
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
