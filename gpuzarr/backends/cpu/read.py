@@ -34,6 +34,7 @@ from ...parallel import (
 )
 from ...store.base import BoundedBufferFor
 from ...store.sharding import (
+    EMPTY,
     WHOLE_SHARD_FRACTION,
     ShardIndex,
     ShardLayout,
@@ -687,9 +688,10 @@ def _read_shards_chunkwise(
         try:
             index_of = {key: shard_index(shard, key, shard_layout(key), indexes) for key, shard in shards.items()}
 
-            def work(task: tuple[str, ShardIndex, list[tuple[int, list[ChunkProjection]]]]) -> None:
+            def work(task: tuple[str, ShardIndex, list[tuple[int, list[ChunkProjection]]]], each: bool = False) -> None:
                 key, index, run = task
-                _decode_run(layout, key, run, read_inner_chunk_run(shards[key], key, index, [i for i, _ in run]), out)
+                blobs = read_inner_chunk_run(shards[key], key, index, [i for i, _ in run])
+                _decode_run(layout, key, run, blobs, out, each=each)
 
             stored: dict[str, ShardIndex] = {}
             for key, index in index_of.items():
@@ -704,10 +706,14 @@ def _read_shards_chunkwise(
                 (key, index, run) for key, index in stored.items() for run in _runs(by_shard[key], index, per_run)
             ]
             alone = layout.chunk_pipeline.alone()
+            each = alone is None and _stored_in_a_few_bytes(layout, by_shard, stored)
+            if each:  # as _read_runs reads such chunks: on this thread, one at a time
+                alone = layout.chunk_pipeline.beside_pool()
+                each = alone is not None
             if alone is not None:  # small inner chunks of a fast decoder
                 with alone:
                     for task in tasks:
-                        work(task)
+                        work(task, each)
             else:
                 run_coding_tasks(layout.chunk_pipeline, work, tasks)
         except CorruptChunkError:
@@ -720,6 +726,24 @@ def _read_shards_chunkwise(
     for key in changed:  # an index kept from before belongs to another version
         indexes.pop(key, None)
     return changed
+
+
+def _stored_in_a_few_bytes(
+    layout: ArrayLayout, by_shard: dict[str, list[tuple[int, list[ChunkProjection]]]], indexes: dict[str, ShardIndex]
+) -> bool:
+    """Whether the stored inner chunks wanted from the shards of ``indexes`` (theirs, read)
+    take under :data:`ALONE_STORED_NBYTES` each, by the indexes, and decode in runs
+    (``CodecPipeline.decodes_many``): they are read on the calling thread alone, as
+    :func:`_read_runs` reads such unsharded chunks."""
+    if not layout.chunk_pipeline.decodes_many:
+        return False
+    total = count = 0
+    for key, index in indexes.items():
+        sizes = index.nbytes[np.fromiter((i for i, _ in by_shard[key]), dtype=np.intp, count=len(by_shard[key]))]
+        sizes = sizes[sizes != EMPTY]
+        total += int(sizes.sum())
+        count += int(sizes.size)
+    return count > 0 and total < ALONE_STORED_NBYTES * count
 
 
 def _runs(
@@ -740,14 +764,21 @@ def _decode_run(
     run: list[tuple[int, list[ChunkProjection]]],
     blobs: Sequence[Buffer | None],
     out: np.ndarray[Any, Any],
+    *,
+    each: bool = False,
 ) -> None:
     """Decode the inner chunks ``run`` of the shard at ``key`` (their bytes ``blobs``) into every
     place in ``out`` their projections name: the stored ones together in one call where the
-    codec can (``CodecPipeline.decode_many``), else one by one."""
-    done = _decode_together(layout.chunk_pipeline, blobs, [targets for _, targets in run], out)
-    placer = None if done or not decodes_in_runs(layout.chunk_pipeline) else ChunkPlacer(layout.chunk_pipeline, out)
-    for (i, targets), raw in zip(run, blobs, strict=True):
-        if raw is not None and placer is not None:  # small inner chunks: little Python each
+    codec can (``CodecPipeline.decode_many``), or with ``each`` one at a time
+    (:func:`_decode_each`), else one by one the usual way."""
+    pipeline, targets_of = layout.chunk_pipeline, [targets for _, targets in run]
+    if each:
+        placed = _decode_each(pipeline, blobs, targets_of, out)
+    else:
+        placed = [_decode_together(pipeline, blobs, targets_of, out)] * len(run)
+    placer = None if all(placed) or not decodes_in_runs(pipeline) else ChunkPlacer(pipeline, out)
+    for (i, targets), raw, done in zip(run, blobs, placed, strict=True):
+        if raw is not None and not done and placer is not None:  # small inner chunks: little Python each
             try:
                 placer.place(raw, key, targets)
             except CorruptChunkError as exc:

@@ -182,6 +182,58 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
     assert caught.value.key == key
 
 
+@pytest.mark.parametrize(
+    ("content", "alone"),
+    [("constant", True), ("noise", False)],
+    ids=["stored-in-a-few-bytes", "stored-in-kilobytes"],
+)
+def test_inner_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(tmp_path, content, alone) -> None:
+    """Small zstd inner chunks of shards that take under ALONE_STORED_NBYTES each by their
+    shard's index are read on the calling thread, each decoded on its own; those of noise go
+    to the pool, a run decoded in one call. A corrupt one is named with its shard either way."""
+    rng = np.random.default_rng(3)
+    x = (
+        np.repeat(np.arange(1, 65, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
+        if content == "constant"
+        else rng.integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
+    )
+    a = gpuzarr.create(
+        tmp_path / "a", shape=x.shape, dtype="uint32", chunks=(1, 32, 32), shards=(32, 32, 32), codecs=ZSTD
+    )
+    a[...] = x
+    threads: set[str] = set()
+    together: list[int] = []
+    each: list[int] = []
+    decode_many = CodecPipeline.decode_many
+    decode_one_of_many = CodecPipeline.decode_one_of_many
+
+    def spy_many(self, raws):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        together.append(len(raws))
+        return decode_many(self, raws)
+
+    def spy_each(self, raw):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        each.append(1)
+        return decode_one_of_many(self, raw)
+
+    with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
+        mp.setattr(CodecPipeline, "decode_many", spy_many)
+        mp.setattr(CodecPipeline, "decode_one_of_many", spy_each)
+        np.testing.assert_array_equal(a[...], x)
+        np.testing.assert_array_equal(a[3:61, 1:], x[3:61, 1:])
+    if alone:
+        assert threads == {threading.current_thread().name} and not together and len(each) == 64 + 58
+    else:
+        assert not each and sum(together) == 64 + 58
+    shard = tmp_path / "a" / "c" / "1" / "0" / "0"
+    stored = bytearray(shard.read_bytes())
+    stored[0:4] = b"\x00\x01\x02\x03"  # the first inner chunk's magic number
+    shard.write_bytes(bytes(stored))
+    with pytest.raises(CorruptChunkError, match=r"^c/1/0/0: inner chunk \d+"), gpuzarr.config.set(concurrency=2):
+        a[...]
+
+
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
 def test_short_chunk_is_corrupt_even_on_the_direct_path(codecs) -> None:
     store = gpuzarr.MemoryStore()
