@@ -44,7 +44,7 @@ from ...store.sharding import (
 )
 from .fetch_ahead import Fetched, fetches_ahead, read_fetching_ahead
 from .placement import is_direct, place_missing
-from .small_chunks import ChunkPlacer, decodes_in_runs, read_run, reads_in_runs
+from .small_chunks import ALONE_STORED_NBYTES, ChunkPlacer, decodes_in_runs, read_run, reads_in_runs
 
 if TYPE_CHECKING:
     from collections.abc import Callable, MutableMapping, Sequence
@@ -66,8 +66,6 @@ UNCOMPRESSED_INLINE_CHUNKS = 16
 CHUNKWISE_SHARDS = 16
 #: Upper bound of (estimated) bytes of inner chunks fetched before they are decoded.
 SHARD_BATCH_BYTES = 256 * 1024 * 1024
-#: Small chunks stored in fewer bytes than this each are read on one thread (:func:`_read_runs`).
-ALONE_STORED_NBYTES = 1024
 
 
 #: ``_store_chunk_into``'s ``span`` when the caller has not found it.

@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 #: Chunks of at most this many decoded bytes are read in runs here. Above it the decoder's own
 #: time hides the Python around it.
 SMALL_CHUNK_NBYTES = 32 * 1024
+#: Small zstd chunks stored in fewer bytes than this each (masks, labels, fields constant over
+#: a chunk) are read and written on the calling thread alone: their codec runs at memory speed,
+#: so the Python around each chunk is most of its time, and two threads would only hand the
+#: GIL back and forth over it (``read._read_runs``, ``write._write_chunks``).
+ALONE_STORED_NBYTES = 1024
 
 
 def decodes_in_runs(pipeline: CodecPipeline) -> bool:

@@ -187,6 +187,48 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
     [("constant", True), ("noise", False)],
     ids=["stored-in-a-few-bytes", "stored-in-kilobytes"],
 )
+def test_chunks_stored_in_a_few_bytes_are_written_on_the_calling_thread(store, content, alone) -> None:
+    """Whole writes of small zstd chunks: the first run is written on the calling thread, and
+    the rest too where its chunks were stored in under ALONE_STORED_NBYTES each; chunks of noise
+    go to the pool after it. What is written reads back either way."""
+    from gpuzarr.backends.cpu import write as write_module
+
+    rng = np.random.default_rng(4)
+    x = (
+        np.repeat(np.arange(1, 65, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
+        if content == "constant"
+        else rng.integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
+    )
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
+    threads: set[str] = set()
+    pooled: list[int] = []
+    set_value = type(a.store).set
+    run_coding_tasks = write_module.run_coding_tasks
+
+    def spy_set(self, key, value):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        return set_value(self, key, value)
+
+    def spy_pool(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
+        pooled.append(len(items))
+        return run_coding_tasks(pipeline, func, items, *rest, **kw)
+
+    with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
+        mp.setattr(type(a.store), "set", spy_set)
+        mp.setattr(write_module, "run_coding_tasks", spy_pool)
+        a[...] = x
+    np.testing.assert_array_equal(a[...], x)
+    if alone:
+        assert threads == {threading.current_thread().name} and not pooled
+    else:  # all but the first run (at least 96 KiB of chunks) went to the pool
+        assert len(pooled) == 1 and 0 < pooled[0] <= 64 - 24
+
+
+@pytest.mark.parametrize(
+    ("content", "alone"),
+    [("constant", True), ("noise", False)],
+    ids=["stored-in-a-few-bytes", "stored-in-kilobytes"],
+)
 def test_inner_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(tmp_path, content, alone) -> None:
     """Small zstd inner chunks of shards that take under ALONE_STORED_NBYTES each by their
     shard's index are read on the calling thread, each decoded on its own; those of noise go
