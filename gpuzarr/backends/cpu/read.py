@@ -335,9 +335,9 @@ def _read_small_chunks(
 def _read_runs(
     layout: ArrayLayout, store: Store, runs: list[list[list[ChunkProjection]]], out: np.ndarray[Any, Any]
 ) -> None:
-    """Read ``runs`` of small chunks (see :func:`_read_chunk_run`): the first on this thread,
-    then the rest on the pool, or on this thread too where the first run's chunks were stored
-    in under :data:`ALONE_STORED_NBYTES` each.
+    """Read ``runs`` of small chunks (see :func:`_read_chunk_run`) on this thread for as long as
+    their chunks were stored in under :data:`ALONE_STORED_NBYTES` each (or none was stored); the
+    pool reads the runs after the first that was not.
 
     Such chunks hold little but repeats (masks, labels, fields constant over a chunk), which
     zstd decodes at memory speed: the Python around each chunk (its read, its copy into
@@ -355,14 +355,15 @@ def _read_runs(
     refuse = functools.partial(_larger_than_written, pipeline)
     # One reader for the runs read here (a local store opens each directory once, not a
     # run), and their chunks decoded one at a time (``_decode_each``).
+    done = 0
     with beside, store.value_reader(pipeline.max_stored_nbytes, refuse) as read:
-        stored_nbytes, stored = _read_chunk_run(layout, store, runs[0], out, (pipeline, read))
-        alone = stored > 0 and stored_nbytes < ALONE_STORED_NBYTES * stored
-        if alone:
-            for run in runs[1:]:
-                _read_chunk_run(layout, store, run, out, (pipeline, read))
-    if not alone:
-        run_coding_tasks(layout.chunk_pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs[1:])
+        for run in runs:
+            stored_nbytes, stored = _read_chunk_run(layout, store, run, out, (pipeline, read))
+            done += 1
+            if stored and stored_nbytes >= ALONE_STORED_NBYTES * stored:
+                break  # chunks that keep their decoder busy: the pool reads the rest
+    if done < len(runs):
+        run_coding_tasks(pipeline, lambda run: _read_chunk_run(layout, store, run, out), runs[done:])
 
 
 def _read_chunk_run(

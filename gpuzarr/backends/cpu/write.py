@@ -214,19 +214,21 @@ def _write_chunks(
     if not pipeline.decodes_many or io_workers(store) is not None or beside is None or len(projections) < 2:
         run_coding_tasks(pipeline, work, projections)
         return
-    # Small zstd chunks of a local or in-memory store: the first run on this thread, and the
-    # rest too where it was stored in under ALONE_STORED_NBYTES a chunk (as reads decide).
-    # 2000^2 float32 into tmpfs, 2 cores: 100^2 chunks constant over tiles 54-64 ms -> 34, 50^2
-    # chunks 200-208 -> 112-113; chunks of noise stay on the pool (62-63 ms, 63-69).
-    first = chunks_per_task(pipeline.spec.nbytes, len(projections))
+    # Small zstd chunks of a local or in-memory store, as reads decide: a run at a time on this
+    # thread for as long as each run's chunks were stored in under ALONE_STORED_NBYTES each (or
+    # none was stored); the pool writes the rest after the first run that was not. 2000^2
+    # float32 into tmpfs, 2 cores: 100^2 chunks constant over tiles 54-64 ms -> 34, 50^2 chunks
+    # 200-208 -> 112-113; chunks of noise go to the pool after one run (62-63 ms, 63-69).
+    per_run = chunks_per_task(pipeline.spec.nbytes, len(projections))
+    done = 0
     with beside:
-        sizes = [n for n in map(work, projections[:first]) if n is not None]
-        alone = bool(sizes) and sum(sizes) < ALONE_STORED_NBYTES * len(sizes)
-        if alone:
-            for p in projections[first:]:
-                work(p)
-    if not alone:
-        run_coding_tasks(pipeline, work, projections[first:])
+        while done < len(projections):
+            sizes = [n for n in map(work, projections[done : done + per_run]) if n is not None]
+            done += per_run
+            if sizes and sum(sizes) >= ALONE_STORED_NBYTES * len(sizes):
+                break
+    if done < len(projections):
+        run_coding_tasks(pipeline, work, projections[done:])
 
 
 @dataclass

@@ -224,6 +224,35 @@ def test_chunks_stored_in_a_few_bytes_are_written_on_the_calling_thread(store, c
         assert len(pooled) == 1 and 0 < pooled[0] <= 64 - 24
 
 
+def test_a_pass_on_the_calling_thread_hands_the_rest_to_the_pool_once_chunks_take_kilobytes(store) -> None:
+    """Chunks constant at first and noise after (an image with a plain margin): the runs of
+    constant chunks are read and written on the calling thread, and the pool takes the runs
+    after the first one whose chunks take kilobytes. Runs are of 24 chunks of 4 KiB here."""
+    from gpuzarr.backends.cpu import write as write_module
+
+    x = np.random.default_rng(5).integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
+    x[:32] = 7  # chunks 0-31 constant: the first run, and a third of the second
+    a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
+    pooled: list[int] = []
+
+    def spy(module):  # type: ignore[no-untyped-def]
+        original = module.run_coding_tasks
+
+        def spy_pool(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
+            pooled.append(len(items))
+            return original(pipeline, func, items, *rest, **kw)
+
+        return spy_pool
+
+    with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
+        mp.setattr(write_module, "run_coding_tasks", spy(write_module))
+        mp.setattr(read_module, "run_coding_tasks", spy(read_module))
+        a[...] = x
+        assert pooled == [64 - 48]  # the two first runs written here
+        np.testing.assert_array_equal(a[...], x)
+        assert pooled == [64 - 48, 1]  # the third run of 24 read by the pool
+
+
 @pytest.mark.parametrize(
     ("content", "alone"),
     [("constant", True), ("noise", False)],
