@@ -740,6 +740,22 @@ class Array:
         """Read a vectorised (point) selection: what ``a.vindex[selection]`` reads."""
         return self._execute_read(plan_vectorized(selection, self._dims()))
 
+    def get_orthogonal_selection_async(self, selection: Any, *, stream: Any = None) -> Future[Any]:
+        """:meth:`get_orthogonal_selection` (``a.oindex[selection]``), started at once.
+
+        A :class:`gpuzarr.futures.Future`, as :meth:`read_async` returns: the selection is
+        checked here, and the read runs on gpuzarr's request threads (on a GPU, on this
+        thread's device and stream, or ``stream``).
+        """
+        return self._read_plan_async(plan_orthogonal(selection, self._dims()), None, stream)
+
+    def get_coordinate_selection_async(self, selection: Any, *, stream: Any = None) -> Future[Any]:
+        """:meth:`get_coordinate_selection` (``a.vindex[selection]``), started at once.
+
+        A :class:`gpuzarr.futures.Future`, as :meth:`get_orthogonal_selection_async` returns.
+        """
+        return self._read_plan_async(plan_vectorized(selection, self._dims()), None, stream)
+
     def get_mask_selection(self, mask: Any) -> Any:
         """Read the elements where ``mask`` is True, in C order: ``a.vindex[mask]``.
 

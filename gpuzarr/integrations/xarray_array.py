@@ -89,12 +89,18 @@ class GpuZarrBackendArray(BackendArray):
         running.
 
         Integers and slices (what loading a variable or a ``ds.isel`` of slices asks) are
-        :meth:`~gpuzarr.Array.read_async`: they share gpuzarr's request threads with the
-        caller's other futures and, on a GPU, run on the caller's device and stream. Index
-        arrays run on asyncio's default executor.
+        :meth:`~gpuzarr.Array.read_async`, index arrays its orthogonal and point twins
+        (:meth:`~gpuzarr.Array.get_orthogonal_selection_async`,
+        :meth:`~gpuzarr.Array.get_coordinate_selection_async`): they share gpuzarr's request
+        threads with the caller's other futures and, on a GPU, run on the caller's device and
+        stream.
         """
         if type(key) is indexing.BasicIndexer:
             return self._as_array(await self.array.read_async(key.tuple))
+        if type(key) is indexing.OuterIndexer:
+            return await self.array.get_orthogonal_selection_async(key.tuple)
+        if type(key) is indexing.VectorizedIndexer:
+            return await self.array.get_coordinate_selection_async(self._points(key.tuple))
         return await asyncio.to_thread(self.__getitem__, key)
 
     def _read(self, key: ExplicitIndexer) -> Any:
@@ -111,9 +117,11 @@ class GpuZarrBackendArray(BackendArray):
         return self.array.oindex[key]
 
     def _vindex(self, key: tuple[Any, ...]) -> Any:
-        if any(isinstance(k, slice) for k in key):
-            key = _points_with_slices(key, self.shape)
-        return self.array.vindex[key]
+        return self.array.vindex[self._points(key)]
+
+    def _points(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A vectorised key as gpuzarr's point selection: slices beside the arrays made arrays."""
+        return _points_with_slices(key, self.shape) if any(isinstance(k, slice) for k in key) else key
 
     def _as_array(self, value: Any) -> Any:
         # gpuzarr gives a scalar for an integer index on every axis, as NumPy does; xarray wants

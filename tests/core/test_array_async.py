@@ -69,6 +69,34 @@ def test_read_async_gives_what_read_gives(stored: gpuzarr.Array) -> None:
         np.testing.assert_array_equal(got, stored.read(sel))
 
 
+ORTHOGONAL: list[Any] = [
+    (np.array([4, 1, 60, 1]), slice(2, 9)),
+    (np.array([69, 0]), np.array([89, 3, 3])),
+    (slice(None, None, -7), np.array([True] * 45 + [False] * 45)),
+]
+POINTS: list[Any] = [
+    (np.array([4, 1, 60, 69]), np.array([0, 89, 7, 7])),
+    (np.array([[0, 1], [2, 3]]), np.array([[5, 5], [6, 80]])),
+]
+
+
+def test_orthogonal_and_point_selections_read_async_as_they_read(stored: gpuzarr.Array) -> None:
+    """``get_orthogonal_selection_async`` and ``get_coordinate_selection_async``: what
+    ``oindex`` and ``vindex`` read, through the same futures as ``read_async``."""
+    outer = [stored.get_orthogonal_selection_async(sel) for sel in ORTHOGONAL]
+    points = [stored.get_coordinate_selection_async(sel) for sel in POINTS]
+    assert all(isinstance(f, Future) for f in outer + points)
+    for sel, future in zip(ORTHOGONAL, outer, strict=True):
+        np.testing.assert_array_equal(future.result(TIMEOUT), stored.oindex[sel])
+    for sel, future in zip(POINTS, points, strict=True):
+        np.testing.assert_array_equal(future.result(TIMEOUT), stored.vindex[sel])
+        np.testing.assert_array_equal(future.result(TIMEOUT), _data()[sel])
+    with pytest.raises(BoundsCheckError):  # checked at the call
+        stored.get_orthogonal_selection_async((np.array([70]), slice(None)))
+    with pytest.raises(BoundsCheckError):
+        stored.get_coordinate_selection_async((np.array([0]), np.array([90])))
+
+
 def test_many_reads_in_flight_at_once(stored: gpuzarr.Array) -> None:
     truth = _data()
     rng = np.random.default_rng(5)

@@ -393,6 +393,28 @@ def test_load_async_of_slices_reads_through_gpuzarrs_futures(
     assert threads and all(name.startswith("gpuzarr-request") for name in threads), threads
 
 
+@pytest.mark.parametrize("kind", ["outer", "points"])
+def test_load_async_of_index_arrays_reads_through_gpuzarrs_futures(
+    counted: tuple[Any, CountingStore, Any], zarr_format: int, kind: str
+) -> None:
+    """Index arrays go to Array.get_orthogonal_selection_async and
+    get_coordinate_selection_async: gpuzarr's request threads read their chunks, as slices'."""
+    import asyncio
+
+    ds, store, values = counted
+    if kind == "outer":
+        selected = ds["v"].isel(t=[11, 0, 0], x=slice(1, 20, 6))
+        expected = values[np.ix_([11, 0, 0], range(1, 20, 6))]
+    else:
+        selected = ds["v"].isel(t=xr.DataArray([0, 11, 6], dims="p"), x=xr.DataArray([0, 19, 7], dims="p"))
+        expected = values[[0, 11, 6], [0, 19, 7]]
+    with gpuzarr.config.set(concurrency=1):
+        loaded = asyncio.run(selected.load_async())
+    np.testing.assert_array_equal(loaded.values, expected)
+    threads = {name for key, name in zip(store.keys, store.threads, strict=True) if key in store.chunks_read("v")}
+    assert threads and all(name.startswith("gpuzarr-request") for name in threads), threads
+
+
 def test_a_vectorised_key_with_slices_reads_as_numpy_does(tmp_path: Path) -> None:
     # xarray's VectorizedIndexer may hold slices beside the arrays: their axes follow the
     # broadcast axes of the arrays, as NumPy's vindex (xarray's own in-memory adapter) has it.
