@@ -322,10 +322,7 @@ class CodecPipeline:
         if not self.decodes_many:
             return None
         decoded = self.bytes_to_bytes[0].decode_many(raws, self.spec.nbytes)
-        if decoded is None:
-            return None
-        dtype, shape = self._native_chunk_view
-        return [np.frombuffer(d, dtype).reshape(shape) for d in decoded]
+        return None if decoded is None else [self._chunk_viewing(d) for d in decoded]
 
     def decode_one_of_many(self, raw: Buffer) -> np.ndarray[Any, Any] | None:
         """One of the chunks :meth:`decode_many` takes, decoded on its own
@@ -334,8 +331,12 @@ class CodecPipeline:
         if not self.decodes_many:
             return None
         decoded = self.bytes_to_bytes[0].decode_one_of_many(raw, self.spec.nbytes)
-        if decoded is None:
-            return None
+        return None if decoded is None else self._chunk_viewing(decoded)
+
+    def _chunk_viewing(self, decoded: Buffer) -> np.ndarray[Any, Any]:
+        """The (read-only) chunk array viewing ``decoded``, bytes a compressor handed back: the
+        chunk's decoded bytes, ``bytes`` codec in native order (as :meth:`_chunk_of` views a
+        NumPy buffer)."""
         dtype, shape = self._native_chunk_view
         return np.frombuffer(decoded, dtype).reshape(shape)
 

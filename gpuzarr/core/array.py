@@ -191,9 +191,7 @@ class Array:
         Attributes, resize and append take it, so that changes made through this handle from
         several threads keep each other.
         """
-        lock: threading.RLock | None = self.__dict__.get("_metadata_lock_made")
-        if lock is None:  # setdefault is atomic: two threads asking at once get the same lock
-            lock = self.__dict__.setdefault("_metadata_lock_made", threading.RLock())
+        lock: threading.RLock = self._made_on_first_use("_metadata_lock_made", threading.RLock)
         return lock
 
     @property
@@ -202,10 +200,16 @@ class Array:
 
         See :mod:`.shape_lock`; it is taken before the metadata lock.
         """
-        lock: ShapeLock | None = self.__dict__.get("_shape_lock_made")
-        if lock is None:
-            lock = self.__dict__.setdefault("_shape_lock_made", ShapeLock())
+        lock: ShapeLock = self._made_on_first_use("_shape_lock_made", ShapeLock)
         return lock
+
+    def _made_on_first_use(self, name: str, make: Callable[[], Any]) -> Any:
+        """The object this handle keeps as ``name``, made by ``make`` on first use.
+
+        ``dict.setdefault`` is atomic: two threads asking at once get the same one.
+        """
+        made = self.__dict__.get(name)
+        return made if made is not None else self.__dict__.setdefault(name, make())
 
     def _set_metadata(self, metadata: ArrayMetadata | ArrayMetadataV2, source: str | None = None) -> None:
         """Take ``metadata``, resolving its codec chain.

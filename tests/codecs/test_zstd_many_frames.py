@@ -49,106 +49,91 @@ def reserved_block_type(good: bytes) -> bytes:
     return good[:at] + bytes([good[at] | 0x06]) + good[at + 1 :]
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["plain", "with a checksum", "raw blocks (incompressible)", "an RLE block", "several blocks", "empty"],
-)
+def good_content(case: str) -> bytes:
+    """The content of a good frame of each kind these tests take (compressed with a checksum
+    for "with a checksum")."""
+    return {
+        "plain": lambda: content(1),
+        "with a checksum": lambda: content(2),
+        "raw blocks (incompressible)": lambda: np.random.default_rng(3).bytes(NBYTES),
+        "an RLE block": lambda: bytes(NBYTES),
+        "several blocks": lambda: content(4, 3 * 128 * 1024),
+        "empty": lambda: b"",
+    }[case]()
+
+
+#: the good frames that decode to NBYTES
+SMALL_GOOD = ["plain", "with a checksum", "raw blocks (incompressible)", "an RLE block"]
+
+
+@pytest.mark.parametrize("case", [*SMALL_GOOD, "several blocks", "empty"])
 def test_a_lone_frame_is_taken(case: str) -> None:
-    data = {
-        "plain": content(1),
-        "with a checksum": content(2),
-        "raw blocks (incompressible)": np.random.default_rng(3).bytes(NBYTES),
-        "an RLE block": bytes(NBYTES),
-        "several blocks": content(4, 3 * 128 * 1024),
-        "empty": b"",
-    }[case]
+    data = good_content(case)
     good = frame(data, checksum=case == "with a checksum")
     assert is_lone_frame(memoryview(good), len(data))
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        "bytes after the frame",
-        "a second frame",
-        "a skippable frame after it",
-        "cut short",
-        "another declared size",
-        "no declared size",
-        "a dictionary ID",
-        "not a frame",
-        "a reserved block type",
-    ],
-)
+#: the ways a chunk is no lone frame of NBYTES decoded, which :func:`not_a_lone_frame` makes
+NOT_LONE = [
+    "bytes after the frame",
+    "a second frame",
+    "a skippable frame after it",
+    "cut short",
+    "another declared size",
+    "no declared size",
+    "a dictionary ID",
+    "not a frame",
+    "a reserved block type",
+]
+
+
+def not_a_lone_frame(damage: str, good: bytes, data: bytes) -> bytes:
+    """``good``, a frame of ``data`` (NBYTES), made into no lone frame of NBYTES by ``damage``."""
+    return {
+        "bytes after the frame": lambda: good + b"\x00\x01",
+        "a second frame": lambda: good + frame(content(6)),
+        "a skippable frame after it": lambda: good + skippable(b"meta"),
+        "cut short": lambda: good[:-3],
+        "another declared size": lambda: frame(content(5, NBYTES + 2)),
+        "no declared size": lambda: frame(data, size=False),
+        "a dictionary ID": lambda: with_dictionary_id(good),
+        "not a frame": lambda: b"\x00" * 32,
+        "a reserved block type": lambda: reserved_block_type(good),
+    }[damage]()
+
+
+@pytest.mark.parametrize("damage", NOT_LONE)
 def test_anything_but_a_lone_frame_is_left_to_the_one_by_one_decode(damage: str) -> None:
     data = content(5)
     good = frame(data)
-    other = {
-        "bytes after the frame": good + b"\x00\x01",
-        "a second frame": good + frame(content(6)),
-        "a skippable frame after it": good + skippable(b"meta"),
-        "cut short": good[:-3],
-        "another declared size": frame(content(5, NBYTES + 2)),
-        "no declared size": frame(data, size=False),
-        "a dictionary ID": with_dictionary_id(good),
-        "not a frame": b"\x00" * 32,
-        "a reserved block type": reserved_block_type(good),
-    }[damage]
+    other = not_a_lone_frame(damage, good, data)
     assert not is_lone_frame(memoryview(other), NBYTES)
     frames = [good, other, good]
     assert decode_small_frames(frames, NBYTES) is None
 
 
-@pytest.mark.parametrize("case", ["plain", "with a checksum", "raw blocks (incompressible)", "an RLE block"])
+@pytest.mark.parametrize("case", SMALL_GOOD)
 def test_one_of_many_decodes_alone_to_its_bytes(case: str) -> None:
     """``decode_lone_frame``: a frame of a run read on one thread, decoded on its own."""
-    data = {
-        "plain": content(11),
-        "with a checksum": content(12),
-        "raw blocks (incompressible)": np.random.default_rng(13).bytes(NBYTES),
-        "an RLE block": bytes(NBYTES),
-    }[case]
+    data = good_content(case)
     good = frame(data, checksum=case == "with a checksum")
     decoded = decode_lone_frame(memoryview(good)[0:], NBYTES)
     assert decoded is not None and bytes(memoryview(decoded)) == data
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        "bytes after the frame",
-        "a second frame",
-        "a skippable frame after it",
-        "cut short",
-        "another declared size",
-        "a declared size of 2**40",
-        "no declared size",
-        "a dictionary ID",
-        "not a frame",
-        "a reserved block type",
-        "a wrong checksum",
-    ],
-)
+@pytest.mark.parametrize("damage", [*NOT_LONE, "a declared size of 2**40", "a wrong checksum"])
 def test_one_of_many_that_is_no_lone_frame_of_the_size_is_left_to_the_usual_decode(damage: str) -> None:
     """None for anything a one-shot decode of the chunk would not take as it is: the usual
     decode then raises what is wrong. A declared size other than the chunk's is refused before
     zstandard allocates it."""
     data = content(14)
     good = frame(data, checksum=True)
-    small = bytearray(frame(content(14, 300)))
-    other = {
-        "bytes after the frame": good + b"\x00\x01",
-        "a second frame": good + frame(content(15)),
-        "a skippable frame after it": good + skippable(b"meta"),
-        "cut short": good[:-3],
-        "another declared size": frame(content(14, NBYTES + 2)),
-        "a declared size of 2**40": bytes(_declaring(small, 2**40)),
-        "no declared size": frame(data, size=False),
-        "a dictionary ID": with_dictionary_id(good),
-        "not a frame": b"\x00" * 32,
-        "a reserved block type": reserved_block_type(good),
-        "a wrong checksum": good[:-1] + bytes([good[-1] ^ 0xFF]),
-    }[damage]
+    if damage == "a declared size of 2**40":
+        other = bytes(_declaring(bytearray(frame(content(14, 300))), 2**40))
+    elif damage == "a wrong checksum":
+        other = good[:-1] + bytes([good[-1] ^ 0xFF])
+    else:
+        other = not_a_lone_frame(damage, good, data)
     assert decode_lone_frame(other, NBYTES) is None
     assert decode_lone_frame(good, NBYTES) is not None
 

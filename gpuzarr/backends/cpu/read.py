@@ -384,10 +384,13 @@ def _read_chunk_run(
     raws: list[Buffer | None] = []
     # Chunks of one shape (a rectilinear grid's differ) go together.
     together = all(pipeline is pipelines[0] for pipeline in pipelines)
+    # This thread's reader serves the run where the run is of its pipeline.
+    alone = reader is not None and together and reader[0] is pipelines[0]
     if together:
         # One reader for the run (a local store opens the directories once); each value is
         # copied out of its reused buffer, to be decoded with the others.
-        if reader is not None and reader[0] is pipelines[0]:
+        if alone:
+            assert reader is not None
             _read_values(reader[1], keys, raws)
         else:
             refuse = functools.partial(_larger_than_written, pipelines[0])
@@ -399,7 +402,7 @@ def _read_chunk_run(
             if got is not None:  # a store that hands out its own memory asked for no buffer
                 _refuse_larger(pipeline, key, got[0].nbytes)
             raws.append(None if got is None else got[0])
-    if together and reader is not None and reader[0] is pipelines[0]:
+    if alone:
         placed = _decode_each(pipelines[0], raws, run, out)
     else:
         placed = [together and _decode_together(pipelines[0], raws, run, out)] * len(run)

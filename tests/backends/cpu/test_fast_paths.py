@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numcodecs
 import numpy as np
@@ -31,6 +32,25 @@ class CountingStore(gpuzarr.MemoryStore):
     def get_into(self, key, buffer_for, start=0, length=None):  # type: ignore[no-untyped-def]
         self.reads[key] = self.reads.get(key, 0) + 1
         return super().get_into(key, buffer_for, start, length)
+
+
+def constant_or_noise(content: str, seed: int) -> np.ndarray[Any, Any]:
+    """64 chunks of (1, 32, 32) uint32 (4 KiB decoded): each constant, stored in a few bytes, or
+    noise, stored in about 4 KiB."""
+    if content == "constant":
+        return np.repeat(np.arange(1, 65, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
+    return np.random.default_rng(seed).integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
+
+
+def counting_pool(module: Any, into: list[int]) -> Any:
+    """``module.run_coding_tasks``, appending to ``into`` how many items each call hands the pool."""
+    original = module.run_coding_tasks
+
+    def counted(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
+        into.append(len(items))
+        return original(pipeline, func, items, *rest, **kw)
+
+    return counted
 
 
 @pytest.mark.parametrize("codecs", [RAW, ZSTD], ids=["raw", "zstd"])
@@ -134,19 +154,13 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
     constant 4 KiB) are read run after run on the calling thread: the Python around each is
     most of its time, which two threads only hand back and forth. Chunks of noise (about 4 KiB
     stored each) go to the pool after the first run."""
-    rng = np.random.default_rng(2)
-    x = (
-        np.repeat(np.arange(64, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
-        if content == "constant"
-        else rng.integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
-    )
+    x = constant_or_noise(content, seed=2)
     a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
     a[...] = x
     threads: list[str] = []
     pooled: list[int] = []  # the runs each pass handed to the pool
     together: list[int] = []  # the chunks decoded a run in one call
     read_run = read_module._read_chunk_run
-    run_coding_tasks = read_module.run_coding_tasks
     decode_many = CodecPipeline.decode_many
 
     def spy_many(self, raws):  # type: ignore[no-untyped-def]
@@ -157,13 +171,9 @@ def test_runs_of_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(sto
         threads.append(threading.current_thread().name)
         return read_run(*args)
 
-    def spy_pool(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
-        pooled.append(len(items))
-        return run_coding_tasks(pipeline, func, items, *rest, **kw)
-
     with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
         mp.setattr(read_module, "_read_chunk_run", spy)
-        mp.setattr(read_module, "run_coding_tasks", spy_pool)
+        mp.setattr(read_module, "run_coding_tasks", counting_pool(read_module, pooled))
         mp.setattr(CodecPipeline, "decode_many", spy_many)
         np.testing.assert_array_equal(a[...], x)
         np.testing.assert_array_equal(a[3:61, 1:], x[3:61, 1:])
@@ -193,29 +203,19 @@ def test_chunks_stored_in_a_few_bytes_are_written_on_the_calling_thread(store, c
     go to the pool after it. What is written reads back either way."""
     from gpuzarr.backends.cpu import write as write_module
 
-    rng = np.random.default_rng(4)
-    x = (
-        np.repeat(np.arange(1, 65, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
-        if content == "constant"
-        else rng.integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
-    )
+    x = constant_or_noise(content, seed=4)
     a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
     threads: set[str] = set()
     pooled: list[int] = []
     set_value = type(a.store).set
-    run_coding_tasks = write_module.run_coding_tasks
 
     def spy_set(self, key, value):  # type: ignore[no-untyped-def]
         threads.add(threading.current_thread().name)
         return set_value(self, key, value)
 
-    def spy_pool(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
-        pooled.append(len(items))
-        return run_coding_tasks(pipeline, func, items, *rest, **kw)
-
     with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
         mp.setattr(type(a.store), "set", spy_set)
-        mp.setattr(write_module, "run_coding_tasks", spy_pool)
+        mp.setattr(write_module, "run_coding_tasks", counting_pool(write_module, pooled))
         a[...] = x
     np.testing.assert_array_equal(a[...], x)
     if alone:
@@ -234,19 +234,9 @@ def test_a_pass_on_the_calling_thread_hands_the_rest_to_the_pool_once_chunks_tak
     x[:32] = 7  # chunks 0-31 constant: the first run, and a third of the second
     a = gpuzarr.create(store, shape=x.shape, dtype="uint32", chunks=(1, 32, 32), codecs=ZSTD)
     pooled: list[int] = []
-
-    def spy(module):  # type: ignore[no-untyped-def]
-        original = module.run_coding_tasks
-
-        def spy_pool(pipeline, func, items, *rest, **kw):  # type: ignore[no-untyped-def]
-            pooled.append(len(items))
-            return original(pipeline, func, items, *rest, **kw)
-
-        return spy_pool
-
     with pytest.MonkeyPatch.context() as mp, gpuzarr.config.set(concurrency=2):
-        mp.setattr(write_module, "run_coding_tasks", spy(write_module))
-        mp.setattr(read_module, "run_coding_tasks", spy(read_module))
+        mp.setattr(write_module, "run_coding_tasks", counting_pool(write_module, pooled))
+        mp.setattr(read_module, "run_coding_tasks", counting_pool(read_module, pooled))
         a[...] = x
         assert pooled == [64 - 48]  # the two first runs written here
         np.testing.assert_array_equal(a[...], x)
@@ -262,12 +252,7 @@ def test_inner_chunks_stored_in_a_few_bytes_are_read_on_the_calling_thread(tmp_p
     """Small zstd inner chunks of shards that take under ALONE_STORED_NBYTES each by their
     shard's index are read on the calling thread, each decoded on its own; those of noise go
     to the pool, a run decoded in one call. A corrupt one is named with its shard either way."""
-    rng = np.random.default_rng(3)
-    x = (
-        np.repeat(np.arange(1, 65, dtype=np.uint32), 32 * 32).reshape(64, 32, 32)
-        if content == "constant"
-        else rng.integers(0, 2**32, (64, 32, 32), dtype=np.uint32)
-    )
+    x = constant_or_noise(content, seed=3)
     a = gpuzarr.create(
         tmp_path / "a", shape=x.shape, dtype="uint32", chunks=(1, 32, 32), shards=(32, 32, 32), codecs=ZSTD
     )
