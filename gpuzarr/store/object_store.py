@@ -18,6 +18,12 @@ waits, so the reader pools (``io_concurrency``) keep that many requests in fligh
 copy). Stores made by :meth:`ObjectStore.from_url` with the same URL, options and environment
 share one obstore store and its connections (:mod:`gpuzarr.store.object_clients`).
 
+An HTTP URL may carry a query (``https://host/data.zarr?sig=...``: a shared access signature,
+a token), which every request sends after its key, as TensorStore's ``http`` kvstore does with
+its ``base_url``'s. It often is a credential: messages and ``repr`` show it as ``?…``, and the
+URLs in obstore's messages lose it too. A spec (:meth:`ObjectStore.kvstore_json`) and a pickled
+store keep it, since they open the data again.
+
 Errors: a missing object (404) reads as None, a missing chunk (its fill value); 401 and 403 are
 :class:`~gpuzarr.errors.StorePermissionError`; anything else that still fails after obstore's
 retries (5xx, dropped connections, timeouts) is :class:`~gpuzarr.errors.StoreError`; all name
@@ -50,6 +56,7 @@ import base64
 import contextlib
 import functools
 import importlib
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -187,6 +194,9 @@ class ObjectStore(Store):
         # Read once per store: where obstore cannot give it, it prints its panic each time.
         self._config: dict[str, Any] | None = _store_config(store) if _config is _UNREAD else _config
         self.url = url if url is not None else _url_of(store, self._config)
+        #: the query an HTTP store sends with every request ("" for none): obstore keeps the
+        #: one its URL was given, and :func:`_url_of` leaves it out of ``url``
+        self.query = urlsplit(str(store.url)).query if is_http else ""
         # obstore's local file system has no conditional PUT (PutMode::Update): read-modify-writes
         # take this process's locks there, as for an fsspec file system.
         self.supports_conditional_writes = type(store).__name__ != "LocalStore"
@@ -219,14 +229,25 @@ class ObjectStore(Store):
         scheme, sep, rest = url.partition("://")
         if not sep or scheme.lower() not in SCHEMES:
             raise InvalidArgumentError(f"store: {url!r} is not an object store or HTTP URL ({', '.join(SCHEMES)})")
-        if "#" in rest or "?" in rest:
+        is_http = scheme.lower() in ("http", "https")
+        if "#" in rest or ("?" in rest and not is_http):
             # The URL parser drops what follows: "s3://b/run#1.zarr" and "s3://b/run#2.zarr"
             # were both "run", each overwriting the other (TensorStore refuses them too).
-            raise InvalidArgumentError(
-                f"store: {url!r}: a '#' or '?' in a store URL ends its path (a fragment or a query), so "
-                "the keys would go elsewhere; percent-encode it (%23, %3F) or give it as path="
+            what, ends, escapes = (
+                ("'#'", "a fragment", "%23") if is_http else ("'#' or '?'", "a fragment or a query", "%23, %3F")
             )
-        is_http = scheme.lower() in ("http", "https")
+            raise InvalidArgumentError(
+                f"store: {_without_query(url)!r}: a {what} in a store URL ends its path ({ends}), so the keys would "
+                f"go elsewhere; percent-encode it ({escapes}) or give it as path="
+            )
+        query = ""
+        if is_http:
+            # A query goes with every request, after the key (TensorStore's base_url query):
+            # obstore keeps the one of its URL. The path before it loses its trailing "/",
+            # which obstore kept as an empty segment ("d.zarr//c/0").
+            rest, _, query = rest.partition("?")
+            authority, slash, path = rest.partition("/")
+            rest = authority + slash + path.rstrip("/") if path.strip("/") else authority
         if SCHEMES[scheme.lower()] in ("s3", "gs") and "@" in rest.partition("/")[0]:
             # (Azure's abfs://container@account.dfs.core.windows.net/ has an "@" of its own.)
             # obstore ignores credentials in the authority; kept, they reached messages, reprs and
@@ -236,7 +257,7 @@ class ObjectStore(Store):
                 f"object store URL are not read; give them in storage_options (e.g. access_key_id and "
                 "secret_access_key) or the environment"
             )
-        _refuse_dot_segments(_without_userinfo(url), rest)
+        _refuse_dot_segments(_without_query(_without_userinfo(url)), rest)
         obstore = import_obstore()
         # The options are checked by obstore itself, at run time (as untyped dicts here).
         stores = importlib.import_module("obstore.store")
@@ -251,7 +272,7 @@ class ObjectStore(Store):
             # message, a repr or ``url``.
             rest, credentials = _take_userinfo(rest)
             url = f"{scheme}://{rest}"
-        target = SCHEMES[scheme.lower()] + "://" + rest
+        target = SCHEMES[scheme.lower()] + "://" + rest + ("?" + query if query else "")
         if is_http and options.config:
             raise InvalidArgumentError(
                 f"storage_options: {sorted(options.config)[0]!r} is not an HTTP client option ({url})"
@@ -277,16 +298,17 @@ class ObjectStore(Store):
         try:
             inner = shared_store(target, recipe, build)
         except obstore.exceptions.BaseError as exc:
-            raise InvalidArgumentError(f"store: cannot open {url!r}: {_first_line(exc)}") from exc
+            raise InvalidArgumentError(f"store: cannot open {_without_query(url)!r}: {_first_line(exc)}") from exc
         except (TypeError, ValueError, OverflowError) as exc:  # obstore's type checks of the options
-            raise InvalidArgumentError(f"storage_options: cannot open {url!r}: {exc}") from exc
+            raise InvalidArgumentError(f"storage_options: cannot open {_without_query(url)!r}: {exc}") from exc
         store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
         store._recipe = (given_url, storage_options)
         store.cache_bytes = options.cache_bytes
         return store
 
     def __repr__(self) -> str:
-        return f"ObjectStore({self.url!r}{', read_only=True' if self.read_only else ''})"
+        shown = self.url + ("?…" if self.query else "")
+        return f"ObjectStore({shown!r}{', read_only=True' if self.read_only else ''})"
 
     def _identity(self) -> tuple[Any, ...]:
         """What makes two stores the same place: a URL names no endpoint (the same bucket on
@@ -379,7 +401,9 @@ class ObjectStore(Store):
         elif url.scheme in ("gs", "gcs"):
             doc = {"driver": "gcs", "bucket": url.netloc}
         elif url.scheme in ("http", "https"):
-            doc = {"driver": "http", "base_url": f"{url.scheme}://{url.netloc}"}
+            # The query goes with every request, as TensorStore sends its base_url's.
+            base_url = f"{url.scheme}://{url.netloc}" + (f"/?{self.query}" if self.query else "")
+            doc = {"driver": "http", "base_url": base_url}
         else:
             raise MetadataError(f"spec: no TensorStore kvstore for {self!r}")
         path = unquote(url.path).strip("/")  # the keys' prefix: obstore decodes the URL's escapes
@@ -952,7 +976,7 @@ def _url_of(store: Any, cfg: dict[str, Any] | None) -> str:
         cfg = {"bucket": "(bucket unknown)", "container_name": "(container unknown)"}
     if name == "HTTPStore":
         # No "user:password@" in messages and specs (obstore does not send it either).
-        return _without_userinfo(str(store.url).rstrip("/"))
+        return _without_userinfo(str(store.url).partition("?")[0]).rstrip("/")
     if name == "LocalStore":
         return f"file:///{prefix}"
     if name == "S3Store":
@@ -967,8 +991,21 @@ def _url_of(store: Any, cfg: dict[str, Any] | None) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of obstore's message, the queries of the URLs in it shown as ``?…``
+    (obstore names the URL it requested, and an HTTP store's query may be a credential)."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return _URL_QUERY.sub(r"\1?…", text.splitlines()[0]) if text else type(exc).__name__
+
+
+#: a URL's query (up to the next white space), in a message
+_URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#]*)\?\S*")
+
+
+def _without_query(url: str) -> str:
+    """``url`` with what follows its path (a query, a fragment) shown as ``?…`` or ``#…``
+    (for messages)."""
+    cut = min((at for at in (url.find("?"), url.find("#")) if at >= 0), default=-1)
+    return url if cut < 0 else url[: cut + 1] + "…"
 
 
 def _take_userinfo(rest: str) -> tuple[str, str | None]:

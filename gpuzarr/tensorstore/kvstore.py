@@ -16,7 +16,9 @@ Object stores and HTTP, read through :class:`gpuzarr.store.ObjectStore`:
 "aws_region": "us-east-1", "aws_credentials": {"type": "anonymous"}, "requester_pays": false,
 "host_header": ...}``, ``{"driver": "gcs", "bucket": "b", "path": ..., "user_project": ...}`` and
 ``{"driver": "http", "base_url": "https://host/data", "path": ..., "headers": [...]}``, or the
-URLs ``s3://b/x.zarr/``, ``gs://b/x.zarr/``, ``https://host/x.zarr/``. Credentials come from
+URLs ``s3://b/x.zarr/``, ``gs://b/x.zarr/``, ``https://host/x.zarr/``. A ``base_url``'s query
+(``https://host/data?sig=...``, and an ``https://`` URL's) goes with every request, after the
+key, as TensorStore sends it. Credentials come from
 the environment, as TensorStore and obstore take them (``AWS_ACCESS_KEY_ID``, ...);
 ``aws_credentials`` of type ``anonymous`` sends unsigned requests, and the types ``default``
 and ``environment`` read the environment.
@@ -279,16 +281,10 @@ def _remote_from_json(doc: Mapping[str, Any], field_name: str) -> KvStoreSpec:
             raise MetadataError(f"{field_name}.{name}: expected a string, got {doc[name]!r}")
     if driver == "http":
         parts = urlsplit(doc["base_url"])
+        # A query (a token, a signature) goes with every request, as TensorStore sends it.
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
-            raise MetadataError(f"{field_name}.base_url: expected an http(s)://host/... URL, got {doc['base_url']!r}")
-        if parts.query:
-            # TensorStore adds such a query (a token, a signature) to every request; obstore's
-            # HTTP store, which gpuzarr reads through, would take it for part of the path.
-            raise MetadataError(
-                f"{field_name}.base_url: a query string ({'?' + parts.query!r}), which TensorStore adds to every "
-                "request, is not supported by gpuzarr's HTTP store; serve the data without one, or send the token "
-                "as a header (storage_options={'default_headers': {...}})"
-            )
+            shown = doc["base_url"].partition("?")[0] + ("?…" if parts.query else "")
+            raise MetadataError(f"{field_name}.base_url: expected an http(s)://host/... URL, got {shown!r}")
     credentials = doc.get("aws_credentials")
     if credentials is not None:
         kind = credentials.get("type") if isinstance(credentials, dict) else None
@@ -310,13 +306,14 @@ def _remote_from_json(doc: Mapping[str, Any], field_name: str) -> KvStoreSpec:
 def _remote_from_url(value: str, scheme: str, field_name: str) -> KvStoreSpec:
     """``s3://bucket/path``, ``gs://bucket/path`` or ``http(s)://host/path``."""
     parts = urlsplit(value)
-    if parts.query or parts.fragment:
+    driver = _URL_DRIVERS[scheme]
+    # An HTTP URL's query goes with every request (its base_url's, in TensorStore's JSON).
+    if (parts.query and driver != "http") or parts.fragment:
         raise MetadataError(f"{field_name}: query strings and fragments are not supported in {value!r}")
     if not parts.netloc:
         raise MetadataError(f"{field_name}: {value!r} names no bucket or host")
-    driver = _URL_DRIVERS[scheme]
     if driver == "http":
-        base_url = f"{parts.scheme}://{parts.netloc}"
+        base_url = f"{parts.scheme}://{parts.netloc}" + (f"/?{parts.query}" if parts.query else "")
         doc: dict[str, Any] = {"driver": "http", "base_url": base_url, "path": unquote(parts.path)}
     else:
         doc = {"driver": driver, "bucket": parts.netloc, "path": unquote(parts.path)}
@@ -326,13 +323,17 @@ def _remote_from_url(value: str, scheme: str, field_name: str) -> KvStoreSpec:
 def object_store_url(kvstore: KvStoreSpec) -> str:
     """The URL :meth:`gpuzarr.store.ObjectStore.from_url` opens for a remote kvstore."""
     members = kvstore.members
+    query = ""
     if kvstore.driver == "http":
-        base = str(members["base_url"]).rstrip("/")
+        # base_url's query ends the URL, after the path (TensorStore sends it with every key).
+        base, _, query = str(members["base_url"]).partition("?")
+        base = base.rstrip("/")
     else:
         base = ("s3://" if kvstore.driver == "s3" else "gs://") + str(members["bucket"])
     # A spec's path is the keys' own prefix: escaped, since obstore reads the URL's escapes (a
     # "%41" or a "#" in it named another prefix).
-    return base + "/" + quote(kvstore.path, safe="/") if kvstore.path else base
+    url = base + "/" + quote(kvstore.path, safe="/") if kvstore.path else base
+    return url + "?" + query if query else url
 
 
 def object_storage_options(kvstore: KvStoreSpec) -> dict[str, Any]:

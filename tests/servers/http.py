@@ -3,7 +3,8 @@
 Real bytes over a real socket, for the HTTP store's tests and benchmarks: single ranges
 (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``), 416 past the end, HEAD, ETags with ``If-Match``
 (412 when the file changed), a log of every request, a count of requests in flight at once, and
-fault switches: the next N GETs answer with a status (500, 503), a 403 for a path prefix, a
+fault switches: the next N GETs answer with a status (500, 503), a 403 for a path prefix or
+for a request without a given query, a
 connection dropped half-way through the body, a delay before answering, a chunked body that runs
 past its Content-Length; and the body bytes written per path (a client that stops reading
 closes the connection early).
@@ -50,6 +51,8 @@ class Faults:
     overrun: tuple[int, int] = (0, 0)
     #: weak ETags (W/"..."), which no If-Match matches (RFC 9110 compares strongly; nginx)
     weak_etags: bool = False
+    #: the query every request must carry, as sent (a token, a signature): others get 403
+    required_query: str | None = None
 
 
 class HttpServer:
@@ -59,6 +62,8 @@ class HttpServer:
         self.directory = Path(directory)
         self.faults = Faults()
         self.requests: list[tuple[str, str, str | None]] = []
+        #: the query of each request in ``requests``, as sent ("" for none)
+        self.queries: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
         #: bytes of body written to the socket, per path, over every answer so far: a client
@@ -90,6 +95,7 @@ class HttpServer:
         with self._lock:
             self.faults = Faults()
             self.requests.clear()
+            self.queries.clear()
             self.max_in_flight = 0
             self.bytes_sent.clear()
 
@@ -116,6 +122,11 @@ class HttpServer:
         with self._lock:
             self.faults.weak_etags = True
 
+    def require_query(self, query: str) -> None:
+        """Answer 403 to every request that does not carry exactly ``query`` (as sent)."""
+        with self._lock:
+            self.faults.required_query = query
+
     def forbid(self, prefix: str) -> None:
         with self._lock:
             self.faults.forbidden.append(prefix)
@@ -127,11 +138,13 @@ class HttpServer:
 
     # -- per request -------------------------------------------------------------------------------
 
-    def _take(self, method: str, path: str, rng: str | None) -> tuple[int | None, bool, float]:
+    def _take(self, method: str, path: str, rng: str | None, query: str = "") -> tuple[int | None, bool, float]:
         """Log a request; the fault it gets: (status or None, drop the body, delay)."""
         with self._lock:
             self.requests.append((method, path, rng))
-            if any(path.startswith(p) for p in self.faults.forbidden):
+            self.queries.append(query)
+            required = self.faults.required_query
+            if any(path.startswith(p) for p in self.faults.forbidden) or (required is not None and query != required):
                 return 403, False, 0.0
             if method != "GET":
                 return None, False, 0.0
@@ -217,9 +230,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner._leave()
 
     def _answer(self, head: bool) -> None:
-        path = unquote(self.path.split("?", 1)[0])
+        raw_path, _, query = self.path.partition("?")
+        path = unquote(raw_path)
         rng = self.headers.get("Range")
-        status, drop, delay = self.owner._take("HEAD" if head else "GET", path, rng)
+        status, drop, delay = self.owner._take("HEAD" if head else "GET", path, rng, query)
         if delay:
             time.sleep(delay)
         if status is not None:

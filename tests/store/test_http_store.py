@@ -409,3 +409,77 @@ def test_a_missing_node_over_http_is_not_found(http_server: HttpServer) -> None:
         gpuzarr.open(f"{http_server.url}/nothing", mode="r", storage_options=FAST)
     with pytest.raises(GroupNotFoundError):
         gpuzarr.open_group(f"{http_server.url}/nothing", mode="r", storage_options=FAST)
+
+
+# -- a query sent with every request (a shared access signature, a token) -----------------------
+
+#: a query as a signing service writes it: escapes, "+" and "/" in the signature
+SIGNED = "sv=2024-11-04&se=2030-01-01T00%3A00%3A00Z&sp=rl&sig=c2VjcmV0%2Bs%2Fig%3D"
+
+
+@pytest.mark.parametrize("trailing", ["", "/"])
+def test_a_query_goes_with_every_request(http_server: HttpServer, trailing: str) -> None:
+    """TensorStore sends a base_url's query with every key; gpuzarr refused such URLs. The
+    query goes after the key, as sent; without it the server refuses (a 403 names the key)."""
+    url = _write(http_server)
+    http_server.reset()
+    http_server.require_query(SIGNED)
+    group = gpuzarr.open_group(f"{url}{trailing}?{SIGNED}", mode="r", storage_options=FAST)
+    np.testing.assert_array_equal(group["a"][100:300, 17:400], DATA[100:300, 17:400])
+    array = gpuzarr.open(f"{url}/a{trailing}?{SIGNED}", mode="r", storage_options=FAST)
+    np.testing.assert_array_equal(array[...], DATA)
+    assert http_server.requests and set(http_server.queries) == {SIGNED}
+    # No empty segment where the URL's path ended in "/" ("d.zarr//a/zarr.json").
+    assert all("//" not in path for _, path, _ in http_server.requests)
+    with pytest.raises(StorePermissionError, match=r"zarr\.json: permission denied"):
+        gpuzarr.open(f"{url}/a", mode="r", storage_options=FAST)
+
+
+def test_a_query_is_kept_out_of_messages_and_reprs(http_server: HttpServer) -> None:
+    """It is often a credential: repr and messages show ``?…``, obstore's own URLs included."""
+    url = _write(http_server)
+    http_server.require_query(SIGNED)
+    store = ObjectStore.from_url(f"{url}?{SIGNED}", FAST)
+    assert repr(store) == f"ObjectStore('{url}?…', read_only=True)"
+    assert store.url == url
+    secret = "c2VjcmV0"
+    http_server.fail_next(100, 500)
+    with pytest.raises(StoreError) as failed:
+        store.get("a/zarr.json")
+    assert "500" in str(failed.value) and secret not in str(failed.value)
+    http_server.fail_next(0)
+    http_server.forbid("/d.zarr/a/c/")
+    array = gpuzarr.open_array(store, path="a", mode="r")
+    with pytest.raises(StorePermissionError, match=rf"{url}: a/c/0/0: permission denied") as denied:
+        array[0:10, 0:10]
+    assert secret not in str(denied.value) and "?…" in str(denied.value)
+    with pytest.raises(gpuzarr.errors.InvalidArgumentError, match=r"a '#' in a store URL") as refused:
+        ObjectStore.from_url(f"{url}/x#frag?{SIGNED}")
+    assert secret not in str(refused.value)
+
+
+def test_a_query_is_kept_by_specs_and_pickles(http_server: HttpServer) -> None:
+    """A spec and a pickled store open the data again: they keep the query, and TensorStore
+    reads gpuzarr's spec (and gpuzarr TensorStore's) from the same server."""
+    import pickle
+
+    import tensorstore as ts
+
+    url = _write(http_server)
+    http_server.require_query(SIGNED)
+    array = gpuzarr.open(f"{url}/a?{SIGNED}", mode="r", storage_options=FAST)
+    kvstore = array.spec()["kvstore"]
+    assert kvstore == {"driver": "http", "base_url": f"{http_server.url}/?{SIGNED}", "path": "d.zarr/a/"}
+    np.testing.assert_array_equal(gpuzarr.open({"driver": "zarr3", "kvstore": kvstore})[...], DATA)
+    theirs = ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True).result()
+    np.testing.assert_array_equal(theirs.read().result(), DATA)
+    given = {"driver": "http", "base_url": f"{http_server.url}/d.zarr?{SIGNED}", "path": "a"}
+    np.testing.assert_array_equal(gpuzarr.open({"driver": "zarr3", "kvstore": given})[7:9, :3], DATA[7:9, :3])
+    theirs = ts.open({"driver": "zarr3", "kvstore": given}).result()
+    np.testing.assert_array_equal(theirs[7:9, :3].read().result(), DATA[7:9, :3])
+    # TensorStore's URL form: the query ends it.
+    by_url = gpuzarr.open({"driver": "zarr3", "kvstore": f"{url}/a?{SIGNED}"})
+    np.testing.assert_array_equal(by_url[...], DATA)
+    copied = pickle.loads(pickle.dumps(array))
+    np.testing.assert_array_equal(copied[...], DATA)
+    assert set(http_server.queries) == {SIGNED}

@@ -49,9 +49,8 @@ def test_kvstore_forms_and_path_join() -> None:
         ({"driver": "s3", "bucket": "b", "bogus": 1}, "kvstore.bogus"),
         ({"driver": "s3", "bucket": "b", "aws_credentials": {"type": "profile"}}, "kvstore.aws_credentials"),
         ({"driver": "http", "base_url": "ftp://host/x"}, "kvstore.base_url"),
-        # TensorStore adds a base_url's query to every request; the message says so (it said
-        # the URL was no http URL)
-        ({"driver": "http", "base_url": "http://host/x.zarr?sig=abc"}, r"base_url: a query string \('\?sig=abc'\)"),
+        # A fragment is refused; the message does not repeat a query, which may be a credential.
+        ({"driver": "http", "base_url": "http://host/x.zarr?sig=abc#f"}, r"base_url: .*'http://host/x.zarr\?…'"),
         ({"driver": "s3", "bucket": "b", "path": "a/../b"}, "kvstore.path"),
         ({"driver": "nosuch"}, "kvstore.driver"),
         ({"driver": "file"}, "kvstore.path"),
