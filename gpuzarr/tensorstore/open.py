@@ -84,7 +84,8 @@ def open_spec(
         the spec's (:mod:`gpuzarr.store.object_options`).
     **kwargs
         Spec members (``create=True``, ``metadata={...}``) or ``tensorstore.open``'s options
-        (``shape``, ``dtype``, ``fill_value``, ``chunk_layout``, ``dimension_units``, ``codec``).
+        (``shape``, ``domain``, ``dtype``, ``fill_value``, ``chunk_layout``, ``dimension_units``,
+        ``codec``).
 
     Returns
     -------

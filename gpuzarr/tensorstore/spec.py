@@ -302,7 +302,7 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
     """Merge keyword options into a spec, as ``tensorstore.open(spec, **options)`` does.
 
     Spec members (``create=True``, ``metadata=...``) are set at the top level; ``shape``,
-    ``fill_value``, ``dimension_units``, ``chunk_layout`` and ``codec`` go to the schema;
+    ``domain``, ``fill_value``, ``dimension_units``, ``chunk_layout`` and ``codec`` go to the schema;
     ``path`` is appended to the spec's path. A value that contradicts the spec raises.
     """
     out = dict(doc)
@@ -319,6 +319,8 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
                 raise MetadataError(f"shape: {shape} contradicts schema.domain.shape {domain['shape']}")
             domain["shape"] = shape
             schema["domain"] = domain
+        elif name == "domain":
+            _merge_domain(schema, value)
         elif name == "schema":
             _merge_schema(schema, value)
         elif name in _SCHEMA_KWARGS:
@@ -339,6 +341,20 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
     if schema:
         out["schema"] = schema
     return out
+
+
+def _merge_domain(schema: dict[str, Any], value: Any) -> None:
+    """``tensorstore.open(spec, domain=ts.IndexDomain(...))`` (or its JSON): its members join
+    the schema's domain, which checks them (a zero origin; labels, shape and bounds that agree)."""
+    given = expect_dict(value.to_json() if hasattr(value, "to_json") else value, "domain")
+    domain = dict(expect_dict(schema.get("domain"), "schema.domain"))
+    for key, member in given.items():
+        if key in domain and domain[key] != member:
+            raise MetadataError(
+                f"domain: {key} {json_text(member)} contradicts schema.domain.{key} {json_text(domain[key])}"
+            )
+        domain[key] = member
+    schema["domain"] = domain
 
 
 def _merge_schema(schema: dict[str, Any], value: Any) -> None:

@@ -323,3 +323,27 @@ def test_tensorstore_unit_objects_and_tuples_are_units() -> None:
     spec = {"driver": "zarr3", "kvstore": {"driver": "memory"}, "create": True, "metadata": metadata}
     array = gpuzarr.open(spec, dimension_units=["nm", ts.Unit("4nm")])
     assert array.attrs["dimension_units"] == ["nm", "4 nm"]
+
+
+def test_a_domain_option_is_a_schema_constraint() -> None:
+    """``tensorstore.open(spec, create=True, domain=ts.IndexDomain(...))`` (or its JSON): the
+    shape and labels of the array created, as TensorStore creates it; a TypeError before."""
+    ts = pytest.importorskip("tensorstore")
+    import gpuzarr
+
+    spec = {"driver": "zarr3", "kvstore": {"driver": "memory"}}
+    domain = ts.IndexDomain(shape=[4, 5], labels=["x", "y"])
+    ours = gpuzarr.open(spec, create=True, dtype=ts.uint16, domain=domain)
+    theirs = ts.open(spec, create=True, dtype=ts.uint16, domain=domain).result()
+    assert ours.shape == theirs.shape == (4, 5)
+    assert ours.spec()["metadata"]["dimension_names"] == theirs.spec().to_json()["metadata"]["dimension_names"]
+    # Implicit (resizable) bounds, as IndexDomain writes them ([[4], 5]); JSON as given.
+    implicit = ts.IndexDomain(shape=[4, 5], implicit_upper_bounds=[True, False])
+    assert gpuzarr.open(spec, create=True, dtype="uint8", domain=implicit).shape == (4, 5)
+    assert gpuzarr.open(spec, create=True, dtype="uint8", domain={"shape": [3], "labels": ["t"]}).shape == (3,)
+    with pytest.raises(MetadataError, match=r"zero origin"):
+        gpuzarr.open(spec, create=True, dtype="uint8", domain=ts.IndexDomain(inclusive_min=[1, 0], shape=[4, 5]))
+    with pytest.raises(MetadataError, match=r"\[4, 5\], but the domain also gives \[4, 6\]"):
+        gpuzarr.open(spec, create=True, dtype="uint8", domain=domain, shape=[4, 6])
+    with pytest.raises(MetadataError, match=r"^domain: labels"):
+        gpuzarr.open({**spec, "schema": {"domain": {"labels": ["a", "b"]}}}, create=True, dtype="uint8", domain=domain)
