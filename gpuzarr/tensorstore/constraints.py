@@ -18,7 +18,13 @@ import numpy as np
 
 from ..codecs.registry import codec_from_json
 from ..errors import GpuZarrError, MetadataError
-from ..metadata.chain import ARRAY_TO_BYTES_NAMES, chain_order, parse_codec_chain, transpose_permutation
+from ..metadata.chain import (
+    ARRAY_TO_ARRAY_NAMES,
+    ARRAY_TO_BYTES_NAMES,
+    chain_order,
+    parse_codec_chain,
+    transpose_permutation,
+)
 from ..metadata.dtypes import DataType
 from ..metadata.json_util import expect_dict, expect_int_list, expect_str
 from ..metadata.v2 import (
@@ -223,36 +229,98 @@ def json_subset(constraint: Any, stored: Any) -> bool:
 
 
 def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON], rank: int | None = None) -> bool:
-    """Whether a partial codec chain matches a stored one, as TensorStore merges them: a chain
-    without an array->bytes codec leaves that codec unconstrained; a member the constraint
-    gives must equal the stored one once both are normalised (the stored codec's defaults
-    filled in, as TensorStore's own spec of the array states them: ``index_location`` "end",
-    zstd ``checksum`` false; a transpose ``order`` of "C" or "F" as the permutation of ``rank``
-    axes; a ``bytes`` ``endian`` given for a data type without byte order, which the stored
-    chain leaves out)."""
-    if not any(c["name"] in ARRAY_TO_BYTES_NAMES for c in constraint):
-        stored = [c for c in stored if c["name"] not in ARRAY_TO_BYTES_NAMES]
-    if len(constraint) != len(stored):
+    """Whether a partial codec chain matches a stored one, as TensorStore merges a codec
+    constraint into the stored chain (its non-strict merge), part by part:
+
+    - array->array codecs pair up in order; either side may have one transpose more, last;
+    - a chain without an array->bytes codec leaves that codec unconstrained;
+    - bytes->bytes codecs pair up in order, as many on each side (none given: none stored);
+    - where one chain is a lone ``sharding_indexed`` codec (nothing before or after it) and
+      nests shards deeper than the other, the other is matched against its inner chunks' chain
+      instead, shard within shard: ``["zstd"]`` matches a sharded array whose inner chunks are
+      zstd (and, as in TensorStore, a lone sharding constraint matches unsharded chunks that
+      its unconstrained inner chain leaves free).
+
+    A member the constraint gives must equal the stored one once both are normalised (the
+    stored codec's defaults filled in, as TensorStore's own spec of the array states them:
+    ``index_location`` "end", zstd ``checksum`` false; a transpose ``order`` of "C" or "F" as
+    the permutation of ``rank`` axes; a ``bytes`` ``endian`` given for a data type without byte
+    order, which the stored chain leaves out)."""
+    mine, theirs = _chain_parts(constraint), _chain_parts(stored)
+    my_height, their_height = _sharding_height(constraint), _sharding_height(stored)
+    if their_height > my_height and _is_lone(theirs):
+        return codecs_match(constraint, _sub_chunk_chain(theirs[1]), rank)
+    if my_height > their_height and _is_lone(mine):
+        assert mine[1] is not None  # a lone sharding codec
+        given = (mine[1].get("configuration") or {}).get("codecs")  # None: unconstrained
+        return given is None or codecs_match(parse_codec_chain(given, "codecs"), stored, rank)
+    (my_arrays, my_a2b, my_bytes), (their_arrays, their_a2b, their_bytes) = mine, theirs
+    if len(my_arrays) != len(their_arrays):
+        extra = my_arrays if len(my_arrays) > len(their_arrays) else their_arrays
+        if abs(len(my_arrays) - len(their_arrays)) != 1 or extra[-1]["name"] != "transpose":
+            return False
+    if len(my_bytes) != len(their_bytes):
         return False
-    for c, s in zip(constraint, stored, strict=True):
-        if c["name"] != s["name"]:
+    pairs = [*zip(my_arrays, their_arrays, strict=False), *zip(my_bytes, their_bytes, strict=True)]
+    if my_a2b is not None:
+        if their_a2b is None:
             return False
-        config = dict(c.get("configuration") or {})
-        stored_config = _with_defaults(s)
-        if c["name"] == "sharding_indexed":
-            for chain in ("codecs", "index_codecs"):
-                if chain in config:
-                    inner = parse_codec_chain(config.pop(chain), chain)
-                    if not codecs_match(inner, parse_codec_chain(stored_config.get(chain, []), chain), rank):
-                        return False
-        if c["name"] == "transpose" and rank is not None:
-            config = {k: transpose_permutation(v, rank) if k == "order" else v for k, v in config.items()}
-            stored_config["order"] = transpose_permutation(stored_config.get("order"), rank)
-        if c["name"] == "bytes" and "endian" not in stored_config:
-            config.pop("endian", None)  # stored without: a data type without byte order
-        if not json_subset(config, stored_config):
-            return False
-    return True
+        pairs.append((my_a2b, their_a2b))
+    return all(_codec_matches(c, s, rank) for c, s in pairs)
+
+
+if TYPE_CHECKING:
+    #: a codec chain's parts: its array->array codecs, its array->bytes codec (None where a
+    #: constraint leaves it out) and its bytes->bytes codecs
+    _ChainParts = tuple[list[CodecJSON], CodecJSON | None, list[CodecJSON]]
+
+
+def _chain_parts(chain: Sequence[CodecJSON]) -> _ChainParts:
+    at = next((k for k, c in enumerate(chain) if c["name"] in ARRAY_TO_BYTES_NAMES), None)
+    if at is None:  # a constraint without one: its leading array->array codecs, then the rest
+        at = 0
+        while at < len(chain) and chain[at]["name"] in ARRAY_TO_ARRAY_NAMES:
+            at += 1
+        return list(chain[:at]), None, list(chain[at:])
+    return list(chain[:at]), chain[at], list(chain[at + 1 :])
+
+
+def _is_lone(parts: _ChainParts) -> bool:
+    arrays, a2b, after = parts
+    return not arrays and not after and a2b is not None and a2b["name"] == "sharding_indexed"
+
+
+def _sub_chunk_chain(sharding: CodecJSON | None) -> list[CodecJSON]:
+    assert sharding is not None
+    return parse_codec_chain((sharding.get("configuration") or {}).get("codecs", []), "codecs")
+
+
+def _sharding_height(chain: Sequence[CodecJSON]) -> int:
+    """How deep shards nest in ``chain`` (0: no sharding codec), as TensorStore counts them."""
+    a2b = _chain_parts(chain)[1]
+    if a2b is None or a2b["name"] != "sharding_indexed":
+        return 0
+    return 1 + _sharding_height(_sub_chunk_chain(a2b))
+
+
+def _codec_matches(c: CodecJSON, s: CodecJSON, rank: int | None) -> bool:
+    """Whether the members constraint codec ``c`` gives equal those of stored codec ``s``."""
+    if c["name"] != s["name"]:
+        return False
+    config = dict(c.get("configuration") or {})
+    stored_config = _with_defaults(s)
+    if c["name"] == "sharding_indexed":
+        for chain in ("codecs", "index_codecs"):
+            if chain in config:
+                inner = parse_codec_chain(config.pop(chain), chain)
+                if not codecs_match(inner, parse_codec_chain(stored_config.get(chain, []), chain), rank):
+                    return False
+    if c["name"] == "transpose" and rank is not None:
+        config = {k: transpose_permutation(v, rank) if k == "order" else v for k, v in config.items()}
+        stored_config["order"] = transpose_permutation(stored_config.get("order"), rank)
+    if c["name"] == "bytes" and "endian" not in stored_config:
+        config.pop("endian", None)  # stored without: a data type without byte order
+    return json_subset(config, stored_config)
 
 
 def _with_defaults(codec: CodecJSON) -> dict[str, Any]:

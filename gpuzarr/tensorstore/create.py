@@ -31,6 +31,7 @@ from ..metadata.v2 import ArrayMetadataV2, parse_v2_dtype
 from ..metadata.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
 from .chunk_shapes import ChosenLayout, choose_chunk_shapes
+from .constraints import codecs_match
 from .schema import normalize_unit
 
 if TYPE_CHECKING:
@@ -52,6 +53,21 @@ def _pick(name_a: str, a: Any, name_b: str, b: Any, same: Any = None) -> Any:
         if not equal:
             raise MetadataError(f"{name_a}: {a!r} contradicts {name_b} {b!r}")
     return a if a is not None else b
+
+
+def _merged_codecs(given: list[CodecJSON], asked: list[CodecJSON]) -> list[CodecJSON]:
+    """``metadata.codecs`` with the ``schema.codec`` chain merged in, as TensorStore merges
+    them: a lone ``sharding_indexed`` codec whose inner chunks' codecs are not given takes the
+    schema's chain as theirs; otherwise the schema's chain must match the metadata's
+    (:func:`~gpuzarr.tensorstore.constraints.codecs_match`: what it leaves out is free), which
+    is kept."""
+    if len(given) == 1 and given[0]["name"] == "sharding_indexed":
+        config = dict(given[0].get("configuration") or {})
+        if "codecs" not in config and not any(c["name"] == "sharding_indexed" for c in asked):
+            return [_with_configuration(given[0], {**config, "codecs": asked})]
+    if not codecs_match(asked, given):
+        raise MetadataError(f"metadata.codecs: {given!r} contradicts schema.codec.codecs {asked!r}")
+    return given
 
 
 def _with_hard_shape(
@@ -217,13 +233,9 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
     # where the chunk layout needs it (TensorStore does; it refuses fixed metadata.codecs).
     wrappable = codecs is None
     if schema.codec is not None and "codecs" in schema.codec:
-        _check_codecs(parse_codec_chain(schema.codec["codecs"], "schema.codec.codecs"), "schema.codec.codecs")
-        codecs = _pick(
-            "metadata.codecs",
-            codecs,
-            "schema.codec.codecs",
-            parse_codec_chain(schema.codec["codecs"], "schema.codec.codecs"),
-        )
+        asked = parse_codec_chain(schema.codec["codecs"], "schema.codec.codecs")
+        _check_codecs(asked, "schema.codec.codecs")
+        codecs = asked if codecs is None else _merged_codecs(codecs, asked)
 
     extent = tuple(shape)
     layout = dict(schema.chunk_layout or {})

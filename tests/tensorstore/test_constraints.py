@@ -153,3 +153,60 @@ def test_schema_constraints_against_stored() -> None:
     ):
         with pytest.raises(MetadataError, match=rf"^{field}: expected"):
             check_schema_constraints(Schema.from_json(schema, "zarr3"), stored)
+
+
+_INNER = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 3}}]
+_SHARD = {"name": "sharding_indexed", "configuration": {"chunk_shape": [16, 16], "codecs": _INNER}}
+_STORED_CHAINS = {
+    "plain": _INNER,
+    "sharded": [_SHARD],
+    "transposed shards": [{"name": "transpose", "configuration": {"order": [1, 0]}}, _SHARD],
+    "shards of shards": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [32, 32], "codecs": [_SHARD]}}],
+}
+_ZSTD = {"name": "zstd"}
+_CONSTRAINTS = [
+    [_ZSTD],
+    [{"name": "zstd", "configuration": {"level": 3}}],
+    [{"name": "zstd", "configuration": {"level": 5}}],
+    [{"name": "gzip"}],
+    [{"name": "bytes"}, _ZSTD],
+    [{"name": "bytes", "configuration": {"endian": "little"}}],
+    [{"name": "crc32c"}],
+    [_ZSTD, {"name": "crc32c"}],
+    [{"name": "transpose", "configuration": {"order": [1, 0]}}],
+    [{"name": "transpose", "configuration": {"order": [1, 0]}}, _ZSTD],
+    [{"name": "sharding_indexed", "configuration": {"chunk_shape": [16, 16]}}],
+    [{"name": "sharding_indexed", "configuration": {"chunk_shape": [8, 8]}}],
+]
+
+
+@pytest.mark.parametrize("stored", list(_STORED_CHAINS))
+def test_codec_constraints_agree_with_tensorstore(tmp_path: object, stored: str) -> None:
+    """A partial ``schema.codec`` chain matches as TensorStore merges it: into the inner
+    chunks' chain of a lone sharding codec, shard within shard (``["zstd"]`` of a sharded array
+    was refused), with a transpose more or less at the end of the array->array codecs. Each
+    constraint opens where TensorStore opens it, and only there."""
+    ts = pytest.importorskip("tensorstore")
+    import gpuzarr
+
+    kvstore = {"driver": "file", "path": f"{tmp_path}/a/"}
+    grid = {"name": "regular", "configuration": {"chunk_shape": [64, 64]}}
+    metadata = {"shape": [64, 64], "data_type": "uint16", "chunk_grid": grid, "codecs": _STORED_CHAINS[stored]}
+    ts.open({"driver": "zarr3", "kvstore": kvstore, "metadata": metadata}, create=True).result()
+    for constraint in _CONSTRAINTS:
+        spec = {"driver": "zarr3", "kvstore": kvstore, "schema": {"codec": {"driver": "zarr3", "codecs": constraint}}}
+        try:
+            ts.open(spec).result()
+        except ValueError:
+            theirs = False
+        else:
+            theirs = True
+        try:
+            gpuzarr.open(spec, mode="r")
+        except MetadataError as exc:
+            assert "schema.codec.codecs" in str(exc)
+            ours = False
+        else:
+            ours = True
+        assert ours == theirs, (stored, constraint, theirs)
+

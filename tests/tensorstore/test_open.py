@@ -100,6 +100,25 @@ CREATE_SPECS_V3 = {
             "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}],
         }
     },
+    # The schema's codecs become the inner chunks' of shards whose metadata leaves them out
+    # (they contradicted them); a schema chain that only names part of the metadata's is met.
+    "metadata_sharding_schema_codecs": {
+        "metadata": {
+            "shape": [16, 16],
+            "data_type": "int16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
+            "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}],
+        },
+        "schema": {"codec": {"driver": "zarr3", "codecs": [{"name": "zstd", "configuration": {"level": 5}}]}},
+    },
+    "metadata_codecs_partial_schema_codecs": {
+        "metadata": {
+            "shape": [16, 16],
+            "data_type": "uint16",
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip"}],
+        },
+        "schema": {"codec": {"driver": "zarr3", "codecs": [{"name": "gzip"}]}},
+    },
 }
 
 
@@ -667,3 +686,13 @@ def test_a_zarr2_fill_value_of_null_meets_no_fill_value_a_schema_asks_for(tmp_pa
     with pytest.raises(MetadataError, match=r"schema.fill_value: null is no fill value"):
         gpuzarr.open({**base, "schema": {"fill_value": None}})
     assert gpuzarr.open(base).fill_value is None  # opened without a schema, as before
+
+
+def test_metadata_codecs_that_contradict_the_schemas_are_refused(tmp_path: Path) -> None:
+    metadata = {"shape": [4], "data_type": "uint16", "codecs": [{"name": "bytes"}, {"name": "gzip"}]}
+    spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a"), "create": True, "metadata": metadata,
+            "schema": {"codec": {"driver": "zarr3", "codecs": [{"name": "zstd"}]}}}  # fmt: skip
+    with pytest.raises(MetadataError, match=r"^metadata.codecs: .*gzip.* contradicts schema.codec.codecs .*zstd"):
+        open_spec(spec)
+    with pytest.raises(ValueError, match="codec"):
+        ts_open(spec)
