@@ -228,9 +228,14 @@ def json_subset(constraint: Any, stored: Any) -> bool:
     return bool(constraint == stored)
 
 
-def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON], rank: int | None = None) -> bool:
-    """Whether a partial codec chain matches a stored one, as TensorStore merges a codec
-    constraint into the stored chain (its non-strict merge), part by part:
+def codecs_match(
+    constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON], rank: int | None = None, *, strict: bool = True
+) -> bool:
+    """Whether a partial codec chain matches a stored one, as TensorStore merges them.
+
+    ``strict`` (``metadata.codecs``, TensorStore's strict merge): a chain without an
+    array->bytes codec leaves that codec unconstrained; the other codecs pair up in order, as
+    many on each side. Not ``strict`` (``schema.codec``, its non-strict merge), part by part:
 
     - array->array codecs pair up in order; either side may have one transpose more, last;
     - a chain without an array->bytes codec leaves that codec unconstrained;
@@ -238,35 +243,99 @@ def codecs_match(constraint: Sequence[CodecJSON], stored: Sequence[CodecJSON], r
     - where one chain is a lone ``sharding_indexed`` codec (nothing before or after it) and
       nests shards deeper than the other, the other is matched against its inner chunks' chain
       instead, shard within shard: ``["zstd"]`` matches a sharded array whose inner chunks are
-      zstd (and, as in TensorStore, a lone sharding constraint matches unsharded chunks that
-      its unconstrained inner chain leaves free).
+      zstd (and, as in TensorStore, a lone sharding constraint whose inner codecs are not
+      given matches unsharded chunks).
 
     A member the constraint gives must equal the stored one once both are normalised (the
     stored codec's defaults filled in, as TensorStore's own spec of the array states them:
     ``index_location`` "end", zstd ``checksum`` false; a transpose ``order`` of "C" or "F" as
     the permutation of ``rank`` axes; a ``bytes`` ``endian`` given for a data type without byte
     order, which the stored chain leaves out)."""
+    if strict:
+        if not any(c["name"] in ARRAY_TO_BYTES_NAMES for c in constraint):
+            stored = [c for c in stored if c["name"] not in ARRAY_TO_BYTES_NAMES]
+        return len(constraint) == len(stored) and all(
+            _codec_matches(c, s, rank, strict) for c, s in zip(constraint, stored, strict=True)
+        )
     mine, theirs = _chain_parts(constraint), _chain_parts(stored)
     my_height, their_height = _sharding_height(constraint), _sharding_height(stored)
     if their_height > my_height and _is_lone(theirs):
-        return codecs_match(constraint, _sub_chunk_chain(theirs[1]), rank)
+        return codecs_match(constraint, _sub_chunk_chain(theirs[1]), rank, strict=False)
     if my_height > their_height and _is_lone(mine):
         assert mine[1] is not None  # a lone sharding codec
         given = (mine[1].get("configuration") or {}).get("codecs")  # None: unconstrained
-        return given is None or codecs_match(parse_codec_chain(given, "codecs"), stored, rank)
+        return given is None or codecs_match(parse_codec_chain(given, "codecs"), stored, rank, strict=False)
     (my_arrays, my_a2b, my_bytes), (their_arrays, their_a2b, their_bytes) = mine, theirs
-    if len(my_arrays) != len(their_arrays):
-        extra = my_arrays if len(my_arrays) > len(their_arrays) else their_arrays
-        if abs(len(my_arrays) - len(their_arrays)) != 1 or extra[-1]["name"] != "transpose":
-            return False
-    if len(my_bytes) != len(their_bytes):
+    if not _array_codecs_pair(my_arrays, their_arrays) or len(my_bytes) != len(their_bytes):
         return False
     pairs = [*zip(my_arrays, their_arrays, strict=False), *zip(my_bytes, their_bytes, strict=True)]
     if my_a2b is not None:
         if their_a2b is None:
             return False
         pairs.append((my_a2b, their_a2b))
-    return all(_codec_matches(c, s, rank) for c, s in pairs)
+    return all(_codec_matches(c, s, rank, strict) for c, s in pairs)
+
+
+def _array_codecs_pair(a: Sequence[CodecJSON], b: Sequence[CodecJSON]) -> bool:
+    """Whether two lists of array->array codecs pair up in a non-strict merge: as many, or one
+    more on either side that is a transpose, last."""
+    if len(a) == len(b):
+        return True
+    longer = a if len(a) > len(b) else b
+    return abs(len(a) - len(b)) == 1 and longer[-1]["name"] == "transpose"
+
+
+class CodecsDoNotMerge(ValueError):
+    """Two codec chains that TensorStore's merge refuses (:func:`merged_codecs`)."""
+
+
+def merged_codecs(target: Sequence[CodecJSON], source: Sequence[CodecJSON], rank: int | None) -> list[CodecJSON]:
+    """The chain TensorStore's non-strict merge makes of ``target`` and ``source`` (the
+    :func:`codecs_match` rules, not strict): what either gives, in one chain. A lone
+    ``sharding_indexed`` codec nesting shards deeper than the other chain takes it into its
+    inner chunks' chain (as theirs where it gives none). Raises CodecsDoNotMerge where they
+    contradict each other."""
+    t, s = _chain_parts(target), _chain_parts(source)
+    t_height, s_height = _sharding_height(target), _sharding_height(source)
+    if t_height != s_height and _is_lone(t if t_height > s_height else s):
+        outer, other = (t, source) if t_height > s_height else (s, target)
+        assert outer[1] is not None  # a lone sharding codec
+        config = dict(outer[1].get("configuration") or {})
+        given = config.get("codecs")
+        inner = list(other) if given is None else merged_codecs(parse_codec_chain(given, "codecs"), other, rank)
+        return [{**outer[1], "configuration": {**config, "codecs": inner}}]
+    (t_arrays, t_a2b, t_bytes), (s_arrays, s_a2b, s_bytes) = t, s
+    if not _array_codecs_pair(t_arrays, s_arrays):
+        raise CodecsDoNotMerge("a different number of array -> array codecs")
+    if len(t_bytes) != len(s_bytes):
+        raise CodecsDoNotMerge("a different number of bytes -> bytes codecs")
+    arrays = [_merged_codec(a, b, rank) for a, b in zip(t_arrays, s_arrays, strict=False)]
+    arrays += (t_arrays if len(t_arrays) > len(s_arrays) else s_arrays)[len(arrays) :]
+    a2b = [] if t_a2b is None and s_a2b is None else [_merged_codec(t_a2b, s_a2b, rank)]
+    return [*arrays, *a2b, *(_merged_codec(a, b, rank) for a, b in zip(t_bytes, s_bytes, strict=True))]
+
+
+def _merged_codec(a: CodecJSON | None, b: CodecJSON | None, rank: int | None) -> CodecJSON:
+    """One codec with the members of both (either may be None); the same member given twice
+    must agree."""
+    if a is None or b is None:
+        either = a if a is not None else b
+        assert either is not None
+        return either
+    if a["name"] != b["name"]:
+        raise CodecsDoNotMerge(f"{a['name']} against {b['name']}")
+    config = dict(a.get("configuration") or {})
+    for key, value in (b.get("configuration") or {}).items():
+        if key not in config:
+            config[key] = value
+        elif a["name"] == "sharding_indexed" and key in ("codecs", "index_codecs"):
+            config[key] = merged_codecs(parse_codec_chain(config[key], key), parse_codec_chain(value, key), rank)
+        elif a["name"] == "transpose" and key == "order" and rank is not None:
+            if transpose_permutation(config[key], rank) != transpose_permutation(value, rank):
+                raise CodecsDoNotMerge(f"transpose order {config[key]!r} against {value!r}")
+        elif config[key] != value:
+            raise CodecsDoNotMerge(f"{a['name']} {key} {config[key]!r} against {value!r}")
+    return {"name": a["name"], "configuration": config} if config else {"name": a["name"]}
 
 
 if TYPE_CHECKING:
@@ -303,7 +372,7 @@ def _sharding_height(chain: Sequence[CodecJSON]) -> int:
     return 1 + _sharding_height(_sub_chunk_chain(a2b))
 
 
-def _codec_matches(c: CodecJSON, s: CodecJSON, rank: int | None) -> bool:
+def _codec_matches(c: CodecJSON, s: CodecJSON, rank: int | None, strict: bool) -> bool:
     """Whether the members constraint codec ``c`` gives equal those of stored codec ``s``."""
     if c["name"] != s["name"]:
         return False
@@ -313,7 +382,8 @@ def _codec_matches(c: CodecJSON, s: CodecJSON, rank: int | None) -> bool:
         for chain in ("codecs", "index_codecs"):
             if chain in config:
                 inner = parse_codec_chain(config.pop(chain), chain)
-                if not codecs_match(inner, parse_codec_chain(stored_config.get(chain, []), chain), rank):
+                stored_inner = parse_codec_chain(stored_config.get(chain, []), chain)
+                if not codecs_match(inner, stored_inner, rank, strict=strict):
                     return False
     if c["name"] == "transpose" and rank is not None:
         config = {k: transpose_permutation(v, rank) if k == "order" else v for k, v in config.items()}
@@ -484,7 +554,10 @@ def check_schema_constraints(schema: Schema, stored: StoredSchema) -> None:  # n
     if schema.codec is not None:
         codec = {k: v for k, v in schema.codec.items() if k != "driver"}
         if "codecs" in codec and not codecs_match(
-            parse_codec_chain(codec.pop("codecs"), "schema.codec.codecs"), stored.codec.get("codecs", []), rank
+            parse_codec_chain(codec.pop("codecs"), "schema.codec.codecs"),
+            stored.codec.get("codecs", []),
+            rank,
+            strict=False,
         ):
             raise _mismatch("schema.codec.codecs", schema.codec["codecs"], stored.codec.get("codecs"))
         for key, value in codec.items():

@@ -31,7 +31,7 @@ from ..metadata.v2 import ArrayMetadataV2, parse_v2_dtype
 from ..metadata.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
 from .chunk_shapes import ChosenLayout, choose_chunk_shapes
-from .constraints import codecs_match
+from .constraints import CodecsDoNotMerge, codecs_match, merged_codecs
 from .schema import normalize_unit
 
 if TYPE_CHECKING:
@@ -55,19 +55,21 @@ def _pick(name_a: str, a: Any, name_b: str, b: Any, same: Any = None) -> Any:
     return a if a is not None else b
 
 
-def _merged_codecs(given: list[CodecJSON], asked: list[CodecJSON]) -> list[CodecJSON]:
+def _merged_codecs(given: list[CodecJSON], asked: list[CodecJSON], rank: int) -> list[CodecJSON]:
     """``metadata.codecs`` with the ``schema.codec`` chain merged in, as TensorStore merges
-    them: a lone ``sharding_indexed`` codec whose inner chunks' codecs are not given takes the
-    schema's chain as theirs; otherwise the schema's chain must match the metadata's
-    (:func:`~gpuzarr.tensorstore.constraints.codecs_match`: what it leaves out is free), which
-    is kept."""
-    if len(given) == 1 and given[0]["name"] == "sharding_indexed":
-        config = dict(given[0].get("configuration") or {})
-        if "codecs" not in config and not any(c["name"] == "sharding_indexed" for c in asked):
-            return [_with_configuration(given[0], {**config, "codecs": asked})]
-    if not codecs_match(asked, given):
-        raise MetadataError(f"metadata.codecs: {given!r} contradicts schema.codec.codecs {asked!r}")
-    return given
+    them on create: the two chains' non-strict merge (:func:`merged_codecs`: a lone
+    ``sharding_indexed`` codec without inner codecs takes the schema's as theirs, a trailing
+    transpose or a member the metadata leaves out is added), which must still meet
+    ``metadata.codecs`` strictly; MetadataError otherwise."""
+    try:
+        merged = merged_codecs(given, asked, rank)
+    except CodecsDoNotMerge as exc:
+        raise MetadataError(f"metadata.codecs: {given!r} contradicts schema.codec.codecs {asked!r} ({exc})") from None
+    if not codecs_match(given, merged, rank, strict=True):
+        raise MetadataError(
+            f"metadata.codecs: {given!r} contradicts schema.codec.codecs {asked!r} (together they make {merged!r})"
+        )
+    return merged
 
 
 def _with_hard_shape(
@@ -125,6 +127,13 @@ def _fill_codec_defaults(chain: list[CodecJSON], itemsize: int) -> list[CodecJSO
             config.setdefault("level", 6)
         elif name == "zstd":
             config = {"level": 3, "checksum": False, **config}
+        elif name == "sharding_indexed":
+            # Shards within shards: the inner shards' chains are completed as the outer's.
+            inner = parse_codec_chain(config.get("codecs", []), "sharding_indexed.codecs")
+            config["codecs"] = _fill_codec_defaults(with_array_to_bytes(inner, _bytes_codec()), itemsize)
+            index = config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs))
+            config["index_codecs"] = _fill_codec_defaults(parse_codec_chain(index, "sharding_indexed.index_codecs"), 8)
+            config.setdefault("index_location", "end")
         filled: CodecJSON = {**codec, "configuration": config}
         out.append(filled)
         previous = name
@@ -235,7 +244,7 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
     if schema.codec is not None and "codecs" in schema.codec:
         asked = parse_codec_chain(schema.codec["codecs"], "schema.codec.codecs")
         _check_codecs(asked, "schema.codec.codecs")
-        codecs = asked if codecs is None else _merged_codecs(codecs, asked)
+        codecs = asked if codecs is None else _merged_codecs(codecs, asked, len(shape))
 
     extent = tuple(shape)
     layout = dict(schema.chunk_layout or {})
