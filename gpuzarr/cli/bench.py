@@ -24,6 +24,7 @@ from ..copying.nodes import open_path
 from ..core.array import Array
 from ..errors import DeviceError, InvalidArgumentError
 from ..metadata.limits import format_bytes
+from ..store.url import shown_url
 from .options import add_storage_options, non_negative_int, positive_int, shape
 
 if TYPE_CHECKING:
@@ -106,8 +107,10 @@ def median_seconds(read: Callable[[], Any], finish: Callable[[], None], repeats:
 def run(args: argparse.Namespace) -> int:
     with open_path(args.path, args.storage_options) as array:
         if not isinstance(array, Array):
-            raise InvalidArgumentError(f"{args.path} is a group; name one of its arrays (gpuzarr tree lists them)")
-        wanted = for_rank(args.crop_shape, array.ndim, "--crop-shape", args.path)
+            raise InvalidArgumentError(
+                f"{shown_url(args.path)} is a group; name one of its arrays (gpuzarr tree lists them)"
+            )
+        wanted = for_rank(args.crop_shape, array.ndim, "--crop-shape", shown_url(args.path))
         crop = tuple(min(c, s) for c, s in zip(wanted, array.shape, strict=True))
         boxes = random_crops(array.shape, crop, args.crops, args.seed)
         rows = []
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             rows.append(_gpu_row(array, args, boxes))
     if args.json:
         doc = {
-            "path": args.path, "shape": list(array.shape), "dtype": str(array.dtype), "nbytes": array.nbytes,
+            "path": shown_url(args.path), "shape": list(array.shape), "dtype": str(array.dtype), "nbytes": array.nbytes,
             "crops": len(boxes), "crop_shape": list(crop), "repeats": args.repeats, "rows": [asdict(r) for r in rows],
         }
         print(json.dumps(doc, indent=2))
@@ -167,7 +170,7 @@ def _cell(value: float | None, digits: int) -> str:
 def _table(args: argparse.Namespace, array: Array, crop: tuple[int, ...], crops: int, rows: list[Row]) -> str:
     shards = f", shards {array.shards}" if array.shards is not None else ""
     lines = [
-        f"gpuzarr bench {args.path}: {array.shape} {array.dtype}, {format_bytes(array.nbytes)}; "
+        f"gpuzarr bench {shown_url(args.path)}: {array.shape} {array.dtype}, {format_bytes(array.nbytes)}; "
         f"chunks {array.chunks}{shards}",
         f"median of {args.repeats} warm runs; crops: {crops} random {crop} boxes in one read_batch; GB = 1e9 bytes",
         "",

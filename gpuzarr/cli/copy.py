@@ -12,6 +12,7 @@ from ..copying.nodes import open_path
 from ..copying.places import refuse_overlapping_nodes
 from ..metadata.limits import format_bytes
 from ..store import make_store, takes_storage_options
+from ..store.url import shown_url
 from .codec_options import compressor_chain, shards_option
 from .options import add_jobs_option, add_progress_option, add_storage_options, json_object, shape
 
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     elapsed = progress.elapsed
     rate = f" ({format_bytes(int(progress.nbytes / elapsed))}/s)" if elapsed > 0 else ""
     print(
-        f"{args.command}: {tally.arrays} array(s), {tally.groups} group(s) from {args.source} to {args.destination}: "
+        f"{args.command}: {tally.arrays} array(s), {tally.groups} group(s) from {shown_url(args.source)} "
+        f"to {shown_url(args.destination)}: "
         f"{tally.written} chunks written, {tally.skipped} already equal (skipped); "
         # The arrays' decoded size, missing chunks (the fill value) included: what was gone over.
         f"{format_bytes(progress.nbytes)} of array data in {elapsed:.2f} s{rate}"

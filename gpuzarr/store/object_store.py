@@ -77,6 +77,7 @@ from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, validate
 from .locks import KeyLocks
 from .object_clients import shared_store
 from .object_options import ENVIRONMENT_PREFIXES, ObjectStoreOptions
+from .url import shown_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -228,7 +229,9 @@ class ObjectStore(Store):
         """
         scheme, sep, rest = url.partition("://")
         if not sep or scheme.lower() not in SCHEMES:
-            raise InvalidArgumentError(f"store: {url!r} is not an object store or HTTP URL ({', '.join(SCHEMES)})")
+            raise InvalidArgumentError(
+                f"store: {shown_url(url)!r} is not an object store or HTTP URL ({', '.join(SCHEMES)})"
+            )
         is_http = scheme.lower() in ("http", "https")
         if "#" in rest or ("?" in rest and not is_http):
             # The URL parser drops what follows: "s3://b/run#1.zarr" and "s3://b/run#2.zarr"
@@ -237,7 +240,7 @@ class ObjectStore(Store):
                 ("'#'", "a fragment", "%23") if is_http else ("'#' or '?'", "a fragment or a query", "%23, %3F")
             )
             raise InvalidArgumentError(
-                f"store: {_without_query(url)!r}: a {what} in a store URL ends its path ({ends}), so the keys would "
+                f"store: {shown_url(url)!r}: a {what} in a store URL ends its path ({ends}), so the keys would "
                 f"go elsewhere; percent-encode it ({escapes}) or give it as path="
             )
         query = ""
@@ -247,6 +250,9 @@ class ObjectStore(Store):
             # which obstore kept as an empty segment ("d.zarr//c/0").
             rest, _, query = rest.partition("?")
             authority, slash, path = rest.partition("/")
+            if not authority.rpartition("@")[2]:
+                # "http:///x" was read from the host "x", its spec naming no host at all.
+                raise InvalidArgumentError(f"store: {shown_url(url)!r} names no host")
             rest = authority + slash + path.rstrip("/") if path.strip("/") else authority
         if SCHEMES[scheme.lower()] in ("s3", "gs") and "@" in rest.partition("/")[0]:
             # (Azure's abfs://container@account.dfs.core.windows.net/ has an "@" of its own.)
@@ -257,7 +263,7 @@ class ObjectStore(Store):
                 f"object store URL are not read; give them in storage_options (e.g. access_key_id and "
                 "secret_access_key) or the environment"
             )
-        _refuse_dot_segments(_without_query(_without_userinfo(url)), rest)
+        _refuse_dot_segments(shown_url(url), rest)
         obstore = import_obstore()
         # The options are checked by obstore itself, at run time (as untyped dicts here).
         stores = importlib.import_module("obstore.store")
@@ -298,9 +304,9 @@ class ObjectStore(Store):
         try:
             inner = shared_store(target, recipe, build)
         except obstore.exceptions.BaseError as exc:
-            raise InvalidArgumentError(f"store: cannot open {_without_query(url)!r}: {_first_line(exc)}") from exc
+            raise InvalidArgumentError(f"store: cannot open {shown_url(url)!r}: {_first_line(exc)}") from exc
         except (TypeError, ValueError, OverflowError) as exc:  # obstore's type checks of the options
-            raise InvalidArgumentError(f"storage_options: cannot open {_without_query(url)!r}: {exc}") from exc
+            raise InvalidArgumentError(f"storage_options: cannot open {shown_url(url)!r}: {exc}") from exc
         store = cls(inner, read_only=read_only, url=url.rstrip("/"), io_concurrency=options.io_concurrency)
         store._recipe = (given_url, storage_options)
         store.cache_bytes = options.cache_bytes
@@ -999,13 +1005,6 @@ def _first_line(exc: BaseException) -> str:
 
 #: a URL's query (up to the next white space), in a message
 _URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#]*)\?\S*")
-
-
-def _without_query(url: str) -> str:
-    """``url`` with what follows its path (a query, a fragment) shown as ``?…`` or ``#…``
-    (for messages)."""
-    cut = min((at for at in (url.find("?"), url.find("#")) if at >= 0), default=-1)
-    return url if cut < 0 else url[: cut + 1] + "…"
 
 
 def _take_userinfo(rest: str) -> tuple[str, str | None]:

@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ..errors import MetadataError
 from ..metadata.json_util import expect_dict
 from ..store.paths import directory_problem, path_problem
+from ..store.url import shown_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -283,7 +284,7 @@ def _remote_from_json(doc: Mapping[str, Any], field_name: str) -> KvStoreSpec:
         parts = urlsplit(doc["base_url"])
         # A query (a token, a signature) goes with every request, as TensorStore sends it.
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
-            shown = doc["base_url"].partition("?")[0] + ("?…" if parts.query else "")
+            shown = shown_url(doc["base_url"])
             raise MetadataError(f"{field_name}.base_url: expected an http(s)://host/... URL, got {shown!r}")
     credentials = doc.get("aws_credentials")
     if credentials is not None:
@@ -309,9 +310,9 @@ def _remote_from_url(value: str, scheme: str, field_name: str) -> KvStoreSpec:
     driver = _URL_DRIVERS[scheme]
     # An HTTP URL's query goes with every request (its base_url's, in TensorStore's JSON).
     if (parts.query and driver != "http") or parts.fragment:
-        raise MetadataError(f"{field_name}: query strings and fragments are not supported in {value!r}")
+        raise MetadataError(f"{field_name}: query strings and fragments are not supported in {shown_url(value)!r}")
     if not parts.netloc:
-        raise MetadataError(f"{field_name}: {value!r} names no bucket or host")
+        raise MetadataError(f"{field_name}: {shown_url(value)!r} names no bucket or host")
     if driver == "http":
         base_url = f"{parts.scheme}://{parts.netloc}" + (f"/?{parts.query}" if parts.query else "")
         doc: dict[str, Any] = {"driver": "http", "base_url": base_url, "path": unquote(parts.path)}

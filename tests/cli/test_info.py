@@ -148,3 +148,17 @@ def test_info_json_is_strict_json_whatever_the_attributes_hold(
     assert status == 0
     shown = json.loads(out, parse_constant=lambda name: pytest.fail(f"not strict JSON: {name}"))
     assert shown["attributes"] == {"scale_factor": "NaN", "range": ["-Infinity", "Infinity"]}
+
+
+def test_a_query_of_a_url_given_is_not_printed(
+    hierarchy: Path, http_server: HttpServer, cli: Callable[..., tuple[int, str, str]], tmp_path: Path
+) -> None:
+    """An HTTP URL's query (a signature) reaches the server with every request, never the output."""
+    shutil.copytree(hierarchy, http_server.directory / "h.zarr")
+    http_server.require_query("sig=SECRET")
+    for args in (("info", f"{http_server.url}/h.zarr/raw?sig=SECRET"),
+                 ("copy", f"{http_server.url}/h.zarr/raw?sig=SECRET", tmp_path / "c.zarr")):  # fmt: skip
+        status, out, err = cli(*args)
+        assert status == 0, err
+        assert "SECRET" not in out + err
+    assert set(http_server.queries) == {"sig=SECRET"}

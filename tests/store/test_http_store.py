@@ -456,6 +456,18 @@ def test_a_query_is_kept_out_of_messages_and_reprs(http_server: HttpServer) -> N
     with pytest.raises(gpuzarr.errors.InvalidArgumentError, match=r"a '#' in a store URL") as refused:
         ObjectStore.from_url(f"{url}/x#frag?{SIGNED}")
     assert secret not in str(refused.value)
+    # Nor a password, nor a query of a TensorStore URL refused (its fragment) or naming no host.
+    host = http_server.url.partition("://")[2]
+    with pytest.raises(gpuzarr.errors.InvalidArgumentError, match=r"'#' in a store URL") as refused:
+        ObjectStore.from_url(f"http://user:PASSWORD@{host}/x#frag")
+    assert "PASSWORD" not in str(refused.value)
+    for bad in (f"{url}?{SIGNED}#frag", f"http:///d.zarr?{SIGNED}"):
+        with pytest.raises(MetadataError) as refused_spec:
+            gpuzarr.open({"driver": "zarr3", "kvstore": bad})
+        assert secret not in str(refused_spec.value)
+    # "http:///d.zarr" names no host: it was read from the host "d.zarr".
+    with pytest.raises(gpuzarr.errors.InvalidArgumentError, match=r"names no host"):
+        ObjectStore.from_url(f"http:///d.zarr?{SIGNED}")
 
 
 def test_a_query_is_kept_by_specs_and_pickles(http_server: HttpServer) -> None:
