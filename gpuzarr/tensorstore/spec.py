@@ -349,18 +349,36 @@ def _merge_domain(schema: dict[str, Any], value: Any) -> None:
     given = expect_dict(value.to_json() if hasattr(value, "to_json") else value, "domain")
     domain = dict(expect_dict(schema.get("domain"), "schema.domain"))
     for key, member in given.items():
-        if key in domain and domain[key] != member:
-            raise MetadataError(
-                f"domain: {key} {json_text(member)} contradicts schema.domain.{key} {json_text(domain[key])}"
-            )
-        domain[key] = member
+        if key not in domain:
+            domain[key] = member
+            continue
+        have = domain[key]
+        if key == "labels" and isinstance(member, list) and isinstance(have, list) and len(member) == len(have):
+            # An empty label leaves the dimension unlabelled: the other side's names it.
+            if all(not a or not b or a == b for a, b in zip(have, member, strict=True)):
+                domain[key] = [a or b for a, b in zip(have, member, strict=True)]
+                continue
+        elif key in _DOMAIN_BOUNDS:
+            # [[4], 5] (an implicit, resizable bound) and [4, 5] are the same bounds.
+            if bound_list(member, f"domain.{key}") == bound_list(have, f"schema.domain.{key}"):
+                continue
+        elif member == have:
+            continue
+        raise MetadataError(f"domain: {key} {json_text(member)} contradicts schema.domain.{key} {json_text(have)}")
     schema["domain"] = domain
+
+
+#: members of a domain that hold bounds, implicit ([n]) or not
+_DOMAIN_BOUNDS = frozenset({"shape", "inclusive_min", "exclusive_max", "inclusive_max"})
 
 
 def _merge_schema(schema: dict[str, Any], value: Any) -> None:
     """``tensorstore.open(spec, schema=ts.Schema(...))``: its members join the spec's schema."""
     given = expect_dict(value.to_json() if hasattr(value, "to_json") else value, "schema")
     for key, member in given.items():
+        if key == "domain":
+            _merge_domain(schema, member)
+            continue
         if key in schema and schema[key] != member:
             raise MetadataError(f"schema: {key} {member!r} contradicts schema.{key} {schema[key]!r}")
         schema[key] = member

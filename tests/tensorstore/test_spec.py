@@ -347,3 +347,17 @@ def test_a_domain_option_is_a_schema_constraint() -> None:
         gpuzarr.open(spec, create=True, dtype="uint8", domain=domain, shape=[4, 6])
     with pytest.raises(MetadataError, match=r"^domain: labels"):
         gpuzarr.open({**spec, "schema": {"domain": {"labels": ["a", "b"]}}}, create=True, dtype="uint8", domain=domain)
+    # Merged as TensorStore merges domains: an empty label is no label, an implicit bound the
+    # same bound, and schema= and domain= in either order.
+    cases = [
+        ({**spec, "schema": {"domain": {"labels": ["x", ""]}}}, {"domain": domain}),
+        ({**spec, "schema": {"domain": {"exclusive_max": [4, 5]}}}, {"domain": implicit}),
+        (spec, {"domain": ts.IndexDomain(shape=[4, 5]), "schema": ts.Schema(domain=domain)}),
+        (spec, {"schema": ts.Schema(domain=domain), "domain": ts.IndexDomain(shape=[4, 5])}),
+    ]
+    for given, options in cases:
+        ours = gpuzarr.open(given, create=True, dtype="uint8", **options)
+        theirs = ts.open(given, create=True, dtype=ts.uint8, **options).result()
+        assert ours.shape == theirs.shape == (4, 5)
+        names = theirs.spec().to_json()["metadata"].get("dimension_names")
+        assert ours.spec()["metadata"].get("dimension_names") == names, (given, options)
