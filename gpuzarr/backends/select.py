@@ -137,6 +137,24 @@ def cupy_supports(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "biu"
 
 
+#: integer types of each item size that carry the bits of a type CuPy cannot hold
+_BIT_CARRIERS = {1: "uint8", 2: "int16"}
+
+
+def bits_carrier(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
+    """The integer type of ``dtype``'s size that carries its elements' bits on a CuPy device,
+    for the machine-learning types CuPy cannot hold (ml_dtypes' ``bfloat16``, the ``float8``
+    formats, ``int4`` held a byte each); None for any other type. A loader reads such arrays
+    as these bits on the GPU and hands the batches over as their own type (a PyTorch
+    ``bfloat16`` tensor), which no decode or copy on the way ever looks at."""
+    if getattr(dtype.type, "__module__", "") != "ml_dtypes" or dtype.fields is not None:
+        return None
+    import numpy as np
+
+    carrier = _BIT_CARRIERS.get(dtype.itemsize)
+    return None if carrier is None else np.dtype(carrier)
+
+
 def resolve_device_for(device: str, dtype: np.dtype[Any]) -> str:
     """:func:`resolve_device` for an array of ``dtype``: "auto" stays on the CPU for data types
     CuPy cannot hold, and asking for the GPU explicitly raises naming the type."""

@@ -239,16 +239,22 @@ class Array:
         for twin in list(getattr(self, "_twins", ())):
             twin._bump_generation()
 
-    def _twin_on(self, device: str) -> Array:
+    def _twin_on(self, device: str, bits: np.dtype[Any] | None = None) -> Array:
         """A twin of the array on ``device``, whose ``data_generation`` follows this one's.
 
         The same store, path, metadata and options, rebuilt through the pickling state, so
         nothing is read again. Every change made through this array moves the twin's
         ``data_generation`` too: a loader reading a CPU-opened array on the GPU reads through
-        such a twin, and its caches must see the user's writes.
+        such a twin, and its caches must see the user's writes. With ``bits`` (an integer type
+        of the element size), the twin reads the elements as their bits
+        (:func:`gpuzarr.metadata.bits.as_bits_of`): a type CuPy cannot hold, on the GPU.
         """
         state = self.__getstate__()
         state["device"] = device
+        if bits is not None:
+            from ..metadata.bits import as_bits_of
+
+            state["metadata"] = as_bits_of(self._metadata, bits)
         twin = Array.__new__(Array)
         twin.__setstate__(state)
         twins = self.__dict__.setdefault("_twins", weakref.WeakSet())

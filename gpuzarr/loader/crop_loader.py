@@ -385,8 +385,15 @@ class CropLoader:
             raise InvalidArgumentError(f"output: expected one of {list(OUTPUTS)}, got {output!r}")
         if output == "cupy" and self.device == "cpu":
             raise InvalidArgumentError("output='cupy' needs a GPU device; this loader reads on the CPU")
+        if output == "cupy" and self.volumes.given_dtypes is not None:
+            held = set(map(str, self.volumes.dtypes.values()))
+            carried = sorted({str(d) for d in self.volumes.given_dtypes.values()} - held)
+            raise InvalidArgumentError(
+                f"output='cupy': CuPy arrays cannot hold {', '.join(carried)}; pass output='torch' (a tensor of "
+                "that type) or output='numpy'"
+            )
         if output == "torch":
-            _check_torch_types(self.volumes.dtypes)
+            _check_torch_types(self.volumes.batch_dtypes)
         self.output = output
         self.rank, self.world_size = _distributed(rank, world_size)
         self._sampler = self._make_sampler(sampler, crops_per_epoch)
@@ -892,6 +899,7 @@ class _Pass:
         #: batches of this pass not handed out yet
         self.batches_left = len(indices)
         self._output = loader.output
+        self._batch_dtypes = loader.volumes.batch_dtypes
         self._keyed = loader.volumes.keyed
         self._pid = os.getpid()
         self._producer = producer
@@ -940,7 +948,8 @@ class _Pass:
             raise StopIteration
         with phase("loader-hand-over"):
             self._ordering.hand_over(ready.event, self._output)
-            data = {name: convert(view, self._output, self._ordering) for name, view in ready.views.items()}
+            handed = self._batch_dtypes
+            data = {name: convert(v, self._output, self._ordering, handed[name]) for name, v in ready.views.items()}
         if self._output == "numpy" and self._ordering.on_device:
             self._pool.give_back(ready.slot)  # the batch was copied to the host
         else:

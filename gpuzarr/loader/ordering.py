@@ -289,11 +289,15 @@ def ordering_for(device: str) -> HostOrdering:
     return HostOrdering() if device == "cpu" else CudaOrdering(device)
 
 
-def convert(buffer: Any, output: str, ordering: HostOrdering) -> Any:
+def convert(buffer: Any, output: str, ordering: HostOrdering, dtype: np.dtype[Any] | None = None) -> Any:
     """One field of a handed-over batch as the loader's output type (no copy, except NumPy
-    output of a GPU loader, which comes to the host)."""
+    output of a GPU loader, which comes to the host). ``dtype``: the type the batch is handed
+    over as, where the device read its bits as an integer type of that size (a ``bfloat16``
+    field on a GPU: ``Volumes.batch_dtypes``); the memory is viewed as it, not converted."""
+    as_bits = dtype is not None and np.dtype(buffer.dtype) != dtype
     if output == "numpy":
-        return ordering.to_host(buffer)
+        host = ordering.to_host(buffer)
+        return host.view(dtype) if as_bits else host
     if output == "cupy":
         return buffer
     try:
@@ -301,6 +305,7 @@ def convert(buffer: Any, output: str, ordering: HostOrdering) -> Any:
     except ImportError as exc:
         raise InvalidArgumentError(f"output='torch' needs PyTorch ({exc}); install it, or pass output='numpy'") from exc
     if isinstance(buffer, np.ndarray):
-        return torch_types.as_tensor(buffer)  # bfloat16 and float8 batches too
-
-    return from_dlpack(buffer)
+        # bfloat16 and float8 batches too, a host buffer of their bits viewed as them first
+        return torch_types.as_tensor(buffer.view(dtype) if as_bits else buffer)
+    tensor = from_dlpack(buffer)
+    return torch_types.viewed_as(tensor, dtype) if as_bits and dtype is not None else tensor

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.select import resolve_device_for
+from ..backends.select import bits_carrier, resolve_device_for
 from ..core.array import Array
-from ..errors import InvalidArgumentError
+from ..errors import DeviceError, InvalidArgumentError, UnsupportedOperationError
 
 #: the field name of an Array or list of Arrays given without names
 UNNAMED = ""
@@ -31,10 +31,19 @@ class Volumes:
     keyed: bool
     #: each volume's shape (shared by its paired fields)
     shapes: list[tuple[int, ...]]
-    #: field name -> dtype
+    #: field name -> the dtype read and held on the device: the arrays', or on a GPU the
+    #: integer type carrying the bits of a type CuPy cannot hold (``bits_carrier``)
     dtypes: dict[str, np.dtype[Any]]
     #: the resolved device of every array: "cpu" or "cuda:N"
     device: str
+    #: field name -> the arrays' own dtype, which batches are handed over as (None: ``dtypes``)
+    given_dtypes: dict[str, np.dtype[Any]] | None = None
+
+    @property
+    def batch_dtypes(self) -> dict[str, np.dtype[Any]]:
+        """Field name -> the dtype of the batches handed over (a ``bfloat16`` field read as
+        its bits on a GPU is handed over as ``bfloat16``)."""
+        return self.given_dtypes if self.given_dtypes is not None else self.dtypes
 
     @property
     def fields(self) -> list[str]:
@@ -87,8 +96,15 @@ def _as_list(value: Any, what: str) -> list[Array]:
 def on_device(array: Array, device: str) -> Array:
     """``array``, or a twin of it opened on ``device`` whose ``data_generation`` follows the
     writes made through ``array`` (``Array._twin_on``): the loader's caches drop what such a
-    write changed, as they do for the arrays they read themselves."""
-    return array if array.device == device else array._twin_on(device)
+    write changed, as they do for the arrays they read themselves. On a GPU, an array of a type
+    CuPy cannot hold is read as its bits (``bits_carrier``)."""
+    bits = bits_carrier(array.dtype) if device != "cpu" else None
+    if bits is None and array.device == device:
+        return array
+    try:
+        return array._twin_on(device, bits)
+    except UnsupportedOperationError as exc:
+        raise DeviceError(f"{array.dtype} volumes on {device}: {exc}") from None
 
 
 def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, tuple[int, ...]]:
@@ -137,7 +153,8 @@ def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, t
                 raise InvalidArgumentError(f"crop_shape {shape} does not fit inside {label} of shape {array.shape}")
     resolved = _resolve_device(fields, device, keyed)
     arrays_on = {name: [on_device(a, resolved) for a in items] for name, items in fields.items()}
-    volumes = Volumes(arrays_on, keyed, [a.shape for a in first], dtypes, resolved)
+    read = {name: items[0].dtype for name, items in arrays_on.items()}
+    volumes = Volumes(arrays_on, keyed, [a.shape for a in first], read, resolved, None if read == dtypes else dtypes)
     return volumes, shape
 
 
@@ -164,7 +181,8 @@ def _resolve_device(fields: dict[str, list[Array]], device: str, keyed: bool) ->
                 f"device='auto': the arrays are on several devices {sorted(devices)}; pass device= explicitly"
             )
         return devices.pop()
-    resolved = {resolve_device_for(device, items[0].dtype) for items in fields.values()}
+    # A type CuPy cannot hold is read as its bits on a GPU (``on_device``).
+    resolved = {resolve_device_for(device, bits_carrier(items[0].dtype) or items[0].dtype) for items in fields.values()}
     if len(resolved) != 1:  # pragma: no cover - one device string resolves to one device
         raise InvalidArgumentError(f"device={device!r} resolves to several devices {sorted(resolved)}")
     return resolved.pop()

@@ -234,3 +234,18 @@ def test_a_cpu_loaders_batch_pins_for_asynchronous_copies(
     on_gpu = pinned.data.to("cuda", non_blocking=True)
     torch.cuda.current_stream().synchronize()
     assert_batch_matches(type(batch)(on_gpu.cpu(), batch.origins, batch.volume_index, 0), sources, CROP)
+
+
+def test_bfloat16_batches_arrive_as_bfloat16_tensors_on_the_device(tmp_path: Path) -> None:
+    """CuPy holds no bfloat16: the device reads the int16 of its bits (nvCOMP and the kernels
+    never look at values) and PyTorch gets a bfloat16 CUDA tensor of that memory."""
+    import ml_dtypes
+
+    torch = _torch_cuda()
+    source = (values((40, 36, 30), salt=4).astype("float32") / 8).astype(ml_dtypes.bfloat16)
+    volume = make_volume(gpuzarr.LocalStore(tmp_path / "bf.zarr"), source, "v3-sharded-zstd", device="cpu")
+    loader = CropLoader(volume, CROP, 4, crops_per_epoch=12, device="gpu", output="torch")
+    for batch in loader:
+        assert batch.data.dtype == torch.bfloat16 and batch.data.is_cuda
+        host = batch.data.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        assert_batch_matches(type(batch)(host, batch.origins, batch.volume_index, batch.index), [source], CROP)

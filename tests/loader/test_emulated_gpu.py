@@ -19,7 +19,7 @@ from gpuzarr.errors import CorruptChunkError, DeviceError, InvalidArgumentError
 from gpuzarr.loader import Batch, CropLoader
 from gpuzarr.loader.chunked import ChunkAssembler
 
-from .helpers import assert_batch_matches, loader_threads, make_volume, needs_torch, read_all, values
+from .helpers import LE, assert_batch_matches, loader_threads, make_volume, needs_torch, read_all, values
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -709,7 +709,8 @@ def test_eight_dimensional_crops_are_read_on_the_gpu_without_assembly(
 
 
 def test_types_cupy_cannot_hold_stay_on_the_cpu_or_are_refused(emulated_gpu: EmulatedGpu) -> None:
-    """bfloat16 volumes: device="auto" reads them on the CPU; device="gpu" names the type."""
+    """bfloat16 volumes: device="auto" reads them on the CPU (device="gpu" reads their bits:
+    the test below); a type that no integer of its size carries is refused, named."""
     import ml_dtypes
 
     data = (values((12, 12, 12), salt=9).astype("float32") / 4).astype(ml_dtypes.bfloat16)
@@ -719,8 +720,9 @@ def test_types_cupy_cannot_hold_stay_on_the_cpu_or_are_refused(emulated_gpu: Emu
     for batch in loader:
         assert batch.data.dtype == data.dtype
         assert_batch_matches(batch, [data], CROP)
-    with pytest.raises(DeviceError, match="bfloat16"):
-        CropLoader(volume, CROP, 3, device="gpu", output="numpy")
+    times = make_volume(gpuzarr.MemoryStore(), data.astype("float32").astype("<M8[s]"), "v3-gzip", device="cpu")
+    with pytest.raises(DeviceError, match=r"datetime64"):
+        CropLoader(times, CROP, 3, device="gpu", output="numpy")
 
 
 def test_a_cpu_opened_volume_resized_under_a_gpu_loader_is_named(emulated_gpu: EmulatedGpu) -> None:
@@ -733,3 +735,51 @@ def test_a_cpu_opened_volume_resized_under_a_gpu_loader_is_named(emulated_gpu: E
     volume.resize((6, 12, 10))
     with pytest.raises(InvalidArgumentError, match=r"volume 0 was resized from \(16, 12, 10\) to \(6, 12, 10\)"):
         list(loader)
+
+
+@pytest.mark.parametrize("output", ["numpy", pytest.param("torch", marks=needs_torch)])
+@pytest.mark.parametrize("device_cache", [0, 16 << 20])
+def test_bfloat16_and_float8_volumes_are_read_as_their_bits_on_the_gpu(
+    emulated_gpu: EmulatedGpu, tmp_path: Path, output: str, device_cache: int
+) -> None:
+    """CuPy holds no ``bfloat16``: such volumes are read on the device as the int16 of their
+    bits (the codecs never look at the values) and handed over as ``bfloat16`` (a tensor of it,
+    or ml_dtypes' type). They were refused on a GPU. Missing chunks come as the fill value's
+    bits; a paired float8 field comes as its own type."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(5)
+    latents = rng.standard_normal((19, 17, 16)).astype(ml_dtypes.bfloat16)
+    latents[:8] = 1.5  # the fill value: those chunks are not stored
+    scales = rng.standard_normal((19, 17, 16)).astype(ml_dtypes.float8_e4m3fn)
+    scales[10:] = 0.5
+    data = {
+        "latent": make_volume(gpuzarr.LocalStore(tmp_path / "l.zarr"), latents, device="cpu", fill_value=1.5),
+        "scale": make_volume(
+            gpuzarr.LocalStore(tmp_path / "s.zarr"), scales, "v3-gzip", device="cpu", fill_value=0.5
+        ),
+    }
+    assert data["scale"].nchunks_initialized < data["scale"].nchunks
+    loader = CropLoader(
+        data, CROP, 5, crops_per_epoch=20, device="gpu", output=output, device_cache_bytes=device_cache
+    )
+    assert loader.volumes.dtypes == {"latent": np.dtype("int16"), "scale": np.dtype("uint8")}
+    for _ in range(2):
+        for batch in loader:
+            for name, source in (("latent", latents), ("scale", scales)):
+                got = batch.data[name]
+                if output == "torch":
+                    import torch
+
+                    assert got.dtype == getattr(torch, source.dtype.name)
+                    got = got.view(torch.uint8 if source.dtype.itemsize == 1 else torch.int16).numpy()
+                    got = got.view(source.dtype)
+                assert got.dtype == source.dtype
+                assert_batch_matches(Batch(got, batch.origins, batch.volume_index, 0), [source], CROP)
+    with pytest.raises(InvalidArgumentError, match=r"output='cupy': CuPy arrays cannot hold bfloat16, float8_e4m3fn"):
+        CropLoader(data, CROP, 5, device="gpu", output="cupy")
+    # A codec that computes with the values cannot read bits: the message says so.
+    delta = [{"name": "numcodecs.delta", "configuration": {"dtype": "bfloat16"}}, LE]
+    computed = make_volume(gpuzarr.LocalStore(tmp_path / "d.zarr"), latents, "v3-gzip", device="cpu", codecs=delta)
+    with pytest.raises(DeviceError, match=r"the codec 'numcodecs.delta' computes with the bfloat16 values"):
+        CropLoader(computed, CROP, 5, device="gpu", output=output)

@@ -84,6 +84,16 @@ def as_tensor(values: np.ndarray[Any, Any]) -> Any:
     return torch.from_numpy(values.view(np.dtype(carrier))).view(target)
 
 
+def viewed_as(tensor: Any, dtype: np.dtype[Any]) -> Any:
+    """``tensor`` (any device; the integer bits of ``dtype``'s elements) viewed as PyTorch's
+    type for ``dtype``, sharing its memory. Raises TypeError naming the type where PyTorch has
+    none."""
+    target = _torch_type(dtype)
+    if target is None:
+        raise TypeError(f"PyTorch has no tensor type for {dtype}")
+    return tensor.view(target)
+
+
 def host_view(tensor: Any) -> np.ndarray[Any, Any] | None:
     """A NumPy view of a CPU tensor of a machine-learning type NumPy's DLPack refuses
     (``bfloat16``, ``float8_*``), typed as ml_dtypes' type of the same name; None for any other
