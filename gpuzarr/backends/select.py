@@ -130,7 +130,9 @@ def cupy_supports(dtype: np.dtype[Any]) -> bool:
     """Whether CuPy arrays can hold ``dtype``: booleans, integers, floats and complex numbers.
     Structured, raw (``r*``), extended-precision and ml_dtypes types (bfloat16, float8, int4,
     ...), strings, bytes, datetime64 and timedelta64 cannot."""
-    if dtype.fields is not None:
+    if dtype.fields is not None or getattr(dtype.type, "__module__", "") == "ml_dtypes":
+        # ml_dtypes' float8_e5m2 is of kind "f" like NumPy's floats, and CuPy holds it no more
+        # than the others: it opened on the GPU with device="auto".
         return False
     if dtype.kind in "fc":
         return dtype.itemsize <= (8 if dtype.kind == "f" else 16)  # no long double

@@ -138,6 +138,15 @@ def _check_torch_types(dtypes: dict[str, np.dtype[Any]]) -> None:
             )
 
 
+def _outputs_holding(dtypes: list[np.dtype[Any]]) -> str:
+    """The outputs that hold batches of ``dtypes`` (numpy always; torch where it has their types)."""
+    try:
+        torch_holds = all(torch_types.supports(d) for d in dtypes)
+    except ImportError:
+        torch_holds = False
+    return "output='torch' (a tensor of that type) or output='numpy'" if torch_holds else "output='numpy'"
+
+
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """The rank and world size.
 
@@ -386,11 +395,10 @@ class CropLoader:
         if output == "cupy" and self.device == "cpu":
             raise InvalidArgumentError("output='cupy' needs a GPU device; this loader reads on the CPU")
         if output == "cupy" and self.volumes.given_dtypes is not None:
-            held = set(map(str, self.volumes.dtypes.values()))
-            carried = sorted({str(d) for d in self.volumes.given_dtypes.values()} - held)
+            carried = [d for d in self.volumes.given_dtypes.values() if d not in self.volumes.dtypes.values()]
             raise InvalidArgumentError(
-                f"output='cupy': CuPy arrays cannot hold {', '.join(carried)}; pass output='torch' (a tensor of "
-                "that type) or output='numpy'"
+                f"output='cupy': CuPy arrays cannot hold {', '.join(sorted(map(str, carried)))}; pass "
+                f"{_outputs_holding(carried)}"
             )
         if output == "torch":
             _check_torch_types(self.volumes.batch_dtypes)

@@ -93,18 +93,19 @@ def _as_list(value: Any, what: str) -> list[Array]:
     return items
 
 
-def on_device(array: Array, device: str) -> Array:
+def on_device(array: Array, device: str, label: str = "the volume") -> Array:
     """``array``, or a twin of it opened on ``device`` whose ``data_generation`` follows the
     writes made through ``array`` (``Array._twin_on``): the loader's caches drop what such a
     write changed, as they do for the arrays they read themselves. On a GPU, an array of a type
-    CuPy cannot hold is read as its bits (``bits_carrier``)."""
+    CuPy cannot hold is read as its bits (``bits_carrier``); DeviceError names ``label`` where it
+    cannot be."""
     bits = bits_carrier(array.dtype) if device != "cpu" else None
     if bits is None and array.device == device:
         return array
     try:
         return array._twin_on(device, bits)
     except UnsupportedOperationError as exc:
-        raise DeviceError(f"{array.dtype} volumes on {device}: {exc}") from None
+        raise DeviceError(f"arrays: {label} cannot be read on {device}: {exc}") from None
 
 
 def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, tuple[int, ...]]:
@@ -152,7 +153,10 @@ def check_volumes(arrays: Any, crop_shape: Any, device: str) -> tuple[Volumes, t
             if any(c > n for c, n in zip(shape, array.shape, strict=True)):
                 raise InvalidArgumentError(f"crop_shape {shape} does not fit inside {label} of shape {array.shape}")
     resolved = _resolve_device(fields, device, keyed)
-    arrays_on = {name: [on_device(a, resolved) for a in items] for name, items in fields.items()}
+    arrays_on = {
+        name: [on_device(a, resolved, f"{name!r} volume {i}" if keyed else f"volume {i}") for i, a in enumerate(items)]
+        for name, items in fields.items()
+    }
     read = {name: items[0].dtype for name, items in arrays_on.items()}
     volumes = Volumes(arrays_on, keyed, [a.shape for a in first], read, resolved, None if read == dtypes else dtypes)
     return volumes, shape

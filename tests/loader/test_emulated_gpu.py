@@ -781,5 +781,21 @@ def test_bfloat16_and_float8_volumes_are_read_as_their_bits_on_the_gpu(
     # A codec that computes with the values cannot read bits: the message says so.
     delta = [{"name": "numcodecs.delta", "configuration": {"dtype": "bfloat16"}}, LE]
     computed = make_volume(gpuzarr.LocalStore(tmp_path / "d.zarr"), latents, "v3-gzip", device="cpu", codecs=delta)
-    with pytest.raises(DeviceError, match=r"the codec 'numcodecs.delta' computes with the bfloat16 values"):
+    with pytest.raises(DeviceError, match=r"volume 0 cannot be read on cuda:0: the codec 'numcodecs.delta' computes"):
         CropLoader(computed, CROP, 5, device="gpu", output=output)
+    # A type PyTorch has no tensor of: only NumPy output is offered.
+    nibbles = make_volume(gpuzarr.MemoryStore(), (latents.view("int16") % 7).astype(ml_dtypes.int4), device="cpu")
+    with pytest.raises(InvalidArgumentError, match=r"cannot hold int4; pass output='numpy'$"):
+        CropLoader(nibbles, CROP, 5, device="gpu", output="cupy")
+
+
+def test_float8_e5m2_arrays_open_on_the_cpu_as_the_other_ml_types() -> None:
+    """ml_dtypes gives float8_e5m2 NumPy's float kind: it was taken for a type CuPy holds, and
+    opened on the GPU with device="auto" (the other float8 types and bfloat16 opened on the CPU)."""
+    import ml_dtypes
+
+    from gpuzarr.backends.select import cupy_supports
+
+    for name in ("float8_e5m2", "float8_e4m3fn", "bfloat16"):
+        assert not cupy_supports(np.dtype(getattr(ml_dtypes, name))), name
+    assert cupy_supports(np.dtype("float16"))
