@@ -138,6 +138,22 @@ def _check_torch_types(dtypes: dict[str, np.dtype[Any]]) -> None:
             )
 
 
+def _check_shareable(dtypes: dict[str, np.dtype[Any]]) -> None:
+    """Refuse worker processes for a field of Python objects (variable-length strings, bytes).
+
+    The workers read batches into shared memory, which holds fixed-size elements only. The
+    field is named; it failed at the first batch with NumPy's "Cannot change data-type for
+    array of references".
+    """
+    for name, dtype in dtypes.items():
+        if dtype.hasobject or dtype.kind == "T":
+            field = "" if name == UNNAMED else f"field {name!r}: "
+            raise InvalidArgumentError(
+                f"workers: {field}{dtype} elements are Python objects, which worker processes cannot hand over "
+                "through shared memory; pass workers=0 (the loader's threads read them)"
+            )
+
+
 def _outputs_holding(dtypes: list[np.dtype[Any]]) -> str:
     """The outputs that hold batches of ``dtypes`` (numpy always; torch where it has their types)."""
     try:
@@ -430,6 +446,8 @@ class CropLoader:
                 f"workers: worker processes are for CPU loaders; this loader reads on {self.device}, on background "
                 "threads and a CUDA stream of its own (pass workers=0)"
             )
+        if self.workers:
+            _check_shareable(self.volumes.dtypes)
         if concurrent_batches is not None:
             concurrent_batches = _count(concurrent_batches, "concurrent_batches", 1)
             if concurrent_batches > 1:

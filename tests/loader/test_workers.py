@@ -495,3 +495,17 @@ def test_an_interrupt_while_a_worker_starts_leaves_no_worker_running(
     for process in started:
         process.join(10)
         assert not process.is_alive()
+
+
+def test_worker_processes_refuse_fields_of_python_objects() -> None:
+    """Variable-length strings cannot cross shared memory: refused when the loader is made,
+    naming the field; the threads read them (it failed at the first batch in NumPy)."""
+    words = np.array([[f"w{i}{j}" for j in range(6)] for i in range(8)], dtype=object)
+    text = gpuzarr.create(gpuzarr.MemoryStore(), shape=words.shape, dtype=str, chunks=(4, 3))
+    text[...] = words
+    numbers = gpuzarr.create(gpuzarr.MemoryStore(), shape=words.shape, dtype="u1", chunks=(4, 3))
+    with pytest.raises(InvalidArgumentError, match=r"workers: field 'text': .* Python objects"):
+        CropLoader({"n": numbers, "text": text}, (2, 2), 2, output="numpy", workers=1)
+    batch = next(iter(CropLoader({"n": numbers, "text": text}, (2, 2), 2, output="numpy", seed=1)))
+    origin = batch.origins[0]
+    assert batch.data["text"][0].tolist() == words[origin[0] : origin[0] + 2, origin[1] : origin[1] + 2].tolist()
