@@ -138,7 +138,8 @@ def open(  # noqa: A001
     group, as zarr-python does. ``mode`` defaults to "a". ``overwrite`` may be given where it
     agrees with ``mode`` (True with "w", False with the others); InvalidArgumentError otherwise.
 
-    A TensorStore spec (a dict whose ``driver`` is "zarr3", "zarr2" or "zarr") is opened by
+    A TensorStore spec (a dict whose ``driver`` is "zarr3", "zarr2" or "zarr", or a TensorStore
+    URL ending in a driver step, ``"file:///data/a.zarr|zarr3:"``) is opened by
     :func:`gpuzarr.tensorstore.open.open_spec`: its open/create/delete_existing flags decide,
     ``mode`` (if given) must agree with them, and keyword arguments are spec options.
 
@@ -148,6 +149,11 @@ def open(  # noqa: A001
     archive, ``memory://``, a ``file`` kvstore, a Store object) they are refused with
     InvalidArgumentError, as zarr-python refuses them.
     """
+    if isinstance(store, str) and "|" in store:
+        # A TensorStore URL ending in a driver step ("gs://b/a.zarr|zarr3:"): its spec.
+        from .tensorstore.spec import spec_of_url
+
+        store = spec_of_url(store) or store
     if isinstance(store, dict) and "kvstore" in store and store.get("driver") not in ("zarr3", "zarr2", "zarr"):
         # A TensorStore spec (it has a kvstore) of another driver, or of none: not a kvstore.
         raise MetadataError(f"driver: expected 'zarr3', 'zarr2' or 'zarr', got {store.get('driver')!r}")

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
+from urllib.parse import unquote
 
 from ..errors import MetadataError
 from ..hierarchy import parse_mode
 from ..metadata.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from ..metadata.json_util import expect_dict, expect_int, expect_str
+from ..store.url import shown_url
 from .constraints import check_v2_metadata, check_v3_metadata, json_text
 from .kvstore import KvStoreSpec, join_path
 from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name
@@ -153,6 +155,27 @@ _SCHEMA_KWARGS = {
 }
 
 
+#: the driver steps a TensorStore URL pipeline may end in, and the drivers they name
+_URL_DRIVER_SCHEMES = {"zarr3": "zarr3", "zarr2": "zarr"}
+
+
+def spec_of_url(value: str) -> dict[str, Any] | None:
+    """The JSON spec of a TensorStore URL whose pipeline ends in a driver step
+    (``"file:///data/a.zarr|zarr3:"``, ``"gs://b/g.zarr|zarr3:raw/a"``, ``"...|zarr2:"``), as
+    ``tensorstore.open(url)`` reads it: the kvstore's URL, then the driver, with the path after
+    its colon (percent-decoded) inside the kvstore; None for a string without such a step."""
+    kvstore, bar, step = value.rpartition("|")
+    scheme, colon, path = step.partition(":")
+    if not bar or scheme not in _URL_DRIVER_SCHEMES or (path and not colon):
+        return None
+    if not kvstore:
+        raise MetadataError(f"spec: {shown_url(value)!r} names no kvstore before its {scheme!r} step")
+    spec: dict[str, Any] = {"driver": _URL_DRIVER_SCHEMES[scheme], "kvstore": kvstore}
+    if unquote(path).strip("/"):
+        spec["path"] = unquote(path)
+    return spec
+
+
 def _expect_bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise MetadataError(f"{name}: expected true or false, got {value!r}")
@@ -190,6 +213,13 @@ class TensorStoreSpec:
     def from_json(cls, spec: Any, *, mode: str | None = None, **options: Any) -> TensorStoreSpec:  # noqa: C901 - one check per JSON member
         """Parse ``spec``; ``mode`` (zarr-python's) and ``options`` (spec members or the keyword
         options of ``tensorstore.open``: shape, dtype, fill_value, ...) are merged in first."""
+        if isinstance(spec, str):  # tensorstore.open("file:///a.zarr|zarr3:")
+            url = spec
+            spec = spec_of_url(url)
+            if spec is None:
+                raise MetadataError(
+                    f"spec: {shown_url(url)!r} is no TensorStore URL of an array: it ends in '|zarr3:' or '|zarr2:'"
+                )
         doc = merge_options(expect_dict(spec, "spec"), options)
         doc = apply_mode(doc, mode)
         unknown = set(doc) - _SPEC_MEMBERS - IGNORED_MEMBERS

@@ -489,9 +489,11 @@ def test_a_query_is_kept_by_specs_and_pickles(http_server: HttpServer) -> None:
     np.testing.assert_array_equal(gpuzarr.open({"driver": "zarr3", "kvstore": given})[7:9, :3], DATA[7:9, :3])
     theirs = ts.open({"driver": "zarr3", "kvstore": given}).result()
     np.testing.assert_array_equal(theirs[7:9, :3].read().result(), DATA[7:9, :3])
-    # TensorStore's URL form: the query ends it.
+    # TensorStore's URL forms: the query ends the kvstore's URL, before a driver step.
     by_url = gpuzarr.open({"driver": "zarr3", "kvstore": f"{url}/a?{SIGNED}"})
     np.testing.assert_array_equal(by_url[...], DATA)
+    np.testing.assert_array_equal(gpuzarr.open(f"{url}/a?{SIGNED}|zarr3:")[...], DATA)
+    np.testing.assert_array_equal(ts.open(f"{url}/a?{SIGNED}|zarr3:").result().read().result(), DATA)
     copied = pickle.loads(pickle.dumps(array))
     np.testing.assert_array_equal(copied[...], DATA)
     assert set(http_server.queries) == {SIGNED}

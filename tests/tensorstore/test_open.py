@@ -696,3 +696,34 @@ def test_metadata_codecs_that_contradict_the_schemas_are_refused(tmp_path: Path)
         open_spec(spec)
     with pytest.raises(ValueError, match="codec"):
         ts_open(spec)
+
+
+def test_tensorstore_urls_ending_in_a_driver_step_open_as_tensorstore_opens_them(tmp_path: Path) -> None:
+    """``tensorstore.open("file:///data/a.zarr|zarr3:")``: the kvstore's URL, a driver step, and
+    the path after its colon. gpuzarr took the whole string for a directory."""
+    import zipfile
+
+    data = np.arange(12, dtype="i4").reshape(3, 4)
+    gpuzarr.create(str(tmp_path / "a.zarr"), data=data, chunks=(2, 2))
+    gpuzarr.open_group(str(tmp_path / "g.zarr"), mode="w").create_array("sub dir", data=data[0])
+    gpuzarr.create(str(tmp_path / "v2.zarr"), data=data[1], chunks=(2,), zarr_format=2)
+    with zipfile.ZipFile(tmp_path / "z.zip", "w") as archive:
+        for file in (tmp_path / "a.zarr").rglob("*"):
+            archive.write(file, "inner/" + file.relative_to(tmp_path / "a.zarr").as_posix())
+    base = f"file://{tmp_path}"
+    cases = {
+        f"{base}/a.zarr|zarr3:": data,
+        f"{base}/a.zarr/|zarr3": data,
+        f"{base}/|zarr3:a.zarr": data,
+        f"{base}/g.zarr|zarr3:sub%20dir": data[0],
+        f"{base}/v2.zarr|zarr2:": data[1],
+        f"{base}/z.zip|zip:inner|zarr3:": data,
+    }
+    for url, expected in cases.items():
+        np.testing.assert_array_equal(gpuzarr.open(url, mode="r")[...], expected, err_msg=url)
+        np.testing.assert_array_equal(ts_open(url).read().result(), expected, err_msg=url)
+    assert open_spec(f"{base}/a.zarr|zarr3:").shape == (3, 4)  # type: ignore[arg-type]
+    with pytest.raises(MetadataError, match=r"names no kvstore before its 'zarr3' step"):
+        gpuzarr.open("|zarr3:")
+    with pytest.raises(MetadataError, match=r"is no TensorStore URL of an array"):
+        open_spec(f"{base}/a.zarr")  # type: ignore[arg-type]
