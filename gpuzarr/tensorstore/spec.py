@@ -213,6 +213,8 @@ class TensorStoreSpec:
     def from_json(cls, spec: Any, *, mode: str | None = None, **options: Any) -> TensorStoreSpec:  # noqa: C901 - one check per JSON member
         """Parse ``spec``; ``mode`` (zarr-python's) and ``options`` (spec members or the keyword
         options of ``tensorstore.open``: shape, dtype, fill_value, ...) are merged in first."""
+        by_access = _read_only_by_access(options.pop("read", None), options.pop("write", None), mode)
+        read_only = mode == "r" or by_access
         if isinstance(spec, str):  # tensorstore.open("file:///a.zarr|zarr3:")
             url = spec
             spec = spec_of_url(url)
@@ -239,6 +241,10 @@ class TensorStoreSpec:
         if kvstore.driver == "file" and not kvstore.path:
             raise MetadataError("kvstore.path: a file kvstore needs a path (its own, or the spec's path)")
         flags = parse_open_flags(doc)
+        if read_only and (flags.get("create") or flags.get("delete_existing")):
+            raise MetadataError(
+                "create: an array opened without write (read=True alone, or write=False) is never created"
+            )
 
         schema = Schema.from_json(doc.get("schema"), driver)
         top_dtype = doc.get("dtype")
@@ -288,9 +294,22 @@ class TensorStoreSpec:
             store_data_equal_to_fill_value=_expect_bool(
                 doc.get("store_data_equal_to_fill_value", False), "store_data_equal_to_fill_value"
             ),
-            read_only=mode == "r",
+            read_only=read_only,
             **flags,
         )
+
+
+def _read_only_by_access(read: Any, write: Any, mode: str | None) -> bool:
+    """``tensorstore.open``'s ``read=``/``write=``: read only where ``read`` is given true and
+    ``write`` is not (neither given, or both false: read and write). A ``mode`` of zarr-python's
+    that contradicts them raises."""
+    for name, value in (("read", read), ("write", write)):
+        if value is not None and not isinstance(value, bool):
+            raise MetadataError(f"{name}: expected true or false, got {value!r}")
+    read_only = bool(read) and not write
+    if write and mode == "r":
+        raise MetadataError("write: True contradicts mode='r'")
+    return read_only
 
 
 def parse_open_flags(doc: dict[str, Any]) -> dict[str, bool]:
@@ -343,12 +362,7 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
         if name == "path":
             out["path"] = join_path(out.get("path", ""), value) if isinstance(value, str) else value
         elif name == "shape":
-            domain = dict(expect_dict(schema.get("domain"), "schema.domain"))
-            shape = [int(v) for v in value]
-            if "shape" in domain and bound_list(domain["shape"], "schema.domain.shape") != tuple(shape):
-                raise MetadataError(f"shape: {shape} contradicts schema.domain.shape {domain['shape']}")
-            domain["shape"] = shape
-            schema["domain"] = domain
+            _merge_shape(schema, value)
         elif name == "domain":
             _merge_domain(schema, value)
         elif name == "schema":
@@ -360,6 +374,8 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
             if key in schema and schema[key] != value:
                 raise MetadataError(f"{name}: {value!r} contradicts schema.{key} {schema[key]!r}")
             schema[key] = value
+        elif name in IGNORED_MEMBERS:
+            out[name] = _ignored_member(name, value)
         elif name in _SPEC_MEMBERS:
             if name == "dtype" and not isinstance(value, str):
                 value = _dtype_name(value)
@@ -371,6 +387,24 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
     if schema:
         out["schema"] = schema
     return out
+
+
+def _ignored_member(name: str, value: Any) -> Any:
+    """``tensorstore.open(spec, context=ts.Context(...), recheck_cached_data=False)``: kept as
+    the spec's members, which only TensorStore uses (and gpuzarr checks), in their JSON form."""
+    if name == "context" and hasattr(value, "spec"):
+        value = value.spec
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+def _merge_shape(schema: dict[str, Any], value: Any) -> None:
+    """``tensorstore.open(spec, shape=[...])``: the schema's domain shape."""
+    domain = dict(expect_dict(schema.get("domain"), "schema.domain"))
+    shape = [int(v) for v in value]
+    if "shape" in domain and bound_list(domain["shape"], "schema.domain.shape") != tuple(shape):
+        raise MetadataError(f"shape: {shape} contradicts schema.domain.shape {domain['shape']}")
+    domain["shape"] = shape
+    schema["domain"] = domain
 
 
 def _merge_domain(schema: dict[str, Any], value: Any) -> None:

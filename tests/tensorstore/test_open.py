@@ -727,3 +727,26 @@ def test_tensorstore_urls_ending_in_a_driver_step_open_as_tensorstore_opens_them
         gpuzarr.open("|zarr3:")
     with pytest.raises(MetadataError, match=r"is no TensorStore URL of an array"):
         open_spec(f"{base}/a.zarr")  # type: ignore[arg-type]
+
+
+def test_tensorstores_read_write_and_context_options(tmp_path: Path) -> None:
+    """``tensorstore.open(spec, read=True)`` opens read only, ``write=True`` read/write;
+    ``context=`` and ``recheck_cached_*`` are TensorStore's own and taken. All were TypeErrors."""
+    spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a")}
+    open_spec(spec, create=True, dtype="uint8", shape=[4])[...] = [1, 2, 3, 4]
+    reader = open_spec(spec, read=True)
+    theirs = ts_open(spec, read=True)
+    assert reader.read_only and theirs.mode == "r"
+    with pytest.raises(gpuzarr.errors.ReadOnlyError):
+        reader[0] = 9
+    writer = open_spec(spec, read=True, write=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}}))
+    writer[0] = 9
+    np.testing.assert_array_equal(open_spec(spec, write=True, recheck_cached_data=False)[...], [9, 2, 3, 4])
+    with pytest.raises(MetadataError, match=r"^create: an array opened without write"):
+        open_spec({**spec, "kvstore": kv(tmp_path / "b")}, create=True, read=True, dtype="uint8", shape=[4])
+    with pytest.raises(ValueError, match="without `write`"):
+        ts_open({**spec, "kvstore": kv(tmp_path / "b")}, create=True, read=True, dtype=ts.uint8, shape=[4])
+    with pytest.raises(MetadataError, match=r"^write: True contradicts mode='r'"):
+        open_spec(spec, mode="r", write=True)
+    with pytest.raises(MetadataError, match=r"^read: expected true or false"):
+        open_spec(spec, read="yes")
