@@ -75,6 +75,13 @@ def parse_store_url(value: str) -> StoreUrl | None:
         return StoreUrl("fsspec", value)
     if "://" not in value:
         return None
+    if "|" in value:
+        # A TensorStore URL pipeline ("gs://b/a.zarr|zarr3:"): taken as a directory, "a.zarr|zarr3:"
+        # was created beside the array it names. gpuzarr.open reads one as TensorStore does.
+        raise InvalidArgumentError(
+            f"store: {shown_url(value)!r} is a TensorStore URL pipeline ('|'), which names an array: open it with "
+            "gpuzarr.open(url) (or give the kvstore's URL and path=); a '|' in a URL's path is written %7C"
+        )
     scheme, rest = value.split("://", 1)
     if scheme == "memory":
         return StoreUrl("memory", rest.strip("/"))

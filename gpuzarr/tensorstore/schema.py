@@ -172,6 +172,11 @@ class Schema:
                 if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
                     raise MetadataError(f"{d}.labels: expected a list of strings, got {raw!r}")
                 labels = tuple(raw)
+                named = [label for label in labels if label]
+                if len(set(named)) != len(named):
+                    # As TensorStore refuses them: a zarr.json of ["x", "x"] reopens nowhere.
+                    repeated = sorted({label for label in named if named.count(label) > 1})
+                    raise MetadataError(f"{d}.labels: {', '.join(map(repr, repeated))} names more than one dimension")
                 ranks.append((f"{d}.labels", len(labels)))
         units = None
         if doc.get("dimension_units") is not None:

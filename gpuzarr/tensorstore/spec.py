@@ -166,10 +166,12 @@ def spec_of_url(value: str) -> dict[str, Any] | None:
     its colon (percent-decoded) inside the kvstore; None for a string without such a step."""
     kvstore, bar, step = value.rpartition("|")
     scheme, colon, path = step.partition(":")
-    if not bar or scheme not in _URL_DRIVER_SCHEMES or (path and not colon):
-        return None
-    if not kvstore:
-        raise MetadataError(f"spec: {shown_url(value)!r} names no kvstore before its {scheme!r} step")
+    if not bar or scheme not in _URL_DRIVER_SCHEMES or (path and not colon) or "://" not in kvstore:
+        return None  # no driver step, or a local path that holds a "|" (a directory "a|zarr3")
+    if "?" in path or "#" in path or path.startswith("/"):
+        raise MetadataError(
+            f"spec: the {scheme!r} step of {shown_url(value)!r} takes a relative path without a query or fragment"
+        )
     spec: dict[str, Any] = {"driver": _URL_DRIVER_SCHEMES[scheme], "kvstore": kvstore}
     if unquote(path).strip("/"):
         spec["path"] = unquote(path)
@@ -242,9 +244,7 @@ class TensorStoreSpec:
             raise MetadataError("kvstore.path: a file kvstore needs a path (its own, or the spec's path)")
         flags = parse_open_flags(doc)
         if read_only and (flags.get("create") or flags.get("delete_existing")):
-            raise MetadataError(
-                "create: an array opened without write (read=True alone, or write=False) is never created"
-            )
+            raise MetadataError("create: an array opened read only (read=True without write) is never created")
 
         schema = Schema.from_json(doc.get("schema"), driver)
         top_dtype = doc.get("dtype")
@@ -309,6 +309,8 @@ def _read_only_by_access(read: Any, write: Any, mode: str | None) -> bool:
     read_only = bool(read) and not write
     if write and mode == "r":
         raise MetadataError("write: True contradicts mode='r'")
+    if read_only and mode not in (None, "r"):
+        raise MetadataError(f"read: True without write opens read only, which contradicts mode={mode!r}")
     return read_only
 
 
@@ -368,14 +370,14 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
         elif name == "schema":
             _merge_schema(schema, value)
         elif name in _SCHEMA_KWARGS:
-            key = _SCHEMA_KWARGS[name]
-            if hasattr(value, "to_json"):
-                value = value.to_json()
-            if key in schema and schema[key] != value:
-                raise MetadataError(f"{name}: {value!r} contradicts schema.{key} {schema[key]!r}")
-            schema[key] = value
+            _merge_schema_option(schema, name, value)
         elif name in IGNORED_MEMBERS:
-            out[name] = _ignored_member(name, value)
+            given = _ignored_member(name, value)
+            if name in out and out[name] != given:
+                # Both are checked (the spec's stays): an option does not hide what the spec holds.
+                check_ignored_members({name: given})
+            else:
+                out[name] = given
         elif name in _SPEC_MEMBERS:
             if name == "dtype" and not isinstance(value, str):
                 value = _dtype_name(value)
@@ -386,6 +388,30 @@ def merge_options(doc: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
             raise TypeError(f"open_spec: unexpected keyword argument {name!r}")
     if schema:
         out["schema"] = schema
+    return out
+
+
+def _merge_schema_option(schema: dict[str, Any], name: str, value: Any) -> None:
+    """``tensorstore.open(spec, fill_value=..., codec=..., chunk_layout=..., dimension_units=...)``."""
+    key = _SCHEMA_KWARGS[name]
+    if hasattr(value, "to_json"):
+        value = value.to_json()
+    if key in schema and schema[key] != value:
+        raise MetadataError(f"{name}: {value!r} contradicts schema.{key} {schema[key]!r}")
+    schema[key] = value
+
+
+def _merged_json(have: dict[str, Any], given: dict[str, Any], field_name: str) -> dict[str, Any]:
+    """Two JSON objects with the members of both, nested objects merged the same way (as
+    TensorStore merges chunk layouts); a member both give differently raises, naming it."""
+    out = dict(have)
+    for key, value in given.items():
+        if key in out and isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = _merged_json(out[key], value, f"{field_name}.{key}")
+        elif key in out and out[key] != value:
+            raise MetadataError(f"schema: {field_name}.{key} {json_text(value)} contradicts {json_text(out[key])}")
+        else:
+            out[key] = value
     return out
 
 
@@ -442,6 +468,9 @@ def _merge_schema(schema: dict[str, Any], value: Any) -> None:
     for key, member in given.items():
         if key == "domain":
             _merge_domain(schema, member)
+            continue
+        if key == "chunk_layout" and isinstance(schema.get(key), dict) and isinstance(member, dict):
+            schema[key] = _merged_json(schema[key], member, f"schema.{key}")
             continue
         if key in schema and schema[key] != member:
             raise MetadataError(f"schema: {key} {member!r} contradicts schema.{key} {schema[key]!r}")

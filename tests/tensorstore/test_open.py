@@ -723,8 +723,8 @@ def test_tensorstore_urls_ending_in_a_driver_step_open_as_tensorstore_opens_them
         np.testing.assert_array_equal(gpuzarr.open(url, mode="r")[...], expected, err_msg=url)
         np.testing.assert_array_equal(ts_open(url).read().result(), expected, err_msg=url)
     assert open_spec(f"{base}/a.zarr|zarr3:").shape == (3, 4)  # type: ignore[arg-type]
-    with pytest.raises(MetadataError, match=r"names no kvstore before its 'zarr3' step"):
-        gpuzarr.open("|zarr3:")
+    with pytest.raises(MetadataError, match=r"is no TensorStore URL of an array"):
+        open_spec("|zarr3:")  # type: ignore[arg-type]
     with pytest.raises(MetadataError, match=r"is no TensorStore URL of an array"):
         open_spec(f"{base}/a.zarr")  # type: ignore[arg-type]
 
@@ -742,7 +742,7 @@ def test_tensorstores_read_write_and_context_options(tmp_path: Path) -> None:
     writer = open_spec(spec, read=True, write=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}}))
     writer[0] = 9
     np.testing.assert_array_equal(open_spec(spec, write=True, recheck_cached_data=False)[...], [9, 2, 3, 4])
-    with pytest.raises(MetadataError, match=r"^create: an array opened without write"):
+    with pytest.raises(MetadataError, match=r"^create: an array opened read only"):
         open_spec({**spec, "kvstore": kv(tmp_path / "b")}, create=True, read=True, dtype="uint8", shape=[4])
     with pytest.raises(ValueError, match="without `write`"):
         ts_open({**spec, "kvstore": kv(tmp_path / "b")}, create=True, read=True, dtype=ts.uint8, shape=[4])
@@ -750,3 +750,49 @@ def test_tensorstores_read_write_and_context_options(tmp_path: Path) -> None:
         open_spec(spec, mode="r", write=True)
     with pytest.raises(MetadataError, match=r"^read: expected true or false"):
         open_spec(spec, read="yes")
+
+
+def test_only_urls_carry_driver_steps_and_other_entry_points_say_where_they_open(tmp_path: Path) -> None:
+    """A local path holding a "|" is a path (a directory "a|zarr3" opened; the first version of
+    the URL steps took it for one). URL pipelines name TensorStore arrays, which gpuzarr.open
+    reads: given to create or open_group they made a directory "a.zarr|zarr3:" beside the array."""
+    data = np.arange(4, dtype="i4")
+    gpuzarr.create(str(tmp_path / "a|zarr3"), data=data, chunks=(2,))
+    np.testing.assert_array_equal(gpuzarr.open(str(tmp_path / "a|zarr3"), mode="r")[...], data)
+    url = f"file://{tmp_path}/b.zarr|zarr3:"
+    gpuzarr.open(url, create=True, shape=[4], dtype="int32")[...] = data
+    for call in (
+        lambda: gpuzarr.create(url, data=data, overwrite=True),
+        lambda: gpuzarr.open_group(url),
+        lambda: gpuzarr.open(f"{url}|cast:int64", mode="w", shape=(2,), dtype="i4"),
+    ):
+        with pytest.raises(gpuzarr.errors.InvalidArgumentError, match=r"URL pipeline .* gpuzarr.open\(url\)"):
+            call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a|zarr3", "b.zarr"]
+    for bad in (f"{url}x?t=1", f"{url}/x"):
+        with pytest.raises(MetadataError, match=r"takes a relative path without a query"):
+            gpuzarr.open(bad)
+        with pytest.raises(ValueError):
+            ts_open(bad)
+
+
+def test_schema_options_merge_and_refuse_as_tensorstore(tmp_path: Path) -> None:
+    """``schema=`` merges a chunk layout member by member; repeated labels are refused (they
+    wrote a zarr.json TensorStore cannot reopen); a ``context=`` option does not hide the
+    spec's own, which is still checked; ``read=True`` contradicts a writing mode."""
+    spec = {"driver": "zarr3", "kvstore": kv(tmp_path / "a"), "schema": {"chunk_layout": {"inner_order": [1, 0]}}}
+    layout = ts.Schema(chunk_layout=ts.ChunkLayout(write_chunk_shape=[2, 2]))
+    ours = open_spec(spec, create=True, dtype="uint8", shape=[4, 5], schema=layout)
+    theirs = ts_open({**spec, "kvstore": kv(tmp_path / "b")}, create=True, dtype=ts.uint8, shape=[4, 5], schema=layout)
+    assert ours.chunks == tuple(theirs.chunk_layout.write_chunk.shape) == (2, 2)
+    labels = {"driver": "zarr3", "kvstore": kv(tmp_path / "c"), "schema": {"domain": {"labels": ["x", ""]}}}
+    repeated = ts.IndexDomain(labels=["", "x"], shape=[4, 5])
+    with pytest.raises(MetadataError, match=r"'x' names more than one dimension"):
+        open_spec(labels, create=True, dtype="uint8", domain=repeated)
+    with pytest.raises(ValueError, match="not unique"):
+        ts_open(labels, create=True, dtype=ts.uint8, domain=repeated)
+    bad_context = {**spec, "context": {"cache_pool": {"total_bytes_limit": -1}}}
+    with pytest.raises(MetadataError, match=r"total_bytes_limit"):
+        open_spec(bad_context, context={"cache_pool": {}})
+    with pytest.raises(MetadataError, match=r"^read: True without write opens read only, which contradicts mode='r\+'"):
+        open_spec(spec, mode="r+", read=True)
