@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "gpuzarr.store": 35,
     "gpuzarr.tensorstore.kvstore": 30,  # kvstore JSON, which store.make_store parses
     "gpuzarr.store.paths": 25,  # the path rules, which kvstore JSON applies too
+    "gpuzarr.store.shown": 25,  # URLs as messages show them, which kvstore JSON's messages use too
     "gpuzarr.metadata": 20,
     "gpuzarr.errors": 0,
     "gpuzarr.config": 0,

@@ -24,7 +24,7 @@ from ..copying.nodes import open_path
 from ..core.array import Array
 from ..errors import DeviceError, InvalidArgumentError
 from ..metadata.limits import format_bytes
-from ..store.url import shown_url
+from ..store.shown import shown_url
 from .options import add_storage_options, non_negative_int, positive_int, shape
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from ..copying.nodes import open_path
 from ..copying.places import refuse_overlapping_nodes
 from ..metadata.limits import format_bytes
 from ..store import make_store, takes_storage_options
-from ..store.url import shown_url
+from ..store.shown import shown_url
 from .codec_options import compressor_chain, shards_option
 from .options import add_jobs_option, add_progress_option, add_storage_options, json_object, shape
 

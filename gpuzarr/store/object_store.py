@@ -77,7 +77,7 @@ from .base import BoundedBufferFor, Buffer, ByteRange, Snapshot, Store, validate
 from .locks import KeyLocks
 from .object_clients import shared_store
 from .object_options import ENVIRONMENT_PREFIXES, ObjectStoreOptions
-from .url import shown_url
+from .shown import shown_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterator, Sequence

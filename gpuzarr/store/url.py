@@ -29,6 +29,7 @@ from urllib.parse import unquote
 
 from ..errors import InvalidArgumentError, InvalidKeyError
 from .paths import directory_problem
+from .shown import shown_url
 
 #: fsspec's local filesystem answers to both names.
 LOCAL_SCHEMES = ("file", "local")
@@ -47,20 +48,6 @@ class StoreUrl:
     #: the directory (as given: relative paths are taken from the current directory), the
     #: memory store's name, the zip archive's path, or the whole URL (object stores, fsspec)
     location: str
-
-
-def shown_url(value: str) -> str:
-    """``value`` as messages and printed output show it: without the ``user:password@`` of a
-    URL, and with what follows its path (a query, which may be a signature or a token, or a
-    fragment) as ``?…`` or ``#…``. A plain path is shown as it is."""
-    scheme, sep, rest = value.partition("://")
-    if not sep:
-        return value
-    cut = min((at for at in (rest.find("?"), rest.find("#")) if at >= 0), default=-1)
-    tail = "" if cut < 0 else rest[cut] + "…"
-    rest = rest if cut < 0 else rest[:cut]
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}{tail}"
 
 
 def parse_store_url(value: str) -> StoreUrl | None:

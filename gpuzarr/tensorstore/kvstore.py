@@ -38,7 +38,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ..errors import MetadataError
 from ..metadata.json_util import expect_dict
 from ..store.paths import directory_problem, path_problem
-from ..store.url import shown_url
+from ..store.shown import shown_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -35,7 +35,7 @@ from ..errors import MetadataError
 from ..hierarchy import parse_mode
 from ..metadata.dtypes import CORE_DATA_TYPES, EXTENSION_DATA_TYPES, DataType
 from ..metadata.json_util import expect_dict, expect_int, expect_str
-from ..store.url import shown_url
+from ..store.shown import shown_url
 from .constraints import check_v2_metadata, check_v3_metadata, json_text
 from .kvstore import KvStoreSpec, join_path
 from .schema import Driver, Schema, apply_identity_transform, bound_list, parse_dtype_name

@@ -175,4 +175,6 @@ def test_spec_relative_kvstore_path_is_below_the_current_directory(
 def test_spec_urls_tensorstore_refuses_are_refused(kvstore: str, match: str) -> None:
     with pytest.raises(MetadataError, match=match) as info:
         gpuzarr.open({"driver": "zarr3", "kvstore": kvstore})
-    assert kvstore in str(info.value) and isinstance(info.value, GpuZarrError)
+    # The URL is named; an object store's query, which may be a credential, as "?…".
+    shown = kvstore.partition("?")[0] + "?…" if kvstore.startswith("s3://") and "?" in kvstore else kvstore
+    assert shown in str(info.value) and isinstance(info.value, GpuZarrError)

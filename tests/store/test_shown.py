@@ -1,10 +1,10 @@
-"""Store URLs as messages and printed output show them (gpuzarr.store.url.shown_url)."""
+"""Store URLs as messages and printed output show them (gpuzarr.store.shown.shown_url)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuzarr.store.url import shown_url
+from gpuzarr.store.shown import shown_url
 
 
 @pytest.mark.parametrize(
