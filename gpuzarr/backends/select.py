@@ -167,9 +167,15 @@ def resolve_device_for(device: str, dtype: np.dtype[Any]) -> str:
         return "cpu"
     # Variable-length strings and bytes are Python objects: they exist in host memory only.
     why = " (variable-length strings and bytes are Python objects)" if dtype.hasobject else ""
+    loader = (
+        "; gpuzarr.loader.CropLoader(..., device='gpu') reads it on the GPU as its bits and hands "
+        f"batches over as {dtype} tensors"
+        if bits_carrier(dtype) is not None
+        else ""
+    )
     raise DeviceError(
         f"device={device!r}: CuPy arrays cannot hold the data type {dtype}{why}; open this array "
-        "with device='cpu' (or 'auto')"
+        f"with device='cpu' (or 'auto'){loader}"
     )
 
 

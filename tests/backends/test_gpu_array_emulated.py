@@ -749,3 +749,19 @@ def test_direct_reads_refuse_a_chunk_linked_out_of_the_store(
     with config.set(gpu_direct_reads=True), pytest.raises(SymlinkEscapeError, match=key):
         open_on_gpu(array)[...]
     assert "read_files" not in emulated_gpu.names()
+
+
+def test_a_bfloat16_array_refused_on_the_gpu_points_to_the_loader(emulated_gpu: EmulatedGpu) -> None:
+    """CuPy holds no bfloat16: ``device="gpu"`` refuses the array and says the loader reads it
+    on the GPU (as its bits); a type without such a carrier gets no such pointer."""
+    import ml_dtypes
+
+    store = gpuzarr.MemoryStore()
+    gpuzarr.create(store, shape=(4,), dtype=ml_dtypes.bfloat16, chunks=(2,), device="cpu")
+    with pytest.raises(DeviceError, match=r"cannot hold the data type bfloat16.*CropLoader\(\.\.\., device='gpu'\)"):
+        gpuzarr.open(store, device="gpu")
+    times = gpuzarr.MemoryStore()
+    gpuzarr.create(times, shape=(4,), dtype="M8[s]", chunks=(2,), device="cpu")
+    with pytest.raises(DeviceError) as refused:
+        gpuzarr.open(times, device="gpu")
+    assert "CropLoader" not in str(refused.value)
