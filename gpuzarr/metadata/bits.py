@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import UnsupportedOperationError
-from .chain import ARRAY_TO_BYTES_NAMES, BYTES_TO_BYTES_NAMES
+from .chain import BYTES_TO_BYTES_NAMES
 from .dtypes import DataType
 from .v3 import ArrayMetadata
 
@@ -60,7 +60,7 @@ def _codec_names(chain: Iterable[CodecJSON]) -> Iterable[str]:
     """The names of a chain's codecs, those of shards' inner chunks and indexes included."""
     for codec in chain:
         yield codec["name"]
-        if codec["name"] in ARRAY_TO_BYTES_NAMES and codec["name"] == "sharding_indexed":
+        if codec["name"] == "sharding_indexed":
             config = codec.get("configuration") or {}
             yield from _codec_names(config.get("codecs", []))
             yield from _codec_names(config.get("index_codecs", []))

@@ -31,7 +31,7 @@ from ..metadata.v2 import ArrayMetadataV2, parse_v2_dtype
 from ..metadata.v3 import ArrayMetadata
 from .chunk_layout import ChunkLayoutConstraints
 from .chunk_shapes import ChosenLayout, choose_chunk_shapes
-from .constraints import CodecsDoNotMerge, codecs_match, merged_codecs
+from .codec_chains import CodecsDoNotMerge, codecs_match, merged_codecs
 from .schema import normalize_unit
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Codec chains merged as TensorStore merges them, checked against TensorStore's own answers:
 ``schema.codec`` (its non-strict merge) and ``metadata.codecs`` (strict) on open, and the two
-together on create (gpuzarr.tensorstore.constraints.codecs_match and merged_codecs)."""
+together on create (gpuzarr.tensorstore.codec_chains: codecs_match and merged_codecs)."""
 
 from __future__ import annotations
 
