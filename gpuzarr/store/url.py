@@ -62,7 +62,7 @@ def parse_store_url(value: str) -> StoreUrl | None:
         return StoreUrl("fsspec", value)
     if "://" not in value:
         return None
-    if "|" in value:
+    if "|" in value.partition("?")[0]:
         # A TensorStore URL pipeline ("gs://b/a.zarr|zarr3:"): taken as a directory, "a.zarr|zarr3:"
         # was created beside the array it names. gpuzarr.open reads one as TensorStore does.
         raise InvalidArgumentError(

@@ -417,6 +417,14 @@ def test_a_missing_node_over_http_is_not_found(http_server: HttpServer) -> None:
 SIGNED = "sv=2024-11-04&se=2030-01-01T00%3A00%3A00Z&sp=rl&sig=c2VjcmV0%2Bs%2Fig%3D"
 
 
+def test_a_bar_in_a_query_is_no_pipeline_step(http_server: HttpServer) -> None:
+    """A "|" in the query is the query's (a URL pipeline's steps follow the path)."""
+    url = _write(http_server)
+    http_server.require_query("filter=a|b")
+    np.testing.assert_array_equal(gpuzarr.open(f"{url}/a?filter=a|b", mode="r", storage_options=FAST)[...], DATA)
+    assert set(http_server.queries) == {"filter=a|b"}
+
+
 @pytest.mark.parametrize("trailing", ["", "/"])
 def test_a_query_goes_with_every_request(http_server: HttpServer, trailing: str) -> None:
     """TensorStore sends a base_url's query with every key; gpuzarr refused such URLs. The
