@@ -21,6 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeviceError
+from ..metadata.dtypes import is_ml_dtype
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -130,7 +131,7 @@ def cupy_supports(dtype: np.dtype[Any]) -> bool:
     """Whether CuPy arrays can hold ``dtype``: booleans, integers, floats and complex numbers.
     Structured, raw (``r*``), extended-precision and ml_dtypes types (bfloat16, float8, int4,
     ...), strings, bytes, datetime64 and timedelta64 cannot."""
-    if dtype.fields is not None or getattr(dtype.type, "__module__", "") == "ml_dtypes":
+    if dtype.fields is not None or is_ml_dtype(dtype):
         # ml_dtypes' float8_e5m2 is of kind "f" like NumPy's floats, and CuPy holds it no more
         # than the others: it opened on the GPU with device="auto".
         return False
@@ -149,7 +150,7 @@ def bits_carrier(dtype: np.dtype[Any]) -> np.dtype[Any] | None:
     formats, ``int4`` held a byte each); None for any other type. A loader reads such arrays
     as these bits on the GPU and hands the batches over as their own type (a PyTorch
     ``bfloat16`` tensor), which no decode or copy on the way ever looks at."""
-    if getattr(dtype.type, "__module__", "") != "ml_dtypes" or dtype.fields is not None:
+    if not is_ml_dtype(dtype) or dtype.fields is not None:
         return None
     import numpy as np
 

@@ -105,12 +105,11 @@ def median_seconds(read: Callable[[], Any], finish: Callable[[], None], repeats:
 
 
 def run(args: argparse.Namespace) -> int:
+    shown = shown_url(args.path)  # a URL's query or password is no part of the output
     with open_path(args.path, args.storage_options) as array:
         if not isinstance(array, Array):
-            raise InvalidArgumentError(
-                f"{shown_url(args.path)} is a group; name one of its arrays (gpuzarr tree lists them)"
-            )
-        wanted = for_rank(args.crop_shape, array.ndim, "--crop-shape", shown_url(args.path))
+            raise InvalidArgumentError(f"{shown} is a group; name one of its arrays (gpuzarr tree lists them)")
+        wanted = for_rank(args.crop_shape, array.ndim, "--crop-shape", shown)
         crop = tuple(min(c, s) for c, s in zip(wanted, array.shape, strict=True))
         boxes = random_crops(array.shape, crop, args.crops, args.seed)
         rows = []
@@ -120,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             rows.append(_gpu_row(array, args, boxes))
     if args.json:
         doc = {
-            "path": shown_url(args.path), "shape": list(array.shape), "dtype": str(array.dtype), "nbytes": array.nbytes,
+            "path": shown, "shape": list(array.shape), "dtype": str(array.dtype), "nbytes": array.nbytes,
             "crops": len(boxes), "crop_shape": list(crop), "repeats": args.repeats, "rows": [asdict(r) for r in rows],
         }
         print(json.dumps(doc, indent=2))

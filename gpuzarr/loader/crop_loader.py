@@ -25,6 +25,7 @@ from ..backends.cpu import torch_types
 from ..backends.cuda.launch_checks import MAX_NDIM
 from ..backends.cuda.phases import phase
 from ..errors import DeviceError, InvalidArgumentError, PassEndedError
+from ..metadata.dtypes import is_variable_length
 from ..store.memory import MemoryStore
 from .cache import CacheStats, ChunkCache
 from .chunked import ChunkAssembler, all_regular, check_cacheable
@@ -146,7 +147,7 @@ def _check_shareable(dtypes: dict[str, np.dtype[Any]]) -> None:
     array of references".
     """
     for name, dtype in dtypes.items():
-        if dtype.hasobject or dtype.kind == "T":
+        if is_variable_length(dtype):
             field = "" if name == UNNAMED else f"field {name!r}: "
             raise InvalidArgumentError(
                 f"workers: {field}{dtype} elements are Python objects, which worker processes cannot hand over "

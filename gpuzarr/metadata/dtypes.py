@@ -86,6 +86,12 @@ def is_float_like(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "fc" or (dtype.kind == "V" and dtype.name in ML_FLOAT_TYPES)
 
 
+def is_ml_dtype(dtype: np.dtype[Any]) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' types (``bfloat16``, the ``float8`` formats,
+    ``int4`` ...), whatever its kind: ``float8_e5m2`` has NumPy's float kind, the others "V"."""
+    return getattr(dtype.type, "__module__", "") == "ml_dtypes"
+
+
 def is_integer_like(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "iu" or (dtype.kind == "V" and dtype.name in ML_INT_TYPES)
 

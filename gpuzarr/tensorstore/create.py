@@ -131,13 +131,21 @@ def _fill_codec_defaults(chain: list[CodecJSON], itemsize: int) -> list[CodecJSO
             # Shards within shards: the inner shards' chains are completed as the outer's.
             inner = parse_codec_chain(config.get("codecs", []), "sharding_indexed.codecs")
             config["codecs"] = _fill_codec_defaults(with_array_to_bytes(inner, _bytes_codec()), itemsize)
-            index = config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs))
-            config["index_codecs"] = _fill_codec_defaults(parse_codec_chain(index, "sharding_indexed.index_codecs"), 8)
-            config.setdefault("index_location", "end")
+            _fill_index_defaults(config)
         filled: CodecJSON = {**codec, "configuration": config}
         out.append(filled)
         previous = name
     return out
+
+
+def _fill_index_defaults(config: dict[str, Any]) -> None:
+    """Complete a ``sharding_indexed`` configuration's index as TensorStore writes it: its
+    codecs (TensorStore's, where none are given) with their defaults, and ``index_location``."""
+    index = parse_codec_chain(
+        config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs)), "sharding_indexed.index_codecs"
+    )
+    config["index_codecs"] = _fill_codec_defaults(index, 8)
+    config.setdefault("index_location", "end")
 
 
 def _insert_transpose(chain: list[CodecJSON], order: tuple[int, ...]) -> list[CodecJSON]:
@@ -290,14 +298,7 @@ def _build_v3(spec: TensorStoreSpec) -> ArrayMetadata:
             _ordered(inner, chosen.inner_order, hard_order, inner_fixed, "metadata.codecs sharding_indexed codecs"),
             itemsize,
         )
-        config["index_codecs"] = _fill_codec_defaults(
-            parse_codec_chain(
-                config.get("index_codecs", list(TENSORSTORE_DEFAULTS.index_codecs)),
-                "sharding_indexed.index_codecs",
-            ),
-            8,
-        )
-        config.setdefault("index_location", "end")
+        _fill_index_defaults(config)
         chain: list[CodecJSON] = [c if c is not sharding else _with_configuration(c, config) for c in codecs or []]
     elif chosen.sharded:
         if codecs is not None and not wrappable:

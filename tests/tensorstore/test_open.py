@@ -53,6 +53,14 @@ def normalized_codecs(chain: list[Any]) -> list[Any]:
     return out
 
 
+#: metadata of shards whose inner chunks' codecs it leaves to the create
+SHARDS_WITHOUT_INNER_CODECS = {
+    "shape": [16, 16],
+    "data_type": "int16",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
+    "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}],
+}
+
 CREATE_SPECS_V3 = {
     "default": {"schema": {"domain": {"shape": [100, 200]}, "dtype": "uint16"}},
     "sharded_inner_order": {
@@ -92,23 +100,11 @@ CREATE_SPECS_V3 = {
             "dimension_names": ["a", "b"],
         }
     },
-    "metadata_sharding": {
-        "metadata": {
-            "shape": [16, 16],
-            "data_type": "int16",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
-            "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}],
-        }
-    },
+    "metadata_sharding": {"metadata": SHARDS_WITHOUT_INNER_CODECS},
     # The schema's codecs become the inner chunks' of shards whose metadata leaves them out
     # (they contradicted them); a schema chain that only names part of the metadata's is met.
     "metadata_sharding_schema_codecs": {
-        "metadata": {
-            "shape": [16, 16],
-            "data_type": "int16",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 16]}},
-            "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4, 4]}}],
-        },
+        "metadata": SHARDS_WITHOUT_INNER_CODECS,
         "schema": {"codec": {"driver": "zarr3", "codecs": [{"name": "zstd", "configuration": {"level": 5}}]}},
     },
     "metadata_codecs_partial_schema_codecs": {

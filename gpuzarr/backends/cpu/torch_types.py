@@ -18,6 +18,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ...metadata.dtypes import is_ml_dtype
+
 #: NumPy types ``torch.from_numpy`` takes (native byte order only), by name
 _SHARED = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
@@ -28,10 +30,6 @@ _SHARED = frozenset(
 _CARRIERS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-def _is_ml_dtypes(dtype: np.dtype[Any]) -> bool:
-    return getattr(dtype.type, "__module__", "") == "ml_dtypes"
-
-
 def torch_type_name(dtype: np.dtype[Any]) -> str | None:
     """The name of PyTorch's type for arrays of ``dtype`` (``"bfloat16"``, ``"uint16"``), or None
     where it surely has none (strings, structured and datetime types). A name given for an
@@ -40,7 +38,7 @@ def torch_type_name(dtype: np.dtype[Any]) -> str | None:
         return None
     if dtype.name in _SHARED:
         return dtype.name if dtype.isnative else None
-    if _is_ml_dtypes(dtype):
+    if is_ml_dtype(dtype):
         # ml_dtypes and PyTorch name their machine-learning floats alike (bfloat16,
         # float8_e4m3fn, float8_e5m2, ..., complex32). _torch_type checks that PyTorch's type of
         # the name is a float of the same size: its sub-byte integers (torch.int4) are
@@ -57,7 +55,7 @@ def _torch_type(dtype: np.dtype[Any]) -> Any:
     found = getattr(torch, name, None) if name is not None else None
     if not isinstance(found, torch.dtype) or found.itemsize != dtype.itemsize:
         return None
-    if _is_ml_dtypes(dtype) and not (found.is_floating_point or found.is_complex):
+    if is_ml_dtype(dtype) and not (found.is_floating_point or found.is_complex):
         return None
     return found
 
